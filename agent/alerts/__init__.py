@@ -1,0 +1,1 @@
+"""Alerts: severity routing, escalation and the owner's reply directives."""

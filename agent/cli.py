@@ -1,0 +1,100 @@
+"""``watchkeeper`` command line: run, chat, doctor, schedule, whatsapp link."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+
+from agent.config import ConfigError, Settings, load_settings
+from agent.logs import setup_logging
+
+log = logging.getLogger("watchkeeper")
+
+
+async def _run(settings: Settings) -> int:
+    from agent.app import build_app
+    from agent.http import make_web_app, serve
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with contextlib.AsyncExitStack() as stack:
+        app = await stack.enter_async_context(build_app(settings))
+        port = await stack.enter_async_context(
+            serve(make_web_app(app), settings.http_host, settings.http_port)
+        )
+        log.info("http: listening on %s:%d", settings.http_host, port)
+        log.info("watchkeeper is running; Ctrl-C to stop")
+        await stop.wait()
+        log.info("stopping")
+    log.info("stopped")
+    return 0
+
+
+async def _chat(settings: Settings) -> int:
+    from agent.app import build_app
+    from channels.console import ConsoleChannel
+
+    console = ConsoleChannel()
+    print("Watchkeeper chat. /reset starts a new conversation, /quit leaves.", flush=True)
+    async with build_app(settings, channels=[console], on_part=log.debug) as app:
+        await console.closed.wait()
+        await app.pipeline.join()
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="watchkeeper", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("run", help="start everything configured")
+    sub.add_parser("chat", help="chat with the agent in the terminal")
+    sub.add_parser("doctor", help="check settings and reachability")
+    sched = sub.add_parser("schedule", help="print upcoming pulses and cron fires")
+    sched.add_argument("--hours", type=float, default=24.0)
+    wa = sub.add_parser("whatsapp", help="WhatsApp account")
+    wa_sub = wa.add_subparsers(dest="wa_command", required=True)
+    link = wa_sub.add_parser("link", help="link a WhatsApp account")
+    link.add_argument("--phone", help="E.164 number: show a pairing code instead of a QR")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        print(f"watchkeeper: {exc}", file=sys.stderr)
+        return 2
+    level = logging.DEBUG if args.verbose else logging.INFO
+    if args.command == "chat" and not args.verbose:
+        level = logging.WARNING
+    setup_logging(settings, level)
+    try:
+        if args.command == "run":
+            return asyncio.run(_run(settings))
+        if args.command == "chat":
+            return asyncio.run(_chat(settings))
+        if args.command == "doctor":
+            from agent.doctor import doctor
+
+            return asyncio.run(doctor(settings))
+        if args.command == "schedule":
+            from agent.schedule_cli import print_schedule
+
+            return asyncio.run(print_schedule(settings, args.hours))
+        if args.command == "whatsapp":
+            from agent.whatsapp_cli import link
+
+            return asyncio.run(link(settings, args.phone))
+    except ConfigError as exc:
+        print(f"watchkeeper: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 1

@@ -1,0 +1,132 @@
+"""From an inbound message to replies: who is speaking, commands, then the agent.
+
+Unknown senders never reach the model (no tokens spent): they are logged and
+counted, and a Telegram stranger gets one polite refusal a day at most.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from agent.context import AgentDeps, RunContext, Tier
+from agent.service import Agent
+from channels.types import InboundMessage, Reply
+
+log = logging.getLogger(__name__)
+
+REFUSAL = (
+    "Hello! This is a private assistant and only answers its owner. Your message was not read."
+)
+HELP = (
+    "I'm your Watchkeeper. Just write to me.\n"
+    "/status - what is running\n/reset - start a new conversation\n/help - this text"
+)
+REFUSAL_EVERY = timedelta(days=1)
+
+Command = Callable[[InboundMessage, RunContext], Awaitable[list[Reply]]]
+TierResolver = Callable[[InboundMessage], Awaitable[Tier | None]]
+
+
+@dataclass
+class Dispatcher:
+    deps: AgentDeps
+    agent: Agent
+    resolvers: dict[str, TierResolver] = field(default_factory=dict)
+    """Per-channel trust decision; the default knows owners from the settings."""
+    commands: dict[str, Command] = field(default_factory=dict)
+    interceptors: list[Callable[[InboundMessage, RunContext], Awaitable[list[Reply] | None]]] = (
+        field(default_factory=list)
+    )
+    """Tried before the agent (alert directives); the first non-None answer wins."""
+
+    def __post_init__(self) -> None:
+        self.commands.setdefault("/start", self._help)
+        self.commands.setdefault("/help", self._help)
+        self.commands.setdefault("/reset", self._reset)
+
+    async def tier(self, message: InboundMessage) -> Tier | None:
+        resolver = self.resolvers.get(message.channel)
+        if resolver is not None:
+            return await resolver(message)
+        settings = self.deps.settings
+        if message.channel == "console":
+            return "owner"
+        if message.channel == "telegram":
+            return "owner" if _as_int(message.sender_id) in settings.owner_telegram_ids else None
+        if message.channel in ("sms", "whatsapp"):
+            return "owner" if message.sender_id == settings.owner_phone else None
+        return None
+
+    async def handle(self, message: InboundMessage) -> list[Reply]:
+        tier = await self.tier(message)
+        if tier is None:
+            return await self._stranger(message)
+        ctx = RunContext(
+            deps=self.deps,
+            tier=tier,
+            channel=message.channel,
+            chat_id=message.chat_id,
+            sender=message.sender_id,
+            conversation_key=message.conversation_key,
+            extra={"reply_to": message.reply_to, **message.meta},
+        )
+        command = (
+            message.text.strip().split(maxsplit=1)[0].split("@")[0].lower()
+            if (message.text.strip().startswith("/") and tier == "owner")
+            else ""
+        )
+        if command in self.commands:
+            return await self.commands[command](message, ctx)
+        if tier == "owner":
+            for intercept in self.interceptors:
+                replies = await intercept(message, ctx)
+                if replies is not None:
+                    return replies
+        reply = await self.agent.respond(message.text, ctx)
+        if not reply.text.strip():
+            return [] if tier == "contact" else [Reply("(done; nothing to add)")]
+        if tier == "contact" and not message.meta.get("can_reply", False):
+            return []
+        return [Reply(reply.text)]
+
+    async def _stranger(self, message: InboundMessage) -> list[Reply]:
+        stats = self.deps.db["settings"]
+        key = f"stranger:{message.channel}:{message.sender_id}"
+        now = self.deps.clock()
+        doc = await stats.find_one_and_update(
+            {"_id": key},
+            {"$inc": {"count": 1}, "$set": {"last_seen": now, "name": message.sender_name}},
+            upsert=True,
+        )
+        log.info("ignored a %s message from an unknown sender", message.channel)
+        if message.channel != "telegram":
+            return []
+        last = (doc or {}).get("refused_at")
+        if last is not None and now - _aware(last) < REFUSAL_EVERY:
+            return []
+        await stats.update_one({"_id": key}, {"$set": {"refused_at": now}})
+        return [Reply(REFUSAL)]
+
+    async def _help(self, message: InboundMessage, ctx: RunContext) -> list[Reply]:
+        return [Reply(HELP)]
+
+    async def _reset(self, message: InboundMessage, ctx: RunContext) -> list[Reply]:
+        await self.deps.conversations.reset(ctx.conversation_key)
+        return [Reply("Started a new conversation. Memory is kept.")]
+
+
+def _as_int(value: str) -> int | None:
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
+def _aware(value: Any) -> Any:
+    from datetime import UTC
+
+    return value if value.tzinfo else value.replace(tzinfo=UTC)

@@ -1,0 +1,156 @@
+"""``watchkeeper doctor``: what is configured, what is reachable, what is missing."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from dataclasses import dataclass
+
+import aiohttp
+
+from agent.config import Settings
+from storage.db import make_client
+from storage.embedded import EmbeddedServer, EmbeddedUnavailable
+
+TIMEOUT = aiohttp.ClientTimeout(total=8)
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fatal: bool = False
+
+
+async def _http_ok(session: aiohttp.ClientSession, url: str, **kw: object) -> tuple[bool, str]:
+    try:
+        async with session.get(url, timeout=TIMEOUT, **kw) as resp:  # type: ignore[arg-type]
+            if resp.status == 200:
+                return True, "reachable"
+            return False, f"HTTP {resp.status}"
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        return False, f"unreachable ({type(exc).__name__})"
+
+
+async def check_database(settings: Settings) -> Check:
+    embedded = None
+    uri = settings.mongodb_uri
+    try:
+        if uri is None:
+            embedded = EmbeddedServer(settings.data_dir)
+            uri = await embedded.start()
+        client = make_client(uri, direct=embedded is not None)
+        try:
+            await client.admin.command("ping")
+        finally:
+            await client.close()
+    except EmbeddedUnavailable as exc:
+        return Check("database", False, str(exc), fatal=True)
+    except Exception as exc:
+        return Check("database", False, f"unreachable ({type(exc).__name__})", fatal=True)
+    finally:
+        if embedded is not None:
+            await embedded.stop()
+    where = f"embedded in {settings.data_dir}" if settings.mongodb_uri is None else "MongoDB"
+    return Check("database", True, f"{where}: reachable")
+
+
+async def check_model(settings: Settings, session: aiohttp.ClientSession) -> list[Check]:
+    checks = []
+    if settings.llm_provider is None:
+        return [Check("model", False, "no model: set GEMINI_API_KEY or OPENAI_API_KEY", True)]
+    for role, name in (("model", settings.llm_provider), ("fallback", settings.llm_fallback)):
+        if name is None:
+            continue
+        if name == "openai":
+            key = settings.openai_api_key
+            base = (settings.openai_base_url or "https://api.openai.com/v1").rstrip("/")
+            url, headers = (
+                base + "/models",
+                {"Authorization": f"Bearer {key.get_secret_value() if key else ''}"},
+            )
+        else:
+            key = settings.gemini_api_key
+            base = settings.gemini_base_url or "https://generativelanguage.googleapis.com"
+            base = base.rstrip("/")
+            url, headers = (
+                base + "/v1beta/models",
+                {"x-goog-api-key": key.get_secret_value() if key else ""},
+            )
+        keyless_ok = name == "openai" and settings.openai_base_url is not None
+        if key is None and not keyless_ok:
+            checks.append(Check(role, False, f"{name}: API key missing", fatal=role == "model"))
+            continue
+        ok, detail = await _http_ok(session, url, headers=headers)
+        checks.append(Check(role, ok, f"{name}: {detail}", fatal=False))
+    return checks
+
+
+async def check_channels(settings: Settings, session: aiohttp.ClientSession) -> list[Check]:
+    checks = []
+    if settings.telegram_bot_token is None:
+        checks.append(Check("telegram", False, "disabled (TELEGRAM_BOT_TOKEN unset)"))
+    else:
+        token = settings.telegram_bot_token.get_secret_value()
+        ok, detail = await _http_ok(session, f"{settings.telegram_api_base_url}/bot{token}/getMe")
+        if not settings.owner_telegram_ids:
+            detail += "; OWNER_TELEGRAM_IDS unset: nobody can talk to the agent"
+        checks.append(Check("telegram", ok, detail))
+    sms = settings.twilio_account_sid and settings.twilio_auth_token and settings.twilio_from_number
+    checks.append(
+        Check(
+            "sms",
+            bool(sms),
+            "configured" if sms else "disabled (TWILIO_ACCOUNT_SID/AUTH_TOKEN/FROM_NUMBER unset)",
+        )
+    )
+    if sms and not settings.owner_phone:
+        checks.append(Check("sms", False, "OWNER_PHONE unset: SMS alerts have nowhere to go"))
+    checks.append(
+        Check(
+            "whatsapp",
+            settings.whatsapp_enabled,
+            "enabled" if settings.whatsapp_enabled else "disabled (WHATSAPP_ENABLED)",
+        )
+    )
+    checks.append(
+        Check(
+            "web_search",
+            settings.brave_api_key is not None,
+            "configured" if settings.brave_api_key else "disabled (BRAVE_API_KEY unset)",
+        )
+    )
+    checks.append(
+        Check(
+            "admin api",
+            settings.admin_token is not None,
+            "enabled"
+            if settings.admin_token
+            else "disabled (ADMIN_TOKEN unset: /api/* answers 503)",
+        )
+    )
+    return checks
+
+
+async def doctor(settings: Settings, out: object = None) -> int:
+    async with aiohttp.ClientSession() as session:
+        parts: list[Awaitable[object]] = [
+            check_database(settings),
+            check_model(settings, session),
+            check_channels(settings, session),
+        ]
+        results = await asyncio.gather(*parts)
+    checks: list[Check] = []
+    for r in results:
+        checks.extend(r if isinstance(r, list) else [r])  # type: ignore[arg-type]
+    bind = f"{settings.http_host}:{settings.http_port}"
+    print(f"settings: ok (timezone {settings.timezone}, http {bind})")
+    for check in checks:
+        mark = "ok  " if check.ok else ("FAIL" if check.fatal else "--  ")
+        print(f"[{mark}] {check.name}: {check.detail}")
+    fatal = [c for c in checks if c.fatal and not c.ok]
+    if fatal:
+        print(f"{len(fatal)} fatal problem(s)")
+        return 1
+    return 0

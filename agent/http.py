@@ -1,0 +1,92 @@
+"""The HTTP server: health, admin API and webhooks, bound to 127.0.0.1 by default."""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from agent.app import App
+
+log = logging.getLogger(__name__)
+APP_KEY: web.AppKey[App] = web.AppKey("watchkeeper", App)
+StatusSection = Callable[[App], Awaitable[dict[str, Any]]]
+STATUS_KEY: web.AppKey[list[StatusSection]] = web.AppKey("status_sections", list)
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.json_response(data, status=status, dumps=lambda d: json.dumps(d, default=str))
+
+
+async def healthz(request: web.Request) -> web.Response:
+    app = request.app[APP_KEY]
+    db_ok = await app.database.ping()
+    body = {
+        "status": "ok" if db_ok else "degraded",
+        "db": "ok" if db_ok else "unreachable",
+        "channels": {name: bool(s.get("connected", True)) for name, s in app.status().items()},
+        "scheduler": app.deps.services.get("scheduler_status", "not configured"),
+    }
+    return _json(body, 200 if db_ok else 503)
+
+
+@web.middleware
+async def admin_auth(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    if request.path.startswith("/api/"):
+        token = request.app[APP_KEY].settings.admin_token
+        if token is None:
+            return _json({"error": "ADMIN_TOKEN is not configured"}, 503)
+        given = request.headers.get("Authorization", "")
+        expected = "Bearer " + token.get_secret_value()
+        if not hmac.compare_digest(given.encode(), expected.encode()):
+            return _json({"error": "unauthorized"}, 401)
+    return await handler(request)
+
+
+async def api_status(request: web.Request) -> web.Response:
+    app = request.app[APP_KEY]
+    body: dict[str, Any] = {
+        "channels": app.status(),
+        "outbox": {
+            "pending": await app.outbox.pending_count(),
+            "failed": len(await app.outbox.failed()),
+        },
+    }
+    for section in request.app[STATUS_KEY]:
+        body.update(await section(app))
+    return _json(body)
+
+
+def make_web_app(app: App) -> web.Application:
+    web_app = web.Application(middlewares=[admin_auth], client_max_size=1024 * 1024)
+    web_app[APP_KEY] = app
+    web_app[STATUS_KEY] = []
+    web_app.router.add_get("/healthz", healthz)
+    web_app.router.add_get("/api/status", api_status)
+    telegram = app.channels.get("telegram")
+    handle_webhook = getattr(telegram, "handle_webhook", None)
+    if handle_webhook is not None and app.settings.telegram_webhook_url:
+        web_app.router.add_post("/webhooks/telegram", handle_webhook)
+    return web_app
+
+
+@contextlib.asynccontextmanager
+async def serve(web_app: web.Application, host: str, port: int) -> AsyncIterator[int]:
+    """Run the server; yields the bound port (useful when ``port`` is 0)."""
+    runner = web.AppRunner(web_app, access_log=None)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        server = site._server
+        sockets = getattr(server, "sockets", None) or []
+        yield int(sockets[0].getsockname()[1]) if sockets else port
+    finally:
+        await runner.cleanup()

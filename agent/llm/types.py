@@ -1,0 +1,88 @@
+"""Provider-neutral conversation parts.
+
+Every part carries a ``kind`` literal so a whole history round-trips through one
+TypeAdapter to MongoDB and back. Provider-specific opaque data (Gemini thought
+signatures, for instance) rides along in ``provider_data`` and is sent back
+unchanged by the adapter that produced it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, TypeAdapter
+
+
+class TextPart(BaseModel):
+    kind: Literal["text"] = "text"
+    text: str
+    provider_data: dict[str, Any] | None = None
+
+
+class ToolCallPart(BaseModel):
+    kind: Literal["tool_call"] = "tool_call"
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    provider_data: dict[str, Any] | None = None
+
+
+class ToolResultPart(BaseModel):
+    kind: Literal["tool_result"] = "tool_result"
+    call_id: str
+    name: str
+    result: dict[str, Any]
+
+
+Part = Annotated[TextPart | ToolCallPart | ToolResultPart, Field(discriminator="kind")]
+
+
+class ModelMessage(BaseModel):
+    """One turn: ``user`` (text), ``assistant`` (text and tool calls) or ``tool`` (results)."""
+
+    role: Literal["user", "assistant", "tool"]
+    parts: list[Part]
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    @property
+    def tool_calls(self) -> list[ToolCallPart]:
+        return [p for p in self.parts if isinstance(p, ToolCallPart)]
+
+
+MessagesAdapter: TypeAdapter[list[ModelMessage]] = TypeAdapter(list[ModelMessage])
+
+
+class Usage(BaseModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+        )
+
+
+class ModelResponse(BaseModel):
+    message: ModelMessage
+    usage: Usage = Field(default_factory=Usage)
+    model: str = ""
+
+
+class ToolSpec(BaseModel):
+    """What the model is told about a tool: name, description, JSON schema of arguments."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+def user_message(text: str) -> ModelMessage:
+    return ModelMessage(role="user", parts=[TextPart(text=text)])
+
+
+def assistant_message(text: str) -> ModelMessage:
+    return ModelMessage(role="assistant", parts=[TextPart(text=text)])

@@ -1,0 +1,133 @@
+"""The agent: one exchange = load history, build the prompt, run the loop, store it all.
+
+The user's message is stored before the model is called, so a model failure
+never loses it; the user then gets a short apology, never an exception text.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from bson import ObjectId
+
+from agent.context import RunContext
+from agent.history import fit_history, message_tokens
+from agent.llm.base import ModelClient, ModelError
+from agent.llm.types import MessagesAdapter, ModelMessage, TextPart, Usage, user_message
+from agent.loop import MAX_TURNS, LoopResult, run_loop
+from agent.prompt import PromptSection, build_system_prompt
+from agent.tools.catalog import ToolCatalog
+
+log = logging.getLogger(__name__)
+
+APOLOGY = (
+    "Sorry, I couldn't reach my language model just now. Your message is saved; "
+    "please try again in a minute."
+)
+
+
+@dataclass
+class AgentReply:
+    text: str
+    usage: Usage = field(default_factory=Usage)
+    tool_calls: list[str] = field(default_factory=list)
+    failed: bool = False
+    exhausted: bool = False
+    conversation_id: ObjectId | None = None
+    duration_ms: float = 0.0
+
+
+def _to_docs(messages: Sequence[ModelMessage], extra: dict[str, Any] | None = None) -> list[Any]:
+    docs = []
+    for m in messages:
+        doc = m.model_dump(mode="json", exclude_none=True)
+        doc["tokens"] = message_tokens(m)
+        docs.append(doc)
+    if extra and docs:
+        docs[-1].update(extra)
+    return docs
+
+
+class Agent:
+    def __init__(
+        self,
+        model: ModelClient,
+        catalog: ToolCatalog,
+        sections: Sequence[PromptSection] = (),
+        max_turns: int = MAX_TURNS,
+    ) -> None:
+        self.model = model
+        self.catalog = catalog
+        self.sections = list(sections)
+        self.max_turns = max_turns
+
+    async def respond(self, text: str, ctx: RunContext, *, isolated: bool = False) -> AgentReply:
+        """Answer ``text`` in the conversation named by ``ctx.conversation_key``.
+
+        ``isolated`` runs without earlier history (pulses and cron runs).
+        """
+        started = time.perf_counter()
+        deps = ctx.deps
+        conversation = await deps.conversations.active(
+            ctx.conversation_key, channel=ctx.channel, chat_id=ctx.chat_id
+        )
+        conv_id: ObjectId = conversation["_id"]
+        history = [] if isolated else await self._history(conv_id, ctx)
+        incoming = user_message(text)
+        await deps.messages.append(conv_id, _to_docs([incoming], {"sender": ctx.sender}))
+
+        instruction = await deps.instructions.get()
+        toolset = self.catalog.for_context(ctx)
+        if not instruction.memory_enabled:
+            toolset = toolset.only(lambda _: False)
+        system = await build_system_prompt(instruction, ctx, toolset, self.sections)
+        try:
+            result = await run_loop(
+                self.model, system, [*history, incoming], toolset, ctx, self.max_turns
+            )
+        except ModelError as exc:
+            log.error("model failed for %s: %s", ctx.conversation_key, exc)
+            await deps.messages.append(
+                conv_id, [{"role": "assistant", "parts": [], "error": "model_unavailable"}]
+            )
+            return AgentReply(
+                text=APOLOGY,
+                failed=True,
+                conversation_id=conv_id,
+                duration_ms=(time.perf_counter() - started) * 1000,
+            )
+        await self._store(ctx, conv_id, result)
+        return AgentReply(
+            text=result.text,
+            usage=result.usage,
+            tool_calls=result.tool_calls,
+            exhausted=result.exhausted,
+            conversation_id=conv_id,
+            duration_ms=(time.perf_counter() - started) * 1000,
+        )
+
+    async def _history(self, conv_id: ObjectId, ctx: RunContext) -> list[ModelMessage]:
+        docs = [d for d in await ctx.deps.messages.recent(conv_id) if d.get("parts")]
+        messages = MessagesAdapter.validate_python(
+            [{"role": d["role"], "parts": d["parts"]} for d in docs]
+        )
+        tokens = [int(d.get("tokens") or 0) for d in docs]
+        return fit_history(messages, tokens, ctx.deps.settings.history_token_budget)
+
+    async def _store(self, ctx: RunContext, conv_id: ObjectId, result: LoopResult) -> None:
+        meta = {
+            "usage": result.usage.model_dump(),
+            "model": result.model,
+            "turns": result.turns,
+            "tool_calls": result.tool_calls,
+        }
+        if result.exhausted:
+            # The honest "ran out of steps" reply is ours, not the model's; store it too.
+            result.messages.append(
+                ModelMessage(role="assistant", parts=[TextPart(text=result.text)])
+            )
+        await ctx.deps.messages.append(conv_id, _to_docs(result.messages, meta))

@@ -1,0 +1,121 @@
+"""Tools: a typed argument model, a description, and an async handler.
+
+The JSON schema sent to the model is generated from the pydantic model and
+compacted (no titles, references inlined) to keep every request lean.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from agent.context import RunContext
+from agent.llm.types import ToolSpec
+
+log = logging.getLogger(__name__)
+
+A = TypeVar("A", bound=BaseModel)
+ToolResult = dict[str, Any]
+
+
+class ToolError(Exception):
+    """A failure the model should read: the message becomes ``{"error": message}``."""
+
+
+@dataclass(frozen=True)
+class Tool(Generic[A]):
+    name: str
+    description: str
+    args: type[A]
+    handler: Callable[[A, RunContext], Awaitable[ToolResult]]
+    writes: bool = True
+    """Whether the tool changes state or reaches others (refused to the contact tier)."""
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(
+            name=self.name, description=self.description, parameters=compact_schema(self.args)
+        )
+
+    async def invoke(self, raw: dict[str, Any], ctx: RunContext) -> ToolResult:
+        try:
+            args = self.args.model_validate(raw)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(x) for x in e['loc']) or 'arguments'}: {e['msg']}"
+                for e in exc.errors()
+            )
+            return {"error": f"invalid arguments for {self.name}: {problems}"}
+        try:
+            return await self.handler(args, ctx)
+        except ToolError as exc:
+            return {"error": str(exc)}
+        except Exception:
+            log.exception("tool %s failed", self.name)
+            return {"error": f"{self.name} failed unexpectedly; try a different approach"}
+
+
+class Toolset:
+    """The tools offered for one request, by name."""
+
+    def __init__(self, tools: Iterable[Tool[Any]] = ()) -> None:
+        self._tools: dict[str, Tool[Any]] = {t.name: t for t in tools}
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Any:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def specs(self) -> list[ToolSpec]:
+        return [t.spec() for t in self._tools.values()]
+
+    def only(self, predicate: Callable[[Tool[Any]], bool]) -> Toolset:
+        return Toolset(t for t in self._tools.values() if predicate(t))
+
+    async def call(self, name: str, arguments: dict[str, Any], ctx: RunContext) -> ToolResult:
+        tool = self._tools.get(name)
+        if tool is None:
+            return {"error": f"unknown tool {name!r}; available: {', '.join(self._tools)}"}
+        return await tool.invoke(arguments, ctx)
+
+
+def compact_schema(model: type[BaseModel]) -> dict[str, Any]:
+    schema = model.model_json_schema()
+    defs = schema.pop("$defs", {})
+    return _compact(schema, defs)  # type: ignore[no-any-return]
+
+
+def _compact(node: Any, defs: dict[str, Any]) -> Any:
+    if isinstance(node, dict):
+        if "$ref" in node:
+            return _compact(defs[node["$ref"].split("/")[-1]], defs)
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key == "title" or (key == "default" and value is None):
+                continue
+            if key == "anyOf":
+                options = [o for o in value if o != {"type": "null"}]
+                if len(options) == 1:
+                    out.update(_compact(options[0], defs))
+                    continue
+            out[key] = _compact(value, defs)
+        return out
+    if isinstance(node, list):
+        return [_compact(v, defs) for v in node]
+    return node
+
+
+def result_json(result: ToolResult) -> str:
+    return json.dumps(result, ensure_ascii=False, default=str)

@@ -1,0 +1,51 @@
+"""Which tools a request gets: by trust tier and by what is available right now."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.context import RunContext
+from agent.tools.base import Tool, Toolset
+
+Availability = Callable[[RunContext], bool]
+
+
+def always(_: RunContext) -> bool:
+    return True
+
+
+@dataclass
+class ToolCatalog:
+    """All tools the app knows, each with a predicate saying when it is offered.
+
+    The contact tier only ever gets tools marked ``writes=False``: a third party
+    cannot make the agent write memory, the database, schedules or permissions,
+    or send to anyone else.
+    """
+
+    _entries: list[tuple[Tool[Any], Availability]] = field(default_factory=list)
+
+    def add(self, tool: Tool[Any], available: Availability = always) -> None:
+        self._entries = [(t, a) for t, a in self._entries if t.name != tool.name]
+        self._entries.append((tool, available))
+
+    def for_context(self, ctx: RunContext) -> Toolset:
+        chosen = [t for t, available in self._entries if available(ctx)]
+        if ctx.tier != "owner":
+            chosen = [t for t in chosen if not t.writes]
+        return Toolset(chosen)
+
+
+def core_catalog() -> ToolCatalog:
+    from agent.tools.db import DB_QUERY
+    from agent.tools.memory import SAVE_MEMORY, UPDATE_DB_SCHEMA
+    from agent.tools.web import WEB_SEARCH
+
+    catalog = ToolCatalog()
+    catalog.add(SAVE_MEMORY)
+    catalog.add(UPDATE_DB_SCHEMA)
+    catalog.add(DB_QUERY)
+    catalog.add(WEB_SEARCH, lambda ctx: ctx.deps.settings.brave_api_key is not None)
+    return catalog

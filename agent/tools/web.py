@@ -1,0 +1,64 @@
+"""``web_search`` through Brave's REST API (the PyPI client is unusable; see DESIGN.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiohttp
+from pydantic import BaseModel, Field
+
+from agent.context import RunContext
+from agent.tools.base import Tool, ToolError, ToolResult
+
+
+class WebSearchArgs(BaseModel):
+    query: str = Field(min_length=1, max_length=400, description="Search terms.")
+    count: int = Field(default=5, ge=1, le=10, description="Results to return (1-10).")
+
+
+async def _web_search(args: WebSearchArgs, ctx: RunContext) -> ToolResult:
+    settings = ctx.deps.settings
+    if settings.brave_api_key is None:
+        raise ToolError("web search is not configured (BRAVE_API_KEY is unset)")
+    session = ctx.deps.http
+    if session is None:
+        raise ToolError("web search is unavailable: no HTTP session")
+    url = settings.brave_api_base_url.rstrip("/") + "/res/v1/web/search"
+    headers = {
+        "Accept": "application/json",
+        "X-Subscription-Token": settings.brave_api_key.get_secret_value(),
+    }
+    try:
+        async with session.get(
+            url,
+            params={"q": args.query, "count": str(args.count)},
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(total=15),
+        ) as resp:
+            if resp.status == 429:
+                raise ToolError("web search rate limit reached; try again later")
+            if resp.status != 200:
+                raise ToolError(f"web search failed with HTTP {resp.status}")
+            payload: dict[str, Any] = await resp.json(content_type=None)
+    except (aiohttp.ClientError, TimeoutError):
+        raise ToolError("web search could not reach the search service") from None
+    results = (payload.get("web") or {}).get("results") or []
+    return {
+        "results": [
+            {
+                "title": r.get("title", ""),
+                "url": r.get("url", ""),
+                "description": r.get("description", ""),
+            }
+            for r in results[: args.count]
+        ]
+    }
+
+
+WEB_SEARCH = Tool(
+    name="web_search",
+    description="Search the web (Brave). Returns title, url and snippet per result.",
+    args=WebSearchArgs,
+    handler=_web_search,
+    writes=False,
+)

@@ -1,0 +1,79 @@
+"""The terminal as a channel: the owner types, replies and scheduled deliveries print."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+from channels.types import InboundMessage, InboundSink, OutboundMessage, SendResult
+
+CHAT_ID = "owner"
+
+
+class ConsoleChannel:
+    name = "console"
+
+    def __init__(
+        self,
+        out: TextIO | None = None,
+        read_line: Callable[[], str] | None = None,
+    ) -> None:
+        self._out = out or sys.stdout
+        self._read_line = read_line or (lambda: input("you> "))
+        self._ids = itertools.count(1)
+        self._task: asyncio.Task[None] | None = None
+        self.closed = asyncio.Event()
+        self._session = datetime.now(UTC).strftime("%Y%m%d%H%M%S%f")
+
+    async def start(self, sink: InboundSink) -> None:
+        self._task = asyncio.create_task(self._read(sink), name="console")
+
+    async def _read(self, sink: InboundSink) -> None:
+        try:
+            while True:
+                try:
+                    line = await asyncio.to_thread(self._read_line)
+                except (EOFError, KeyboardInterrupt):
+                    break
+                text = line.strip()
+                if not text:
+                    continue
+                if text in ("/quit", "/exit"):
+                    break
+                await sink(
+                    InboundMessage(
+                        channel=self.name,
+                        external_id=f"{self._session}-{next(self._ids)}",
+                        chat_id=CHAT_ID,
+                        sender_id=CHAT_ID,
+                        text=text,
+                        received_at=datetime.now(UTC),
+                    )
+                )
+        finally:
+            self.closed.set()
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def send(self, message: OutboundMessage) -> SendResult:
+        self._out.write(f"\r\033[Kwatchkeeper> {message.text}\n")
+        for button in message.buttons:
+            self._out.write(f"  [{button.label}] reply: {button.data}\n")
+        self._out.flush()
+        return SendResult(external_ids=(message.idempotency_key,))
+
+    async def typing(self, chat_id: str) -> None:
+        self._out.write("\r\033[K… thinking")
+        self._out.flush()
+
+    def status(self) -> dict[str, Any]:
+        return {"connected": not self.closed.is_set()}

@@ -1,0 +1,197 @@
+"""The outbox: every reply is stored with an idempotency key, then sent with retries.
+
+A reply is claimed atomically (``pending`` -> ``sending``) before it is sent, so
+the fast path (send right after enqueue) and the retry loop never send it twice.
+One that finally fails stays in the collection as ``failed`` with its error and
+is reported; nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from pymongo import ReturnDocument
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import DuplicateKeyError
+
+from channels.types import Button, Channel, OutboundMessage, SendError
+from storage import collections as c
+
+log = logging.getLogger(__name__)
+Doc = dict[str, Any]
+Clock = Callable[[], datetime]
+FailureHook = Callable[[Doc], Awaitable[None]]
+DEFAULT_DELAYS: tuple[float, ...] = (1.0, 4.0, 15.0, 60.0, 300.0)
+STALE_SENDING = timedelta(minutes=2)
+
+
+def to_message(doc: Doc) -> OutboundMessage:
+    return OutboundMessage(
+        channel=doc["channel"],
+        chat_id=doc["chat_id"],
+        text=doc["text"],
+        idempotency_key=doc["idempotency_key"],
+        reply_to=doc.get("reply_to"),
+        buttons=tuple(Button(b["label"], b["data"]) for b in doc.get("buttons", [])),
+        meta=doc.get("meta", {}),
+    )
+
+
+class Outbox:
+    def __init__(
+        self,
+        db: AsyncDatabase[Doc],
+        channels: Mapping[str, Channel],
+        clock: Clock,
+        delays: Sequence[float] = DEFAULT_DELAYS,
+        on_failure: FailureHook | None = None,
+        poll_seconds: float = 1.0,
+    ) -> None:
+        self._coll = db[c.OUTBOX]
+        self._channels = channels
+        self._clock = clock
+        self._delays = tuple(delays)
+        self._on_failure = on_failure
+        self._poll = poll_seconds
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._inflight: set[asyncio.Task[Any]] = set()
+
+    async def enqueue(self, message: OutboundMessage, *, send_now: bool = True) -> bool:
+        """Store ``message``; False when its idempotency key was already stored."""
+        doc: Doc = {
+            "idempotency_key": message.idempotency_key,
+            "channel": message.channel,
+            "chat_id": message.chat_id,
+            "text": message.text,
+            "reply_to": message.reply_to,
+            "buttons": [{"label": b.label, "data": b.data} for b in message.buttons],
+            "meta": message.meta,
+            "status": "pending",
+            "attempts": 0,
+            "created_at": self._clock(),
+            "next_attempt_at": self._clock(),
+        }
+        try:
+            await self._coll.insert_one(doc)
+        except DuplicateKeyError:
+            return False
+        if send_now:
+            await self._send_claimed(await self._claim({"_id": doc["_id"]}))
+        else:
+            self._wake.set()
+        return True
+
+    async def _claim(self, query: Doc) -> Doc | None:
+        return await self._coll.find_one_and_update(
+            {**query, "status": "pending"},
+            {"$set": {"status": "sending", "claimed_at": self._clock()}, "$inc": {"attempts": 1}},
+            sort=[("created_at", 1)],
+            return_document=ReturnDocument.AFTER,
+        )
+
+    async def _send_claimed(self, doc: Doc | None) -> None:
+        if doc is None:
+            return
+        channel = self._channels.get(doc["channel"])
+        try:
+            if channel is None:
+                raise SendError(f"channel {doc['channel']!r} is not running", retryable=True)
+            result = await channel.send(to_message(doc))
+        except SendError as exc:
+            await self._failed_attempt(doc, str(exc), exc.retryable)
+            return
+        except Exception as exc:
+            log.exception("unexpected error sending outbox %s", doc["idempotency_key"])
+            await self._failed_attempt(doc, type(exc).__name__, True)
+            return
+        await self._coll.update_one(
+            {"_id": doc["_id"]},
+            {
+                "$set": {
+                    "status": "sent",
+                    "sent_at": self._clock(),
+                    "external_ids": list(result.external_ids),
+                    **{f"info.{k}": v for k, v in result.info.items()},
+                }
+            },
+        )
+
+    async def _failed_attempt(self, doc: Doc, error: str, retryable: bool) -> None:
+        attempts = int(doc["attempts"])
+        if retryable and attempts <= len(self._delays):
+            delay = self._delays[attempts - 1]
+            await self._coll.update_one(
+                {"_id": doc["_id"]},
+                {
+                    "$set": {
+                        "status": "pending",
+                        "last_error": error,
+                        "next_attempt_at": self._clock() + timedelta(seconds=delay),
+                    }
+                },
+            )
+            log.warning("send to %s failed (attempt %d): %s", doc["channel"], attempts, error)
+            return
+        await self._coll.update_one(
+            {"_id": doc["_id"]},
+            {"$set": {"status": "failed", "last_error": error, "failed_at": self._clock()}},
+        )
+        log.error(
+            "giving up on a %s message after %d attempts: %s", doc["channel"], attempts, error
+        )
+        if self._on_failure is not None:
+            try:
+                await self._on_failure({**doc, "status": "failed", "last_error": error})
+            except Exception:
+                log.exception("failure hook raised")
+
+    async def run_due(self) -> int:
+        """Send every message that is due now; returns how many were attempted."""
+        await self.recover()
+        sent = 0
+        while True:
+            doc = await self._claim({"next_attempt_at": {"$lte": self._clock()}})
+            if doc is None:
+                return sent
+            sent += 1
+            await self._send_claimed(doc)
+
+    async def recover(self) -> None:
+        """Messages left ``sending`` by a process that died go back to ``pending``."""
+        await self._coll.update_many(
+            {"status": "sending", "claimed_at": {"$lt": self._clock() - STALE_SENDING}},
+            {"$set": {"status": "pending"}},
+        )
+
+    async def start(self) -> None:
+        await self.recover()
+        self._task = asyncio.create_task(self._run(), name="outbox")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.run_due()
+            except Exception:
+                log.exception("outbox loop error")
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self._poll)
+
+    async def pending_count(self) -> int:
+        return await self._coll.count_documents({"status": {"$in": ["pending", "sending"]}})
+
+    async def failed(self, limit: int = 20) -> list[Doc]:
+        return await self._coll.find({"status": "failed"}, limit=limit).to_list()

@@ -1,0 +1,91 @@
+"""Messages shared by every channel, and the interface a channel implements.
+
+Channels only turn transport events into ``InboundMessage`` and send
+``OutboundMessage``; they never decide what the agent does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class InboundMessage:
+    channel: str
+    external_id: str
+    """Unique per channel (Telegram update id, Twilio MessageSid...): the dedupe key."""
+    chat_id: str
+    sender_id: str
+    text: str
+    received_at: datetime
+    sender_name: str = ""
+    reply_to: str | None = None
+    """External id of the message this one replies to, when the transport says."""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def conversation_key(self) -> str:
+        return f"{self.channel}:{self.chat_id}"
+
+
+@dataclass(frozen=True)
+class Button:
+    label: str
+    data: str
+
+
+@dataclass(frozen=True)
+class OutboundMessage:
+    channel: str
+    chat_id: str
+    text: str
+    idempotency_key: str
+    reply_to: str | None = None
+    buttons: tuple[Button, ...] = ()
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SendResult:
+    external_ids: tuple[str, ...] = ()
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class SendError(Exception):
+    """Sending failed; ``retryable`` says whether trying again may help."""
+
+    def __init__(self, message: str, *, retryable: bool) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+InboundSink = Callable[[InboundMessage], Awaitable[bool]]
+"""Stores an inbound message durably; returns False for a duplicate."""
+
+
+class Channel(Protocol):
+    name: str
+
+    async def start(self, sink: InboundSink) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def send(self, message: OutboundMessage) -> SendResult: ...
+
+    async def typing(self, chat_id: str) -> None: ...
+
+    def status(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What a handler wants sent back; channel and chat default to the inbound's."""
+
+    text: str
+    buttons: tuple[Button, ...] = ()
+    channel: str | None = None
+    chat_id: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)

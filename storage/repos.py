@@ -1,0 +1,140 @@
+"""Repositories for the system instruction, conversations and messages.
+
+Messages are stored as provider-neutral parts (plain dicts); the agent turns
+them back into typed parts. Storage never imports the agent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from bson import ObjectId
+from pymongo import ReturnDocument
+from pymongo.asynchronous.database import AsyncDatabase
+
+from storage import collections as c
+
+Doc = dict[str, Any]
+MEMORY_LIMIT = 4_000
+SYSTEM_INSTRUCTION_ID = "system_instruction"
+
+DEFAULT_CORE_INSTRUCTION = (
+    "You are Watchkeeper, the owner's personal agent. Be brief and concrete. Act on clear "
+    "requests without asking; confirm before anything irreversible. Keep durable facts about "
+    "the owner in memory and structured data in the database."
+)
+DEFAULT_DB_SCHEMA = (
+    "- master: one document, the owner's profile (name, city, preferences...)\n"
+    "- contacts: name, phone, email, notes\n"
+    "- schedule: title, start, end (dates), allDay, rrule, contactId, status\n"
+    "- ai_*: your own collections; document them with update_db_schema"
+)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class SystemInstruction:
+    core_instruction: str = DEFAULT_CORE_INSTRUCTION
+    memory: str = ""
+    memory_enabled: bool = True
+    db_schema: str = DEFAULT_DB_SCHEMA
+
+
+class MemoryTooLong(ValueError):
+    pass
+
+
+class SystemInstructionRepo:
+    def __init__(self, db: AsyncDatabase[Doc]) -> None:
+        self._coll = db[c.SETTINGS]
+
+    async def get(self) -> SystemInstruction:
+        doc = await self._coll.find_one({"_id": SYSTEM_INSTRUCTION_ID})
+        si = SystemInstruction()
+        if doc:
+            si.core_instruction = doc.get("core_instruction") or si.core_instruction
+            si.memory = doc.get("memory", "")
+            si.memory_enabled = bool(doc.get("memory_enabled", True))
+            si.db_schema = doc.get("db_schema") or si.db_schema
+        return si
+
+    async def _set(self, fields: Doc) -> None:
+        fields = {**fields, "updated_at": utcnow()}
+        await self._coll.update_one(
+            {"_id": SYSTEM_INSTRUCTION_ID}, {"$set": fields}, upsert=True
+        )
+
+    async def set_memory(self, memory: str) -> None:
+        if len(memory) > MEMORY_LIMIT:
+            raise MemoryTooLong(
+                f"memory is {len(memory)} characters; the limit is {MEMORY_LIMIT}. "
+                "Condense it and save again."
+            )
+        await self._set({"memory": memory})
+
+    async def set_db_schema(self, schema: str) -> None:
+        await self._set({"db_schema": schema})
+
+    async def set_core_instruction(self, text: str) -> None:
+        await self._set({"core_instruction": text})
+
+    async def set_memory_enabled(self, enabled: bool) -> None:
+        await self._set({"memory_enabled": enabled})
+
+
+class ConversationRepo:
+    """A conversation key (``telegram:42``, ``console:owner``, ``cron:<id>``) maps to one
+    active conversation; ``reset`` closes it so the next message starts a new one."""
+
+    def __init__(self, db: AsyncDatabase[Doc]) -> None:
+        self._coll = db[c.CONVERSATIONS]
+
+    async def active(self, key: str, **meta: Any) -> Doc:
+        doc = await self._coll.find_one_and_update(
+            {"key": key, "active": True},
+            {"$setOnInsert": {"created_at": utcnow(), **meta}, "$set": {"touched_at": utcnow()}},
+            upsert=True,
+            return_document=ReturnDocument.AFTER,
+        )
+        assert doc is not None
+        return doc
+
+    async def reset(self, key: str) -> None:
+        await self._coll.update_many(
+            {"key": key, "active": True}, {"$set": {"active": False, "closed_at": utcnow()}}
+        )
+
+
+class MessageRepo:
+    def __init__(self, db: AsyncDatabase[Doc]) -> None:
+        self._coll = db[c.MESSAGES]
+
+    async def append(self, conversation_id: ObjectId, messages: list[Doc]) -> None:
+        """Append turns in order; ``seq`` is unique per conversation."""
+        if not messages:
+            return
+        last = await self._coll.find_one(
+            {"conversation_id": conversation_id}, sort=[("seq", -1)], projection={"seq": 1}
+        )
+        seq = int(last["seq"]) + 1 if last else 0
+        now = utcnow()
+        docs = [
+            {**m, "conversation_id": conversation_id, "seq": seq + i, "created_at": now}
+            for i, m in enumerate(messages)
+        ]
+        # One writer per conversation (the pipeline serialises it), so seqs never clash;
+        # if they did, the unique index raises rather than interleaving two turns.
+        await self._coll.insert_many(docs, ordered=True)
+
+    async def recent(self, conversation_id: ObjectId, limit: int = 200) -> list[Doc]:
+        cursor = self._coll.find(
+            {"conversation_id": conversation_id}, sort=[("seq", -1)], limit=limit
+        )
+        docs = await cursor.to_list()
+        docs.reverse()
+        return docs

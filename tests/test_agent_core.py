@@ -1,0 +1,139 @@
+"""The agent service on a real database with a scripted model: memory, history, restart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent.context import AgentDeps, RunContext
+from agent.llm.types import ModelMessage, TextPart, ToolResultPart
+from agent.service import APOLOGY, Agent
+from agent.tools.catalog import core_catalog
+from storage.db import open_database
+from tests.conftest import make_settings
+from tests.fakes.scripted import Request, ScriptedModel, sequence, unavailable
+
+
+def _agent(model: ScriptedModel) -> Agent:
+    return Agent(model, core_catalog())
+
+
+async def test_save_memory_is_stored_and_shown_next_time(deps: AgentDeps) -> None:
+    model = ScriptedModel(lambda r: "ok")
+    model.responder = sequence(model.call("save_memory", memory="- owner likes tea"), "Noted.")
+    reply = await _agent(model).respond("remember I like tea", RunContext(deps=deps))
+    assert reply.text == "Noted."
+    assert (await deps.instructions.get()).memory == "- owner likes tea"
+    model.responder = sequence("hello")
+    await _agent(model).respond("hi", RunContext(deps=deps))
+    assert "- owner likes tea" in model.requests[-1].system
+
+
+async def test_memory_over_limit_is_refused_and_not_written(deps: AgentDeps) -> None:
+    await deps.instructions.set_memory("old")
+    model = ScriptedModel(lambda r: "")
+    model.responder = sequence(model.call("save_memory", memory="x" * 4001), "Too long, sorry.")
+    await _agent(model).respond("remember a lot", RunContext(deps=deps))
+    tool_msg = model.requests[1].messages[-1]
+    result = tool_msg.parts[0]
+    assert isinstance(result, ToolResultPart)
+    assert "4001" in result.result["error"] and "4000" in result.result["error"]
+    assert (await deps.instructions.get()).memory == "old"
+
+
+async def test_exactly_4000_characters_is_accepted(deps: AgentDeps) -> None:
+    model = ScriptedModel(lambda r: "")
+    model.responder = sequence(model.call("save_memory", memory="y" * 4000), "saved")
+    await _agent(model).respond("remember", RunContext(deps=deps))
+    assert len((await deps.instructions.get()).memory) == 4000
+
+
+async def test_history_is_kept_within_the_token_budget(deps: AgentDeps) -> None:
+    deps.settings.history_token_budget = 1_000
+    model = ScriptedModel(lambda r: "ack " + "word " * 100)
+    agent = _agent(model)
+    for i in range(30):
+        await agent.respond(f"message number {i} " + "filler " * 100, RunContext(deps=deps))
+    last = model.requests[-1].messages
+    texts = [m.text for m in last]
+    assert texts[-1].startswith("message number 29")
+    assert not any(t.startswith("message number 0 ") for t in texts)
+    assert last[0].role == "user"  # oldest turns dropped whole, never mid-exchange
+    assert 2 < len(last) < 20
+
+
+async def test_old_long_tool_outputs_are_shortened(deps: AgentDeps) -> None:
+    await deps.db["ai_big"].insert_many([{"n": i, "pad": "z" * 200} for i in range(40)])
+    model = ScriptedModel(lambda r: "")
+    model.responder = sequence(
+        model.call("db_query", operation="find", collection="ai_big", limit=40), "found them"
+    )
+    agent = _agent(model)
+    await agent.respond("list big", RunContext(deps=deps))
+    full = model.requests[1].messages[-1].parts[0]
+    assert isinstance(full, ToolResultPart) and len(full.result["rows"]) == 40
+    model.responder = sequence("sure")
+    await agent.respond("next", RunContext(deps=deps))
+    old = [p for m in model.requests[-1].messages for p in m.parts if isinstance(p, ToolResultPart)]
+    assert old and old[0].result.get("note") == "shortened in history"
+
+
+async def test_model_failure_apologises_and_keeps_the_message(deps: AgentDeps) -> None:
+    model = ScriptedModel(lambda r: unavailable())
+    reply = await _agent(model).respond("are you there?", RunContext(deps=deps))
+    assert reply.failed and reply.text == APOLOGY
+    assert "fake outage" not in reply.text
+    stored = await deps.db["messages"].find_one({"role": "user"})
+    assert stored is not None and stored["parts"][0]["text"] == "are you there?"
+
+
+async def test_turn_cap_gives_an_honest_reply(deps: AgentDeps) -> None:
+    model = ScriptedModel(lambda r: "")
+    counter = iter(range(100))
+    model.responder = lambda r: model.call(
+        "db_query", operation="countDocuments", collection="ai_x", filter={"n": next(counter)}
+    )
+    reply = await _agent(model).respond("loop forever", RunContext(deps=deps))
+    assert len(model.requests) == 8
+    assert reply.exhausted and "ran out of steps" in reply.text
+
+
+async def test_usage_is_recorded_per_exchange(deps: AgentDeps) -> None:
+    model = ScriptedModel(lambda r: "")
+    model.responder = sequence(model.call("save_memory", memory="m"), "done")
+    await _agent(model).respond("x", RunContext(deps=deps))
+    final = await deps.db["messages"].find_one({"role": "assistant", "usage": {"$exists": True}})
+    assert final is not None
+    assert final["usage"] == {"input_tokens": 20, "output_tokens": 10}
+    assert final["tool_calls"] == ["save_memory"]
+
+
+async def test_restart_keeps_memory_and_conversation(tmp_path: Path) -> None:
+    settings = make_settings(data_dir=tmp_path / "data", openai_api_key="k")
+
+    def recall(req: Request) -> str:
+        return "history: " + " | ".join(m.text for m in req.messages if m.role == "user")
+
+    for round_ in ("first", "second"):
+        async with open_database(None, "watchkeeper", settings.data_dir) as database:
+            deps = AgentDeps(settings=settings, db=database.db)
+            model = ScriptedModel(recall)
+            if round_ == "first":
+                await deps.instructions.set_memory("- prefers metric units")
+            reply = await _agent(model).respond(f"{round_} message", RunContext(deps=deps))
+    assert reply.text == "history: first message | second message"
+    assert "- prefers metric units" in model.requests[-1].system
+
+
+async def test_reset_starts_a_new_conversation(deps: AgentDeps) -> None:
+    model = ScriptedModel(lambda r: f"{len(r.messages)} messages")
+    agent = _agent(model)
+    ctx = RunContext(deps=deps)
+    await agent.respond("one", ctx)
+    assert (await agent.respond("two", ctx)).text == "3 messages"
+    await deps.conversations.reset(ctx.conversation_key)
+    assert (await agent.respond("three", ctx)).text == "1 messages"
+
+
+def test_message_parts_round_trip() -> None:
+    m = ModelMessage(role="assistant", parts=[TextPart(text="x", provider_data={"sig": "abc"})])
+    assert ModelMessage.model_validate(m.model_dump(mode="json")) == m
