@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+from aiohttp import web
 
 from agent.config import Settings
 from agent.context import AgentDeps, Clock, system_clock
@@ -25,6 +26,11 @@ from channels.types import Channel
 from storage.db import Database, open_database
 
 log = logging.getLogger(__name__)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+StatusSection = Callable[[], Awaitable[dict[str, Any]]]
+Feature = Callable[["App", contextlib.AsyncExitStack], Awaitable[None]]
+"""A part started after the core (scheduler, alerts, SMS...): it registers tools,
+commands, routes and status sections on the app and pushes its own teardown."""
 
 
 @dataclass
@@ -38,7 +44,11 @@ class App:
     pipeline: Pipeline
     catalog: ToolCatalog
     channels: dict[str, Channel] = field(default_factory=dict)
-    parts: list[str] = field(default_factory=list)
+    clock: Clock = system_clock
+    routes: list[tuple[str, str, Handler]] = field(default_factory=list)
+    """Extra HTTP routes (method, path, handler) that features mount on the server."""
+    status_sections: list[StatusSection] = field(default_factory=list)
+    """Contributions to ``GET /api/status``, each returning a dict merged into the answer."""
 
     def status(self) -> dict[str, Any]:
         return {name: ch.status() for name, ch in self.channels.items()}
@@ -73,6 +83,7 @@ async def build_app(
     channels: list[Channel] | None = None,
     clock: Clock = system_clock,
     on_part: Callable[[str], None] | None = None,
+    features: Sequence[Feature] | None = None,
 ) -> AsyncIterator[App]:
     """Start the database, the agent, the pipeline and the channels; stop in reverse."""
     note = on_part or (lambda text: log.info("%s", text))
@@ -104,7 +115,9 @@ async def build_app(
             max_concurrency=settings.max_concurrent_model_calls,
         )
         deps.services.update(outbox=outbox, pipeline=pipeline, channels=chans)
-        app = App(settings, database, deps, agent, dispatcher, outbox, pipeline, catalog, chans)
+        app = App(
+            settings, database, deps, agent, dispatcher, outbox, pipeline, catalog, chans, clock
+        )
         await outbox.start()
         stack.push_async_callback(outbox.stop)
         stack.push_async_callback(pipeline.stop)
@@ -113,5 +126,14 @@ async def build_app(
             stack.push_async_callback(channel.stop)
             chans[channel.name] = channel
             note(f"channel: {channel.name}")
+        for feature in features if features is not None else default_features():
+            await feature(app, stack)
         await pipeline.recover()
         yield app
+
+
+def default_features() -> list[Feature]:
+    """Every optional part, in start order; each decides from the settings to start."""
+    from agent.features import FEATURES
+
+    return list(FEATURES)

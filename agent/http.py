@@ -15,8 +15,6 @@ from agent.app import App
 
 log = logging.getLogger(__name__)
 APP_KEY: web.AppKey[App] = web.AppKey("watchkeeper", App)
-StatusSection = Callable[[App], Awaitable[dict[str, Any]]]
-STATUS_KEY: web.AppKey[list[StatusSection]] = web.AppKey("status_sections", list)
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -59,21 +57,22 @@ async def api_status(request: web.Request) -> web.Response:
             "failed": len(await app.outbox.failed()),
         },
     }
-    for section in request.app[STATUS_KEY]:
-        body.update(await section(app))
+    for section in app.status_sections:
+        body.update(await section())
     return _json(body)
 
 
 def make_web_app(app: App) -> web.Application:
     web_app = web.Application(middlewares=[admin_auth], client_max_size=1024 * 1024)
     web_app[APP_KEY] = app
-    web_app[STATUS_KEY] = []
     web_app.router.add_get("/healthz", healthz)
     web_app.router.add_get("/api/status", api_status)
     telegram = app.channels.get("telegram")
     handle_webhook = getattr(telegram, "handle_webhook", None)
     if handle_webhook is not None and app.settings.telegram_webhook_url:
         web_app.router.add_post("/webhooks/telegram", handle_webhook)
+    for method, path, handler in app.routes:
+        web_app.router.add_route(method, path, handler)
     return web_app
 
 

@@ -1,0 +1,404 @@
+"""Pure cron timing: validation, next fires across DST, and schedule rewrites.
+
+Everything here is a function of its arguments (no clock, no I/O) so the scheduler,
+the tools and the ``schedule`` command all agree on when a job fires.
+
+DST policy, computed on the local wall clock and resolved with zoneinfo ``fold``:
+
+* A wall time that occurs twice (autumn fall-back) fires once, at its first occurrence,
+  unless the job's minute or hour field starts with ``*`` (an interval job such as
+  ``*/15 * * * *`` or ``0 * * * *``): those keep their rhythm and fire at both.
+* A wall time that does not exist (spring forward) is skipped by interval jobs (the hour
+  simply is not there) and fires a fixed-time job once, at the first instant after the
+  gap (``30 2 * * *`` in Europe/Berlin fires at 03:00 CEST on that day), like cronie.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import CroniterBadDateError, CroniterError, croniter
+
+__all__ = [
+    "MAX_FIRES",
+    "CronError",
+    "describe",
+    "fires_between",
+    "gap_end",
+    "next_fires",
+    "reschedule",
+    "resolve_wall_time",
+    "validate_cron",
+    "validate_timezone",
+]
+
+MAX_FIRES = 10_000
+"""Upper bound on fires returned by one ``fires_between`` call (runaway guard)."""
+
+ALIASES: dict[str, str] = {
+    "@hourly": "0 * * * *",
+    "@daily": "0 0 * * *",
+    "@weekly": "0 0 * * 0",
+    "@monthly": "0 0 1 * *",
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+}
+
+# name, low, high (day-of-week accepts 7 as Sunday, like every cron)
+_FIELDS: tuple[tuple[str, int, int], ...] = (
+    ("minute", 0, 59),
+    ("hour", 0, 23),
+    ("day-of-month", 1, 31),
+    ("month", 1, 12),
+    ("day-of-week", 0, 7),
+)
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+_DAY_NAMES = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
+_TOKEN = re.compile(r"^(\*|\d+|[a-z]{3})(?:-(\d+|[a-z]{3}))?(?:/(\d+))?$", re.IGNORECASE)
+_FIELD_HELP = "minute hour day-of-month month day-of-week"
+# Walls this far before ``after`` are examined too: a gap can move a fire later.
+_LOOKBACK = timedelta(hours=3)
+
+
+class CronError(ValueError):
+    """A cron expression, timezone or schedule directive that cannot be used."""
+
+
+def validate_timezone(name: str) -> ZoneInfo:
+    """Return the IANA zone, or a CronError that names the bad value."""
+    if not isinstance(name, str) or not name.strip():
+        raise CronError("timezone is empty; use an IANA name such as 'Europe/Berlin' or 'UTC'")
+    try:
+        return ZoneInfo(name.strip())
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise CronError(
+            f"unknown timezone {name!r}; use an IANA name such as 'Europe/Berlin'"
+        ) from None
+
+
+def _invalid(expression: str, reason: str) -> CronError:
+    return CronError(f"cron expression {expression!r} is invalid: {reason}")
+
+
+def _name_value(token: str, index: int) -> int | None:
+    names = _MONTHS if index == 3 else _DAYS if index == 4 else ()
+    low = token.lower()
+    if low in names:
+        return names.index(low) + (1 if index == 3 else 0)
+    return None
+
+
+def _check_field(expression: str, index: int, field: str) -> None:
+    """Range-check the plain parts of one field so the message names the field."""
+    name, low, high = _FIELDS[index]
+    for item in field.split(","):
+        match = _TOKEN.match(item)
+        if match is None:
+            continue  # L, W, # and friends: croniter judges those
+        for token in (match.group(1), match.group(2)):
+            if token is None or token == "*":
+                continue
+            if token.isdigit():
+                value = int(token)
+                if not low <= value <= high:
+                    raise _invalid(expression, f"{name} must be {low}-{high} (got {value})")
+            elif _name_value(token, index) is None:
+                raise _invalid(expression, f"{token!r} is not a valid {name}")
+        step = match.group(3)
+        if step is not None and not 1 <= int(step) <= high:
+            raise _invalid(expression, f"{name} step must be 1-{high} (got {int(step)})")
+
+
+def _clean_croniter_message(message: str) -> str:
+    """Drop croniter's echo of the expression and its boilerplate, keep the reason."""
+    text = re.sub(r"^\[[^\]]*\]\s*", "", message).strip()
+    text = re.sub(r"^(is )?not acceptable[.,]?\s*", "", text, flags=re.IGNORECASE)
+    text = text.replace("day_of_week", "day-of-week").replace("day_of_month", "day-of-month")
+    return text or "unsupported syntax in one of the fields"
+
+
+def validate_cron(expression: str) -> str:
+    """Check a five-field expression or alias and return it with whitespace collapsed.
+
+    Six- and seven-field (seconds, year) forms are refused: the scheduler works in minutes.
+    """
+    if not isinstance(expression, str) or not expression.strip():
+        raise CronError(f"cron expression is empty; use five fields: {_FIELD_HELP}")
+    fields = expression.split()
+    normalised = " ".join(fields)
+    if normalised.startswith("@"):
+        alias = normalised.lower()
+        if alias not in ALIASES:
+            known = ", ".join(ALIASES)
+            raise _invalid(expression, f"unknown alias; use one of {known}")
+        return alias
+    if len(fields) != 5:
+        hint = "; seconds are not supported" if len(fields) in (6, 7) else ""
+        raise _invalid(
+            expression,
+            f"expected 5 fields ({_FIELD_HELP}), got {len(fields)}{hint}, e.g. '0 9 * * 1-5'",
+        )
+    for index, field in enumerate(fields):
+        _check_field(expression, index, field)
+    try:
+        croniter.expand(normalised)
+        croniter(normalised, datetime(2000, 1, 1, tzinfo=UTC)).get_next(datetime)
+    except CroniterBadDateError:
+        raise _invalid(expression, "it never fires (no such date)") from None
+    except (CroniterError, ValueError, TypeError) as exc:
+        raise _invalid(expression, _clean_croniter_message(str(exc))) from exc
+    return normalised
+
+
+def _expand(expression: str) -> str:
+    normalised = validate_cron(expression)
+    return ALIASES.get(normalised, normalised)
+
+
+# --- wall clock resolution ---------------------------------------------------------
+
+
+def _exists(wall: datetime, tz: ZoneInfo, fold: int) -> bool:
+    local = wall.replace(tzinfo=tz, fold=fold)
+    return local.astimezone(UTC).astimezone(tz).replace(tzinfo=None) == wall
+
+
+def resolve_wall_time(wall: datetime, tz: ZoneInfo) -> tuple[datetime, ...]:
+    """UTC instants at which a naive local wall time occurs: 0 (gap), 1, or 2 (fold)."""
+    naive = wall.replace(tzinfo=None, fold=0)
+    first = _exists(naive, tz, 0)
+    second = _exists(naive, tz, 1)
+    instants = [
+        naive.replace(tzinfo=tz, fold=fold).astimezone(UTC)
+        for fold, ok in ((0, first), (1, second))
+        if ok
+    ]
+    return tuple(sorted(set(instants)))
+
+
+def gap_end(wall: datetime, tz: ZoneInfo) -> datetime:
+    """The UTC instant a DST gap ends, for a wall time inside that gap."""
+    naive = wall.replace(tzinfo=None, fold=0)
+    low = naive.replace(tzinfo=tz, fold=1).astimezone(UTC)  # before the transition
+    high = naive.replace(tzinfo=tz, fold=0).astimezone(UTC)  # after it
+    after_offset = high.astimezone(tz).utcoffset()
+    if low >= high or low.astimezone(tz).utcoffset() == after_offset:
+        return high  # not in a gap
+    lo_s, hi_s = int(low.timestamp()), int(high.timestamp())
+    while hi_s - lo_s > 1:
+        mid = (lo_s + hi_s) // 2
+        if datetime.fromtimestamp(mid, UTC).astimezone(tz).utcoffset() == after_offset:
+            hi_s = mid
+        else:
+            lo_s = mid
+    return datetime.fromtimestamp(hi_s, UTC)
+
+
+# --- next fires --------------------------------------------------------------------
+
+
+def _require_aware(value: datetime, name: str) -> datetime:
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"{name} must be a timezone-aware datetime")
+    return value.astimezone(UTC)
+
+
+def _iter_fires(expression: str, tz: ZoneInfo, after: datetime) -> Iterator[datetime]:
+    """Yield UTC fire instants strictly after ``after``, ascending and unique.
+
+    Wall times come from croniter on a DST-free clock; each is then resolved in ``tz``.
+    Second occurrences of folded times wait in a heap until a later instant is seen,
+    which is all the reordering DST can cause.
+    """
+    expanded = _expand(expression)
+    minute, hour = expanded.split()[:2]
+    interval_job = minute.startswith("*") or hour.startswith("*")
+    after_utc = _require_aware(after, "after")
+    start_wall = (after_utc - _LOOKBACK).astimezone(tz).replace(tzinfo=None)
+    walls = croniter(expanded, start_wall.replace(tzinfo=UTC))
+    pending: list[datetime] = []
+    last: datetime | None = None
+    while True:
+        wall = walls.get_next(datetime).replace(tzinfo=None)
+        instants = resolve_wall_time(wall, tz)
+        if not instants:
+            if interval_job:
+                continue
+            instants = (gap_end(wall, tz),)
+        current = instants[0]
+        if interval_job and len(instants) > 1:
+            heapq.heappush(pending, instants[1])
+        while pending and pending[0] <= current:
+            candidate = heapq.heappop(pending)
+            if candidate > after_utc and (last is None or candidate > last):
+                last = candidate
+                yield candidate
+        if current > after_utc and (last is None or current > last):
+            last = current
+            yield current
+
+
+def next_fires(expression: str, tz: ZoneInfo, after: datetime, count: int = 3) -> list[datetime]:
+    """The next ``count`` fire times strictly after ``after``, as aware datetimes in ``tz``."""
+    if count < 0:
+        raise ValueError("count must not be negative")
+    fires: list[datetime] = []
+    if count == 0:
+        _expand(expression)
+        return fires
+    for instant in _iter_fires(expression, tz, after):
+        fires.append(instant.astimezone(tz))
+        if len(fires) >= count:
+            break
+    return fires
+
+
+def fires_between(
+    expression: str, tz: ZoneInfo, start: datetime, end: datetime, *, limit: int = MAX_FIRES
+) -> list[datetime]:
+    """Fire times in ``(start, end]`` in ``tz``; refuses more than ``limit`` of them."""
+    end_utc = _require_aware(end, "end")
+    fires: list[datetime] = []
+    for instant in _iter_fires(expression, tz, start):
+        if instant > end_utc:
+            break
+        if len(fires) >= limit:
+            raise CronError(
+                f"cron expression {expression!r} fires more than {limit} times in that window"
+            )
+        fires.append(instant.astimezone(tz))
+    return fires
+
+
+# --- description -------------------------------------------------------------------
+
+
+def _clock(hour: str, minute: str) -> str:
+    return f"{int(hour):02d}:{int(minute):02d}"
+
+
+def _day_list(field: str) -> str | None:
+    special = {"1-5": "weekday", "mon-fri": "weekday", "0,6": "weekend day", "6,0": "weekend day"}
+    if field.lower() in special:
+        return special[field.lower()]
+    names: list[str] = []
+    for item in field.split(","):
+        value = int(item) if item.isdigit() else _name_value(item, 4)
+        if value is None or value > 7:
+            return None
+        names.append(_DAY_NAMES[value % 7])
+    return ", ".join(names)
+
+
+def describe(expression: str) -> str:
+    """Short English for common shapes; any other expression is returned as written."""
+    try:
+        written = validate_cron(expression)
+    except CronError:
+        return expression
+    expanded = ALIASES.get(written, written)
+    minute, hour, dom, month, dow = expanded.split()
+    every = re.fullmatch(r"\*/(\d+)", minute)
+    if (hour, dom, month, dow) == ("*", "*", "*", "*"):
+        if minute == "*":
+            return "every minute"
+        if every:
+            return f"every {every.group(1)} minutes"
+        if minute.isdigit():
+            return f"every hour at minute {int(minute)}"
+        return written
+    if not minute.isdigit():
+        return written
+    hours = re.fullmatch(r"\*/(\d+)", hour)
+    if hours and (dom, month, dow) == ("*", "*", "*"):
+        return f"every {hours.group(1)} hours at minute {int(minute)}"
+    if not hour.isdigit():
+        return written
+    at = _clock(hour, minute)
+    days = re.fullmatch(r"\*/(\d+)", dom)
+    if month != "*":
+        return written
+    if (dom, dow) == ("*", "*"):
+        return f"every day at {at}"
+    if days and dow == "*":
+        return f"every {days.group(1)} days at {at}"
+    if dom.isdigit() and dow == "*":
+        return f"on day {int(dom)} of every month at {at}"
+    day_list = _day_list(dow) if dom == "*" else None
+    return f"every {day_list} at {at}" if day_list else written
+
+
+# --- reply-directive rewrites ------------------------------------------------------
+
+_EVERY = re.compile(
+    r"^every\s*(\d+)?\s*(m|min|mins|minute|minutes|h|hr|hrs|hour|hours|d|day|days)$"
+)
+_AT = re.compile(r"^at\s*(\d{1,2}):(\d{2})$")
+_DIRECTIVES = "daily, weekly, hourly, weekdays, every <n> <min|h|d>, at HH:MM"
+_UNIT_LIMITS = {"m": ("minutes", 59), "h": ("hours", 23), "d": ("days", 31)}
+
+
+def _fixed(field: str, default: int) -> int:
+    """The first concrete value of a field, or ``default`` when it starts with ``*``."""
+    if field.startswith("*"):
+        return default
+    match = re.match(r"\d+", field)
+    return int(match.group(0)) if match else default
+
+
+def _first_weekday(field: str) -> int:
+    """The first weekday listed in a day-of-week field, Monday when there is none."""
+    match = re.match(r"(\d+|[a-z]{3})", field, re.IGNORECASE)
+    if field.startswith("*") or match is None:
+        return 1
+    token = match.group(1)
+    value = int(token) if token.isdigit() else _name_value(token, 4)
+    return 1 if value is None else value % 7
+
+
+def _every(minute: int, hour: int, amount: str | None, unit: str) -> str:
+    number = int(amount) if amount is not None else 1
+    name, high = _UNIT_LIMITS[unit[0]]
+    if not 1 <= number <= high:
+        hint = {"m": "use 'every <n> h' for longer", "h": "use 'every <n> d' for longer"}
+        extra = f"; {hint[unit[0]]}" if number > high and unit[0] in hint else ""
+        raise CronError(f"every {number} {name}: {name} must be 1-{high}{extra}")
+    step = "*" if number == 1 else f"*/{number}"
+    if unit[0] == "m":
+        return f"{step} * * * *"
+    if unit[0] == "h":
+        return f"{minute} {step} * * *"
+    return f"{minute} {hour} {step} * *"
+
+
+def reschedule(expression: str, directive: str) -> str:
+    """Rewrite a job's schedule for a reply directive, keeping its time of day.
+
+    A wildcard hour falls back to 09:00, a waking hour, when the result needs one.
+    """
+    minute_f, hour_f, dom, month, dow = _expand(expression).split()
+    minute, hour = _fixed(minute_f, 0), _fixed(hour_f, 9)
+    words = " ".join(directive.lower().split()) if isinstance(directive, str) else ""
+    simple = {
+        "daily": f"{minute} {hour} * * *",
+        "weekly": f"{minute} {hour} * * {_first_weekday(dow)}",
+        "hourly": f"{minute} * * * *",
+        "weekdays": f"{minute} {hour} * * 1-5",
+    }
+    if words in simple:
+        return validate_cron(simple[words])
+    every = _EVERY.match(words)
+    if every:
+        return validate_cron(_every(minute, hour, every.group(1), every.group(2)))
+    at = _AT.match(words)
+    if at:
+        new_hour, new_minute = int(at.group(1)), int(at.group(2))
+        if new_hour > 23 or new_minute > 59:
+            raise CronError(f"{directive.strip()!r} is not a time; use 24-hour HH:MM, e.g. 07:30")
+        return validate_cron(f"{new_minute} {new_hour} {dom} {month} {dow}")
+    raise CronError(f"unknown schedule directive {directive!r}; use one of: {_DIRECTIVES}")
