@@ -6,6 +6,7 @@ never loses it; the user then gets a short apology, never an exception text.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Sequence
@@ -76,58 +77,55 @@ class Agent:
             ctx.conversation_key, channel=ctx.channel, chat_id=ctx.chat_id
         )
         conv_id: ObjectId = conversation["_id"]
-        history = [] if isolated else await self._history(conv_id, ctx)
+        docs, instruction = await asyncio.gather(
+            deps.messages.recent(conv_id, limit=1 if isolated else 200), deps.instructions.get()
+        )
+        next_seq = int(docs[-1]["seq"]) + 1 if docs else 0
+        history = [] if isolated else self._history(docs, ctx)
         incoming = user_message(text)
-        await deps.messages.append(conv_id, _to_docs([incoming], {"sender": ctx.sender}))
-
-        instruction = await deps.instructions.get()
         toolset = self.catalog.for_context(ctx)
         if not instruction.memory_enabled:
             toolset = toolset.only(lambda _: False)
         system = await build_system_prompt(instruction, ctx, toolset, self.sections)
+        reply = AgentReply(text="", conversation_id=conv_id)
         try:
             result = await run_loop(
                 self.model, system, [*history, incoming], toolset, ctx, self.max_turns
             )
         except ModelError as exc:
+            # The message is kept (with a marker) so the conversation shows what was lost.
             log.error("model failed for %s: %s", ctx.conversation_key, exc)
-            await deps.messages.append(
-                conv_id, [{"role": "assistant", "parts": [], "error": "model_unavailable"}]
-            )
-            return AgentReply(
-                text=APOLOGY,
-                failed=True,
-                conversation_id=conv_id,
-                duration_ms=(time.perf_counter() - started) * 1000,
-            )
-        await self._store(ctx, conv_id, result)
-        return AgentReply(
-            text=result.text,
-            usage=result.usage,
-            tool_calls=result.tool_calls,
-            exhausted=result.exhausted,
-            conversation_id=conv_id,
-            duration_ms=(time.perf_counter() - started) * 1000,
-        )
+            stored = _to_docs([incoming], {"sender": ctx.sender})
+            stored.append({"role": "assistant", "parts": [], "error": "model_unavailable"})
+            reply.text, reply.failed = APOLOGY, True
+        else:
+            stored = _to_docs([incoming], {"sender": ctx.sender}) + self._result_docs(result)
+            reply.text, reply.usage, reply.tool_calls = result.text, result.usage, result.tool_calls
+            reply.exhausted = result.exhausted
+        # One write per exchange: the inbox already holds the message durably until
+        # this point, so a crash mid-exchange replays it rather than losing it.
+        await deps.messages.append(conv_id, stored, start_seq=next_seq)
+        reply.duration_ms = (time.perf_counter() - started) * 1000
+        return reply
 
-    async def _history(self, conv_id: ObjectId, ctx: RunContext) -> list[ModelMessage]:
-        docs = [d for d in await ctx.deps.messages.recent(conv_id) if d.get("parts")]
+    def _history(self, docs: list[dict[str, Any]], ctx: RunContext) -> list[ModelMessage]:
+        docs = [d for d in docs if d.get("parts")]
         messages = MessagesAdapter.validate_python(
             [{"role": d["role"], "parts": d["parts"]} for d in docs]
         )
         tokens = [int(d.get("tokens") or 0) for d in docs]
         return fit_history(messages, tokens, ctx.deps.settings.history_token_budget)
 
-    async def _store(self, ctx: RunContext, conv_id: ObjectId, result: LoopResult) -> None:
+    @staticmethod
+    def _result_docs(result: LoopResult) -> list[dict[str, Any]]:
         meta = {
             "usage": result.usage.model_dump(),
             "model": result.model,
             "turns": result.turns,
             "tool_calls": result.tool_calls,
         }
+        messages = list(result.messages)
         if result.exhausted:
             # The honest "ran out of steps" reply is ours, not the model's; store it too.
-            result.messages.append(
-                ModelMessage(role="assistant", parts=[TextPart(text=result.text)])
-            )
-        await ctx.deps.messages.append(conv_id, _to_docs(result.messages, meta))
+            messages.append(ModelMessage(role="assistant", parts=[TextPart(text=result.text)]))
+        return _to_docs(messages, meta)

@@ -72,8 +72,11 @@ class Outbox:
             "reply_to": message.reply_to,
             "buttons": [{"label": b.label, "data": b.data} for b in message.buttons],
             "meta": message.meta,
-            "status": "pending",
-            "attempts": 0,
+            # Stored already claimed when sending right away: one write fewer, and a
+            # crash before the send leaves it "sending", which recover() re-queues.
+            "status": "sending" if send_now else "pending",
+            "claimed_at": self._clock(),
+            "attempts": 1 if send_now else 0,
             "created_at": self._clock(),
             "next_attempt_at": self._clock(),
         }
@@ -82,7 +85,7 @@ class Outbox:
         except DuplicateKeyError:
             return False
         if send_now:
-            await self._send_claimed(await self._claim({"_id": doc["_id"]}))
+            await self._send_claimed(doc)
         else:
             self._wake.set()
         return True

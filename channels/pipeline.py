@@ -62,7 +62,7 @@ class Pipeline:
         self._channels = channels
         self._clock = clock
         self._limit = asyncio.Semaphore(max_concurrency)
-        self._queues: dict[str, asyncio.Queue[ObjectId]] = {}
+        self._queues: dict[str, asyncio.Queue[Doc | ObjectId]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._stopping = False
 
@@ -87,23 +87,23 @@ class Pipeline:
         except DuplicateKeyError:
             log.info("duplicate %s message %s ignored", message.channel, message.external_id)
             return False
-        self._enqueue(message.conversation_key, doc["_id"])
+        self._enqueue(message.conversation_key, doc)
         return True
 
-    def _enqueue(self, key: str, inbox_id: ObjectId) -> None:
+    def _enqueue(self, key: str, item: Doc | ObjectId) -> None:
         queue = self._queues.get(key)
         if queue is None:
             queue = self._queues[key] = asyncio.Queue()
-        queue.put_nowait(inbox_id)
+        queue.put_nowait(item)
         if key not in self._workers and not self._stopping:
             self._workers[key] = asyncio.create_task(self._work(key, queue), name=f"conv:{key}")
 
-    async def _work(self, key: str, queue: asyncio.Queue[ObjectId]) -> None:
+    async def _work(self, key: str, queue: asyncio.Queue[Doc | ObjectId]) -> None:
         try:
             while not queue.empty():
-                inbox_id = queue.get_nowait()
+                item = queue.get_nowait()
                 try:
-                    await self._process(inbox_id)
+                    await self._process(item)
                 except Exception:
                     log.exception("handling a message in %s failed", key)
         finally:
@@ -113,19 +113,26 @@ class Pipeline:
             elif not self._stopping:  # a message arrived while we were exiting
                 self._workers[key] = asyncio.create_task(self._work(key, queue))
 
-    async def _process(self, inbox_id: ObjectId) -> None:
-        doc = await self._inbox.find_one_and_update(
-            {"_id": inbox_id, "status": {"$in": ["pending", "processing"]}},
-            {
-                "$set": {"status": "processing", "started_at": self._clock()},
-                "$inc": {"attempts": 1},
-            },
-        )
-        if doc is None:
-            return
-        message = _from_doc(doc)
-        already = await self._outbox_has_replies(inbox_id)
-        if not already:
+    async def _process(self, item: Doc | ObjectId) -> None:
+        """Handle one stored message.
+
+        A message this process just stored is owned by it and handled directly; one
+        found by ``recover`` is claimed atomically first, so two instances on one
+        database never both handle it, and its earlier replies are not produced again.
+        """
+        if isinstance(item, ObjectId):
+            doc = await self._inbox.find_one_and_update(
+                {"_id": item, "status": {"$in": ["pending", "processing"]}},
+                {"$set": {"status": "processing", "started_at": self._clock()}},
+            )
+            if doc is None:
+                return
+            replayed = await self._outbox_has_replies(doc["_id"])
+        else:
+            doc, replayed = item, False
+        inbox_id: ObjectId = doc["_id"]
+        if not replayed:
+            message = _from_doc(doc)
             replies = await self._handle(message)
             for n, reply in enumerate(replies):
                 await self._outbox.enqueue(self._outbound(message, inbox_id, n, reply))

@@ -65,9 +65,7 @@ class SystemInstructionRepo:
 
     async def _set(self, fields: Doc) -> None:
         fields = {**fields, "updated_at": utcnow()}
-        await self._coll.update_one(
-            {"_id": SYSTEM_INSTRUCTION_ID}, {"$set": fields}, upsert=True
-        )
+        await self._coll.update_one({"_id": SYSTEM_INSTRUCTION_ID}, {"$set": fields}, upsert=True)
 
     async def set_memory(self, memory: str) -> None:
         if len(memory) > MEMORY_LIMIT:
@@ -114,21 +112,27 @@ class MessageRepo:
     def __init__(self, db: AsyncDatabase[Doc]) -> None:
         self._coll = db[c.MESSAGES]
 
-    async def append(self, conversation_id: ObjectId, messages: list[Doc]) -> None:
-        """Append turns in order; ``seq`` is unique per conversation."""
+    async def append(
+        self, conversation_id: ObjectId, messages: list[Doc], start_seq: int | None = None
+    ) -> None:
+        """Append turns in order; ``seq`` is unique per conversation.
+
+        Callers that just read the tail pass ``start_seq`` and save a round trip.
+        One writer per conversation (the pipeline serialises it), so seqs never
+        clash; if they did, the unique index raises rather than interleaving turns.
+        """
         if not messages:
             return
-        last = await self._coll.find_one(
-            {"conversation_id": conversation_id}, sort=[("seq", -1)], projection={"seq": 1}
-        )
-        seq = int(last["seq"]) + 1 if last else 0
+        if start_seq is None:
+            last = await self._coll.find_one(
+                {"conversation_id": conversation_id}, sort=[("seq", -1)], projection={"seq": 1}
+            )
+            start_seq = int(last["seq"]) + 1 if last else 0
         now = utcnow()
         docs = [
-            {**m, "conversation_id": conversation_id, "seq": seq + i, "created_at": now}
+            {**m, "conversation_id": conversation_id, "seq": start_seq + i, "created_at": now}
             for i, m in enumerate(messages)
         ]
-        # One writer per conversation (the pipeline serialises it), so seqs never clash;
-        # if they did, the unique index raises rather than interleaving two turns.
         await self._coll.insert_many(docs, ordered=True)
 
     async def recent(self, conversation_id: ObjectId, limit: int = 200) -> list[Doc]:

@@ -10,6 +10,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -91,7 +92,17 @@ class Toolset:
         return await tool.invoke(arguments, ctx)
 
 
+@lru_cache(maxsize=256)
+def _cached_schema(model: type[BaseModel]) -> str:
+    return json.dumps(_compact_fresh(model))
+
+
 def compact_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The compact schema of ``model``; generated once per model class (it is pure)."""
+    return json.loads(_cached_schema(model))  # type: ignore[no-any-return]
+
+
+def _compact_fresh(model: type[BaseModel]) -> dict[str, Any]:
     schema = model.model_json_schema()
     defs = schema.pop("$defs", {})
     return _compact(schema, defs)  # type: ignore[no-any-return]

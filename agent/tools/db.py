@@ -1,0 +1,54 @@
+"""``db_query``: the model's sandboxed access to the MongoDB memory."""
+
+from __future__ import annotations
+
+from bson.errors import BSONError
+from pymongo.errors import ExecutionTimeout, OperationFailure, PyMongoError
+
+from agent.context import RunContext
+from agent.tools.base import Tool, ToolError, ToolResult
+from storage.sandbox import DbOperation, SandboxError, run_db_query
+
+MAX_ERROR_CHARS = 300
+
+
+async def _db_query(args: DbOperation, ctx: RunContext) -> ToolResult:
+    try:
+        return await run_db_query(ctx.deps.db, args)
+    except SandboxError as exc:
+        raise ToolError(str(exc)) from None
+    except ExecutionTimeout:
+        raise ToolError(
+            "the query ran over its time limit; narrow the filter, add a limit or an index"
+        ) from None
+    except OperationFailure as exc:
+        raise ToolError(f"database refused the query: {_server_message(exc)}") from None
+    except (PyMongoError, BSONError) as exc:
+        raise ToolError(f"database error: {_first_line(str(exc))}") from None
+
+
+def _server_message(exc: OperationFailure) -> str:
+    """The server's own message, without pymongo's ``full error: {...}`` dump."""
+    details = exc.details or {}
+    message = details.get("errmsg")
+    write_errors = details.get("writeErrors")
+    if not message and write_errors:
+        message = write_errors[0].get("errmsg")
+    return _first_line(str(message or exc).split(", full error:")[0])
+
+
+def _first_line(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else "unknown error"
+    return line[:MAX_ERROR_CHARS]
+
+
+DB_QUERY: Tool[DbOperation] = Tool(
+    name="db_query",
+    description=(
+        "Run one MongoDB operation. All collections are readable; writable: master, contacts, "
+        'schedule, ai_*. Write dates and ids as {"$date": "<ISO>"} and {"$oid": "<hex>"}.'
+    ),
+    args=DbOperation,
+    handler=_db_query,
+    writes=True,
+)

@@ -1,0 +1,162 @@
+"""Core overhead benchmark (issue 2). Prints its figures.
+
+1. Loop + storage overhead per message with an instant in-process model, 1,000
+   messages on the embedded database: p50/p99 ms and messages per second.
+2. 200 conversations at once with a model that takes 1 s: total wall time
+   (conversations run in parallel, each in order).
+3. Input tokens of the "hi" request: system prompt plus every core tool schema.
+
+Run: python bench/bench_core.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agent.config import Settings  # noqa: E402
+from agent.context import AgentDeps, RunContext  # noqa: E402
+from agent.dispatch import Dispatcher  # noqa: E402
+from agent.history import count_tokens  # noqa: E402
+from agent.llm.types import ModelMessage, ModelResponse, TextPart, ToolSpec, Usage  # noqa: E402
+from agent.prompt import build_system_prompt  # noqa: E402
+from agent.service import Agent  # noqa: E402
+from agent.tools.catalog import core_catalog  # noqa: E402
+from channels.outbox import Outbox  # noqa: E402
+from channels.pipeline import Pipeline  # noqa: E402
+from channels.types import InboundMessage, OutboundMessage, SendResult  # noqa: E402
+from storage.db import open_database  # noqa: E402
+
+
+class InstantModel:
+    name = "instant"
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.delay = delay
+
+    async def request(
+        self, system: str, messages: list[ModelMessage], tools: list[ToolSpec]
+    ) -> ModelResponse:
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        reply = ModelMessage(role="assistant", parts=[TextPart(text="ok")])
+        return ModelResponse(message=reply, usage=Usage(input_tokens=1, output_tokens=1))
+
+    async def aclose(self) -> None:
+        return None
+
+
+class NullChannel:
+    name = "bench"
+
+    def __init__(self) -> None:
+        self.sent: dict[str, float] = {}
+
+    async def start(self, sink: object) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+    async def send(self, message: OutboundMessage) -> SendResult:
+        self.sent[message.chat_id] = time.perf_counter()
+        return SendResult()
+
+    async def typing(self, chat_id: str) -> None:
+        return None
+
+    def status(self) -> dict[str, object]:
+        return {}
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def overhead(settings: Settings, deps: AgentDeps) -> None:
+    agent = Agent(InstantModel(), core_catalog())
+    timings = []
+    for i in range(50):  # warm-up
+        await agent.respond(f"warm {i}", RunContext(deps=deps, conversation_key=f"w:{i % 10}"))
+    start = time.perf_counter()
+    for i in range(1000):
+        ctx = RunContext(deps=deps, conversation_key=f"bench:{i % 20}")
+        t0 = time.perf_counter()
+        await agent.respond(f"message {i}", ctx)
+        timings.append((time.perf_counter() - t0) * 1000)
+    total = time.perf_counter() - start
+    print(
+        f"loop+storage overhead, 1000 messages: p50 {statistics.median(timings):.2f} ms, "
+        f"p99 {pct(timings, 0.99):.2f} ms, {1000 / total:.0f} messages/s "
+        "(targets p50 <= 5 ms, p99 <= 25 ms)"
+    )
+
+
+async def parallel(settings: Settings, deps: AgentDeps) -> None:
+    agent = Agent(InstantModel(delay=1.0), core_catalog())
+    dispatcher = Dispatcher(deps=deps, agent=agent)
+    channel = NullChannel()
+    channels = {"bench": channel}
+    outbox = Outbox(deps.db, channels, lambda: datetime.now(UTC))
+    pipeline = Pipeline(
+        deps.db, dispatcher.handle, outbox, channels, lambda: datetime.now(UTC),
+        max_concurrency=256,
+    )
+    dispatcher.resolvers["bench"] = _owner
+    start = time.perf_counter()
+    for i in range(200):
+        await pipeline.submit(
+            InboundMessage(
+                channel="bench", external_id=f"p{i}", chat_id=f"c{i}", sender_id="o",
+                text="hello", received_at=datetime.now(UTC),
+            )
+        )
+    submitted = time.perf_counter() - start
+    await pipeline.join()
+    wall = time.perf_counter() - start
+    print(
+        f"200 conversations at once, 1 s model: {wall:.2f} s wall, "
+        f"{len(channel.sent)} replies, all stored after {submitted:.2f} s (target <= 2 s)"
+    )
+
+
+async def _owner(_msg: InboundMessage) -> str:
+    return "owner"
+
+
+async def hi_tokens(settings: Settings, deps: AgentDeps) -> None:
+    catalog = core_catalog()
+    ctx = RunContext(deps=deps)
+    tools = catalog.for_context(ctx)
+    system = await build_system_prompt(await deps.instructions.get(), ctx, tools)
+    schemas = json.dumps([t.model_dump() for t in tools.specs()])
+    total = count_tokens(system) + count_tokens(schemas) + count_tokens("hi")
+    print(
+        f'"hi" request: {total} input tokens (system {count_tokens(system)}, '
+        f"{len(tools)} tool schemas {count_tokens(schemas)}) (target < 2500)"
+    )
+
+
+async def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = Settings(  # type: ignore[call-arg]
+            _env_file=None, data_dir=Path(tmp), openai_api_key="x", brave_api_key="b"
+        )
+        async with open_database(None, "bench", Path(tmp)) as database:
+            deps = AgentDeps(settings=settings, db=database.db)
+            await hi_tokens(settings, deps)
+            await overhead(settings, deps)
+            await parallel(settings, deps)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

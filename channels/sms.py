@@ -1,0 +1,266 @@
+"""SMS through Twilio (or a Twilio-compatible provider): outbound messages and the webhook.
+
+Outbound goes through the twilio SDK's async client. Inbound arrives on
+``POST /webhooks/twilio/sms``; the signature is checked before anything is stored,
+then the message is handed to the pipeline under its ``MessageSid``, so a
+redelivered webhook is processed once. What the agent does with it is not decided
+here. STOP/START/HELP are passed on like any text: Twilio and the carriers answer
+them, and the dispatcher makes sure nobody else does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import aiohttp
+from aiohttp import web
+from twilio.base.exceptions import TwilioException
+from twilio.http.async_http_client import AsyncTwilioHttpClient
+from twilio.request_validator import RequestValidator, get_signature_algorithm
+from twilio.rest import Client
+
+from channels.types import InboundMessage, InboundSink, OutboundMessage, SendError, SendResult
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "sms"
+WEBHOOK_PATH = "/webhooks/twilio/sms"
+SIGNATURE_HEADER = "X-Twilio-Signature"
+SIGNATURE_SETTINGS_HEADER = "X-Twilio-Webhooks-Signature-Settings"
+MAX_BODY = 1600
+"""Twilio refuses a longer body; we cut it ourselves so the owner sees that it was cut."""
+EMPTY_TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response/>'
+SEND_TIMEOUT = 20.0
+# Twilio error codes where the number itself refuses: no retry can help.
+_PERMANENT_CODES = frozenset({21211, 21408, 21610, 21612, 21614})
+
+_GSM_BASIC = frozenset(
+    "@£$¥èéùìòÇ\nØø\rÅåΔ_ΦΓΛΩΠΨΣΘΞÆæßÉ !\"#¤%&'()*+,-./0123456789:;<=>?"
+    "¡ABCDEFGHIJKLMNOPQRSTUVWXYZÄÖÑÜ§¿abcdefghijklmnopqrstuvwxyzäöñüà"
+)
+_GSM_EXTENDED = frozenset("\f^{}\\[~]|€")
+
+
+@dataclass(frozen=True)
+class Segments:
+    """How a body travels: its encoding and how many billed segments it takes."""
+
+    encoding: str
+    units: int
+    count: int
+
+
+def count_segments(text: str) -> Segments:
+    """GSM-7 (160, or 153 per part) when every character fits, else UCS-2 (70, or 67)."""
+    if all(ch in _GSM_BASIC or ch in _GSM_EXTENDED for ch in text):
+        septets = len(text) + sum(ch in _GSM_EXTENDED for ch in text)
+        count = 1 if septets <= 160 else math.ceil(septets / 153)
+        return Segments("GSM-7", septets, count)
+    units = len(text.encode("utf-16-le")) // 2
+    count = 1 if units <= 70 else math.ceil(units / 67)
+    return Segments("UCS-2", units, count)
+
+
+def fit_body(text: str, limit: int = MAX_BODY) -> tuple[str, bool]:
+    """Cut ``text`` to ``limit`` characters with a visible note saying how much was dropped."""
+    if len(text) <= limit:
+        return text, False
+    keep = limit
+    while True:  # the note's length depends on the count it reports; settles in 2-3 steps
+        note = f"\n[cut: {len(text) - keep} more characters]"
+        if limit - len(note) == keep:
+            return text[:keep] + note, True
+        keep = limit - len(note)
+
+
+def _with_base(url: str, base: str) -> str:
+    """``url`` with the scheme and host (and any path prefix) of ``base``."""
+    target, parts = urlsplit(base), urlsplit(url)
+    path = target.path.rstrip("/") + parts.path
+    return urlunsplit((target.scheme, target.netloc, path, parts.query, parts.fragment))
+
+
+class _DebugOnly(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """The SDK logs every request at INFO; one line per SMS is ours to write, not its."""
+
+    def info(self, msg: object, *args: Any, **kwargs: Any) -> None:
+        self.debug(msg, *args, **kwargs)
+
+
+class _HttpClient(AsyncTwilioHttpClient):  # type: ignore[misc]
+    """Twilio's async HTTP client with a timeout and an optional other API host.
+
+    The SDK has no base-URL setting; rewriting each request's scheme and host here
+    points the whole client at a Twilio-compatible provider (or a test fake).
+    """
+
+    def __init__(self, base_url: str | None, timeout: float) -> None:
+        super().__init__(
+            pool_connections=False, logger=_DebugOnly(logging.getLogger(f"{__name__}.http"), {})
+        )
+        self._base = base_url.rstrip("/") if base_url else None
+        self.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout))
+
+    async def request(self, method: str, url: str, **kwargs: Any) -> Any:
+        if self._base is not None:
+            url = _with_base(url, self._base)
+        auth = kwargs.pop("auth", None)
+        if auth is not None:  # as a header: aiohttp 3.14 deprecates its BasicAuth argument
+            headers = dict(kwargs.get("headers") or {})
+            headers["Authorization"] = aiohttp.encode_basic_auth(auth[0], auth[1])
+            kwargs["headers"] = headers
+        return await super().request(method, url, **kwargs)
+
+
+def _send_error(exc: BaseException) -> SendError:
+    """Map an SDK or network failure; only rate limits, 5xx and the network are retried."""
+    if isinstance(exc, TwilioException):
+        status = int(getattr(exc, "status", 0) or 0)
+        code = getattr(exc, "code", None)
+        detail = getattr(exc, "msg", None) or getattr(exc, "detail", None) or ""
+        text = f"twilio answered {status} (error {code}): {detail}".strip()
+        if code == 21610:
+            text += " (the recipient replied STOP; START re-enables messages)"
+        retryable = (status == 429 or status >= 500) and code not in _PERMANENT_CODES
+        return SendError(text, retryable=retryable)
+    if isinstance(exc, (aiohttp.ClientError, TimeoutError, OSError)):
+        return SendError(f"network error talking to twilio: {type(exc).__name__}", retryable=True)
+    return SendError(f"unexpected {type(exc).__name__} sending sms", retryable=True)
+
+
+class SmsChannel:
+    """The SMS transport; the auth token stays in this object and never reaches a log."""
+
+    name = CHANNEL
+
+    def __init__(
+        self,
+        account_sid: str,
+        auth_token: str,
+        from_number: str,
+        *,
+        api_base_url: str | None = None,
+        public_base_url: str | None = None,
+        timeout: float = SEND_TIMEOUT,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._sid = account_sid
+        self._token = auth_token
+        self._from = from_number
+        self._base = api_base_url
+        self._public = public_base_url.rstrip("/") if public_base_url else None
+        self._timeout = timeout
+        self._clock = clock
+        self._validator = RequestValidator(auth_token)
+        self._sink: InboundSink | None = None
+        self._http: _HttpClient | None = None
+        self._client: Any = None
+        self._counts = {"sent": 0, "failed": 0, "received": 0, "refused": 0}
+
+    async def start(self, sink: InboundSink) -> None:
+        """Build the HTTP client inside the running loop (aiohttp sessions bind to it)."""
+        self._sink = sink
+        self._http = _HttpClient(self._base, self._timeout)
+        self._client = Client(self._sid, self._token, account_sid=self._sid, http_client=self._http)
+
+    async def stop(self) -> None:
+        self._sink = None
+        if self._http is not None:
+            await self._http.close()
+            self._http = None
+            self._client = None
+
+    async def typing(self, chat_id: str) -> None:
+        return None  # SMS has no typing indicator
+
+    def status(self) -> dict[str, Any]:
+        host = urlsplit(self._base).netloc if self._base else "api.twilio.com"
+        return {"connected": self._client is not None, "api": host, **self._counts}
+
+    async def send(self, message: OutboundMessage) -> SendResult:
+        if self._client is None:
+            raise SendError("sms channel is not running", retryable=True)
+        body, cut = fit_body(message.text)
+        segments = count_segments(body)
+        try:
+            sent = await self._client.messages.create_async(
+                to=message.chat_id, from_=self._from, body=body
+            )
+        except (TwilioException, aiohttp.ClientError, TimeoutError, OSError) as exc:
+            self._counts["failed"] += 1
+            error = _send_error(exc)
+            log.warning("sms to %s failed: %s", _mask(message.chat_id), error)
+            raise error from None
+        except asyncio.CancelledError:
+            raise
+        self._counts["sent"] += 1
+        info = {
+            "segments": segments.count,
+            "encoding": segments.encoding,
+            "truncated": cut,
+            "twilio_status": getattr(sent, "status", None),
+        }
+        return SendResult(external_ids=(str(sent.sid),), info=info)
+
+    def _signed_url(self, request: web.Request) -> str:
+        """The URL Twilio signed: behind a proxy, the public one; else what we received."""
+        if self._public is not None:
+            return self._public + request.rel_url.path_qs
+        return str(request.url)
+
+    async def handle_webhook(self, request: web.Request) -> web.Response:
+        """``POST /webhooks/twilio/sms``: 403 unless signed; stored before we answer 200."""
+        if self._sink is None:
+            return web.Response(status=503, text="sms channel not started")
+        form = await request.post()
+        signature = request.headers.get(SIGNATURE_HEADER, "")
+        algorithm = get_signature_algorithm(request.headers.get(SIGNATURE_SETTINGS_HEADER))
+        url = self._signed_url(request)
+        if not signature or not self._validator.validate(url, form, signature, algorithm):
+            self._counts["refused"] += 1
+            log.warning("twilio webhook with a missing or bad signature refused (%s)", url)
+            return web.Response(status=403, text="forbidden")
+        fields = {k: v for k, v in form.items() if isinstance(v, str)}
+        message = self._inbound(fields)
+        if message is None:
+            return web.Response(status=400, text="MessageSid and From are required")
+        try:
+            fresh = await self._sink(message)
+        except Exception:
+            log.exception("storing sms %s failed", message.external_id)
+            return web.Response(status=500, text="not stored; please retry")
+        if fresh:
+            self._counts["received"] += 1
+        return web.Response(text=EMPTY_TWIML, content_type="application/xml")
+
+    def _inbound(self, fields: dict[str, str]) -> InboundMessage | None:
+        sid = fields.get("MessageSid") or fields.get("SmsSid")
+        sender = fields.get("From")
+        if not sid or not sender:
+            return None
+        text = fields.get("Body", "")
+        count = fields.get("NumMedia", "0")
+        media = int(count) if count.isdigit() else 0
+        if media:
+            text = f"[MMS with {media} attachment{'s' if media > 1 else ''}] {text}".strip()
+        return InboundMessage(
+            channel=CHANNEL,
+            external_id=sid,
+            chat_id=sender,
+            sender_id=sender,
+            text=text,
+            received_at=self._clock(),
+            meta={"to": fields.get("To", ""), "num_media": media},
+        )
+
+
+def _mask(number: str) -> str:
+    """Enough of a phone number to tell which one it was, not enough to leak it in logs."""
+    return number[:3] + "…" + number[-2:] if len(number) > 6 else "…"

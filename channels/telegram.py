@@ -1,0 +1,352 @@
+"""The Telegram channel: python-telegram-bot's ``Bot`` as a plain Bot API client.
+
+Polling is our own loop rather than PTB's ``Updater``: the Updater confirms an
+update (advances the offset) before the application has stored it, so a crash
+in between would lose it. Here the offset moves past an update only after the
+sink has stored it; until then Telegram keeps offering it, and the inbox's
+unique key makes a redelivery harmless. Webhook mode answers 200 only after the
+sink returned, for the same reason.
+
+The bot token is part of every Bot API URL. It is never logged: errors are
+shown with the token blanked out, and while the channel runs a filter blanks
+it in httpx's request log lines too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import logging
+import secrets
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import web
+from telegram import (
+    Bot,
+    BotCommand,
+    Update,
+)
+from telegram.constants import ChatAction
+from telegram.error import (
+    InvalidToken,
+    RetryAfter,
+    TelegramError,
+)
+from telegram.request import HTTPXRequest
+
+from channels.telegram_inbound import ALLOWED_UPDATES, CHANNEL, to_inbound, update_kind
+from channels.telegram_send import TelegramSender, retry_after_seconds
+from channels.types import (
+    InboundMessage,
+    InboundSink,
+    OutboundMessage,
+    SendError,
+    SendResult,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BASE_URL = "https://api.telegram.org"
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+DEFAULT_COMMANDS: tuple[tuple[str, str], ...] = (
+    ("start", "Say hello"),
+    ("help", "What I can do"),
+    ("status", "What is running"),
+    ("reset", "Start a new conversation"),
+)
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+REDACTED_LOGGERS = ("httpx", "telegram.Bot", "telegram.BaseRequest", "telegram.HTTPXRequest")
+"""Loggers that write URLs with the token in them: httpx logs every request at INFO and
+PTB logs its base URL at DEBUG. Filters apply only to the logger they are attached to."""
+
+
+class _Redact(logging.Filter):
+    """Blanks the token out of log records; never fails (a filter error would break the
+    HTTP call that logged)."""
+
+    def __init__(self, token: str) -> None:
+        super().__init__()
+        self._token = token
+
+    def _clean(self, value: Any) -> Any:
+        text = str(value)
+        return text.replace(self._token, "<token>") if self._token in text else value
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            record.msg = self._clean(record.msg)
+            if isinstance(record.args, tuple):
+                record.args = tuple(self._clean(a) for a in record.args)
+        except Exception:
+            record.msg, record.args = "(log record withheld: it may contain the token)", ()
+        return True
+
+    def attach(self) -> None:
+        for name in REDACTED_LOGGERS:
+            logging.getLogger(name).addFilter(self)
+
+    def detach(self) -> None:
+        for name in REDACTED_LOGGERS:
+            logging.getLogger(name).removeFilter(self)
+
+
+class _Backoff:
+    """Doubling delays between ``low`` and ``high`` seconds, reset after a success."""
+
+    def __init__(self, low: float, high: float) -> None:
+        self._low, self._high = low, high
+        self._next = low
+
+    def reset(self) -> None:
+        self._next = self._low
+
+    async def sleep(self) -> None:
+        delay, self._next = self._next, min(self._next * 2, self._high)
+        await asyncio.sleep(delay)
+
+    @property
+    def upcoming(self) -> float:
+        return self._next
+
+
+class TelegramChannel:
+    """Long polling by default; webhook mode when ``webhook_url`` is given."""
+
+    name = CHANNEL
+
+    def __init__(
+        self,
+        token: str,
+        base_url: str = DEFAULT_BASE_URL,
+        webhook_url: str | None = None,
+        webhook_secret: str | None = None,
+        commands: Sequence[tuple[str, str]] = (),
+        *,
+        poll_timeout: int = 30,
+        retry_delays: tuple[float, float] = (1.0, 30.0),
+        clock: Callable[[], datetime] = _utcnow,
+        pool_size: int = 8,
+    ) -> None:
+        if not token:
+            raise ValueError("a Telegram bot token is required (TELEGRAM_BOT_TOKEN)")
+        base = base_url.rstrip("/")
+        self._token = token
+        self._redact = _Redact(token)
+        self._redact.attach()  # before the Bot exists: it logs its URL when built
+        self._bot = Bot(
+            token,
+            base_url=f"{base}/bot",
+            base_file_url=f"{base}/file/bot",
+            request=HTTPXRequest(connection_pool_size=pool_size, read_timeout=15.0),
+            get_updates_request=HTTPXRequest(connection_pool_size=1),
+        )
+        self._webhook_url = webhook_url
+        # Without a secret anyone could post updates claiming to be the owner: make one up.
+        self._secret = webhook_secret or secrets.token_urlsafe(32)
+        merged = {n.lstrip("/"): d for n, d in (*DEFAULT_COMMANDS, *commands)}
+        self._commands = [BotCommand(n, d) for n, d in merged.items()]
+        self._poll_timeout = poll_timeout
+        self._retry_delays = retry_delays
+        self._clock = clock
+        self._sink: InboundSink | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._offset: int | None = None
+        self._ready = False
+        self._connected = False
+        self._running = False
+        self._last_update_at: datetime | None = None
+        self._username: str | None = None
+        self._sender = TelegramSender(self._bot, self._safe)
+
+    @property
+    def mode(self) -> str:
+        return "webhook" if self._webhook_url else "polling"
+
+    def _safe(self, exc: BaseException) -> str:
+        return f"{type(exc).__name__}: {str(exc).replace(self._token, '<token>')}"
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    async def start(self, sink: InboundSink) -> None:
+        """Check the token, register commands, then poll (or set the webhook).
+
+        A bad token fails at once; an unreachable Telegram does not stop the app:
+        the set-up is retried in the background until it works.
+        """
+        self._sink = sink
+        self._redact.attach()
+        self._running = True
+        try:
+            await self._setup()
+        except InvalidToken:
+            await self.stop()
+            raise RuntimeError("Telegram rejected the bot token (TELEGRAM_BOT_TOKEN)") from None
+        except TelegramError as exc:
+            log.warning("telegram is not reachable yet (%s); will keep trying", self._safe(exc))
+        if self._webhook_url is None:
+            self._task = asyncio.create_task(self._poll_loop(), name="telegram-poll")
+        elif not self._ready:
+            self._task = asyncio.create_task(self._setup_until_ready(), name="telegram-setup")
+
+    async def _setup(self) -> None:
+        await self._bot.initialize()  # getMe, once
+        self._username = self._bot.username
+        await self._bot.set_my_commands(self._commands)
+        if self._webhook_url is None:
+            await self._bot.delete_webhook(drop_pending_updates=False)
+        else:
+            await self._bot.set_webhook(
+                self._webhook_url, secret_token=self._secret, allowed_updates=ALLOWED_UPDATES
+            )
+        self._ready = self._connected = True
+        log.info("telegram bot @%s ready (%s)", self._username, self.mode)
+
+    async def _setup_until_ready(self) -> None:
+        backoff = _Backoff(*self._retry_delays)
+        while not self._ready:
+            await backoff.sleep()
+            try:
+                await self._setup()
+            except TelegramError as exc:
+                log.warning("telegram set-up failed: %s", self._safe(exc))
+
+    async def stop(self) -> None:
+        """Cancel the long poll at once, confirm what was stored, close the client."""
+        self._running = False
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self._offset is not None and self._ready and self._webhook_url is None:
+            # Tell Telegram what we stored, so a restart is not offered it again.
+            with contextlib.suppress(TelegramError, TimeoutError):
+                async with asyncio.timeout(2):
+                    await self._bot.get_updates(offset=self._offset, limit=1, timeout=0)
+        with contextlib.suppress(Exception):
+            await self._bot.shutdown()
+        self._redact.detach()
+        self._connected = self._ready = False
+
+    def status(self) -> dict[str, Any]:
+        last = self._last_update_at
+        return {
+            "mode": self.mode,
+            "connected": self._connected,
+            "last_update_at": last.isoformat() if last is not None else None,
+            "bot": self._username,
+        }
+
+    # -- inbound ---------------------------------------------------------------------
+
+    async def _poll_loop(self) -> None:
+        backoff = _Backoff(*self._retry_delays)
+        while True:
+            try:
+                if not self._ready:
+                    await self._setup()
+                updates = await self._bot.get_updates(
+                    offset=self._offset,
+                    timeout=self._poll_timeout,
+                    allowed_updates=ALLOWED_UPDATES,
+                )
+            except RetryAfter as exc:
+                await asyncio.sleep(retry_after_seconds(exc))
+                continue
+            except Exception as exc:
+                self._connected = False
+                log.warning(
+                    "telegram polling failed (%s); retrying in %.1fs",
+                    self._safe(exc),
+                    backoff.upcoming,
+                )
+                await backoff.sleep()
+                continue
+            self._connected = True
+            backoff.reset()
+            for update in updates:
+                await self._take(update)
+                self._offset = update.update_id + 1
+
+    def _read(self, update: Update) -> InboundMessage | None:
+        self._last_update_at = self._clock()
+        try:
+            message = to_inbound(update, self._clock())
+        except Exception:
+            # One odd update must not block every later one: log it and move on.
+            log.exception("could not read telegram update %d", update.update_id)
+            return None
+        if message is None:
+            log.info("ignored telegram update %d (%s)", update.update_id, update_kind(update))
+        return message
+
+    async def _take(self, update: Update) -> None:
+        """Hand ``update`` to the sink, retrying until it is stored (or we are stopped)."""
+        message = self._read(update)
+        if message is None:
+            return
+        assert self._sink is not None
+        backoff = _Backoff(*self._retry_delays)
+        while True:
+            try:
+                await self._sink(message)
+                break
+            except Exception:
+                log.exception("storing telegram update %d failed; retrying", update.update_id)
+                await backoff.sleep()
+        await self._accepted(update)
+
+    async def _accepted(self, update: Update) -> None:
+        if update.callback_query is not None:
+            try:
+                await update.callback_query.answer()  # stops the button's spinner
+            except TelegramError as exc:
+                log.debug("answerCallbackQuery failed: %s", self._safe(exc))
+
+    async def handle_webhook(self, request: web.Request) -> web.Response:
+        """``POST /webhooks/telegram``: 200 only once the update is stored."""
+        if self._sink is None:
+            return web.Response(status=503, text="telegram channel not started")
+        given = request.headers.get(SECRET_HEADER, "").encode()
+        if not hmac.compare_digest(given, self._secret.encode()):
+            log.warning("telegram webhook call with a wrong secret refused")
+            return web.Response(status=403, text="forbidden")
+        try:
+            data = json.loads(await request.read())
+            if not isinstance(data, dict) or not isinstance(data.get("update_id"), int):
+                raise ValueError("not an update")
+            update = Update.de_json(data, self._bot)
+        except Exception:
+            return web.Response(status=400, text="malformed update")
+        message = self._read(update)
+        if message is None:
+            return web.Response(text="ignored")
+        try:
+            await self._sink(message)
+        except Exception:
+            log.exception("storing telegram update %d failed", update.update_id)
+            return web.Response(status=500, text="not stored; please retry")
+        await self._accepted(update)
+        return web.Response(text="ok")
+
+    # -- outbound --------------------------------------------------------------------
+
+    async def typing(self, chat_id: str) -> None:
+        try:
+            await self._bot.send_chat_action(chat_id, ChatAction.TYPING)
+        except TelegramError as exc:
+            log.debug("typing indicator failed: %s", self._safe(exc))
+
+    async def send(self, message: OutboundMessage) -> SendResult:
+        if not self._running:
+            raise SendError("telegram channel is not running", retryable=True)
+        return await self._sender.send(message)

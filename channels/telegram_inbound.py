@@ -1,0 +1,150 @@
+"""Turning a Telegram update into an ``InboundMessage``.
+
+Media the agent cannot look at still reaches it as a short marker plus the
+caption (``[Photo] caption``, ``[Voice note 0:12]``), so nothing the person
+sent is dropped without a word. Updates that carry nothing a person wrote
+(service messages, edits, reactions) give ``None`` and the caller logs them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from telegram import CallbackQuery, Message, Update, User
+
+from channels.types import InboundMessage
+
+CHANNEL = "telegram"
+ALLOWED_UPDATES: tuple[str, ...] = ("message", "callback_query")
+"""Asked for explicitly: edits and channel posts are not conversation turns here."""
+
+
+def _clock(seconds: Any) -> str:
+    total = int(seconds or 0)
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def _fields(obj: Any) -> dict[str, Any]:
+    # to_dict() gives durations as plain seconds, without PTB's timedelta deprecation warning.
+    fields: dict[str, Any] = obj.to_dict()
+    return fields
+
+
+def _join(*parts: Any) -> str:
+    return " ".join(str(p) for p in parts if p not in (None, ""))
+
+
+def _timed(label: str) -> Callable[[Any], str]:
+    return lambda att: _join(label, _clock(_fields(att).get("duration")))
+
+
+def _audio(att: Any) -> str:
+    f = _fields(att)
+    title = " - ".join(x for x in (f.get("performer"), f.get("title")) if x)
+    return _join("Audio", title or f.get("file_name"), _clock(f.get("duration")))
+
+
+def _contact(att: Any) -> str:
+    return _join("Contact", att.first_name, att.last_name, att.phone_number)
+
+
+# Checked in order: a venue also carries a location, so it comes first.
+_MARKERS: tuple[tuple[str, Callable[[Any], str]], ...] = (
+    ("photo", lambda _att: "Photo"),
+    ("voice", _timed("Voice note")),
+    ("audio", _audio),
+    ("video_note", _timed("Video note")),
+    ("animation", lambda _att: "GIF"),
+    ("video", _timed("Video")),
+    ("document", lambda att: _join("Document", att.file_name)),
+    ("sticker", lambda att: _join("Sticker", att.emoji)),
+    ("venue", lambda att: f"Venue {att.title}, {att.address}"),
+    ("location", lambda att: f"Location {att.latitude:g}, {att.longitude:g}"),
+    ("contact", _contact),
+    ("poll", lambda att: f"Poll: {att.question}"),
+    ("dice", lambda att: _join("Dice", att.emoji, att.value)),
+    ("game", lambda att: _join("Game", att.title)),
+    ("story", lambda _att: "Story"),
+    ("invoice", lambda att: _join("Invoice", att.title)),
+)
+
+
+def describe(message: Message) -> str | None:
+    """What the person sent, as text; ``None`` for a service message."""
+    if message.text is not None:
+        body = message.text
+    else:
+        body = None
+        for attr, marker in _MARKERS:
+            attachment = getattr(message, attr, None)
+            if attachment:
+                body = _join(f"[{marker(attachment)}]", message.caption)
+                break
+        if body is None and message.caption:
+            body = _join("[Attachment]", message.caption)
+    if body is None:
+        return None
+    return f"[Forwarded] {body}" if message.forward_origin is not None else body
+
+
+def _name(user: User | None) -> str:
+    if user is None:
+        return ""
+    return user.full_name or (user.username or "")
+
+
+def _from_message(update_id: int, message: Message, now: datetime) -> InboundMessage | None:
+    text = describe(message)
+    if text is None:
+        return None
+    sender = message.from_user
+    # No user for anonymous group admins and channel posts: the chat speaks.
+    speaker = sender or message.sender_chat or message.chat
+    reply = message.reply_to_message
+    return InboundMessage(
+        channel=CHANNEL,
+        external_id=str(update_id),
+        chat_id=str(message.chat.id),
+        sender_id=str(speaker.id),
+        sender_name=_name(sender),
+        text=text,
+        received_at=now,
+        reply_to=str(reply.message_id) if reply is not None else None,
+        meta={"message_id": message.message_id, "chat_type": message.chat.type},
+    )
+
+
+def _from_callback(update_id: int, query: CallbackQuery, now: datetime) -> InboundMessage | None:
+    carrier = query.message
+    if query.data is None or carrier is None:
+        return None  # games and inline-mode buttons: nothing for the agent to read
+    return InboundMessage(
+        channel=CHANNEL,
+        external_id=str(update_id),
+        chat_id=str(carrier.chat.id),
+        sender_id=str(query.from_user.id),
+        sender_name=_name(query.from_user),
+        text=query.data,
+        received_at=now,
+        reply_to=str(carrier.message_id),
+        meta={"callback_query_id": query.id, "kind": "button"},
+    )
+
+
+def to_inbound(update: Update, now: datetime) -> InboundMessage | None:
+    """The message a person sent in ``update``, or ``None`` when nobody wrote anything."""
+    if update.message is not None:
+        return _from_message(update.update_id, update.message, now)
+    if update.callback_query is not None:
+        return _from_callback(update.update_id, update.callback_query, now)
+    return None
+
+
+def update_kind(update: Update) -> str:
+    """The update's type (``edited_message``, ``my_chat_member``...), for logs."""
+    kinds = [k for k in update.to_dict() if k != "update_id"]
+    return kinds[0] if kinds else "empty"

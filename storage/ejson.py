@@ -1,0 +1,134 @@
+"""Extended JSON at the ``db_query`` boundary.
+
+The model only speaks JSON, so ObjectIds and dates travel as relaxed Extended JSON
+(``{"$oid": ...}``, ``{"$date": ...}``). Values coming in are turned into BSON types
+before they reach MongoDB, and documents going out are turned back, so that an ``_id``
+the model has read can be pasted straight into its next filter.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from bson import json_util
+from bson.json_util import RELAXED_JSON_OPTIONS, JSONOptions
+
+JSON_OPTIONS: JSONOptions = RELAXED_JSON_OPTIONS.with_options(tz_aware=True, tzinfo=UTC)
+"""Relaxed mode, dates as timezone-aware UTC like the rest of the project."""
+
+EJSON_KEYS: frozenset[str] = frozenset(
+    {
+        "$oid",
+        "$date",
+        "$numberLong",
+        "$numberInt",
+        "$numberDouble",
+        "$numberDecimal",
+        "$binary",
+        "$uuid",
+        "$timestamp",
+        "$regularExpression",
+        "$minKey",
+        "$maxKey",
+    }
+)
+"""Wrappers converted on input. ``$regex`` is left alone because it is also the query
+operator, and ``$code``/``$symbol``/``$dbPointer`` because the model has no use for them."""
+
+
+def from_ejson(value: Any) -> Any:
+    """Return ``value`` with every Extended JSON wrapper replaced by its BSON type.
+
+    Raises ``ValueError`` with a readable message when a wrapper is malformed.
+    """
+    if isinstance(value, list):
+        return [from_ejson(v) for v in value]
+    if not isinstance(value, Mapping):
+        return value
+    converted = {k: from_ejson(v) for k, v in value.items()}
+    if "$binary" in converted and set(converted) <= {"$binary", "$type"}:
+        return _parse_wrapper("$binary", converted)
+    if len(converted) == 1:
+        key = next(iter(converted))
+        if key in EJSON_KEYS:
+            return _parse_wrapper(key, converted)
+    return converted
+
+
+def _parse_wrapper(key: str, doc: dict[str, Any]) -> Any:
+    if key == "$date" and isinstance(doc[key], str):
+        return _parse_date(doc[key])
+    try:
+        return json_util.object_hook(doc, JSON_OPTIONS)
+    except Exception as exc:  # bson raises TypeError, ValueError, InvalidId, ...
+        raise ValueError(f"invalid Extended JSON {json.dumps(doc, default=str)}: {exc}") from exc
+
+
+def _parse_date(text: str) -> datetime:
+    """ISO-8601 as json_util reads it, plus date-only and minute precision forms."""
+    try:
+        parsed = json_util.object_hook({"$date": text}, JSON_OPTIONS)
+    except (ValueError, TypeError, IndexError):
+        try:
+            parsed = datetime.fromisoformat(text)
+        except ValueError:
+            raise ValueError(
+                f'invalid {{"$date": {json.dumps(text)}}}: '
+                'use ISO-8601 such as "2026-01-31T09:00:00Z"'
+            ) from None
+    if not isinstance(parsed, datetime):  # pragma: no cover - DatetimeMS is not configured
+        raise ValueError(f"invalid date {text!r}")
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)
+
+
+def from_ejson_document(value: Mapping[str, Any]) -> dict[str, Any]:
+    """A document to store: converted, and refused if a field name still starts with ``$``.
+
+    Such a name is either an operator used by mistake or a misspelt wrapper, and
+    MongoDB-compatible servers differ on whether they accept it.
+    """
+    doc: dict[str, Any] = from_ejson(value)
+    for key, _ in walk(doc):
+        if key.startswith("$") or "\0" in key:
+            raise ValueError(
+                f"field name {key!r} is not allowed (no leading '$'); values may use "
+                'Extended JSON such as {"$oid": ...} or {"$date": ...}'
+            )
+    return doc
+
+
+def walk(node: Any) -> Iterator[tuple[str, Any]]:
+    """Every ``(key, value)`` pair of nested documents and lists, outermost first."""
+    if isinstance(node, list):
+        for item in node:
+            yield from walk(item)
+    elif isinstance(node, Mapping):
+        for key, value in node.items():
+            yield key, value
+            yield from walk(value)
+
+
+def to_ejson(value: Any) -> Any:
+    """Return ``value`` (a document read from MongoDB) as plain relaxed Extended JSON."""
+    return json.loads(json_util.dumps(value, json_options=JSON_OPTIONS))
+
+
+def rows_within(docs: Iterable[Any], max_chars: int) -> list[Any]:
+    """Leading ``docs`` as Extended JSON rows whose JSON list fits in ``max_chars``.
+
+    Whole rows are dropped from the end, so the answer is always valid JSON.
+    """
+    used = len("[]")
+    rows: list[Any] = []
+    for doc in docs:
+        row = to_ejson(doc)
+        used += len(json.dumps(row, ensure_ascii=False)) + len(", ")
+        if used > max_chars:
+            break
+        rows.append(row)
+    return rows
