@@ -87,11 +87,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "schedule":
             from agent.schedule_cli import print_schedule
 
-            return asyncio.run(print_schedule(settings, args.hours))
+            code: int = asyncio.run(print_schedule(settings, args.hours))
+            return code
         if args.command == "whatsapp":
             from agent.whatsapp_cli import link
 
-            return asyncio.run(link(settings, args.phone))
+            code = asyncio.run(link(settings, args.phone))
+            return code
     except ConfigError as exc:
         print(f"watchkeeper: {exc}", file=sys.stderr)
         return 2

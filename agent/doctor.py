@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
 from dataclasses import dataclass
 
 import aiohttp
@@ -133,17 +132,14 @@ async def check_channels(settings: Settings, session: aiohttp.ClientSession) -> 
     return checks
 
 
-async def doctor(settings: Settings, out: object = None) -> int:
+async def doctor(settings: Settings) -> int:
     async with aiohttp.ClientSession() as session:
-        parts: list[Awaitable[object]] = [
+        database, models, channels = await asyncio.gather(
             check_database(settings),
             check_model(settings, session),
             check_channels(settings, session),
-        ]
-        results = await asyncio.gather(*parts)
-    checks: list[Check] = []
-    for r in results:
-        checks.extend(r if isinstance(r, list) else [r])  # type: ignore[arg-type]
+        )
+    checks = [database, *models, *channels]
     bind = f"{settings.http_host}:{settings.http_port}"
     print(f"settings: ok (timezone {settings.timezone}, http {bind})")
     for check in checks:

@@ -22,18 +22,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.config import Settings  # noqa: E402
-from agent.context import AgentDeps, RunContext  # noqa: E402
-from agent.dispatch import Dispatcher  # noqa: E402
-from agent.history import count_tokens  # noqa: E402
-from agent.llm.types import ModelMessage, ModelResponse, TextPart, ToolSpec, Usage  # noqa: E402
-from agent.prompt import build_system_prompt  # noqa: E402
-from agent.service import Agent  # noqa: E402
-from agent.tools.catalog import core_catalog  # noqa: E402
-from channels.outbox import Outbox  # noqa: E402
-from channels.pipeline import Pipeline  # noqa: E402
-from channels.types import InboundMessage, OutboundMessage, SendResult  # noqa: E402
-from storage.db import open_database  # noqa: E402
+from agent.config import Settings
+from agent.context import AgentDeps, RunContext
+from agent.dispatch import Dispatcher
+from agent.history import count_tokens
+from agent.llm.types import ModelMessage, ModelResponse, TextPart, ToolSpec, Usage
+from agent.prompt import build_system_prompt
+from agent.service import Agent
+from agent.tools.catalog import core_catalog
+from channels.outbox import Outbox
+from channels.pipeline import Pipeline
+from channels.types import InboundMessage, OutboundMessage, SendResult
+from storage.db import open_database
 
 
 class InstantModel:
@@ -108,7 +108,11 @@ async def parallel(settings: Settings, deps: AgentDeps) -> None:
     channels = {"bench": channel}
     outbox = Outbox(deps.db, channels, lambda: datetime.now(UTC))
     pipeline = Pipeline(
-        deps.db, dispatcher.handle, outbox, channels, lambda: datetime.now(UTC),
+        deps.db,
+        dispatcher.handle,
+        outbox,
+        channels,
+        lambda: datetime.now(UTC),
         max_concurrency=256,
     )
     dispatcher.resolvers["bench"] = _owner
@@ -116,8 +120,12 @@ async def parallel(settings: Settings, deps: AgentDeps) -> None:
     for i in range(200):
         await pipeline.submit(
             InboundMessage(
-                channel="bench", external_id=f"p{i}", chat_id=f"c{i}", sender_id="o",
-                text="hello", received_at=datetime.now(UTC),
+                channel="bench",
+                external_id=f"p{i}",
+                chat_id=f"c{i}",
+                sender_id="o",
+                text="hello",
+                received_at=datetime.now(UTC),
             )
         )
     submitted = time.perf_counter() - start

@@ -43,7 +43,8 @@ def test_bad_setting_names_the_setting(
 
 def test_defaults_and_provider_choice(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)
-    (tmp_path / ".env").write_text("OPENAI_API_KEY=sk-1\nGEMINI_BASE_URL=\nOWNER_TELEGRAM_IDS=1, 2\n")
+    env_file = "OPENAI_API_KEY=sk-1\nGEMINI_BASE_URL=\nOWNER_TELEGRAM_IDS=1, 2\n"
+    (tmp_path / ".env").write_text(env_file)
     settings = load_settings()
     assert settings.llm_provider == "openai"
     assert settings.gemini_base_url is None  # empty values mean unset
@@ -59,7 +60,11 @@ def test_cli_bad_setting_exits_with_one_line(tmp_path: Path) -> None:
     env["TIMEZONE"] = "Nowhere/City"
     proc = subprocess.run(
         [sys.executable, "-m", "agent", "doctor"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 2
     assert proc.stderr.strip() == (
@@ -72,7 +77,11 @@ def test_doctor_reports_missing_model_and_fails(tmp_path: Path) -> None:
     env.update({"DATA_DIR": str(tmp_path / "data")})
     proc = subprocess.run(
         [sys.executable, "-m", "agent", "doctor"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=90,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "[ok  ] database: embedded" in proc.stdout

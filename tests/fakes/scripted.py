@@ -6,6 +6,7 @@ model would have been sent, and can inspect every request afterwards.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -75,10 +76,8 @@ def sequence(*steps: ModelMessage | str | Exception) -> Responder:
     last: list[ModelMessage | str | Exception] = []
 
     def respond(_req: Request) -> ModelMessage | str | Exception:
-        try:
+        with contextlib.suppress(StopIteration):
             last[:] = [next(it)]
-        except StopIteration:
-            pass
         return last[0]
 
     return respond

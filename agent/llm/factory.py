@@ -1,0 +1,45 @@
+"""Build the configured model: the chosen provider, wrapped with retries and a fallback."""
+
+from __future__ import annotations
+
+from agent.config import ConfigError, Provider, Settings
+from agent.llm.base import ModelClient
+from agent.llm.resilient import ResilientModel
+
+NO_MODEL = "no model configured: set GEMINI_API_KEY or OPENAI_API_KEY"
+LOCAL_KEY = "unused"
+"""Key sent to an OpenAI-compatible server at ``OPENAI_BASE_URL`` that needs none
+(Ollama, vLLM); the SDK refuses to start without one."""
+
+
+def build_model(settings: Settings) -> ModelClient:
+    """The model every run uses; raises ``ConfigError`` with one line when unusable."""
+    if settings.llm_provider is None:
+        raise ConfigError(NO_MODEL)
+    primary = build_provider(settings, settings.llm_provider)
+    fallback = None
+    if settings.llm_fallback is not None and settings.llm_fallback != settings.llm_provider:
+        fallback = build_provider(settings, settings.llm_fallback)
+    return ResilientModel(primary, fallback)
+
+
+def build_provider(settings: Settings, provider: Provider) -> ModelClient:
+    """One bare adapter (no retries), e.g. for ``watchkeeper doctor`` to probe."""
+    if provider == "gemini":
+        from agent.llm.gemini_model import GeminiModel
+
+        if settings.gemini_api_key is None or not settings.gemini_api_key.get_secret_value():
+            raise ConfigError("provider gemini is selected but GEMINI_API_KEY is not set")
+        return GeminiModel(
+            settings.gemini_api_key.get_secret_value(),
+            settings.gemini_model,
+            base_url=settings.gemini_base_url or None,
+        )
+    from agent.llm.openai_model import OpenAIModel
+
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else ""
+    if not key:
+        if not settings.openai_base_url:
+            raise ConfigError("provider openai is selected but OPENAI_API_KEY is not set")
+        key = LOCAL_KEY
+    return OpenAIModel(key, settings.openai_model, base_url=settings.openai_base_url or None)

@@ -1,0 +1,289 @@
+"""OpenAI chat completions adapter (OpenAI itself or any compatible server).
+
+The SDK's own retries are off (``max_retries=0``): ``ResilientModel`` owns the
+retry policy so both providers behave the same. A server that rejects native
+tools with a 400 is switched, once and for good, to the text protocol in
+``agent.llm.textcalls``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from typing import Any, cast
+from urllib.parse import urlsplit
+
+import openai
+from openai.types.chat import (
+    ChatCompletion,
+    ChatCompletionMessageParam,
+    ChatCompletionToolUnionParam,
+)
+
+from agent.llm import textcalls
+from agent.llm.base import ModelError
+from agent.llm.types import (
+    ModelMessage,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    ToolSpec,
+    Usage,
+)
+
+log = logging.getLogger(__name__)
+
+RAW_ARGUMENTS_KEY = "openai_raw_arguments"
+"""provider_data key holding the model's arguments string when it was not valid JSON."""
+
+_DETAIL_LIMIT = 500
+
+
+class _ToolsUnsupported(Exception):
+    """The server refused the ``tools`` parameter; retry the request in text mode."""
+
+
+def new_call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:12]}"
+
+
+class OpenAIModel:
+    """A ``ModelClient`` over ``POST {base_url}/chat/completions``."""
+
+    name = "openai"
+
+    def __init__(
+        self, api_key: str, model: str, base_url: str | None = None, timeout: float = 60.0
+    ) -> None:
+        self.model = model
+        self._secret = api_key
+        self._client = openai.AsyncOpenAI(
+            api_key=api_key, base_url=api_base(base_url), timeout=timeout, max_retries=0
+        )
+        self._text_mode: set[str] = set()
+
+    def text_mode(self, model: str | None = None) -> bool:
+        """Whether tool calls for ``model`` (default: ours) go through the text protocol."""
+        return (model or self.model) in self._text_mode
+
+    async def request(
+        self, system: str, messages: list[ModelMessage], tools: list[ToolSpec]
+    ) -> ModelResponse:
+        if tools and not self.text_mode():
+            try:
+                return await self._native(system, messages, tools)
+            except _ToolsUnsupported:
+                log.warning(
+                    "provider %s: model %s rejects native tools; using text tool calls from now",
+                    self.name,
+                    self.model,
+                )
+                self._text_mode.add(self.model)
+        return await self._text(system, messages, tools)
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    async def _native(
+        self, system: str, messages: list[ModelMessage], tools: list[ToolSpec]
+    ) -> ModelResponse:
+        wire_tools = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                },
+            }
+            for t in tools
+        ]
+        completion = await self._create(native_messages(system, messages), wire_tools)
+        return parse_completion(completion, {t.name for t in tools})
+
+    async def _text(
+        self, system: str, messages: list[ModelMessage], tools: list[ToolSpec]
+    ) -> ModelResponse:
+        if tools:
+            system = f"{system}\n\n{textcalls.tool_prompt(tools)}".strip()
+        completion = await self._create(text_messages(system, messages), None)
+        return parse_completion(completion, {t.name for t in tools}, text_only=True)
+
+    async def _create(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+    ) -> ChatCompletion:
+        try:
+            return await self._client.chat.completions.create(
+                model=self.model,
+                messages=cast("list[ChatCompletionMessageParam]", messages),
+                tools=cast("list[ChatCompletionToolUnionParam]", tools) if tools else openai.omit,
+            )
+        except openai.APIStatusError as exc:
+            detail = self._redact(_detail(exc))
+            if tools and textcalls.tools_unsupported(exc.status_code, detail):
+                raise _ToolsUnsupported from None
+            retryable = exc.status_code in (408, 409, 429) or exc.status_code >= 500
+            raise ModelError(
+                f"{self.name} HTTP {exc.status_code}: {detail}",
+                retryable=retryable,
+                status=exc.status_code,
+            ) from None
+        except openai.APITimeoutError:
+            raise ModelError(f"{self.name}: request timed out", retryable=True) from None
+        except openai.APIConnectionError as exc:
+            raise ModelError(
+                f"{self.name}: connection failed: {self._redact(str(exc.__cause__ or exc))}",
+                retryable=True,
+            ) from None
+        except openai.OpenAIError as exc:
+            raise ModelError(
+                f"{self.name}: {type(exc).__name__}: {self._redact(str(exc))}", retryable=False
+            ) from None
+
+    def _redact(self, text: str) -> str:
+        """Remove the key from error text: some servers echo it back in their errors."""
+        return text.replace(self._secret, "***") if self._secret else text
+
+
+def api_base(base_url: str | None) -> str | None:
+    """``OPENAI_BASE_URL`` as the SDK wants it: a bare host gets ``/v1`` appended.
+
+    Both spellings are common (``http://localhost:11434`` and
+    ``http://localhost:11434/v1``); any explicit path is left as given.
+    """
+    if not base_url:
+        return None
+    if urlsplit(base_url).path.strip("/") == "":
+        return base_url.rstrip("/") + "/v1"
+    return base_url
+
+
+def _detail(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        text = json.dumps(body, ensure_ascii=False, default=str)
+    elif body is not None:
+        text = str(body)
+    else:
+        text = exc.message
+    return text[:_DETAIL_LIMIT]
+
+
+def native_messages(system: str, messages: list[ModelMessage]) -> list[dict[str, Any]]:
+    """Neutral history → chat completions messages with native tool calls and results."""
+    out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    for message in messages:
+        if message.role == "user":
+            out.append({"role": "user", "content": message.text})
+        elif message.role == "assistant":
+            entry: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+            calls = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {
+                        "name": call.name,
+                        "arguments": json.dumps(call.arguments, ensure_ascii=False),
+                    },
+                }
+                for call in message.tool_calls
+            ]
+            if calls:
+                entry["tool_calls"] = calls
+            elif entry["content"] is None:
+                entry["content"] = ""
+            out.append(entry)
+        else:
+            for part in message.parts:
+                if isinstance(part, ToolResultPart):
+                    out.append(
+                        {
+                            "role": "tool",
+                            "tool_call_id": part.call_id,
+                            "content": json.dumps(part.result, ensure_ascii=False, default=str),
+                        }
+                    )
+            if message.text:
+                out.append({"role": "user", "content": message.text})
+    return out
+
+
+def text_messages(system: str, messages: list[ModelMessage]) -> list[dict[str, Any]]:
+    """Neutral history → plain chat messages, tool traffic rendered as text blocks.
+
+    Consecutive messages of one role are merged: many chat templates insist on
+    alternating user and assistant turns.
+    """
+    out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    for message in messages:
+        role = "assistant" if message.role == "assistant" else "user"
+        chunks: list[str] = []
+        for part in message.parts:
+            if isinstance(part, TextPart):
+                if part.text:
+                    chunks.append(part.text)
+            elif isinstance(part, ToolCallPart):
+                chunks.append(textcalls.render_tool_call(part.name, part.arguments))
+            else:
+                chunks.append(textcalls.render_tool_result(part.name, part.result))
+        content = "\n".join(chunks)
+        if out and out[-1]["role"] == role and role != "system":
+            out[-1]["content"] = f"{out[-1]['content']}\n\n{content}"
+        else:
+            out.append({"role": role, "content": content})
+    return out
+
+
+def parse_completion(
+    completion: ChatCompletion, tool_names: set[str], *, text_only: bool = False
+) -> ModelResponse:
+    """Chat completion → neutral assistant message (text, then tool calls)."""
+    if not completion.choices:
+        raise ModelError("openai: answer without choices", retryable=True)
+    choice = completion.choices[0]
+    message = choice.message
+    text = message.content or message.refusal or ""
+    calls: list[ToolCallPart] = []
+    for tc in message.tool_calls or []:
+        if tc.type != "function":
+            continue
+        calls.append(_call_part(tc.id, tc.function.name, tc.function.arguments))
+    if not calls and tool_names and "<tool_call>" in text:
+        # Text mode, or a local model that writes its calls as text even when
+        # native tools are on: take the blocks that name a tool we offered.
+        rest, parsed = textcalls.parse_tool_calls(text)
+        if parsed and (text_only or all(c.name in tool_names for c in parsed)):
+            text = rest
+            calls = [
+                ToolCallPart(id=new_call_id(), name=c.name, arguments=c.arguments) for c in parsed
+            ]
+    if not text and not calls and choice.finish_reason == "content_filter":
+        raise ModelError("openai: answer blocked by the content filter", retryable=False)
+    parts: list[TextPart | ToolCallPart] = [TextPart(text=text)] if text else []
+    parts.extend(calls)
+    usage = completion.usage
+    return ModelResponse(
+        message=ModelMessage(role="assistant", parts=list(parts)),
+        usage=Usage(
+            input_tokens=usage.prompt_tokens if usage else 0,
+            output_tokens=usage.completion_tokens if usage else 0,
+        ),
+        model=completion.model or "",
+    )
+
+
+def _call_part(call_id: str | None, name: str, raw: str | None) -> ToolCallPart:
+    """One native call; unparseable arguments become ``{}`` so the tool reports them."""
+    provider_data: dict[str, Any] | None = None
+    try:
+        arguments = json.loads(raw) if raw and raw.strip() else {}
+    except json.JSONDecodeError:
+        arguments = None
+    if not isinstance(arguments, dict):
+        arguments = {}
+        provider_data = {RAW_ARGUMENTS_KEY: raw}
+    return ToolCallPart(
+        id=call_id or new_call_id(), name=name, arguments=arguments, provider_data=provider_data
+    )

@@ -1,0 +1,106 @@
+"""A fake Gemini API (``POST /{version}/models/{model}:generateContent``).
+
+Answers use the real wire shape: ``candidates[0].content.parts`` holding
+``text`` or ``functionCall`` parts (optionally with ``thoughtSignature``, base64),
+``finishReason``, ``usageMetadata`` and ``modelVersion``. Errors use Google's
+envelope ``{"error": {"code", "message", "status"}}``.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from aiohttp import web
+
+from tests.fakes.scripted_server import Answer, ScriptedServer
+
+Call = tuple[str, dict[str, Any]]
+
+_STATUS = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+}
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+class FakeGemini(ScriptedServer):
+    def __init__(self, model_version: str = "gemini-fake-001") -> None:
+        super().__init__()
+        self.model_version = model_version
+
+    @property
+    def base_url(self) -> str:
+        """What to pass as ``HttpOptions(base_url=...)``; the SDK adds the version."""
+        return self.url + "/"
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_post("/{version}/models/{model}:generateContent", self.answer)
+
+    def answer_body(self, parts: list[dict[str, Any]], finish: str = "STOP") -> dict[str, Any]:
+        return {
+            "candidates": [
+                {"content": {"role": "model", "parts": parts}, "finishReason": finish, "index": 0}
+            ],
+            "usageMetadata": {
+                "promptTokenCount": 13,
+                "candidatesTokenCount": 5,
+                "totalTokenCount": 18,
+            },
+            "modelVersion": self.model_version,
+        }
+
+    def empty_answer(self) -> dict[str, Any]:
+        return self.answer_body([{"text": ""}])
+
+    def reply_parts(self, parts: list[dict[str, Any]], finish: str = "STOP") -> None:
+        self.push(Answer(200, self.answer_body(parts, finish)))
+
+    def reply_text(self, text: str, signature: bytes | None = None) -> None:
+        part: dict[str, Any] = {"text": text}
+        if signature is not None:
+            part["thoughtSignature"] = b64(signature)
+        self.reply_parts([part])
+
+    def reply_calls(self, *calls: Call, signature: bytes | None = None, ids: bool = False) -> None:
+        """Function calls in one answer; like Gemini, only the first part carries the signature."""
+        parts: list[dict[str, Any]] = []
+        for n, (name, args) in enumerate(calls):
+            call: dict[str, Any] = {"name": name, "args": args}
+            if ids:
+                call["id"] = f"gem-{len(self.script)}-{n}"
+            part: dict[str, Any] = {"functionCall": call}
+            if signature is not None and n == 0:
+                part["thoughtSignature"] = b64(signature)
+            parts.append(part)
+        self.reply_parts(parts)
+
+    def reply_error(
+        self, status: int, message: str, *, times: int = 1, always: bool = False
+    ) -> None:
+        answer = Answer(
+            status,
+            {"error": {"code": status, "message": message, "status": _STATUS.get(status, "")}},
+        )
+        if always:
+            self.default = answer
+        else:
+            self.push(answer, times)
+
+    # -- reading requests ---------------------------------------------------
+    def function_responses(self, index: int) -> list[dict[str, Any]]:
+        """Every ``functionResponse`` object sent in request ``index``, in order."""
+        return [
+            part["functionResponse"]
+            for content in self.bodies[index]["contents"]
+            for part in content["parts"]
+            if "functionResponse" in part
+        ]
