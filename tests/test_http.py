@@ -1,0 +1,80 @@
+"""The HTTP server through aiohttp's test client: health and the admin API guard."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from agent.app import App, build_app
+from agent.http import make_web_app
+from tests.conftest import make_settings
+from tests.fakes.scripted import ScriptedModel
+
+
+@pytest.fixture
+async def app(mongo_server: str, tmp_path: Path) -> AsyncIterator[App]:
+    settings = make_settings(
+        mongodb_uri=mongo_server + "?directConnection=true",
+        mongodb_db=f"http_{tmp_path.name[-8:]}",
+        admin_token="s3cret-admin",
+        data_dir=tmp_path,
+    )
+    async with build_app(settings, model=ScriptedModel(lambda r: "ok"), channels=[]) as built:
+        yield built
+
+
+async def _client(app: App) -> TestClient[Any, Any]:
+    client: TestClient[Any, Any] = TestClient(TestServer(make_web_app(app)))
+    await client.start_server()
+    return client
+
+
+async def test_healthz_ok(app: App) -> None:
+    client = await _client(app)
+    try:
+        resp = await client.get("/healthz")
+        body = await resp.json()
+        assert resp.status == 200 and body["status"] == "ok" and body["db"] == "ok"
+    finally:
+        await client.close()
+
+
+async def test_healthz_503_when_database_unreachable(app: App) -> None:
+    client = await _client(app)
+    try:
+
+        async def down() -> bool:
+            return False
+
+        app.database.ping = down  # type: ignore[method-assign]
+        resp = await client.get("/healthz")
+        assert resp.status == 503 and (await resp.json())["db"] == "unreachable"
+    finally:
+        await client.close()
+
+
+async def test_api_status_needs_the_admin_token(app: App) -> None:
+    client = await _client(app)
+    try:
+        assert (await client.get("/api/status")).status == 401
+        wrong = await client.get("/api/status", headers={"Authorization": "Bearer nope"})
+        assert wrong.status == 401
+        ok = await client.get("/api/status", headers={"Authorization": "Bearer s3cret-admin"})
+        body = await ok.json()
+        assert ok.status == 200 and body["outbox"] == {"pending": 0, "failed": 0}
+    finally:
+        await client.close()
+
+
+async def test_api_answers_503_without_a_configured_token(app: App) -> None:
+    app.settings.admin_token = None
+    client = await _client(app)
+    try:
+        resp = await client.get("/api/status", headers={"Authorization": "Bearer x"})
+        assert resp.status == 503
+    finally:
+        await client.close()
