@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from agent.alerting import alerting_feature
 from agent.app import Feature
+from agent.scheduling import scheduling_feature
+from agent.whatsapp_feature import whatsapp_feature
 
-FEATURES: tuple[Feature, ...] = ()
+FEATURES: tuple[Feature, ...] = (alerting_feature, scheduling_feature, whatsapp_feature)

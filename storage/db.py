@@ -42,9 +42,7 @@ def make_client(uri: str, *, direct: bool = False) -> AsyncMongoClient[Doc]:
 
 
 @contextlib.asynccontextmanager
-async def open_database(
-    uri: str | None, db_name: str, data_dir: Path
-) -> AsyncIterator[Database]:
+async def open_database(uri: str | None, db_name: str, data_dir: Path) -> AsyncIterator[Database]:
     """Yield a connected database with indexes; stop what was started, in reverse."""
     embedded: EmbeddedServer | None = None
     if uri is None:

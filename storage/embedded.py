@@ -62,7 +62,9 @@ class EmbeddedServer:
             self._release()
             raise EmbeddedUnavailable(INSTALL_HINT) from exc
         server = SecantusDBServer(
-            host="127.0.0.1", port=0, storage_path=str(self.data_dir / "db"),
+            host="127.0.0.1",
+            port=0,
+            storage_path=str(self.data_dir / "db"),
             ttl_sweep_seconds=30.0,
         )
         server.start()

@@ -20,12 +20,27 @@ INDEXES: dict[str, list[IndexModel]] = {
         IndexModel([("idempotency_key", ASCENDING)], unique=True),
         IndexModel([("status", ASCENDING), ("next_attempt_at", ASCENDING)]),
     ],
-    c.RUNS: [IndexModel([("kind", ASCENDING), ("job_id", ASCENDING), ("started_at", DESCENDING)])],
+    c.RUNS: [
+        IndexModel([("kind", ASCENDING), ("job_id", ASCENDING), ("started_at", DESCENDING)]),
+        # Scheduler: finished runs since the last pulse; runs left "running" by a crash.
+        IndexModel([("kind", ASCENDING), ("ended_at", DESCENDING)]),
+        IndexModel([("status", ASCENDING), ("started_at", ASCENDING)]),
+    ],
+    # Scheduler: due jobs are the enabled ones whose next fire has passed.
+    c.CRONJOBS: [IndexModel([("enabled", ASCENDING), ("next_fire_at", ASCENDING)])],
     c.ALERTS: [
         IndexModel([("code", ASCENDING)], unique=True),
         IndexModel([("status", ASCENDING), ("dedupe_key", ASCENDING)]),
+        # One unresolved alert per dedupe key (set while unresolved, unset on resolve).
+        IndexModel([("open_key", ASCENDING)], unique=True, sparse=True),
+        IndexModel([("next_escalation_at", ASCENDING)], sparse=True),
+        IndexModel([("status", ASCENDING), ("last_sent_at", DESCENDING)]),
     ],
-    c.LEASES: [IndexModel([("key", ASCENDING)], unique=True)],
+    c.LEASES: [
+        IndexModel([("key", ASCENDING)], unique=True),
+        # Scheduler: fire leases expire a week after they were taken.
+        IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=0),
+    ],
     c.WHATSAPP_PERMISSIONS: [IndexModel([("phone_number", ASCENDING)], unique=True)],
 }
 

@@ -69,8 +69,20 @@ def pytest_configure(config: pytest.Config) -> None:
     for name in list(os.environ):
         # The developer's own keys and settings must never leak into a test.
         if name.split("_")[0] in {
-            "GEMINI", "OPENAI", "TELEGRAM", "TWILIO", "BRAVE", "MONGODB", "OWNER", "LLM",
-            "WHATSAPP", "ADMIN", "HTTP", "PUBLIC", "TIMEZONE", "DATA",
+            "GEMINI",
+            "OPENAI",
+            "TELEGRAM",
+            "TWILIO",
+            "BRAVE",
+            "MONGODB",
+            "OWNER",
+            "LLM",
+            "WHATSAPP",
+            "ADMIN",
+            "HTTP",
+            "PUBLIC",
+            "TIMEZONE",
+            "DATA",
         }:
             del os.environ[name]
 

@@ -1,0 +1,150 @@
+"""The alerts feature: SMS channel, alert router, reply directives, tools and endpoints.
+
+Started by ``build_app`` after the core. SMS starts only when the three Twilio
+settings are present; the router runs regardless and routes to whatever channels
+are up (Telegram, WhatsApp, the terminal, SMS).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from agent.alerts.fields import AlertError
+from agent.alerts.replies import AlertReplies, alert_prompt_section
+from agent.alerts.router import AlertRouter
+from agent.alerts.routing import RoutingPolicy, summary_line
+from agent.app import App, Feature
+from agent.config import Settings
+from agent.context import RunContext
+from agent.tools.alerts import MANAGE_ALERTS, RAISE_ALERT
+from channels.types import InboundMessage, Reply
+
+log = logging.getLogger(__name__)
+SMS_WEBHOOK = "/webhooks/twilio/sms"
+
+
+@dataclass(frozen=True)
+class AlertingOptions:
+    background: bool = True
+    """Run the escalation timer loop; tests drive ``router.tick(now)`` themselves."""
+    policy: RoutingPolicy | None = None
+    """Fixed routing numbers; None reads overrides from ``settings`` ``alert_routing``."""
+
+
+def sms_configured(settings: Settings) -> bool:
+    return bool(
+        settings.twilio_account_sid and settings.twilio_auth_token and settings.twilio_from_number
+    )
+
+
+async def _start_sms(app: App, stack: contextlib.AsyncExitStack) -> None:
+    """Start the Twilio channel (unless one was passed in) and mount its webhook."""
+    settings = app.settings
+    channel = app.channels.get("sms")
+    if channel is None:
+        if not sms_configured(settings):
+            return
+        from channels.sms import SmsChannel
+
+        assert settings.twilio_auth_token is not None  # checked by sms_configured
+        channel = SmsChannel(
+            settings.twilio_account_sid or "",
+            settings.twilio_auth_token.get_secret_value(),
+            settings.twilio_from_number or "",
+            api_base_url=settings.twilio_api_base_url,
+            public_base_url=settings.public_base_url,
+            clock=app.clock,
+        )
+        await channel.start(app.pipeline.submit)
+        stack.push_async_callback(channel.stop)
+        app.channels["sms"] = channel
+        log.info("channel: sms (twilio%s)", ", custom API" if settings.twilio_api_base_url else "")
+    handler = getattr(channel, "handle_webhook", None)
+    if handler is not None:
+        app.routes.append(("POST", SMS_WEBHOOK, handler))
+    if not settings.owner_phone:
+        log.warning("sms: OWNER_PHONE is not set, so no SMS alerts can be sent")
+
+
+def _api_raise(router: AlertRouter) -> Any:
+    async def handler(request: web.Request) -> web.Response:
+        """``POST /api/alerts``: existing monitors use Watchkeeper as their escalation path."""
+        try:
+            data = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return _json({"error": "body must be a JSON object"}, 400)
+        if not isinstance(data, dict):
+            return _json({"error": "body must be a JSON object"}, 400)
+        unknown = sorted(set(data) - {"severity", "title", "body", "dedupe_key", "source"})
+        if unknown:
+            return _json({"error": f"unknown field(s): {', '.join(unknown)}"}, 400)
+        try:
+            alert = await router.raise_alert(
+                severity=data.get("severity"),
+                title=data.get("title"),
+                body=data.get("body", ""),
+                dedupe_key=data.get("dedupe_key"),
+                source=data.get("source") or "api",
+            )
+        except AlertError as exc:
+            return _json({"error": str(exc)}, 400)
+        return _json(alert, 200 if alert.get("deduplicated") else 201)
+
+    return handler
+
+
+def _json(data: Any, status: int) -> web.Response:
+    return web.json_response(data, status=status, dumps=lambda d: json.dumps(d, default=str))
+
+
+def _alerts_command(router: AlertRouter, app: App) -> Any:
+    async def command(message: InboundMessage, ctx: RunContext) -> list[Reply]:
+        """``/alerts``: what is open, one line each, with the codes to reply with."""
+        alerts = await router.store.unresolved(limit=20)
+        if not alerts:
+            return [Reply("No open alerts.")]
+        now, tz = app.clock(), app.settings.tz
+        lines = [summary_line(alert, now, tz) for alert in alerts]
+        hint = "Reply e.g. '#12 ack', '#12 snooze 1h' or '#12 resolve'."
+        return [Reply("Open alerts:\n" + "\n".join(lines) + "\n\n" + hint)]
+
+    return command
+
+
+def alerting(options: AlertingOptions | None = None) -> Feature:
+    """The feature with chosen options (tests: no timer loop, fixed policy)."""
+    chosen = options or AlertingOptions()
+
+    async def feature(app: App, stack: contextlib.AsyncExitStack) -> None:
+        await _start_sms(app, stack)
+        router = AlertRouter(
+            app.database.db, app.outbox, app.channels, app.settings, app.clock, chosen.policy
+        )
+        await router.start(background=chosen.background)
+        stack.push_async_callback(router.stop)
+        app.deps.services["alerts"] = router
+        app.dispatcher.interceptors.append(AlertReplies(router, app.agent))
+        app.dispatcher.commands["/alerts"] = _alerts_command(router, app)
+        app.catalog.add(RAISE_ALERT)
+        app.catalog.add(MANAGE_ALERTS)
+        app.agent.sections.append(alert_prompt_section)
+        app.routes.append(("POST", "/api/alerts", _api_raise(router)))
+
+        async def status_section() -> dict[str, Any]:
+            return {"alerts": await router.open_alerts()}
+
+        app.status_sections.append(status_section)
+        log.info("alerts: routing on (%s)", ", ".join(sorted(app.channels)) or "no channels")
+
+    return feature
+
+
+async def alerting_feature(app: App, stack: contextlib.AsyncExitStack) -> None:
+    """The default alerts feature, as listed in ``agent.features.FEATURES``."""
+    await alerting()(app, stack)

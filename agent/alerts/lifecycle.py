@@ -1,0 +1,177 @@
+"""What the owner can do to an alert: ack, resolve, snooze, mute, unmute.
+
+Each change is one conditional update, so it is idempotent: a second "ack" (or a
+button pressed twice) finds the alert already acknowledged and says so instead of
+doing anything again. The confirmation texts are the ones the owner reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from agent.alerts.directives import Ack, Directive, Mute, Resolve, Snooze, Unmute, format_duration
+from agent.alerts.routing import RoutingPolicy, local_time
+from agent.alerts.store import UNRESOLVED, AlertStore, entry
+
+Doc = dict[str, Any]
+STOP_TIMER: Doc = {"next_action": None, "next_escalation_at": None}
+ALERT_DIRECTIVES = (Ack, Resolve, Snooze, Mute, Unmute)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The confirmation to send back, the alert as it is now, and whether it changed."""
+
+    text: str
+    alert: Doc | None = None
+    changed: bool = False
+
+
+def _already(alert: Doc, now: datetime, tz: ZoneInfo) -> Outcome:
+    code, status = alert["code"], alert["status"]
+    until = alert.get(f"{status}_until") if status in ("snoozed", "muted") else None
+    if until is not None:
+        return Outcome(f"#{code} is {status} until {local_time(until, now, tz)}.", alert)
+    return Outcome(f"#{code} was already {status}.", alert)
+
+
+class Lifecycle:
+    def __init__(self, store: AlertStore, tz: ZoneInfo) -> None:
+        self._store = store
+        self._tz = tz
+
+    async def apply(
+        self, alert: Doc, directive: Directive, by: str, now: datetime, policy: RoutingPolicy
+    ) -> Outcome:
+        if isinstance(directive, Ack):
+            return await self.acknowledge(alert, by, now)
+        if isinstance(directive, Resolve):
+            return await self.resolve(alert, by, now)
+        if isinstance(directive, Snooze):
+            return await self.snooze(alert, directive.duration, by, now)
+        if isinstance(directive, Mute):
+            return await self.mute(alert, directive.duration, by, now)
+        if isinstance(directive, Unmute):
+            return await self.unmute(alert, by, now, policy)
+        return Outcome(f"'{directive.kind}' does not apply to an alert itself.", alert)
+
+    async def _reread(self, alert: Doc) -> Doc:
+        return await self._store.by_code(alert["code"]) or alert
+
+    async def acknowledge(self, alert: Doc, by: str, now: datetime) -> Outcome:
+        done = await self._store.change(
+            alert["_id"],
+            when_status=("open", "snoozed", "muted"),
+            set_={"status": "acknowledged", "acknowledged_at": now, "acknowledged_by": by}
+            | STOP_TIMER,
+            unset=("snoozed_until", "muted_until"),
+            history=[entry(now, by, "acknowledged")],
+        )
+        if done is None:
+            return _already(await self._reread(alert), now, self._tz)
+        return Outcome(f"#{alert['code']} acknowledged, escalation stopped.", done, True)
+
+    async def resolve(self, alert: Doc, by: str, now: datetime) -> Outcome:
+        done = await self._store.change(
+            alert["_id"],
+            when_status=UNRESOLVED,
+            set_={"status": "resolved", "resolved_at": now, "resolved_by": by} | STOP_TIMER,
+            unset=("open_key", "snoozed_until", "muted_until"),
+            history=[entry(now, by, "resolved")],
+        )
+        if done is None:
+            return Outcome(f"#{alert['code']} was already resolved.", await self._reread(alert))
+        return Outcome(f"#{alert['code']} resolved.", done, True)
+
+    async def snooze(self, alert: Doc, duration: timedelta, by: str, now: datetime) -> Outcome:
+        until = now + duration
+        done = await self._store.change(
+            alert["_id"],
+            when_status=("open", "acknowledged", "snoozed"),
+            set_={
+                "status": "snoozed",
+                "snoozed_until": until,
+                "next_action": "wake",
+                "next_escalation_at": until,
+            },
+            history=[entry(now, by, "snoozed", format_duration(duration))],
+        )
+        if done is None:
+            current = await self._reread(alert)
+            if current["status"] == "muted":
+                return Outcome(f"#{alert['code']} is muted; unmute it first.", current)
+            return _already(current, now, self._tz)
+        when = local_time(until, now, self._tz)
+        text = f"#{alert['code']} snoozed for {format_duration(duration)}, until {when}."
+        return Outcome(text, done, True)
+
+    async def mute(self, alert: Doc, duration: timedelta, by: str, now: datetime) -> Outcome:
+        current = await self._reread(alert)
+        if current["status"] == "resolved":
+            return _already(current, now, self._tz)
+        until = now + duration
+        fields: Doc = {
+            "status": "muted",
+            "muted_until": until,
+            "next_action": "unmute",
+            "next_escalation_at": until,
+        }
+        if current["status"] != "muted":  # a second mute extends; it keeps the first baseline
+            fields |= {"status_before_mute": current["status"], "count_at_mute": current["count"]}
+        done = await self._store.change(
+            alert["_id"],
+            when_status=(current["status"],),
+            set_=fields,
+            unset=("snoozed_until",),
+            history=[entry(now, by, "muted", format_duration(duration))],
+        )
+        if done is None:
+            return Outcome(f"#{alert['code']} changed just now; please try again.", current)
+        when = local_time(until, now, self._tz)
+        text = (
+            f"#{alert['code']} muted for {format_duration(duration)}, until {when}: "
+            "repeats are counted, not sent."
+        )
+        return Outcome(text, done, True)
+
+    async def unmute(self, alert: Doc, by: str, now: datetime, policy: RoutingPolicy) -> Outcome:
+        current = await self._reread(alert)
+        if current["status"] != "muted":
+            return Outcome(f"#{alert['code']} is not muted.", current)
+        fields: Doc = {"status": "acknowledged"} | STOP_TIMER
+        if current.get("status_before_mute") != "acknowledged":
+            fields = {"status": "open"} | escalation_after(current, now, policy, delivered=False)
+        done = await self._store.change(
+            alert["_id"],
+            when_status=("muted",),
+            set_=fields,
+            unset=("muted_until", "status_before_mute", "count_at_mute"),
+            history=[entry(now, by, "unmuted")],
+        )
+        if done is None:
+            return _already(await self._reread(alert), now, self._tz)
+        return Outcome(f"#{alert['code']} unmuted.", done, True)
+
+
+def escalation_after(alert: Doc, now: datetime, policy: RoutingPolicy, *, delivered: bool) -> Doc:
+    """The next timer once an alert was sent (or unmuted): per severity, DESIGN.md."""
+    severity = alert["severity"]
+    if severity == "warning" and int(alert.get("sms_rounds") or 0) == 0:
+        return {
+            "next_action": "sms",
+            "next_escalation_at": now + _at_least(policy.warning_sms_after),
+        }
+    if severity == "critical":
+        rounds = int(alert.get("sms_rounds") or 0) + (1 if delivered else 0)
+        if rounds < policy.critical_max_sms:
+            at = now + _at_least(policy.critical_repeat_every)
+            return {"next_action": "sms", "next_escalation_at": at}
+    return dict(STOP_TIMER)
+
+
+def _at_least(delay: timedelta) -> timedelta:
+    """A zero delay from a bad override would make a timer fire in a tight loop."""
+    return max(delay, timedelta(minutes=1))

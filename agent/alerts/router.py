@@ -1,0 +1,400 @@
+"""The alert router: takes alerts in, routes them by severity, escalates until acknowledged.
+
+Everything goes through one timer per alert kept in MongoDB (``next_action`` at
+``next_escalation_at``): a new alert is stored with a ``deliver`` timer due now and
+handled at once; repeats, snooze ends and mute ends are later timers. ``tick(now)``
+runs whatever is due, so a restarted process (or a test with its own clock) picks up
+exactly where the last one stopped. Messages go through the outbox under keys
+``alert:<code>:<seq>:<channel>``, so a step retried after a crash is not sent twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, Literal
+
+from pymongo.asynchronous.database import AsyncDatabase
+
+from agent.alerts import routing as r
+from agent.alerts.directives import Directive, format_duration
+from agent.alerts.fields import AlertError, validate
+from agent.alerts.lifecycle import STOP_TIMER, Lifecycle, Outcome, escalation_after
+from agent.alerts.store import LEASE, SEVERITIES, AlertStore, entry
+from agent.config import Settings
+from agent.context import Clock
+from channels.outbox import Outbox
+from channels.types import Channel, OutboundMessage
+
+log = logging.getLogger(__name__)
+Doc = dict[str, Any]
+Paged = Literal["sent", "budget", "unavailable", "failed"]
+RANK = {name: i for i, name in enumerate(SEVERITIES)}
+MAX_POLL = 30.0
+MAX_STEPS_PER_TICK = 10_000
+
+
+class AlertRouter:
+    def __init__(
+        self,
+        db: AsyncDatabase[Doc],
+        outbox: Outbox,
+        channels: Mapping[str, Channel],
+        settings: Settings,
+        clock: Clock,
+        policy: r.RoutingPolicy | None = None,
+    ) -> None:
+        self.store = AlertStore(db)
+        self._db = db
+        self._outbox = outbox
+        self._channels = channels
+        self._settings = settings
+        self._clock = clock
+        self.policy = policy or r.RoutingPolicy()
+        self._fixed_policy = policy is not None
+        self.lifecycle = Lifecycle(self.store, settings.tz)
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    # -- lifecycle of the router itself ----------------------------------------------
+
+    async def start(self, *, background: bool = True) -> None:
+        if not self._fixed_policy:
+            self.policy = await r.load_policy(self._db)
+        if background:
+            self._task = asyncio.create_task(self._run(), name="alerts")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            delay = MAX_POLL
+            try:
+                await self.tick()
+                due = await self.store.next_due()
+                if due is not None:
+                    delay = min(MAX_POLL, max(0.2, (due - self._clock()).total_seconds()))
+            except Exception:
+                log.exception("alert timer loop error")
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), delay)
+
+    # -- raising ---------------------------------------------------------------------
+
+    async def raise_alert(
+        self,
+        *,
+        severity: Any,
+        title: Any,
+        body: Any = "",
+        dedupe_key: Any = None,
+        source: Any = "agent",
+    ) -> Doc:
+        """Store and route an alert; returns its public view with ``deduplicated``."""
+        fields = validate(severity, title, body, dedupe_key, source)
+        now = self._clock()
+        key = fields["dedupe_key"]
+        if key is not None:
+            repeated = await self._repeat(key, fields, now)
+            if repeated is not None:
+                return repeated
+        code = await self.store.next_code()
+        doc: Doc = {
+            **fields,
+            "code": code,
+            "status": "open",
+            "count": 1,
+            "created_at": now,
+            "updated_at": now,
+            "last_seen_at": now,
+            "last_sent_at": None,
+            "seq": 0,
+            "sms_rounds": 0,
+            "sms_sent": 0,
+            "held": False,
+            "next_action": "deliver",
+            "next_escalation_at": now,
+            "history": [entry(now, fields["source"], "raised", fields["severity"])],
+            "deliveries": [],
+        }
+        if key is not None:
+            doc["open_key"] = key
+        if await self.store.insert(doc) is None:  # raised concurrently with the same key
+            repeated = await self._repeat(key or "", fields, now)
+            if repeated is not None:
+                return repeated
+            raise AlertError("an alert with this dedupe_key changed meanwhile; try again")
+        log.info("alert #%s (%s) raised by %s", code, fields["severity"], fields["source"])
+        await self._run_now(doc["_id"], now)
+        return await self._view(code, deduplicated=False)
+
+    async def _repeat(self, key: str, fields: Doc, now: datetime) -> Doc | None:
+        """Count a repeat; re-send only when the severity went up (warning -> critical)."""
+        alert = await self.store.repeat(key, now)
+        if alert is None:
+            return None
+        new, old = fields["severity"], alert["severity"]
+        if RANK[new] > RANK[old] and alert["status"] in ("open", "acknowledged", "snoozed"):
+            raised = await self.store.change(
+                alert["_id"],
+                when_status=(alert["status"],),
+                set_={
+                    "severity": new,
+                    "status": "open",
+                    "sms_rounds": 0,
+                    "next_action": "deliver",
+                    "next_escalation_at": now,
+                    "lead": f"Now {r.LABELS[new]} (was {old}).",
+                },
+                unset=("snoozed_until",),
+                history=[entry(now, fields["source"], "severity raised", f"{old} -> {new}")],
+            )
+            if raised is not None:
+                await self._run_now(raised["_id"], now)
+                return await self._view(alert["code"], deduplicated=True)
+        return {**r.public(alert), "deduplicated": True}
+
+    async def _view(self, code: str, *, deduplicated: bool) -> Doc:
+        alert = await self.store.by_code(code)
+        return {**r.public(alert or {"code": code}), "deduplicated": deduplicated}
+
+    async def open_alerts(self, limit: int = 20) -> list[Doc]:
+        """Unresolved alerts, newest first, as shown to tools, the API and the pulse."""
+        return [r.public(a) for a in await self.store.unresolved(limit)]
+
+    # -- owner actions ----------------------------------------------------------------
+
+    async def apply(self, code: str, directive: Directive, by: str) -> Outcome:
+        """Apply an alert directive (ack, resolve, snooze, mute, unmute) by code."""
+        alert = await self.store.by_code(code)
+        if alert is None:
+            return Outcome(f"There is no alert #{code.lstrip('#')}.")
+        outcome = await self.lifecycle.apply(alert, directive, by, self._clock(), self.policy)
+        if outcome.changed:
+            self._wake.set()
+        return outcome
+
+    # -- timers ------------------------------------------------------------------------
+
+    async def tick(self, now: datetime | None = None) -> int:
+        """Run every timer due at ``now``; returns how many steps ran."""
+        now = now or self._clock()
+        steps = 0
+        while steps < MAX_STEPS_PER_TICK:
+            alert = await self.store.claim_due(now)
+            if alert is None:
+                break
+            steps += 1
+            try:
+                await self._step(alert, now)
+            except Exception:  # the lease makes it due again in a few minutes
+                log.exception("alert #%s step %s failed", alert["code"], alert.get("next_action"))
+        return steps
+
+    async def _run_now(self, alert_id: Any, now: datetime) -> None:
+        alert = await self.store.claim_due(now, alert_id)
+        if alert is not None:
+            await self._step(alert, now)
+        self._wake.set()
+
+    async def _step(self, alert: Doc, now: datetime) -> None:
+        action, status = alert.get("next_action"), alert["status"]
+        if action == "wake" and status == "snoozed":
+            await self._reopen(alert, now, "snooze ended", "Snooze over.")
+        elif action == "unmute" and status == "muted":
+            await self._mute_over(alert, now)
+        elif action in ("deliver", "sms") and status == "open":
+            if alert["severity"] != "critical":
+                until = await r.quiet_until(self._db, now, self._settings.tz)
+                if until is not None:
+                    await self._hold(alert, now, until)
+                    return
+            if action == "deliver":
+                await self._deliver(alert, now)
+            else:
+                await self._escalate(alert, now)
+        else:
+            await self.store.change(alert["_id"], set_=dict(STOP_TIMER))
+
+    async def _hold(self, alert: Doc, now: datetime, until: datetime) -> None:
+        history = []
+        if not alert.get("held"):
+            when = r.local_time(until, now, self._settings.tz)
+            history.append(entry(now, "router", "held", f"quiet hours until {when}"))
+        await self.store.change(
+            alert["_id"], set_={"held": True, "next_escalation_at": until}, history=history
+        )
+
+    async def _reopen(self, alert: Doc, now: datetime, why: str, lead: str) -> None:
+        reopened = await self.store.change(
+            alert["_id"],
+            when_status=(alert["status"],),
+            set_={"status": "open", "sms_rounds": 0, "lead": lead}
+            | {"next_action": "deliver", "next_escalation_at": now + LEASE},
+            unset=("snoozed_until", "muted_until", "status_before_mute", "count_at_mute"),
+            history=[entry(now, "router", why)],
+        )
+        if reopened is not None:
+            await self._step(reopened, now)
+
+    async def _mute_over(self, alert: Doc, now: datetime) -> None:
+        """A mute ends: tell the owner if it kept happening, else close it quietly."""
+        repeats = int(alert["count"]) - int(alert.get("count_at_mute") or alert["count"])
+        if repeats > 0:
+            lead = f"Mute over; it happened {repeats} more time{'s' if repeats > 1 else ''}."
+            await self._reopen(alert, now, "mute ended", lead)
+            return
+        await self.store.change(
+            alert["_id"],
+            when_status=("muted",),
+            set_={"status": "resolved", "resolved_at": now, "resolved_by": "router"} | STOP_TIMER,
+            unset=("open_key", "muted_until", "status_before_mute", "count_at_mute"),
+            history=[entry(now, "router", "resolved", "mute ended and it did not happen again")],
+        )
+
+    # -- sending -----------------------------------------------------------------------
+
+    async def _deliver(self, alert: Doc, now: datetime) -> None:
+        """First delivery (or a reminder): critical everywhere, others to the first chat."""
+        lead = str(alert.get("lead") or "")
+        seq = int(alert.get("seq") or 0)
+        chats = self._chats()
+        sent: list[str] = []
+        paged: Paged | None = None
+        if alert["severity"] == "critical":
+            paged = await self._page(alert, now, seq, lead)
+            for target in chats:
+                if await self._send(target, alert, seq, lead):
+                    sent.append(target.channel)
+        else:
+            first = await self._send_first(chats, alert, seq, lead)
+            if first is not None:
+                sent.append(first.channel)
+            elif alert["severity"] == "warning":
+                paged = await self._page(alert, now, seq, lead)
+        await self._sent(alert, now, sent, paged, delivered=True)
+
+    async def _escalate(self, alert: Doc, now: datetime) -> None:
+        """Not acknowledged in time: page by SMS, or on every chat when SMS cannot go."""
+        rounds = int(alert.get("sms_rounds") or 0) + 1
+        if alert["severity"] == "critical":
+            lead = f"Page {rounds} of {self.policy.critical_max_sms}, not acknowledged."
+        else:
+            age = format_duration(now - (alert.get("delivered_at") or alert["created_at"]))
+            lead = f"Not acknowledged after {age}."
+        seq = int(alert.get("seq") or 0)
+        paged = await self._page(alert, now, seq, lead)
+        sent: list[str] = []
+        if paged != "sent":
+            for target in self._chats():
+                if await self._send(target, alert, seq, lead):
+                    sent.append(target.channel)
+        await self._sent(alert, now, sent, paged, delivered=False)
+
+    async def _sent(
+        self, alert: Doc, now: datetime, sent: list[str], paged: Paged | None, *, delivered: bool
+    ) -> None:
+        """Record one round of sending and arm the next timer."""
+        if paged == "sent":
+            sent.append("sms")
+        pages = 1 if paged is not None else 0
+        counted = {**alert, "sms_rounds": int(alert.get("sms_rounds") or 0) + pages}
+        timer = escalation_after(counted, now, self.policy, delivered=False)
+        fields: Doc = {"seq": int(alert.get("seq") or 0) + 1, "held": False, "updated_at": now}
+        if sent:
+            fields["last_sent_at"] = now
+            if delivered and not alert.get("delivered_at"):
+                fields["delivered_at"] = now
+        detail = ", ".join(sent) if sent else "nowhere: no channel took it"
+        if paged in ("budget", "unavailable", "failed"):
+            detail += f"; sms {paged}"
+        await self.store.change(
+            alert["_id"],
+            when_status=("open",),
+            set_=fields | timer,
+            unset=("lead",),
+            inc={"sms_rounds": pages, "sms_sent": 1 if paged == "sent" else 0},
+            history=[entry(now, "router", "sent" if delivered else "escalated", detail)],
+            delivered=[{"at": now, "channel": ch} for ch in sent],
+        )
+        if not sent:
+            log.error("alert #%s reached no channel", alert["code"])
+
+    def _chats(self) -> list[r.Target]:
+        s = self._settings
+        return r.chat_targets(self._channels, s.owner_telegram_ids, s.owner_phone)
+
+    async def _page(self, alert: Doc, now: datetime, seq: int, lead: str) -> Paged:
+        """One SMS to the owner, within the hourly budget."""
+        target = r.sms_target(self._channels, self._settings.owner_phone)
+        if target is None:
+            return "unavailable"
+        if not await self.store.take_sms(now, self.policy.sms_per_hour):
+            log.warning("sms budget reached; alert #%s not paged", alert["code"])
+            await self._tell_budget(alert, now)
+            return "budget"
+        key = f"alert:{alert['code']}:{seq}:sms"
+        message = OutboundMessage(
+            "sms", target.chat_id, r.sms_text(alert, lead), key, meta={"alert_code": alert["code"]}
+        )
+        await self._outbox.enqueue(message)
+        # A failed first try stays queued and is retried; a refusal (bad number, the
+        # owner replied STOP) is final, and the page must reach a chat instead.
+        status = await self.store.outbox_status(key)
+        return "failed" if status == "failed" else "sent"
+
+    async def _tell_budget(self, alert: Doc, now: datetime) -> None:
+        if not await self.store.claim_budget_notice(now):
+            return
+        frees = await self.store.budget_frees_at()
+        when = r.local_time(frees, now, self._settings.tz) if frees else "within the hour"
+        text = (
+            f"SMS budget reached ({self.policy.sms_per_hour} per hour): #{alert['code']} "
+            f"{alert['title']} was not sent by SMS. SMS pages resume at {when}."
+        )
+        key = f"sms-budget:{now.isoformat()}"
+        for target in self._chats():
+            message = OutboundMessage(
+                target.channel, target.chat_id, text, f"{key}:{target.channel}"
+            )
+            await self._outbox.enqueue(message)
+            if await self.store.outbox_status(message.idempotency_key) == "sent":
+                return
+
+    async def _send(self, target: r.Target, alert: Doc, seq: int, lead: str) -> bool:
+        """Send the chat copy through the outbox; True once the channel accepted it."""
+        key = f"alert:{alert['code']}:{seq}:{target.channel}"
+        message = OutboundMessage(
+            target.channel,
+            target.chat_id,
+            r.chat_text(alert, lead),
+            key,
+            buttons=r.buttons(alert) if target.channel == "telegram" else (),
+            meta={"alert_code": alert["code"]},
+        )
+        await self._outbox.enqueue(message)
+        return await self.store.outbox_status(key) == "sent"
+
+    async def _send_first(
+        self, targets: list[r.Target], alert: Doc, seq: int, lead: str
+    ) -> r.Target | None:
+        """The first chat that takes the alert; copies that failed on the way stop retrying."""
+        failed: list[str] = []
+        for target in targets:
+            if await self._send(target, alert, seq, lead):
+                await self.store.supersede(failed, target.channel)
+                return target
+            log.warning(
+                "alert #%s: %s failed, trying the next channel", alert["code"], target.channel
+            )
+            failed.append(f"alert:{alert['code']}:{seq}:{target.channel}")
+        return None

@@ -1,0 +1,215 @@
+"""Where and when an alert goes: the routing policy, quiet hours, targets, and the texts.
+
+The defaults are DESIGN.md's; a ``settings`` document ``{"_id": "alert_routing"}`` may
+override the numbers (validated, with the bad field named in the log), so routing
+can be tuned without a redeploy.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from datetime import datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from pymongo.asynchronous.database import AsyncDatabase
+
+from agent.alerts.directives import format_duration, help_text
+from channels.types import Button
+from scheduler.pulse_grid import PulseConfigError, in_quiet_hours, parse_quiet_hours
+from storage import collections as c
+
+log = logging.getLogger(__name__)
+Doc = dict[str, Any]
+
+POLICY_DOC = "alert_routing"
+PULSE_DOC = "pulse"
+QUIET_SEARCH = timedelta(days=1, minutes=1)
+LABELS = {"info": "INFO", "warning": "WARNING", "critical": "CRITICAL"}
+ICONS = {"info": "ℹ️", "warning": "⚠️", "critical": "🚨"}
+SMS_BODY_CHARS = 240
+"""SMS copies stay short: GSM-7, one or two segments; the full text is on chat."""
+
+
+@dataclass(frozen=True)
+class RoutingPolicy:
+    """Severity routing numbers (DESIGN.md defaults)."""
+
+    warning_sms_after: timedelta = timedelta(minutes=30)
+    critical_repeat_every: timedelta = timedelta(minutes=15)
+    critical_max_sms: int = 4
+    """SMS pages per escalation round of a critical alert, the first one included."""
+    sms_per_hour: int = 10
+    context_window: timedelta = timedelta(hours=24)
+    """A free-text reply gets the latest alert as context only if it was sent this recently."""
+
+    @classmethod
+    def from_doc(cls, doc: Mapping[str, Any] | None) -> RoutingPolicy:
+        """Overrides in minutes/counts; a bad value keeps the default and is logged."""
+        if not doc:
+            return cls()
+        overrides: dict[str, Any] = {}
+        minutes = {"warning_sms_after", "critical_repeat_every", "context_window"}
+        for f in fields(cls):
+            key = f"{f.name}_minutes" if f.name in minutes else f.name
+            if key not in doc:
+                continue
+            value = doc[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                log.warning("alert_routing.%s=%r ignored: not a whole number >= 0", key, value)
+                continue
+            overrides[f.name] = timedelta(minutes=value) if f.name in minutes else value
+        return replace(cls(), **overrides)
+
+
+async def load_policy(db: AsyncDatabase[Doc]) -> RoutingPolicy:
+    return RoutingPolicy.from_doc(await db[c.SETTINGS].find_one({"_id": POLICY_DOC}))
+
+
+async def quiet_until(db: AsyncDatabase[Doc], now: datetime, tz: ZoneInfo) -> datetime | None:
+    """When the current quiet hours end, or None when it is not quiet now.
+
+    Quiet hours are the pulse's (``settings`` ``_id: "pulse"``), read each time so a
+    change through ``manage_pulse`` applies at once.
+    """
+    doc = await db[c.SETTINGS].find_one({"_id": PULSE_DOC}, projection={"quiet_hours": 1})
+    raw = (doc or {}).get("quiet_hours") or []
+    try:
+        windows = parse_quiet_hours(raw)
+    except PulseConfigError as exc:
+        log.warning("pulse quiet_hours ignored for alerts: %s", exc)
+        return None
+    if not windows or not in_quiet_hours(windows, now, tz):
+        return None
+    step = now.replace(second=0, microsecond=0)
+    limit = now + QUIET_SEARCH
+    while step < limit:  # minute steps: windows may chain and cross midnight or DST
+        step += timedelta(minutes=1)
+        if not in_quiet_hours(windows, step, tz):
+            return step
+    return None  # quiet all day: configured so on purpose; do not hold forever
+
+
+@dataclass(frozen=True)
+class Target:
+    """One place to reach the owner."""
+
+    channel: str
+    chat_id: str
+
+
+def chat_targets(
+    running: Mapping[str, object], telegram_ids: list[int], phone: str | None
+) -> list[Target]:
+    """Chat channels in preference order: Telegram, then WhatsApp, then the terminal."""
+    found: list[Target] = []
+    if "telegram" in running and telegram_ids:
+        found.append(Target("telegram", str(telegram_ids[0])))
+    if "whatsapp" in running and phone:
+        found.append(Target("whatsapp", phone))
+    if "console" in running:
+        found.append(Target("console", "owner"))
+    return found
+
+
+def sms_target(running: Mapping[str, object], phone: str | None) -> Target | None:
+    return Target("sms", phone) if "sms" in running and phone else None
+
+
+# -- texts --------------------------------------------------------------------------
+
+
+def _has_cron(alert: Doc) -> bool:
+    return str(alert.get("source") or "").startswith("cron:")
+
+
+def _has_pulse(alert: Doc) -> bool:
+    return str(alert.get("source") or "") == "pulse"
+
+
+def _repeats(alert: Doc) -> str:
+    count = int(alert.get("count") or 1)
+    return f" (seen {count} times)" if count > 1 else ""
+
+
+def chat_text(alert: Doc, lead: str = "") -> str:
+    """The full alert for a chat: code, severity, body, and how to reply."""
+    code, severity = alert["code"], alert["severity"]
+    head = f"{ICONS[severity]} {LABELS[severity]} #{code}: {alert['title']}{_repeats(alert)}"
+    reply = help_text(_has_cron(alert), has_pulse=_has_pulse(alert)).replace("#12", f"#{code}")
+    parts = [f"{lead}\n{head}" if lead else head]
+    if alert.get("body"):
+        parts.append(str(alert["body"]))
+    parts.append(reply)
+    return "\n\n".join(parts)
+
+
+def sms_text(alert: Doc, lead: str = "") -> str:
+    """A short copy for SMS; the GoAlert-style ``12a`` shorthand saves typing."""
+    code, body = alert["code"], str(alert.get("body") or "")
+    if len(body) > SMS_BODY_CHARS:
+        body = body[: SMS_BODY_CHARS - 1].rstrip() + "…"
+    head = f"{LABELS[alert['severity']]} #{code}: {alert['title']}{_repeats(alert)}"
+    text = f"{lead} {head}" if lead else head
+    if body:
+        text += f"\n{body}"
+    return text + f"\nReply {code}a to ack, or #{code} snooze 1h, #{code} resolve."
+
+
+def buttons(alert: Doc) -> tuple[Button, ...]:
+    code = alert["code"]
+    return (
+        Button("Ack", f"#{code} ack"),
+        Button("Snooze 1h", f"#{code} snooze 1h"),
+        Button("Mute 1d", f"#{code} mute 1d"),
+    )
+
+
+def local_time(moment: datetime, now: datetime, tz: ZoneInfo) -> str:
+    """``14:30`` today, ``Tue 14:30`` within a week, else ``3 Dec 14:30``."""
+    local, today = moment.astimezone(tz), now.astimezone(tz)
+    if local.date() == today.date():
+        return local.strftime("%H:%M")
+    if timedelta(0) < moment - now < timedelta(days=6):
+        return local.strftime("%a %H:%M")
+    return f"{local.day} {local.strftime('%b %H:%M')}"
+
+
+def summary_line(alert: Doc, now: datetime, tz: ZoneInfo) -> str:
+    """One line per alert for ``/alerts`` and the pulse context."""
+    status = str(alert["status"])
+    until = alert.get("snoozed_until") if status == "snoozed" else alert.get("muted_until")
+    if until is not None and status in ("snoozed", "muted"):
+        status += f" until {local_time(until, now, tz)}"
+    age = format_duration(now - alert["created_at"])
+    return (
+        f"#{alert['code']} {LABELS[alert['severity']]} {alert['title']}{_repeats(alert)}"
+        f" - {status}, raised {age} ago"
+    )
+
+
+def public(alert: Doc) -> Doc:
+    """What tools, the API and the status page show of an alert (no internals)."""
+    keys = (
+        "code",
+        "severity",
+        "title",
+        "body",
+        "status",
+        "source",
+        "dedupe_key",
+        "count",
+        "created_at",
+        "last_seen_at",
+        "last_sent_at",
+        "snoozed_until",
+        "muted_until",
+        "sms_sent",
+        "next_escalation_at",
+        "held",
+    )
+    out = {k: alert.get(k) for k in keys if alert.get(k) is not None}
+    out["history"] = [dict(h) for h in alert.get("history", [])][-10:]
+    return out

@@ -1,0 +1,227 @@
+"""Alerts in MongoDB: codes, dedupe, lifecycle changes with history, timers, SMS budget.
+
+Every state change is one conditional update, so two replies racing (a button press
+and a typed "ack") or two processes ticking cannot apply a change twice. Timers
+live in the documents (``next_escalation_at`` + ``next_action``), which is what lets
+a restarted process carry on an escalation where the old one stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from pymongo import ASCENDING, DESCENDING, ReturnDocument
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import DuplicateKeyError
+
+from storage import collections as c
+
+Doc = dict[str, Any]
+Severity = Literal["info", "warning", "critical"]
+Status = Literal["open", "acknowledged", "snoozed", "muted", "resolved"]
+Action = Literal["deliver", "sms", "wake", "unmute"]
+
+SEVERITIES: tuple[Severity, ...] = ("info", "warning", "critical")
+UNRESOLVED: tuple[Status, ...] = ("open", "acknowledged", "snoozed", "muted")
+CODE_COUNTER = "alert_code"
+BUDGET_DOC = "sms_budget"
+LEASE = timedelta(minutes=2)
+"""A claimed timer is pushed this far ahead; a process that dies mid-step is retried then."""
+HISTORY_KEEP = 100
+DELIVERIES_KEEP = 30
+
+
+def entry(now: datetime, by: str, action: str, detail: str | None = None) -> Doc:
+    """One line of an alert's history: who did what, when."""
+    item: Doc = {"at": now, "by": by, "action": action}
+    if detail:
+        item["detail"] = detail
+    return item
+
+
+class AlertStore:
+    def __init__(self, db: AsyncDatabase[Doc]) -> None:
+        self._alerts = db[c.ALERTS]
+        self._settings = db[c.SETTINGS]
+        self._outbox = db[c.OUTBOX]
+
+    # -- creation and dedupe -------------------------------------------------------
+
+    async def next_code(self) -> str:
+        """Short, increasing codes (``#12``): easy to type on a phone."""
+        doc = await self._settings.find_one_and_update(
+            {"_id": CODE_COUNTER},
+            {"$inc": {"value": 1}},
+            upsert=True,
+            return_document=ReturnDocument.AFTER,
+        )
+        return str(doc["value"]) if doc else "1"
+
+    async def insert(self, doc: Doc) -> Doc | None:
+        """Insert a new alert; None when an unresolved one already holds its dedupe key."""
+        try:
+            await self._alerts.insert_one(doc)
+        except DuplicateKeyError as exc:
+            if "open_key" in str(exc):
+                return None
+            raise
+        return doc
+
+    async def repeat(self, dedupe_key: str, now: datetime) -> Doc | None:
+        """Count a repeat on the unresolved alert with this key; None when there is none."""
+        return await self._alerts.find_one_and_update(
+            {"open_key": dedupe_key},
+            {"$inc": {"count": 1}, "$set": {"last_seen_at": now, "updated_at": now}},
+            return_document=ReturnDocument.AFTER,
+        )
+
+    # -- reading -------------------------------------------------------------------
+
+    async def by_code(self, code: str) -> Doc | None:
+        return await self._alerts.find_one({"code": code.lstrip("#").lower()})
+
+    async def unresolved(self, limit: int = 50) -> list[Doc]:
+        cursor = self._alerts.find(
+            {"status": {"$in": list(UNRESOLVED)}},
+            sort=[("created_at", DESCENDING), ("_id", DESCENDING)],
+            limit=limit,
+        )
+        return await cursor.to_list()
+
+    async def latest_sent(self, since: datetime | None = None) -> Doc | None:
+        """The unresolved alert most recently sent to the owner (optionally since a time)."""
+        query: Doc = {"status": {"$in": list(UNRESOLVED)}, "last_sent_at": {"$ne": None}}
+        if since is not None:
+            query["last_sent_at"] = {"$gte": since}
+        return await self._alerts.find_one(
+            query, sort=[("last_sent_at", DESCENDING), ("_id", DESCENDING)]
+        )
+
+    async def code_for_message(self, channel: str, chat_id: str, external_id: str) -> str | None:
+        """The alert a sent message belonged to (Telegram reply-to), from the outbox.
+
+        Telegram message ids are only unique within a chat, so the chat must match
+        there; other transports' ids are global (and their chat ids may be spelled
+        differently inbound, e.g. a WhatsApp JID for a phone number).
+        """
+        ids: list[Any] = [external_id]
+        if external_id.isdigit():
+            ids.append(int(external_id))
+        query: Doc = {
+            "channel": channel,
+            "external_ids": {"$in": ids},
+            "meta.alert_code": {"$exists": True},
+        }
+        if channel == "telegram":
+            query["chat_id"] = chat_id
+        doc = await self._outbox.find_one(query, projection={"meta": 1})
+        return str(doc["meta"]["alert_code"]) if doc else None
+
+    async def outbox_status(self, key: str) -> str | None:
+        doc = await self._outbox.find_one({"idempotency_key": key}, projection={"status": 1})
+        return str(doc["status"]) if doc else None
+
+    async def supersede(self, keys: Sequence[str], channel: str) -> None:
+        """Stop retrying copies that failed once another channel delivered the alert."""
+        if keys:
+            await self._outbox.update_many(
+                {"idempotency_key": {"$in": list(keys)}, "status": "pending"},
+                {"$set": {"status": "superseded", "superseded_by": channel}},
+            )
+
+    # -- timers ----------------------------------------------------------------------
+
+    async def claim_due(self, now: datetime, alert_id: Any = None) -> Doc | None:
+        """Take the next due timer (or this alert's) by pushing it ``LEASE`` ahead."""
+        query: Doc = {"next_escalation_at": {"$lte": now}}
+        if alert_id is not None:
+            query["_id"] = alert_id
+        return await self._alerts.find_one_and_update(
+            query,
+            {"$set": {"next_escalation_at": now + LEASE}},
+            sort=[("next_escalation_at", ASCENDING)],
+            return_document=ReturnDocument.AFTER,
+        )
+
+    async def next_due(self) -> datetime | None:
+        doc = await self._alerts.find_one(
+            {"next_escalation_at": {"$ne": None}},
+            sort=[("next_escalation_at", ASCENDING)],
+            projection={"next_escalation_at": 1},
+        )
+        return doc["next_escalation_at"] if doc else None
+
+    # -- changes ---------------------------------------------------------------------
+
+    async def change(
+        self,
+        alert_id: Any,
+        *,
+        when_status: Sequence[str] | None = None,
+        set_: Doc | None = None,
+        unset: Sequence[str] = (),
+        inc: Doc | None = None,
+        history: Sequence[Doc] = (),
+        delivered: Sequence[Doc] = (),
+    ) -> Doc | None:
+        """One atomic change, applied only while the status is one of ``when_status``."""
+        query: Doc = {"_id": alert_id}
+        if when_status is not None:
+            query["status"] = {"$in": list(when_status)}
+        update: Doc = {}
+        if set_:
+            update["$set"] = set_
+        if unset:
+            update["$unset"] = dict.fromkeys(unset, "")
+        if inc:
+            update["$inc"] = inc
+        push: Doc = {}
+        if history:
+            push["history"] = {"$each": list(history), "$slice": -HISTORY_KEEP}
+        if delivered:
+            push["deliveries"] = {"$each": list(delivered), "$slice": -DELIVERIES_KEEP}
+        if push:
+            update["$push"] = push
+        return await self._alerts.find_one_and_update(
+            query, update, return_document=ReturnDocument.AFTER
+        )
+
+    # -- SMS budget -------------------------------------------------------------------
+
+    async def take_sms(self, now: datetime, per_hour: int) -> bool:
+        """Reserve one SMS in a sliding hour; False once ``per_hour`` were sent in it."""
+        if per_hour <= 0:
+            return False
+        pruned = await self._settings.update_one(
+            {"_id": BUDGET_DOC}, {"$pull": {"sent": {"$lte": now - timedelta(hours=1)}}}
+        )
+        if pruned.matched_count == 0:
+            await self._settings.update_one(
+                {"_id": BUDGET_DOC}, {"$setOnInsert": {"sent": []}}, upsert=True
+            )
+        taken = await self._settings.update_one(
+            {"_id": BUDGET_DOC, f"sent.{per_hour - 1}": {"$exists": False}},
+            {"$push": {"sent": now}},
+        )
+        return taken.modified_count == 1
+
+    async def budget_frees_at(self) -> datetime | None:
+        doc = await self._settings.find_one({"_id": BUDGET_DOC})
+        sent = sorted((doc or {}).get("sent") or [])
+        return sent[0] + timedelta(hours=1) if sent else None
+
+    async def claim_budget_notice(self, now: datetime) -> bool:
+        """True at most once an hour: the owner hears about the budget once, not per alert."""
+        result = await self._settings.update_one(
+            {
+                "_id": BUDGET_DOC,
+                "$or": [
+                    {"told_at": {"$exists": False}},
+                    {"told_at": {"$lte": now - timedelta(hours=1)}},
+                ],
+            },
+            {"$set": {"told_at": now}},
+        )
+        return result.modified_count == 1

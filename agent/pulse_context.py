@@ -1,0 +1,148 @@
+"""What a pulse is told: a light brief instead of chat history.
+
+Only the notes, open alerts, cron jobs due before the next pulse and what happened
+since the last one. When all of that is empty the pulse is idle and no model call is
+made at all: a heartbeat with nothing to look at must cost nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from agent.context import AgentDeps
+from agent.schedule_views import short_time
+from scheduler.jobs import CronService
+from scheduler.pulse_grid import PulseConfigError, interval_minutes, next_pulse, remaining_today
+from scheduler.pulse_state import PulseState
+from scheduler.runs import RunStore
+from storage import collections as c
+
+log = logging.getLogger(__name__)
+Doc = dict[str, Any]
+_STAMPS = ("created_at", "raised_at", "updated_at", "last_seen_at")
+
+
+@dataclass
+class PulseBrief:
+    text: str
+    idle: bool
+    since: datetime
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def _as_dict(item: Any) -> Doc:
+    if isinstance(item, dict):
+        return item
+    if hasattr(item, "model_dump"):
+        return item.model_dump()  # type: ignore[no-any-return]
+    if dataclasses.is_dataclass(item) and not isinstance(item, type):
+        return dataclasses.asdict(item)
+    return dict(getattr(item, "__dict__", {}))
+
+
+async def open_alerts(deps: AgentDeps) -> list[Doc]:
+    """Open alerts from the alert router when it offers ``open_alerts()``; else none."""
+    method = getattr(deps.services.get("alerts"), "open_alerts", None)
+    if not callable(method):
+        return []
+    try:
+        found = method()
+        if inspect.isawaitable(found):
+            found = await found
+    except Exception:
+        log.exception("could not read open alerts for the pulse")
+        return []
+    return [_as_dict(item) for item in found or []]
+
+
+def _is_new(alert: Doc, since: datetime) -> bool:
+    stamps = [alert[k] for k in _STAMPS if isinstance(alert.get(k), datetime)]
+    return not stamps or max(stamps) > since
+
+
+def _clip(text: str, limit: int) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+async def _messages_since(deps: AgentDeps, since: datetime) -> int:
+    return await deps.db[c.INBOX].count_documents({"received_at": {"$gt": since}})
+
+
+def _since(state: PulseState, now: datetime) -> datetime:
+    stamp = state.last_check_at or state.last_pulse_at
+    return stamp or now - timedelta(minutes=interval_minutes(state.pulses_per_day))
+
+
+async def build_brief(
+    deps: AgentDeps,
+    state: PulseState,
+    jobs: CronService,
+    runs: RunStore,
+    tz: ZoneInfo,
+    now: datetime,
+) -> PulseBrief:
+    since = _since(state, now)
+    try:
+        schedule = state.schedule(tz)
+        upcoming = next_pulse(schedule, now)
+        left = remaining_today(schedule, state.done_on(now.astimezone(tz).date()), now)
+    except PulseConfigError:
+        upcoming, left = None, 0
+    horizon = upcoming or now + timedelta(minutes=interval_minutes(state.pulses_per_day))
+    alerts = await open_alerts(deps)
+    due = await jobs.fires_within(now, horizon, limit=10)
+    ran = await runs.ended_since(since, "cron", limit=10)
+    inbound = await _messages_since(deps, since)
+    counts = {
+        "notes": len(state.notes.strip()),
+        "new_alerts": sum(1 for a in alerts if _is_new(a, since)),
+        "due_jobs": len(due),
+        "runs": len(ran),
+        "messages": inbound,
+    }
+    idle = not any(counts.values())
+    parts = [
+        f"Pulse check-in, {now.astimezone(tz):%A %d %B %H:%M} ({tz.key}). "
+        f"Pulses left today after this one: {max(0, left - 1)}."
+    ]
+    parts.append("## Your notes\n" + (state.notes.strip() or "(none)"))
+    if alerts:
+        parts.append("## Open alerts\n" + "\n".join(_alert_line(a) for a in alerts[:10]))
+    if due:
+        parts.append(
+            f"## Cron jobs due before the next pulse ({short_time(horizon, tz, now)})\n"
+            + "\n".join(
+                f"- {short_time(at, tz, now)} {job.name} [{job.id}]: {_clip(job.instruction, 120)}"
+                for at, job in due
+            )
+        )
+    happened = [f"- {inbound} new inbound message(s)"] if inbound else []
+    happened += [_run_line(run, tz, now) for run in ran]
+    parts.append(
+        f"## Since the last pulse ({short_time(since, tz, now)})\n"
+        + ("\n".join(happened) if happened else "- nothing")
+    )
+    parts.append(
+        "Check on what matters. Reach the owner only with raise_alert or send_message; "
+        "save what the next pulse should know with manage_pulse update_notes."
+    )
+    return PulseBrief(text="\n\n".join(parts), idle=idle, since=since, counts=counts)
+
+
+def _alert_line(alert: Doc) -> str:
+    code = alert.get("code", "?")
+    return f"- #{code} {alert.get('severity', '')}: {_clip(str(alert.get('title', '')), 100)}"
+
+
+def _run_line(run: Doc, tz: ZoneInfo, now: datetime) -> str:
+    detail = run.get("error") if run.get("status") != "success" else run.get("result")
+    line = f"- cron {run.get('name') or run.get('job_id')} {run.get('status')}"
+    line += f" at {short_time(run.get('scheduled_for'), tz, now)}"
+    return line + (f": {_clip(str(detail), 160)}" if detail else "")

@@ -1,0 +1,88 @@
+"""``watchkeeper schedule``: the next pulses and cron fires, in the owner's timezone.
+
+Reads the database only (with the embedded database it attaches to a running
+``watchkeeper run``), so it shows exactly what the engine will do.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime, timedelta
+from typing import TextIO
+from zoneinfo import ZoneInfo
+
+from agent.config import Settings
+from agent.context import Clock, system_clock
+from agent.schedule_views import days_text, quiet_text
+from scheduler.cron import CronError, describe
+from scheduler.jobs import CronJob, CronService, fires_window
+from scheduler.pulse_grid import PulseConfigError, upcoming_pulses
+from scheduler.pulse_state import PulseState, PulseStore
+from storage.db import open_database
+
+PER_JOB_LIMIT = 200
+
+
+def schedule_lines(
+    state: PulseState, jobs: list[CronJob], tz: ZoneInfo, now: datetime, hours: float
+) -> list[str]:
+    """The report as lines: a header, then one line per fire, soonest first."""
+    until = now + timedelta(hours=hours)
+    fires: list[tuple[datetime, str]] = []
+    try:
+        pulses = upcoming_pulses(state.schedule(tz), now, until)
+    except PulseConfigError:
+        pulses = []
+    fires.extend((moment, "pulse") for moment in pulses)
+    for job in jobs:
+        if not job.enabled:
+            continue
+        try:
+            moments = fires_window(job, now, until, limit=PER_JOB_LIMIT)
+        except CronError:
+            continue
+        fires.extend((moment, f"cron   {job.name} [{job.id}]") for moment in moments)
+    fires.sort(key=lambda item: item[0])
+    pulse_head = (
+        f"pulse: every {1440 // state.pulses_per_day} min, {days_text(state.active_days)}, "
+        f"quiet {quiet_text(state.quiet_hours)}"
+        if state.enabled
+        else "pulse: off"
+    )
+    lines = [
+        f"Next {hours:g} h from {now.astimezone(tz):%Y-%m-%d %H:%M} ({tz.key})",
+        pulse_head,
+        f"cron jobs: {sum(1 for j in jobs if j.enabled)} enabled, "
+        f"{sum(1 for j in jobs if not j.enabled)} paused",
+        "",
+    ]
+    for job in jobs:
+        if job.enabled and job.timezone != tz.key:
+            lines.insert(-1, f"  {job.name}: {describe(job.cron_expression)} in {job.timezone}")
+    if not fires:
+        lines.append("(nothing scheduled)")
+    for moment, what in fires:
+        lines.append(f"{moment.astimezone(tz):%a %Y-%m-%d %H:%M %Z}  {what}")
+    return lines
+
+
+async def print_schedule(
+    settings: Settings,
+    hours: float = 24.0,
+    *,
+    out: TextIO | None = None,
+    clock: Clock = system_clock,
+) -> int:
+    """Print upcoming fires; returns the process exit code."""
+    stream = out or sys.stdout
+    if hours <= 0:
+        print("watchkeeper: --hours must be positive", file=sys.stderr)
+        return 2
+    tz = settings.tz
+    async with open_database(settings.mongodb_uri, settings.mongodb_db, settings.data_dir) as db:
+        state = await PulseStore(db.db, clock, tz).get()
+        jobs = await CronService(db.db, clock, settings.timezone).list_jobs()
+    for line in schedule_lines(state, jobs, tz, clock(), hours):
+        print(line, file=stream)
+    stream.flush()
+    return 0

@@ -1,0 +1,164 @@
+"""How jobs, the pulse and runs look to the model, the owner and the admin API.
+
+One place for these shapes, so the tool, ``/jobs``, ``/pulse``, the system prompt and
+``GET /api/status`` never disagree about what a job or the pulse is doing.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from bson import ObjectId
+
+from scheduler.cron import CronError, describe
+from scheduler.jobs import CronJob
+from scheduler.pulse_grid import (
+    PulseConfigError,
+    interval_minutes,
+    local_day,
+    next_pulse,
+    remaining_today,
+)
+from scheduler.pulse_state import PulseState
+
+Doc = dict[str, Any]
+DAY_NAMES = ("Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat")
+
+
+def local_iso(moment: datetime | None, tz: ZoneInfo) -> str | None:
+    return None if moment is None else moment.astimezone(tz).isoformat(timespec="minutes")
+
+
+def short_time(moment: datetime | None, tz: ZoneInfo, now: datetime | None = None) -> str:
+    """``14:00`` today, ``Tue 14:00`` within a week, else the date."""
+    if moment is None:
+        return "never"
+    local = moment.astimezone(tz)
+    if now is not None:
+        days = (local.date() - now.astimezone(tz).date()).days
+        if days == 0:
+            return local.strftime("%H:%M")
+        if -6 <= days <= 6:
+            return local.strftime("%a %H:%M")
+    return local.strftime("%Y-%m-%d %H:%M")
+
+
+def job_view(job: CronJob, now: datetime) -> Doc:
+    """The ``manage_cronjob`` shape: next three fires as ISO times in the job's timezone."""
+    try:
+        upcoming = [t.isoformat(timespec="minutes") for t in job.next_fires(now, 3)]
+    except CronError:
+        upcoming = []
+    return {
+        "job_id": job.id,
+        "name": job.name,
+        "instruction": job.instruction,
+        "cron_expression": job.cron_expression,
+        "schedule": describe(job.cron_expression),
+        "timezone": job.timezone,
+        "enabled": job.enabled,
+        "delivers_to": f"{job.origin_channel}:{job.origin_chat_id}",
+        "next_fires": upcoming if job.enabled else [],
+    }
+
+
+def job_line(job: CronJob, now: datetime) -> str:
+    tz = ZoneInfo(job.timezone)
+    state = f"next {short_time(job.next_fire_at, tz, now)}" if job.enabled else "paused"
+    return f"• {job.name} [{job.id}] — {describe(job.cron_expression)} ({job.timezone}), {state}"
+
+
+def days_text(days: tuple[int, ...] | list[int]) -> str:
+    chosen = sorted(set(days))
+    if chosen == list(range(7)):
+        return "every day"
+    if chosen == [1, 2, 3, 4, 5]:
+        return "weekdays"
+    return ", ".join(DAY_NAMES[d] for d in chosen) if chosen else "no days"
+
+
+def quiet_text(quiet: tuple[dict[str, str], ...] | list[dict[str, str]]) -> str:
+    return ", ".join(f"{q['start']}–{q['end']}" for q in quiet) or "none"
+
+
+def pulse_view(state: PulseState, tz: ZoneInfo, now: datetime) -> Doc:
+    """The ``get_config`` shape, with what the settings imply right now."""
+    view: Doc = {
+        "enabled": state.enabled,
+        "pulses_per_day": state.pulses_per_day,
+        "interval_minutes": interval_minutes(state.pulses_per_day),
+        "active_days": list(state.active_days),
+        "quiet_hours": [dict(q) for q in state.quiet_hours],
+        "timezone": tz.key,
+        "notes": state.notes,
+        "done_today": state.done_on(local_day(now, tz)),
+        "last_pulse_at": local_iso(state.last_pulse_at, tz),
+    }
+    try:
+        schedule = state.schedule(tz)
+        view["remaining_today"] = remaining_today(schedule, view["done_today"], now)
+        view["next_pulse_at"] = local_iso(next_pulse(schedule, now), tz)
+    except PulseConfigError:
+        view["remaining_today"], view["next_pulse_at"] = 0, None
+    return view
+
+
+def pulse_status_text(state: PulseState, tz: ZoneInfo, now: datetime, *, notes: bool) -> str:
+    """Two short lines for the system prompt and ``/pulse``."""
+    view = pulse_view(state, tz, now)
+    if not state.enabled:
+        head = "off"
+    else:
+        head = (
+            f"on, every {_interval(view['interval_minutes'])} ({state.pulses_per_day}/day), "
+            f"{days_text(state.active_days)}, quiet {quiet_text(state.quiet_hours)}"
+        )
+    nxt = view["next_pulse_at"]
+    line = (
+        f"done today {view['done_today']}/{state.pulses_per_day}, "
+        f"last {short_time(state.last_pulse_at, tz, now)}, "
+        f"next {short_time(datetime.fromisoformat(nxt), tz, now) if nxt else 'none'}"
+    )
+    text = f"Pulse: {head}.\n{line}."
+    if notes and state.notes:
+        text += f"\nPulse notes: {len(state.notes)} chars (manage_pulse get_config)."
+    return text
+
+
+def _interval(minutes: int) -> str:
+    return f"{minutes // 60} h" if minutes % 60 == 0 else f"{minutes} min"
+
+
+def json_safe(value: Any) -> Any:
+    """ObjectIds and datetimes as strings, recursively (for JSON answers)."""
+    if isinstance(value, dict):
+        return {("id" if k == "_id" else k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    if isinstance(value, ObjectId):
+        return str(value)
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
+def run_view(run: Doc) -> Doc:
+    return json_safe(run)  # type: ignore[no-any-return]
+
+
+def run_line(run: Doc, tz: ZoneInfo) -> str:
+    """``pulse success in 2.1 s (3 tool calls): <first words of the result>``."""
+    status = run.get("status", "?")
+    what = run.get("kind", "run") + (f" {run['name']}" if run.get("name") else "")
+    text = f"{what} {status}"
+    if status != "skipped":
+        text += f" in {float(run.get('duration_ms') or 0) / 1000:.1f} s"
+        calls = len(run.get("tool_calls") or [])
+        text += f" ({calls} tool call{'s' if calls != 1 else ''})" if calls else ""
+    detail = run.get("error") if status != "success" else run.get("result")
+    if detail:
+        detail = " ".join(str(detail).split())
+        text += ": " + (detail if len(detail) <= 300 else detail[:299] + "…")
+    return text

@@ -1,0 +1,192 @@
+"""The scheduling feature: cron jobs and the pulse, wired into the app.
+
+Builds the stores, the engine and the runner once, registers what the owner and the
+model see (``manage_cronjob``, ``manage_pulse``, ``send_message``, ``/jobs``,
+``/pulse``, ``POST /api/pulse/run``, the pulse line in the system prompt, the
+``/api/status`` section), starts the timers, and stops them on the way out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from aiohttp import web
+
+from agent.app import App, Feature
+from agent.autonomy import Autonomy, AutonomyConfig
+from agent.context import RunContext
+from agent.schedule_views import (
+    job_line,
+    job_view,
+    pulse_status_text,
+    pulse_view,
+    run_line,
+    run_view,
+)
+from agent.tools.cron import MANAGE_CRONJOB
+from agent.tools.pulse import MANAGE_PULSE
+from agent.tools.send import SEND_MESSAGE, any_sender_running
+from channels.types import InboundMessage, Reply
+from scheduler.engine import Engine, EngineConfig
+from scheduler.jobs import CronService
+from scheduler.leases import LeaseStore
+from scheduler.pulse_state import PulseStore
+from scheduler.runs import RunStore
+
+log = logging.getLogger(__name__)
+Doc = dict[str, Any]
+SHOWN_JOBS = 30
+"""Jobs shown by ``/jobs`` and ``/api/status`` (a Telegram message holds 4,096 chars)."""
+JOBS_HINT = "No cron jobs yet. Try: “every weekday at 9 remind me to check the backups”."
+
+
+@dataclass(frozen=True)
+class SchedulingOptions:
+    timer: bool = True
+    """Arm real timers; tests turn them off and drive time with ``engine.run_due``."""
+    cron_timeout: float = 120.0
+    pulse_timeout: float = 180.0
+    grace: timedelta = timedelta(minutes=10)
+    resync_seconds: float = 60.0
+    max_parallel: int = 256
+
+
+@dataclass
+class Scheduling:
+    """The running parts, registered as ``services["scheduling"]`` for tests and tools."""
+
+    jobs: CronService
+    pulse: PulseStore
+    runs: RunStore
+    engine: Engine
+    autonomy: Autonomy
+
+
+def build_parts(app: App, options: SchedulingOptions) -> Scheduling:
+    deps = app.deps
+    settings = deps.settings
+    jobs = CronService(deps.db, app.clock, settings.timezone)
+    pulse = PulseStore(deps.db, app.clock, settings.tz)
+    runs = RunStore(deps.db)
+    autonomy = Autonomy(
+        deps=deps,
+        agent=app.agent,
+        outbox=app.outbox,
+        channels=app.channels,
+        jobs=jobs,
+        pulse=pulse,
+        runs=runs,
+        config=AutonomyConfig(
+            cron_timeout=float(getattr(settings, "cron_timeout_seconds", options.cron_timeout)),
+            pulse_timeout=float(getattr(settings, "pulse_timeout_seconds", options.pulse_timeout)),
+            max_concurrent=settings.max_concurrent_model_calls,
+        ),
+    )
+    engine = Engine(
+        jobs=jobs,
+        pulse=pulse,
+        runs=runs,
+        leases=LeaseStore(deps.db, owner=f"{socket.gethostname()}:{os.getpid()}"),
+        clock=app.clock,
+        run_cron=autonomy.run_cron,
+        run_pulse=autonomy.run_pulse,
+        config=EngineConfig(
+            grace=options.grace,
+            resync_seconds=options.resync_seconds,
+            max_parallel=options.max_parallel,
+        ),
+        timer=options.timer,
+    )
+    return Scheduling(jobs, pulse, runs, engine, autonomy)
+
+
+def _register(app: App, parts: Scheduling) -> None:
+    """Tools, commands, route, prompt and status contributions."""
+    tz = parts.pulse.tz
+    app.deps.services.update(
+        cron=parts.jobs, pulse=parts.pulse, autonomy=parts.autonomy, scheduling=parts
+    )
+    app.catalog.add(MANAGE_CRONJOB)
+    app.catalog.add(MANAGE_PULSE)
+    owner = RunContext(deps=app.deps)
+    if "send_message" not in app.catalog.for_context(owner).names:
+        app.catalog.add(SEND_MESSAGE, any_sender_running)
+
+    async def pulse_command(message: InboundMessage, ctx: RunContext) -> list[Reply]:
+        words = message.text.split()
+        if len(words) > 1 and words[1].lower() == "run":
+            run = await parts.autonomy.run_pulse(app.clock(), trigger="command")
+            return [Reply(run_line(run, tz))]
+        state = await parts.pulse.get()
+        text = pulse_status_text(state, tz, app.clock(), notes=False)
+        return [Reply(text + "\n/pulse run — run one now")]
+
+    async def jobs_command(message: InboundMessage, ctx: RunContext) -> list[Reply]:
+        jobs = await parts.jobs.list_jobs(limit=SHOWN_JOBS)
+        if not jobs:
+            return [Reply(JOBS_HINT)]
+        now = app.clock()
+        lines = [job_line(job, now) for job in jobs]
+        total = await parts.jobs.count()
+        if total > len(jobs):
+            lines.append(f"… and {total - len(jobs)} more (ask me to list them)")
+        return [Reply("Cron jobs:\n" + "\n".join(lines))]
+
+    async def run_pulse_route(request: web.Request) -> web.Response:
+        run = await parts.autonomy.run_pulse(app.clock(), trigger="api")
+        return web.json_response(run_view(run))
+
+    async def prompt_section(ctx: RunContext) -> str | None:
+        if ctx.tier != "owner":
+            return None
+        state = await parts.pulse.get()
+        return "## Pulse\n" + pulse_status_text(state, tz, ctx.now, notes=ctx.kind != "pulse")
+
+    async def status_section() -> dict[str, Any]:
+        now = app.clock()
+        return {
+            "pulse": pulse_view(await parts.pulse.get(), tz, now),
+            "cron_jobs": [job_view(j, now) for j in await parts.jobs.list_jobs(SHOWN_JOBS)],
+            "cron_job_count": await parts.jobs.count(),
+            "scheduler": {"armed": len(parts.engine.armed), "timer": parts.engine.timer_on},
+        }
+
+    app.dispatcher.commands["/pulse"] = pulse_command
+    app.dispatcher.commands["/jobs"] = jobs_command
+    app.routes.append(("POST", "/api/pulse/run", run_pulse_route))
+    app.agent.sections.append(prompt_section)
+    app.status_sections.append(status_section)
+
+
+def scheduling(options: SchedulingOptions | None = None) -> Feature:
+    """The feature with chosen options (tests: no timers, tiny timeouts)."""
+    chosen = options or SchedulingOptions()
+
+    async def feature(app: App, stack: contextlib.AsyncExitStack) -> None:
+        parts = build_parts(app, chosen)
+        _register(app, parts)
+        now = app.clock()
+        longest = max(parts.autonomy.config.cron_timeout, parts.autonomy.config.pulse_timeout)
+        await parts.runs.close_interrupted(now - timedelta(seconds=longest + 60), now)
+        armed = await parts.engine.start()
+        app.deps.services["scheduler_status"] = "running"
+        stack.push_async_callback(_stop, app, parts)
+        log.info("scheduler: %d timer(s) armed%s", armed, "" if chosen.timer else " (manual)")
+
+    return feature
+
+
+async def _stop(app: App, parts: Scheduling) -> None:
+    app.deps.services["scheduler_status"] = "stopped"
+    await parts.engine.stop()
+
+
+async def scheduling_feature(app: App, stack: contextlib.AsyncExitStack) -> None:
+    """The default scheduling feature, as listed in ``agent.features.FEATURES``."""
+    await scheduling()(app, stack)

@@ -1,0 +1,92 @@
+"""``manage_cronjob``: recurring tasks the model sets up for the owner.
+
+The tool is a thin shell over ``CronService`` (registered as ``services["cron"]``),
+which validates and stores; ``cronjobs`` is written nowhere else. A new job remembers
+the chat it was created in, and its results are delivered there.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from agent.context import RunContext
+from agent.schedule_views import job_view
+from agent.tools.base import Tool, ToolError, ToolResult
+from scheduler.jobs import CronService, JobError
+
+LIST_LIMIT = 50
+
+
+class CronArgs(BaseModel):
+    action: Literal["create", "list", "update", "delete", "toggle"]
+    job_id: str | None = None
+    name: str | None = None
+    instruction: str | None = Field(
+        default=None, description="What to do at each run, written as a task for yourself."
+    )
+    cron_expression: str | None = Field(
+        default=None, description="5 fields 'min hour dom month dow' or @hourly/@daily/..."
+    )
+    timezone: str | None = Field(default=None, description="IANA name; default owner's.")
+    enabled: bool | None = None
+
+
+def cron_service(ctx: RunContext) -> CronService:
+    service = ctx.deps.services.get("cron")
+    if not isinstance(service, CronService):
+        raise ToolError("the scheduler is not running, so cron jobs are unavailable")
+    return service
+
+
+async def _manage(args: CronArgs, ctx: RunContext) -> ToolResult:
+    service = cron_service(ctx)
+    now = ctx.now
+    try:
+        if args.action == "list":
+            jobs = await service.list_jobs(limit=LIST_LIMIT)
+            total = await service.count() if len(jobs) == LIST_LIMIT else len(jobs)
+            listed: ToolResult = {"jobs": [job_view(job, now) for job in jobs], "count": total}
+            if total > len(jobs):
+                listed["note"] = f"only the oldest {LIST_LIMIT} are listed"
+            return listed
+        if args.action == "create":
+            job = await service.create(
+                name=args.name,
+                instruction=args.instruction,
+                cron_expression=args.cron_expression,
+                timezone=args.timezone,
+                enabled=True if args.enabled is None else args.enabled,
+                origin_channel=ctx.channel,
+                origin_chat_id=ctx.chat_id,
+            )
+            return {"created": job_view(job, now)}
+        if args.action == "update":
+            job = await service.update(
+                args.job_id,
+                name=args.name,
+                instruction=args.instruction,
+                cron_expression=args.cron_expression,
+                timezone=args.timezone,
+                enabled=args.enabled,
+            )
+            return {"updated": job_view(job, now)}
+        if args.action == "toggle":
+            job = await service.toggle(args.job_id, args.enabled)
+            return {"updated": job_view(job, now)}
+        job = await service.delete(args.job_id)
+        return {"deleted": job.id, "name": job.name}
+    except JobError as exc:
+        raise ToolError(str(exc)) from None
+
+
+MANAGE_CRONJOB: Tool[Any] = Tool(
+    name="manage_cronjob",
+    description=(
+        "Create, list, update, delete or toggle recurring jobs. Each run executes "
+        "'instruction' with no user present; its answer is sent to this chat."
+    ),
+    args=CronArgs,
+    handler=_manage,
+)

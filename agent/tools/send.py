@@ -1,0 +1,87 @@
+"""``send_message``: the owner's agent writes to someone on a running channel.
+
+Owner tier only (``writes=True``). It goes through the outbox like every reply, so it
+is stored, retried and never sent twice; ``to: "owner"`` reaches the owner's own chat
+on that channel, which is how a pulse speaks up without knowing chat ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from agent.context import RunContext
+from agent.tools.base import Tool, ToolError, ToolResult
+from channels.types import OutboundMessage
+
+E164 = re.compile(r"^\+[1-9]\d{6,14}$")
+TEXT_LIMIT = 4_000
+SEND_CHANNELS = ("telegram", "whatsapp", "sms")
+
+
+class SendArgs(BaseModel):
+    channel: Literal["telegram", "whatsapp", "sms"]
+    to: str = Field(description="'owner', a Telegram chat id, or an E.164 phone number")
+    text: str
+
+
+def _recipient(channel: str, to: str, ctx: RunContext) -> str:
+    settings = ctx.deps.settings
+    target = to.strip()
+    if target.lower() == "owner":
+        if channel == "telegram":
+            if not settings.owner_telegram_ids:
+                raise ToolError("OWNER_TELEGRAM_IDS is not set, so the owner has no Telegram chat")
+            return str(settings.owner_telegram_ids[0])
+        if not settings.owner_phone:
+            raise ToolError("OWNER_PHONE is not set, so the owner has no phone number")
+        return settings.owner_phone
+    if channel == "telegram":
+        if not re.fullmatch(r"-?\d{1,20}", target):
+            raise ToolError(f"'to' must be a numeric Telegram chat id or 'owner', got {to!r}")
+        return target
+    compact = re.sub(r"[\s\-().]", "", target)
+    if not E164.match(compact):
+        raise ToolError(f"'to' must be an E.164 number such as +14155550100 or 'owner', got {to!r}")
+    return compact
+
+
+async def _send(args: SendArgs, ctx: RunContext) -> ToolResult:
+    text = args.text.strip()
+    if not text:
+        raise ToolError("text is empty")
+    if len(text) > TEXT_LIMIT:
+        raise ToolError(f"text is {len(text)} characters; the limit is {TEXT_LIMIT}")
+    running = ctx.deps.services.get("channels") or {}
+    if args.channel not in running:
+        live = ", ".join(n for n in SEND_CHANNELS if n in running) or "none"
+        raise ToolError(f"channel {args.channel!r} is not running (running: {live})")
+    chat_id = _recipient(args.channel, args.to, ctx)
+    outbox = ctx.deps.services.get("outbox")
+    if outbox is None:
+        raise ToolError("sending is unavailable: the outbox is not running")
+    # Inside a run the same message is sent once even if the run is replayed.
+    scope = ctx.extra.get("run_id") or uuid.uuid4().hex
+    digest = hashlib.sha256(f"{args.channel}|{chat_id}|{text}".encode()).hexdigest()[:16]
+    key = f"send:{scope}:{digest}"
+    fresh = await outbox.enqueue(
+        OutboundMessage(channel=args.channel, chat_id=chat_id, text=text, idempotency_key=key)
+    )
+    return {"queued": True, "channel": args.channel, "to": chat_id, "duplicate": not fresh}
+
+
+def any_sender_running(ctx: RunContext) -> bool:
+    running = ctx.deps.services.get("channels") or {}
+    return any(name in running for name in SEND_CHANNELS)
+
+
+SEND_MESSAGE: Tool[Any] = Tool(
+    name="send_message",
+    description="Send a text message on telegram, whatsapp or sms (to 'owner' or a recipient).",
+    args=SendArgs,
+    handler=_send,
+)

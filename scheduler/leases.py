@@ -1,0 +1,75 @@
+"""Run leases: one document per fire under a unique ``key``, so a fire runs once.
+
+Two processes on one database may both wake for the same fire; whichever inserts
+``cron:<job_id>:<scheduled iso>`` (or ``pulse:<scheduled iso>``) first owns it and the
+other sees a duplicate key. Leases outlive the grace window by far (a week), then a
+TTL index or ``prune`` removes them.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import BulkWriteError, DuplicateKeyError
+
+from storage import collections as c
+
+Doc = dict[str, Any]
+LEASE_KEEP = timedelta(days=7)
+DUPLICATE_KEY = 11000
+
+
+def iso(moment: datetime) -> str:
+    """The canonical UTC form used in lease keys (identical in every process)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def cron_key(job_id: str, scheduled_for: datetime) -> str:
+    return f"cron:{job_id}:{iso(scheduled_for)}"
+
+
+def pulse_key(scheduled_for: datetime, trigger: str = "schedule") -> str:
+    prefix = "pulse" if trigger == "schedule" else f"pulse:{trigger}"
+    return f"{prefix}:{iso(scheduled_for)}"
+
+
+class LeaseStore:
+    def __init__(self, db: AsyncDatabase[Doc], owner: str) -> None:
+        self._coll = db[c.LEASES]
+        self.owner = owner
+        """Which process holds a lease (host and pid): for diagnosis only."""
+
+    async def acquire(self, key: str, now: datetime) -> bool:
+        """True when this process now owns ``key``; False when another one does."""
+        try:
+            await self._coll.insert_one(
+                {"key": key, "owner": self.owner, "created_at": now, "expires_at": now + LEASE_KEEP}
+            )
+        except DuplicateKeyError:
+            return False
+        return True
+
+    async def acquire_many(self, keys: list[str], now: datetime) -> set[str]:
+        """The subset of ``keys`` this process now owns, in one round trip."""
+        if not keys:
+            return set()
+        docs = [
+            {"key": key, "owner": self.owner, "created_at": now, "expires_at": now + LEASE_KEEP}
+            for key in keys
+        ]
+        try:
+            await self._coll.insert_many(docs, ordered=False)
+        except BulkWriteError as exc:
+            errors = exc.details.get("writeErrors", [])
+            if any(error.get("code") != DUPLICATE_KEY for error in errors):
+                raise
+            taken = {int(error["index"]) for error in errors}
+            return {key for index, key in enumerate(keys) if index not in taken}
+        return set(keys)
+
+    async def prune(self, now: datetime) -> int:
+        """Remove expired leases (a backstop where the TTL index is not honoured)."""
+        result = await self._coll.delete_many({"expires_at": {"$lt": now}})
+        return result.deleted_count

@@ -1,0 +1,192 @@
+"""The pulse's settings and counters: one ``settings`` document, ``_id: "pulse"``.
+
+Every write is a ``$set``/``$inc`` of named fields, never a whole-document overwrite:
+the model may change notes or settings during a pulse, and the run's own bookkeeping
+(counters, timestamps) must not put the old values back.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from pymongo.asynchronous.database import AsyncDatabase
+
+from scheduler.pulse_grid import (
+    PulseConfigError,
+    PulseSchedule,
+    local_day,
+    make_schedule,
+    next_pulse,
+)
+from storage import collections as c
+
+log = logging.getLogger(__name__)
+Doc = dict[str, Any]
+Clock = Callable[[], datetime]
+Listener = Callable[[], Awaitable[None]]
+PULSE_ID = "pulse"
+NOTES_LIMIT = 2_000
+DEFAULT_QUIET = ({"start": "22:00", "end": "07:00"},)
+
+
+@dataclass(frozen=True)
+class PulseState:
+    enabled: bool = True
+    pulses_per_day: int = 12
+    active_days: tuple[int, ...] = (0, 1, 2, 3, 4, 5, 6)
+    quiet_hours: tuple[dict[str, str], ...] = DEFAULT_QUIET
+    notes: str = ""
+    done_today: int = 0
+    done_day: str | None = None
+    """The local date (ISO) ``done_today`` counts; another date means zero done."""
+    last_pulse_at: datetime | None = None
+    """When the model last ran for a pulse."""
+    last_check_at: datetime | None = None
+    """When a pulse last looked (idle or not): "since the last pulse" starts here."""
+    next_pulse_at: datetime | None = None
+    extra: Doc = field(default_factory=dict)
+
+    @classmethod
+    def from_doc(cls, doc: Doc | None) -> PulseState:
+        if not doc:
+            return cls()
+        base = cls()
+        return cls(
+            enabled=bool(doc.get("enabled", base.enabled)),
+            pulses_per_day=int(doc.get("pulses_per_day", base.pulses_per_day)),
+            active_days=tuple(doc.get("active_days", base.active_days)),
+            quiet_hours=tuple(dict(q) for q in doc.get("quiet_hours", base.quiet_hours)),
+            notes=str(doc.get("notes") or ""),
+            done_today=int(doc.get("done_today") or 0),
+            done_day=doc.get("done_day"),
+            last_pulse_at=_aware(doc.get("last_pulse_at")),
+            last_check_at=_aware(doc.get("last_check_at")),
+            next_pulse_at=_aware(doc.get("next_pulse_at")),
+        )
+
+    def schedule(self, tz: ZoneInfo) -> PulseSchedule:
+        return make_schedule(
+            enabled=self.enabled,
+            pulses_per_day=self.pulses_per_day,
+            active_days=self.active_days,
+            quiet_hours=list(self.quiet_hours),
+            tz=tz,
+        )
+
+    def done_on(self, day: date) -> int:
+        """Pulses done on a local day: the counter resets when the day changes."""
+        return self.done_today if self.done_day == day.isoformat() else 0
+
+
+def _aware(value: Any) -> datetime | None:
+    if not isinstance(value, datetime):
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def check_notes(notes: str) -> str:
+    if len(notes) > NOTES_LIMIT:
+        raise PulseConfigError(
+            f"notes are {len(notes)} characters; the limit is {NOTES_LIMIT}. Nothing was "
+            "saved: condense them and save again."
+        )
+    return notes
+
+
+class PulseStore:
+    def __init__(self, db: AsyncDatabase[Doc], clock: Clock, tz: ZoneInfo) -> None:
+        self._coll = db[c.SETTINGS]
+        self._clock = clock
+        self.tz = tz
+        self.listeners: list[Listener] = []
+
+    async def get(self) -> PulseState:
+        return PulseState.from_doc(await self._coll.find_one({"_id": PULSE_ID}))
+
+    async def _set(self, fields: Doc, inc: Doc | None = None, where: Doc | None = None) -> bool:
+        defaults = {
+            "enabled": PulseState.enabled,
+            "pulses_per_day": PulseState.pulses_per_day,
+            "active_days": list(PulseState.active_days),
+            "quiet_hours": [dict(q) for q in DEFAULT_QUIET],
+            "notes": "",
+        }
+        update: Doc = {"$set": fields}
+        on_insert = {k: v for k, v in defaults.items() if k not in fields and k not in (inc or {})}
+        if on_insert:
+            update["$setOnInsert"] = on_insert
+        if inc:
+            update["$inc"] = inc
+        result = await self._coll.update_one(
+            {"_id": PULSE_ID, **(where or {})}, update, upsert=where is None
+        )
+        return result.matched_count == 1 or result.upserted_id is not None
+
+    async def _changed(self) -> None:
+        for listener in self.listeners:
+            try:
+                await listener()
+            except Exception:
+                log.exception("pulse change listener failed")
+
+    async def update_config(
+        self,
+        *,
+        enabled: bool | None = None,
+        active_days: Sequence[int] | None = None,
+        pulses_per_day: int | None = None,
+        quiet_hours: Sequence[Mapping[str, object]] | None = None,
+    ) -> PulseState:
+        """Validate the merged settings as a whole, then store only what changed."""
+        current = await self.get()
+        schedule = make_schedule(
+            enabled=current.enabled if enabled is None else enabled,
+            pulses_per_day=current.pulses_per_day if pulses_per_day is None else pulses_per_day,
+            active_days=current.active_days if active_days is None else active_days,
+            quiet_hours=list(current.quiet_hours) if quiet_hours is None else quiet_hours,
+            tz=self.tz,
+        )
+        fields: Doc = {"updated_at": self._clock()}
+        if enabled is not None:
+            fields["enabled"] = schedule.enabled
+        if pulses_per_day is not None:
+            fields["pulses_per_day"] = schedule.pulses_per_day
+        if active_days is not None:
+            fields["active_days"] = sorted(schedule.active_days)
+        if quiet_hours is not None:
+            fields["quiet_hours"] = [window.as_dict() for window in schedule.quiet_hours]
+        fields["next_pulse_at"] = next_pulse(schedule, self._clock())
+        await self._set(fields)
+        await self._changed()
+        return await self.get()
+
+    async def update_notes(self, notes: str) -> PulseState:
+        await self._set({"notes": check_notes(notes), "notes_updated_at": self._clock()})
+        return await self.get()
+
+    async def record_done(self, at: datetime) -> None:
+        """Count one pulse on ``at``'s local day (the first one of a day resets the count)."""
+        day = local_day(at, self.tz).isoformat()
+        stamp = {"last_pulse_at": at, "last_check_at": at}
+        if not await self._set(stamp, inc={"done_today": 1}, where={"done_day": day}):
+            await self._set({**stamp, "done_day": day, "done_today": 1})
+
+    async def record_check(self, at: datetime) -> None:
+        await self._set({"last_check_at": at})
+
+    async def advance(self, expected: datetime | None, new: datetime | None) -> bool:
+        """Move the next pulse from ``expected`` to ``new`` unless it changed meanwhile."""
+        return await self._set({"next_pulse_at": new}, where={"next_pulse_at": expected})
+
+    async def ensure_next(self, now: datetime) -> PulseState:
+        """Give a fresh or disabled-then-enabled pulse a next slot to wait for."""
+        state = await self.get()
+        if state.next_pulse_at is None and state.enabled:
+            await self._set({"next_pulse_at": next_pulse(state.schedule(self.tz), now)})
+            state = await self.get()
+        return state

@@ -1,0 +1,324 @@
+"""The pulse through the app: grid, quiet hours, days, cap, idle skip, notes, surfaces."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from agent.app import App
+from agent.context import RunContext
+from agent.history import count_tokens
+from agent.http import make_web_app
+from agent.scheduling import SchedulingOptions
+from tests.fakes.scripted import Request, ScriptedModel, sequence
+from tests.scheduling_kit import (
+    FakeClock,
+    RecordingChannel,
+    call_tool,
+    inbound,
+    parts_of,
+    scheduled_app,
+    tool_call,
+    tool_results,
+)
+
+BERLIN = ZoneInfo("Europe/Berlin")
+FRIDAY_EVENING = datetime(2026, 3, 6, 18, 0, tzinfo=BERLIN)
+
+
+def berlin(
+    year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0
+) -> datetime:
+    return datetime(year, month, day, hour, minute, second, tzinfo=BERLIN)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(FRIDAY_EVENING.astimezone(UTC))
+
+
+def _app(mongo_server: str, tmp_path: Path, model: ScriptedModel, clock: FakeClock, **kw: Any):  # type: ignore[no-untyped-def]
+    return scheduled_app(
+        mongo_server, tmp_path, model, clock, pulse=True, timezone="Europe/Berlin", **kw
+    )
+
+
+async def _configure(app: App, **settings: Any) -> dict[str, Any]:
+    result = await call_tool(app, "manage_pulse", action="update_config", **settings)
+    assert result.get("success"), result
+    return result["pulse"]  # type: ignore[no-any-return]
+
+
+async def _walk(app: App, clock: FakeClock, hours: float, step_minutes: int = 5) -> None:
+    """Move time forward in small steps, letting the engine do what is due."""
+    engine = parts_of(app).engine
+    for _ in range(int(hours * 60 / step_minutes)):
+        clock.advance(minutes=step_minutes)
+        await engine.run_due()
+
+
+async def _pulse_runs(app: App, status: str | None = None) -> list[dict[str, Any]]:
+    query: dict[str, Any] = {"kind": "pulse"}
+    if status:
+        query["status"] = status
+    return await app.deps.db["runs"].find(query, sort=[("scheduled_for", 1)]).to_list()
+
+
+def _local_hours(runs: list[dict[str, Any]]) -> list[str]:
+    return [r["scheduled_for"].astimezone(BERLIN).strftime("%a %H:%M") for r in runs]
+
+
+async def test_grid_alignment_and_quiet_hours_across_midnight(
+    mongo_server: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    model = ScriptedModel(lambda r: "nothing to report")
+    async with _app(mongo_server, tmp_path, model, clock) as app:
+        await parts_of(app).pulse.update_notes("keep an eye on the build")
+        view = await _configure(
+            app, pulses_per_day=12, quiet_hours=[{"start": "22:00", "end": "07:00"}]
+        )
+        assert view["next_pulse_at"] == "2026-03-06T20:00+01:00"
+        assert view["interval_minutes"] == 120
+        await _walk(app, clock, 24)
+        ran = await _pulse_runs(app, "success")
+    assert _local_hours(ran) == [
+        "Fri 20:00",
+        *[f"Sat {h:02d}:00" for h in range(8, 20, 2)],
+    ]
+
+
+async def test_active_days_skip_the_weekend(
+    mongo_server: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    model = ScriptedModel(lambda r: "ok")
+    async with _app(mongo_server, tmp_path, model, clock) as app:
+        await parts_of(app).pulse.update_notes("n")
+        await _configure(app, pulses_per_day=6, active_days=[1, 2, 3, 4, 5], quiet_hours=[])
+        await _walk(app, clock, 60, step_minutes=10)  # to Monday 06:00
+        ran = await _pulse_runs(app)
+    assert _local_hours(ran) == ["Fri 20:00", "Mon 00:00", "Mon 04:00"]
+    assert all(r["status"] == "success" for r in ran)
+
+
+async def test_daily_cap_is_enforced_and_resets_at_local_midnight(
+    mongo_server: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    model = ScriptedModel(lambda r: "ok")
+    async with _app(mongo_server, tmp_path, model, clock) as app:
+        await _configure(app, pulses_per_day=2, quiet_hours=[])
+        await parts_of(app).pulse.update_notes("invoice due")
+        first = await call_tool(app, "manage_pulse", action="run_now")
+        second = await call_tool(app, "manage_pulse", action="run_now")
+        third = await call_tool(app, "manage_pulse", action="run_now")
+        assert [first["run"]["status"], second["run"]["status"]] == ["success", "success"]
+        assert third["run"]["status"] == "skipped" and "daily cap" in third["run"]["error"]
+        # Midnight in Berlin is 23:00 UTC: the 00:00 slot is a new day.
+        clock.set(berlin(2026, 3, 7, 0, 0, 5))
+        await parts_of(app).engine.run_due()
+        state = await call_tool(app, "manage_pulse", action="get_config")
+        ran = await _pulse_runs(app)
+    assert [r["status"] for r in ran][-1] == "success"
+    assert state["done_today"] == 1 and state["remaining_today"] == 1
+    assert len(model.requests) == 3
+
+
+async def test_an_idle_pulse_makes_no_model_call(
+    mongo_server: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    model = ScriptedModel(lambda r: "should not be asked")
+    async with _app(mongo_server, tmp_path, model, clock) as app:
+        await _configure(app, pulses_per_day=24, quiet_hours=[])
+        clock.set(berlin(2026, 3, 6, 19, 0, 3))
+        await parts_of(app).engine.run_due()
+        runs = await _pulse_runs(app)
+        state = await parts_of(app).pulse.get()
+    assert model.requests == []
+    assert [r["status"] for r in runs] == ["skipped"]
+    assert runs[0]["error"] == "idle: no notes, nothing new, nothing due"
+    assert state.done_today == 0 and state.last_check_at == clock()
+
+
+async def test_the_pulse_gets_a_light_isolated_brief(
+    mongo_server: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    class Alerts:
+        async def open_alerts(self) -> list[dict[str, Any]]:
+            return [{"code": "k7", "severity": "warning", "title": "Disk 91% full"}]
+
+    model = ScriptedModel(lambda r: "chat reply")
+    async with _app(mongo_server, tmp_path, model, clock) as app:
+        app.deps.services["alerts"] = Alerts()
+        await _configure(app, pulses_per_day=24, quiet_hours=[])
+        await app.agent.respond("a private chat message", RunContext(deps=app.deps))
+        await call_tool(
+            app,
+            "manage_cronjob",
+            action="create",
+            name="Weather",
+            instruction="Check the weather",
+            cron_expression="30 19 * * *",
+        )
+        clock.set(berlin(2026, 3, 6, 18, 30))
+        await app.pipeline.submit(inbound("hello?", received_at=clock()))
+        await app.pipeline.join()
+        clock.set(berlin(2026, 3, 6, 19, 0, 3))
+        await parts_of(app).engine.run_due()
+        pulse_request = model.requests[-1]
+    assert [m.role for m in pulse_request.messages] == ["user"]  # no chat history
+    brief = pulse_request.messages[0].text
+    assert "a private chat message" not in brief
+    assert "## Your notes\n(none)" in brief
+    assert "#k7 warning: Disk 91% full" in brief
+    assert "19:30 Weather" in brief and "Check the weather" in brief
+    assert "1 new inbound message(s)" in brief
+    assert "no user is present" in pulse_request.system
+    assert "## Pulse\nPulse: on, every 1 h (24/day)" in pulse_request.system
+
+
+async def test_notes_and_settings_written_during_a_pulse_survive(
+    mongo_server: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    model = ScriptedModel(lambda r: "")
+    model.responder = sequence(
+        tool_call("manage_pulse", action="update_notes", notes="deploy done; check logs"),
+        tool_call("manage_pulse", action="update_config", pulses_per_day=6),
+        "noted",
+    )
+    async with _app(mongo_server, tmp_path, model, clock) as app:
+        await _configure(app, pulses_per_day=12, quiet_hours=[])
+        await parts_of(app).pulse.update_notes("watch the deploy")
+        clock.set(berlin(2026, 3, 6, 20, 0, 1))
+        await parts_of(app).engine.run_due()
+        state = await parts_of(app).pulse.get()
+        runs = await _pulse_runs(app)
+    assert "watch the deploy" in model.requests[0].messages[0].text
+    assert state.notes == "deploy done; check logs" and state.pulses_per_day == 6
+    assert state.done_today == 1 and state.last_pulse_at == berlin(2026, 3, 6, 20, 0, 1)
+    assert runs[0]["status"] == "success" and runs[0]["result"] == "noted"
+    assert runs[0]["tool_calls"] == ["manage_pulse", "manage_pulse"]
+
+
+async def test_invalid_settings_and_long_notes_are_refused(
+    mongo_server: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    model = ScriptedModel(lambda r: "")
+    model.responder = sequence(
+        tool_call("manage_pulse", action="update_config", pulses_per_day=5),
+        tool_call(
+            "manage_pulse", action="update_config", quiet_hours=[{"start": "25:00", "end": "07:00"}]
+        ),
+        tool_call("manage_pulse", action="update_config", quiet_hours=[{"start": "22:00"}]),
+        tool_call("manage_pulse", action="update_config", active_days=[7]),
+        tool_call("manage_pulse", action="update_notes", notes="x" * 2001),
+        "ok",
+    )
+    async with _app(mongo_server, tmp_path, model, clock) as app:
+        await parts_of(app).pulse.update_notes("old notes")
+        await app.agent.respond("tune the pulse", RunContext(deps=app.deps))
+        state = await parts_of(app).pulse.get()
+    errors = [r["error"] for r in tool_results(model)]
+    assert errors[0] == "pulses_per_day must be one of 48, 24, 12, 6, 2 (got 5)"
+    assert errors[1] == "quiet_hours[0].start '25:00': hour must be 0-23"
+    assert "quiet_hours.0.end: Field required" in errors[2]
+    assert "active_days contains 7" in errors[3]
+    assert errors[4].startswith("notes are 2001 characters; the limit is 2000.")
+    assert state.notes == "old notes" and state.pulses_per_day == 12
+
+
+async def test_run_now_status_commands_and_api(
+    mongo_server: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    model = ScriptedModel(lambda r: "all quiet")
+    async with _app(mongo_server, tmp_path, model, clock, admin_token="adm1n") as app:
+        status = await app.dispatcher.handle(inbound("/pulse"))
+        ran = await app.dispatcher.handle(inbound("/pulse run"))
+        client: TestClient[Any, Any] = TestClient(TestServer(make_web_app(app)))
+        await client.start_server()
+        try:
+            denied = await client.post("/api/pulse/run")
+            resp = await client.post("/api/pulse/run", headers={"Authorization": "Bearer adm1n"})
+            body = await resp.json()
+            info = await (
+                await client.get("/api/status", headers={"Authorization": "Bearer adm1n"})
+            ).json()
+        finally:
+            await client.close()
+        inside = await call_tool(
+            app, "manage_pulse", RunContext(deps=app.deps, kind="pulse"), action="run_now"
+        )
+    assert status[0].text.startswith("Pulse: on, every 2 h (12/day), every day, quiet 22:00–07:00.")
+    assert "done today 0/12, last never, next 20:00." in status[0].text
+    assert ran[0].text.startswith("pulse success in") and "all quiet" in ran[0].text
+    assert denied.status == 401
+    assert resp.status == 200 and body["kind"] == "pulse" and body["status"] == "success"
+    assert body["trigger"] == "api" and body["result"] == "all quiet" and body["id"]
+    assert info["pulse"]["done_today"] == 2 and info["cron_jobs"] == []
+    assert inside == {"error": "run_now is not available inside a pulse"}
+
+
+async def test_a_pulse_reaches_the_owner_with_send_message(
+    mongo_server: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    telegram = RecordingChannel(name="telegram")
+    model = ScriptedModel(lambda r: "")
+    model.responder = sequence(
+        tool_call("send_message", channel="telegram", to="owner", text="The build is red."),
+        "told the owner",
+    )
+    async with _app(
+        mongo_server, tmp_path, model, clock, channels=[telegram], owner_telegram_ids=[99]
+    ) as app:
+        run = await parts_of(app).autonomy.run_pulse(clock(), trigger="manual")
+    assert telegram.texts("99") == ["The build is red."]
+    assert run["status"] == "success" and run["result"] == "told the owner"
+
+
+async def test_a_non_idle_pulse_request_is_small(
+    mongo_server: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    model = ScriptedModel(lambda r: "ok")
+    async with _app(mongo_server, tmp_path, model, clock) as app:
+        await parts_of(app).pulse.update_notes("Follow up on the invoice from ACME. " * 20)
+        await parts_of(app).autonomy.run_pulse(clock(), trigger="manual")
+    request: Request = model.requests[0]
+    tokens = count_tokens(request.system) + sum(count_tokens(m.text) for m in request.messages)
+    tokens += count_tokens(json.dumps([t.model_dump() for t in request.tools]))
+    assert tokens <= 3_000, tokens
+    assert {"manage_pulse", "manage_cronjob"} <= set(request.tool_names)
+
+
+async def test_pulse_timeout_is_configurable(
+    mongo_server: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    options = SchedulingOptions(timer=False, pulse_timeout=42.0)
+    async with _app(
+        mongo_server, tmp_path, ScriptedModel(lambda r: "ok"), clock, options=options
+    ) as app:
+        assert parts_of(app).autonomy.config.pulse_timeout == 42.0
+        assert parts_of(app).autonomy.config.cron_timeout == 120.0
+
+
+async def test_send_message_refuses_what_it_cannot_send(
+    mongo_server: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    telegram = RecordingChannel(name="telegram")
+    async with _app(
+        mongo_server, tmp_path, ScriptedModel(lambda r: ""), clock, channels=[telegram]
+    ) as app:
+        no_sms = await call_tool(app, "send_message", channel="sms", to="owner", text="hi")
+        no_owner = await call_tool(app, "send_message", channel="telegram", to="owner", text="x")
+        bad_id = await call_tool(app, "send_message", channel="telegram", to="@bob", text="x")
+        sent = await call_tool(app, "send_message", channel="telegram", to="-100123", text="x")
+        contact = RunContext(deps=app.deps, tier="contact")
+        offered = app.catalog.for_context(contact).names
+    assert no_sms == {"error": "channel 'sms' is not running (running: telegram)"}
+    assert "OWNER_TELEGRAM_IDS is not set" in no_owner["error"]
+    assert "numeric Telegram chat id" in bad_id["error"]
+    assert sent["queued"] is True and telegram.texts("-100123") == ["x"]
+    assert "send_message" not in offered and "manage_cronjob" not in offered

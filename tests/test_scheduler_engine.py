@@ -1,0 +1,237 @@
+"""The engine on a real database with stub runners: leases, missed fires, DST, timers."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from pymongo.asynchronous.database import AsyncDatabase
+
+from scheduler.engine import Engine, EngineConfig
+from scheduler.jobs import CronJob, CronService
+from scheduler.leases import LeaseStore, cron_key, pulse_key
+from scheduler.pulse_state import PulseStore
+from scheduler.runs import Outcome, RunStore
+from tests.scheduling_kit import FakeClock
+
+Doc = dict[str, Any]
+BERLIN = ZoneInfo("Europe/Berlin")
+
+
+class Harness:
+    """One engine (one "process") with runners that only record what they were asked."""
+
+    def __init__(
+        self, db: AsyncDatabase[Doc], clock: Any, name: str = "a", timer: bool = False
+    ) -> None:
+        self.clock = clock
+        self.jobs = CronService(db, clock, "Europe/Berlin")
+        self.pulse = PulseStore(db, clock, BERLIN)
+        self.runs = RunStore(db)
+        self.cron_calls: list[tuple[str, datetime]] = []
+        self.pulse_calls: list[datetime] = []
+        self.engine = Engine(
+            jobs=self.jobs,
+            pulse=self.pulse,
+            runs=self.runs,
+            leases=LeaseStore(db, owner=name),
+            clock=clock,
+            run_cron=self._cron,
+            run_pulse=self._pulse,
+            config=EngineConfig(grace=timedelta(minutes=10)),
+            timer=timer,
+        )
+
+    async def _cron(self, job: CronJob, scheduled_for: datetime) -> None:
+        self.cron_calls.append((job.id, scheduled_for))
+        run = await self.runs.start("cron", job.id, scheduled_for, self.clock())
+        await asyncio.sleep(0.01)  # long enough for a second engine to try the same fire
+        await self.runs.finish(run, Outcome("success", result="ok"), self.clock())
+
+    async def _pulse(self, scheduled_for: datetime) -> None:
+        self.pulse_calls.append(scheduled_for)
+
+    async def job(self, expression: str, tz: str = "Europe/Berlin") -> CronJob:
+        return await self.jobs.create(
+            name="job", instruction="do it", cron_expression=expression, timezone=tz
+        )
+
+
+def utc(
+    year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0
+) -> datetime:
+    return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
+
+
+async def _pulse_off(h: Harness) -> None:
+    await h.pulse.update_config(enabled=False)
+
+
+async def test_two_engines_on_one_database_run_a_fire_once(db: AsyncDatabase[Doc]) -> None:
+    clock = FakeClock(utc(2026, 3, 2, 7, 59))  # Monday 08:59 Berlin
+    first, second = Harness(db, clock, "a"), Harness(db, clock, "b")
+    await _pulse_off(first)
+    job = await first.job("0 9 * * *")
+    await first.engine.start()
+    await second.engine.start()
+    clock.set(utc(2026, 3, 2, 8, 0, 3))
+    await asyncio.gather(first.engine.run_due(), second.engine.run_due())
+    await asyncio.gather(first.engine.run_due(), second.engine.run_due())
+    calls = first.cron_calls + second.cron_calls
+    assert calls == [(job.id, utc(2026, 3, 2, 8, 0))]
+    assert await db["runs"].count_documents({"job_id": job.id}) == 1
+    lease = await db["leases"].find_one({"key": cron_key(job.id, utc(2026, 3, 2, 8))})
+    assert lease is not None and lease["key"] == f"cron:{job.id}:2026-03-02T08:00:00.000000Z"
+    assert (await first.jobs.get(job.id)).next_fire_at == utc(2026, 3, 3, 8, 0)
+
+
+async def test_missed_fire_inside_the_grace_window_runs_once(db: AsyncDatabase[Doc]) -> None:
+    clock = FakeClock(utc(2026, 3, 2, 7, 30))
+    h = Harness(db, clock)
+    await _pulse_off(h)
+    job = await h.job("0 9 * * *")
+    clock.set(utc(2026, 3, 2, 8, 7))  # the process was down at 09:00 Berlin, back at 09:07
+    await h.engine.start()
+    fires = await h.engine.run_due()
+    assert [(f.action, f.scheduled_for) for f in fires] == [("run", utc(2026, 3, 2, 8))]
+    assert h.cron_calls == [(job.id, utc(2026, 3, 2, 8))]
+    assert await h.engine.run_due() == []  # once
+    assert await db["runs"].count_documents({"status": "skipped"}) == 0
+
+
+async def test_missed_fires_outside_the_grace_window_are_skipped(db: AsyncDatabase[Doc]) -> None:
+    clock = FakeClock(utc(2026, 3, 2, 8, 30))
+    h = Harness(db, clock)
+    await _pulse_off(h)
+    job = await h.job("0 * * * *")  # hourly
+    clock.set(utc(2026, 3, 2, 13, 30))  # down from 09:30 to 14:30 Berlin
+    fires = await h.engine.run_due()
+    assert h.cron_calls == []
+    skipped = await db["runs"].find({"job_id": job.id}, sort=[("scheduled_for", 1)]).to_list()
+    assert [r["scheduled_for"] for r in skipped] == [utc(2026, 3, 2, h_, 0) for h_ in range(9, 14)]
+    assert all(r["status"] == "skipped" and "missed by" in r["error"] for r in skipped)
+    assert "missed by 30 min (grace 10 min)" in skipped[-1]["error"]
+    assert len(fires) == 5
+    assert (await h.jobs.get(job.id)).next_fire_at == utc(2026, 3, 2, 14, 0)
+
+
+async def test_backlog_runs_only_the_latest_fire(db: AsyncDatabase[Doc]) -> None:
+    clock = FakeClock(utc(2026, 3, 2, 8, 0, 30))
+    h = Harness(db, clock)
+    await _pulse_off(h)
+    job = await h.job("*/5 * * * *")
+    clock.set(utc(2026, 3, 2, 8, 21, 10))  # fires 08:05 .. 08:20 missed
+    await h.engine.run_due()
+    assert h.cron_calls == [(job.id, utc(2026, 3, 2, 8, 20))]
+    runs = await db["runs"].find({"status": "skipped"}, sort=[("scheduled_for", 1)]).to_list()
+    reasons = {r["scheduled_for"].minute: r["error"] for r in runs}
+    assert set(reasons) == {5, 10, 15}
+    assert reasons[5].startswith("missed by 16 min")
+    assert reasons[15].startswith("superseded")
+
+
+async def test_a_long_backlog_is_summarised(db: AsyncDatabase[Doc]) -> None:
+    clock = FakeClock(utc(2026, 3, 2, 8, 0, 30))
+    h = Harness(db, clock)
+    await _pulse_off(h)
+    await h.job("* * * * *")
+    clock.advance(days=2)
+    await h.engine.run_due()
+    missed = await db["runs"].count_documents({"error": {"$regex": "^missed by"}})
+    superseded = await db["runs"].count_documents({"error": {"$regex": "^superseded"}})
+    assert missed == EngineConfig().skip_records and superseded == 9  # 10 inside the window
+    assert len(h.cron_calls) == 1
+    assert await db["runs"].count_documents({"error": {"$regex": "not recorded one by one"}}) == 1
+
+
+async def test_cron_across_the_berlin_dst_change(db: AsyncDatabase[Doc]) -> None:
+    clock = FakeClock(utc(2026, 3, 28, 12))
+    h = Harness(db, clock)
+    await _pulse_off(h)
+    job = await h.job("30 2 * * *")  # 02:30 does not exist on 29 March 2026 in Berlin
+    assert job.next_fire_at == utc(2026, 3, 29, 1, 0)  # 03:00 CEST, the end of the gap
+    clock.set(utc(2026, 3, 29, 1, 0, 5))
+    await h.engine.run_due()
+    assert h.cron_calls == [(job.id, utc(2026, 3, 29, 1, 0))]
+    assert (await h.jobs.get(job.id)).next_fire_at == utc(2026, 3, 30, 0, 30)  # 02:30 CEST
+
+
+async def test_pulse_grid_on_the_berlin_dst_day(db: AsyncDatabase[Doc]) -> None:
+    clock = FakeClock(utc(2026, 3, 28, 22, 30))  # Saturday 23:30 CET
+    h = Harness(db, clock)
+    await h.pulse.update_config(enabled=True, pulses_per_day=12, quiet_hours=[])
+    for _ in range(23 * 12):  # to Sunday 23:30 CEST
+        clock.advance(minutes=5)
+        await h.engine.run_due()
+    local = [t.astimezone(BERLIN).strftime("%H:%M") for t in h.pulse_calls]
+    # Sunday 29 March: 02:00 does not exist, so that slot is skipped, not moved.
+    assert local == ["00:00", *[f"{n:02d}:00" for n in range(4, 24, 2)]]
+    instants = [t.astimezone(UTC) for t in h.pulse_calls]
+    steps = [b - a for a, b in itertools.pairwise(instants)]
+    assert steps[0] == timedelta(hours=3) and set(steps[1:]) == {timedelta(hours=2)}
+
+
+async def test_changes_rearm_the_timer_at_once(db: AsyncDatabase[Doc]) -> None:
+    clock = FakeClock(utc(2026, 3, 2, 7, 0))
+    h = Harness(db, clock, timer=True)
+    await _pulse_off(h)
+    await h.engine.start()
+    try:
+        job = await h.job("0 9 * * *")
+        assert h.engine.armed[f"cron:{job.id}"] == utc(2026, 3, 2, 8, 0)
+        await h.jobs.update(job.id, cron_expression="30 8 * * *")
+        assert h.engine.armed[f"cron:{job.id}"] == utc(2026, 3, 2, 7, 30)
+        await h.jobs.toggle(job.id)
+        assert f"cron:{job.id}" not in h.engine.armed
+        await h.jobs.toggle(job.id)
+        assert f"cron:{job.id}" in h.engine.armed
+        await h.jobs.delete(job.id)
+        assert f"cron:{job.id}" not in h.engine.armed
+        await h.pulse.update_config(enabled=True, pulses_per_day=24, quiet_hours=[])
+        assert h.engine.armed["pulse"] == utc(2026, 3, 2, 7, 0) + timedelta(hours=1)
+    finally:
+        await h.engine.stop()
+
+
+async def test_the_real_timer_wakes_the_engine(db: AsyncDatabase[Doc]) -> None:
+    """Production path: APScheduler fires at the next minute, the engine runs the job."""
+    real = datetime.now(UTC)
+    boundary = real.replace(second=59, microsecond=700_000)
+    offset = boundary - real
+
+    def clock() -> datetime:
+        return datetime.now(UTC) + offset
+
+    h = Harness(db, clock, timer=True)
+    await _pulse_off(h)
+    await h.engine.start()
+    try:
+        job = await h.job("* * * * *", tz="UTC")
+        for _ in range(300):
+            if h.cron_calls:
+                break
+            await asyncio.sleep(0.01)
+        await h.engine.join()
+        assert len(h.cron_calls) == 1 and h.cron_calls[0][0] == job.id
+        assert h.engine.armed[f"cron:{job.id}"] == h.cron_calls[0][1] + timedelta(minutes=1)
+    finally:
+        await h.engine.stop()
+
+
+async def test_pulse_leases_and_interrupted_runs(db: AsyncDatabase[Doc]) -> None:
+    clock = FakeClock(utc(2026, 3, 2, 10))
+    runs = RunStore(db)
+    leases = LeaseStore(db, "a")
+    assert await leases.acquire(pulse_key(clock()), clock())
+    assert not await LeaseStore(db, "b").acquire(pulse_key(clock()), clock())
+    assert pulse_key(clock(), "manual").startswith("pulse:manual:")
+    await runs.start("cron", "x", clock(), clock() - timedelta(hours=1))
+    await runs.start("cron", "y", clock(), clock())
+    closed = await runs.close_interrupted(clock() - timedelta(minutes=5), clock())
+    assert closed == 1
+    stale = await db["runs"].find_one({"job_id": "x"})
+    assert stale is not None and stale["status"] == "failed" and "interrupted" in stale["error"]
+    assert await leases.prune(clock() + timedelta(days=8)) == 1
