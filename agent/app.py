@@ -16,7 +16,7 @@ from aiohttp import web
 
 from agent.config import Settings
 from agent.context import AgentDeps, Clock, system_clock
-from agent.dispatch import Dispatcher
+from agent.dispatch import COMMAND_HELP, Dispatcher
 from agent.llm.base import ModelClient
 from agent.service import Agent
 from agent.tools.catalog import ToolCatalog, core_catalog
@@ -70,6 +70,7 @@ def configured_channels(settings: Settings) -> list[Channel]:
                     if settings.telegram_webhook_secret
                     else None
                 ),
+                commands=list(COMMAND_HELP.items()),
             )
         )
     return found
@@ -128,6 +129,9 @@ async def build_app(
             note(f"channel: {channel.name}")
         for feature in features if features is not None else default_features():
             await feature(app, stack)
+        from agent.status import install_status_command
+
+        install_status_command(app)
         await pipeline.recover()
         yield app
 

@@ -21,10 +21,15 @@ log = logging.getLogger(__name__)
 REFUSAL = (
     "Hello! This is a private assistant and only answers its owner. Your message was not read."
 )
-HELP = (
-    "I'm your Watchkeeper. Just write to me.\n"
-    "/status - what is running\n/reset - start a new conversation\n/help - this text"
-)
+COMMAND_HELP: dict[str, str] = {
+    "/status": "what is running",
+    "/alerts": "open alerts",
+    "/jobs": "cron jobs and their next run",
+    "/pulse": "pulse status (/pulse run runs one now)",
+    "/reset": "start a new conversation",
+    "/help": "this text",
+}
+"""Descriptions shown by /help and registered as Telegram's command menu."""
 REFUSAL_EVERY = timedelta(days=1)
 
 Command = Callable[[InboundMessage, RunContext], Awaitable[list[Reply]]]
@@ -111,8 +116,12 @@ class Dispatcher:
         await stats.update_one({"_id": key}, {"$set": {"refused_at": now}})
         return [Reply(REFUSAL)]
 
+    def help_text(self) -> str:
+        lines = [f"{name} - {text}" for name, text in COMMAND_HELP.items() if name in self.commands]
+        return "I'm your Watchkeeper. Just write to me.\n" + "\n".join(lines)
+
     async def _help(self, message: InboundMessage, ctx: RunContext) -> list[Reply]:
-        return [Reply(HELP)]
+        return [Reply(self.help_text())]
 
     async def _reset(self, message: InboundMessage, ctx: RunContext) -> list[Reply]:
         await self.deps.conversations.reset(ctx.conversation_key)

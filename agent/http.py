@@ -12,6 +12,7 @@ from typing import Any
 from aiohttp import web
 
 from agent.app import App
+from agent.status import status_data
 
 log = logging.getLogger(__name__)
 APP_KEY: web.AppKey[App] = web.AppKey("watchkeeper", App)
@@ -49,17 +50,7 @@ async def admin_auth(
 
 
 async def api_status(request: web.Request) -> web.Response:
-    app = request.app[APP_KEY]
-    body: dict[str, Any] = {
-        "channels": app.status(),
-        "outbox": {
-            "pending": await app.outbox.pending_count(),
-            "failed": len(await app.outbox.failed()),
-        },
-    }
-    for section in app.status_sections:
-        body.update(await section())
-    return _json(body)
+    return _json(await status_data(request.app[APP_KEY]))
 
 
 def make_web_app(app: App) -> web.Application:

@@ -78,3 +78,32 @@ async def test_api_answers_503_without_a_configured_token(app: App) -> None:
         assert resp.status == 503
     finally:
         await client.close()
+
+
+async def _command(app: App, text: str) -> str:
+    from datetime import UTC, datetime
+
+    from channels.types import InboundMessage
+
+    message = InboundMessage(
+        channel="console",
+        external_id=text,
+        chat_id="owner",
+        sender_id="owner",
+        text=text,
+        received_at=datetime.now(UTC),
+    )
+    replies = await app.dispatcher.handle(message)
+    return "\n".join(r.text for r in replies)
+
+
+async def test_status_command_summarises_what_runs(app: App) -> None:
+    text = await _command(app, "/status")
+    assert text.startswith("Model: scripted")
+    assert "Pulse:" in text and "Cron jobs: 0" in text and "Open alerts: 0" in text
+
+
+async def test_help_lists_every_registered_command(app: App) -> None:
+    text = await _command(app, "/help")
+    for name in ("/status", "/alerts", "/jobs", "/pulse", "/reset", "/help"):
+        assert name in text

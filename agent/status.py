@@ -1,0 +1,60 @@
+"""The owner's ``/status``: one short message built from the same sections as
+``GET /api/status``, so the two never disagree."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.app import App
+from agent.context import RunContext
+from channels.types import InboundMessage, Reply
+
+
+async def status_data(app: App) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "channels": app.status(),
+        "outbox": {
+            "pending": await app.outbox.pending_count(),
+            "failed": len(await app.outbox.failed()),
+        },
+    }
+    for section in app.status_sections:
+        body.update(await section())
+    return body
+
+
+def status_text(data: dict[str, Any], model: str) -> str:
+    lines = [f"Model: {model}"]
+    channels = data.get("channels") or {}
+    if channels:
+        shown = []
+        for name, status in sorted(channels.items()):
+            state = status.get("state") or ("up" if status.get("connected", True) else "down")
+            shown.append(f"{name} {state}")
+        lines.append("Channels: " + ", ".join(shown))
+    pulse = data.get("pulse")
+    if pulse is not None:
+        if pulse.get("enabled"):
+            lines.append(
+                f"Pulse: {pulse['pulses_per_day']}/day, {pulse.get('done_today', 0)} done today, "
+                f"next {pulse.get('next_pulse_at') or 'not today'}"
+            )
+        else:
+            lines.append("Pulse: off")
+    if "cron_job_count" in data:
+        lines.append(f"Cron jobs: {data['cron_job_count']}")
+    alerts = data.get("alerts")
+    if alerts is not None:
+        codes = " ".join(f"#{a.get('code')}" for a in alerts[:5])
+        lines.append(f"Open alerts: {len(alerts)}" + (f" ({codes})" if codes else ""))
+    outbox = data["outbox"]
+    if outbox["pending"] or outbox["failed"]:
+        lines.append(f"Outbox: {outbox['pending']} pending, {outbox['failed']} failed to send")
+    return "\n".join(lines)
+
+
+def install_status_command(app: App) -> None:
+    async def status_command(message: InboundMessage, ctx: RunContext) -> list[Reply]:
+        return [Reply(status_text(await status_data(app), app.agent.model.name))]
+
+    app.dispatcher.commands["/status"] = status_command
