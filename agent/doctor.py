@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from base64 import b64encode
 from dataclasses import dataclass
 
 import aiohttp
@@ -86,6 +87,20 @@ async def check_model(settings: Settings, session: aiohttp.ClientSession) -> lis
     return checks
 
 
+async def check_twilio(settings: Settings, session: aiohttp.ClientSession) -> Check:
+    sid, token = settings.twilio_account_sid, settings.twilio_auth_token
+    if not (sid and token and settings.twilio_from_number):
+        return Check("sms", False, "disabled (TWILIO_ACCOUNT_SID/AUTH_TOKEN/FROM_NUMBER unset)")
+    base = (settings.twilio_api_base_url or "https://api.twilio.com").rstrip("/")
+    secret = token.get_secret_value()
+    ok, detail = await _http_ok(
+        session,
+        f"{base}/2010-04-01/Accounts/{sid}.json",
+        headers={"Authorization": "Basic " + b64encode(f"{sid}:{secret}".encode()).decode()},
+    )
+    return Check("sms", ok, f"Twilio: {detail}")
+
+
 async def check_channels(settings: Settings, session: aiohttp.ClientSession) -> list[Check]:
     checks = []
     if settings.telegram_bot_token is None:
@@ -96,15 +111,8 @@ async def check_channels(settings: Settings, session: aiohttp.ClientSession) -> 
         if not settings.owner_telegram_ids:
             detail += "; OWNER_TELEGRAM_IDS unset: nobody can talk to the agent"
         checks.append(Check("telegram", ok, detail))
-    sms = settings.twilio_account_sid and settings.twilio_auth_token and settings.twilio_from_number
-    checks.append(
-        Check(
-            "sms",
-            bool(sms),
-            "configured" if sms else "disabled (TWILIO_ACCOUNT_SID/AUTH_TOKEN/FROM_NUMBER unset)",
-        )
-    )
-    if sms and not settings.owner_phone:
+    checks.append(await check_twilio(settings, session))
+    if settings.twilio_account_sid and not settings.owner_phone:
         checks.append(Check("sms", False, "OWNER_PHONE unset: SMS alerts have nowhere to go"))
     checks.append(
         Check(
