@@ -8,8 +8,8 @@ unique key makes a redelivery harmless. Webhook mode answers 200 only after the
 sink returned, for the same reason.
 
 The bot token is part of every Bot API URL. It is never logged: errors are
-shown with the token blanked out, and while the channel runs a filter blanks
-it in httpx's request log lines too.
+shown with the token blanked out, and a filter blanks it in the httpx and PTB
+log lines that print URLs.
 """
 
 from __future__ import annotations
@@ -25,28 +25,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
-from telegram import (
-    Bot,
-    BotCommand,
-    Update,
-)
+from telegram import Bot, BotCommand, Update
 from telegram.constants import ChatAction
-from telegram.error import (
-    InvalidToken,
-    RetryAfter,
-    TelegramError,
-)
+from telegram.error import BadRequest, Conflict, InvalidToken, RetryAfter, TelegramError
 from telegram.request import HTTPXRequest
 
 from channels.telegram_inbound import ALLOWED_UPDATES, CHANNEL, to_inbound, update_kind
 from channels.telegram_send import TelegramSender, retry_after_seconds
-from channels.types import (
-    InboundMessage,
-    InboundSink,
-    OutboundMessage,
-    SendError,
-    SendResult,
-)
+from channels.types import InboundMessage, InboundSink, OutboundMessage, SendError, SendResult
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +151,11 @@ class TelegramChannel:
         self._running = False
         self._last_update_at: datetime | None = None
         self._username: str | None = None
-        self._sender = TelegramSender(self._bot, self._safe)
+        # At most pool_size API calls in flight; the rest wait here, in O(1). Left to
+        # httpx, hundreds of queued requests make its pool scheduling quadratic and
+        # trip its 1 s pool timeout.
+        self._slots = asyncio.Semaphore(pool_size)
+        self._sender = TelegramSender(self._bot, self._safe, self._slots)
 
     @property
     def mode(self) -> str:
@@ -191,7 +181,7 @@ class TelegramChannel:
             await self.stop()
             raise RuntimeError("Telegram rejected the bot token (TELEGRAM_BOT_TOKEN)") from None
         except TelegramError as exc:
-            log.warning("telegram is not reachable yet (%s); will keep trying", self._safe(exc))
+            log.warning("telegram set-up failed (%s); will keep trying", self._safe(exc))
         if self._webhook_url is None:
             self._task = asyncio.create_task(self._poll_loop(), name="telegram-poll")
         elif not self._ready:
@@ -200,7 +190,10 @@ class TelegramChannel:
     async def _setup(self) -> None:
         await self._bot.initialize()  # getMe, once
         self._username = self._bot.username
-        await self._bot.set_my_commands(self._commands)
+        try:
+            await self._bot.set_my_commands(self._commands)
+        except BadRequest as exc:  # a bad command name must not keep the bot deaf
+            log.warning("telegram refused the command menu: %s", self._safe(exc))
         if self._webhook_url is None:
             await self._bot.delete_webhook(drop_pending_updates=False)
         else:
@@ -263,6 +256,8 @@ class TelegramChannel:
                 await asyncio.sleep(retry_after_seconds(exc))
                 continue
             except Exception as exc:
+                if isinstance(exc, Conflict):  # a webhook was set again, or a second poller
+                    self._ready = False
                 self._connected = False
                 log.warning(
                     "telegram polling failed (%s); retrying in %.1fs",
@@ -308,7 +303,8 @@ class TelegramChannel:
     async def _accepted(self, update: Update) -> None:
         if update.callback_query is not None:
             try:
-                await update.callback_query.answer()  # stops the button's spinner
+                async with self._slots:
+                    await update.callback_query.answer()  # stops the button's spinner
             except TelegramError as exc:
                 log.debug("answerCallbackQuery failed: %s", self._safe(exc))
 
@@ -342,7 +338,8 @@ class TelegramChannel:
 
     async def typing(self, chat_id: str) -> None:
         try:
-            await self._bot.send_chat_action(chat_id, ChatAction.TYPING)
+            async with self._slots:
+                await self._bot.send_chat_action(chat_id, ChatAction.TYPING)
         except TelegramError as exc:
             log.debug("typing indicator failed: %s", self._safe(exc))
 

@@ -59,10 +59,18 @@ def _as_message_id(value: str | None) -> int | None:
 
 
 class TelegramSender:
-    def __init__(self, bot: Bot, describe_error: Callable[[BaseException], str]) -> None:
+    """The outbound half of the channel; ``describe_error`` renders an error without
+    the token, for logs and ``SendError`` texts."""
+
+    def __init__(
+        self,
+        bot: Bot,
+        describe_error: Callable[[BaseException], str],
+        slots: asyncio.Semaphore,
+    ) -> None:
         self._bot = bot
         self._describe = describe_error
-        """Renders an error for logs and ``SendError`` without the token."""
+        self._slots = slots
         self._progress: dict[str, list[str]] = {}
 
     async def send(self, message: OutboundMessage) -> SendResult:
@@ -71,7 +79,12 @@ class TelegramSender:
         If a later chunk fails, a retry of the same message skips the chunks
         already delivered.
         """
-        chunks = split_text(message.text) or ["…"]
+        chunks = split_text(message.text)
+        if not chunks:
+            if not message.buttons:
+                log.info("empty telegram message %s not sent", message.idempotency_key)
+                return SendResult(info={"skipped": "empty text"})
+            chunks = ["…"]  # Telegram needs some text to hang the buttons on
         done = self._progress.pop(message.idempotency_key, [])
         markup = _keyboard(message.buttons)
         reply_to = _as_message_id(message.reply_to)
@@ -109,7 +122,8 @@ class TelegramSender:
             params["reply_parameters"] = ReplyParameters(reply_to, allow_sending_without_reply=True)
         for attempt in range(2):
             try:
-                return await self._send_formatted(text, params)
+                async with self._slots:
+                    return await self._send_formatted(text, params)
             except RetryAfter as exc:
                 wait = retry_after_seconds(exc)
                 if attempt or wait > RETRY_AFTER_WAIT_MAX:

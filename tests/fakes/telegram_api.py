@@ -1,0 +1,391 @@
+"""A fake Telegram Bot API on 127.0.0.1, spoken to by the real python-telegram-bot.
+
+Routes are ``POST /bot<token>/<method>`` with form-encoded (as PTB sends them) or
+JSON bodies; answers are ``{"ok": true, "result": ...}`` or Telegram's error
+envelope. ``getUpdates`` long-polls like the real one: it waits up to ``timeout``
+seconds for an update, and an ``offset`` confirms (removes) every update below
+it, so a test can see exactly what the bot acknowledged.
+
+``sendMessage`` is checked the way Telegram checks it: empty text, more than
+4,096 characters after entity parsing, and malformed or unknown HTML tags are
+refused with 400. Failures can be scripted per method, and ``reject_html``
+refuses every HTML message with "can't parse entities".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import html
+import itertools
+import json
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from types import TracebackType
+from typing import Any, Self
+
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+Json = dict[str, Any]
+TOKEN = "123456789:AAFakeTokenForTests-xyz"
+BOT_ID = 123456789
+ALLOWED_TAGS = frozenset(
+    {"b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "code", "pre", "a", "span",
+     "tg-spoiler", "tg-emoji", "blockquote"}
+)  # fmt: skip
+
+
+@dataclass
+class Sent:
+    """One accepted ``sendMessage``."""
+
+    chat_id: str
+    text: str
+    parse_mode: str | None
+    reply_markup: Json | None
+    reply_to: int | None
+    message_id: int
+    at: float
+    """``time.perf_counter()`` when the request arrived."""
+
+    @property
+    def visible(self) -> str:
+        """The text a user sees (tags removed and entities decoded in HTML mode)."""
+        return _visible_text(self.text) if self.parse_mode == "HTML" else self.text
+
+    @property
+    def button_data(self) -> list[str]:
+        rows = (self.reply_markup or {}).get("inline_keyboard", [])
+        return [b["callback_data"] for row in rows for b in row]
+
+
+@dataclass
+class Failure:
+    status: int
+    description: str
+    retry_after: int | None = None
+
+
+class _TelegramHTML(HTMLParser):
+    """Checks tags the way Telegram does: known tags only, properly nested."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[str] = []
+        self.text: list[str] = []
+        self.error: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag not in ALLOWED_TAGS:
+            self.error = self.error or f'Unsupported start tag "{tag}"'
+        self.stack.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if not self.stack or self.stack.pop() != tag:
+            self.error = self.error or f'Unmatched end tag "{tag}"'
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def _check_html(text: str) -> tuple[str, str | None]:
+    parser = _TelegramHTML()
+    parser.feed(text)
+    parser.close()
+    if parser.stack and parser.error is None:
+        parser.error = f'Can\'t find end tag corresponding to start tag "{parser.stack[-1]}"'
+    return "".join(parser.text), parser.error
+
+
+def _visible_text(text: str) -> str:
+    return html.unescape(_check_html(text)[0])
+
+
+def _utf16(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+JSON_FIELDS = frozenset(
+    {"reply_markup", "reply_parameters", "allowed_updates", "commands", "chat_id", "offset",
+     "limit", "timeout", "message_id"}
+)  # fmt: skip
+
+
+def _decode(name: str, value: str) -> Any:
+    """PTB sends lists, objects and numbers JSON-encoded inside form fields."""
+    if name in JSON_FIELDS:
+        with contextlib.suppress(ValueError):
+            return json.loads(value)
+    return value
+
+
+def _error(status: int, description: str, retry_after: int | None = None) -> web.Response:
+    body: Json = {"ok": False, "error_code": status, "description": description}
+    if retry_after is not None:
+        body["parameters"] = {"retry_after": retry_after}
+    return web.json_response(body, status=status)
+
+
+class FakeTelegram:
+    def __init__(self, token: str = TOKEN, username: str = "watchkeeper_test_bot") -> None:
+        self.token = token
+        self.username = username
+        self.calls: list[tuple[str, Json]] = []
+        self.sent: list[Sent] = []
+        self.chat_actions: list[tuple[str, str]] = []
+        self.commands: list[Json] = []
+        self.webhook: Json | None = None
+        self.answered_callbacks: list[str] = []
+        self.confirmed: list[int] = []
+        self.pending: list[Json] = []
+        self.pushed_at: dict[int, float] = {}
+        self.failures: dict[str, deque[Failure | None]] = {}
+        self.reject_html = False
+        self.hanging: set[str] = set()
+        self._update_ids = itertools.count(1)
+        self._message_ids = itertools.count(1000)
+        self._wake = asyncio.Event()
+        self._closing = asyncio.Event()
+        self._server: TestServer | None = None
+        self._methods: dict[str, Callable[[Json], Any]] = {
+            "getMe": lambda _p: self.me,
+            "deleteWebhook": self._delete_webhook,
+            "setWebhook": self._set_webhook,
+            "setMyCommands": self._set_commands,
+            "sendChatAction": self._chat_action,
+            "answerCallbackQuery": self._answer_callback,
+        }
+
+    # -- scripting ---------------------------------------------------------
+    @property
+    def me(self) -> Json:
+        return {
+            "id": BOT_ID,
+            "is_bot": True,
+            "first_name": "Watchkeeper",
+            "username": self.username,
+        }
+
+    def fail(
+        self,
+        method: str,
+        status: int,
+        description: str,
+        times: int = 1,
+        retry_after: int | None = None,
+        after: int = 0,
+    ) -> None:
+        """After ``after`` normal answers, the next ``times`` calls of ``method`` fail so."""
+        queue = self.failures.setdefault(method, deque())
+        queue.extend(None for _ in range(after))
+        queue.extend(Failure(status, description, retry_after) for _ in range(times))
+
+    def push_update(self, update: Json) -> Json:
+        """Make ``update`` available to ``getUpdates`` (an ``update_id`` is added if missing)."""
+        update.setdefault("update_id", next(self._update_ids))
+        self.pending.append(update)
+        self.pushed_at.setdefault(update["update_id"], time.perf_counter())
+        self._wake.set()
+        self._wake = asyncio.Event()
+        return update
+
+    def message(self, user_id: int, chat_id: int | None = None, **content: Any) -> Json:
+        chat = chat_id if chat_id is not None else user_id
+        return {
+            "message_id": next(self._message_ids),
+            "date": int(time.time()),
+            "chat": {"id": chat, "type": "private" if chat == user_id else "group"},
+            "from": {"id": user_id, "is_bot": False, "first_name": f"User{user_id}"},
+            **content,
+        }
+
+    def push_text(
+        self, user_id: int, text: str, chat_id: int | None = None, reply_to: int | None = None
+    ) -> Json:
+        content: Json = {"text": text}
+        if reply_to is not None:
+            content["reply_to_message"] = self.message(BOT_ID, chat_id or user_id, text="earlier")
+            content["reply_to_message"]["message_id"] = reply_to
+        return self.push_update({"message": self.message(user_id, chat_id, **content)})
+
+    def push_content(self, user_id: int, **content: Any) -> Json:
+        """A message with any content: ``photo=[...]``, ``voice={...}``, ``caption=...``."""
+        return self.push_update({"message": self.message(user_id, **content)})
+
+    def push_photo(self, user_id: int, caption: str | None = None) -> Json:
+        size = {"file_id": "ph1", "file_unique_id": "u1", "width": 90, "height": 90}
+        extra = {"caption": caption} if caption else {}
+        return self.push_content(user_id, photo=[size], **extra)
+
+    def push_callback(self, user_id: int, data: str, message_id: int) -> Json:
+        carrier = self.message(BOT_ID, user_id, text="question")
+        carrier["message_id"] = message_id
+        query = {
+            "id": f"cb{message_id}",
+            "from": {"id": user_id, "is_bot": False, "first_name": f"User{user_id}"},
+            "chat_instance": "ci",
+            "message": carrier,
+            "data": data,
+        }
+        return self.push_update({"callback_query": query})
+
+    def requeue(self, update: Json) -> None:
+        """Offer ``update`` again, as Telegram does when a confirmation never arrived."""
+        self.pending.append(update)
+        self._wake.set()
+        self._wake = asyncio.Event()
+
+    # -- inspection --------------------------------------------------------
+    @property
+    def url(self) -> str:
+        assert self._server is not None, "fake not started"
+        return str(self._server.make_url("")).rstrip("/")
+
+    def calls_to(self, method: str) -> list[Json]:
+        return [params for name, params in self.calls if name == method]
+
+    async def wait_for(self, predicate: Callable[[], bool], within: float = 5.0) -> None:
+        deadline = time.monotonic() + within
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise TimeoutError("fake Telegram: condition not met in time")
+            await asyncio.sleep(0.005)
+
+    async def wait_sent(self, count: int, within: float = 5.0) -> list[Sent]:
+        await self.wait_for(lambda: len(self.sent) >= count, within)
+        return self.sent
+
+    async def wait_confirmed(self, update_id: int, within: float = 5.0) -> None:
+        await self.wait_for(lambda: update_id in self.confirmed, within)
+
+    # -- lifecycle ---------------------------------------------------------
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/bot{token}/{method}", self._handle)
+        self._server = TestServer(app, host="127.0.0.1", port=0)
+        await self._server.start_server(shutdown_timeout=0.5)
+
+    async def stop(self) -> None:
+        self._closing.set()
+        self._wake.set()
+        if self._server is not None:
+            await self._server.close()
+            self._server = None
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    # -- the API -----------------------------------------------------------
+    async def _params(self, request: web.Request) -> Json:
+        if request.content_type == "application/json":
+            body = await request.json()
+            return dict(body) if isinstance(body, dict) else {}
+        form = await request.post()
+        return {k: _decode(k, v) for k, v in form.items() if isinstance(v, str)}
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        if request.match_info["token"] != self.token:
+            return _error(401, "Unauthorized")
+        method = request.match_info["method"]
+        params = await self._params(request)
+        self.calls.append((method, params))
+        if method in self.hanging:
+            await self._closing.wait()
+            return _error(500, "Internal Server Error")
+        queue = self.failures.get(method)
+        failure = queue.popleft() if queue else None
+        if failure is not None:
+            return _error(failure.status, failure.description, failure.retry_after)
+        if method == "getUpdates":
+            return web.json_response({"ok": True, "result": await self._get_updates(params)})
+        if method == "sendMessage":
+            return self._send_message(params)
+        handler = self._methods.get(method)
+        if handler is None:
+            return _error(404, "Not Found")
+        return web.json_response({"ok": True, "result": handler(params)})
+
+    async def _get_updates(self, params: Json) -> list[Json]:
+        offset = params.get("offset")
+        if isinstance(offset, int):
+            gone = [u for u in self.pending if u["update_id"] < offset]
+            self.confirmed.extend(u["update_id"] for u in gone)
+            self.pending = [u for u in self.pending if u["update_id"] >= offset]
+        limit = int(params.get("limit") or 100)
+        deadline = time.monotonic() + float(params.get("timeout") or 0)
+        while not self.pending and not self._closing.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), remaining)
+        return self.pending[:limit]
+
+    def _send_message(self, params: Json) -> web.Response:
+        text = str(params.get("text", ""))
+        parse_mode = params.get("parse_mode")
+        visible = text
+        if parse_mode == "HTML":
+            if self.reject_html:
+                return _error(400, "Bad Request: can't parse entities: rejected by the fake")
+            visible, problem = _check_html(text)
+            if problem:
+                return _error(400, f"Bad Request: can't parse entities: {problem}")
+            visible = html.unescape(visible)
+        if not visible.strip():
+            return _error(400, "Bad Request: message text is empty")
+        if _utf16(visible) > 4096:
+            return _error(400, "Bad Request: message is too long")
+        reply = params.get("reply_parameters")
+        sent = Sent(
+            chat_id=str(params.get("chat_id")),
+            text=text,
+            parse_mode=parse_mode,
+            reply_markup=params.get("reply_markup"),
+            reply_to=reply.get("message_id") if isinstance(reply, dict) else None,
+            message_id=next(self._message_ids),
+            at=time.perf_counter(),
+        )
+        self.sent.append(sent)
+        chat_id = params.get("chat_id")
+        result = {
+            "message_id": sent.message_id,
+            "date": int(time.time()),
+            "chat": {"id": chat_id if isinstance(chat_id, int) else 0, "type": "private"},
+            "from": self.me,
+            "text": visible,
+        }
+        return web.json_response({"ok": True, "result": result})
+
+    def _delete_webhook(self, _params: Json) -> bool:
+        self.webhook = None
+        return True
+
+    def _set_webhook(self, params: Json) -> bool:
+        self.webhook = params
+        return True
+
+    def _set_commands(self, params: Json) -> bool:
+        self.commands = list(params.get("commands") or [])
+        return True
+
+    def _chat_action(self, params: Json) -> bool:
+        self.chat_actions.append((str(params.get("chat_id")), str(params.get("action"))))
+        return True
+
+    def _answer_callback(self, params: Json) -> bool:
+        self.answered_callbacks.append(str(params.get("callback_query_id")))
+        return True
