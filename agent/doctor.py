@@ -40,7 +40,7 @@ async def check_database(settings: Settings) -> Check:
         if uri is None:
             embedded = EmbeddedServer(settings.data_dir)
             uri = await embedded.start()
-        client = make_client(uri, direct=embedded is not None)
+        client = make_client(uri, embedded=embedded is not None)
         try:
             await client.admin.command("ping")
         finally:

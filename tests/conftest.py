@@ -104,7 +104,11 @@ def mongo_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="session")
 async def mongo_client(mongo_server: str) -> AsyncIterator[AsyncMongoClient[dict[str, Any]]]:
     client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
-        mongo_server, directConnection=True, tz_aware=True, serverSelectionTimeoutMS=5000
+        mongo_server,
+        directConnection=True,
+        retryWrites=False,
+        tz_aware=True,
+        serverSelectionTimeoutMS=5000,
     )
     try:
         yield client
