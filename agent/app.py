@@ -119,7 +119,9 @@ async def build_app(
         app = App(
             settings, database, deps, agent, dispatcher, outbox, pipeline, catalog, chans, clock
         )
-        await outbox.start()
+        # The owner of the embedded server (DATA_DIR lock) is the only process that
+        # can have been sending; anywhere else a send may still be in flight.
+        await outbox.start(sole_owner=database.owns_server)
         stack.push_async_callback(outbox.stop)
         stack.push_async_callback(pipeline.stop)
         for channel in channels if channels is not None else configured_channels(settings):
@@ -132,7 +134,7 @@ async def build_app(
         from agent.status import install_status_command
 
         install_status_command(app)
-        await pipeline.recover()
+        await pipeline.recover(sole_owner=database.owns_server)
         yield app
 
 

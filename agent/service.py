@@ -77,6 +77,11 @@ class Agent:
             ctx.conversation_key, channel=ctx.channel, chat_id=ctx.chat_id
         )
         conv_id: ObjectId = conversation["_id"]
+        inbox_id = ctx.extra.get("inbox_id")
+        if inbox_id and ctx.extra.get("replay"):
+            earlier = await deps.messages.answer_for(str(inbox_id))
+            if earlier is not None:  # answered before a crash: same answer, no tokens
+                return AgentReply(text=earlier, conversation_id=conv_id)
         docs, instruction = await asyncio.gather(
             deps.messages.recent(conv_id, limit=1 if isolated else 200), deps.instructions.get()
         )
@@ -88,6 +93,7 @@ class Agent:
             toolset = toolset.only(lambda _: False)
         system = await build_system_prompt(instruction, ctx, toolset, self.sections)
         reply = AgentReply(text="", conversation_id=conv_id)
+        asked = {"sender": ctx.sender, **({"inbox_id": str(inbox_id)} if inbox_id else {})}
         try:
             result = await run_loop(
                 self.model, system, [*history, incoming], toolset, ctx, self.max_turns
@@ -95,11 +101,11 @@ class Agent:
         except ModelError as exc:
             # The message is kept (with a marker) so the conversation shows what was lost.
             log.error("model failed for %s: %s", ctx.conversation_key, exc)
-            stored = _to_docs([incoming], {"sender": ctx.sender})
+            stored = _to_docs([incoming], asked)
             stored.append({"role": "assistant", "parts": [], "error": "model_unavailable"})
             reply.text, reply.failed = APOLOGY, True
         else:
-            stored = _to_docs([incoming], {"sender": ctx.sender}) + self._result_docs(result)
+            stored = _to_docs([incoming], asked) + self._result_docs(result)
             reply.text, reply.usage, reply.tool_calls = result.text, result.usage, result.tool_calls
             reply.exhausted = result.exhausted
         # One write per exchange: the inbox already holds the message durably until

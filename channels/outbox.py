@@ -60,7 +60,7 @@ class Outbox:
         self._poll = poll_seconds
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._inflight: set[asyncio.Task[Any]] = set()
+        self._timers: set[asyncio.TimerHandle] = set()
 
     async def enqueue(self, message: OutboundMessage, *, send_now: bool = True) -> bool:
         """Store ``message``; False when its idempotency key was already stored."""
@@ -107,7 +107,7 @@ class Outbox:
                 raise SendError(f"channel {doc['channel']!r} is not running", retryable=True)
             result = await channel.send(to_message(doc))
         except SendError as exc:
-            await self._failed_attempt(doc, str(exc), exc.retryable)
+            await self._failed_attempt(doc, str(exc), exc.retryable, exc.retry_after)
             return
         except Exception as exc:
             log.exception("unexpected error sending outbox %s", doc["idempotency_key"])
@@ -125,10 +125,12 @@ class Outbox:
             },
         )
 
-    async def _failed_attempt(self, doc: Doc, error: str, retryable: bool) -> None:
+    async def _failed_attempt(
+        self, doc: Doc, error: str, retryable: bool, retry_after: float | None = None
+    ) -> None:
         attempts = int(doc["attempts"])
         if retryable and attempts <= len(self._delays):
-            delay = self._delays[attempts - 1]
+            delay = max(self._delays[attempts - 1], retry_after or 0.0)
             await self._coll.update_one(
                 {"_id": doc["_id"]},
                 {
@@ -140,6 +142,7 @@ class Outbox:
                 },
             )
             log.warning("send to %s failed (attempt %d): %s", doc["channel"], attempts, error)
+            self._wake_in(delay)
             return
         await self._coll.update_one(
             {"_id": doc["_id"]},
@@ -165,18 +168,38 @@ class Outbox:
             sent += 1
             await self._send_claimed(doc)
 
-    async def recover(self) -> None:
-        """Messages left ``sending`` by a process that died go back to ``pending``."""
-        await self._coll.update_many(
-            {"status": "sending", "claimed_at": {"$lt": self._clock() - STALE_SENDING}},
-            {"$set": {"status": "pending"}},
-        )
+    def _wake_in(self, delay: float) -> None:
+        """Wake the retry loop when a retry falls due, not at the next poll."""
+        if self._task is None:
+            return
 
-    async def start(self) -> None:
-        await self.recover()
+        def fire() -> None:
+            self._timers.discard(handle)
+            self._wake.set()
+
+        handle = asyncio.get_running_loop().call_later(delay, fire)
+        self._timers.add(handle)
+
+    async def recover(self, *, all_sending: bool = False) -> None:
+        """Messages left ``sending`` by a process that died go back to ``pending``.
+
+        With ``all_sending`` (this process owns the database, so nobody else can be
+        mid-send) they go back at once; otherwise only after ``STALE_SENDING``, since
+        another instance on the same MongoDB may still be sending them.
+        """
+        query: Doc = {"status": "sending"}
+        if not all_sending:
+            query["claimed_at"] = {"$lt": self._clock() - STALE_SENDING}
+        await self._coll.update_many(query, {"$set": {"status": "pending"}})
+
+    async def start(self, *, sole_owner: bool = False) -> None:
+        await self.recover(all_sending=sole_owner)
         self._task = asyncio.create_task(self._run(), name="outbox")
 
     async def stop(self) -> None:
+        for handle in self._timers:
+            handle.cancel()
+        self._timers.clear()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -6,16 +6,19 @@
    in parallel, with a bound on concurrent handler (model) calls.
 3. Replies go to the outbox under ``<inbox id>:<n>`` keys, so a message handled
    again after a crash produces no second reply.
-4. On start, messages left ``pending`` or ``processing`` are handled again.
+4. On start, messages a dead process left ``processing`` are handled again: at
+   once when this process owns the database, else once their claim is stale (another
+   instance on the same MongoDB may still be working on them).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from bson import ObjectId
@@ -30,6 +33,8 @@ log = logging.getLogger(__name__)
 Doc = dict[str, Any]
 Handler = Callable[[InboundMessage], Awaitable[list[Reply]]]
 TYPING_EVERY = 4.0
+STALE_CLAIM = timedelta(minutes=15)
+"""Longer than any exchange can take (model retries and tool calls included)."""
 
 
 def _from_doc(doc: Doc) -> InboundMessage:
@@ -65,6 +70,8 @@ class Pipeline:
         self._queues: dict[str, asyncio.Queue[Doc | ObjectId]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._stopping = False
+        self._recoverable: Doc = {"status": "pending"}
+        """What ``recover`` may claim; the same filter guards the claim itself."""
 
     async def submit(self, message: InboundMessage) -> bool:
         """Store and queue ``message``; False when it was already received."""
@@ -79,8 +86,10 @@ class Pipeline:
             "meta": message.meta,
             "received_at": message.received_at,
             "conversation_key": message.conversation_key,
-            "status": "pending",
-            "attempts": 0,
+            # Stored already claimed by this process: it handles the message right away.
+            "status": "processing",
+            "claimed_at": self._clock(),
+            "attempts": 1,
         }
         try:
             await self._inbox.insert_one(doc)
@@ -122,9 +131,10 @@ class Pipeline:
         """
         if isinstance(item, ObjectId):
             doc = await self._inbox.find_one_and_update(
-                {"_id": item, "status": {"$in": ["pending", "processing"]}},
-                {"$set": {"status": "processing", "started_at": self._clock()}},
-            )
+                {"_id": item, **self._recoverable},
+                {"$set": {"claimed_at": self._clock(), "status": "processing"},
+                 "$inc": {"attempts": 1}},
+            )  # fmt: skip
             if doc is None:
                 return
             replayed = await self._outbox_has_replies(doc["_id"])
@@ -133,6 +143,12 @@ class Pipeline:
         inbox_id: ObjectId = doc["_id"]
         if not replayed:
             message = _from_doc(doc)
+            # The handler learns which stored message this is, and whether an earlier
+            # attempt may already have answered it (so it can reuse that answer).
+            meta = {**message.meta, "inbox_id": str(inbox_id)}
+            if int(doc.get("attempts", 1)) > 1:
+                meta["replay"] = True
+            message = dataclasses.replace(message, meta=meta)
             replies = await self._handle(message)
             for n, reply in enumerate(replies):
                 await self._outbox.enqueue(self._outbound(message, inbox_id, n, reply))
@@ -178,12 +194,23 @@ class Pipeline:
             meta=reply.meta,
         )
 
-    async def recover(self) -> int:
-        """Queue messages a previous process stored but did not finish, oldest first."""
+    async def recover(self, *, sole_owner: bool = False) -> int:
+        """Queue messages a dead process stored but did not finish, oldest first.
+
+        ``sole_owner``: this process owns the database, so every unfinished message
+        is orphaned; otherwise only those whose claim is older than ``STALE_CLAIM``.
+        """
+        query: Doc = {"status": {"$in": ["pending", "processing"]}}
+        if not sole_owner:
+            query = {
+                "$or": [
+                    {"status": "pending"},
+                    {"status": "processing", "claimed_at": {"$lt": self._clock() - STALE_CLAIM}},
+                ]
+            }
+        self._recoverable = query
         cursor = self._inbox.find(
-            {"status": {"$in": ["pending", "processing"]}},
-            projection={"conversation_key": 1},
-            sort=[("received_at", 1)],
+            query, projection={"conversation_key": 1}, sort=[("received_at", 1)]
         )
         count = 0
         async for doc in cursor:

@@ -149,4 +149,5 @@ class TelegramSender:
         if isinstance(exc, Forbidden | InvalidToken | ChatMigrated | BadRequest):
             return SendError(text, retryable=False)
         # RetryAfter, TimedOut, NetworkError (connection failures, 5xx answers), and others.
-        return SendError(text, retryable=True)
+        wait = retry_after_seconds(exc) if isinstance(exc, RetryAfter) else None
+        return SendError(text, retryable=True, retry_after=wait)

@@ -55,11 +55,13 @@ class SendResult:
 
 
 class SendError(Exception):
-    """Sending failed; ``retryable`` says whether trying again may help."""
+    """Sending failed; ``retryable`` says whether trying again may help, and
+    ``retry_after`` how long the service asked us to wait (seconds), when it said."""
 
-    def __init__(self, message: str, *, retryable: bool) -> None:
+    def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retryable = retryable
+        self.retry_after = retry_after
 
 
 InboundSink = Callable[[InboundMessage], Awaitable[bool]]

@@ -25,6 +25,9 @@ class Database:
     client: AsyncMongoClient[Doc]
     db: AsyncDatabase[Doc]
     embedded: bool
+    owns_server: bool = False
+    """True when this process started the embedded server and so is its only writer
+    apart from commands that attach to it briefly."""
 
     async def ping(self) -> bool:
         try:
@@ -54,7 +57,12 @@ async def open_database(uri: str | None, db_name: str, data_dir: Path) -> AsyncI
     try:
         client = make_client(uri, embedded=embedded is not None)
         try:
-            database = Database(client=client, db=client[db_name], embedded=embedded is not None)
+            database = Database(
+                client=client,
+                db=client[db_name],
+                embedded=embedded is not None,
+                owns_server=embedded is not None and embedded.owner,
+            )
             await ensure_indexes(database.db)
             yield database
         finally:

@@ -11,7 +11,10 @@ from storage import collections as c
 
 INDEXES: dict[str, list[IndexModel]] = {
     c.CONVERSATIONS: [IndexModel([("key", ASCENDING), ("active", ASCENDING)])],
-    c.MESSAGES: [IndexModel([("conversation_id", ASCENDING), ("seq", ASCENDING)], unique=True)],
+    c.MESSAGES: [
+        IndexModel([("conversation_id", ASCENDING), ("seq", ASCENDING)], unique=True),
+        IndexModel([("inbox_id", ASCENDING)], sparse=True),
+    ],
     c.INBOX: [
         IndexModel([("channel", ASCENDING), ("external_id", ASCENDING)], unique=True),
         IndexModel([("status", ASCENDING), ("received_at", ASCENDING)]),

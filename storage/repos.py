@@ -135,6 +135,27 @@ class MessageRepo:
         ]
         await self._coll.insert_many(docs, ordered=True)
 
+    async def answer_for(self, inbox_id: str) -> str | None:
+        """The stored final answer to inbound message ``inbox_id``, if it was answered."""
+        asked = await self._coll.find_one({"inbox_id": inbox_id, "role": "user"})
+        if asked is None:
+            return None
+        cursor = self._coll.find(
+            {"conversation_id": asked["conversation_id"], "seq": {"$gt": asked["seq"]}},
+            sort=[("seq", 1)],
+            limit=40,
+        )
+        answer: str | None = None
+        async for doc in cursor:
+            if doc["role"] == "user":
+                break
+            if doc.get("error"):
+                return None
+            texts = [p.get("text", "") for p in doc.get("parts", []) if p.get("kind") == "text"]
+            if doc["role"] == "assistant" and texts:
+                answer = "".join(texts)
+        return answer
+
     async def recent(self, conversation_id: ObjectId, limit: int = 200) -> list[Doc]:
         cursor = self._coll.find(
             {"conversation_id": conversation_id}, sort=[("seq", -1)], limit=limit

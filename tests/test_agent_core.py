@@ -137,3 +137,24 @@ async def test_reset_starts_a_new_conversation(deps: AgentDeps) -> None:
 def test_message_parts_round_trip() -> None:
     m = ModelMessage(role="assistant", parts=[TextPart(text="x", provider_data={"sig": "abc"})])
     assert ModelMessage.model_validate(m.model_dump(mode="json")) == m
+
+
+async def test_a_replayed_message_reuses_the_stored_answer(deps: AgentDeps) -> None:
+    model = ScriptedModel(lambda r: "the answer")
+    agent = _agent(model)
+    ctx = RunContext(deps=deps, extra={"inbox_id": "abc123"})
+    assert (await agent.respond("question", ctx)).text == "the answer"
+    # The process died before the reply reached the outbox; the message is handled again.
+    replay = RunContext(deps=deps, extra={"inbox_id": "abc123", "replay": True})
+    again = await agent.respond("question", replay)
+    assert again.text == "the answer" and len(model.requests) == 1
+    assert await deps.db["messages"].count_documents({"role": "user"}) == 1
+
+
+async def test_a_replay_after_a_model_failure_asks_the_model_again(deps: AgentDeps) -> None:
+    model = ScriptedModel(lambda r: unavailable())
+    agent = _agent(model)
+    await agent.respond("question", RunContext(deps=deps, extra={"inbox_id": "x1"}))
+    model.responder = sequence("now it works")
+    replay = RunContext(deps=deps, extra={"inbox_id": "x1", "replay": True})
+    assert (await agent.respond("question", replay)).text == "now it works"

@@ -1,0 +1,158 @@
+"""The shared pipeline and outbox with a recording channel, on a real database."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from pymongo.asynchronous.database import AsyncDatabase
+
+from channels.outbox import Outbox
+from channels.pipeline import Pipeline
+from channels.types import InboundMessage, OutboundMessage, Reply, SendError, SendResult
+
+Doc = dict[str, Any]
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Recorder:
+    name = "rec"
+
+    def __init__(self, failures: list[SendError] | None = None) -> None:
+        self.sent: list[tuple[float, OutboundMessage]] = []
+        self.failures = list(failures or [])
+
+    async def start(self, sink: Any) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+    async def send(self, message: OutboundMessage) -> SendResult:
+        if self.failures:
+            raise self.failures.pop(0)
+        self.sent.append((time.monotonic(), message))
+        return SendResult(external_ids=(str(len(self.sent)),))
+
+    async def typing(self, chat_id: str) -> None:
+        return None
+
+    def status(self) -> dict[str, Any]:
+        return {}
+
+
+def inbound(chat: str, n: int) -> InboundMessage:
+    return InboundMessage(
+        channel="rec", external_id=f"{chat}-{n}", chat_id=chat, sender_id="u",
+        text=f"{chat} message {n}", received_at=now(),
+    )  # fmt: skip
+
+
+async def test_one_conversation_in_order_many_in_parallel(db: AsyncDatabase[Doc]) -> None:
+    running: set[str] = set()
+    peak = 0
+
+    async def handler(message: InboundMessage) -> list[Reply]:
+        nonlocal peak
+        assert message.chat_id not in running, "two messages of one chat at once"
+        running.add(message.chat_id)
+        peak = max(peak, len(running))
+        await asyncio.sleep(random.uniform(0.01, 0.05))
+        running.discard(message.chat_id)
+        return [Reply(message.text)]
+
+    channel = Recorder()
+    outbox = Outbox(db, {"rec": channel}, now)
+    pipeline = Pipeline(db, handler, outbox, {"rec": channel}, now, max_concurrency=3)
+    for n in range(5):
+        for chat in ("a", "b", "c", "d", "e"):
+            assert await pipeline.submit(inbound(chat, n))
+    await pipeline.join()
+    for chat in ("a", "b", "c", "d", "e"):
+        texts = [m.text for _, m in channel.sent if m.chat_id == chat]
+        assert texts == [f"{chat} message {n}" for n in range(5)]
+    assert peak == 3  # parallel across chats, bounded by max_concurrency
+
+
+async def test_a_duplicate_delivery_is_handled_once(db: AsyncDatabase[Doc]) -> None:
+    calls: list[str] = []
+
+    async def handler(message: InboundMessage) -> list[Reply]:
+        calls.append(message.external_id)
+        return [Reply("ok")]
+
+    channel = Recorder()
+    outbox = Outbox(db, {"rec": channel}, now)
+    pipeline = Pipeline(db, handler, outbox, {"rec": channel}, now)
+    assert await pipeline.submit(inbound("a", 1))
+    assert not await pipeline.submit(inbound("a", 1))
+    await pipeline.join()
+    assert calls == ["a-1"] and len(channel.sent) == 1
+
+
+async def test_retry_waits_as_long_as_the_service_asked(db: AsyncDatabase[Doc]) -> None:
+    channel = Recorder([SendError("slow down", retryable=True, retry_after=0.4)])
+    outbox = Outbox(db, {"rec": channel}, now, delays=(0.01, 0.01), poll_seconds=30)
+    await outbox.start()
+    try:
+        started = time.monotonic()
+        await outbox.enqueue(OutboundMessage("rec", "a", "hello", "k1"))
+        while not channel.sent and time.monotonic() - started < 5:
+            await asyncio.sleep(0.02)
+        waited = channel.sent[0][0] - started
+        # Not before Telegram's retry-after, and not at the next 30 s poll either.
+        assert 0.4 <= waited < 2.0
+    finally:
+        await outbox.stop()
+
+
+async def test_a_reply_that_finally_fails_is_kept_and_reported(db: AsyncDatabase[Doc]) -> None:
+    reported: list[Doc] = []
+    gave_up = asyncio.Event()
+
+    async def on_failure(doc: Doc) -> None:
+        reported.append(doc)
+        gave_up.set()
+
+    failures = [SendError("HTTP 500", retryable=True)] * 2 + [SendError("blocked", retryable=False)]
+    channel = Recorder(failures)
+    outbox = Outbox(db, {"rec": channel}, now, delays=(0.01, 0.01, 0.01), on_failure=on_failure)
+    await outbox.start()
+    try:
+        await outbox.enqueue(OutboundMessage("rec", "a", "important", "k2"))
+        await asyncio.wait_for(gave_up.wait(), 5)
+    finally:
+        await outbox.stop()
+    doc = await db["outbox"].find_one({"idempotency_key": "k2"})
+    assert doc is not None and doc["status"] == "failed" and doc["last_error"] == "blocked"
+    assert doc["attempts"] == 3 and doc["text"] == "important"
+    assert [d["idempotency_key"] for d in reported] == ["k2"]
+
+
+async def test_a_second_instance_leaves_fresh_work_alone(db: AsyncDatabase[Doc]) -> None:
+    started = asyncio.Event()
+    release = asyncio.Event()
+
+    async def slow(message: InboundMessage) -> list[Reply]:
+        started.set()
+        await release.wait()
+        return [Reply("first instance")]
+
+    async def other(message: InboundMessage) -> list[Reply]:
+        return [Reply("second instance")]
+
+    channel = Recorder()
+    first = Pipeline(db, slow, Outbox(db, {"rec": channel}, now), {"rec": channel}, now)
+    await first.submit(inbound("a", 1))
+    await started.wait()
+    second = Pipeline(db, other, Outbox(db, {"rec": channel}, now), {"rec": channel}, now)
+    assert await second.recover() == 0  # the message is fresh and claimed by `first`
+    release.set()
+    await first.join()
+    assert [m.text for _, m in channel.sent] == ["first instance"]
