@@ -27,6 +27,7 @@ class Recorder:
     def __init__(self, failures: list[SendError] | None = None) -> None:
         self.sent: list[tuple[float, OutboundMessage]] = []
         self.failures = list(failures or [])
+        self.delivered = asyncio.Event()
 
     async def start(self, sink: Any) -> None:
         return None
@@ -38,6 +39,7 @@ class Recorder:
         if self.failures:
             raise self.failures.pop(0)
         self.sent.append((time.monotonic(), message))
+        self.delivered.set()
         return SendResult(external_ids=(str(len(self.sent)),))
 
     async def typing(self, chat_id: str) -> None:
@@ -103,8 +105,7 @@ async def test_retry_waits_as_long_as_the_service_asked(db: AsyncDatabase[Doc]) 
     try:
         started = time.monotonic()
         await outbox.enqueue(OutboundMessage("rec", "a", "hello", "k1"))
-        while not channel.sent and time.monotonic() - started < 5:
-            await asyncio.sleep(0.02)
+        await asyncio.wait_for(channel.delivered.wait(), 5)
         waited = channel.sent[0][0] - started
         # Not before Telegram's retry-after, and not at the next 30 s poll either.
         assert 0.4 <= waited < 2.0
