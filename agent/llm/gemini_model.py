@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import logging
 import re
-import uuid
 from typing import Any
 
 import aiohttp
@@ -30,6 +29,7 @@ from agent.llm.types import (
     ToolResultPart,
     ToolSpec,
     Usage,
+    new_call_id,
 )
 
 log = logging.getLogger(__name__)
@@ -55,11 +55,6 @@ _BLOCKED = {
     "IMAGE_PROHIBITED_CONTENT",
 }
 _TRANSIENT = {"MALFORMED_FUNCTION_CALL", "MALFORMED_RESPONSE", "MISSING_THOUGHT_SIGNATURE"}
-
-
-def new_call_id() -> str:
-    """An id for a call Gemini sent without one; unique so histories never collide."""
-    return f"call_{uuid.uuid4().hex[:12]}"
 
 
 class GeminiModel:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import uuid
 from typing import Any, cast
 from urllib.parse import urlsplit
 
@@ -31,6 +30,7 @@ from agent.llm.types import (
     ToolResultPart,
     ToolSpec,
     Usage,
+    new_call_id,
 )
 
 log = logging.getLogger(__name__)
@@ -43,10 +43,6 @@ _DETAIL_LIMIT = 500
 
 class _ToolsUnsupported(Exception):
     """The server refused the ``tools`` parameter; retry the request in text mode."""
-
-
-def new_call_id() -> str:
-    return f"call_{uuid.uuid4().hex[:12]}"
 
 
 class OpenAIModel:

@@ -8,6 +8,7 @@ unchanged by the adapter that produced it.
 
 from __future__ import annotations
 
+import uuid
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
@@ -78,6 +79,12 @@ class ToolSpec(BaseModel):
     name: str
     description: str
     parameters: dict[str, Any]
+
+
+def new_call_id() -> str:
+    """An id for a tool call the provider sent without one (Gemini, text-mode calls);
+    random, so ids in stored histories never collide across restarts."""
+    return f"call_{uuid.uuid4().hex[:12]}"
 
 
 def user_message(text: str) -> ModelMessage:
