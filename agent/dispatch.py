@@ -27,7 +27,7 @@ COMMAND_HELP: dict[str, str] = {
     "/jobs": "cron jobs and their next run",
     "/pulse": "pulse status (/pulse run runs one now)",
     "/reset": "start a new conversation",
-    "/help": "this text",
+    "/help": "what I can do",
 }
 """Descriptions shown by /help and registered as Telegram's command menu."""
 REFUSAL_EVERY = timedelta(days=1)

@@ -25,7 +25,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from agent.config import Settings
 from agent.context import AgentDeps, RunContext
 from agent.dispatch import Dispatcher
-from agent.history import count_tokens
 from agent.llm.types import ModelMessage, ModelResponse, TextPart, ToolSpec, Usage
 from agent.prompt import build_system_prompt
 from agent.service import Agent
@@ -34,6 +33,7 @@ from channels.outbox import Outbox
 from channels.pipeline import Pipeline
 from channels.types import InboundMessage, OutboundMessage, SendResult
 from storage.db import open_database
+from tests.tokens import count_tokens
 
 
 class InstantModel:

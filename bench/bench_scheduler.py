@@ -29,7 +29,6 @@ sys.path.insert(0, str(ROOT))
 
 from agent.app import App, build_app  # noqa: E402
 from agent.config import Settings  # noqa: E402
-from agent.history import count_tokens  # noqa: E402
 from agent.scheduling import Scheduling, SchedulingOptions, scheduling  # noqa: E402
 from channels.types import InboundSink, OutboundMessage, SendResult  # noqa: E402
 from scheduler.cron import next_fires  # noqa: E402
@@ -40,6 +39,7 @@ from scheduler.pulse_state import PulseStore  # noqa: E402
 from scheduler.runs import RunStore  # noqa: E402
 from storage.db import open_database  # noqa: E402
 from tests.fakes.scripted import Request, ScriptedModel  # noqa: E402
+from tests.tokens import count_tokens  # noqa: E402
 
 JOBS = 10_000
 SAME_MINUTE = 200

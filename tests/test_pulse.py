@@ -13,7 +13,6 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from agent.app import App
 from agent.context import RunContext
-from agent.history import count_tokens
 from agent.http import make_web_app
 from agent.scheduling import SchedulingOptions
 from tests.fakes.scripted import Request, ScriptedModel, sequence
@@ -27,6 +26,7 @@ from tests.scheduling_kit import (
     tool_call,
     tool_results,
 )
+from tests.tokens import count_tokens
 
 BERLIN = ZoneInfo("Europe/Berlin")
 FRIDAY_EVENING = datetime(2026, 3, 6, 18, 0, tzinfo=BERLIN)
