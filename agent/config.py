@@ -66,6 +66,8 @@ class Settings(BaseSettings):
 
     history_token_budget: int = Field(default=12_000, ge=1_000)
     max_concurrent_model_calls: int = Field(default=8, ge=1)
+    cron_timeout_seconds: float = Field(default=120.0, gt=0)
+    pulse_timeout_seconds: float = Field(default=180.0, gt=0)
 
     @field_validator("llm_provider", "llm_fallback", mode="before")
     @classmethod

@@ -50,8 +50,10 @@ JOBS_HINT = "No cron jobs yet. Try: “every weekday at 9 remind me to check the
 class SchedulingOptions:
     timer: bool = True
     """Arm real timers; tests turn them off and drive time with ``engine.run_due``."""
-    cron_timeout: float = 120.0
-    pulse_timeout: float = 180.0
+    cron_timeout: float | None = None
+    """Seconds; None takes ``CRON_TIMEOUT_SECONDS`` from the settings (default 120)."""
+    pulse_timeout: float | None = None
+    """Seconds; None takes ``PULSE_TIMEOUT_SECONDS`` from the settings (default 180)."""
     grace: timedelta = timedelta(minutes=10)
     resync_seconds: float = 60.0
     max_parallel: int = 256
@@ -83,8 +85,8 @@ def build_parts(app: App, options: SchedulingOptions) -> Scheduling:
         pulse=pulse,
         runs=runs,
         config=AutonomyConfig(
-            cron_timeout=float(getattr(settings, "cron_timeout_seconds", options.cron_timeout)),
-            pulse_timeout=float(getattr(settings, "pulse_timeout_seconds", options.pulse_timeout)),
+            cron_timeout=options.cron_timeout or settings.cron_timeout_seconds,
+            pulse_timeout=options.pulse_timeout or settings.pulse_timeout_seconds,
             max_concurrent=settings.max_concurrent_model_calls,
         ),
     )

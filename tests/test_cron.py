@@ -211,8 +211,9 @@ async def test_each_run_is_isolated_in_its_own_conversation(
     assert channel.sent == []  # an empty answer is not delivered
 
 
+@pytest.mark.parametrize("from_settings", [False, True], ids=["options", "CRON_TIMEOUT_SECONDS"])
 async def test_timeout_cancels_the_run_and_records_timeout(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    mongo_server: str, tmp_path: Path, clock: FakeClock, from_settings: bool
 ) -> None:
     cancelled = asyncio.Event()
 
@@ -226,9 +227,16 @@ async def test_timeout_cancels_the_run_and_records_timeout(
             raise AssertionError("not cancelled")
 
     channel = RecordingChannel()
-    options = SchedulingOptions(timer=False, cron_timeout=0.05)
+    options = SchedulingOptions(timer=False, cron_timeout=None if from_settings else 0.05)
+    configured = {"cron_timeout_seconds": 0.05} if from_settings else {}
     async with scheduled_app(
-        mongo_server, tmp_path, SlowModel(lambda r: ""), clock, channels=[channel], options=options
+        mongo_server,
+        tmp_path,
+        SlowModel(lambda r: ""),
+        clock,
+        channels=[channel],
+        options=options,
+        **configured,
     ) as app:
         await _create(app, cron_expression="5 17 * * *")
         clock.advance(minutes=6)
