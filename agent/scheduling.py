@@ -147,7 +147,7 @@ def _register(app: App, parts: Scheduling) -> None:
     async def prompt_section(ctx: RunContext) -> str | None:
         if ctx.tier != "owner":
             return None
-        state = await parts.pulse.get()
+        state = await parts.pulse.cached()
         return "## Pulse\n" + pulse_status_text(state, tz, ctx.now, notes=ctx.kind != "pulse")
 
     async def status_section() -> dict[str, Any]:

@@ -22,17 +22,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from agent.app import build_app
 from agent.config import Settings
 from agent.context import AgentDeps, RunContext
 from agent.dispatch import Dispatcher
 from agent.llm.types import ModelMessage, ModelResponse, TextPart, ToolSpec, Usage
-from agent.prompt import build_system_prompt
 from agent.service import Agent
 from agent.tools.catalog import core_catalog
 from channels.outbox import Outbox
 from channels.pipeline import Pipeline
 from channels.types import InboundMessage, OutboundMessage, SendResult
 from storage.db import open_database
+from tests.fakes.scripted import ScriptedModel
 from tests.tokens import count_tokens
 
 
@@ -141,27 +142,33 @@ async def _owner(_msg: InboundMessage) -> str:
     return "owner"
 
 
-async def hi_tokens(settings: Settings, deps: AgentDeps) -> None:
-    catalog = core_catalog()
-    ctx = RunContext(deps=deps)
-    tools = catalog.for_context(ctx)
-    system = await build_system_prompt(await deps.instructions.get(), ctx, tools)
-    schemas = json.dumps([t.model_dump() for t in tools.specs()])
-    total = count_tokens(system) + count_tokens(schemas) + count_tokens("hi")
+async def hi_tokens(settings: Settings) -> None:
+    """The request a plain "hi" from the owner sends, with the whole app's tools."""
+    model = ScriptedModel(lambda r: "hello")
+    async with build_app(settings, model=model, channels=[], on_part=lambda _: None) as app:
+        await app.agent.respond("hi", RunContext(deps=app.deps))
+    request = model.requests[0]
+    schemas = json.dumps([t.model_dump() for t in request.tools])
+    system = count_tokens(request.system)
+    total = system + count_tokens(schemas) + count_tokens("hi")
     print(
-        f'"hi" request: {total} input tokens (system {count_tokens(system)}, '
-        f"{len(tools)} tool schemas {count_tokens(schemas)}) (target < 2500)"
+        f'"hi" request: {total} input tokens (system {system}, {len(request.tools)} tool '
+        f"schemas {count_tokens(schemas)}: {', '.join(request.tool_names)}) (target < 2500)"
     )
 
 
 async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
+        await hi_tokens(
+            Settings(  # type: ignore[call-arg]
+                _env_file=None, data_dir=Path(tmp) / "hi", openai_api_key="x", brave_api_key="b"
+            )
+        )
         settings = Settings(  # type: ignore[call-arg]
             _env_file=None, data_dir=Path(tmp), openai_api_key="x", brave_api_key="b"
         )
         async with open_database(None, "bench", Path(tmp)) as database:
             deps = AgentDeps(settings=settings, db=database.db)
-            await hi_tokens(settings, deps)
             await overhead(settings, deps)
             await parallel(settings, deps)
 

@@ -24,6 +24,7 @@ from scheduler.pulse_grid import (
     next_pulse,
 )
 from storage import collections as c
+from storage.cache import TtlCache
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
@@ -99,14 +100,22 @@ def check_notes(notes: str) -> str:
 
 
 class PulseStore:
+    CACHE_SECONDS = 2.0
+
     def __init__(self, db: AsyncDatabase[Doc], clock: Clock, tz: ZoneInfo) -> None:
         self._coll = db[c.SETTINGS]
         self._clock = clock
         self.tz = tz
         self.listeners: list[Listener] = []
+        self._cache: TtlCache[str, PulseState] = TtlCache(self.CACHE_SECONDS)
 
     async def get(self) -> PulseState:
         return PulseState.from_doc(await self._coll.find_one({"_id": PULSE_ID}))
+
+    async def cached(self) -> PulseState:
+        """``get`` for display on every exchange (the prompt's pulse section): at most
+        ``CACHE_SECONDS`` old; the engine's decisions always use ``get``."""
+        return await self._cache.get(PULSE_ID, self.get)
 
     async def _set(self, fields: Doc, inc: Doc | None = None, where: Doc | None = None) -> bool:
         defaults = {
@@ -125,6 +134,7 @@ class PulseStore:
         result = await self._coll.update_one(
             {"_id": PULSE_ID, **(where or {})}, update, upsert=where is None
         )
+        self._cache.invalidate()
         return result.matched_count == 1 or result.upserted_id is not None
 
     async def _changed(self) -> None:

@@ -15,6 +15,7 @@ from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 
 from storage import collections as c
+from storage.cache import TtlCache
 
 Doc = dict[str, Any]
 MEMORY_LIMIT = 4_000
@@ -50,10 +51,19 @@ class MemoryTooLong(ValueError):
 
 
 class SystemInstructionRepo:
+    """Read on every exchange, written rarely: reads are cached for ``CACHE_SECONDS``
+    and every write through this repository refreshes them at once."""
+
+    CACHE_SECONDS = 2.0
+
     def __init__(self, db: AsyncDatabase[Doc]) -> None:
         self._coll = db[c.SETTINGS]
+        self._cache: TtlCache[str, SystemInstruction] = TtlCache(self.CACHE_SECONDS)
 
     async def get(self) -> SystemInstruction:
+        return await self._cache.get(SYSTEM_INSTRUCTION_ID, self._load)
+
+    async def _load(self) -> SystemInstruction:
         doc = await self._coll.find_one({"_id": SYSTEM_INSTRUCTION_ID})
         si = SystemInstruction()
         if doc:
@@ -66,6 +76,7 @@ class SystemInstructionRepo:
     async def _set(self, fields: Doc) -> None:
         fields = {**fields, "updated_at": utcnow()}
         await self._coll.update_one({"_id": SYSTEM_INSTRUCTION_ID}, {"$set": fields}, upsert=True)
+        self._cache.invalidate()
 
     async def set_memory(self, memory: str) -> None:
         if len(memory) > MEMORY_LIMIT:
@@ -89,10 +100,21 @@ class ConversationRepo:
     """A conversation key (``telegram:42``, ``console:owner``, ``cron:<id>``) maps to one
     active conversation; ``reset`` closes it so the next message starts a new one."""
 
+    CACHE_SECONDS = 10.0
+
     def __init__(self, db: AsyncDatabase[Doc]) -> None:
         self._coll = db[c.CONVERSATIONS]
+        self._cache: TtlCache[str, Doc] = TtlCache(self.CACHE_SECONDS)
 
     async def active(self, key: str, **meta: Any) -> Doc:
+        """The conversation messages for ``key`` go to (created on first use).
+
+        Cached briefly: a ``reset`` through this repository takes effect at once,
+        one made by another process within ``CACHE_SECONDS``.
+        """
+        return await self._cache.get(key, lambda: self._load(key, meta))
+
+    async def _load(self, key: str, meta: dict[str, Any]) -> Doc:
         doc = await self._coll.find_one_and_update(
             {"key": key, "active": True},
             {"$setOnInsert": {"created_at": utcnow(), **meta}, "$set": {"touched_at": utcnow()}},
@@ -106,6 +128,7 @@ class ConversationRepo:
         await self._coll.update_many(
             {"key": key, "active": True}, {"$set": {"active": False, "closed_at": utcnow()}}
         )
+        self._cache.invalidate(key)
 
 
 class MessageRepo:
