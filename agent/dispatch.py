@@ -7,9 +7,10 @@ counted, and a Telegram stranger gets one polite refusal a day at most.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
+from types import MappingProxyType
 from typing import Any
 
 from agent.context import AgentDeps, RunContext, Tier
@@ -21,14 +22,16 @@ log = logging.getLogger(__name__)
 REFUSAL = (
     "Hello! This is a private assistant and only answers its owner. Your message was not read."
 )
-COMMAND_HELP: dict[str, str] = {
-    "/status": "what is running",
-    "/alerts": "open alerts",
-    "/jobs": "cron jobs and their next run",
-    "/pulse": "pulse status (/pulse run runs one now)",
-    "/reset": "start a new conversation",
-    "/help": "what I can do",
-}
+COMMAND_HELP: Mapping[str, str] = MappingProxyType(
+    {
+        "/status": "what is running",
+        "/alerts": "open alerts",
+        "/jobs": "cron jobs and their next run",
+        "/pulse": "pulse status (/pulse run runs one now)",
+        "/reset": "start a new conversation",
+        "/help": "what I can do",
+    }
+)
 """Descriptions shown by /help and registered as Telegram's command menu."""
 REFUSAL_EVERY = timedelta(days=1)
 

@@ -7,7 +7,8 @@ permissions) come from section providers registered by the composition root.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from types import MappingProxyType
 
 from agent.context import RunContext
 from agent.tools.base import Toolset
@@ -15,26 +16,30 @@ from storage.repos import SystemInstruction
 
 PromptSection = Callable[[RunContext], Awaitable[str | None]]
 
-TOOL_GUIDANCE: dict[str, str] = {
-    "save_memory": "save_memory replaces the whole memory: send old + new facts, <=4000 chars.",
-    "db_query": "db_query: structured data in master/contacts/schedule/ai_*; "
-    'other collections are read-only. Use {"$oid"}/{"$date"} for ids and dates.',
-    "update_db_schema": "update_db_schema after creating or changing an ai_ collection.",
-    "web_search": "web_search for current facts; cite the URLs you used.",
-    "manage_cronjob": "manage_cronjob for recurring tasks (5-field cron, owner's timezone).",
-    "manage_pulse": "manage_pulse: your periodic check-in; keep notes for the next pulse.",
-    "raise_alert": "raise_alert when something needs the owner's attention; pick severity "
-    "honestly (critical pages by SMS).",
-}
+TOOL_GUIDANCE: Mapping[str, str] = MappingProxyType(
+    {
+        "save_memory": "save_memory replaces the whole memory: send old + new facts, <=4000 chars.",
+        "db_query": "db_query: structured data in master/contacts/schedule/ai_*; "
+        'other collections are read-only. Use {"$oid"}/{"$date"} for ids and dates.',
+        "update_db_schema": "update_db_schema after creating or changing an ai_ collection.",
+        "web_search": "web_search for current facts; cite the URLs you used.",
+        "manage_cronjob": "manage_cronjob for recurring tasks (5-field cron, owner's timezone).",
+        "manage_pulse": "manage_pulse: your periodic check-in; keep notes for the next pulse.",
+        "raise_alert": "raise_alert when something needs the owner's attention; pick severity "
+        "honestly (critical pages by SMS).",
+    }
+)
 
-RUN_NOTES: dict[str, str] = {
-    "cron": "## This run\nA scheduled job is running; no user is present. Do the task. "
-    "Your final answer is delivered to the owner as the job's result; answer with nothing "
-    "if there is nothing worth reporting.",
-    "pulse": "## This run\nA pulse (periodic check-in); no user is present. Your final text "
-    "is only logged: reach the owner with raise_alert or send_message, and only when it "
-    "matters. Update your pulse notes for next time.",
-}
+RUN_NOTES: Mapping[str, str] = MappingProxyType(
+    {
+        "cron": "## This run\nA scheduled job is running; no user is present. Do the task. "
+        "Your final answer is delivered to the owner as the job's result; answer with nothing "
+        "if there is nothing worth reporting.",
+        "pulse": "## This run\nA pulse (periodic check-in); no user is present. Your final text "
+        "is only logged: reach the owner with raise_alert or send_message, and only when it "
+        "matters. Update your pulse notes for next time.",
+    }
+)
 
 CONTACT_NOTE = (
     "## Third-party conversation\nThe message below comes from a contact, not the owner. "

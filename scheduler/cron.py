@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import heapq
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadDateError, CroniterError, croniter
@@ -39,14 +40,16 @@ __all__ = [
 MAX_FIRES = 10_000
 """Upper bound on fires returned by one ``fires_between`` call (runaway guard)."""
 
-ALIASES: dict[str, str] = {
-    "@hourly": "0 * * * *",
-    "@daily": "0 0 * * *",
-    "@weekly": "0 0 * * 0",
-    "@monthly": "0 0 1 * *",
-    "@yearly": "0 0 1 1 *",
-    "@annually": "0 0 1 1 *",
-}
+ALIASES: Mapping[str, str] = MappingProxyType(
+    {
+        "@hourly": "0 * * * *",
+        "@daily": "0 0 * * *",
+        "@weekly": "0 0 * * 0",
+        "@monthly": "0 0 1 * *",
+        "@yearly": "0 0 1 1 *",
+        "@annually": "0 0 1 1 *",
+    }
+)
 
 # name, low, high (day-of-week accepts 7 as Sunday, like every cron)
 _FIELDS: tuple[tuple[str, int, int], ...] = (
@@ -340,7 +343,9 @@ _EVERY = re.compile(
 )
 _AT = re.compile(r"^at\s*(\d{1,2}):(\d{2})$")
 _DIRECTIVES = "daily, weekly, hourly, weekdays, every <n> <min|h|d>, at HH:MM"
-_UNIT_LIMITS = {"m": ("minutes", 59), "h": ("hours", 23), "d": ("days", 31)}
+_UNIT_LIMITS: Mapping[str, tuple[str, int]] = MappingProxyType(
+    {"m": ("minutes", 59), "h": ("hours", 23), "d": ("days", 31)}
+)
 
 
 def _fixed(field: str, default: int) -> int:

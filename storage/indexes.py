@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from pymongo import ASCENDING, DESCENDING, IndexModel
@@ -9,45 +11,47 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from storage import collections as c
 
-INDEXES: dict[str, list[IndexModel]] = {
-    c.CONVERSATIONS: [IndexModel([("key", ASCENDING), ("active", ASCENDING)])],
-    c.MESSAGES: [
-        IndexModel([("conversation_id", ASCENDING), ("seq", ASCENDING)], unique=True),
-        IndexModel([("inbox_id", ASCENDING)], sparse=True),
-    ],
-    c.INBOX: [
-        IndexModel([("channel", ASCENDING), ("external_id", ASCENDING)], unique=True),
-        IndexModel([("status", ASCENDING), ("received_at", ASCENDING)]),
-    ],
-    c.OUTBOX: [
-        IndexModel([("idempotency_key", ASCENDING)], unique=True),
-        IndexModel([("status", ASCENDING), ("next_attempt_at", ASCENDING)]),
-    ],
-    c.RUNS: [
-        IndexModel([("kind", ASCENDING), ("job_id", ASCENDING), ("started_at", DESCENDING)]),
-        # Scheduler: finished runs since the last pulse; runs left "running" by a crash.
-        IndexModel([("kind", ASCENDING), ("ended_at", DESCENDING)]),
-        IndexModel([("status", ASCENDING), ("started_at", ASCENDING)]),
-    ],
-    # Scheduler: due jobs are the enabled ones whose next fire has passed.
-    c.CRONJOBS: [IndexModel([("enabled", ASCENDING), ("next_fire_at", ASCENDING)])],
-    c.ALERTS: [
-        IndexModel([("code", ASCENDING)], unique=True),
-        IndexModel([("status", ASCENDING), ("dedupe_key", ASCENDING)]),
-        # One unresolved alert per dedupe key (set while unresolved, unset on resolve).
-        IndexModel([("open_key", ASCENDING)], unique=True, sparse=True),
-        IndexModel([("next_escalation_at", ASCENDING)], sparse=True),
-        IndexModel([("status", ASCENDING), ("last_sent_at", DESCENDING)]),
-    ],
-    c.LEASES: [
-        IndexModel([("key", ASCENDING)], unique=True),
-        # Scheduler: fire leases expire a week after they were taken.
-        IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=0),
-    ],
-    c.WHATSAPP_PERMISSIONS: [IndexModel([("phone_number", ASCENDING)], unique=True)],
-}
+INDEXES: Mapping[str, Sequence[IndexModel]] = MappingProxyType(
+    {
+        c.CONVERSATIONS: [IndexModel([("key", ASCENDING), ("active", ASCENDING)])],
+        c.MESSAGES: [
+            IndexModel([("conversation_id", ASCENDING), ("seq", ASCENDING)], unique=True),
+            IndexModel([("inbox_id", ASCENDING)], sparse=True),
+        ],
+        c.INBOX: [
+            IndexModel([("channel", ASCENDING), ("external_id", ASCENDING)], unique=True),
+            IndexModel([("status", ASCENDING), ("received_at", ASCENDING)]),
+        ],
+        c.OUTBOX: [
+            IndexModel([("idempotency_key", ASCENDING)], unique=True),
+            IndexModel([("status", ASCENDING), ("next_attempt_at", ASCENDING)]),
+        ],
+        c.RUNS: [
+            IndexModel([("kind", ASCENDING), ("job_id", ASCENDING), ("started_at", DESCENDING)]),
+            # Scheduler: finished runs since the last pulse; runs left "running" by a crash.
+            IndexModel([("kind", ASCENDING), ("ended_at", DESCENDING)]),
+            IndexModel([("status", ASCENDING), ("started_at", ASCENDING)]),
+        ],
+        # Scheduler: due jobs are the enabled ones whose next fire has passed.
+        c.CRONJOBS: [IndexModel([("enabled", ASCENDING), ("next_fire_at", ASCENDING)])],
+        c.ALERTS: [
+            IndexModel([("code", ASCENDING)], unique=True),
+            IndexModel([("status", ASCENDING), ("dedupe_key", ASCENDING)]),
+            # One unresolved alert per dedupe key (set while unresolved, unset on resolve).
+            IndexModel([("open_key", ASCENDING)], unique=True, sparse=True),
+            IndexModel([("next_escalation_at", ASCENDING)], sparse=True),
+            IndexModel([("status", ASCENDING), ("last_sent_at", DESCENDING)]),
+        ],
+        c.LEASES: [
+            IndexModel([("key", ASCENDING)], unique=True),
+            # Scheduler: fire leases expire a week after they were taken.
+            IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=0),
+        ],
+        c.WHATSAPP_PERMISSIONS: [IndexModel([("phone_number", ASCENDING)], unique=True)],
+    }
+)
 
 
 async def ensure_indexes(db: AsyncDatabase[dict[str, Any]]) -> None:
     for name, models in INDEXES.items():
-        await db[name].create_indexes(models)
+        await db[name].create_indexes(list(models))

@@ -6,11 +6,15 @@ the request without guessing.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from agent.alerts.store import SEVERITIES
 
-LIMITS = {"title": 200, "body": 4000, "dedupe_key": 200, "source": 100}
+LIMITS: Mapping[str, int] = MappingProxyType(
+    {"title": 200, "body": 4000, "dedupe_key": 200, "source": 100}
+)
 
 
 class AlertError(ValueError):

@@ -15,6 +15,7 @@ import contextlib
 import logging
 from collections.abc import Mapping
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any, Literal
 
 from pymongo.asynchronous.database import AsyncDatabase
@@ -32,7 +33,7 @@ from channels.types import Channel, OutboundMessage
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
 Paged = Literal["sent", "budget", "unavailable", "failed"]
-RANK = {name: i for i, name in enumerate(SEVERITIES)}
+RANK: Mapping[str, int] = MappingProxyType({name: i for i, name in enumerate(SEVERITIES)})
 MAX_POLL = 30.0
 MAX_STEPS_PER_TICK = 10_000
 

@@ -11,6 +11,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
+from types import MappingProxyType
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -27,8 +28,10 @@ Doc = dict[str, Any]
 POLICY_DOC = "alert_routing"
 PULSE_DOC = "pulse"
 QUIET_SEARCH = timedelta(days=1, minutes=1)
-LABELS = {"info": "INFO", "warning": "WARNING", "critical": "CRITICAL"}
-ICONS = {"info": "ℹ️", "warning": "⚠️", "critical": "🚨"}
+LABELS: Mapping[str, str] = MappingProxyType(
+    {"info": "INFO", "warning": "WARNING", "critical": "CRITICAL"}
+)
+ICONS: Mapping[str, str] = MappingProxyType({"info": "ℹ️", "warning": "⚠️", "critical": "🚨"})
 SMS_BODY_CHARS = 240
 """SMS copies stay short: GSM-7, one or two segments; the full text is on chat."""
 

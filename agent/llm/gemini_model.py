@@ -45,16 +45,20 @@ SKIP_SIGNATURE = base64.urlsafe_b64decode("skip_thought_signature_validator")
 model): on the wire it reads ``"thoughtSignature": "skip_thought_signature_validator"``."""
 _OLD_MODEL = re.compile(r"^(?:models/)?gemini-[12][.-]")
 
-_BLOCKED = {
-    "SAFETY",
-    "RECITATION",
-    "BLOCKLIST",
-    "PROHIBITED_CONTENT",
-    "SPII",
-    "IMAGE_SAFETY",
-    "IMAGE_PROHIBITED_CONTENT",
-}
-_TRANSIENT = {"MALFORMED_FUNCTION_CALL", "MALFORMED_RESPONSE", "MISSING_THOUGHT_SIGNATURE"}
+_BLOCKED = frozenset(
+    {
+        "SAFETY",
+        "RECITATION",
+        "BLOCKLIST",
+        "PROHIBITED_CONTENT",
+        "SPII",
+        "IMAGE_SAFETY",
+        "IMAGE_PROHIBITED_CONTENT",
+    }
+)
+_TRANSIENT = frozenset(
+    {"MALFORMED_FUNCTION_CALL", "MALFORMED_RESPONSE", "MISSING_THOUGHT_SIGNATURE"}
+)
 
 
 class GeminiModel:
