@@ -553,3 +553,55 @@ def test_handlers_register_on_the_real_neonize_client(tmp_path: Path) -> None:
     channel._register(client)
     assert sorted(client.event.list_func) == [3, 6, 12, 17]  # connected, logged out, ...
     assert client.event._qr == channel._on_qr
+
+
+# -- alerts over WhatsApp ---------------------------------------------------------------
+
+
+@pytest.fixture
+async def alert_kit(mongo_server: str, tmp_path: Path) -> AsyncIterator[Kit]:
+    """WhatsApp as the owner's only chat channel, with the real alert router."""
+    from agent.alerting import AlertingOptions, alerting
+
+    clients: list[FakeClient] = []
+
+    def factory(path: str) -> FakeClient:
+        clients.append(FakeClient(path))
+        return clients[-1]
+
+    settings = make_settings(
+        mongodb_uri=mongo_server + "?directConnection=true",
+        mongodb_db=f"wa_{uuid.uuid4().hex[:10]}",
+        data_dir=tmp_path,
+        whatsapp_enabled=True,
+        owner_phone=OWNER,
+    )
+    features = [
+        alerting(AlertingOptions(background=False)),
+        make_whatsapp_feature(factory, burst_seconds=0.2, health_every=3600),
+    ]
+    model = ScriptedModel(lambda r: "agent answer")
+    async with build_app(settings, model=model, channels=[], features=features) as app:
+        kit = Kit(app, clients[0], model)
+        await kit.client.emit(Connected())
+        try:
+            yield kit
+        finally:
+            await app.database.client.drop_database(settings.mongodb_db)
+
+
+async def test_an_alert_reaches_the_owner_on_whatsapp_and_ack_works(alert_kit: Kit) -> None:
+    router = alert_kit.app.deps.services["alerts"]
+    alert = await router.raise_alert(severity="info", title="Disk 91% full", body="on nas")
+    await alert_kit.settle()
+    [(to, text)] = alert_kit.client.sent
+    assert to.startswith(OWNER.lstrip("+")) and f"#{alert['code']}" in text
+    assert "Disk 91% full" in text
+
+    await alert_kit.say(OWNER, "ack")
+    await alert_kit.settle()
+    confirmation = alert_kit.client.sent[-1][1]
+    assert f"#{alert['code']} acknowledged" in confirmation
+    assert alert_kit.model.requests == []  # a directive never costs a model call
+    [stored] = await router.open_alerts()
+    assert stored["status"] == "acknowledged"
