@@ -218,6 +218,16 @@ async def test_failed_primary_chat_falls_over_to_the_next(mongo_server: str) -> 
         assert tg is not None and tg["status"] == "superseded"
 
 
+async def test_a_chat_channel_that_says_it_is_down_is_tried_last(mongo_server: str) -> None:
+    async with alert_app(mongo_server, extra_chats=("console",)) as h:
+        h.chat.down = True
+        alert = await h.router.raise_alert(severity="info", title="Update ready")
+        console = h.extra_chats[0]
+        assert [f"#{alert['code']}" in t for t in console.texts()] == [True]
+        outbox = h.app.database.db["outbox"]
+        assert await outbox.find_one({"idempotency_key": {"$regex": "telegram$"}}) is None
+
+
 # -- replies as directives ----------------------------------------------------------------
 
 

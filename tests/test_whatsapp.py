@@ -605,3 +605,23 @@ async def test_an_alert_reaches_the_owner_on_whatsapp_and_ack_works(alert_kit: K
     assert alert_kit.model.requests == []  # a directive never costs a model call
     [stored] = await router.open_alerts()
     assert stored["status"] == "acknowledged"
+
+
+async def test_whatsapp_logging_out_is_reported_on_another_channel(alert_kit: Kit) -> None:
+    import io
+
+    from channels.console import ConsoleChannel
+
+    def no_input() -> str:
+        raise EOFError
+
+    out = io.StringIO()
+    console = ConsoleChannel(out=out, read_line=no_input)
+    await console.start(alert_kit.app.pipeline.submit)
+    alert_kit.app.channels["console"] = console  # WhatsApp stays first in preference
+    try:
+        await alert_kit.client.emit(LoggedOut())
+        await _until(lambda: "WhatsApp is logged out" in out.getvalue())
+    finally:
+        await console.stop()
+    assert not any("logged out" in text for _, text in alert_kit.client.sent)

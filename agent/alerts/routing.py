@@ -106,7 +106,9 @@ class Target:
 def chat_targets(
     running: Mapping[str, object], telegram_ids: list[int], phone: str | None
 ) -> list[Target]:
-    """Chat channels in preference order: Telegram, then WhatsApp, then the terminal."""
+    """Chat channels in preference order: Telegram, then WhatsApp, then the terminal;
+    channels that say they are down go last (a "WhatsApp is logged out" alert must
+    not wait in WhatsApp's own queue while Telegram is up)."""
     found: list[Target] = []
     if "telegram" in running and telegram_ids:
         found.append(Target("telegram", str(telegram_ids[0])))
@@ -114,7 +116,19 @@ def chat_targets(
         found.append(Target("whatsapp", phone))
     if "console" in running:
         found.append(Target("console", "owner"))
+    found.sort(key=lambda target: not is_up(running[target.channel]))  # stable: keeps order
     return found
+
+
+def is_up(channel: object) -> bool:
+    """What a channel's ``status()`` says about being connected (unknown counts as up)."""
+    status = getattr(channel, "status", None)
+    if status is None:
+        return True
+    try:
+        return bool(status().get("connected", True))
+    except Exception:
+        return False
 
 
 def sms_target(running: Mapping[str, object], phone: str | None) -> Target | None:

@@ -59,6 +59,9 @@ class ChatChannel:
         self.name = name
         self.sent: list[OutboundMessage] = []
         self.failing = False
+        """Sends fail while the channel still claims to be connected."""
+        self.down = False
+        """The channel says it is disconnected (and sends fail)."""
         self.sink: InboundSink | None = None
         self._ids = itertools.count(1000)
         self._updates = itertools.count(1)
@@ -70,7 +73,7 @@ class ChatChannel:
         self.sink = None
 
     async def send(self, message: OutboundMessage) -> SendResult:
-        if self.failing:
+        if self.failing or self.down:
             raise SendError(f"{self.name} is down", retryable=True)
         self.sent.append(message)
         return SendResult(external_ids=(str(next(self._ids)),))
@@ -79,7 +82,7 @@ class ChatChannel:
         return None
 
     def status(self) -> dict[str, Any]:
-        return {"connected": not self.failing}
+        return {"connected": not self.down}
 
     def texts(self) -> list[str]:
         return [m.text for m in self.sent]
