@@ -89,6 +89,12 @@ async def build_app(
     """Start the database, the agent, the pipeline and the channels; stop in reverse."""
     note = on_part or (lambda text: log.info("%s", text))
     async with contextlib.AsyncExitStack() as stack:
+        if model is None:
+            # First, so a missing key stops start-up before anything is started.
+            from agent.llm.factory import build_model
+
+            model = build_model(settings)
+            stack.push_async_callback(model.aclose)
         database = await stack.enter_async_context(
             open_database(settings.mongodb_uri, settings.mongodb_db, settings.data_dir)
         )
@@ -96,11 +102,6 @@ async def build_app(
         note(f"database: {where} ({settings.mongodb_db})")
         http = await stack.enter_async_context(aiohttp.ClientSession())
         deps = AgentDeps(settings=settings, db=database.db, clock=clock, http=http)
-        if model is None:
-            from agent.llm.factory import build_model
-
-            model = build_model(settings)
-            stack.push_async_callback(model.aclose)
         note(f"model: {model.name}")
         catalog = core_catalog()
         agent = Agent(model, catalog)

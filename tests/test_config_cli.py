@@ -99,3 +99,17 @@ def test_secrets_are_redacted_from_logs(caplog: pytest.LogCaptureFixture) -> Non
 
 def test_console_script_is_installed() -> None:
     assert shutil.which("watchkeeper") or (Path(sys.executable).parent / "watchkeeper").exists()
+
+
+def test_run_without_a_model_key_stops_before_starting_anything(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if "KEY" not in k}
+    env.update({"DATA_DIR": str(tmp_path / "data"), "HTTP_PORT": "0"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "agent", "run"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "watchkeeper: no model configured: set GEMINI_API_KEY or OPENAI_API_KEY"
+    )
+    assert not (tmp_path / "data").exists()  # the database was never started
