@@ -1,0 +1,62 @@
+"""``watchkeeper run`` as a real process: start, serve, log, stop on SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _healthz(port: int, within: float = 30.0) -> dict[str, object]:
+    import json
+
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as resp:
+                return dict(json.loads(resp.read()))
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def test_run_starts_serves_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
+    port = _free_port()
+    secret = "sk-do-not-log-this-0123456789"
+    env = {k: v for k, v in os.environ.items() if "KEY" not in k and "TOKEN" not in k}
+    env.update(
+        OPENAI_API_KEY=secret,
+        ADMIN_TOKEN="admin-secret-0123456789",
+        DATA_DIR=str(tmp_path / "data"),
+        HTTP_PORT=str(port),
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agent", "run"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        health = _healthz(port)
+        assert health["status"] == "ok" and health["db"] == "ok"
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, output
+    for part in ("database: embedded", "model: openai", "alerts:", "scheduler:", "http:"):
+        assert sum(part in line for line in output.splitlines()) == 1, (part, output)
+    assert output.rstrip().endswith("stopped")
+    assert secret not in output and "admin-secret" not in output
+    assert not (tmp_path / "data" / "db.uri").exists()  # the database process has stopped
