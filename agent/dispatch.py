@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from agent.context import AgentDeps, RunContext, Tier
+from agent.prompt import mark_untrusted
 from agent.service import Agent
 from channels.types import InboundMessage, Reply
 
@@ -94,7 +95,10 @@ class Dispatcher:
                 replies = await intercept(message, ctx)
                 if replies is not None:
                     return replies
-        reply = await self.agent.respond(message.text, ctx)
+        text = message.text
+        if tier == "contact":
+            text = mark_untrusted(text, message.sender_id, message.sender_name)
+        reply = await self.agent.respond(text, ctx)
         if not reply.text.strip():
             return [] if tier == "contact" else [Reply("(done; nothing to add)")]
         if tier == "contact" and not message.meta.get("can_reply", False):
