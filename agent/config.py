@@ -116,7 +116,8 @@ class Settings(BaseSettings):
         if self.llm_provider is None:
             if self.gemini_api_key:
                 self.llm_provider = "gemini"
-            elif self.openai_api_key:
+            elif self.openai_api_key or self.openai_base_url:
+                # A local OpenAI-compatible server (Ollama, vLLM) often needs no key.
                 self.llm_provider = "openai"
         return self
 

@@ -55,6 +55,18 @@ def test_defaults_and_provider_choice(monkeypatch: pytest.MonkeyPatch, tmp_path:
     assert load_settings().llm_provider == "gemini"
 
 
+def test_a_local_openai_compatible_server_needs_no_key(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:11434/v1")
+    settings = load_settings()
+    assert settings.llm_provider == "openai" and settings.openai_api_key is None
+    from agent.llm.factory import build_model
+
+    assert build_model(settings).name == "openai"
+
+
 def test_cli_bad_setting_exits_with_one_line(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TIMEZONE", "LLM_"))}
     env["TIMEZONE"] = "Nowhere/City"
