@@ -158,3 +158,18 @@ async def test_a_replay_after_a_model_failure_asks_the_model_again(deps: AgentDe
     model.responder = sequence("now it works")
     replay = RunContext(deps=deps, extra={"inbox_id": "x1", "replay": True})
     assert (await agent.respond("question", replay)).text == "now it works"
+
+
+def test_tool_schemas_keep_every_argument_name() -> None:
+    from pydantic import BaseModel, Field
+
+    from agent.tools.base import compact_schema
+
+    class Args(BaseModel):
+        title: str = Field(description="an argument that shares a schema keyword's name")
+        properties: dict[str, str] | None = None
+
+    schema = compact_schema(Args)
+    assert set(schema["properties"]) == {"title", "properties"}
+    assert "title" not in schema["properties"]["title"]  # the keyword itself is dropped
+    assert schema["required"] == ["title"]

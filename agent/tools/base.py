@@ -109,23 +109,31 @@ def _compact_fresh(model: type[BaseModel]) -> dict[str, Any]:
 
 
 def _compact(node: Any, defs: dict[str, Any]) -> Any:
-    if isinstance(node, dict):
-        if "$ref" in node:
-            return _compact(defs[node["$ref"].split("/")[-1]], defs)
-        out: dict[str, Any] = {}
-        for key, value in node.items():
-            if key == "title" or (key == "default" and value is None):
-                continue
-            if key == "anyOf":
-                options = [o for o in value if o != {"type": "null"}]
-                if len(options) == 1:
-                    out.update(_compact(options[0], defs))
-                    continue
-            out[key] = _compact(value, defs)
-        return out
+    """Inline ``$ref``s, drop schema ``title``s and null defaults, collapse ``X | None``.
+
+    Keys of a ``properties`` mapping are argument names, never schema keywords: an
+    argument called ``title`` must survive.
+    """
     if isinstance(node, list):
         return [_compact(v, defs) for v in node]
-    return node
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        return _compact(defs[node["$ref"].split("/")[-1]], defs)
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "title" or (key == "default" and value is None):
+            continue
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {name: _compact(prop, defs) for name, prop in value.items()}
+            continue
+        if key == "anyOf":
+            options = [o for o in value if o != {"type": "null"}]
+            if len(options) == 1:
+                out.update(_compact(options[0], defs))
+                continue
+        out[key] = _compact(value, defs)
+    return out
 
 
 def result_json(result: ToolResult) -> str:
