@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import aiohttp
 
 from agent.config import Settings
+from agent.whatsapp_feature import SESSION_FILE
 from storage.db import make_client
 from storage.embedded import EmbeddedServer, EmbeddedUnavailable
 
@@ -101,6 +102,17 @@ async def check_twilio(settings: Settings, session: aiohttp.ClientSession) -> Ch
     return Check("sms", ok, f"Twilio: {detail}")
 
 
+def check_whatsapp(settings: Settings) -> Check:
+    if not settings.whatsapp_enabled:
+        return Check("whatsapp", False, "disabled (WHATSAPP_ENABLED)")
+    session = settings.data_dir / SESSION_FILE
+    if not session.exists():
+        return Check("whatsapp", False, "enabled but not linked: run  watchkeeper whatsapp link")
+    if not settings.owner_phone:
+        return Check("whatsapp", False, "linked, but OWNER_PHONE is unset: nobody is the owner")
+    return Check("whatsapp", True, f"linked (session in {session})")
+
+
 async def check_channels(settings: Settings, session: aiohttp.ClientSession) -> list[Check]:
     checks = []
     if settings.telegram_bot_token is None:
@@ -114,13 +126,7 @@ async def check_channels(settings: Settings, session: aiohttp.ClientSession) -> 
     checks.append(await check_twilio(settings, session))
     if settings.twilio_account_sid and not settings.owner_phone:
         checks.append(Check("sms", False, "OWNER_PHONE unset: SMS alerts have nowhere to go"))
-    checks.append(
-        Check(
-            "whatsapp",
-            settings.whatsapp_enabled,
-            "enabled" if settings.whatsapp_enabled else "disabled (WHATSAPP_ENABLED)",
-        )
-    )
+    checks.append(check_whatsapp(settings))
     checks.append(
         Check(
             "web_search",

@@ -85,3 +85,14 @@ async def test_doctor_fails_when_the_database_is_unreachable(
     assert code == 1
     assert "[FAIL] database: unreachable" in out
     assert "[--  ] model: openai: unreachable" in out
+
+
+def test_doctor_says_when_whatsapp_is_enabled_but_not_linked(tmp_path: Path) -> None:
+    from agent.doctor import check_whatsapp
+
+    settings = make_settings(data_dir=tmp_path, whatsapp_enabled=True, owner_phone="+15550002222")
+    assert (
+        check_whatsapp(settings).detail == "enabled but not linked: run  watchkeeper whatsapp link"
+    )
+    (tmp_path / "whatsapp.sqlite3").write_bytes(b"")
+    assert check_whatsapp(settings).ok
