@@ -49,6 +49,9 @@ class App:
     """Extra HTTP routes (method, path, handler) that features mount on the server."""
     status_sections: list[StatusSection] = field(default_factory=list)
     """Contributions to ``GET /api/status``, each returning a dict merged into the answer."""
+    exclusive_transports: bool = True
+    """Start transports one account allows only one client of (the WhatsApp session).
+    False for ``watchkeeper chat``, which may run beside ``watchkeeper run``."""
 
     def status(self) -> dict[str, Any]:
         return {name: ch.status() for name, ch in self.channels.items()}
@@ -85,6 +88,7 @@ async def build_app(
     clock: Clock = system_clock,
     on_part: Callable[[str], None] | None = None,
     features: Sequence[Feature] | None = None,
+    exclusive_transports: bool = True,
 ) -> AsyncIterator[App]:
     """Start the database, the agent, the pipeline and the channels; stop in reverse."""
     note = on_part or (lambda text: log.info("%s", text))
@@ -120,6 +124,7 @@ async def build_app(
         app = App(
             settings, database, deps, agent, dispatcher, outbox, pipeline, catalog, chans, clock
         )
+        app.exclusive_transports = exclusive_transports
         # The owner of the embedded server (DATA_DIR lock) is the only process that
         # can have been sending; anywhere else a send may still be in flight.
         await outbox.start(sole_owner=database.owns_server)

@@ -42,7 +42,9 @@ async def _chat(settings: Settings) -> int:
 
     console = ConsoleChannel()
     print("Watchkeeper chat. /reset starts a new conversation, /quit leaves.", flush=True)
-    async with build_app(settings, channels=[console], on_part=log.debug) as app:
+    async with build_app(
+        settings, channels=[console], on_part=log.debug, exclusive_transports=False
+    ) as app:
         await console.closed.wait()
         await app.pipeline.join()
     return 0

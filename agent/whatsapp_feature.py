@@ -101,6 +101,9 @@ def make_whatsapp_feature(client_factory: ClientFactory | None = None, **options
     async def whatsapp(app: App, stack: contextlib.AsyncExitStack) -> None:
         if not app.settings.whatsapp_enabled:
             return
+        if not app.exclusive_transports:
+            log.info("whatsapp: left to `watchkeeper run` (one session, one client)")
+            return
         from channels.whatsapp import WhatsAppChannel, neonize_client
 
         permissions = WhatsAppPermissions(app.deps.db)

@@ -642,3 +642,23 @@ async def test_whatsapp_logging_out_is_reported_on_another_channel(alert_kit: Ki
     finally:
         await console.stop()
     assert not any("logged out" in text for _, text in alert_kit.client.sent)
+
+
+async def test_terminal_chat_leaves_the_whatsapp_session_to_run(
+    mongo_server: str, tmp_path: Path
+) -> None:
+    clients: list[FakeClient] = []
+    settings = make_settings(
+        mongodb_uri=mongo_server + "?directConnection=true",
+        mongodb_db=f"wa_{uuid.uuid4().hex[:10]}",
+        data_dir=tmp_path,
+        whatsapp_enabled=True,
+        owner_phone=OWNER,
+    )
+    feature = make_whatsapp_feature(lambda path: clients.append(FakeClient(path)) or clients[-1])
+    async with build_app(
+        settings, model=ScriptedModel(lambda r: "x"), channels=[], features=[feature],
+        exclusive_transports=False,
+    ) as app:  # fmt: skip
+        assert "whatsapp" not in app.channels and clients == []
+        await app.database.client.drop_database(settings.mongodb_db)
