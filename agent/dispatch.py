@@ -11,7 +11,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from types import MappingProxyType
-from typing import Any
 
 from agent.context import AgentDeps, RunContext, Tier
 from agent.prompt import mark_untrusted
@@ -83,11 +82,7 @@ class Dispatcher:
             conversation_key=message.conversation_key,
             extra={"reply_to": message.reply_to, **message.meta},
         )
-        command = (
-            message.text.strip().split(maxsplit=1)[0].split("@")[0].lower()
-            if (message.text.strip().startswith("/") and tier == "owner")
-            else ""
-        )
+        command = command_of(message.text) if tier == "owner" else ""
         if command in self.commands:
             return await self.commands[command](message, ctx)
         if tier == "owner":
@@ -118,7 +113,7 @@ class Dispatcher:
         if message.channel != "telegram":
             return []
         last = (doc or {}).get("refused_at")
-        if last is not None and now - _aware(last) < REFUSAL_EVERY:
+        if last is not None and now - last < REFUSAL_EVERY:
             return []
         await stats.update_one({"_id": key}, {"$set": {"refused_at": now}})
         return [Reply(REFUSAL)]
@@ -142,7 +137,9 @@ def _as_int(value: str) -> int | None:
         return None
 
 
-def _aware(value: Any) -> Any:
-    from datetime import UTC
-
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
+def command_of(text: str) -> str:
+    """``/jobs@my_bot run`` -> ``/jobs``; empty when the text is not a command."""
+    words = text.split(maxsplit=1)
+    if not words or not words[0].startswith("/"):
+        return ""
+    return words[0].split("@")[0].lower()

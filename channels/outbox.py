@@ -28,6 +28,7 @@ Clock = Callable[[], datetime]
 FailureHook = Callable[[Doc], Awaitable[None]]
 DEFAULT_DELAYS: tuple[float, ...] = (1.0, 4.0, 15.0, 60.0, 300.0)
 STALE_SENDING = timedelta(minutes=2)
+RECOVER_EVERY = STALE_SENDING.total_seconds() / 4
 
 
 def to_message(doc: Doc) -> OutboundMessage:
@@ -159,7 +160,6 @@ class Outbox:
 
     async def run_due(self) -> int:
         """Send every message that is due now; returns how many were attempted."""
-        await self.recover()
         sent = 0
         while True:
             doc = await self._claim({"next_attempt_at": {"$lte": self._clock()}})
@@ -207,8 +207,15 @@ class Outbox:
             self._task = None
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        recovered_at = loop.time()  # start() has just recovered
         while True:
             try:
+                # Claims go stale only after STALE_SENDING: looking a few times per
+                # window is enough, and spares the database a write on every tick.
+                if loop.time() - recovered_at >= RECOVER_EVERY:
+                    await self.recover()
+                    recovered_at = loop.time()
                 await self.run_due()
             except Exception:
                 log.exception("outbox loop error")
