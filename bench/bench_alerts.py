@@ -27,8 +27,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from bench_directives import main as directives_main  # noqa: E402
 
+from agent.alerts.policy import RoutingPolicy  # noqa: E402
 from agent.alerts.router import AlertRouter  # noqa: E402
-from agent.alerts.routing import RoutingPolicy  # noqa: E402
 from agent.config import Settings  # noqa: E402
 from channels.outbox import Outbox  # noqa: E402
 from channels.sms import SmsChannel  # noqa: E402

@@ -22,12 +22,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.app import build_app
+from agent.app.core import build_app
 from agent.config import Settings
 from agent.context import AgentDeps, RunContext
-from agent.dispatch import Dispatcher
+from agent.conversation.agent import Agent
+from agent.conversation.dispatch import Dispatcher
 from agent.llm.types import ModelMessage, ModelResponse, TextPart, ToolSpec, Usage
-from agent.service import Agent
 from agent.tools.catalog import core_catalog
 from channels.outbox import Outbox
 from channels.pipeline import Pipeline

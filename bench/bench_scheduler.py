@@ -27,9 +27,9 @@ from zoneinfo import ZoneInfo
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agent.app import App, build_app  # noqa: E402
+from agent.app.core import App, build_app  # noqa: E402
+from agent.app.scheduling_feature import Scheduling, SchedulingOptions, scheduling  # noqa: E402
 from agent.config import Settings  # noqa: E402
-from agent.scheduling import Scheduling, SchedulingOptions, scheduling  # noqa: E402
 from channels.types import InboundSink, OutboundMessage, SendResult  # noqa: E402
 from scheduler.cron import next_fires  # noqa: E402
 from scheduler.engine import Engine  # noqa: E402

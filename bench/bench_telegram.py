@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a plain s
 
 from agent.config import Settings
 from agent.context import AgentDeps
-from agent.dispatch import Dispatcher
-from agent.service import Agent
+from agent.conversation.agent import Agent
+from agent.conversation.dispatch import Dispatcher
 from agent.tools.catalog import ToolCatalog
 from channels.outbox import Outbox
 from channels.pipeline import Pipeline

@@ -11,10 +11,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from agent.app import App, build_app
+from agent.app.core import App, build_app
+from agent.app.scheduling_feature import Scheduling, SchedulingOptions, scheduling
 from agent.context import RunContext
 from agent.llm.types import ModelMessage, ToolCallPart, ToolResultPart
-from agent.scheduling import Scheduling, SchedulingOptions, scheduling
 from channels.types import Channel, InboundMessage, InboundSink, OutboundMessage, SendResult
 from tests.conftest import make_settings
 from tests.fakes.scripted import ScriptedModel

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent.context import AgentDeps, RunContext
+from agent.conversation.agent import APOLOGY, Agent
 from agent.llm.types import ModelMessage, TextPart, ToolResultPart
-from agent.service import APOLOGY, Agent
 from agent.tools.catalog import core_catalog
 from storage.db import open_database
 from tests.conftest import make_settings

@@ -9,9 +9,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from agent.alerting import AlertingOptions, alerting
-from agent.alerts.routing import RoutingPolicy
-from agent.app import App
+from agent.alerts.policy import RoutingPolicy
+from agent.app.alerts_feature import AlertingOptions, alerting
+from agent.app.core import App
 from scheduler.jobs import CronService
 from tests.fakes.alert_app import ADMIN, OWNER_PHONE, OWNER_TG, alert_app
 from tests.fakes.scripted import ScriptedModel, sequence
@@ -436,7 +436,7 @@ async def test_api_raises_alerts_and_status_lists_them(mongo_server: str) -> Non
 
 
 async def test_default_policy_can_be_tuned_in_settings(mongo_server: str) -> None:
-    from agent.alerts.routing import load_policy
+    from agent.alerts.policy import load_policy
 
     async with alert_app(mongo_server) as h:
         db = h.app.database.db
@@ -462,7 +462,7 @@ async def test_feature_without_twilio_settings_has_no_sms(mongo_server: str) -> 
 async def test_with_the_scheduler_a_failing_job_alert_takes_schedule_replies(
     mongo_server: str,
 ) -> None:
-    from agent.scheduling import SchedulingOptions, scheduling
+    from agent.app.scheduling_feature import SchedulingOptions, scheduling
 
     feature = scheduling(SchedulingOptions(timer=False))
     async with alert_app(mongo_server, features=(feature,)) as h:

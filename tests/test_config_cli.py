@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from agent.cli.logs import RedactSecrets
 from agent.config import ConfigError, load_settings
-from agent.logs import RedactSecrets
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from agent.app import build_app
+from agent.app.core import build_app
 from channels.console import ConsoleChannel
 from tests.conftest import make_settings
 from tests.fakes.scripted import Request, ScriptedModel

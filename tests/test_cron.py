@@ -11,11 +11,11 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from agent.app import App
+from agent.app.core import App
+from agent.app.scheduling_feature import SchedulingOptions
+from agent.cli.upcoming import print_schedule
 from agent.context import RunContext
 from agent.llm.types import ModelMessage
-from agent.schedule_cli import print_schedule
-from agent.scheduling import SchedulingOptions
 from channels.telegram import TelegramChannel
 from tests.fakes.scripted import Request, ScriptedModel, sequence, unavailable
 from tests.fakes.telegram_api import TOKEN, FakeTelegram

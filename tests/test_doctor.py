@@ -9,7 +9,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from agent.doctor import doctor
+from agent.cli.doctor import doctor
 from tests.conftest import make_settings
 
 
@@ -88,7 +88,7 @@ async def test_doctor_fails_when_the_database_is_unreachable(
 
 
 def test_doctor_says_when_whatsapp_is_enabled_but_not_linked(tmp_path: Path) -> None:
-    from agent.doctor import check_whatsapp
+    from agent.cli.doctor import check_whatsapp
 
     settings = make_settings(data_dir=tmp_path, whatsapp_enabled=True, owner_phone="+15550002222")
     assert (

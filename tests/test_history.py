@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from agent.history import estimate_tokens
+from agent.conversation.history import estimate_tokens
 from tests.tokens import count_tokens
 
 ROOT = Path(__file__).resolve().parents[1]
 
 SAMPLES = {
     "english prose": (ROOT / "README.md").read_text(),
-    "python code": (ROOT / "agent" / "service.py").read_text(),
+    "python code": (ROOT / "agent" / "conversation" / "agent.py").read_text(),
     "extended json rows": json.dumps(
         [
             {

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from agent.app import App, build_app
-from agent.http import make_web_app
+from agent.app.core import App, build_app
+from agent.app.http import make_web_app
 from tests.conftest import make_settings
 from tests.fakes.scripted import ScriptedModel
 

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from agent.config import ConfigError
 from agent.context import AgentDeps, RunContext
+from agent.conversation.loop import LoopResult, run_loop
 from agent.llm import textcalls
 from agent.llm.base import ModelClient, ModelError
 from agent.llm.factory import NO_MODEL, build_model
@@ -39,7 +40,6 @@ from agent.llm.types import (
     ToolSpec,
     user_message,
 )
-from agent.loop import LoopResult, run_loop
 from agent.tools.base import Tool, Toolset
 from tests.conftest import make_settings
 from tests.fakes.fixtures import gemini_api, openai_api

@@ -11,10 +11,10 @@ from zoneinfo import ZoneInfo
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from agent.app import App
+from agent.app.core import App
+from agent.app.http import make_web_app
+from agent.app.scheduling_feature import SchedulingOptions
 from agent.context import RunContext
-from agent.http import make_web_app
-from agent.scheduling import SchedulingOptions
 from tests.fakes.scripted import Request, ScriptedModel, sequence
 from tests.scheduling_kit import (
     FakeClock,

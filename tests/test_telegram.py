@@ -19,10 +19,10 @@ from pymongo.asynchronous.database import AsyncDatabase
 from telegram import Message
 
 from agent.context import AgentDeps
-from agent.dispatch import REFUSAL, Dispatcher
+from agent.conversation.agent import APOLOGY, Agent
+from agent.conversation.dispatch import REFUSAL, Dispatcher
 from agent.llm.base import ModelClient
 from agent.llm.types import ModelMessage, ModelResponse, ToolSpec
-from agent.service import APOLOGY, Agent
 from agent.tools.catalog import ToolCatalog
 from channels.outbox import Outbox
 from channels.pipeline import Pipeline

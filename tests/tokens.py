@@ -1,6 +1,6 @@
 """Exact o200k token counts for tests and benchmarks (the offline ``quicktok`` tables).
 
-The running agent only estimates (agent.history.estimate_tokens); this is the
+The running agent only estimates (agent.conversation.history.estimate_tokens); this is the
 yardstick that estimate and the token targets are measured against.
 """
 

@@ -13,7 +13,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from agent.alerts.directives import Ack, Directive, Mute, Resolve, Snooze, Unmute, format_duration
-from agent.alerts.routing import RoutingPolicy, local_time
+from agent.alerts.policy import RoutingPolicy, local_time
 from agent.alerts.store import UNRESOLVED, AlertStore, entry
 
 Doc = dict[str, Any]

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from agent.alerts import routing as r
+from agent.alerts import policy as r
 from agent.alerts.directives import Directive, format_duration
 from agent.alerts.fields import AlertError, validate
 from agent.alerts.lifecycle import STOP_TIMER, Lifecycle, Outcome, escalation_after

@@ -12,9 +12,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from agent.context import RunContext
-from agent.schedule_views import job_view
 from agent.tools.base import Tool, ToolError, ToolResult
 from scheduler.jobs import CronService, JobError
+from scheduler.views import job_view
 
 LIST_LIMIT = 50
 

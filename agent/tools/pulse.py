@@ -12,10 +12,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from agent.context import RunContext
-from agent.schedule_views import pulse_view, run_view
 from agent.tools.base import Tool, ToolError, ToolResult
 from scheduler.pulse_grid import PulseConfigError
 from scheduler.pulse_state import PulseStore
+from scheduler.views import pulse_view, run_view
 
 
 class QuietRange(BaseModel):

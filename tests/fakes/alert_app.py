@@ -17,11 +17,11 @@ from typing import Any
 from aiohttp.test_utils import TestClient, TestServer
 from twilio.request_validator import RequestValidator
 
-from agent.alerting import AlertingOptions, alerting
+from agent.alerts.policy import RoutingPolicy
 from agent.alerts.router import AlertRouter
-from agent.alerts.routing import RoutingPolicy
-from agent.app import App, Feature, build_app
-from agent.http import make_web_app
+from agent.app.alerts_feature import AlertingOptions, alerting
+from agent.app.core import App, Feature, build_app
+from agent.app.http import make_web_app
 from channels.types import (
     InboundMessage,
     InboundSink,

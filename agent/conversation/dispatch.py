@@ -13,8 +13,8 @@ from datetime import timedelta
 from types import MappingProxyType
 
 from agent.context import AgentDeps, RunContext, Tier
-from agent.prompt import mark_untrusted
-from agent.service import Agent
+from agent.conversation.agent import Agent
+from agent.conversation.prompt import mark_untrusted
 from channels.types import InboundMessage, Reply
 
 log = logging.getLogger(__name__)

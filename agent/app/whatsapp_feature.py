@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from agent.app import App, Feature
+from agent.app.core import App, Feature
 from agent.config import Settings
 from agent.context import Tier
 from agent.tools.whatsapp import WHATSAPP_TOOLS, permissions_section, whatsapp_connected

@@ -18,17 +18,9 @@ from typing import Any
 
 from aiohttp import web
 
-from agent.app import App, Feature
-from agent.autonomy import Autonomy, AutonomyConfig
+from agent.app.core import App, Feature
 from agent.context import RunContext
-from agent.schedule_views import (
-    job_line,
-    job_view,
-    pulse_status_text,
-    pulse_view,
-    run_line,
-    run_view,
-)
+from agent.runs.runner import Autonomy, AutonomyConfig
 from agent.tools.cron import MANAGE_CRONJOB
 from agent.tools.pulse import MANAGE_PULSE
 from agent.tools.send import SEND_MESSAGE, any_sender_running
@@ -38,6 +30,14 @@ from scheduler.jobs import CronService
 from scheduler.leases import LeaseStore
 from scheduler.pulse_state import PulseStore
 from scheduler.runs import RunStore
+from scheduler.views import (
+    job_line,
+    job_view,
+    pulse_status_text,
+    pulse_view,
+    run_line,
+    run_view,
+)
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
@@ -190,5 +190,5 @@ async def _stop(app: App, parts: Scheduling) -> None:
 
 
 async def scheduling_feature(app: App, stack: contextlib.AsyncExitStack) -> None:
-    """The default scheduling feature, as listed in ``agent.features.FEATURES``."""
+    """The default scheduling feature, as listed in ``agent.app.features.FEATURES``."""
     await scheduling()(app, stack)

@@ -13,8 +13,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from agent.app.whatsapp_feature import SESSION_FILE
 from agent.config import Settings
-from agent.whatsapp_feature import SESSION_FILE
 from storage.whatsapp_permissions import normalise_phone
 
 Printer = Callable[[str], None]

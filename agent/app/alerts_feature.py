@@ -16,12 +16,12 @@ from typing import Any
 from aiohttp import web
 
 from agent.alerts.fields import AlertError
-from agent.alerts.replies import AlertReplies, alert_prompt_section
+from agent.alerts.policy import RoutingPolicy, summary_line
 from agent.alerts.router import AlertRouter
-from agent.alerts.routing import RoutingPolicy, summary_line
-from agent.app import App, Feature
+from agent.app.core import App, Feature
 from agent.config import Settings
 from agent.context import RunContext
+from agent.conversation.alert_replies import AlertReplies, alert_prompt_section
 from agent.tools.alerts import MANAGE_ALERTS, RAISE_ALERT
 from channels.types import InboundMessage, Reply
 
@@ -146,5 +146,5 @@ def alerting(options: AlertingOptions | None = None) -> Feature:
 
 
 async def alerting_feature(app: App, stack: contextlib.AsyncExitStack) -> None:
-    """The default alerts feature, as listed in ``agent.features.FEATURES``."""
+    """The default alerts feature, as listed in ``agent.app.features.FEATURES``."""
     await alerting()(app, stack)

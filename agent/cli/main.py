@@ -9,15 +9,15 @@ import logging
 import signal
 import sys
 
+from agent.cli.logs import setup_logging
 from agent.config import ConfigError, Settings, load_settings
-from agent.logs import setup_logging
 
 log = logging.getLogger("watchkeeper")
 
 
 async def _run(settings: Settings) -> int:
-    from agent.app import build_app
-    from agent.http import make_web_app, serve
+    from agent.app.core import build_app
+    from agent.app.http import make_web_app, serve
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -37,7 +37,7 @@ async def _run(settings: Settings) -> int:
 
 
 async def _chat(settings: Settings) -> int:
-    from agent.app import build_app
+    from agent.app.core import build_app
     from channels.console import ConsoleChannel
 
     console = ConsoleChannel()
@@ -83,16 +83,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "chat":
             return asyncio.run(_chat(settings))
         if args.command == "doctor":
-            from agent.doctor import doctor
+            from agent.cli.doctor import doctor
 
             return asyncio.run(doctor(settings))
         if args.command == "schedule":
-            from agent.schedule_cli import print_schedule
+            from agent.cli.upcoming import print_schedule
 
             code: int = asyncio.run(print_schedule(settings, args.hours))
             return code
         if args.command == "whatsapp":
-            from agent.whatsapp_cli import link
+            from agent.cli.whatsapp_link import link
 
             code = asyncio.run(link(settings, args.phone))
             return code

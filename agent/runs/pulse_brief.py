@@ -16,11 +16,11 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from agent.context import AgentDeps
-from agent.schedule_views import short_time
 from scheduler.jobs import CronService
 from scheduler.pulse_grid import PulseConfigError, interval_minutes, next_pulse, remaining_today
 from scheduler.pulse_state import PulseState
 from scheduler.runs import RunStore
+from scheduler.views import short_time
 from storage import collections as c
 
 log = logging.getLogger(__name__)

@@ -13,12 +13,12 @@ import logging
 from typing import Any
 
 from agent.alerts.directives import ParsedReply, parse_reply
+from agent.alerts.job_directives import apply_cron, apply_pulse
 from agent.alerts.lifecycle import ALERT_DIRECTIVES
+from agent.alerts.policy import local_time, public
 from agent.alerts.router import AlertRouter
-from agent.alerts.routing import local_time, public
-from agent.alerts.schedule import apply_cron, apply_pulse
 from agent.context import RunContext
-from agent.service import Agent
+from agent.conversation.agent import Agent
 from channels.types import InboundMessage, Reply
 
 log = logging.getLogger(__name__)

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import aiohttp
 
+from agent.app.whatsapp_feature import SESSION_FILE
 from agent.config import Settings
-from agent.whatsapp_feature import SESSION_FILE
 from storage.db import make_client
 from storage.embedded import EmbeddedServer, EmbeddedUnavailable
 

@@ -16,9 +16,9 @@ from aiohttp import web
 
 from agent.config import Settings
 from agent.context import AgentDeps, Clock, system_clock
-from agent.dispatch import COMMAND_HELP, Dispatcher
+from agent.conversation.agent import Agent
+from agent.conversation.dispatch import COMMAND_HELP, Dispatcher
 from agent.llm.base import ModelClient
-from agent.service import Agent
 from agent.tools.catalog import ToolCatalog, core_catalog
 from channels.outbox import Outbox
 from channels.pipeline import Pipeline
@@ -137,7 +137,7 @@ async def build_app(
             note(f"channel: {channel.name}")
         for feature in features if features is not None else default_features():
             await feature(app, stack)
-        from agent.status import install_status_command
+        from agent.app.status import install_status_command
 
         install_status_command(app)
         await pipeline.recover(sole_owner=database.owns_server)
@@ -146,6 +146,6 @@ async def build_app(
 
 def default_features() -> list[Feature]:
     """Every optional part, in start order; each decides from the settings to start."""
-    from agent.features import FEATURES
+    from agent.app.features import FEATURES
 
     return list(FEATURES)

@@ -11,8 +11,8 @@ from typing import Any
 
 from aiohttp import web
 
-from agent.app import App
-from agent.status import status_data
+from agent.app.core import App
+from agent.app.status import status_data
 
 log = logging.getLogger(__name__)
 APP_KEY: web.AppKey[App] = web.AppKey("watchkeeper", App)

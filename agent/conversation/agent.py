@@ -16,11 +16,11 @@ from typing import Any
 from bson import ObjectId
 
 from agent.context import RunContext
-from agent.history import fit_history, message_tokens
+from agent.conversation.history import fit_history, message_tokens
+from agent.conversation.loop import MAX_TURNS, LoopResult, run_loop
+from agent.conversation.prompt import PromptSection, build_system_prompt
 from agent.llm.base import ModelClient, ModelError
 from agent.llm.types import MessagesAdapter, ModelMessage, TextPart, Usage, user_message
-from agent.loop import MAX_TURNS, LoopResult, run_loop
-from agent.prompt import PromptSection, build_system_prompt
 from agent.tools.catalog import ToolCatalog
 
 log = logging.getLogger(__name__)

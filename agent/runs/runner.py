@@ -21,8 +21,8 @@ from datetime import datetime
 from typing import Any
 
 from agent.context import AgentDeps, RunContext
-from agent.pulse_context import build_brief
-from agent.service import Agent
+from agent.conversation.agent import Agent
+from agent.runs.pulse_brief import build_brief
 from channels.outbox import Outbox
 from channels.types import Channel, OutboundMessage
 from scheduler.jobs import CronJob, CronService

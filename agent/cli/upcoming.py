@@ -13,11 +13,11 @@ from zoneinfo import ZoneInfo
 
 from agent.config import Settings
 from agent.context import Clock, system_clock
-from agent.schedule_views import days_text, quiet_text
 from scheduler.cron import CronError, describe
 from scheduler.jobs import CronJob, CronService, fires_window
 from scheduler.pulse_grid import PulseConfigError, upcoming_pulses
 from scheduler.pulse_state import PulseState, PulseStore
+from scheduler.views import days_text, quiet_text
 from storage.db import open_database
 
 PER_JOB_LIMIT = 200
