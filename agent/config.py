@@ -126,6 +126,11 @@ class Settings(BaseSettings):
         return ZoneInfo(self.timezone)
 
     @property
+    def whatsapp_session_path(self) -> Path:
+        """The linked WhatsApp session (neonize's SQLite file) inside ``DATA_DIR``."""
+        return self.data_dir / "whatsapp.sqlite3"
+
+    @property
     def embedded_db(self) -> bool:
         return self.mongodb_uri is None
 

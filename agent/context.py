@@ -1,25 +1,35 @@
-"""Per-request context: who is asking, where the answer goes, and the shared services.
+"""Per-run context: who is asking, where the answer goes, and the shared services.
 
 Per-message state travels in ``RunContext`` and nowhere else, so concurrent
-conversations never see each other's state.
+conversations never see each other's state. Its trusted fields are typed and set by
+our own code (dispatcher, runner); what a transport reported about a message is kept
+apart, read-only, in ``transport``, so no message can set a trusted field.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any, Literal
 
 import aiohttp
 from pymongo.asynchronous.database import AsyncDatabase
 
+from agent.alerts.router import AlertRouter
 from agent.config import Settings
+from channels.outbox import Outbox
+from channels.types import Channel
+from scheduler.engine import Engine
+from scheduler.jobs import CronService
+from scheduler.pulse_state import PulseStore
 from storage.repos import ConversationRepo, MessageRepo, SystemInstructionRepo
 
 Tier = Literal["owner", "contact"]
 RunKind = Literal["chat", "cron", "pulse"]
 Clock = Callable[[], datetime]
+NO_META: Mapping[str, Any] = MappingProxyType({})
 
 
 def system_clock() -> datetime:
@@ -28,18 +38,26 @@ def system_clock() -> datetime:
 
 @dataclass
 class AgentDeps:
-    """Long-lived services every request shares; built once by the composition root."""
+    """Long-lived services every run shares; built once by the composition root.
+
+    The optional parts are ``None`` until the part that owns them starts (alerts,
+    scheduler); a tool that needs a missing one says so to the model.
+    """
 
     settings: Settings
     db: AsyncDatabase[dict[str, Any]]
     clock: Clock = system_clock
     http: aiohttp.ClientSession | None = None
+    outbox: Outbox | None = None
+    channels: Mapping[str, Channel] = field(default_factory=dict)
+    """The running channels by name (the composition root's live mapping)."""
+    alerts: AlertRouter | None = None
+    cron: CronService | None = None
+    pulse: PulseStore | None = None
+    scheduler: Engine | None = None
     instructions: SystemInstructionRepo = field(init=False)
     conversations: ConversationRepo = field(init=False)
     messages: MessageRepo = field(init=False)
-    services: dict[str, Any] = field(default_factory=dict)
-    """Optional services registered by later parts (scheduler, alerts, outbound senders),
-    looked up by the tools that need them."""
 
     def __post_init__(self) -> None:
         self.instructions = SystemInstructionRepo(self.db)
@@ -47,17 +65,40 @@ class AgentDeps:
         self.messages = MessageRepo(self.db)
 
 
-@dataclass
+@dataclass(frozen=True)
+class AlertInPlay:
+    """The alert a free-text reply is about, and whether the owner named it."""
+
+    alert: Mapping[str, Any]
+    named_by_owner: bool
+
+
+@dataclass(frozen=True)
 class RunContext:
+    """One run of the agent. ``tier`` and ``kind`` have no default: every run says who
+    it is for, because the tier decides which tools it gets."""
+
     deps: AgentDeps
-    tier: Tier = "owner"
-    kind: RunKind = "chat"
-    channel: str = "console"
-    chat_id: str = "owner"
-    sender: str = "owner"
-    conversation_key: str = "console:owner"
-    extra: dict[str, Any] = field(default_factory=dict)
-    """Run-specific facts (the alert a reply refers to, the cron job being run...)."""
+    tier: Tier
+    kind: RunKind
+    channel: str
+    chat_id: str
+    sender: str
+    conversation_key: str
+    inbox_id: str | None = None
+    """The stored inbound message this exchange answers."""
+    replay: bool = False
+    """An earlier attempt at this message may have answered it already."""
+    reply_to: str | None = None
+    can_reply: bool = True
+    """Whether an answer is sent back (a contact without ``can_reply`` gets none)."""
+    run_id: str | None = None
+    """The run record of a cron or pulse run."""
+    job_id: str | None = None
+    job_name: str | None = None
+    alert: AlertInPlay | None = None
+    transport: Mapping[str, Any] = field(default_factory=lambda: NO_META)
+    """What the transport said about the message (``is_group``...): untrusted facts."""
 
     @property
     def now(self) -> datetime:

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.app.core import build_app
 from agent.config import Settings
-from agent.context import AgentDeps, RunContext
+from agent.context import AgentDeps
 from agent.conversation.agent import Agent
 from agent.conversation.dispatch import Dispatcher
 from agent.llm.types import ModelMessage, ModelResponse, TextPart, ToolSpec, Usage
@@ -33,6 +33,7 @@ from channels.outbox import Outbox
 from channels.pipeline import Pipeline
 from channels.types import InboundMessage, OutboundMessage, SendResult
 from storage.db import open_database
+from tests.contexts import owner_ctx
 from tests.fakes.scripted import ScriptedModel
 from tests.tokens import count_tokens
 
@@ -87,10 +88,10 @@ async def overhead(settings: Settings, deps: AgentDeps) -> None:
     agent = Agent(InstantModel(), core_catalog())
     timings = []
     for i in range(50):  # warm-up
-        await agent.respond(f"warm {i}", RunContext(deps=deps, conversation_key=f"w:{i % 10}"))
+        await agent.respond(f"warm {i}", owner_ctx(deps, conversation_key=f"w:{i % 10}"))
     start = time.perf_counter()
     for i in range(1000):
-        ctx = RunContext(deps=deps, conversation_key=f"bench:{i % 20}")
+        ctx = owner_ctx(deps, conversation_key=f"bench:{i % 20}")
         t0 = time.perf_counter()
         await agent.respond(f"message {i}", ctx)
         timings.append((time.perf_counter() - t0) * 1000)
@@ -146,7 +147,7 @@ async def hi_tokens(settings: Settings) -> None:
     """The request a plain "hi" from the owner sends, with the whole app's tools."""
     model = ScriptedModel(lambda r: "hello")
     async with build_app(settings, model=model, channels=[], on_part=lambda _: None) as app:
-        await app.agent.respond("hi", RunContext(deps=app.deps))
+        await app.agent.respond("hi", owner_ctx(app.deps))
     request = model.requests[0]
     schemas = json.dumps([t.model_dump() for t in request.tools])
     system = count_tokens(request.system)

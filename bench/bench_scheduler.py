@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from agent.app.core import App, build_app  # noqa: E402
-from agent.app.scheduling_feature import Scheduling, SchedulingOptions, scheduling  # noqa: E402
+from agent.app.parts import Scheduling  # noqa: E402
+from agent.app.scheduling_feature import SchedulingOptions, scheduling  # noqa: E402
 from agent.config import Settings  # noqa: E402
 from channels.types import InboundSink, OutboundMessage, SendResult  # noqa: E402
 from scheduler.cron import next_fires  # noqa: E402
@@ -36,6 +37,7 @@ from scheduler.engine import Engine  # noqa: E402
 from scheduler.jobs import CronJob, CronService  # noqa: E402
 from scheduler.leases import LeaseStore  # noqa: E402
 from scheduler.pulse_state import PulseStore  # noqa: E402
+from scheduler.recorder import RunRecorder, Skip  # noqa: E402
 from scheduler.runs import RunStore  # noqa: E402
 from storage.db import open_database  # noqa: E402
 from tests.fakes.scripted import Request, ScriptedModel  # noqa: E402
@@ -114,18 +116,18 @@ async def bench_load(data: Path) -> None:
         await db["cronjobs"].insert_many(docs)
         del docs
 
-        async def never(*_: Any) -> None:
-            return None
+        async def never(*_: Any) -> Skip:
+            return Skip("idle", "benchmark")
 
+        runs = RunStore(db)
         before = rss_mb()
         engine = Engine(
             jobs=CronService(db, lambda: datetime.now(UTC), "UTC"),
             pulse=PulseStore(db, lambda: datetime.now(UTC), UTC_TZ),
-            runs=RunStore(db),
+            runs=runs,
             leases=LeaseStore(db, "bench"),
             clock=lambda: datetime.now(UTC),
-            run_cron=never,
-            run_pulse=never,
+            recorder=RunRecorder(runs, lambda: datetime.now(UTC), cron=never, pulse=never),
         )
         started = time.perf_counter()
         armed = await engine.start()
@@ -161,7 +163,8 @@ async def bench_same_minute(data: Path, distinct: bool) -> None:
         features=[scheduling(SchedulingOptions(timer=True))],
         on_part=lambda _: None,
     ) as app:
-        parts: Scheduling = app.deps.services["scheduling"]
+        parts = app.scheduling
+        assert parts is not None
         await parts.pulse.update_config(enabled=False)
         real = datetime.now(UTC)
         shift[0] = real.replace(second=56, microsecond=0) - real  # the minute ends in 4 s
@@ -227,7 +230,7 @@ async def _busy_day(app: App, parts: Scheduling) -> None:
             timezone="UTC",
         )
     ran: CronJob = job
-    await parts.autonomy.run_cron(ran, now)
+    await parts.engine.recorder.cron(ran, now)
 
 
 async def bench_pulse_tokens(data: Path) -> None:
@@ -246,10 +249,11 @@ async def bench_pulse_tokens(data: Path) -> None:
         channels=[NullChannel()],
         on_part=lambda _: None,
     ) as app:  # default features: alerts and scheduling, as in production
-        parts: Scheduling = app.deps.services["scheduling"]
+        parts = app.scheduling
+        assert parts is not None
         await _busy_day(app, parts)
         seen.clear()
-        run = await parts.autonomy.run_pulse(app.clock(), trigger="schedule")
+        run = await parts.engine.recorder.pulse(app.clock())
     request = seen[0]
     system = count_tokens(request.system)
     messages = sum(count_tokens(m.text) for m in request.messages)

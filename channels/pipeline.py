@@ -9,6 +9,13 @@
 4. On start, messages a dead process left ``processing`` are handled again: at
    once when this process owns the database, else once their claim is stale (another
    instance on the same MongoDB may still be working on them).
+5. Bursts ("hi" / "are you there" / "question...") become one exchange where a
+   channel's burst rule asks for it: each message is stored first, one by one; the
+   conversation's worker then waits ``window`` seconds after the latest (at most
+   ``4 * window`` after the first) and handles them together. The first message
+   leads: it lists the burst (``burst_ids``) and the others point at it
+   (``burst_leader``), so after a crash the leader handles them together again and
+   nothing is answered twice or held only in memory.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -32,6 +40,9 @@ from storage import collections as c
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
 Handler = Callable[[InboundMessage], Awaitable[list[Reply]]]
+BurstRule = Callable[[InboundMessage], float]
+"""Seconds to wait for more messages after this one (0: handle it alone, now)."""
+BURST_MAX_ITEMS = 20
 TYPING_EVERY = 4.0
 STALE_CLAIM = timedelta(minutes=15)
 """Longer than any exchange can take (model retries and tool calls included)."""
@@ -51,6 +62,21 @@ def _from_doc(doc: Doc) -> InboundMessage:
     )
 
 
+def _merge(docs: list[Doc]) -> InboundMessage:
+    """One message for a burst: the first one's identity, every text in order."""
+    first = _from_doc(docs[0])
+    if len(docs) == 1:
+        return first
+    last = _from_doc(docs[-1])
+    return dataclasses.replace(
+        first,
+        text="\n".join(str(d["text"]) for d in docs),
+        received_at=last.received_at,
+        sender_name=last.sender_name or first.sender_name,
+        meta={**first.meta, "message_ids": [d["external_id"] for d in docs]},
+    )
+
+
 class Pipeline:
     def __init__(
         self,
@@ -67,11 +93,14 @@ class Pipeline:
         self._channels = channels
         self._clock = clock
         self._limit = asyncio.Semaphore(max_concurrency)
-        self._queues: dict[str, asyncio.Queue[Doc | ObjectId]] = {}
+        self._queues: dict[str, deque[Doc | ObjectId]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._stopping = False
         self._recoverable: Doc = {"status": "pending"}
         """What ``recover`` may claim; the same filter guards the claim itself."""
+        self.burst_rules: dict[str, BurstRule] = {}
+        """Per channel: how long to gather a burst before handling it."""
+        self._arrivals: dict[str, asyncio.Event] = {}
 
     async def submit(self, message: InboundMessage) -> bool:
         """Store and queue ``message``; False when it was already received."""
@@ -102,22 +131,27 @@ class Pipeline:
     def _enqueue(self, key: str, item: Doc | ObjectId) -> None:
         queue = self._queues.get(key)
         if queue is None:
-            queue = self._queues[key] = asyncio.Queue()
-        queue.put_nowait(item)
+            queue = self._queues[key] = deque()
+        queue.append(item)
+        arrived = self._arrivals.get(key)
+        if arrived is not None:
+            arrived.set()
         if key not in self._workers and not self._stopping:
             self._workers[key] = asyncio.create_task(self._work(key, queue), name=f"conv:{key}")
 
-    async def _work(self, key: str, queue: asyncio.Queue[Doc | ObjectId]) -> None:
+    async def _work(self, key: str, queue: deque[Doc | ObjectId]) -> None:
         try:
-            while not queue.empty():
-                item = queue.get_nowait()
+            while queue:
+                item = queue.popleft()
                 try:
+                    if isinstance(item, dict) and self._window(item) > 0:
+                        item = await self._gather(key, queue, item)
                     await self._process(item)
                 except Exception:
                     log.exception("handling a message in %s failed", key)
         finally:
             self._workers.pop(key, None)
-            if queue.empty():
+            if not queue:
                 self._queues.pop(key, None)
             elif not self._stopping:  # a message arrived while we were exiting
                 self._workers[key] = asyncio.create_task(self._work(key, queue))
@@ -141,20 +175,69 @@ class Pipeline:
         else:
             doc, replayed = item, False
         inbox_id: ObjectId = doc["_id"]
+        if doc.get("burst_leader") not in (None, inbox_id):
+            return  # its burst's leader handles it, and marks it done
+        members = await self._burst_of(doc)
         if not replayed:
-            message = _from_doc(doc)
+            message = _merge(members)
             # The handler learns which stored message this is, and whether an earlier
             # attempt may already have answered it (so it can reuse that answer).
-            meta = {**message.meta, "inbox_id": str(inbox_id)}
-            if int(doc.get("attempts", 1)) > 1:
-                meta["replay"] = True
-            message = dataclasses.replace(message, meta=meta)
+            message = dataclasses.replace(
+                message, inbox_id=str(inbox_id), replay=int(doc.get("attempts", 1)) > 1
+            )
             replies = await self._handle(message)
             for n, reply in enumerate(replies):
                 await self._outbox.enqueue(self._outbound(message, inbox_id, n, reply))
-        await self._inbox.update_one(
-            {"_id": inbox_id}, {"$set": {"status": "done", "done_at": self._clock()}}
+        await self._inbox.update_many(
+            {"_id": {"$in": [m["_id"] for m in members]}},
+            {"$set": {"status": "done", "done_at": self._clock()}},
         )
+
+    def _window(self, doc: Doc) -> float:
+        rule = self.burst_rules.get(doc["channel"])
+        return rule(_from_doc(doc)) if rule is not None else 0.0
+
+    async def _gather(self, key: str, queue: deque[Doc | ObjectId], first: Doc) -> Doc:
+        """Wait for the rest of a burst, then make ``first`` its leader (stored)."""
+        window = self._window(first)
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + 4 * window
+        while len(queue) < BURST_MAX_ITEMS:
+            wait = min(window, give_up - loop.time())
+            if wait <= 0:
+                break
+            arrived = self._arrivals[key] = asyncio.Event()
+            try:
+                await asyncio.wait_for(arrived.wait(), wait)
+            except TimeoutError:
+                break
+            finally:
+                self._arrivals.pop(key, None)
+        members = [first]
+        while queue and len(members) < BURST_MAX_ITEMS:
+            nxt = queue[0]
+            if not isinstance(nxt, dict) or self._window(nxt) <= 0:
+                break
+            members.append(nxt)
+            queue.popleft()
+        if len(members) == 1:
+            return first
+        ids = [m["_id"] for m in members]
+        await self._inbox.update_many(
+            {"_id": {"$in": ids[1:]}}, {"$set": {"burst_leader": first["_id"]}}
+        )
+        await self._inbox.update_one({"_id": first["_id"]}, {"$set": {"burst_ids": ids}})
+        return {**first, "burst_ids": ids, "_members": members}
+
+    async def _burst_of(self, doc: Doc) -> list[Doc]:
+        """The stored messages of the burst ``doc`` leads, in order (itself alone if none)."""
+        if "_members" in doc:
+            return list(doc["_members"])
+        ids = doc.get("burst_ids")
+        if not ids:
+            return [doc]
+        found = {d["_id"]: d async for d in self._inbox.find({"_id": {"$in": ids}})}
+        return [found.get(i, doc) if i != doc["_id"] else doc for i in ids if i in found]
 
     async def _outbox_has_replies(self, inbox_id: ObjectId) -> bool:
         outbox = self._inbox.database[c.OUTBOX]

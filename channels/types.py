@@ -25,6 +25,11 @@ class InboundMessage:
     reply_to: str | None = None
     """External id of the message this one replies to, when the transport says."""
     meta: dict[str, Any] = field(default_factory=dict)
+    """What the transport reports (``is_group``...); never trusted for access."""
+    inbox_id: str | None = None
+    """Set by the pipeline once the message is stored: its ``inbox`` id."""
+    replay: bool = False
+    """Set by the pipeline: an earlier attempt at this message may have answered it."""
 
     @property
     def conversation_key(self) -> str:

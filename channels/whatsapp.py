@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from channels.types import InboundMessage, InboundSink, OutboundMessage, SendError, SendResult
-from channels.whatsapp_burst import Coalescer
 from channels.whatsapp_events import (
     WaMessage,
     jid_string,
@@ -88,11 +87,9 @@ class WhatsAppChannel:
         self,
         session_path: Path,
         *,
-        owner_phone: str | None = None,
         client_factory: ClientFactory = neonize_client,
         group_allowed: GroupCheck | None = None,
         notify: Notify | None = None,
-        burst_seconds: float = 3.0,
         clock: Clock = _utcnow,
         sleep: Sleep = asyncio.sleep,
         backoff: Sequence[float] = BACKOFF,
@@ -100,11 +97,9 @@ class WhatsAppChannel:
         health_every: float = 30.0,
     ) -> None:
         self._session_path = session_path
-        self._owner_phone = owner_phone
         self._factory = client_factory
         self._group_allowed = group_allowed
         self._notify = notify
-        self._burst_seconds = burst_seconds
         self._clock = clock
         self._sleep = sleep
         self._backoff = tuple(backoff) or (1.0,)
@@ -125,7 +120,6 @@ class WhatsAppChannel:
         self.ignored: Counter[str] = Counter()
         self.delays: list[float] = []
         """Backoff delays slept so far (status and tests)."""
-        self._burst: Coalescer[InboundMessage] = Coalescer(burst_seconds, self._submit_burst)
         self._tasks: list[asyncio.Task[None]] = []
 
     # -- lifecycle ------------------------------------------------------------------
@@ -144,7 +138,6 @@ class WhatsAppChannel:
 
     async def stop(self) -> None:
         self._stopping = True
-        await self._burst.drain()
         if self._client is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._client.disconnect(), timeout=5)
@@ -268,13 +261,7 @@ class WhatsAppChannel:
         message = await self._inbound(parsed)
         if message is None:
             return
-        owner = message.meta.get("self_chat") or (
-            self._owner_phone is not None and message.sender_id == self._owner_phone
-        )
-        if owner or message.meta["is_group"] or self._burst_seconds <= 0:
-            await self._submit(message)
-        else:
-            self._burst.add(message.chat_id, message)
+        await self._submit(message)
 
     async def _inbound(self, m: WaMessage) -> InboundMessage | None:
         """The message as the pipeline stores it, or None for what is never stored."""
@@ -321,25 +308,6 @@ class WhatsAppChannel:
         if self._sink is None:
             return
         await self._sink(message)
-
-    async def _submit_burst(self, messages: list[InboundMessage]) -> None:
-        """One InboundMessage per burst; keyed by the first id so a redelivery dedupes."""
-        first, last = messages[0], messages[-1]
-        if len(messages) == 1:
-            await self._submit(first)
-            return
-        merged = InboundMessage(
-            channel=first.channel,
-            external_id=first.external_id,
-            chat_id=first.chat_id,
-            sender_id=first.sender_id,
-            text="\n".join(m.text for m in messages),
-            received_at=last.received_at,
-            sender_name=last.sender_name or first.sender_name,
-            reply_to=first.reply_to,
-            meta={**first.meta, "message_ids": [m.external_id for m in messages]},
-        )
-        await self._submit(merged)
 
     # -- outbound -------------------------------------------------------------------
 
@@ -392,5 +360,4 @@ class WhatsAppChannel:
             "reconnect_attempts": self._attempt,
             "notified": self._notified,
             "ignored": dict(self.ignored),
-            "buffered": self._burst.pending,
         }

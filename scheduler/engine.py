@@ -15,7 +15,8 @@ fire twice or forget one:
 
 Timers that fire together are handled by one sweep with a few batched round trips,
 so 200 jobs due in the same minute start together. The engine never imports the
-agent: runs go through the ``run_cron``/``run_pulse`` callbacks.
+agent: runs go through a ``RunRecorder``, which owns their records end to end and
+calls the agent's runner for the work.
 """
 
 from __future__ import annotations
@@ -38,12 +39,11 @@ from scheduler.jobs import CronJob, CronService
 from scheduler.leases import LeaseStore
 from scheduler.pulse_grid import PulseConfigError, next_pulse
 from scheduler.pulse_state import PulseStore
-from scheduler.runs import RunStore, skipped_doc
+from scheduler.recorder import RunRecorder
+from scheduler.runs import RunStore, Trigger, skipped_doc
 
 log = logging.getLogger(__name__)
 Clock = Callable[[], datetime]
-CronRunner = Callable[[CronJob, datetime], Awaitable[object]]
-PulseRunner = Callable[[datetime], Awaitable[object]]
 PULSE_TIMER = "pulse"
 RESYNC_TIMER = "resync"
 
@@ -80,8 +80,7 @@ class Engine:
         runs: RunStore,
         leases: LeaseStore,
         clock: Clock,
-        run_cron: CronRunner,
-        run_pulse: PulseRunner,
+        recorder: RunRecorder,
         config: EngineConfig | None = None,
         timer: bool = True,
     ) -> None:
@@ -90,8 +89,7 @@ class Engine:
         self.runs = runs
         self.leases = leases
         self.clock = clock
-        self._run_cron = run_cron
-        self._run_pulse = run_pulse
+        self.recorder = recorder
         self.config = config or EngineConfig()
         self._use_timer = timer
         self._scheduler: AsyncIOScheduler | None = None
@@ -100,6 +98,8 @@ class Engine:
         self._sweeper: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[object]] = set()
         self._slots = asyncio.Semaphore(self.config.max_parallel)
+        self.state = "not started"
+        """``running`` between ``start`` and ``stop``, then ``stopped`` (for /healthz)."""
 
     # --- lifecycle ---------------------------------------------------------------
 
@@ -123,11 +123,14 @@ class Engine:
             self.jobs.listeners.append(self.job_changed)
         if self.pulse_changed not in self.pulse.listeners:
             self.pulse.listeners.append(self.pulse_changed)
-        return await self.load()
+        armed = await self.load()
+        self.state = "running"
+        return armed
 
     async def stop(self) -> None:
         """Stop the timers; runs in flight get ``stop_grace`` to finish, then are cancelled
         (their records are closed as interrupted on the next start)."""
+        self.state = "stopped"
         if self._scheduler is not None:
             self._scheduler.shutdown(wait=False)
             self._scheduler = None
@@ -243,6 +246,11 @@ class Engine:
             if PULSE_TIMER in woken and PULSE_TIMER not in self._armed:
                 self._arm(PULSE_TIMER, (await self.pulse.get()).next_pulse_at)
 
+    async def run_pulse_now(self, trigger: Trigger) -> dict[str, object]:
+        """A pulse asked for by hand: recorded like a scheduled one, and it counts
+        against the daily cap; it runs even when there is nothing new."""
+        return await self.recorder.pulse(self.clock(), trigger)
+
     # --- due work --------------------------------------------------------------------
 
     async def run_due(self, now: datetime | None = None, *, wait: bool = True) -> list[Fire]:
@@ -262,9 +270,9 @@ class Engine:
             if fire.action != "run":
                 continue
             if fire.job_id is None:
-                fire.task = self._spawn(self._run_pulse(fire.scheduled_for))
+                fire.task = self._spawn(self.recorder.pulse(fire.scheduled_for))
             else:
-                fire.task = self._spawn(self._run_cron(jobs[fire.job_id], fire.scheduled_for))
+                fire.task = self._spawn(self.recorder.cron(jobs[fire.job_id], fire.scheduled_for))
         if wait:
             await asyncio.gather(*(f.task for f in fires if f.task), return_exceptions=True)
         return fires

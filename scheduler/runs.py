@@ -21,6 +21,20 @@ from storage import collections as c
 Doc = dict[str, Any]
 RunKindName = Literal["cron", "pulse"]
 Status = Literal["success", "failed", "timeout", "skipped"]
+Trigger = Literal["schedule", "manual", "command", "api"]
+Reason = Literal[
+    # why a run failed
+    "timeout",
+    "model_unavailable",
+    "out_of_steps",
+    "internal_error",
+    "interrupted",
+    # why a fire did not run
+    "daily_cap",
+    "idle",
+    "missed",
+]
+"""Why a run did not succeed, as a fixed word: the owner's message is chosen by it."""
 FAILED: frozenset[str] = frozenset({"failed", "timeout"})
 RESULT_LIMIT = 8_000
 ERROR_LIMIT = 300
@@ -33,6 +47,8 @@ class Outcome:
     status: Status
     result: str = ""
     error: str | None = None
+    """Detail in words, for the record and the model; never matched on."""
+    reason: Reason | None = None
     tool_calls: list[str] = field(default_factory=list)
     input_tokens: int = 0
     output_tokens: int = 0
@@ -51,6 +67,7 @@ def skipped_doc(
     now: datetime,
     reason: str,
     trigger: str = "schedule",
+    why: Reason = "missed",
 ) -> Doc:
     return {
         "kind": kind,
@@ -65,6 +82,7 @@ def skipped_doc(
         "tokens": {"input": 0, "output": 0},
         "result": "",
         "error": reason,
+        "reason": why,
     }
 
 
@@ -104,6 +122,7 @@ class RunStore:
             "tokens": {"input": outcome.input_tokens, "output": outcome.output_tokens},
             "result": outcome.result[:RESULT_LIMIT],
             "error": short_error(outcome.error) if outcome.error else None,
+            "reason": outcome.reason,
             **outcome.extra,
         }
         done = await self._coll.find_one_and_update(
@@ -120,9 +139,10 @@ class RunStore:
         reason: str,
         *,
         trigger: str = "schedule",
+        why: Reason = "missed",
     ) -> Doc:
         """Record a fire that did not run (missed, idle, over the daily cap)."""
-        doc = skipped_doc(kind, job_id, scheduled_for, now, reason, trigger)
+        doc = skipped_doc(kind, job_id, scheduled_for, now, reason, trigger, why)
         await self._coll.insert_one(doc)
         return doc
 
@@ -177,6 +197,7 @@ class RunStore:
                     "status": "failed",
                     "ended_at": now,
                     "error": "interrupted: the process stopped during the run",
+                    "reason": "interrupted",
                 }
             },
         )

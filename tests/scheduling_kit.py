@@ -1,13 +1,12 @@
-"""Shared pieces for the scheduler tests: a settable clock, a recording channel, and an
-app with the scheduling feature on the session database, timers off (tests move time)."""
+"""Shared pieces for the scheduler tests: an app with the scheduling feature on the session
+database, timers off (tests move a ``FakeClock``), sending to a ``RecordingChannel``."""
 
 from __future__ import annotations
 
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,58 +14,16 @@ from agent.app.core import App, build_app
 from agent.app.scheduling_feature import Scheduling, SchedulingOptions, scheduling
 from agent.context import RunContext
 from agent.llm.types import ModelMessage, ToolCallPart, ToolResultPart
-from channels.types import Channel, InboundMessage, InboundSink, OutboundMessage, SendResult
+from channels.types import Channel, InboundMessage
 from tests.conftest import make_settings
+from tests.contexts import owner_ctx
+from tests.fakes.channel import RecordingChannel
+from tests.fakes.clock import FakeClock
 from tests.fakes.scripted import ScriptedModel
 
 
-@dataclass
-class FakeClock:
-    """Time that moves only when a test says so."""
-
-    now: datetime
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def set(self, moment: datetime) -> datetime:
-        self.now = moment.astimezone(UTC)
-        return self.now
-
-    def advance(self, **delta: float) -> datetime:
-        self.now += timedelta(**delta)
-        return self.now
-
-
-@dataclass
-class RecordingChannel:
-    """A channel that keeps what it was asked to send."""
-
-    name: str = "console"
-    sent: list[OutboundMessage] = field(default_factory=list)
-
-    async def start(self, sink: InboundSink) -> None:
-        self.sink = sink
-
-    async def stop(self) -> None:
-        return None
-
-    async def send(self, message: OutboundMessage) -> SendResult:
-        self.sent.append(message)
-        return SendResult(external_ids=(f"m{len(self.sent)}",))
-
-    async def typing(self, chat_id: str) -> None:
-        return None
-
-    def status(self) -> dict[str, Any]:
-        return {"connected": True}
-
-    def texts(self, chat_id: str | None = None) -> list[str]:
-        return [m.text for m in self.sent if chat_id is None or m.chat_id == chat_id]
-
-
 def parts_of(app: App) -> Scheduling:
-    parts = app.deps.services["scheduling"]
+    parts = app.scheduling
     assert isinstance(parts, Scheduling)
     return parts
 
@@ -108,7 +65,7 @@ async def scheduled_app(
 
 async def call_tool(app: App, tool: str, ctx: RunContext | None = None, /, **args: Any) -> Any:
     """Call a tool the way the loop does (validation included) in an owner chat."""
-    context = ctx or RunContext(deps=app.deps)
+    context = ctx or owner_ctx(app.deps)
     return await app.catalog.for_context(context).call(tool, args, context)
 
 

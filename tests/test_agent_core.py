@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.context import AgentDeps, RunContext
+from agent.context import AgentDeps
 from agent.conversation.agent import APOLOGY, Agent
 from agent.llm.types import ModelMessage, TextPart, ToolResultPart
 from agent.tools.catalog import core_catalog
 from storage.db import open_database
 from tests.conftest import make_settings
+from tests.contexts import owner_ctx
 from tests.fakes.scripted import Request, ScriptedModel, sequence, unavailable
 
 
@@ -20,11 +21,11 @@ def _agent(model: ScriptedModel) -> Agent:
 async def test_save_memory_is_stored_and_shown_next_time(deps: AgentDeps) -> None:
     model = ScriptedModel(lambda r: "ok")
     model.responder = sequence(model.call("save_memory", memory="- owner likes tea"), "Noted.")
-    reply = await _agent(model).respond("remember I like tea", RunContext(deps=deps))
+    reply = await _agent(model).respond("remember I like tea", owner_ctx(deps))
     assert reply.text == "Noted."
     assert (await deps.instructions.get()).memory == "- owner likes tea"
     model.responder = sequence("hello")
-    await _agent(model).respond("hi", RunContext(deps=deps))
+    await _agent(model).respond("hi", owner_ctx(deps))
     assert "- owner likes tea" in model.requests[-1].system
 
 
@@ -32,7 +33,7 @@ async def test_memory_over_limit_is_refused_and_not_written(deps: AgentDeps) -> 
     await deps.instructions.set_memory("old")
     model = ScriptedModel(lambda r: "")
     model.responder = sequence(model.call("save_memory", memory="x" * 4001), "Too long, sorry.")
-    await _agent(model).respond("remember a lot", RunContext(deps=deps))
+    await _agent(model).respond("remember a lot", owner_ctx(deps))
     tool_msg = model.requests[1].messages[-1]
     result = tool_msg.parts[0]
     assert isinstance(result, ToolResultPart)
@@ -43,7 +44,7 @@ async def test_memory_over_limit_is_refused_and_not_written(deps: AgentDeps) -> 
 async def test_exactly_4000_characters_is_accepted(deps: AgentDeps) -> None:
     model = ScriptedModel(lambda r: "")
     model.responder = sequence(model.call("save_memory", memory="y" * 4000), "saved")
-    await _agent(model).respond("remember", RunContext(deps=deps))
+    await _agent(model).respond("remember", owner_ctx(deps))
     assert len((await deps.instructions.get()).memory) == 4000
 
 
@@ -52,7 +53,7 @@ async def test_history_is_kept_within_the_token_budget(deps: AgentDeps) -> None:
     model = ScriptedModel(lambda r: "ack " + "word " * 100)
     agent = _agent(model)
     for i in range(30):
-        await agent.respond(f"message number {i} " + "filler " * 100, RunContext(deps=deps))
+        await agent.respond(f"message number {i} " + "filler " * 100, owner_ctx(deps))
     last = model.requests[-1].messages
     texts = [m.text for m in last]
     assert texts[-1].startswith("message number 29")
@@ -68,18 +69,18 @@ async def test_old_long_tool_outputs_are_shortened(deps: AgentDeps) -> None:
         model.call("db_query", operation="find", collection="ai_big", limit=40), "found them"
     )
     agent = _agent(model)
-    await agent.respond("list big", RunContext(deps=deps))
+    await agent.respond("list big", owner_ctx(deps))
     full = model.requests[1].messages[-1].parts[0]
     assert isinstance(full, ToolResultPart) and len(full.result["rows"]) == 40
     model.responder = sequence("sure")
-    await agent.respond("next", RunContext(deps=deps))
+    await agent.respond("next", owner_ctx(deps))
     old = [p for m in model.requests[-1].messages for p in m.parts if isinstance(p, ToolResultPart)]
     assert old and old[0].result.get("note") == "shortened in history"
 
 
 async def test_model_failure_apologises_and_keeps_the_message(deps: AgentDeps) -> None:
     model = ScriptedModel(lambda r: unavailable())
-    reply = await _agent(model).respond("are you there?", RunContext(deps=deps))
+    reply = await _agent(model).respond("are you there?", owner_ctx(deps))
     assert reply.failed and reply.text == APOLOGY
     assert "fake outage" not in reply.text
     stored = await deps.db["messages"].find_one({"role": "user"})
@@ -92,7 +93,7 @@ async def test_turn_cap_gives_an_honest_reply(deps: AgentDeps) -> None:
     model.responder = lambda r: model.call(
         "db_query", operation="countDocuments", collection="ai_x", filter={"n": next(counter)}
     )
-    reply = await _agent(model).respond("loop forever", RunContext(deps=deps))
+    reply = await _agent(model).respond("loop forever", owner_ctx(deps))
     assert len(model.requests) == 8
     assert reply.exhausted and "ran out of steps" in reply.text
 
@@ -100,7 +101,7 @@ async def test_turn_cap_gives_an_honest_reply(deps: AgentDeps) -> None:
 async def test_usage_is_recorded_per_exchange(deps: AgentDeps) -> None:
     model = ScriptedModel(lambda r: "")
     model.responder = sequence(model.call("save_memory", memory="m"), "done")
-    await _agent(model).respond("x", RunContext(deps=deps))
+    await _agent(model).respond("x", owner_ctx(deps))
     final = await deps.db["messages"].find_one({"role": "assistant", "usage": {"$exists": True}})
     assert final is not None
     assert final["usage"] == {"input_tokens": 20, "output_tokens": 10}
@@ -119,7 +120,7 @@ async def test_restart_keeps_memory_and_conversation(tmp_path: Path) -> None:
             model = ScriptedModel(recall)
             if round_ == "first":
                 await deps.instructions.set_memory("- prefers metric units")
-            reply = await _agent(model).respond(f"{round_} message", RunContext(deps=deps))
+            reply = await _agent(model).respond(f"{round_} message", owner_ctx(deps))
     assert reply.text == "history: first message | second message"
     assert "- prefers metric units" in model.requests[-1].system
 
@@ -127,7 +128,7 @@ async def test_restart_keeps_memory_and_conversation(tmp_path: Path) -> None:
 async def test_reset_starts_a_new_conversation(deps: AgentDeps) -> None:
     model = ScriptedModel(lambda r: f"{len(r.messages)} messages")
     agent = _agent(model)
-    ctx = RunContext(deps=deps)
+    ctx = owner_ctx(deps)
     await agent.respond("one", ctx)
     assert (await agent.respond("two", ctx)).text == "3 messages"
     await deps.conversations.reset(ctx.conversation_key)
@@ -142,10 +143,10 @@ def test_message_parts_round_trip() -> None:
 async def test_a_replayed_message_reuses_the_stored_answer(deps: AgentDeps) -> None:
     model = ScriptedModel(lambda r: "the answer")
     agent = _agent(model)
-    ctx = RunContext(deps=deps, extra={"inbox_id": "abc123"})
+    ctx = owner_ctx(deps, inbox_id="abc123")
     assert (await agent.respond("question", ctx)).text == "the answer"
     # The process died before the reply reached the outbox; the message is handled again.
-    replay = RunContext(deps=deps, extra={"inbox_id": "abc123", "replay": True})
+    replay = owner_ctx(deps, inbox_id="abc123", replay=True)
     again = await agent.respond("question", replay)
     assert again.text == "the answer" and len(model.requests) == 1
     assert await deps.db["messages"].count_documents({"role": "user"}) == 1
@@ -154,9 +155,9 @@ async def test_a_replayed_message_reuses_the_stored_answer(deps: AgentDeps) -> N
 async def test_a_replay_after_a_model_failure_asks_the_model_again(deps: AgentDeps) -> None:
     model = ScriptedModel(lambda r: unavailable())
     agent = _agent(model)
-    await agent.respond("question", RunContext(deps=deps, extra={"inbox_id": "x1"}))
+    await agent.respond("question", owner_ctx(deps, inbox_id="x1"))
     model.responder = sequence("now it works")
-    replay = RunContext(deps=deps, extra={"inbox_id": "x1", "replay": True})
+    replay = owner_ctx(deps, inbox_id="x1", replay=True)
     assert (await agent.respond("question", replay)).text == "now it works"
 
 

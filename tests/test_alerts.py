@@ -13,6 +13,7 @@ from agent.alerts.policy import RoutingPolicy
 from agent.app.alerts_feature import AlertingOptions, alerting
 from agent.app.core import App
 from scheduler.jobs import CronService
+from tests.contexts import owner_ctx
 from tests.fakes.alert_app import ADMIN, OWNER_PHONE, OWNER_TG, alert_app
 from tests.fakes.scripted import ScriptedModel, sequence
 from tests.fakes.twilio_api import twilio_error
@@ -220,7 +221,7 @@ async def test_failed_primary_chat_falls_over_to_the_next(mongo_server: str) -> 
 
 async def test_a_chat_channel_that_says_it_is_down_is_tried_last(mongo_server: str) -> None:
     async with alert_app(mongo_server, extra_chats=("console",)) as h:
-        h.chat.down = True
+        h.chat.connected = False
         alert = await h.router.raise_alert(severity="info", title="Update ready")
         console = h.extra_chats[0]
         assert [f"#{alert['code']}" in t for t in console.texts()] == [True]
@@ -271,7 +272,7 @@ async def test_weekly_on_a_cron_raised_alert_reschedules_the_job(mongo_server: s
         job = await cron.create(
             name="Backup check", instruction="check", cron_expression="30 7 * * *"
         )
-        h.app.deps.services["cron"] = cron
+        h.app.deps.cron = cron
         alert = await h.router.raise_alert(
             severity="warning", title="Backup check failed", source=f"cron:{job.id}"
         )
@@ -390,9 +391,8 @@ async def test_model_raises_and_manages_alerts_through_tools(mongo_server: str) 
 
 
 def _ctx(app: App) -> Any:
-    from agent.context import RunContext
 
-    return RunContext(deps=app.deps, channel="console", chat_id="owner")
+    return owner_ctx(app.deps, channel="console", chat_id="owner")
 
 
 async def test_alerts_command_lists_open_alerts(mongo_server: str) -> None:
@@ -466,11 +466,12 @@ async def test_with_the_scheduler_a_failing_job_alert_takes_schedule_replies(
 
     feature = scheduling(SchedulingOptions(timer=False))
     async with alert_app(mongo_server, features=(feature,)) as h:
-        services = h.app.deps.services
-        job = await services["cron"].create(
+        parts = h.app.scheduling
+        assert parts is not None
+        job = await parts.jobs.create(
             name="Report", instruction="send the report", cron_expression="0 8 * * *"
         )
-        await services["autonomy"].warn_owner(
+        await parts.runner.warn_owner(
             "Cron job “Report” failed 2 times in a row",
             "Last run: failed.",
             dedupe_key=f"run-failures:cron:{job.id}",
@@ -481,9 +482,9 @@ async def test_with_the_scheduler_a_failing_job_alert_takes_schedule_replies(
         await h.chat.say("pause pulse")
         await h.chat.say("pulse 6 per day")
         await h.settle()
-        assert (await services["cron"].get(job.id)).cron_expression == "0 */2 * * *"
+        assert (await parts.jobs.get(job.id)).cron_expression == "0 */2 * * *"
         assert "now runs every 2 hours at minute 0" in h.chat.texts()[-3]
-        state = await services["pulse"].get()
+        state = await parts.pulse.get()
         assert state.enabled is False and state.pulses_per_day == 6
         assert h.chat.texts()[-1] == "Pulse now runs 6 times per day."
         assert h.model.requests == []

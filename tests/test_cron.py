@@ -14,9 +14,9 @@ import pytest
 from agent.app.core import App
 from agent.app.scheduling_feature import SchedulingOptions
 from agent.cli.upcoming import print_schedule
-from agent.context import RunContext
 from agent.llm.types import ModelMessage
 from channels.telegram import TelegramChannel
+from tests.contexts import owner_ctx
 from tests.fakes.scripted import Request, ScriptedModel, sequence, unavailable
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
 from tests.scheduling_kit import (
@@ -47,7 +47,7 @@ def clock() -> FakeClock:
 
 
 async def _create(app: App, **args: Any) -> dict[str, Any]:
-    ctx = RunContext(deps=app.deps, channel="console", chat_id="owner")
+    ctx = owner_ctx(app.deps, channel="console", chat_id="owner")
     args = {"name": "Backups", "instruction": "Check the backups", **args}
     result = await call_tool(app, "manage_cronjob", ctx, action="create", **args)
     assert "created" in result, result
@@ -81,7 +81,7 @@ async def test_invalid_expression_and_timezone_are_refused(
         "sorry",
     )
     async with scheduled_app(mongo_server, tmp_path, model, clock) as app:
-        await app.agent.respond("make a job", RunContext(deps=app.deps))
+        await app.agent.respond("make a job", owner_ctx(app.deps))
         errors = [r["error"] for r in tool_results(model)]
         assert await app.deps.db["cronjobs"].count_documents({}) == 0
     assert errors[0] == "cron expression '0 25 * * *' is invalid: hour must be 0-23 (got 25)"
@@ -119,7 +119,7 @@ async def test_update_toggle_delete_take_effect_at_once(
         key = f"cron:{job['job_id']}"
         assert engine.armed[key] == berlin(2026, 3, 6, 21, 0)  # TIMEZONE defaults to UTC
         # The alert router changes a schedule through the same validated service.
-        await app.deps.services["cron"].update(job["job_id"], cron_expression="30 17 * * *")
+        await app.deps.cron.update(job["job_id"], cron_expression="30 17 * * *")
         assert engine.armed[key] == berlin(2026, 3, 6, 18, 30)
         clock.advance(minutes=31)
         fires = await engine.run_due()
@@ -199,7 +199,7 @@ async def test_each_run_is_isolated_in_its_own_conversation(
     model.responder = lambda r: "" if len(model.requests) > 1 else "chat answer"
     channel = RecordingChannel()
     async with scheduled_app(mongo_server, tmp_path, model, clock, channels=[channel]) as app:
-        await app.agent.respond("earlier chat", RunContext(deps=app.deps))
+        await app.agent.respond("earlier chat", owner_ctx(app.deps))
         job = await _create(app, cron_expression="0 18 * * *")
         clock.set(berlin(2026, 3, 6, 19, 0, 1))
         await parts_of(app).engine.run_due()
@@ -271,7 +271,7 @@ async def test_two_failures_in_a_row_warn_the_owner(
     async with scheduled_app(mongo_server, tmp_path, model, clock, channels=[channel]) as app:
         alerts = Alerts()
         if router:
-            app.deps.services["alerts"] = alerts
+            app.deps.alerts = alerts  # type: ignore[assignment]
         job = await _create(app, cron_expression="0 * * * *")
         engine = parts_of(app).engine
         clock.set(berlin(2026, 3, 6, 19, 0, 1))

@@ -42,6 +42,7 @@ from agent.llm.types import (
 )
 from agent.tools.base import Tool, Toolset
 from tests.conftest import make_settings
+from tests.contexts import owner_ctx
 from tests.fakes.fixtures import gemini_api, openai_api
 from tests.fakes.gemini_api import FakeGemini
 from tests.fakes.openai_api import FakeOpenAI
@@ -144,7 +145,7 @@ class Sleeps:
 async def run(
     model: ModelClient, kit: Kit, deps: AgentDeps, text: str = "Weather in Oslo?"
 ) -> LoopResult:
-    return await run_loop(model, SYSTEM, [user_message(text)], kit.tools, RunContext(deps=deps))
+    return await run_loop(model, SYSTEM, [user_message(text)], kit.tools, owner_ctx(deps))
 
 
 # -- round trips ---------------------------------------------------------------
@@ -514,7 +515,7 @@ async def test_gemini_thought_signature_survives_storage_and_is_echoed(
         SYSTEM,
         [*restored, user_message("thanks")],
         kit.tools,
-        RunContext(deps=deps),
+        owner_ctx(deps),
     )
     await model.aclose()
 

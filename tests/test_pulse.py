@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from agent.app.core import App
 from agent.app.http import make_web_app
 from agent.app.scheduling_feature import SchedulingOptions
-from agent.context import RunContext
+from tests.contexts import contact_ctx, owner_ctx
 from tests.fakes.scripted import Request, ScriptedModel, sequence
 from tests.scheduling_kit import (
     FakeClock,
@@ -153,9 +153,9 @@ async def test_the_pulse_gets_a_light_isolated_brief(
 
     model = ScriptedModel(lambda r: "chat reply")
     async with _app(mongo_server, tmp_path, model, clock) as app:
-        app.deps.services["alerts"] = Alerts()
+        app.deps.alerts = Alerts()  # type: ignore[assignment]
         await _configure(app, pulses_per_day=24, quiet_hours=[])
-        await app.agent.respond("a private chat message", RunContext(deps=app.deps))
+        await app.agent.respond("a private chat message", owner_ctx(app.deps))
         await call_tool(
             app,
             "manage_cronjob",
@@ -220,7 +220,7 @@ async def test_invalid_settings_and_long_notes_are_refused(
     )
     async with _app(mongo_server, tmp_path, model, clock) as app:
         await parts_of(app).pulse.update_notes("old notes")
-        await app.agent.respond("tune the pulse", RunContext(deps=app.deps))
+        await app.agent.respond("tune the pulse", owner_ctx(app.deps))
         state = await parts_of(app).pulse.get()
     errors = [r["error"] for r in tool_results(model)]
     assert errors[0] == "pulses_per_day must be one of 48, 24, 12, 6, 2 (got 5)"
@@ -250,7 +250,7 @@ async def test_run_now_status_commands_and_api(
         finally:
             await client.close()
         inside = await call_tool(
-            app, "manage_pulse", RunContext(deps=app.deps, kind="pulse"), action="run_now"
+            app, "manage_pulse", owner_ctx(app.deps, kind="pulse"), action="run_now"
         )
     assert status[0].text.startswith("Pulse: on, every 2 h (12/day), every day, quiet 22:00–07:00.")
     assert "done today 0/12, last never, next 20:00." in status[0].text
@@ -274,7 +274,7 @@ async def test_a_pulse_reaches_the_owner_with_send_message(
     async with _app(
         mongo_server, tmp_path, model, clock, channels=[telegram], owner_telegram_ids=[99]
     ) as app:
-        run = await parts_of(app).autonomy.run_pulse(clock(), trigger="manual")
+        run = await parts_of(app).engine.run_pulse_now("manual")
     assert telegram.texts("99") == ["The build is red."]
     assert run["status"] == "success" and run["result"] == "told the owner"
 
@@ -285,7 +285,7 @@ async def test_a_non_idle_pulse_request_is_small(
     model = ScriptedModel(lambda r: "ok")
     async with _app(mongo_server, tmp_path, model, clock) as app:
         await parts_of(app).pulse.update_notes("Follow up on the invoice from ACME. " * 20)
-        await parts_of(app).autonomy.run_pulse(clock(), trigger="manual")
+        await parts_of(app).engine.run_pulse_now("manual")
     request: Request = model.requests[0]
     tokens = count_tokens(request.system) + sum(count_tokens(m.text) for m in request.messages)
     tokens += count_tokens(json.dumps([t.model_dump() for t in request.tools]))
@@ -300,8 +300,8 @@ async def test_pulse_timeout_is_configurable(
     async with _app(
         mongo_server, tmp_path, ScriptedModel(lambda r: "ok"), clock, options=options
     ) as app:
-        assert parts_of(app).autonomy.config.pulse_timeout == 42.0
-        assert parts_of(app).autonomy.config.cron_timeout == 120.0
+        assert parts_of(app).runner.config.pulse_timeout == 42.0
+        assert parts_of(app).runner.config.cron_timeout == 120.0
 
 
 async def test_send_message_refuses_what_it_cannot_send(
@@ -315,7 +315,7 @@ async def test_send_message_refuses_what_it_cannot_send(
         no_owner = await call_tool(app, "send_message", channel="telegram", to="owner", text="x")
         bad_id = await call_tool(app, "send_message", channel="telegram", to="@bob", text="x")
         sent = await call_tool(app, "send_message", channel="telegram", to="-100123", text="x")
-        contact = RunContext(deps=app.deps, tier="contact")
+        contact = contact_ctx(app.deps)
         offered = app.catalog.for_context(contact).names
     assert no_sms == {"error": "channel 'sms' is not running (running: telegram)"}
     assert "OWNER_TELEGRAM_IDS is not set" in no_owner["error"]

@@ -14,11 +14,12 @@ import pytest
 from pymongo import AsyncMongoClient, monitoring
 from pymongo.asynchronous.database import AsyncDatabase
 
-from agent.context import AgentDeps, RunContext
+from agent.context import AgentDeps
 from agent.tools.base import result_json
 from agent.tools.db import DB_QUERY
 from storage.ejson import from_ejson, to_ejson
 from storage.sandbox import MAX_CHARS, DbOperation, SandboxError, run_db_query
+from tests.contexts import owner_ctx
 
 Db = AsyncDatabase[dict[str, Any]]
 
@@ -594,7 +595,7 @@ async def test_aggregate_with_group(db: Db) -> None:
 
 
 async def test_tool_turns_refusals_and_server_errors_into_error_results(deps: AgentDeps) -> None:
-    ctx = RunContext(deps=deps)
+    ctx = owner_ctx(deps)
     refused_write = await DB_QUERY.invoke(
         {"operation": "insertOne", "collection": "settings", "data": {"a": 1}}, ctx
     )

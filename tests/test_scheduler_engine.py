@@ -14,7 +14,8 @@ from scheduler.engine import Engine, EngineConfig
 from scheduler.jobs import CronJob, CronService
 from scheduler.leases import LeaseStore, cron_key, pulse_key
 from scheduler.pulse_state import PulseStore
-from scheduler.runs import Outcome, RunStore
+from scheduler.recorder import Go, RunRecorder, RunTicket
+from scheduler.runs import Outcome, RunStore, Trigger
 from tests.scheduling_kit import FakeClock
 
 Doc = dict[str, Any]
@@ -39,20 +40,22 @@ class Harness:
             runs=self.runs,
             leases=LeaseStore(db, owner=name),
             clock=clock,
-            run_cron=self._cron,
-            run_pulse=self._pulse,
+            recorder=RunRecorder(self.runs, clock, cron=self._cron, pulse=self._pulse),
             config=EngineConfig(grace=timedelta(minutes=10)),
             timer=timer,
         )
 
-    async def _cron(self, job: CronJob, scheduled_for: datetime) -> None:
-        self.cron_calls.append((job.id, scheduled_for))
-        run = await self.runs.start("cron", job.id, scheduled_for, self.clock())
+    async def _cron(self, job: CronJob, ticket: RunTicket) -> Outcome:
+        self.cron_calls.append((job.id, ticket.scheduled_for))
         await asyncio.sleep(0.01)  # long enough for a second engine to try the same fire
-        await self.runs.finish(run, Outcome("success", result="ok"), self.clock())
+        return Outcome("success", result="ok")
 
-    async def _pulse(self, scheduled_for: datetime) -> None:
-        self.pulse_calls.append(scheduled_for)
+    async def _pulse(self, now: datetime, trigger: Trigger) -> Go:
+        async def work(ticket: RunTicket) -> Outcome:
+            self.pulse_calls.append(ticket.scheduled_for)
+            return Outcome("success", result="checked")
+
+        return Go(work)
 
     async def job(self, expression: str, tz: str = "Europe/Berlin") -> CronJob:
         return await self.jobs.create(

@@ -35,13 +35,13 @@ from neonize.proto.waE2E.WAWebProtobufsE2E_pb2 import (
 from agent.app.core import App, build_app
 from agent.app.whatsapp_feature import make_notifier, make_whatsapp_feature
 from agent.cli.whatsapp_link import link
-from agent.context import RunContext
 from agent.tools.cron import MANAGE_CRONJOB
 from channels.types import OutboundMessage, SendError
 from channels.whatsapp import WhatsAppChannel
 from channels.whatsapp_events import parse_message
 from storage.whatsapp_permissions import WhatsAppPermissions, normalise_phone
 from tests.conftest import make_settings
+from tests.contexts import contact_ctx, owner_ctx
 from tests.fakes.scripted import Request, ScriptedModel
 from tests.fakes.whatsapp import FakeClient, jid, message_event
 
@@ -74,7 +74,7 @@ class Kit:
         await asyncio.sleep(0.05)  # the outbox sends right after enqueue, in a task
 
     async def grant(self, phone: str, *, can_reply: bool) -> None:
-        ctx = RunContext(deps=self.app.deps)
+        ctx = owner_ctx(self.app.deps)
         result = await self.app.catalog.for_context(ctx).call(
             "whatsapp_manage_permission",
             {"action": "grant", "phone_number": phone, "can_reply": can_reply},
@@ -300,9 +300,13 @@ async def test_a_burst_from_a_contact_is_one_model_call(kit: Kit) -> None:
         f'<third_party_message from="{ALICE}" trust="untrusted">\n'
         "hi\nare you there?\ncan Sam call me back?\n</third_party_message>"
     )
-    [stored] = await kit.app.deps.db["inbox"].find({"channel": "whatsapp"}).to_list()
-    assert stored["external_id"] == "B0"
-    assert stored["meta"]["message_ids"] == ["B0", "B1", "B2"]
+    # Each message was stored on arrival (nothing held only in memory); the first
+    # leads the burst, and all three are done.
+    stored = await kit.app.deps.db["inbox"].find({"channel": "whatsapp"}).to_list()
+    assert [d["external_id"] for d in stored] == ["B0", "B1", "B2"]
+    assert stored[0]["burst_ids"] == [d["_id"] for d in stored]
+    assert [d.get("burst_leader") for d in stored[1:]] == [stored[0]["_id"]] * 2
+    assert {d["status"] for d in stored} == {"done"}
     assert len(kit.client.sent) == 1
 
 
@@ -325,7 +329,7 @@ async def test_groups_are_ignored_unless_permitted(kit: Kit) -> None:
 
 
 async def test_permission_tools_round_trip(kit: Kit) -> None:
-    ctx = RunContext(deps=kit.app.deps)
+    ctx = owner_ctx(kit.app.deps)
     tools = kit.app.catalog.for_context(ctx)
 
     async def call(name: str, **args: Any) -> dict[str, Any]:
@@ -368,7 +372,7 @@ async def test_permission_tools_round_trip(kit: Kit) -> None:
 
 
 async def test_send_and_read_tools_respect_permissions(kit: Kit) -> None:
-    ctx = RunContext(deps=kit.app.deps)
+    ctx = owner_ctx(kit.app.deps)
     tools = kit.app.catalog.for_context(ctx)
     refused = await tools.call("whatsapp_send_message", {"phone": BOB, "message": "hi"}, ctx)
     assert "can_reply" in refused["error"]
@@ -388,7 +392,7 @@ async def test_send_and_read_tools_respect_permissions(kit: Kit) -> None:
 
 async def test_tools_and_prompt_section_only_while_connected(kit: Kit) -> None:
     await kit.client.emit(Disconnected())
-    ctx = RunContext(deps=kit.app.deps)
+    ctx = owner_ctx(kit.app.deps)
     assert not [n for n in kit.app.catalog.for_context(ctx).names if n.startswith("whatsapp_")]
     await kit.client.emit(Connected())
     names = kit.app.catalog.for_context(ctx).names
@@ -398,7 +402,7 @@ async def test_tools_and_prompt_section_only_while_connected(kit: Kit) -> None:
         "whatsapp_manage_permission",
         "whatsapp_list_permissions",
     } <= set(names)
-    contact = RunContext(deps=kit.app.deps, tier="contact")
+    contact = contact_ctx(kit.app.deps)
     assert not [n for n in kit.app.catalog.for_context(contact).names if n.startswith("whatsapp")]
 
 
@@ -506,7 +510,7 @@ async def test_notices_use_the_alert_router_when_present(kit: Kit) -> None:
             raised.append(fields)
             return fields
 
-    kit.app.deps.services["alerts"] = Alerts()
+    kit.app.deps.alerts = Alerts()  # type: ignore[assignment]
     await make_notifier(kit.app)("logged_out", "WhatsApp was logged out")
     assert raised[0]["severity"] == "warning"
     assert raised[0]["dedupe_key"] == "whatsapp:logged_out"
@@ -608,7 +612,8 @@ async def alert_kit(mongo_server: str, tmp_path: Path) -> AsyncIterator[Kit]:
 
 
 async def test_an_alert_reaches_the_owner_on_whatsapp_and_ack_works(alert_kit: Kit) -> None:
-    router = alert_kit.app.deps.services["alerts"]
+    router = alert_kit.app.deps.alerts
+    assert router is not None
     alert = await router.raise_alert(severity="info", title="Disk 91% full", body="on nas")
     await alert_kit.settle()
     [(to, text)] = alert_kit.client.sent

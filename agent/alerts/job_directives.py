@@ -1,8 +1,8 @@
 """Schedule directives from alert replies: "weekly", "at 07:30", "pause pulse"...
 
 They go through the same validated services as ``manage_cronjob`` and
-``manage_pulse`` (``services["cron"]``, ``services["pulse"]``), looked up when the
-reply arrives: when the scheduler is not running, the owner is told so instead.
+``manage_pulse`` (``CronService``, ``PulseStore``); when the scheduler is not
+running (``None``), the owner is told so instead.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from agent.alerts.directives import (
     SetPulseRate,
     SetTime,
 )
-from agent.context import AgentDeps
 from scheduler.cron import CronError, describe, reschedule
 from scheduler.jobs import CronService, JobError
 from scheduler.pulse_grid import PulseConfigError
@@ -62,16 +61,16 @@ def _next_run(job: Any, now: datetime) -> str:
     return f"; next run {fires[0]:%a %d %b %H:%M} ({job.timezone})"
 
 
-async def apply_cron(deps: AgentDeps, alert: Doc, directive: Directive) -> str:
+async def apply_cron(
+    service: CronService | None, alert: Doc, directive: Directive, now: datetime
+) -> str:
     """Change the job behind a cron-raised alert; the reply says what it is now."""
     code = alert["code"]
     job_id = job_id_of(alert)
     if job_id is None:
         return f"#{code} was not raised by a cron job, so it has no schedule to change."
-    service = deps.services.get("cron")
-    if not isinstance(service, CronService):
+    if service is None:
         return NO_SCHEDULER
-    now = deps.clock()
     try:
         job = await service.get(job_id)
         if isinstance(directive, PauseJob | ResumeJob):
@@ -92,10 +91,9 @@ async def apply_cron(deps: AgentDeps, alert: Doc, directive: Directive) -> str:
     )
 
 
-async def apply_pulse(deps: AgentDeps, directive: Directive) -> str:
+async def apply_pulse(store: PulseStore | None, directive: Directive) -> str:
     """Pause, resume or re-rate the pulse through its validated store."""
-    store = deps.services.get("pulse")
-    if not isinstance(store, PulseStore):
+    if store is None:
         return "Pulse changes are unavailable right now: the scheduler is not running."
     try:
         if isinstance(directive, PausePulse):

@@ -95,46 +95,6 @@ async def quiet_until(db: AsyncDatabase[Doc], now: datetime, tz: ZoneInfo) -> da
     return None  # quiet all day: configured so on purpose; do not hold forever
 
 
-@dataclass(frozen=True)
-class Target:
-    """One place to reach the owner."""
-
-    channel: str
-    chat_id: str
-
-
-def chat_targets(
-    running: Mapping[str, object], telegram_ids: list[int], phone: str | None
-) -> list[Target]:
-    """Chat channels in preference order: Telegram, then WhatsApp, then the terminal;
-    channels that say they are down go last (a "WhatsApp is logged out" alert must
-    not wait in WhatsApp's own queue while Telegram is up)."""
-    found: list[Target] = []
-    if "telegram" in running and telegram_ids:
-        found.append(Target("telegram", str(telegram_ids[0])))
-    if "whatsapp" in running and phone:
-        found.append(Target("whatsapp", phone))
-    if "console" in running:
-        found.append(Target("console", "owner"))
-    found.sort(key=lambda target: not is_up(running[target.channel]))  # stable: keeps order
-    return found
-
-
-def is_up(channel: object) -> bool:
-    """What a channel's ``status()`` says about being connected (unknown counts as up)."""
-    status = getattr(channel, "status", None)
-    if status is None:
-        return True
-    try:
-        return bool(status().get("connected", True))
-    except Exception:
-        return False
-
-
-def sms_target(running: Mapping[str, object], phone: str | None) -> Target | None:
-    return Target("sms", phone) if "sms" in running and phone else None
-
-
 # -- texts --------------------------------------------------------------------------
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any, Literal
@@ -26,11 +26,12 @@ from agent.alerts.fields import AlertError, validate
 from agent.alerts.lifecycle import STOP_TIMER, Lifecycle, Outcome, escalation_after
 from agent.alerts.store import LEASE, SEVERITIES, AlertStore, entry
 from agent.config import Settings
-from agent.context import Clock
+from agent.owner import Target, owner_address, owner_chats
 from channels.outbox import Outbox
 from channels.types import Channel, OutboundMessage
 
 log = logging.getLogger(__name__)
+Clock = Callable[[], datetime]
 Doc = dict[str, Any]
 Paged = Literal["sent", "budget", "unavailable", "failed"]
 RANK: Mapping[str, int] = MappingProxyType({name: i for i, name in enumerate(SEVERITIES)})
@@ -330,15 +331,15 @@ class AlertRouter:
         if not sent:
             log.error("alert #%s reached no channel", alert["code"])
 
-    def _chats(self) -> list[r.Target]:
-        s = self._settings
-        return r.chat_targets(self._channels, s.owner_telegram_ids, s.owner_phone)
+    def _chats(self) -> list[Target]:
+        return owner_chats(self._settings, self._channels)
 
     async def _page(self, alert: Doc, now: datetime, seq: int, lead: str) -> Paged:
         """One SMS to the owner, within the hourly budget."""
-        target = r.sms_target(self._channels, self._settings.owner_phone)
-        if target is None:
+        phone = owner_address(self._settings, "sms")
+        if "sms" not in self._channels or phone is None:
             return "unavailable"
+        target = Target("sms", phone)
         if not await self.store.take_sms(now, self.policy.sms_per_hour):
             log.warning("sms budget reached; alert #%s not paged", alert["code"])
             await self._tell_budget(alert, now)
@@ -371,7 +372,7 @@ class AlertRouter:
             if await self.store.outbox_status(message.idempotency_key) == "sent":
                 return
 
-    async def _send(self, target: r.Target, alert: Doc, seq: int, lead: str) -> bool:
+    async def _send(self, target: Target, alert: Doc, seq: int, lead: str) -> bool:
         """Send the chat copy through the outbox; True once the channel accepted it."""
         key = f"alert:{alert['code']}:{seq}:{target.channel}"
         message = OutboundMessage(
@@ -386,8 +387,8 @@ class AlertRouter:
         return await self.store.outbox_status(key) == "sent"
 
     async def _send_first(
-        self, targets: list[r.Target], alert: Doc, seq: int, lead: str
-    ) -> r.Target | None:
+        self, targets: list[Target], alert: Doc, seq: int, lead: str
+    ) -> Target | None:
         """The first chat that takes the alert; copies that failed on the way stop retrying."""
         failed: list[str] = []
         for target in targets:

@@ -18,7 +18,7 @@ from aiohttp import web
 from agent.alerts.fields import AlertError
 from agent.alerts.policy import RoutingPolicy, summary_line
 from agent.alerts.router import AlertRouter
-from agent.app.core import App, Feature
+from agent.app.parts import App, Feature
 from agent.config import Settings
 from agent.context import RunContext
 from agent.conversation.alert_replies import AlertReplies, alert_prompt_section
@@ -46,28 +46,24 @@ def sms_configured(settings: Settings) -> bool:
 async def _start_sms(app: App, stack: contextlib.AsyncExitStack) -> None:
     """Start the Twilio channel (unless one was passed in) and mount its webhook."""
     settings = app.settings
-    channel = app.channels.get("sms")
-    if channel is None:
-        if not sms_configured(settings):
-            return
-        from channels.sms import SmsChannel
+    if "sms" in app.channels:  # passed in by a test; it mounts its own webhook
+        return
+    if not sms_configured(settings):
+        return
+    from channels.sms import SmsChannel
 
-        assert settings.twilio_auth_token is not None  # checked by sms_configured
-        channel = SmsChannel(
-            settings.twilio_account_sid or "",
-            settings.twilio_auth_token.get_secret_value(),
-            settings.twilio_from_number or "",
-            api_base_url=settings.twilio_api_base_url,
-            public_base_url=settings.public_base_url,
-            clock=app.clock,
-        )
-        await channel.start(app.pipeline.submit)
-        stack.push_async_callback(channel.stop)
-        app.channels["sms"] = channel
-        log.info("channel: sms (twilio%s)", ", custom API" if settings.twilio_api_base_url else "")
-    handler = getattr(channel, "handle_webhook", None)
-    if handler is not None:
-        app.routes.append(("POST", SMS_WEBHOOK, handler))
+    assert settings.twilio_auth_token is not None  # checked by sms_configured
+    channel = SmsChannel(
+        settings.twilio_account_sid or "",
+        settings.twilio_auth_token.get_secret_value(),
+        settings.twilio_from_number or "",
+        api_base_url=settings.twilio_api_base_url,
+        public_base_url=settings.public_base_url,
+        clock=app.clock,
+    )
+    await app.add_channel(channel, stack)
+    log.info("channel: sms (twilio%s)", ", custom API" if settings.twilio_api_base_url else "")
+    app.routes.append(("POST", SMS_WEBHOOK, channel.handle_webhook))
     if not settings.owner_phone:
         log.warning("sms: OWNER_PHONE is not set, so no SMS alerts can be sent")
 
@@ -128,7 +124,7 @@ def alerting(options: AlertingOptions | None = None) -> Feature:
         )
         await router.start(background=chosen.background)
         stack.push_async_callback(router.stop)
-        app.deps.services["alerts"] = router
+        app.deps.alerts = router
         app.dispatcher.interceptors.append(AlertReplies(router, app.agent))
         app.dispatcher.commands["/alerts"] = _alerts_command(router, app)
         app.catalog.add(RAISE_ALERT)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agent.app.alerts_feature import alerting_feature
-from agent.app.core import Feature
+from agent.app.parts import Feature
 from agent.app.scheduling_feature import scheduling_feature
 from agent.app.whatsapp_feature import whatsapp_feature
 

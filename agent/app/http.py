@@ -11,7 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
-from agent.app.core import App
+from agent.app.parts import App
 from agent.app.status import status_data
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,7 @@ async def healthz(request: web.Request) -> web.Response:
         "status": "ok" if db_ok else "degraded",
         "db": "ok" if db_ok else "unreachable",
         "channels": {name: bool(s.get("connected", True)) for name, s in app.status().items()},
-        "scheduler": app.deps.services.get("scheduler_status", "not configured"),
+        "scheduler": app.deps.scheduler.state if app.deps.scheduler else "not configured",
     }
     return _json(body, 200 if db_ok else 503)
 
@@ -58,10 +58,6 @@ def make_web_app(app: App) -> web.Application:
     web_app[APP_KEY] = app
     web_app.router.add_get("/healthz", healthz)
     web_app.router.add_get("/api/status", api_status)
-    telegram = app.channels.get("telegram")
-    handle_webhook = getattr(telegram, "handle_webhook", None)
-    if handle_webhook is not None and app.settings.telegram_webhook_url:
-        web_app.router.add_post("/webhooks/telegram", handle_webhook)
     for method, path, handler in app.routes:
         web_app.router.add_route(method, path, handler)
     return web_app

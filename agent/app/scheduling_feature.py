@@ -18,9 +18,9 @@ from typing import Any
 
 from aiohttp import web
 
-from agent.app.core import App, Feature
+from agent.app.parts import App, Feature, Scheduling
 from agent.context import RunContext
-from agent.runs.runner import Autonomy, AutonomyConfig
+from agent.runs.runner import Runner, RunnerConfig
 from agent.tools.cron import MANAGE_CRONJOB
 from agent.tools.pulse import MANAGE_PULSE
 from agent.tools.send import SEND_MESSAGE, any_sender_running
@@ -29,6 +29,7 @@ from scheduler.engine import Engine, EngineConfig
 from scheduler.jobs import CronService
 from scheduler.leases import LeaseStore
 from scheduler.pulse_state import PulseStore
+from scheduler.recorder import RunRecorder
 from scheduler.runs import RunStore
 from scheduler.views import (
     job_line,
@@ -59,36 +60,30 @@ class SchedulingOptions:
     max_parallel: int = 256
 
 
-@dataclass
-class Scheduling:
-    """The running parts, registered as ``services["scheduling"]`` for tests and tools."""
-
-    jobs: CronService
-    pulse: PulseStore
-    runs: RunStore
-    engine: Engine
-    autonomy: Autonomy
-
-
 def build_parts(app: App, options: SchedulingOptions) -> Scheduling:
     deps = app.deps
     settings = deps.settings
     jobs = CronService(deps.db, app.clock, settings.timezone)
     pulse = PulseStore(deps.db, app.clock, settings.tz)
     runs = RunStore(deps.db)
-    autonomy = Autonomy(
+    runner = Runner(
         deps=deps,
         agent=app.agent,
-        outbox=app.outbox,
-        channels=app.channels,
         jobs=jobs,
         pulse=pulse,
         runs=runs,
-        config=AutonomyConfig(
+        config=RunnerConfig(
             cron_timeout=options.cron_timeout or settings.cron_timeout_seconds,
             pulse_timeout=options.pulse_timeout or settings.pulse_timeout_seconds,
             max_concurrent=settings.max_concurrent_model_calls,
         ),
+    )
+    recorder = RunRecorder(
+        runs,
+        app.clock,
+        cron=runner.run_cron,
+        pulse=runner.plan_pulse,
+        on_failures=runner.warn_failures,
     )
     engine = Engine(
         jobs=jobs,
@@ -96,8 +91,7 @@ def build_parts(app: App, options: SchedulingOptions) -> Scheduling:
         runs=runs,
         leases=LeaseStore(deps.db, owner=f"{socket.gethostname()}:{os.getpid()}"),
         clock=app.clock,
-        run_cron=autonomy.run_cron,
-        run_pulse=autonomy.run_pulse,
+        recorder=recorder,
         config=EngineConfig(
             grace=options.grace,
             resync_seconds=options.resync_seconds,
@@ -105,25 +99,23 @@ def build_parts(app: App, options: SchedulingOptions) -> Scheduling:
         ),
         timer=options.timer,
     )
-    return Scheduling(jobs, pulse, runs, engine, autonomy)
+    return Scheduling(jobs, pulse, runs, engine, runner)
 
 
 def _register(app: App, parts: Scheduling) -> None:
     """Tools, commands, route, prompt and status contributions."""
     tz = parts.pulse.tz
-    app.deps.services.update(
-        cron=parts.jobs, pulse=parts.pulse, autonomy=parts.autonomy, scheduling=parts
-    )
+    app.deps.cron, app.deps.pulse, app.deps.scheduler = parts.jobs, parts.pulse, parts.engine
+    app.scheduling = parts
     app.catalog.add(MANAGE_CRONJOB)
     app.catalog.add(MANAGE_PULSE)
-    owner = RunContext(deps=app.deps)
-    if "send_message" not in app.catalog.for_context(owner).names:
+    if "send_message" not in app.catalog:
         app.catalog.add(SEND_MESSAGE, any_sender_running)
 
     async def pulse_command(message: InboundMessage, ctx: RunContext) -> list[Reply]:
         words = message.text.split()
         if len(words) > 1 and words[1].lower() == "run":
-            run = await parts.autonomy.run_pulse(app.clock(), trigger="command")
+            run = await parts.engine.run_pulse_now("command")
             return [Reply(run_line(run, tz))]
         state = await parts.pulse.get()
         text = pulse_status_text(state, tz, app.clock(), notes=False)
@@ -141,7 +133,7 @@ def _register(app: App, parts: Scheduling) -> None:
         return [Reply("Cron jobs:\n" + "\n".join(lines))]
 
     async def run_pulse_route(request: web.Request) -> web.Response:
-        run = await parts.autonomy.run_pulse(app.clock(), trigger="api")
+        run = await parts.engine.run_pulse_now("api")
         return web.json_response(run_view(run))
 
     async def prompt_section(ctx: RunContext) -> str | None:
@@ -174,19 +166,13 @@ def scheduling(options: SchedulingOptions | None = None) -> Feature:
         parts = build_parts(app, chosen)
         _register(app, parts)
         now = app.clock()
-        longest = max(parts.autonomy.config.cron_timeout, parts.autonomy.config.pulse_timeout)
+        longest = max(parts.runner.config.cron_timeout, parts.runner.config.pulse_timeout)
         await parts.runs.close_interrupted(now - timedelta(seconds=longest + 60), now)
         armed = await parts.engine.start()
-        app.deps.services["scheduler_status"] = "running"
-        stack.push_async_callback(_stop, app, parts)
+        stack.push_async_callback(parts.engine.stop)
         log.info("scheduler: %d timer(s) armed%s", armed, "" if chosen.timer else " (manual)")
 
     return feature
-
-
-async def _stop(app: App, parts: Scheduling) -> None:
-    app.deps.services["scheduler_status"] = "stopped"
-    await parts.engine.stop()
 
 
 async def scheduling_feature(app: App, stack: contextlib.AsyncExitStack) -> None:

@@ -12,10 +12,12 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from agent.app.core import App, Feature
+from agent.app.parts import App, Feature
 from agent.config import Settings
-from agent.context import Tier
+from agent.conversation.dispatch import TierResolver, Trust
+from agent.owner import owner_chat
 from agent.tools.whatsapp import WHATSAPP_TOOLS, permissions_section, whatsapp_connected
+from channels.pipeline import BurstRule
 from channels.types import InboundMessage, OutboundMessage
 from storage.whatsapp_permissions import WhatsAppPermissions, normalise_address
 
@@ -23,31 +25,27 @@ if TYPE_CHECKING:
     from channels.whatsapp import ClientFactory
 
 log = logging.getLogger(__name__)
-SESSION_FILE = "whatsapp.sqlite3"
-Resolver = Callable[[InboundMessage], Awaitable[Tier | None]]
 
 
-def make_resolver(settings: Settings, permissions: WhatsAppPermissions) -> Resolver:
+def make_resolver(settings: Settings, permissions: WhatsAppPermissions) -> TierResolver:
     """Owner: ``OWNER_PHONE`` or the "message yourself" chat. Contact: a record with
     ``can_read`` (a group by its JID). Everyone else: None, so no model call.
 
-    ``can_reply`` is decided here, at handling time, and put in the message's meta
-    for the dispatcher, so a revoke also silences messages still queued.
+    ``can_reply`` is decided here, at handling time, so a revoke also silences
+    messages still queued.
     """
 
-    async def resolve(message: InboundMessage) -> Tier | None:
-        message.meta["can_reply"] = False
+    async def resolve(message: InboundMessage) -> Trust | None:
         is_group = bool(message.meta.get("is_group"))
         if message.meta.get("self_chat") and not is_group:
-            return "owner"
+            return Trust("owner")
         if not is_group and settings.owner_phone and message.sender_id == settings.owner_phone:
-            return "owner"
+            return Trust("owner")
         address = normalise_address(message.chat_id if is_group else message.sender_id)
         record = await permissions.get(address) if address else None
         if record is None or not record.can_read:
             return None
-        message.meta["can_reply"] = record.can_reply
-        return "contact"
+        return Trust("contact", can_reply=record.can_reply)
 
     return resolve
 
@@ -56,11 +54,11 @@ def make_notifier(app: App) -> Callable[[str, str], Awaitable[None]]:
     """Connection notices reach the owner somewhere else than WhatsApp.
 
     Through the alert router when it runs (deduplicated while open); otherwise
-    straight to the owner's first Telegram chat, or the terminal.
+    straight to the owner's main chat other than WhatsApp.
     """
 
     async def notify(kind: str, text: str) -> None:
-        alerts = app.deps.services.get("alerts")
+        alerts = app.deps.alerts
         if alerts is not None:
             await alerts.raise_alert(
                 severity="warning",
@@ -70,15 +68,14 @@ def make_notifier(app: App) -> Callable[[str, str], Awaitable[None]]:
                 source="whatsapp",
             )
             return
-        target = _fallback_target(app)
-        if target is None:
+        target = owner_chat(app.settings, app.channels, avoid="whatsapp")
+        if target.channel not in app.channels:
             log.warning("no other channel to tell the owner: %s", text)
             return
-        channel, chat_id = target
         await app.outbox.enqueue(
             OutboundMessage(
-                channel=channel,
-                chat_id=chat_id,
+                channel=target.channel,
+                chat_id=target.chat_id,
                 text=text,
                 idempotency_key=f"whatsapp-notice:{kind}:{uuid.uuid4().hex}",
             )
@@ -87,15 +84,27 @@ def make_notifier(app: App) -> Callable[[str, str], Awaitable[None]]:
     return notify
 
 
-def _fallback_target(app: App) -> tuple[str, str] | None:
-    if "telegram" in app.channels and app.settings.owner_telegram_ids:
-        return "telegram", str(app.settings.owner_telegram_ids[0])
-    if "console" in app.channels:
-        return "console", "owner"
-    return None
+BURST_SECONDS = 3.0
+"""A contact's quick messages within this many seconds are answered as one."""
 
 
-def make_whatsapp_feature(client_factory: ClientFactory | None = None, **options: Any) -> Feature:
+def burst_rule(settings: Settings, seconds: float) -> BurstRule:
+    """Contacts type in bursts; the owner, their own chat and groups are answered at once."""
+
+    def rule(message: InboundMessage) -> float:
+        meta = message.meta
+        owner = bool(meta.get("self_chat")) or message.sender_id == settings.owner_phone
+        return 0.0 if owner or meta.get("is_group") else seconds
+
+    return rule
+
+
+def make_whatsapp_feature(
+    client_factory: ClientFactory | None = None,
+    *,
+    burst_seconds: float = BURST_SECONDS,
+    **options: Any,
+) -> Feature:
     """The feature; tests pass a fake ``client_factory`` and short timings."""
 
     async def whatsapp(app: App, stack: contextlib.AsyncExitStack) -> None:
@@ -113,8 +122,7 @@ def make_whatsapp_feature(client_factory: ClientFactory | None = None, **options
             return record is not None and record.can_read
 
         channel = WhatsAppChannel(
-            app.settings.data_dir / SESSION_FILE,
-            owner_phone=app.settings.owner_phone,
+            app.settings.whatsapp_session_path,
             client_factory=client_factory or neonize_client,
             group_allowed=group_allowed,
             notify=make_notifier(app),
@@ -122,13 +130,12 @@ def make_whatsapp_feature(client_factory: ClientFactory | None = None, **options
             **options,
         )
         app.dispatcher.resolvers["whatsapp"] = make_resolver(app.settings, permissions)
+        app.pipeline.burst_rules["whatsapp"] = burst_rule(app.settings, burst_seconds)
         for tool in WHATSAPP_TOOLS:
             app.catalog.add(tool, whatsapp_connected)
         app.agent.sections.append(permissions_section)
-        await channel.start(app.pipeline.submit)
-        stack.push_async_callback(channel.stop)
-        app.channels["whatsapp"] = channel
-        log.info("channel: whatsapp (session in %s)", app.settings.data_dir / SESSION_FILE)
+        await app.add_channel(channel, stack)
+        log.info("channel: whatsapp (session in %s)", app.settings.whatsapp_session_path)
 
     return whatsapp
 

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from agent.app.whatsapp_feature import SESSION_FILE
 from agent.config import Settings
 from storage.db import make_client
 from storage.embedded import EmbeddedServer, EmbeddedUnavailable
@@ -105,7 +104,7 @@ async def check_twilio(settings: Settings, session: aiohttp.ClientSession) -> Ch
 def check_whatsapp(settings: Settings) -> Check:
     if not settings.whatsapp_enabled:
         return Check("whatsapp", False, "disabled (WHATSAPP_ENABLED)")
-    session = settings.data_dir / SESSION_FILE
+    session = settings.whatsapp_session_path
     if not session.exists():
         return Check("whatsapp", False, "enabled but not linked: run  watchkeeper whatsapp link")
     if not settings.owner_phone:

@@ -13,7 +13,6 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from agent.app.whatsapp_feature import SESSION_FILE
 from agent.config import Settings
 from storage.whatsapp_permissions import normalise_phone
 
@@ -59,7 +58,7 @@ async def link(
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     from neonize.aioze.events import ConnectedEv
 
-    client = client_factory(str(settings.data_dir / SESSION_FILE))
+    client = client_factory(str(settings.whatsapp_session_path))
     connected = asyncio.Event()
     paired: list[str] = []
 

@@ -77,8 +77,8 @@ class Agent:
             ctx.conversation_key, channel=ctx.channel, chat_id=ctx.chat_id
         )
         conv_id: ObjectId = conversation["_id"]
-        inbox_id = ctx.extra.get("inbox_id")
-        if inbox_id and ctx.extra.get("replay"):
+        inbox_id = ctx.inbox_id
+        if inbox_id and ctx.replay:
             earlier = await deps.messages.answer_for(str(inbox_id))
             if earlier is not None:  # answered before a crash: same answer, no tokens
                 return AgentReply(text=earlier, conversation_id=conv_id)

@@ -9,6 +9,7 @@ play, the message is not ours: ``None`` hands it to the agent as usual.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -17,14 +18,12 @@ from agent.alerts.job_directives import apply_cron, apply_pulse
 from agent.alerts.lifecycle import ALERT_DIRECTIVES
 from agent.alerts.policy import local_time, public
 from agent.alerts.router import AlertRouter
-from agent.context import RunContext
+from agent.context import AlertInPlay, RunContext
 from agent.conversation.agent import Agent
 from channels.types import InboundMessage, Reply
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
-ALERT_KEY = "alert"
-"""``RunContext.extra`` key holding the alert a free-text reply is about."""
 
 
 class AlertReplies:
@@ -40,7 +39,7 @@ class AlertReplies:
             return [] if message.channel == "sms" else None
         directive = parsed.directive
         if directive is not None and directive.scope == "pulse" and parsed.code is None:
-            return [self._reply(await apply_pulse(ctx.deps, directive))]
+            return [self._reply(await apply_pulse(ctx.deps.pulse, directive))]
         alert, explicit = await self._match(message, parsed, ctx)
         if alert is None:
             if parsed.code is not None and (directive is not None or parsed.error):
@@ -56,8 +55,8 @@ class AlertReplies:
             outcome = await self._router.apply(code, directive, by)
             return [self._reply(outcome.text, code)]
         if directive.scope == "cron":
-            return [self._reply(await apply_cron(ctx.deps, alert, directive), code)]
-        return [self._reply(await apply_pulse(ctx.deps, directive), code)]
+            return [self._reply(await apply_cron(ctx.deps.cron, alert, directive, ctx.now), code)]
+        return [self._reply(await apply_pulse(ctx.deps.pulse, directive), code)]
 
     async def _match(
         self, message: InboundMessage, parsed: ParsedReply, ctx: RunContext
@@ -79,8 +78,8 @@ class AlertReplies:
         self, message: InboundMessage, ctx: RunContext, alert: Doc, explicit: bool
     ) -> list[Reply]:
         """Free text about an alert: the agent answers, knowing which alert it is."""
-        ctx.extra[ALERT_KEY] = {**public(alert), "named_by_owner": explicit}
-        reply = await self._agent.respond(message.text, ctx)
+        about = dataclasses.replace(ctx, alert=AlertInPlay(public(alert), explicit))
+        reply = await self._agent.respond(message.text, about)
         if not reply.text.strip():
             return [Reply("(done; nothing to add)")]
         return [Reply(reply.text)]
@@ -93,9 +92,9 @@ class AlertReplies:
 
 async def alert_prompt_section(ctx: RunContext) -> str | None:
     """System-prompt text for a reply about an alert (registered on the agent)."""
-    alert = ctx.extra.get(ALERT_KEY)
-    if not isinstance(alert, dict):
+    if ctx.alert is None:
         return None
+    alert = ctx.alert.alert
     lines = [
         "## The alert this message is about",
         f"#{alert.get('code')} [{alert.get('severity')}] {alert.get('title')}",
@@ -108,7 +107,7 @@ async def alert_prompt_section(ctx: RunContext) -> str | None:
         f"Status: {alert.get('status')}; seen {alert.get('count', 1)} time(s); "
         f"raised by {alert.get('source')} at {when}."
     )
-    if not alert.get("named_by_owner"):
+    if not ctx.alert.named_by_owner:
         lines.append(
             "The owner did not name the alert: it is the latest one sent to them, so the "
             "message may be about something else."

@@ -35,8 +35,17 @@ COMMAND_HELP: Mapping[str, str] = MappingProxyType(
 """Descriptions shown by /help and registered as Telegram's command menu."""
 REFUSAL_EVERY = timedelta(days=1)
 
+
+@dataclass(frozen=True)
+class Trust:
+    """Who a message is from, as a resolver decided it when the message is handled."""
+
+    tier: Tier
+    can_reply: bool = True
+
+
 Command = Callable[[InboundMessage, RunContext], Awaitable[list[Reply]]]
-TierResolver = Callable[[InboundMessage], Awaitable[Tier | None]]
+TierResolver = Callable[[InboundMessage], Awaitable[Trust | None]]
 
 
 @dataclass
@@ -56,31 +65,38 @@ class Dispatcher:
         self.commands.setdefault("/help", self._help)
         self.commands.setdefault("/reset", self._reset)
 
-    async def tier(self, message: InboundMessage) -> Tier | None:
+    async def trust(self, message: InboundMessage) -> Trust | None:
         resolver = self.resolvers.get(message.channel)
         if resolver is not None:
             return await resolver(message)
         settings = self.deps.settings
+        owner = False
         if message.channel == "console":
-            return "owner"
-        if message.channel == "telegram":
-            return "owner" if _as_int(message.sender_id) in settings.owner_telegram_ids else None
-        if message.channel in ("sms", "whatsapp"):
-            return "owner" if message.sender_id == settings.owner_phone else None
-        return None
+            owner = True
+        elif message.channel == "telegram":
+            owner = _as_int(message.sender_id) in settings.owner_telegram_ids
+        elif message.channel in ("sms", "whatsapp"):
+            owner = message.sender_id == settings.owner_phone
+        return Trust("owner") if owner else None
 
     async def handle(self, message: InboundMessage) -> list[Reply]:
-        tier = await self.tier(message)
-        if tier is None:
+        trust = await self.trust(message)
+        if trust is None:
             return await self._stranger(message)
+        tier = trust.tier
         ctx = RunContext(
             deps=self.deps,
             tier=tier,
+            kind="chat",
             channel=message.channel,
             chat_id=message.chat_id,
             sender=message.sender_id,
             conversation_key=message.conversation_key,
-            extra={"reply_to": message.reply_to, **message.meta},
+            inbox_id=message.inbox_id,
+            replay=message.replay,
+            reply_to=message.reply_to,
+            can_reply=trust.can_reply,
+            transport=MappingProxyType(dict(message.meta)),
         )
         command = command_of(message.text) if tier == "owner" else ""
         if command in self.commands:
@@ -96,7 +112,7 @@ class Dispatcher:
         reply = await self.agent.respond(text, ctx)
         if not reply.text.strip():
             return [] if tier == "contact" else [Reply("(done; nothing to add)")]
-        if tier == "contact" and not message.meta.get("can_reply", False):
+        if not ctx.can_reply:
             return []
         return [Reply(reply.text)]
 

@@ -17,20 +17,6 @@ from storage.repos import SystemInstruction
 
 PromptSection = Callable[[RunContext], Awaitable[str | None]]
 
-TOOL_GUIDANCE: Mapping[str, str] = MappingProxyType(
-    {
-        "save_memory": "save_memory replaces the whole memory: send old + new facts, <=4000 chars.",
-        "db_query": "db_query: structured data in master/contacts/schedule/ai_*; "
-        'other collections are read-only. Use {"$oid"}/{"$date"} for ids and dates.',
-        "update_db_schema": "update_db_schema after creating or changing an ai_ collection.",
-        "web_search": "web_search for current facts; cite the URLs you used.",
-        "manage_cronjob": "manage_cronjob for recurring tasks (5-field cron, owner's timezone).",
-        "manage_pulse": "manage_pulse: your periodic check-in; keep notes for the next pulse.",
-        "raise_alert": "raise_alert when something needs the owner's attention; pick severity "
-        "honestly (critical pages by SMS).",
-    }
-)
-
 RUN_NOTES: Mapping[str, str] = MappingProxyType(
     {
         "cron": "## This run\nA scheduled job is running; no user is present. Do the task. "
@@ -81,7 +67,7 @@ async def build_system_prompt(
     if instruction.memory_enabled:
         parts.append("## Your memory\n" + (instruction.memory.strip() or "(empty)"))
         parts.append("## Your database\n" + instruction.db_schema.strip())
-    guidance = [TOOL_GUIDANCE[name] for name in tools.names if name in TOOL_GUIDANCE]
+    guidance = [tool.guidance for tool in tools if tool.guidance]
     if guidance:
         parts.append("## Tools\n" + "\n".join(f"- {g}" for g in guidance))
     if ctx.kind in RUN_NOTES:

@@ -7,8 +7,6 @@ made at all: a heartbeat with nothing to look at must cost nothing.
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -36,29 +34,16 @@ class PulseBrief:
     counts: dict[str, int] = field(default_factory=dict)
 
 
-def _as_dict(item: Any) -> Doc:
-    if isinstance(item, dict):
-        return item
-    if hasattr(item, "model_dump"):
-        return item.model_dump()  # type: ignore[no-any-return]
-    if dataclasses.is_dataclass(item) and not isinstance(item, type):
-        return dataclasses.asdict(item)
-    return dict(getattr(item, "__dict__", {}))
-
-
 async def open_alerts(deps: AgentDeps) -> list[Doc]:
-    """Open alerts from the alert router when it offers ``open_alerts()``; else none."""
-    method = getattr(deps.services.get("alerts"), "open_alerts", None)
-    if not callable(method):
+    """Open alerts when the alert router runs; else none. A failing read costs the
+    pulse its alert section, never the pulse itself."""
+    if deps.alerts is None:
         return []
     try:
-        found = method()
-        if inspect.isawaitable(found):
-            found = await found
+        return await deps.alerts.open_alerts()
     except Exception:
         log.exception("could not read open alerts for the pulse")
         return []
-    return [_as_dict(item) for item in found or []]
 
 
 def _is_new(alert: Doc, since: datetime) -> bool:

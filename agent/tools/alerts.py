@@ -1,29 +1,20 @@
 """``raise_alert`` and ``manage_alerts``: the model's way to reach the owner urgently.
 
-Both are thin shells over the alert router (``services["alerts"]``), which
+Both are thin shells over the alert router (``AgentDeps.alerts``), which
 validates, dedupes and routes; argument names are fixed by DESIGN.md.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from agent.alerts.directives import Ack, Directive, Mute, Resolve, Snooze, parse_reply
 from agent.alerts.fields import AlertError
+from agent.alerts.router import AlertRouter
 from agent.context import RunContext
 from agent.tools.base import Tool, ToolError, ToolResult
-
-
-class AlertService(Protocol):
-    async def raise_alert(
-        self, *, severity: Any, title: Any, body: Any = "", dedupe_key: Any = None, source: Any
-    ) -> dict[str, Any]: ...
-
-    async def open_alerts(self, limit: int = 20) -> list[dict[str, Any]]: ...
-
-    async def apply(self, code: str, directive: Directive, by: str) -> Any: ...
 
 
 class RaiseAlertArgs(BaseModel):
@@ -47,17 +38,16 @@ class ManageAlertsArgs(BaseModel):
     )
 
 
-def alert_service(ctx: RunContext) -> AlertService:
-    service = ctx.deps.services.get("alerts")
-    if service is None:
+def alert_service(ctx: RunContext) -> AlertRouter:
+    if ctx.deps.alerts is None:
         raise ToolError("alerts are not available right now")
-    return service  # type: ignore[no-any-return]
+    return ctx.deps.alerts
 
 
 def source_of(ctx: RunContext) -> str:
     """Where an alert comes from: a cron job (so schedule replies can reach it), or not."""
-    if ctx.kind == "cron" and ctx.extra.get("job_id"):
-        return f"cron:{ctx.extra['job_id']}"
+    if ctx.kind == "cron" and ctx.job_id:
+        return f"cron:{ctx.job_id}"
     return "pulse" if ctx.kind == "pulse" else "agent"
 
 
@@ -111,6 +101,10 @@ async def _manage(args: ManageAlertsArgs, ctx: RunContext) -> ToolResult:
 
 RAISE_ALERT: Tool[Any] = Tool(
     name="raise_alert",
+    guidance=(
+        "raise_alert when something needs the owner's attention; pick severity "
+        "honestly (critical pages by SMS)."
+    ),
     description="Alert the owner about something that needs their attention; routed by "
     "severity (critical pages by SMS until acknowledged).",
     args=RaiseAlertArgs,

@@ -36,6 +36,8 @@ class Tool(Generic[A]):
     handler: Callable[[A, RunContext], Awaitable[ToolResult]]
     writes: bool = True
     """Whether the tool changes state or reaches others (refused to the contact tier)."""
+    guidance: str = ""
+    """One line for the system prompt's tool section, sent only while the tool is offered."""
 
     def spec(self) -> ToolSpec:
         return ToolSpec(

@@ -8,6 +8,9 @@ from typing import Any
 
 from agent.context import RunContext
 from agent.tools.base import Tool, Toolset
+from agent.tools.db import DB_QUERY
+from agent.tools.memory import SAVE_MEMORY, UPDATE_DB_SCHEMA
+from agent.tools.web import WEB_SEARCH
 
 Availability = Callable[[RunContext], bool]
 
@@ -31,6 +34,9 @@ class ToolCatalog:
         self._entries = [(t, a) for t, a in self._entries if t.name != tool.name]
         self._entries.append((tool, available))
 
+    def __contains__(self, name: str) -> bool:
+        return any(tool.name == name for tool, _ in self._entries)
+
     def for_context(self, ctx: RunContext) -> Toolset:
         chosen = [t for t, available in self._entries if available(ctx)]
         if ctx.tier != "owner":
@@ -39,10 +45,6 @@ class ToolCatalog:
 
 
 def core_catalog() -> ToolCatalog:
-    from agent.tools.db import DB_QUERY
-    from agent.tools.memory import SAVE_MEMORY, UPDATE_DB_SCHEMA
-    from agent.tools.web import WEB_SEARCH
-
     catalog = ToolCatalog()
     catalog.add(SAVE_MEMORY)
     catalog.add(UPDATE_DB_SCHEMA)

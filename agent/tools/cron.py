@@ -1,6 +1,6 @@
 """``manage_cronjob``: recurring tasks the model sets up for the owner.
 
-The tool is a thin shell over ``CronService`` (registered as ``services["cron"]``),
+The tool is a thin shell over ``CronService`` (``AgentDeps.cron``),
 which validates and stores; ``cronjobs`` is written nowhere else. A new job remembers
 the chat it was created in, and its results are delivered there.
 """
@@ -34,8 +34,8 @@ class CronArgs(BaseModel):
 
 
 def cron_service(ctx: RunContext) -> CronService:
-    service = ctx.deps.services.get("cron")
-    if not isinstance(service, CronService):
+    service = ctx.deps.cron
+    if service is None:
         raise ToolError("the scheduler is not running, so cron jobs are unavailable")
     return service
 
@@ -83,6 +83,7 @@ async def _manage(args: CronArgs, ctx: RunContext) -> ToolResult:
 
 MANAGE_CRONJOB: Tool[Any] = Tool(
     name="manage_cronjob",
+    guidance=("manage_cronjob for recurring tasks (5-field cron, owner's timezone)."),
     description=(
         "Create, list, update, delete or toggle recurring jobs. Each run executes "
         "'instruction' with no user present; its answer is sent to this chat."

@@ -44,6 +44,10 @@ def _first_line(text: str) -> str:
 
 DB_QUERY: Tool[DbOperation] = Tool(
     name="db_query",
+    guidance=(
+        "db_query: structured data in master/contacts/schedule/ai_*; "
+        'other collections are read-only. Use {"$oid"}/{"$date"} for ids and dates.'
+    ),
     description=(
         "Run one MongoDB operation. All collections are readable; writable: master, contacts, "
         'schedule, ai_*. Write dates and ids as {"$date": "<ISO>"} and {"$oid": "<hex>"}.'

@@ -34,12 +34,14 @@ async def _update_db_schema(args: UpdateDbSchemaArgs, ctx: RunContext) -> ToolRe
 
 SAVE_MEMORY = Tool(
     name="save_memory",
+    guidance=("save_memory replaces the whole memory: send old + new facts, <=4000 chars."),
     description="Replace your long-term memory about the owner (max 4000 characters).",
     args=SaveMemoryArgs,
     handler=_save_memory,
 )
 UPDATE_DB_SCHEMA = Tool(
     name="update_db_schema",
+    guidance=("update_db_schema after creating or changing an ai_ collection."),
     description="Replace the Markdown documentation of your database collections.",
     args=UpdateDbSchemaArgs,
     handler=_update_db_schema,

@@ -33,8 +33,8 @@ class PulseArgs(BaseModel):
 
 
 def _store(ctx: RunContext) -> PulseStore:
-    store = ctx.deps.services.get("pulse")
-    if not isinstance(store, PulseStore):
+    store = ctx.deps.pulse
+    if store is None:
         raise ToolError("the scheduler is not running, so the pulse is unavailable")
     return store
 
@@ -42,10 +42,10 @@ def _store(ctx: RunContext) -> PulseStore:
 async def _run_now(ctx: RunContext) -> ToolResult:
     if ctx.kind == "pulse":
         raise ToolError("run_now is not available inside a pulse")
-    autonomy = ctx.deps.services.get("autonomy")
-    if autonomy is None:
+    scheduler = ctx.deps.scheduler
+    if scheduler is None:
         raise ToolError("the scheduler is not running")
-    run = await autonomy.run_pulse(ctx.now, trigger="manual")
+    run = await scheduler.run_pulse_now("manual")
     view = run_view(run)
     keep = ("id", "status", "duration_ms", "tool_calls", "tokens", "result", "error")
     return {"run": {k: view.get(k) for k in keep}}
@@ -87,6 +87,7 @@ async def _manage(args: PulseArgs, ctx: RunContext) -> ToolResult:
 
 MANAGE_PULSE: Tool[Any] = Tool(
     name="manage_pulse",
+    guidance=("manage_pulse: your periodic check-in; keep notes for the next pulse."),
     description=(
         "Your periodic check-in (pulse): read or change its settings, save notes for the "
         "next pulse, or run one now."

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from agent.context import RunContext
+from agent.owner import owner_address
 from agent.tools.base import Tool, ToolError, ToolResult
 from channels.types import OutboundMessage
 
@@ -30,16 +31,14 @@ class SendArgs(BaseModel):
 
 
 def _recipient(channel: str, to: str, ctx: RunContext) -> str:
-    settings = ctx.deps.settings
     target = to.strip()
     if target.lower() == "owner":
-        if channel == "telegram":
-            if not settings.owner_telegram_ids:
-                raise ToolError("OWNER_TELEGRAM_IDS is not set, so the owner has no Telegram chat")
-            return str(settings.owner_telegram_ids[0])
-        if not settings.owner_phone:
+        address = owner_address(ctx.deps.settings, channel)
+        if address is None and channel == "telegram":
+            raise ToolError("OWNER_TELEGRAM_IDS is not set, so the owner has no Telegram chat")
+        if address is None:
             raise ToolError("OWNER_PHONE is not set, so the owner has no phone number")
-        return settings.owner_phone
+        return address
     if channel == "telegram":
         if not re.fullmatch(r"-?\d{1,20}", target):
             raise ToolError(f"'to' must be a numeric Telegram chat id or 'owner', got {to!r}")
@@ -56,16 +55,17 @@ async def _send(args: SendArgs, ctx: RunContext) -> ToolResult:
         raise ToolError("text is empty")
     if len(text) > TEXT_LIMIT:
         raise ToolError(f"text is {len(text)} characters; the limit is {TEXT_LIMIT}")
-    running = ctx.deps.services.get("channels") or {}
+    running = ctx.deps.channels
     if args.channel not in running:
         live = ", ".join(n for n in SEND_CHANNELS if n in running) or "none"
         raise ToolError(f"channel {args.channel!r} is not running (running: {live})")
     chat_id = _recipient(args.channel, args.to, ctx)
-    outbox = ctx.deps.services.get("outbox")
+    outbox = ctx.deps.outbox
     if outbox is None:
         raise ToolError("sending is unavailable: the outbox is not running")
-    # Inside a run the same message is sent once even if the run is replayed.
-    scope = ctx.extra.get("run_id") or uuid.uuid4().hex
+    # Inside a run, or an exchange about one stored message, the same message is sent
+    # once even if the run or exchange is replayed.
+    scope = ctx.run_id or ctx.inbox_id or uuid.uuid4().hex
     digest = hashlib.sha256(f"{args.channel}|{chat_id}|{text}".encode()).hexdigest()[:16]
     key = f"send:{scope}:{digest}"
     fresh = await outbox.enqueue(
@@ -75,8 +75,7 @@ async def _send(args: SendArgs, ctx: RunContext) -> ToolResult:
 
 
 def any_sender_running(ctx: RunContext) -> bool:
-    running = ctx.deps.services.get("channels") or {}
-    return any(name in running for name in SEND_CHANNELS)
+    return any(name in ctx.deps.channels for name in SEND_CHANNELS)
 
 
 SEND_MESSAGE: Tool[Any] = Tool(

@@ -57,6 +57,7 @@ async def _web_search(args: WebSearchArgs, ctx: RunContext) -> ToolResult:
 
 WEB_SEARCH = Tool(
     name="web_search",
+    guidance=("web_search for current facts; cite the URLs you used."),
     description="Search the web (Brave). Returns title, url and snippet per result.",
     args=WebSearchArgs,
     handler=_web_search,

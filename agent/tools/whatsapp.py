@@ -29,7 +29,7 @@ TEXT_LIMIT = 4_000
 
 def whatsapp_connected(ctx: RunContext) -> bool:
     """Availability predicate: the running WhatsApp channel says it is connected."""
-    channel = (ctx.deps.services.get("channels") or {}).get("whatsapp")
+    channel = ctx.deps.channels.get("whatsapp")
     return channel is not None and channel.status().get("state") == "connected"
 
 
@@ -106,10 +106,10 @@ async def _send(args: SendArgs, ctx: RunContext) -> ToolResult:
                 f"{phone} has no can_reply permission; ask the owner to grant it with "
                 "whatsapp_manage_permission first"
             )
-    outbox = ctx.deps.services.get("outbox")
+    outbox = ctx.deps.outbox
     if outbox is None:
         raise ToolError("sending is unavailable: the outbox is not running")
-    scope = ctx.extra.get("run_id") or uuid.uuid4().hex
+    scope = ctx.run_id or ctx.inbox_id or uuid.uuid4().hex
     digest = hashlib.sha256(f"{phone}|{text}".encode()).hexdigest()[:16]
     fresh = await outbox.enqueue(
         OutboundMessage(

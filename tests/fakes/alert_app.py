@@ -7,11 +7,10 @@ loop: tests move the clock and call ``tick()``, so every escalation step is exac
 from __future__ import annotations
 
 import contextlib
-import itertools
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp.test_utils import TestClient, TestServer
@@ -22,14 +21,9 @@ from agent.alerts.router import AlertRouter
 from agent.app.alerts_feature import AlertingOptions, alerting
 from agent.app.core import App, Feature, build_app
 from agent.app.http import make_web_app
-from channels.types import (
-    InboundMessage,
-    InboundSink,
-    OutboundMessage,
-    SendError,
-    SendResult,
-)
 from tests.conftest import make_settings
+from tests.fakes.channel import RecordingChannel
+from tests.fakes.clock import FakeClock
 from tests.fakes.scripted import ScriptedModel
 from tests.fakes.twilio_api import FakeTwilio
 
@@ -40,81 +34,19 @@ ADMIN = "admin-token-123"
 START = datetime(2026, 11, 26, 10, 0, tzinfo=UTC)  # a Thursday
 
 
-class ManualClock:
-    def __init__(self, start: datetime = START) -> None:
-        self.now = start
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, **delta: float) -> datetime:
-        self.now += timedelta(**delta)
-        return self.now
-
-
-class ChatChannel:
-    """A chat transport that records what it is asked to send (or fails on demand)."""
-
-    def __init__(self, name: str = "telegram") -> None:
-        self.name = name
-        self.sent: list[OutboundMessage] = []
-        self.failing = False
-        """Sends fail while the channel still claims to be connected."""
-        self.down = False
-        """The channel says it is disconnected (and sends fail)."""
-        self.sink: InboundSink | None = None
-        self._ids = itertools.count(1000)
-        self._updates = itertools.count(1)
-
-    async def start(self, sink: InboundSink) -> None:
-        self.sink = sink
-
-    async def stop(self) -> None:
-        self.sink = None
-
-    async def send(self, message: OutboundMessage) -> SendResult:
-        if self.failing or self.down:
-            raise SendError(f"{self.name} is down", retryable=True)
-        self.sent.append(message)
-        return SendResult(external_ids=(str(next(self._ids)),))
-
-    async def typing(self, chat_id: str) -> None:
-        return None
-
-    def status(self) -> dict[str, Any]:
-        return {"connected": not self.down}
-
-    def texts(self) -> list[str]:
-        return [m.text for m in self.sent]
-
-    async def say(self, text: str, *, sender: int = OWNER_TG, reply_to: str | None = None) -> bool:
-        assert self.sink is not None
-        return await self.sink(
-            InboundMessage(
-                channel=self.name,
-                external_id=f"u{next(self._updates)}",
-                chat_id=str(sender),
-                sender_id=str(sender),
-                text=text,
-                received_at=START,
-                reply_to=reply_to,
-            )
-        )
-
-
 @dataclass
 class Harness:
     app: App
-    clock: ManualClock
+    clock: FakeClock
     twilio: FakeTwilio
-    chat: ChatChannel
+    chat: RecordingChannel
     model: ScriptedModel
     client: TestClient[Any, Any]
-    extra_chats: list[ChatChannel] = field(default_factory=list)
+    extra_chats: list[RecordingChannel] = field(default_factory=list)
 
     @property
     def router(self) -> AlertRouter:
-        router = self.app.deps.services["alerts"]
+        router = self.app.deps.alerts
         assert isinstance(router, AlertRouter)
         return router
 
@@ -158,7 +90,7 @@ async def alert_app(
     mongo_server: str,
     *,
     db_name: str | None = None,
-    clock: ManualClock | None = None,
+    clock: FakeClock | None = None,
     policy: RoutingPolicy | None = None,
     telegram: bool = True,
     extra_chats: tuple[str, ...] = (),
@@ -168,7 +100,7 @@ async def alert_app(
     **settings: Any,
 ) -> AsyncIterator[Harness]:
     """Build the app with the alerts feature (plus ``features``) on a fresh database."""
-    clock = clock or ManualClock()
+    clock = clock or FakeClock(START)
     model = model or ScriptedModel(lambda _req: "agent answer")
     async with contextlib.AsyncExitStack() as stack:
         if twilio is None:
@@ -186,8 +118,8 @@ async def alert_app(
             "openai_api_key": "sk-test",
         }
         values.update(settings)
-        chat = ChatChannel("telegram")
-        extras = [ChatChannel(name) for name in extra_chats]
+        chat = RecordingChannel("telegram", sender=OWNER_TG, clock=clock)
+        extras = [RecordingChannel(name, sender=OWNER_TG, clock=clock) for name in extra_chats]
         channels = ([chat] if telegram else []) + extras
         options = AlertingOptions(background=False, policy=policy or RoutingPolicy())
         app = await stack.enter_async_context(
