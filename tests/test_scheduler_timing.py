@@ -13,14 +13,13 @@ import pytest
 
 from scheduler.cron import (
     CronError,
-    describe,
     fires_between,
     next_fires,
-    reschedule,
     resolve_wall_time,
     validate_cron,
     validate_timezone,
 )
+from scheduler.cron_words import describe, reschedule
 from scheduler.pulse_grid import (
     PULSES_PER_DAY,
     PulseConfigError,

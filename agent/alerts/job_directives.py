@@ -22,7 +22,8 @@ from agent.alerts.directives import (
     SetPulseRate,
     SetTime,
 )
-from scheduler.cron import CronError, describe, reschedule
+from scheduler.cron import CronError
+from scheduler.cron_words import describe, reschedule
 from scheduler.jobs import CronService, JobError
 from scheduler.pulse_grid import PulseConfigError
 from scheduler.pulse_state import PulseStore

@@ -269,7 +269,7 @@ class AlertRouter:
         """First delivery (or a reminder): critical everywhere, others to the first chat."""
         lead = str(alert.get("lead") or "")
         seq = int(alert.get("seq") or 0)
-        chats = self._chats()
+        chats = owner_chats(self._settings, self._channels)
         sent: list[str] = []
         paged: Paged | None = None
         if alert["severity"] == "critical":
@@ -297,7 +297,7 @@ class AlertRouter:
         paged = await self._page(alert, now, seq, lead)
         sent: list[str] = []
         if paged != "sent":
-            for target in self._chats():
+            for target in owner_chats(self._settings, self._channels):
                 if await self._send(target, alert, seq, lead):
                     sent.append(target.channel)
         await self._sent(alert, now, sent, paged, delivered=False)
@@ -331,9 +331,6 @@ class AlertRouter:
         if not sent:
             log.error("alert #%s reached no channel", alert["code"])
 
-    def _chats(self) -> list[Target]:
-        return owner_chats(self._settings, self._channels)
-
     async def _page(self, alert: Doc, now: datetime, seq: int, lead: str) -> Paged:
         """One SMS to the owner, within the hourly budget."""
         phone = owner_address(self._settings, "sms")
@@ -364,7 +361,7 @@ class AlertRouter:
             f"{alert['title']} was not sent by SMS. SMS pages resume at {when}."
         )
         key = f"sms-budget:{now.isoformat()}"
-        for target in self._chats():
+        for target in owner_chats(self._settings, self._channels):
             message = OutboundMessage(
                 target.channel, target.chat_id, text, f"{key}:{target.channel}"
             )

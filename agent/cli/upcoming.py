@@ -13,7 +13,8 @@ from zoneinfo import ZoneInfo
 
 from agent.config import Settings
 from agent.context import Clock, system_clock
-from scheduler.cron import CronError, describe
+from scheduler.cron import CronError
+from scheduler.cron_words import describe
 from scheduler.jobs import CronJob, CronService, fires_window
 from scheduler.pulse_grid import PulseConfigError, upcoming_pulses
 from scheduler.pulse_state import PulseState, PulseStore
