@@ -24,6 +24,7 @@ from channels.types import Channel
 from scheduler.engine import Engine
 from scheduler.jobs import CronService
 from scheduler.pulse_state import PulseStore
+from storage.effects import EffectLog
 from storage.repos import ConversationRepo, MessageRepo, SystemInstructionRepo
 
 Tier = Literal["owner", "contact"]
@@ -58,8 +59,10 @@ class AgentDeps:
     instructions: SystemInstructionRepo = field(init=False)
     conversations: ConversationRepo = field(init=False)
     messages: MessageRepo = field(init=False)
+    effects: EffectLog = field(init=False)
 
     def __post_init__(self) -> None:
+        self.effects = EffectLog(self.db)
         self.instructions = SystemInstructionRepo(self.db)
         self.conversations = ConversationRepo(self.db)
         self.messages = MessageRepo(self.db)
@@ -93,7 +96,8 @@ class RunContext:
     can_reply: bool = True
     """Whether an answer is sent back (a contact without ``can_reply`` gets none)."""
     run_id: str | None = None
-    """The run record of a cron or pulse run."""
+    """Stable id of this exchange or run: the inbox id of the message a chat answers,
+    the run record of a cron or pulse run. Side effects are keyed by it."""
     job_id: str | None = None
     job_name: str | None = None
     alert: AlertInPlay | None = None

@@ -12,6 +12,7 @@ ALERTS = "alerts"
 CRONJOBS = "cronjobs"
 WHATSAPP_PERMISSIONS = "whatsapp_permissions"
 LEASES = "leases"
+TOOL_EFFECTS = "tool_effects"
 
 PROTECTED: frozenset[str] = frozenset(
     {
@@ -25,6 +26,7 @@ PROTECTED: frozenset[str] = frozenset(
         CRONJOBS,
         WHATSAPP_PERMISSIONS,
         LEASES,
+        TOOL_EFFECTS,
     }
 )
 MODEL_WRITABLE: frozenset[str] = frozenset({"master", "contacts", "schedule"})

@@ -48,6 +48,8 @@ INDEXES: Mapping[str, Sequence[IndexModel]] = MappingProxyType(
             IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=0),
         ],
         c.WHATSAPP_PERMISSIONS: [IndexModel([("phone_number", ASCENDING)], unique=True)],
+        # Side-effect results are needed only while an exchange may still be replayed.
+        c.TOOL_EFFECTS: [IndexModel([("created_at", ASCENDING)], expireAfterSeconds=7 * 86400)],
     }
 )
 

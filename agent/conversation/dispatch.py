@@ -93,6 +93,7 @@ class Dispatcher:
             sender=message.sender_id,
             conversation_key=message.conversation_key,
             inbox_id=message.inbox_id,
+            run_id=message.inbox_id,
             replay=message.replay,
             reply_to=message.reply_to,
             can_reply=trust.can_reply,

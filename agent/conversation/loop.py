@@ -2,7 +2,9 @@
 
 Each turn ends in one of two outcomes: a final answer (no tool calls) or tool
 results to send back. An identical repeated call (same name and arguments) is not
-run again; the model is told to use the earlier result instead.
+run again; the model is told to use the earlier result instead. A call that acts on
+the world is keyed by (exchange, call index): when a replayed exchange makes the same
+call again, its stored result is returned and nothing is done twice.
 """
 
 from __future__ import annotations
@@ -10,11 +12,13 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 from agent.context import RunContext
 from agent.llm.base import ModelClient
-from agent.llm.types import ModelMessage, TextPart, ToolResultPart, Usage
+from agent.llm.types import ModelMessage, TextPart, ToolCallPart, ToolResultPart, Usage
 from agent.tools.base import Toolset
+from storage.effects import call_digest
 
 log = logging.getLogger(__name__)
 MAX_TURNS = 8
@@ -34,6 +38,24 @@ class LoopResult:
 
 def _call_key(name: str, arguments: object) -> str:
     return name + ":" + json.dumps(arguments, sort_keys=True, default=str)
+
+
+async def _call_once(
+    tools: Toolset, call: ToolCallPart, ctx: RunContext, index: int
+) -> dict[str, Any]:
+    """Run one call; one that acts, in an exchange with a stable id, at most once."""
+    exchange = ctx.run_id
+    if exchange is None or not tools.acts(call.name):
+        return await tools.call(call.name, call.arguments, ctx)
+    effects = ctx.deps.effects
+    digest = call_digest(call.name, call.arguments)
+    earlier = await effects.recall(exchange, index, digest)
+    if earlier is not None:
+        log.info("replay: %s #%d already done in %s; result reused", call.name, index, exchange)
+        return earlier
+    outcome = await tools.call(call.name, call.arguments, ctx)
+    await effects.record(exchange, index, call.name, digest, outcome, ctx.now)
+    return outcome
 
 
 async def run_loop(
@@ -68,7 +90,7 @@ async def run_loop(
                 }
             else:
                 seen.add(key)
-                outcome = await tools.call(call.name, call.arguments, ctx)
+                outcome = await _call_once(tools, call, ctx, len(result.tool_calls))
             result.tool_calls.append(call.name)
             parts.append(ToolResultPart(call_id=call.id, name=call.name, result=outcome))
         result.messages.append(ModelMessage(role="tool", parts=list(parts)))

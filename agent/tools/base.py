@@ -84,6 +84,11 @@ class Toolset:
     def specs(self) -> list[ToolSpec]:
         return [t.spec() for t in self._tools.values()]
 
+    def acts(self, name: str) -> bool:
+        """Whether calling ``name`` changes state or reaches others."""
+        tool = self._tools.get(name)
+        return tool is not None and tool.writes
+
     def only(self, predicate: Callable[[Tool[Any]], bool]) -> Toolset:
         return Toolset(t for t in self._tools.values() if predicate(t))
 

@@ -65,7 +65,7 @@ async def _send(args: SendArgs, ctx: RunContext) -> ToolResult:
         raise ToolError("sending is unavailable: the outbox is not running")
     # Inside a run, or an exchange about one stored message, the same message is sent
     # once even if the run or exchange is replayed.
-    scope = ctx.run_id or ctx.inbox_id or uuid.uuid4().hex
+    scope = ctx.run_id or uuid.uuid4().hex
     digest = hashlib.sha256(f"{args.channel}|{chat_id}|{text}".encode()).hexdigest()[:16]
     key = f"send:{scope}:{digest}"
     fresh = await outbox.enqueue(

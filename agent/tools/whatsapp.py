@@ -109,7 +109,7 @@ async def _send(args: SendArgs, ctx: RunContext) -> ToolResult:
     outbox = ctx.deps.outbox
     if outbox is None:
         raise ToolError("sending is unavailable: the outbox is not running")
-    scope = ctx.run_id or ctx.inbox_id or uuid.uuid4().hex
+    scope = ctx.run_id or uuid.uuid4().hex
     digest = hashlib.sha256(f"{phone}|{text}".encode()).hexdigest()[:16]
     fresh = await outbox.enqueue(
         OutboundMessage(
