@@ -22,6 +22,8 @@ from agent.config import Settings
 from agent.context import AgentDeps
 from storage.indexes import ensure_indexes
 
+pytest_plugins = ("tests.timeouts",)  # per-test timeouts that dump every stack
+
 
 class BlockedNetwork(RuntimeError):
     pass

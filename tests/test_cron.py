@@ -17,11 +17,11 @@ from agent.cli.upcoming import print_schedule
 from agent.llm.types import ModelMessage
 from channels.telegram import TelegramChannel
 from tests.contexts import owner_ctx
+from tests.fakes.channel import RecordingChannel
+from tests.fakes.clock import FakeClock
 from tests.fakes.scripted import Request, ScriptedModel, sequence, unavailable
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
 from tests.scheduling_kit import (
-    FakeClock,
-    RecordingChannel,
     call_tool,
     inbound,
     parts_of,

@@ -12,41 +12,14 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from channels.outbox import Outbox
 from channels.pipeline import Pipeline
-from channels.types import InboundMessage, OutboundMessage, Reply, SendError, SendResult
+from channels.types import InboundMessage, OutboundMessage, Reply, SendError
+from tests.fakes.channel import RecordingChannel
 
 Doc = dict[str, Any]
 
 
 def now() -> datetime:
     return datetime.now(UTC)
-
-
-class Recorder:
-    name = "rec"
-
-    def __init__(self, failures: list[SendError] | None = None) -> None:
-        self.sent: list[tuple[float, OutboundMessage]] = []
-        self.failures = list(failures or [])
-        self.delivered = asyncio.Event()
-
-    async def start(self, sink: Any) -> None:
-        return None
-
-    async def stop(self) -> None:
-        return None
-
-    async def send(self, message: OutboundMessage) -> SendResult:
-        if self.failures:
-            raise self.failures.pop(0)
-        self.sent.append((time.monotonic(), message))
-        self.delivered.set()
-        return SendResult(external_ids=(str(len(self.sent)),))
-
-    async def typing(self, chat_id: str) -> None:
-        return None
-
-    def status(self) -> dict[str, Any]:
-        return {}
 
 
 def inbound(chat: str, n: int) -> InboundMessage:
@@ -69,7 +42,7 @@ async def test_one_conversation_in_order_many_in_parallel(db: AsyncDatabase[Doc]
         running.discard(message.chat_id)
         return [Reply(message.text)]
 
-    channel = Recorder()
+    channel = RecordingChannel("rec")
     outbox = Outbox(db, {"rec": channel}, now)
     pipeline = Pipeline(db, handler, outbox, {"rec": channel}, now, max_concurrency=3)
     for n in range(5):
@@ -77,7 +50,7 @@ async def test_one_conversation_in_order_many_in_parallel(db: AsyncDatabase[Doc]
             assert await pipeline.submit(inbound(chat, n))
     await pipeline.join()
     for chat in ("a", "b", "c", "d", "e"):
-        texts = [m.text for _, m in channel.sent if m.chat_id == chat]
+        texts = [m.text for m in channel.sent if m.chat_id == chat]
         assert texts == [f"{chat} message {n}" for n in range(5)]
     assert peak == 3  # parallel across chats, bounded by max_concurrency
 
@@ -89,7 +62,7 @@ async def test_a_duplicate_delivery_is_handled_once(db: AsyncDatabase[Doc]) -> N
         calls.append(message.external_id)
         return [Reply("ok")]
 
-    channel = Recorder()
+    channel = RecordingChannel("rec")
     outbox = Outbox(db, {"rec": channel}, now)
     pipeline = Pipeline(db, handler, outbox, {"rec": channel}, now)
     assert await pipeline.submit(inbound("a", 1))
@@ -99,14 +72,15 @@ async def test_a_duplicate_delivery_is_handled_once(db: AsyncDatabase[Doc]) -> N
 
 
 async def test_retry_waits_as_long_as_the_service_asked(db: AsyncDatabase[Doc]) -> None:
-    channel = Recorder([SendError("slow down", retryable=True, retry_after=0.4)])
+    slow_down = SendError("slow down", retryable=True, retry_after=0.4)
+    channel = RecordingChannel("rec", failures=[slow_down])
     outbox = Outbox(db, {"rec": channel}, now, delays=(0.01, 0.01), poll_seconds=30)
     await outbox.start()
     try:
         started = time.monotonic()
         await outbox.enqueue(OutboundMessage("rec", "a", "hello", "k1"))
         await asyncio.wait_for(channel.delivered.wait(), 5)
-        waited = channel.sent[0][0] - started
+        waited = channel.sent_at[0] - started
         # Not before Telegram's retry-after, and not at the next 30 s poll either.
         assert 0.4 <= waited < 2.0
     finally:
@@ -122,7 +96,7 @@ async def test_a_reply_that_finally_fails_is_kept_and_reported(db: AsyncDatabase
         gave_up.set()
 
     failures = [SendError("HTTP 500", retryable=True)] * 2 + [SendError("blocked", retryable=False)]
-    channel = Recorder(failures)
+    channel = RecordingChannel("rec", failures=failures)
     outbox = Outbox(db, {"rec": channel}, now, delays=(0.01, 0.01, 0.01), on_failure=on_failure)
     await outbox.start()
     try:
@@ -148,7 +122,7 @@ async def test_a_second_instance_leaves_fresh_work_alone(db: AsyncDatabase[Doc])
     async def other(message: InboundMessage) -> list[Reply]:
         return [Reply("second instance")]
 
-    channel = Recorder()
+    channel = RecordingChannel("rec")
     first = Pipeline(db, slow, Outbox(db, {"rec": channel}, now), {"rec": channel}, now)
     await first.submit(inbound("a", 1))
     await started.wait()
@@ -156,4 +130,4 @@ async def test_a_second_instance_leaves_fresh_work_alone(db: AsyncDatabase[Doc])
     assert await second.recover() == 0  # the message is fresh and claimed by `first`
     release.set()
     await first.join()
-    assert [m.text for _, m in channel.sent] == ["first instance"]
+    assert [m.text for m in channel.sent] == ["first instance"]

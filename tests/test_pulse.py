@@ -15,10 +15,10 @@ from agent.app.core import App
 from agent.app.http import make_web_app
 from agent.app.scheduling_feature import SchedulingOptions
 from tests.contexts import contact_ctx, owner_ctx
+from tests.fakes.channel import RecordingChannel
+from tests.fakes.clock import FakeClock
 from tests.fakes.scripted import Request, ScriptedModel, sequence
 from tests.scheduling_kit import (
-    FakeClock,
-    RecordingChannel,
     call_tool,
     inbound,
     parts_of,

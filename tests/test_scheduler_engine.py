@@ -16,7 +16,7 @@ from scheduler.leases import LeaseStore, cron_key, pulse_key
 from scheduler.pulse_state import PulseStore
 from scheduler.recorder import Go, RunRecorder, RunTicket
 from scheduler.runs import Outcome, RunStore, Trigger
-from tests.scheduling_kit import FakeClock
+from tests.fakes.clock import FakeClock
 
 Doc = dict[str, Any]
 BERLIN = ZoneInfo("Europe/Berlin")

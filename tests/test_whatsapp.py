@@ -11,7 +11,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ from channels.whatsapp_events import parse_message
 from storage.whatsapp_permissions import WhatsAppPermissions, normalise_phone
 from tests.conftest import make_settings
 from tests.contexts import contact_ctx, owner_ctx
+from tests.fakes.clock import FakeClock
 from tests.fakes.scripted import Request, ScriptedModel
 from tests.fakes.whatsapp import FakeClient, jid, message_event
 
@@ -409,16 +410,8 @@ async def test_tools_and_prompt_section_only_while_connected(kit: Kit) -> None:
 # -- connection -------------------------------------------------------------------------
 
 
-@dataclass
-class Clock:
-    now: datetime = field(default_factory=lambda: datetime(2026, 1, 1, 9, 0, tzinfo=UTC))
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 async def test_reconnects_with_backoff_and_tells_the_owner_once(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = FakeClock(datetime(2026, 1, 1, 9, 0, tzinfo=UTC))
     notices: list[tuple[str, str]] = []
     slept: list[float] = []
     clients: list[FakeClient] = []
@@ -465,10 +458,10 @@ async def test_reconnects_with_backoff_and_tells_the_owner_once(tmp_path: Path) 
         with pytest.raises(SendError) as down:
             await channel.send(OutboundMessage("whatsapp", ALICE, "x", "k1"))
         assert down.value.retryable is True
-        clock.now += timedelta(minutes=4)
+        clock.advance(minutes=4)
         await channel.check_health()
         assert notices == []
-        clock.now += timedelta(minutes=2)
+        clock.advance(minutes=2)
         await channel.check_health()
         await channel.check_health()
         assert [k for k, _ in notices] == ["disconnected"]
