@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import sys
 from collections.abc import Callable
@@ -11,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from channels.types import InboundMessage, InboundSink, OutboundMessage, SendResult
+from storage.tasks import stop_task
 
 CHAT_ID = "owner"
 
@@ -59,10 +59,7 @@ class ConsoleChannel:
             self.closed.set()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await stop_task(self._task)
 
     async def send(self, message: OutboundMessage) -> SendResult:
         self._out.write(f"\r\033[Kwatchkeeper> {message.text}\n")

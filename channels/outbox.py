@@ -9,7 +9,6 @@ is reported; nothing is dropped silently.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -21,6 +20,7 @@ from pymongo.errors import DuplicateKeyError
 
 from channels.types import Button, Channel, OutboundMessage, SendError
 from storage import collections as c
+from storage.tasks import stop_task, wait_event
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
@@ -200,11 +200,8 @@ class Outbox:
         for handle in self._timers:
             handle.cancel()
         self._timers.clear()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await stop_task(self._task)
+        self._task = None
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -220,8 +217,7 @@ class Outbox:
             except Exception:
                 log.exception("outbox loop error")
             self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._poll)
+            await wait_event(self._wake, self._poll)
 
     async def pending_count(self) -> int:
         return await self._coll.count_documents({"status": {"$in": ["pending", "sending"]}})

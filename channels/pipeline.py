@@ -36,6 +36,7 @@ from pymongo.errors import DuplicateKeyError
 from channels.outbox import Outbox
 from channels.types import Channel, InboundMessage, OutboundMessage, Reply
 from storage import collections as c
+from storage.tasks import stop_task, wait_event
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
@@ -208,9 +209,8 @@ class Pipeline:
                 break
             arrived = self._arrivals[key] = asyncio.Event()
             try:
-                await asyncio.wait_for(arrived.wait(), wait)
-            except TimeoutError:
-                break
+                if not await wait_event(arrived, wait):
+                    break
             finally:
                 self._arrivals.pop(key, None)
         members = [first]
@@ -314,5 +314,4 @@ class Pipeline:
         if workers:
             _done, pending = await asyncio.wait(workers, timeout=grace)
             for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
+                await stop_task(task)

@@ -33,6 +33,7 @@ from telegram.request import HTTPXRequest
 from channels.telegram_inbound import ALLOWED_UPDATES, CHANNEL, to_inbound, update_kind
 from channels.telegram_send import TelegramSender, retry_after_seconds
 from channels.types import InboundMessage, InboundSink, OutboundMessage, SendError, SendResult
+from storage.tasks import stop_task
 
 log = logging.getLogger(__name__)
 
@@ -215,11 +216,8 @@ class TelegramChannel:
     async def stop(self) -> None:
         """Cancel the long poll at once, confirm what was stored, close the client."""
         self._running = False
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await stop_task(self._task)
+        self._task = None
         if self._offset is not None and self._ready and self._webhook_url is None:
             # Tell Telegram what we stored, so a restart is not offered it again.
             with contextlib.suppress(TelegramError, TimeoutError):

@@ -41,6 +41,7 @@ from scheduler.pulse_grid import PulseConfigError, next_pulse
 from scheduler.pulse_state import PulseStore
 from scheduler.recorder import RunRecorder
 from scheduler.runs import RunStore, Trigger, skipped_doc
+from storage.tasks import stop_task
 
 log = logging.getLogger(__name__)
 Clock = Callable[[], datetime]
@@ -135,18 +136,12 @@ class Engine:
             self._scheduler.shutdown(wait=False)
             self._scheduler = None
         self._armed.clear()
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._sweeper
+        await stop_task(self._sweeper)
         tasks = list(self._tasks)
         if tasks:
             await asyncio.wait(tasks, timeout=self.config.stop_grace)
         for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await stop_task(task)
 
     async def load(self) -> int:
         """(Re)arm timers from the database, the source of truth."""

@@ -11,7 +11,6 @@ exactly where the last one stopped. Messages go through the outbox under keys
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -29,6 +28,7 @@ from agent.config import Settings
 from agent.owner import Target, owner_address, owner_chats
 from channels.outbox import Outbox
 from channels.types import Channel, OutboundMessage
+from storage.tasks import stop_task, wait_event
 
 log = logging.getLogger(__name__)
 Clock = Callable[[], datetime]
@@ -70,11 +70,8 @@ class AlertRouter:
             self._task = asyncio.create_task(self._run(), name="alerts")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await stop_task(self._task)
+        self._task = None
 
     async def _run(self) -> None:
         while True:
@@ -87,8 +84,7 @@ class AlertRouter:
             except Exception:
                 log.exception("alert timer loop error")
             self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), delay)
+            await wait_event(self._wake, delay)
 
     # -- raising ---------------------------------------------------------------------
 

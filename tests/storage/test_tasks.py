@@ -1,0 +1,106 @@
+"""Stopping background loops: a cancellation is never swallowed, a stop is bounded.
+
+The hang once seen in a full run (a test stuck for 15 minutes while an app stopped)
+comes from ``asyncio.wait_for(event.wait(), t)`` on Python 3.11: a cancel that lands
+as the event is set is swallowed, so a ``while True`` loop runs on and ``stop()``
+waits for it for ever. Every loop of ours waits with ``wait_event`` instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+import time
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from agent.alerts.router import AlertRouter
+from storage.tasks import stop_task, wait_event
+from tests.fakes.alert_app import alert_app
+
+Waiter = Callable[[asyncio.Event], Awaitable[object]]
+
+
+async def _stops_when_cancelled_as_woken(waiter: Waiter) -> bool:
+    event = asyncio.Event()
+
+    async def loop() -> None:
+        while True:
+            event.clear()
+            await waiter(event)
+
+    task = asyncio.create_task(loop())
+    await asyncio.sleep(0.01)
+    event.set()  # woken and cancelled in the same tick, as stop() after enqueue()
+    task.cancel()
+    done, _ = await asyncio.wait({task}, timeout=0.5)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.wait_for(asyncio.shield(task), 0.5)
+    return bool(done)
+
+
+async def test_wait_for_on_this_python_can_swallow_a_cancel() -> None:
+    """The trap itself (documents why ``wait_event`` exists; fixed in Python 3.12)."""
+
+    async def with_wait_for(event: asyncio.Event) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), 10)
+
+    if sys.version_info >= (3, 12):
+        pytest.skip("wait_for no longer swallows cancellations")
+    assert not await _stops_when_cancelled_as_woken(with_wait_for)
+
+
+async def test_wait_event_never_swallows_a_cancel() -> None:
+    assert await _stops_when_cancelled_as_woken(lambda event: wait_event(event, 10))
+
+
+async def test_wait_event_says_whether_it_was_woken() -> None:
+    event = asyncio.Event()
+    assert await wait_event(event, 0.01) is False
+    event.set()
+    assert await wait_event(event, 1) is True
+
+
+async def test_a_task_that_refuses_to_stop_is_left_behind_with_its_place_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def stubborn() -> None:
+        while True:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(10)
+
+    task = asyncio.create_task(stubborn(), name="stubborn")
+    await asyncio.sleep(0)
+    started = time.monotonic()
+    with caplog.at_level(logging.ERROR, logger="storage.tasks"):
+        await stop_task(task, grace=0.2)
+    assert time.monotonic() - started < 1.0
+    assert "stubborn did not stop" in caplog.text and "test_tasks.py" in caplog.text
+    task.get_coro().close()  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("component", ["outbox", "router"])
+async def test_app_loops_stop_even_when_woken_as_they_are_stopped(
+    component: str, mongo_server: str
+) -> None:
+    """The two wake-up loops of the app, stopped right after a wake-up, many times."""
+    async with alert_app(mongo_server) as h:
+        for _ in range(20):
+            if component == "outbox":
+                await h.app.outbox.stop()
+                await h.app.outbox.start()
+                h.app.outbox._wake.set()
+                async with asyncio.timeout(5):
+                    await h.app.outbox.stop()
+                await h.app.outbox.start()
+            else:
+                router: AlertRouter = h.router
+                await router.start(background=True)
+                router._wake.set()
+                async with asyncio.timeout(5):
+                    await router.stop()
