@@ -12,10 +12,13 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from types import MappingProxyType
 
+from bson import ObjectId
+
 from agent.context import AgentDeps, RunContext, Tier
 from agent.conversation.agent import Agent
 from agent.conversation.prompt import mark_untrusted
 from channels.types import InboundMessage, Reply
+from storage import collections as c
 
 log = logging.getLogger(__name__)
 
@@ -118,12 +121,27 @@ class Dispatcher:
         return [Reply(reply.text)]
 
     async def _stranger(self, message: InboundMessage) -> list[Reply]:
-        stats = self.deps.db["settings"]
+        """Counted by channel, sender, time and size; their words are not kept where the
+        model or the pulse could read them (the stored inbox row is emptied)."""
+        db = self.deps.db
+        if message.inbox_id is not None:
+            await db[c.INBOX].update_one(
+                {"_id": ObjectId(message.inbox_id)},
+                {
+                    "$set": {"text": "", "sender_name": "", "meta": {}, "stranger": True},
+                    "$unset": {"reply_to": ""},
+                },
+            )
+        stats = db[c.SETTINGS]
         key = f"stranger:{message.channel}:{message.sender_id}"
         now = self.deps.clock()
         doc = await stats.find_one_and_update(
             {"_id": key},
-            {"$inc": {"count": 1}, "$set": {"last_seen": now, "name": message.sender_name}},
+            {
+                "$inc": {"count": 1, "chars": len(message.text)},
+                "$set": {"last_seen": now},
+                "$unset": {"name": ""},
+            },
             upsert=True,
         )
         log.info("ignored a %s message from an unknown sender", message.channel)

@@ -57,7 +57,15 @@ def _clip(text: str, limit: int) -> str:
 
 
 async def _messages_since(deps: AgentDeps, since: datetime) -> int:
-    return await deps.db[c.INBOX].count_documents({"received_at": {"$gt": since}})
+    """Messages from the owner and contacts: a stranger's (emptied, flagged) and slash
+    commands are never news for a pulse."""
+    return await deps.db[c.INBOX].count_documents(
+        {
+            "received_at": {"$gt": since},
+            "stranger": {"$ne": True},
+            "text": {"$not": {"$regex": "^/"}},
+        }
+    )
 
 
 def _since(state: PulseState, now: datetime) -> datetime:
