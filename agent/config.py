@@ -69,6 +69,15 @@ class Settings(BaseSettings):
     cron_timeout_seconds: float = Field(default=120.0, gt=0)
     pulse_timeout_seconds: float = Field(default=180.0, gt=0)
 
+    # Limits on what the model can set off (DESIGN.md, limits).
+    max_sends_per_exchange: int = Field(default=5, ge=0)
+    sms_per_hour: int = Field(default=10, ge=0)
+    """Every SMS, whatever sent it (alerts, send_message, replies); the alert routing
+    settings document may lower it for alert pages."""
+    max_cron_jobs: int = Field(default=50, ge=1)
+    min_cron_interval_minutes: int = Field(default=5, ge=0)
+    contact_messages_per_minute: int = Field(default=10, ge=1)
+
     @field_validator("llm_provider", "llm_fallback", mode="before")
     @classmethod
     def _blank_provider(cls, v: object) -> object:

@@ -76,6 +76,13 @@ class AlertInPlay:
     named_by_owner: bool
 
 
+@dataclass
+class Tally:
+    """What one exchange or run has set off so far; shared by copies of its context."""
+
+    sends: int = 0
+
+
 @dataclass(frozen=True)
 class RunContext:
     """One run of the agent. ``tier`` and ``kind`` have no default: every run says who
@@ -102,6 +109,7 @@ class RunContext:
     job_name: str | None = None
     alert: AlertInPlay | None = None
     transport: Mapping[str, Any] = field(default_factory=lambda: NO_META)
+    tally: Tally = field(default_factory=Tally)
     """What the transport said about the message (``is_group``...): untrusted facts."""
 
     @property

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -26,7 +26,14 @@ from twilio.http.async_http_client import AsyncTwilioHttpClient
 from twilio.request_validator import RequestValidator, get_signature_algorithm
 from twilio.rest import Client
 
-from channels.types import InboundMessage, InboundSink, OutboundMessage, SendError, SendResult
+from channels.types import (
+    SMS_BUDGET_TAKEN,
+    InboundMessage,
+    InboundSink,
+    OutboundMessage,
+    SendError,
+    SendResult,
+)
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +157,10 @@ class SmsChannel:
         public_base_url: str | None = None,
         timeout: float = SEND_TIMEOUT,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        budget: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
+        self._budget = budget
+        """Reserves one SMS in the shared hourly budget; False when it is used up."""
         self._sid = account_sid
         self._token = auth_token
         self._from = from_number
@@ -162,7 +172,7 @@ class SmsChannel:
         self._sink: InboundSink | None = None
         self._http: _HttpClient | None = None
         self._client: Any = None
-        self._counts = {"sent": 0, "failed": 0, "received": 0, "refused": 0}
+        self._counts = {"sent": 0, "failed": 0, "received": 0, "refused": 0, "over_budget": 0}
 
     async def start(self, sink: InboundSink) -> None:
         """Build the HTTP client inside the running loop (aiohttp sessions bind to it)."""
@@ -184,9 +194,16 @@ class SmsChannel:
         host = urlsplit(self._base).netloc if self._base else "api.twilio.com"
         return {"connected": self._client is not None, "api": host, **self._counts}
 
+    async def _budget_ok(self) -> bool:
+        return self._budget is None or await self._budget()
+
     async def send(self, message: OutboundMessage) -> SendResult:
         if self._client is None:
             raise SendError("sms channel is not running", retryable=True)
+        reserved = self._budget is None or bool(message.meta.get(SMS_BUDGET_TAKEN))
+        if not reserved and not await self._budget_ok():
+            self._counts["over_budget"] += 1
+            raise SendError("the hourly SMS budget is used up", retryable=False)
         body, cut = fit_body(message.text)
         segments = count_segments(body)
         try:

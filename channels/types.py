@@ -42,6 +42,10 @@ class Button:
     data: str
 
 
+SMS_BUDGET_TAKEN = "sms_budget_taken"
+"""``OutboundMessage.meta`` key: the sender already reserved this SMS in the hourly budget."""
+
+
 @dataclass(frozen=True)
 class OutboundMessage:
     channel: str

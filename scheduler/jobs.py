@@ -8,11 +8,12 @@ change at once, so a change takes effect without a restart.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pymongo import ReturnDocument, UpdateOne
@@ -90,11 +91,45 @@ def _schedule(expression: str, timezone: str) -> tuple[str, str]:
         raise JobError(str(exc)) from None
 
 
+@dataclass(frozen=True)
+class JobLimits:
+    """What the model may set up (DESIGN.md, limits); ``None`` fields are unlimited."""
+
+    max_jobs: int | None = 50
+    min_interval: timedelta = timedelta(minutes=5)
+
+
+NO_LIMITS = JobLimits(max_jobs=None, min_interval=timedelta(0))
+
+
+def _check_interval(expression: str, timezone: str, now: datetime, least: timedelta) -> None:
+    """A recurring job fires at most every ``least`` (any two fires in the next week)."""
+    if least <= timedelta(0):
+        return
+    fires = next_fires(expression, validate_timezone(timezone), now, 64)
+    gaps = [b - a for a, b in itertools.pairwise(fires)]
+    if gaps and min(gaps) < least:
+        shortest = int(min(gaps).total_seconds() // 60)
+        most = int(least.total_seconds() // 60)
+        raise JobError(
+            f"{expression!r} fires {shortest} minute(s) apart; a recurring job may fire at "
+            f"most every {most} minutes, e.g. '*/{most} * * * *'"
+        )
+
+
 class CronService:
-    def __init__(self, db: AsyncDatabase[Doc], clock: Clock, default_timezone: str) -> None:
+    def __init__(
+        self,
+        db: AsyncDatabase[Doc],
+        clock: Clock,
+        default_timezone: str,
+        limits: JobLimits = NO_LIMITS,
+    ) -> None:
         self._coll = db[c.CRONJOBS]
         self._clock = clock
         self.default_timezone = default_timezone
+        self.limits = limits
+        """The scheduling feature passes the settings' limits; direct use has none."""
         self.listeners: list[Listener] = []
 
     def _first_fire(self, expression: str, timezone: str) -> datetime:
@@ -124,6 +159,13 @@ class CronService:
             raise JobError("cron_expression is required, e.g. '0 9 * * 1-5'")
         expression, tz = _schedule(cron_expression, timezone or self.default_timezone)
         now = self._clock()
+        _check_interval(expression, tz, now, self.limits.min_interval)
+        most = self.limits.max_jobs
+        if most is not None and await self._coll.count_documents({}) >= most:
+            raise JobError(
+                f"there are already {most} cron jobs, the most allowed; delete or merge some "
+                "before creating another"
+            )
         doc: Doc = {
             "name": name,
             "instruction": instruction,
@@ -183,6 +225,7 @@ class CronService:
             expression, tz = _schedule(
                 cron_expression or job.cron_expression, timezone or job.timezone
             )
+            _check_interval(expression, tz, self._clock(), self.limits.min_interval)
             fields.update(cron_expression=expression, timezone=tz)
         if enabled is not None:
             fields["enabled"] = bool(enabled)

@@ -27,7 +27,7 @@ from agent.alerts.store import LEASE, SEVERITIES, AlertStore, entry
 from agent.config import Settings
 from agent.owner import Target, owner_address, owner_chats
 from channels.outbox import Outbox
-from channels.types import Channel, OutboundMessage
+from channels.types import SMS_BUDGET_TAKEN, Channel, OutboundMessage
 from storage.tasks import stop_task, wait_event
 
 log = logging.getLogger(__name__)
@@ -60,6 +60,11 @@ class AlertRouter:
         self.lifecycle = Lifecycle(self.store, settings.tz)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+
+    @property
+    def sms_per_hour(self) -> int:
+        """Pages share the one hourly budget of every SMS; routing may only lower it."""
+        return min(self.policy.sms_per_hour, self._settings.sms_per_hour)
 
     # -- lifecycle of the router itself ----------------------------------------------
 
@@ -332,16 +337,15 @@ class AlertRouter:
         phone = owner_address(self._settings, "sms")
         if "sms" not in self._channels or phone is None:
             return "unavailable"
-        target = Target("sms", phone)
-        if not await self.store.take_sms(now, self.policy.sms_per_hour):
+        if not await self.store.take_sms(now, self.sms_per_hour):
             log.warning("sms budget reached; alert #%s not paged", alert["code"])
             await self._tell_budget(alert, now)
             return "budget"
         key = f"alert:{alert['code']}:{seq}:sms"
-        message = OutboundMessage(
-            "sms", target.chat_id, r.sms_text(alert, lead), key, meta={"alert_code": alert["code"]}
+        meta = {"alert_code": alert["code"], SMS_BUDGET_TAKEN: True}
+        await self._outbox.enqueue(
+            OutboundMessage("sms", phone, r.sms_text(alert, lead), key, meta=meta)
         )
-        await self._outbox.enqueue(message)
         # A failed first try stays queued and is retried; a refusal (bad number, the
         # owner replied STOP) is final, and the page must reach a chat instead.
         status = await self.store.outbox_status(key)
@@ -353,7 +357,7 @@ class AlertRouter:
         frees = await self.store.budget_frees_at()
         when = r.local_time(frees, now, self._settings.tz) if frees else "within the hour"
         text = (
-            f"SMS budget reached ({self.policy.sms_per_hour} per hour): #{alert['code']} "
+            f"SMS budget reached ({self.sms_per_hour} per hour): #{alert['code']} "
             f"{alert['title']} was not sent by SMS. SMS pages resume at {when}."
         )
         key = f"sms-budget:{now.isoformat()}"

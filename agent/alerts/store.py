@@ -17,6 +17,8 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
 from storage import collections as c
+from storage import sms_budget
+from storage.sms_budget import BUDGET_DOC
 
 Doc = dict[str, Any]
 Severity = Literal["info", "warning", "critical"]
@@ -26,7 +28,6 @@ Action = Literal["deliver", "sms", "wake", "unmute"]
 SEVERITIES: tuple[Severity, ...] = ("info", "warning", "critical")
 UNRESOLVED: tuple[Status, ...] = ("open", "acknowledged", "snoozed", "muted")
 CODE_COUNTER = "alert_code"
-BUDGET_DOC = "sms_budget"
 LEASE = timedelta(minutes=2)
 """A claimed timer is pushed this far ahead; a process that dies mid-step is retried then."""
 HISTORY_KEEP = 100
@@ -191,26 +192,11 @@ class AlertStore:
     # -- SMS budget -------------------------------------------------------------------
 
     async def take_sms(self, now: datetime, per_hour: int) -> bool:
-        """Reserve one SMS in a sliding hour; False once ``per_hour`` were sent in it."""
-        if per_hour <= 0:
-            return False
-        pruned = await self._settings.update_one(
-            {"_id": BUDGET_DOC}, {"$pull": {"sent": {"$lte": now - timedelta(hours=1)}}}
-        )
-        if pruned.matched_count == 0:
-            await self._settings.update_one(
-                {"_id": BUDGET_DOC}, {"$setOnInsert": {"sent": []}}, upsert=True
-            )
-        taken = await self._settings.update_one(
-            {"_id": BUDGET_DOC, f"sent.{per_hour - 1}": {"$exists": False}},
-            {"$push": {"sent": now}},
-        )
-        return taken.modified_count == 1
+        """Reserve one SMS of the one hourly budget every SMS shares."""
+        return await sms_budget.take_sms(self._settings.database, now, per_hour)
 
     async def budget_frees_at(self) -> datetime | None:
-        doc = await self._settings.find_one({"_id": BUDGET_DOC})
-        sent = sorted((doc or {}).get("sent") or [])
-        return sent[0] + timedelta(hours=1) if sent else None
+        return await sms_budget.frees_at(self._settings.database)
 
     async def claim_budget_notice(self, now: datetime) -> bool:
         """True at most once an hour: the owner hears about the budget once, not per alert."""

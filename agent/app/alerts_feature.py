@@ -24,6 +24,7 @@ from agent.context import RunContext
 from agent.conversation.alert_replies import AlertReplies, alert_prompt_section
 from agent.tools.alerts import MANAGE_ALERTS, RAISE_ALERT
 from channels.types import InboundMessage, Reply
+from storage.sms_budget import take_sms
 
 log = logging.getLogger(__name__)
 SMS_WEBHOOK = "/webhooks/twilio/sms"
@@ -60,6 +61,7 @@ async def _start_sms(app: App, stack: contextlib.AsyncExitStack) -> None:
         api_base_url=settings.twilio_api_base_url,
         public_base_url=settings.public_base_url,
         clock=app.clock,
+        budget=lambda: take_sms(app.deps.db, app.clock(), settings.sms_per_hour),
     )
     await app.add_channel(channel, stack)
     log.info("channel: sms (twilio%s)", ", custom API" if settings.twilio_api_base_url else "")

@@ -19,6 +19,7 @@ from agent.config import Settings
 from agent.context import AgentDeps, Clock, system_clock
 from agent.conversation.agent import Agent
 from agent.conversation.dispatch import COMMAND_HELP, Dispatcher
+from agent.conversation.held_sends import confirm_held_send
 from agent.llm.base import ModelClient
 from agent.llm.factory import build_model
 from agent.tools.catalog import core_catalog
@@ -116,6 +117,8 @@ async def build_app(
             note(f"channel: {channel.name}")
         for feature in features if features is not None else default_features():
             await feature(app, stack)
+        # Before alert directives: "send 4711" releases a held message, nothing else.
+        dispatcher.interceptors.insert(0, confirm_held_send)
         install_status_command(app)
         await pipeline.recover(sole_owner=database.owns_server)
         yield app

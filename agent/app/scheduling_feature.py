@@ -26,7 +26,7 @@ from agent.tools.pulse import MANAGE_PULSE
 from agent.tools.send import SEND_MESSAGE, any_sender_running
 from channels.types import InboundMessage, Reply
 from scheduler.engine import Engine, EngineConfig
-from scheduler.jobs import CronService
+from scheduler.jobs import CronService, JobLimits
 from scheduler.leases import LeaseStore
 from scheduler.pulse_state import PulseStore
 from scheduler.recorder import RunRecorder
@@ -63,7 +63,11 @@ class SchedulingOptions:
 def build_parts(app: App, options: SchedulingOptions) -> Scheduling:
     deps = app.deps
     settings = deps.settings
-    jobs = CronService(deps.db, app.clock, settings.timezone)
+    limits = JobLimits(
+        max_jobs=settings.max_cron_jobs,
+        min_interval=timedelta(minutes=settings.min_cron_interval_minutes),
+    )
+    jobs = CronService(deps.db, app.clock, settings.timezone, limits)
     pulse = PulseStore(deps.db, app.clock, settings.tz)
     runs = RunStore(deps.db)
     runner = Runner(

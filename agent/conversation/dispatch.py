@@ -13,6 +13,7 @@ from datetime import timedelta
 from types import MappingProxyType
 
 from bson import ObjectId
+from pymongo.errors import DuplicateKeyError
 
 from agent.context import AgentDeps, RunContext, Tier
 from agent.conversation.agent import Agent
@@ -37,6 +38,11 @@ COMMAND_HELP: Mapping[str, str] = MappingProxyType(
 )
 """Descriptions shown by /help and registered as Telegram's command menu."""
 REFUSAL_EVERY = timedelta(days=1)
+RATE_WINDOW = timedelta(minutes=1)
+SLOW_DOWN = (
+    "You are sending messages faster than I can answer them. I will read again in a "
+    "minute; there is no need to repeat anything."
+)
 
 
 @dataclass(frozen=True)
@@ -112,6 +118,8 @@ class Dispatcher:
                     return replies
         text = message.text
         if tier == "contact":
+            if await self._too_fast(message):
+                return await self._slow_down(message, ctx)
             text = mark_untrusted(text, message.sender_id, message.sender_name)
         reply = await self.agent.respond(text, ctx)
         if not reply.text.strip():
@@ -152,6 +160,35 @@ class Dispatcher:
             return []
         await stats.update_one({"_id": key}, {"$set": {"refused_at": now}})
         return [Reply(REFUSAL)]
+
+    async def _too_fast(self, message: InboundMessage) -> bool:
+        """More than the per-minute limit from one contact: no model call for the rest."""
+        since = self.deps.clock() - RATE_WINDOW
+        recent = await self.deps.db[c.INBOX].count_documents(
+            {
+                "channel": message.channel,
+                "sender_id": message.sender_id,
+                "received_at": {"$gt": since},
+            }
+        )
+        return recent > self.deps.settings.contact_messages_per_minute
+
+    async def _slow_down(self, message: InboundMessage, ctx: RunContext) -> list[Reply]:
+        """One polite notice per window (when replies are allowed), then silence."""
+        now = self.deps.clock()
+        key = f"contact_rate:{message.channel}:{message.sender_id}"
+        claimed = await self.deps.db[c.SETTINGS].update_one(
+            {"_id": key, "noticed_at": {"$not": {"$gt": now - RATE_WINDOW}}},
+            {"$set": {"noticed_at": now}},
+            upsert=False,
+        )
+        if claimed.matched_count == 0:
+            try:
+                await self.deps.db[c.SETTINGS].insert_one({"_id": key, "noticed_at": now})
+            except DuplicateKeyError:
+                return []  # noticed already in this window
+        log.info("%s contact over the message rate; no model call", message.channel)
+        return [Reply(SLOW_DOWN)] if ctx.can_reply else []
 
     def help_text(self) -> str:
         lines = [f"{name} - {text}" for name, text in COMMAND_HELP.items() if name in self.commands]

@@ -7,9 +7,7 @@ on that channel, which is how a pulse speaks up without knowing chat ids.
 
 from __future__ import annotations
 
-import hashlib
 import re
-import uuid
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -17,7 +15,7 @@ from pydantic import BaseModel, Field
 from agent.context import RunContext
 from agent.owner import owner_address
 from agent.tools.base import Tool, ToolError, ToolResult
-from channels.types import OutboundMessage
+from agent.tools.sending import deliver
 
 E164 = re.compile(r"^\+[1-9]\d{6,14}$")
 TEXT_LIMIT = 4_000
@@ -60,18 +58,7 @@ async def _send(args: SendArgs, ctx: RunContext) -> ToolResult:
         live = ", ".join(n for n in SEND_CHANNELS if n in running) or "none"
         raise ToolError(f"channel {args.channel!r} is not running (running: {live})")
     chat_id = _recipient(args.channel, args.to, ctx)
-    outbox = ctx.deps.outbox
-    if outbox is None:
-        raise ToolError("sending is unavailable: the outbox is not running")
-    # Inside a run, or an exchange about one stored message, the same message is sent
-    # once even if the run or exchange is replayed.
-    scope = ctx.run_id or uuid.uuid4().hex
-    digest = hashlib.sha256(f"{args.channel}|{chat_id}|{text}".encode()).hexdigest()[:16]
-    key = f"send:{scope}:{digest}"
-    fresh = await outbox.enqueue(
-        OutboundMessage(channel=args.channel, chat_id=chat_id, text=text, idempotency_key=key)
-    )
-    return {"queued": True, "channel": args.channel, "to": chat_id, "duplicate": not fresh}
+    return await deliver(ctx, args.channel, chat_id, text)
 
 
 def any_sender_running(ctx: RunContext) -> bool:
@@ -80,7 +67,11 @@ def any_sender_running(ctx: RunContext) -> bool:
 
 SEND_MESSAGE: Tool[Any] = Tool(
     name="send_message",
-    description="Send a text message on telegram, whatsapp or sms (to 'owner' or a recipient).",
+    description=(
+        "Send a text message on telegram, whatsapp or sms to 'owner' or a recipient. "
+        "Anyone but the owner and approved WhatsApp contacts is held until the owner "
+        "confirms; at most 5 sends per exchange."
+    ),
     args=SendArgs,
     handler=_send,
 )

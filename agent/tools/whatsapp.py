@@ -8,15 +8,13 @@ records change only through ``whatsapp_manage_permission``, which validates.
 
 from __future__ import annotations
 
-import hashlib
-import uuid
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, StrictBool
 
 from agent.context import RunContext
 from agent.tools.base import Tool, ToolError, ToolResult
-from channels.types import OutboundMessage
+from agent.tools.sending import deliver
 from storage import collections as c
 from storage.whatsapp_permissions import (
     Permission,
@@ -106,17 +104,8 @@ async def _send(args: SendArgs, ctx: RunContext) -> ToolResult:
                 f"{phone} has no can_reply permission; ask the owner to grant it with "
                 "whatsapp_manage_permission first"
             )
-    outbox = ctx.deps.outbox
-    if outbox is None:
-        raise ToolError("sending is unavailable: the outbox is not running")
-    scope = ctx.run_id or uuid.uuid4().hex
-    digest = hashlib.sha256(f"{phone}|{text}".encode()).hexdigest()[:16]
-    fresh = await outbox.enqueue(
-        OutboundMessage(
-            channel="whatsapp", chat_id=phone, text=text, idempotency_key=f"wa:{scope}:{digest}"
-        )
-    )
-    return {"queued": True, "to": phone, "duplicate": not fresh}
+    result = await deliver(ctx, "whatsapp", phone, text)
+    return {"queued": result["queued"], "to": phone, "duplicate": result["duplicate"]}
 
 
 class PermissionArgs(BaseModel):
