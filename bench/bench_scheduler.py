@@ -88,7 +88,14 @@ class NullChannel:
 
 
 def _settings(data: Path) -> Settings:
-    return Settings(_env_file=None, data_dir=data, openai_api_key="sk-bench")  # type: ignore[call-arg]
+    # 200 every-minute jobs are a load test, not something the model may set up.
+    return Settings(  # type: ignore[call-arg]
+        _env_file=None,
+        data_dir=data,
+        openai_api_key="sk-bench",
+        max_cron_jobs=1_000,
+        min_cron_interval_minutes=0,
+    )
 
 
 async def bench_load(data: Path) -> None:
