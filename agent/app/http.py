@@ -34,6 +34,14 @@ async def healthz(request: web.Request) -> web.Response:
     return _json(body, 200 if db_ok else 503)
 
 
+def bearer_matches(header: str, token: str) -> bool:
+    """``Authorization: Bearer <token>``; the scheme is case-insensitive (RFC 7235)."""
+    scheme, _, given = header.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(given.strip().encode("utf-8", "replace"), token.encode())
+
+
 @web.middleware
 async def admin_auth(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -42,9 +50,7 @@ async def admin_auth(
         token = request.app[APP_KEY].settings.admin_token
         if token is None:
             return _json({"error": "ADMIN_TOKEN is not configured"}, 503)
-        given = request.headers.get("Authorization", "")
-        expected = "Bearer " + token.get_secret_value()
-        if not hmac.compare_digest(given.encode(), expected.encode()):
+        if not bearer_matches(request.headers.get("Authorization", ""), token.get_secret_value()):
             return _json({"error": "unauthorized"}, 401)
     return await handler(request)
 

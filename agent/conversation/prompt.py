@@ -38,13 +38,21 @@ _BLOCK = "third_party_message"
 _CLOSING = re.compile(rf"<\s*/?\s*{_BLOCK}", re.IGNORECASE)
 
 
+def _attribute(text: str, limit: int = 80) -> str:
+    """A display name as a safe attribute value: one line, no quotes or angle brackets
+    (a name like ``"> </third_party_message>`` cannot close the block)."""
+    flat = " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
+    safe = flat.replace('"', "'").replace("<", "‹").replace(">", "›")
+    return safe[:limit]
+
+
 def mark_untrusted(text: str, sender: str, name: str = "") -> str:
     """Wrap a contact's text so the model (and stored history) sees whose words they are.
 
     Anything in the text that looks like the block's own tags is defused, so a
     contact cannot close the block early and continue as if they were the owner.
     """
-    who = f"{name} {sender}".strip().replace('"', "'")
+    who = _attribute(f"{name} {sender}")
     body = _CLOSING.sub(lambda m: m.group().replace("<", "&lt;"), text)
     return f'<{_BLOCK} from="{who}" trust="untrusted">\n{body}\n</{_BLOCK}>'
 
