@@ -4,9 +4,9 @@ Token counts are estimated once, when a message is stored, so fitting history
 costs no tokenising per request. The estimate mimics the o200k/cl100k pieces
 (words, digits, CJK characters, symbols) and errs on the high side: measured
 against o200k it counts 1.05-1.4x the real tokens across English, German,
-Russian, Chinese, code, JSON and emoji (tests/test_history.py), so the budget is
-never overrun. Loading the real o200k table would cost ~65 MB of resident memory
-for a number that only needs to be safe, not exact.
+Russian, Chinese, code, JSON and emoji (tests/agent/conversation/test_history.py),
+so the budget is never overrun. Loading the real o200k table would cost ~65 MB of
+resident memory for a number that only needs to be safe, not exact.
 """
 
 from __future__ import annotations

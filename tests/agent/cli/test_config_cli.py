@@ -14,7 +14,7 @@ import pytest
 from agent.cli.logs import RedactSecrets
 from agent.config import ConfigError, load_settings
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize(

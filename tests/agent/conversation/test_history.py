@@ -10,7 +10,7 @@ import pytest
 from agent.conversation.history import estimate_tokens
 from tests.tokens import count_tokens
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 SAMPLES = {
     "english prose": (ROOT / "README.md").read_text(),

@@ -1,0 +1,147 @@
+"""Alerts from the model's tools, the ``/alerts`` command, the HTTP API, settings, and
+the alerting feature with and without Twilio or the scheduler.
+
+Offline: a fake Twilio API, a recording chat channel, the test database, and a
+manual clock; escalation steps run through ``router.tick()``.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from agent.app.alerts_feature import AlertingOptions, alerting
+from agent.app.core import App
+from tests.agent.alerts.alert_kit import _alert
+from tests.contexts import owner_ctx
+from tests.fakes.alert_app import ADMIN, alert_app
+from tests.fakes.scripted import ScriptedModel, sequence
+
+AUTH = {"Authorization": f"Bearer {ADMIN}"}
+
+
+# -- tools, command, API --------------------------------------------------------------------
+async def test_model_raises_and_manages_alerts_through_tools(mongo_server: str) -> None:
+    model = ScriptedModel(lambda _r: "")
+    model.responder = sequence(
+        model.call(
+            "raise_alert",
+            severity="warning",
+            title="Odd login",
+            body="from 1.2.3.4",
+            dedupe_key="login",
+        ),
+        "Raised.",
+        model.call("manage_alerts", action="list"),
+        model.call("manage_alerts", action="snooze", code="#1", duration="90 min"),
+        "Snoozed.",
+    )
+    async with alert_app(mongo_server, model=model) as h:
+        ctx_tools = await h.app.agent.respond("watch logins", _ctx(h.app))
+        assert ctx_tools.tool_calls == ["raise_alert"]
+        doc = await _alert(h.app, "1")
+        assert doc["dedupe_key"] == "login" and doc["source"] == "agent"
+        await h.app.agent.respond("list and snooze", _ctx(h.app))
+        listed = model.requests[3].messages[-1].parts[0]
+        assert listed.result["count"] == 1  # type: ignore[union-attr]
+        assert (await _alert(h.app, "1"))["status"] == "snoozed"
+
+
+def _ctx(app: App) -> Any:
+
+    return owner_ctx(app.deps, channel="console", chat_id="owner")
+
+
+async def test_alerts_command_lists_open_alerts(mongo_server: str) -> None:
+    async with alert_app(mongo_server) as h:
+        await h.chat.say("/alerts")
+        await h.settle()
+        assert h.chat.texts()[-1] == "No open alerts."
+        await h.router.raise_alert(severity="warning", title="Fan noisy", dedupe_key="fan")
+        await h.router.raise_alert(severity="warning", title="Fan noisy", dedupe_key="fan")
+        h.clock.advance(minutes=5)
+        await h.chat.say("/alerts")
+        await h.settle()
+        text = h.chat.texts()[-1]
+        assert "#1 WARNING Fan noisy (seen 2 times) - open, raised 5m ago" in text
+
+
+async def test_api_raises_alerts_and_status_lists_them(mongo_server: str) -> None:
+    async with alert_app(mongo_server) as h:
+        body = {"severity": "critical", "title": "Grafana: API 5xx", "body": "rate 12%"}
+        assert (await h.client.post("/api/alerts", json=body)).status == 401
+        resp = await h.client.post("/api/alerts", json=body | {"source": "grafana"}, headers=AUTH)
+        assert resp.status == 201
+        created = await resp.json()
+        assert created["code"] == "1" and created["source"] == "grafana"
+        assert len(h.twilio.sent) == 1
+        bad = await h.client.post(
+            "/api/alerts", json={"severity": "urgent", "title": "x"}, headers=AUTH
+        )
+        assert bad.status == 400
+        assert "severity must be one of info, warning, critical" in (await bad.json())["error"]
+        empty = await h.client.post("/api/alerts", json={"severity": "info"}, headers=AUTH)
+        assert (await empty.json())["error"] == "title is required"
+        junk = await h.client.post("/api/alerts", data="nope", headers=AUTH)
+        assert junk.status == 400
+        again = body | {"dedupe_key": "g5xx"}
+        await h.client.post("/api/alerts", json=again, headers=AUTH)
+        dup = await h.client.post("/api/alerts", json=again, headers=AUTH)
+        assert dup.status == 200 and (await dup.json())["deduplicated"] is True
+        status = await (await h.client.get("/api/status", headers=AUTH)).json()
+        assert [a["code"] for a in status["alerts"]] == ["2", "1"]
+
+
+async def test_default_policy_can_be_tuned_in_settings(mongo_server: str) -> None:
+    from agent.alerts.policy import load_policy
+
+    async with alert_app(mongo_server) as h:
+        db = h.app.database.db
+        await db["settings"].insert_one(
+            {"_id": "alert_routing", "warning_sms_after_minutes": 10, "sms_per_hour": "x"}
+        )
+        policy = await load_policy(db)
+        assert policy.warning_sms_after == timedelta(minutes=10) and policy.sms_per_hour == 10
+
+
+async def test_feature_without_twilio_settings_has_no_sms(mongo_server: str) -> None:
+    async with alert_app(
+        mongo_server, twilio_account_sid=None, twilio_auth_token=None, twilio_from_number=None
+    ) as h:
+        assert "sms" not in h.app.channels
+        await h.router.raise_alert(severity="critical", title="No SMS here")
+        assert len(h.chat.sent) == 1 and h.twilio.sent == []
+        await h.tick(minutes=15)  # a page that cannot go by SMS goes to every chat
+        assert len(h.chat.sent) == 2 and "Page 2 of 4" in h.chat.texts()[-1]
+        assert alerting(AlertingOptions()) is not None
+
+
+async def test_with_the_scheduler_a_failing_job_alert_takes_schedule_replies(
+    mongo_server: str,
+) -> None:
+    from agent.app.scheduling_feature import SchedulingOptions, scheduling
+
+    feature = scheduling(SchedulingOptions(timer=False))
+    async with alert_app(mongo_server, features=(feature,)) as h:
+        parts = h.app.scheduling
+        assert parts is not None
+        job = await parts.jobs.create(
+            name="Report", instruction="send the report", cron_expression="0 8 * * *"
+        )
+        await parts.runner.warn_owner(
+            "Cron job “Report” failed 2 times in a row",
+            "Last run: failed.",
+            dedupe_key=f"run-failures:cron:{job.id}",
+            source=f"cron:{job.id}",
+        )
+        assert "failed 2 times" in h.chat.texts()[-1]
+        await h.chat.say("every 2h")
+        await h.chat.say("pause pulse")
+        await h.chat.say("pulse 6 per day")
+        await h.settle()
+        assert (await parts.jobs.get(job.id)).cron_expression == "0 */2 * * *"
+        assert "now runs every 2 hours at minute 0" in h.chat.texts()[-3]
+        state = await parts.pulse.get()
+        assert state.enabled is False and state.pulses_per_day == 6
+        assert h.chat.texts()[-1] == "Pulse now runs 6 times per day."
+        assert h.model.requests == []

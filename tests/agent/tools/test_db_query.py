@@ -1,0 +1,62 @@
+"""The ``db_query`` tool around the sandbox: errors as results, and its schema."""
+
+from __future__ import annotations
+
+import json
+
+from agent.context import AgentDeps
+from agent.tools.db import DB_QUERY
+from tests.contexts import owner_ctx
+
+
+async def test_tool_turns_refusals_and_server_errors_into_error_results(deps: AgentDeps) -> None:
+    ctx = owner_ctx(deps)
+    refused_write = await DB_QUERY.invoke(
+        {"operation": "insertOne", "collection": "settings", "data": {"a": 1}}, ctx
+    )
+    assert set(refused_write) == {"error"} and "protected" in refused_write["error"]
+    assert await deps.db.settings.count_documents({}) == 0
+
+    unknown = await DB_QUERY.invoke({"operation": "drop", "collection": "ai_x"}, ctx)
+    assert "unknown operation" in unknown["error"]
+
+    bad_args = await DB_QUERY.invoke({"operation": "find"} | {"limit": "lots"}, ctx)
+    assert "invalid arguments for db_query" in bad_args["error"]
+
+    await DB_QUERY.invoke(
+        {
+            "operation": "createIndex",
+            "collection": "ai_u",
+            "index": {"keys": {"k": 1}, "options": {"unique": True}},
+        },
+        ctx,
+    )
+    await DB_QUERY.invoke({"operation": "insertOne", "collection": "ai_u", "data": {"k": 1}}, ctx)
+    dup = await DB_QUERY.invoke(
+        {"operation": "insertOne", "collection": "ai_u", "data": {"k": 1}}, ctx
+    )
+    assert "duplicate key" in dup["error"] and "full error" not in dup["error"]
+    assert "Traceback" not in dup["error"] and len(dup["error"]) < 400
+
+    ok = await DB_QUERY.invoke({"operation": "find", "collection": "ai_u"}, ctx)
+    assert [r["k"] for r in ok["rows"]] == [1]
+
+
+def test_tool_schema_has_the_contract_arguments() -> None:
+    spec = DB_QUERY.spec()
+    assert spec.name == "db_query" and DB_QUERY.writes is True
+    assert set(spec.parameters["properties"]) == {
+        "operation",
+        "collection",
+        "filter",
+        "data",
+        "update",
+        "pipeline",
+        "sort",
+        "limit",
+        "skip",
+        "projection",
+        "upsert",
+        "index",
+    }
+    assert len(json.dumps(spec.parameters)) < 1400

@@ -1,0 +1,170 @@
+"""Telegram outbound and the webhook: replies through the real python-telegram-bot to a
+fake Bot API (splitting, formatting, buttons, retries, failures), and the signed webhook."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+from pymongo.asynchronous.database import AsyncDatabase
+
+from channels.telegram import SECRET_HEADER, TelegramChannel
+from channels.telegram_format import split_text, to_html, utf16_length
+from channels.types import Button, InboundMessage, OutboundMessage, SendError
+from tests.channels.telegram_kit import HOOK_URL, OWNER, SECRET, Build, Doc, build, fake, settle
+from tests.fakes.scripted import ScriptedModel
+from tests.fakes.telegram_api import TOKEN, FakeTelegram
+
+__all__ = ["build", "fake"]  # fixtures, imported for pytest
+
+
+# -- the webhook ------------------------------------------------------------------------
+async def test_webhook_checks_secret_and_json(
+    build: Build, fake: FakeTelegram, db: AsyncDatabase[Doc]
+) -> None:
+    model = ScriptedModel(lambda r: "via webhook")
+    stack = await build(model, webhook=True)
+    assert fake.webhook is not None and fake.webhook["url"] == HOOK_URL
+    assert fake.webhook["secret_token"] == SECRET and not fake.calls_to("getUpdates")
+    app = web.Application()
+    app.router.add_post("/webhooks/telegram", stack.channel.handle_webhook)
+    update = {"update_id": 9001, "message": fake.message(OWNER, text="hook hello")}
+    async with TestClient(TestServer(app)) as client:
+        for headers in ({SECRET_HEADER: "wrong"}, {}):
+            resp = await client.post("/webhooks/telegram", json=update, headers=headers)
+            assert resp.status == 403
+        assert await db["inbox"].count_documents({}) == 0
+        good = {SECRET_HEADER: SECRET}
+        for body in ("{not json", "[]", '{"no": "update_id"}'):
+            resp = await client.post("/webhooks/telegram", data=body, headers=good)
+            assert resp.status == 400
+        assert await db["inbox"].count_documents({}) == 0
+        for _ in range(2):  # Telegram redelivers: still one reply
+            resp = await client.post("/webhooks/telegram", json=update, headers=good)
+            assert resp.status == 200
+        await fake.wait_sent(1)
+        await stack.pipeline.join()
+    assert [s.visible for s in fake.sent] == ["via webhook"] and len(model.requests) == 1
+
+
+async def test_webhook_answers_500_when_not_stored(fake: FakeTelegram) -> None:
+    stored: list[InboundMessage] = []
+
+    async def flaky(message: InboundMessage) -> bool:
+        if not stored:
+            stored.append(message)
+            raise RuntimeError("database down")
+        return True
+
+    channel = TelegramChannel(TOKEN, fake.url, webhook_url=HOOK_URL, webhook_secret=SECRET)
+    await channel.start(flaky)
+    app = web.Application()
+    app.router.add_post("/webhooks/telegram", channel.handle_webhook)
+    update = {"update_id": 5, "message": fake.message(OWNER, text="x")}
+    try:
+        async with TestClient(TestServer(app)) as client:
+            headers = {SECRET_HEADER: SECRET}
+            first = await client.post("/webhooks/telegram", json=update, headers=headers)
+            second = await client.post("/webhooks/telegram", json=update, headers=headers)
+            assert (first.status, second.status) == (500, 200)
+    finally:
+        await channel.stop()
+
+
+# -- sending ----------------------------------------------------------------------------
+async def test_long_reply_is_split_on_paragraphs(build: Build, fake: FakeTelegram) -> None:
+    paragraphs = [f"Paragraph {i}. " + "word " * 178 for i in range(10)]
+    text = "\n\n".join(p.strip() for p in paragraphs)
+    assert len(text) > 9000
+    await build(ScriptedModel(lambda r: text))
+    fake.push_text(OWNER, "tell me everything")
+    sent = await fake.wait_sent(3)
+    await asyncio.sleep(0.1)
+    assert len(fake.sent) == 3
+    assert all(utf16_length(s.visible) <= 4096 for s in sent)
+    assert "\n\n".join(s.visible for s in sent) == text
+
+
+async def test_restart_with_reply_already_in_outbox(
+    build: Build, fake: FakeTelegram, db: AsyncDatabase[Doc]
+) -> None:
+    fake.hanging.add("sendMessage")
+    first = await build(ScriptedModel(lambda r: "stored reply"))
+    update = fake.push_text(OWNER, "ping")
+    await fake.wait_for(lambda: bool(fake.calls_to("sendMessage")))
+    await first.stop()  # died while sending: the outbox entry is left "sending"
+    fake.hanging.clear()
+    model = ScriptedModel(lambda r: "must not be asked")
+    second = await build(model)
+    await second.outbox.recover(all_sending=True)  # as the owner of the database does
+    await second.pipeline.recover(sole_owner=True)
+    await fake.wait_sent(1)
+    await settle(second, update)
+    assert [s.visible for s in fake.sent] == ["stored reply"] and model.requests == []
+    assert await db["outbox"].count_documents({"status": "sent"}) == 1
+
+
+async def test_rejected_formatting_is_resent_as_plain_text(
+    build: Build, fake: FakeTelegram
+) -> None:
+    fake.reject_html = True
+    await build(ScriptedModel(lambda r: "**bold** & <odd>"))
+    fake.push_text(OWNER, "format please")
+    [sent] = await fake.wait_sent(1)
+    assert sent.parse_mode is None and sent.text == "**bold** & <odd>"
+    assert [c.get("parse_mode") for c in fake.calls_to("sendMessage")] == ["HTML", None]
+
+
+async def test_buttons_go_on_the_last_chunk_and_retries_resume(
+    build: Build, fake: FakeTelegram
+) -> None:
+    stack = await build(ScriptedModel(lambda r: "-"))
+    text = "first part. " * 400 + "\n\nlast part"
+    msg = OutboundMessage("telegram", str(OWNER), text, "k1", buttons=(Button("Ack", "ack"),))
+    fake.fail("sendMessage", 500, "Internal Server Error", after=1)
+    with pytest.raises(SendError) as failed:
+        await stack.channel.send(msg)
+    assert failed.value.retryable
+    result = await stack.channel.send(msg)  # only the unsent chunk goes out again
+    assert len(fake.sent) == 2 and len(result.external_ids) == 2
+    assert fake.sent[0].button_data == [] and fake.sent[1].button_data == ["ack"]
+
+
+async def test_send_retried_after_server_errors(
+    build: Build, fake: FakeTelegram, db: AsyncDatabase[Doc]
+) -> None:
+    fake.fail("sendMessage", 500, "Internal Server Error", times=2)
+    stack = await build(ScriptedModel(lambda r: "eventually"))
+    update = fake.push_text(OWNER, "hi")
+    await fake.wait_sent(1)
+    await settle(stack, update)
+    assert [s.visible for s in fake.sent] == ["eventually"]
+    assert len(fake.calls_to("sendMessage")) == 3
+    doc = await db["outbox"].find_one({})
+    assert doc is not None and doc["status"] == "sent" and doc["attempts"] == 3
+
+
+async def test_blocked_bot_fails_the_outbox_entry(
+    build: Build, fake: FakeTelegram, db: AsyncDatabase[Doc]
+) -> None:
+    fake.fail("sendMessage", 403, "Forbidden: bot was blocked by the user")
+    stack = await build(ScriptedModel(lambda r: "you blocked me"))
+    fake.push_text(OWNER, "hi")
+    await fake.wait_for(lambda: bool(stack.failures))
+    doc = await db["outbox"].find_one({})
+    assert doc is not None and doc["status"] == "failed" and "blocked" in doc["last_error"]
+    assert len(stack.failures) == 1 and fake.sent == []
+
+
+def test_split_and_html() -> None:
+    assert split_text("short") == ["short"]
+    chunks = split_text("Sentence one. " * 700, limit=4096)
+    assert all(c.endswith(".") and len(c) <= 4096 for c in chunks)
+    assert [len(c) for c in split_text("x" * 5000)] == [4096, 904]
+    assert all(utf16_length(c) <= 4096 for c in split_text("😀" * 3000))
+    assert to_html("**b** & <x> `a<b` *i* snake_case") == (
+        "<b>b</b> &amp; &lt;x&gt; <code>a&lt;b</code> <i>i</i> snake_case"
+    )
+    assert to_html("```\nif a < b:\n```") == "<pre>if a &lt; b:</pre>"
