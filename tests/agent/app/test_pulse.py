@@ -320,5 +320,7 @@ async def test_send_message_refuses_what_it_cannot_send(
     assert no_sms == {"error": "channel 'sms' is not running (running: telegram)"}
     assert "OWNER_TELEGRAM_IDS is not set" in no_owner["error"]
     assert "numeric Telegram chat id" in bad_id["error"]
-    assert sent["queued"] is True and telegram.texts("-100123") == ["x"]
+    # A chat that is not the owner's is held until the owner confirms (DESIGN.md, limits).
+    assert sent["queued"] is False and sent["needs_owner_confirmation"] is True
+    assert telegram.texts("-100123") == []
     assert "send_message" not in offered and "manage_cronjob" not in offered

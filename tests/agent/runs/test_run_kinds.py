@@ -157,7 +157,8 @@ async def test_transport_metadata_cannot_set_a_trusted_field(mongo_server: str) 
         await h.settle()
         [ctx] = seen
         assert ctx.tier == "contact" and ctx.can_reply is False
-        assert ctx.replay is False and ctx.run_id is None and ctx.job_id is None
+        assert ctx.replay is False and ctx.job_id is None
+        assert ctx.run_id == ctx.inbox_id  # a chat exchange is keyed by its own message
         assert ctx.inbox_id not in (None, "forged")
         assert dict(ctx.transport) == forged  # kept, read-only, as the transport's word
         with pytest.raises(TypeError):
