@@ -69,6 +69,10 @@ class Settings(BaseSettings):
     cron_timeout_seconds: float = Field(default=120.0, gt=0)
     pulse_timeout_seconds: float = Field(default=180.0, gt=0)
 
+    embedded_db_idle_timeout_seconds: float = Field(default=300.0, gt=0)
+    """How long the embedded server keeps a silent client connection (soak tests shorten it);
+    our clients drop idle connections at half of it."""
+
     # Limits on what the model can set off (DESIGN.md, limits).
     max_sends_per_exchange: int = Field(default=5, ge=0)
     sms_per_hour: int = Field(default=10, ge=0)

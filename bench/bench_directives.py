@@ -51,7 +51,7 @@ def make_replies(n: int, seed: int = 7) -> list[str]:
     replies = []
     for _ in range(n):
         template = rng.choice(TEMPLATES)
-        code = f"#{rng.choice('abcdefgh')}{rng.randint(1, 99)}"
+        code = f"#{rng.randint(1, 999)}"  # codes are digits only
         replies.append(template.format(code=code, n=rng.randint(1, 24)))
     return replies
 

@@ -3,16 +3,27 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import itertools
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from channels.text import clean_text
 from channels.types import InboundMessage, InboundSink, OutboundMessage, SendResult
 from storage.tasks import stop_task
 
 CHAT_ID = "owner"
+
+
+def read_stdin_line() -> str:
+    """One line typed at the terminal. Bytes that do not decode (a Latin-1 terminal, a
+    paste of binary) become U+FFFD rather than an error that would end the chat."""
+    stream = sys.stdin
+    if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+        stream.reconfigure(errors="replace")  # input() decodes a tty's line this way too
+    return input("you> ")
 
 
 class ConsoleChannel:
@@ -24,7 +35,7 @@ class ConsoleChannel:
         read_line: Callable[[], str] | None = None,
     ) -> None:
         self._out = out or sys.stdout
-        self._read_line = read_line or (lambda: input("you> "))
+        self._read_line = read_line or read_stdin_line
         self._ids = itertools.count(1)
         self._task: asyncio.Task[None] | None = None
         self.closed = asyncio.Event()
@@ -40,7 +51,11 @@ class ConsoleChannel:
                     line = await asyncio.to_thread(self._read_line)
                 except (EOFError, KeyboardInterrupt):
                     break
-                text = line.strip()
+                except UnicodeDecodeError:
+                    self._out.write("\r\033[K(that line could not be read; please type it again)\n")
+                    self._out.flush()
+                    continue
+                text = clean_text(line).strip()
                 if not text:
                     continue
                 if text in ("/quit", "/exit"):

@@ -14,12 +14,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
+from channels.text import clean_text, clean_value
 from channels.types import Button, Channel, OutboundMessage, SendError
 from storage import collections as c
+from storage import retry
 from storage.tasks import stop_task, wait_event
 
 log = logging.getLogger(__name__)
@@ -68,11 +69,14 @@ class Outbox:
         doc: Doc = {
             "idempotency_key": message.idempotency_key,
             "channel": message.channel,
-            "chat_id": message.chat_id,
-            "text": message.text,
+            "chat_id": clean_text(message.chat_id),
+            # Text that cannot be encoded could be neither stored nor sent: U+FFFD instead.
+            "text": clean_text(message.text),
             "reply_to": message.reply_to,
-            "buttons": [{"label": b.label, "data": b.data} for b in message.buttons],
-            "meta": message.meta,
+            "buttons": [
+                {"label": clean_text(b.label), "data": clean_text(b.data)} for b in message.buttons
+            ],
+            "meta": clean_value(message.meta),
             # Stored already claimed when sending right away: one write fewer, and a
             # crash before the send leaves it "sending", which recover() re-queues.
             "status": "sending" if send_now else "pending",
@@ -82,7 +86,9 @@ class Outbox:
             "next_attempt_at": self._clock(),
         }
         try:
-            await self._coll.insert_one(doc)
+            # Retried once on a dropped connection: a retry that meets its own stored
+            # copy (same _id) is not mistaken for an earlier message with this key.
+            await retry.insert(self._coll, doc)
         except DuplicateKeyError:
             return False
         if send_now:
@@ -92,11 +98,13 @@ class Outbox:
         return True
 
     async def _claim(self, query: Doc) -> Doc | None:
-        return await self._coll.find_one_and_update(
+        # A claim tagged with a token, so a retry after a dropped connection finds the
+        # message the first try took instead of taking (and stranding) a second one.
+        return await retry.claim(
+            self._coll,
             {**query, "status": "pending"},
             {"$set": {"status": "sending", "claimed_at": self._clock()}, "$inc": {"attempts": 1}},
             sort=[("created_at", 1)],
-            return_document=ReturnDocument.AFTER,
         )
 
     async def _send_claimed(self, doc: Doc | None) -> None:
@@ -114,16 +122,15 @@ class Outbox:
             log.exception("unexpected error sending outbox %s", doc["idempotency_key"])
             await self._failed_attempt(doc, type(exc).__name__, True)
             return
-        await self._coll.update_one(
-            {"_id": doc["_id"]},
-            {
-                "$set": {
-                    "status": "sent",
-                    "sent_at": self._clock(),
-                    "external_ids": list(result.external_ids),
-                    **{f"info.{k}": v for k, v in result.info.items()},
-                }
-            },
+        sent: Doc = {
+            "status": "sent",
+            "sent_at": self._clock(),
+            "external_ids": list(result.external_ids),
+            **{f"info.{k}": v for k, v in result.info.items()},
+        }
+        # $set by _id, so safe to retry; a lost "sent" would have it sent again.
+        await retry.retried(
+            lambda: self._coll.update_one({"_id": doc["_id"]}, {"$set": sent}), "mark sent"
         )
 
     async def _failed_attempt(
@@ -132,22 +139,20 @@ class Outbox:
         attempts = int(doc["attempts"])
         if retryable and attempts <= len(self._delays):
             delay = max(self._delays[attempts - 1], retry_after or 0.0)
-            await self._coll.update_one(
-                {"_id": doc["_id"]},
-                {
-                    "$set": {
-                        "status": "pending",
-                        "last_error": error,
-                        "next_attempt_at": self._clock() + timedelta(seconds=delay),
-                    }
-                },
+            again: Doc = {
+                "status": "pending",
+                "last_error": error,
+                "next_attempt_at": self._clock() + timedelta(seconds=delay),
+            }
+            await retry.retried(  # $set by _id: safe to repeat
+                lambda: self._coll.update_one({"_id": doc["_id"]}, {"$set": again}), "requeue"
             )
             log.warning("send to %s failed (attempt %d): %s", doc["channel"], attempts, error)
             self._wake_in(delay)
             return
-        await self._coll.update_one(
-            {"_id": doc["_id"]},
-            {"$set": {"status": "failed", "last_error": error, "failed_at": self._clock()}},
+        failed = {"status": "failed", "last_error": error, "failed_at": self._clock()}
+        await retry.retried(  # $set by _id: safe to repeat
+            lambda: self._coll.update_one({"_id": doc["_id"]}, {"$set": failed}), "mark failed"
         )
         log.error(
             "giving up on a %s message after %d attempts: %s", doc["channel"], attempts, error
@@ -190,7 +195,9 @@ class Outbox:
         query: Doc = {"status": "sending"}
         if not all_sending:
             query["claimed_at"] = {"$lt": self._clock() - STALE_SENDING}
-        await self._coll.update_many(query, {"$set": {"status": "pending"}})
+        await retry.retried(  # a $set: safe to repeat
+            lambda: self._coll.update_many(query, {"$set": {"status": "pending"}}), "recover"
+        )
 
     async def start(self, *, sole_owner: bool = False) -> None:
         await self.recover(all_sending=sole_owner)

@@ -16,6 +16,9 @@
    leads: it lists the burst (``burst_ids``) and the others point at it
    (``burst_leader``), so after a crash the leader handles them together again and
    nothing is answered twice or held only in memory.
+6. Text is made storable before the inbox write (``channels.text``); a message that
+   still cannot be stored is kept as ``failed`` and acknowledged. One whose handling
+   fails ends ``failed`` with the reason, after any apology (``HandlingFailed``).
 """
 
 from __future__ import annotations
@@ -30,12 +33,15 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bson import ObjectId
+from bson.errors import BSONError
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import DuplicateKeyError
+from pymongo.errors import DuplicateKeyError, OperationFailure
 
 from channels.outbox import Outbox
-from channels.types import Channel, InboundMessage, OutboundMessage, Reply
+from channels.text import clean_inbound, clean_text
+from channels.types import Channel, HandlingFailed, InboundMessage, OutboundMessage, Reply
 from storage import collections as c
+from storage import retry
 from storage.tasks import stop_task, wait_event
 
 log = logging.getLogger(__name__)
@@ -47,6 +53,25 @@ BURST_MAX_ITEMS = 20
 TYPING_EVERY = 4.0
 STALE_CLAIM = timedelta(minutes=15)
 """Longer than any exchange can take (model retries and tool calls included)."""
+REASON_LIMIT = 300
+_UNSTORABLE_CODES = frozenset({2, 15, 52, 10334, 17280})
+"""Server refusals of the document itself (bad value, overflow, field names, too large)."""
+
+
+def _unstorable(exc: Exception) -> bool:
+    """Whether inserting failed because of the document itself, not the database: a
+    value BSON cannot hold, nesting too deep, too large. Anything else (a network or
+    server failure) may pass, so the transport is asked to deliver again."""
+    if isinstance(exc, OperationFailure):
+        return exc.code in _UNSTORABLE_CODES
+    poison = (BSONError, UnicodeError, OverflowError, RecursionError, ValueError, TypeError)
+    return isinstance(exc, poison)
+
+
+def _reason(exc: BaseException) -> str:
+    """A failure as the operator reads it in the inbox row (short, one line)."""
+    text = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
+    return clean_text(text)[:REASON_LIMIT]
 
 
 def _from_doc(doc: Doc) -> InboundMessage:
@@ -104,7 +129,16 @@ class Pipeline:
         self._arrivals: dict[str, asyncio.Event] = {}
 
     async def submit(self, message: InboundMessage) -> bool:
-        """Store and queue ``message``; False when it was already received."""
+        """Store and queue ``message``; False when it was already received.
+
+        A message that cannot be stored is kept as ``failed`` (who, when, why; no text)
+        and acknowledged: a poison message never blocks the ones behind it. Only a
+        database failure raises, so that the transport delivers it again.
+        """
+        try:
+            message = clean_inbound(message)
+        except Exception as exc:  # meta nested absurdly deep, say
+            return await self._keep_as_failed(message, exc)
         doc: Doc = {
             "channel": message.channel,
             "external_id": message.external_id,
@@ -122,11 +156,34 @@ class Pipeline:
             "attempts": 1,
         }
         try:
-            await self._inbox.insert_one(doc)
+            # Retried once on a dropped connection; the retry tells our own stored
+            # copy (same _id) from a real duplicate (storage.retry).
+            await retry.insert(self._inbox, doc)
         except DuplicateKeyError:
             log.info("duplicate %s message %s ignored", message.channel, message.external_id)
             return False
+        except Exception as exc:
+            if not _unstorable(exc):
+                raise
+            return await self._keep_as_failed(message, exc)
         self._enqueue(message.conversation_key, doc)
+        return True
+
+    async def _keep_as_failed(self, message: InboundMessage, exc: Exception) -> bool:
+        """Keep what can be kept of a message that cannot be stored, as ``failed``."""
+        reason, key = _reason(exc), clean_text(message.external_id)
+        log.error("%s message %s cannot be stored (%s)", message.channel, key, reason)
+        doc: Doc = {
+            "channel": clean_text(message.channel), "external_id": key,
+            "chat_id": clean_text(message.chat_id), "sender_id": clean_text(message.sender_id),
+            "text": "", "received_at": message.received_at,
+            "conversation_key": clean_text(message.conversation_key), "attempts": 0,
+            "status": "failed", "error": f"not storable: {reason}", "failed_at": self._clock(),
+        }  # fmt: skip
+        try:
+            await self._inbox.insert_one(doc)
+        except DuplicateKeyError:
+            return False
         return True
 
     def _enqueue(self, key: str, item: Doc | ObjectId) -> None:
@@ -186,13 +243,28 @@ class Pipeline:
             message = dataclasses.replace(
                 message, inbox_id=str(inbox_id), replay=int(doc.get("attempts", 1)) > 1
             )
-            replies = await self._handle(message)
+            failure: str | None = None
+            try:
+                replies = await self._handle(message)
+            except HandlingFailed as exc:
+                replies, failure = list(exc.replies), clean_text(exc.reason)[:REASON_LIMIT]
+                log.warning("message %s failed: %s", inbox_id, failure)
+            except Exception as exc:
+                # Ends here, as "failed": a restart does not run (and bill) it again.
+                log.exception("handling message %s failed", inbox_id)
+                replies, failure = [], _reason(exc)
             for n, reply in enumerate(replies):
                 await self._outbox.enqueue(self._outbound(message, inbox_id, n, reply))
-        await self._inbox.update_many(
-            {"_id": {"$in": [m["_id"] for m in members]}},
-            {"$set": {"status": "done", "done_at": self._clock()}},
-        )
+            if failure is not None:
+                await self._inbox.update_many(
+                    {"_id": {"$in": [m["_id"] for m in members]}},
+                    {"$set": {"status": "failed", "error": failure, "failed_at": self._clock()}},
+                )
+                return
+        done = {"$set": {"status": "done", "done_at": self._clock()}}
+        ids = {"_id": {"$in": [m["_id"] for m in members]}}
+        # A $set by _id: applying it twice is applying it once.
+        await retry.retried(lambda: self._inbox.update_many(ids, done), "mark inbox done")
 
     def _window(self, doc: Doc) -> float:
         rule = self.burst_rules.get(doc["channel"])

@@ -26,6 +26,7 @@ from twilio.http.async_http_client import AsyncTwilioHttpClient
 from twilio.request_validator import RequestValidator, get_signature_algorithm
 from twilio.rest import Client
 
+from channels.text import clean_inbound
 from channels.types import (
     SMS_BUDGET_TAKEN,
     InboundMessage,
@@ -227,16 +228,24 @@ class SmsChannel:
         return SendResult(external_ids=(str(sent.sid),), info=info)
 
     def _signed_url(self, request: web.Request) -> str:
-        """The URL Twilio signed: behind a proxy, the public one; else what we received."""
+        """The URL Twilio signed, byte for byte: behind a proxy ``PUBLIC_BASE_URL`` plus
+        the raw path and query as they arrived, else our own scheme and host plus them.
+
+        Twilio signs the URL exactly as configured, encoding included (``%2F``, ``+``,
+        ``%C3%A3``); a decoded or re-encoded path would fail the check."""
+        raw = _raw_target(request.raw_path)
         if self._public is not None:
-            return self._public + request.rel_url.path_qs
-        return str(request.url)
+            return self._public + raw
+        return f"{request.scheme}://{request.host}{raw}"
 
     async def handle_webhook(self, request: web.Request) -> web.Response:
         """``POST /webhooks/twilio/sms``: 403 unless signed; stored before we answer 200."""
         if self._sink is None:
             return web.Response(status=503, text="sms channel not started")
-        form = await request.post()
+        try:
+            form = await request.post()
+        except UnicodeDecodeError:  # raw bytes that are not UTF-8: not from Twilio
+            return web.Response(status=400, text="malformed form")
         signature = request.headers.get(SIGNATURE_HEADER, "")
         algorithm = get_signature_algorithm(request.headers.get(SIGNATURE_SETTINGS_HEADER))
         url = self._signed_url(request)
@@ -267,7 +276,7 @@ class SmsChannel:
         media = int(count) if count.isdigit() else 0
         if media:
             text = f"[MMS with {media} attachment{'s' if media > 1 else ''}] {text}".strip()
-        return InboundMessage(
+        message = InboundMessage(
             channel=CHANNEL,
             external_id=sid,
             chat_id=sender,
@@ -276,6 +285,16 @@ class SmsChannel:
             received_at=self._clock(),
             meta={"to": fields.get("To", ""), "num_media": media},
         )
+        return clean_inbound(message)
+
+
+def _raw_target(target: str) -> str:
+    """The path and query of a request target as sent, undecoded; an absolute-form
+    target (``http://host/path?q``, as some proxies send) is cut to its path and query."""
+    if target.startswith("/"):
+        return target
+    parts = urlsplit(target)
+    return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
 
 
 def _mask(number: str) -> str:

@@ -32,6 +32,7 @@ from telegram.request import HTTPXRequest
 
 from channels.telegram_inbound import ALLOWED_UPDATES, CHANNEL, to_inbound, update_kind
 from channels.telegram_send import TelegramSender, retry_after_seconds
+from channels.text import clean_inbound
 from channels.types import InboundMessage, InboundSink, OutboundMessage, SendError, SendResult
 from storage.tasks import stop_task
 
@@ -151,6 +152,8 @@ class TelegramChannel:
         self._connected = False
         self._running = False
         self._last_update_at: datetime | None = None
+        self._stalled: int | None = None
+        """The update that could not be stored yet (later ones wait behind it)."""
         self._username: str | None = None
         # At most pool_size API calls in flight; the rest wait here, in O(1). Left to
         # httpx, hundreds of queued requests make its pool scheduling quadratic and
@@ -235,6 +238,7 @@ class TelegramChannel:
             "connected": self._connected,
             "last_update_at": last.isoformat() if last is not None else None,
             "bot": self._username,
+            "stalled_on_update": self._stalled,
         }
 
     # -- inbound ---------------------------------------------------------------------
@@ -273,7 +277,9 @@ class TelegramChannel:
     def _read(self, update: Update) -> InboundMessage | None:
         self._last_update_at = self._clock()
         try:
-            message = to_inbound(update, self._clock())
+            found = to_inbound(update, self._clock())
+            # Anyone can send a lone surrogate: it becomes U+FFFD here, so it can be stored.
+            message = clean_inbound(found) if found is not None else None
         except Exception:
             # One odd update must not block every later one: log it and move on.
             log.exception("could not read telegram update %d", update.update_id)
@@ -294,8 +300,12 @@ class TelegramChannel:
                 await self._sink(message)
                 break
             except Exception:
+                # The sink raises only when the database fails (a message it cannot store
+                # is kept as failed): keep the update until it is stored, and say so.
+                self._stalled = update.update_id
                 log.exception("storing telegram update %d failed; retrying", update.update_id)
                 await backoff.sleep()
+        self._stalled = None
         await self._accepted(update)
 
     async def _accepted(self, update: Update) -> None:

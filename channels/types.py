@@ -6,7 +6,7 @@ Channels only turn transport events into ``InboundMessage`` and send
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -71,6 +71,17 @@ class SendError(Exception):
         super().__init__(message)
         self.retryable = retryable
         self.retry_after = retry_after
+
+
+class HandlingFailed(Exception):
+    """A handler could not process a message. The pipeline stores it as ``failed`` with
+    ``reason`` (for the operator; never shown to the sender) and still sends
+    ``replies`` (an apology, when the sender may be answered)."""
+
+    def __init__(self, reason: str, replies: Sequence[Reply] = ()) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.replies = tuple(replies)
 
 
 InboundSink = Callable[[InboundMessage], Awaitable[bool]]

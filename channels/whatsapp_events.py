@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from channels.text import clean_text
+
 log = logging.getLogger(__name__)
 
 USER_SERVER = "s.whatsapp.net"
@@ -63,16 +65,24 @@ class WaMessage:
     reply_to: str | None = None
 
 
+def _text(value: Any) -> str:
+    """A protobuf string field as text. upb hands back ``bytes`` when the field is not
+    valid UTF-8 (``str()`` of which would be ``"b'...'"``): decoded, with U+FFFD."""
+    if isinstance(value, (str, bytes, bytearray)):
+        return clean_text(value)
+    return str(value)
+
+
 def jid_string(jid: Any) -> str:
     """``User@Server`` without the device part; "" for an empty JID."""
-    user = getattr(jid, "User", "") or ""
-    server = getattr(jid, "Server", "") or ""
+    user = _text(getattr(jid, "User", "") or "")
+    server = _text(getattr(jid, "Server", "") or "")
     return f"{user}@{server}" if user and server else ""
 
 
 def phone_of(jid: Any) -> str:
     """E.164 for a phone-number JID; "" for LIDs, groups and empty JIDs."""
-    user = getattr(jid, "User", "") or ""
+    user = _text(getattr(jid, "User", "") or "")
     if getattr(jid, "Server", "") == USER_SERVER and user.isdigit():
         return "+" + user
     return ""
@@ -107,8 +117,8 @@ def _unwrap(msg: Any) -> Any:
     return msg
 
 
-def _marker(label: str, caption: str) -> str:
-    caption = caption.strip()
+def _marker(label: str, caption: Any) -> str:
+    caption = _text(caption).strip()
     return f"[{label}] {caption}" if caption else f"[{label}]"
 
 
@@ -120,7 +130,7 @@ def _media_text(msg: Any) -> str | None:
         return _marker("Video", video.caption)
     if _has(msg, "documentMessage"):
         doc = msg.documentMessage
-        name = doc.fileName or doc.title or "file"
+        name = _text(doc.fileName or doc.title or "file")
         return _marker(f"Document {name}", doc.caption)
     if _has(msg, "audioMessage"):
         return "[Voice note]" if msg.audioMessage.PTT else "[Audio]"
@@ -129,7 +139,9 @@ def _media_text(msg: Any) -> str | None:
     if _has(msg, "locationMessage") or _has(msg, "liveLocationMessage"):
         loc = msg.locationMessage if _has(msg, "locationMessage") else msg.liveLocationMessage
         where = f"{loc.degreesLatitude:.5f},{loc.degreesLongitude:.5f}"
-        label = " ".join(x for x in (getattr(loc, "name", ""), getattr(loc, "address", "")) if x)
+        label = " ".join(
+            _text(x) for x in (getattr(loc, "name", ""), getattr(loc, "address", "")) if x
+        )
         return _marker(f"Location {where}", label)
     if _has(msg, "contactMessage"):
         return _marker("Contact", msg.contactMessage.displayName)
@@ -144,9 +156,9 @@ def message_text(msg: Any) -> str | None:
     """The text (or media marker) of a WhatsApp ``Message``; None when there is none."""
     msg = _unwrap(msg)
     if msg.conversation:
-        return str(msg.conversation)
+        return _text(msg.conversation)
     if _has(msg, "extendedTextMessage") and msg.extendedTextMessage.text:
-        return str(msg.extendedTextMessage.text)
+        return _text(msg.extendedTextMessage.text)
     return _media_text(msg)
 
 
@@ -154,7 +166,7 @@ def _reply_to(msg: Any) -> str | None:
     msg = _unwrap(msg)
     if _has(msg, "extendedTextMessage"):
         stanza = msg.extendedTextMessage.contextInfo.stanzaID
-        return str(stanza) if stanza else None
+        return _text(stanza) if stanza else None
     return None
 
 
@@ -177,7 +189,7 @@ def parse_message(ev: Any) -> WaMessage | None:
             return None
     sender_phone = phone_of(source.Sender) or phone_of(source.SenderAlt)
     return WaMessage(
-        id=str(info.ID),
+        id=_text(info.ID),
         chat=jid_string(source.Chat),
         sender_jid=jid_string(source.Sender),
         sender_phone=sender_phone,
@@ -185,6 +197,6 @@ def parse_message(ev: Any) -> WaMessage | None:
         is_group=bool(source.IsGroup) or source.Chat.Server == GROUP_SERVER,
         timestamp=_timestamp(int(info.Timestamp)),
         text=text,
-        push_name=str(info.Pushname or ""),
+        push_name=_text(info.Pushname or ""),
         reply_to=_reply_to(ev.Message),
     )

@@ -11,7 +11,9 @@ fire twice or forget one:
 * after downtime the latest fire missed by at most ``grace`` runs once; every older
   one (and any superseded one inside the window) is recorded as ``skipped``;
 * the cursor moves to the next fire after now *before* the run starts, and the timer
-  is re-armed, so a long run never delays the next one.
+  is re-armed, so a long run never delays the next one;
+* a fire that cannot start or be recorded is tried again in its grace window, else
+  recorded ``failed`` and reported (``scheduler.retries``); so is a failed sweep.
 
 Timers that fire together are handled by one sweep with a few batched round trips,
 so 200 jobs due in the same minute start together. The engine never imports the
@@ -33,20 +35,22 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from scheduler.backlog import Due, Plan, split_due
-from scheduler.cron import CronError, next_fires, validate_timezone
-from scheduler.jobs import CronJob, CronService
+from scheduler.backlog import Plan
+from scheduler.jobs import CronService
 from scheduler.leases import LeaseStore
-from scheduler.pulse_grid import PulseConfigError, next_pulse
+from scheduler.planning import Shared, plan_cron, plan_pulse
 from scheduler.pulse_state import PulseStore
 from scheduler.recorder import RunRecorder
+from scheduler.retries import Retries, group_of
 from scheduler.runs import RunStore, Trigger, skipped_doc
+from storage.retry import unreachable
 from storage.tasks import stop_task
 
 log = logging.getLogger(__name__)
 Clock = Callable[[], datetime]
 PULSE_TIMER = "pulse"
 RESYNC_TIMER = "resync"
+RETRY_TIMER = "retry"
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,8 @@ class EngineConfig:
     """Missed fires recorded one by one per job and sweep; a longer backlog is summarised."""
     stop_grace: float = 5.0
     """Seconds runs in flight may take to finish when the engine stops."""
+    retry_seconds: float = 15.0
+    """How soon a sweep that failed (say, the database was unreachable) is tried again."""
 
 
 @dataclass
@@ -68,7 +74,7 @@ class Fire:
     kind: Literal["cron", "pulse"]
     job_id: str | None
     scheduled_for: datetime
-    action: Literal["run", "skipped"]
+    action: Literal["run", "skipped", "retry", "failed"]
     task: asyncio.Task[object] | None = field(default=None, repr=False)
 
 
@@ -96,9 +102,16 @@ class Engine:
         self._scheduler: AsyncIOScheduler | None = None
         self._armed: dict[str, datetime] = {}
         self._woken: set[str] = set()
+        self._unswept: set[str] = set()
         self._sweeper: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[object]] = set()
         self._slots = asyncio.Semaphore(self.config.max_parallel)
+        config = self.config
+        self.retries = Retries(runs, jobs, recorder, clock, config.grace, self._arm_retry)
+        self.retries.soon = timedelta(seconds=config.retry_seconds)
+        self._last_ok: datetime | None = None
+        """When a sweep last reached the database (``_unreachable``: one failed since)."""
+        self._unreachable = False
         self.state = "not started"
         """``running`` between ``start`` and ``stop``, then ``stopped`` (for /healthz)."""
 
@@ -125,6 +138,7 @@ class Engine:
         if self.pulse_changed not in self.pulse.listeners:
             self.pulse.listeners.append(self.pulse_changed)
         armed = await self.load()
+        self._last_ok = self.clock()
         self.state = "running"
         return armed
 
@@ -136,6 +150,8 @@ class Engine:
             self._scheduler.shutdown(wait=False)
             self._scheduler = None
         self._armed.clear()
+        if held := self.retries.held:  # in memory only: the log is all that is left of them
+            log.warning("stopping with %d fire(s) never started: %s", len(held), ", ".join(held))
         await stop_task(self._sweeper)
         tasks = list(self._tasks)
         if tasks:
@@ -153,6 +169,9 @@ class Engine:
         for job_id, at in times.items():
             self._arm(f"cron:{job_id}", at)
         self._arm(PULSE_TIMER, (await self.pulse.get()).next_pulse_at)
+        retry_at = await self.runs.next_retry()
+        if retry_at is not None:
+            self._arm_retry(retry_at)
         return len(self._armed)
 
     async def resync(self) -> None:
@@ -161,8 +180,22 @@ class Engine:
             await self.load()
             await self.run_due(wait=False)
             await self.leases.prune(self.clock())
-        except Exception:
+        except Exception as exc:
+            self._trouble(exc)
             log.exception("scheduler resync failed")
+
+    def _trouble(self, exc: BaseException) -> None:
+        """A sweep failed: note whether the database was away, and sweep again soon."""
+        if unreachable(exc):
+            self._unreachable = True
+        self._arm_retry(self.clock() + self.retries.soon)
+
+    def _arm_retry(self, at: datetime) -> None:
+        """Wake for retries at ``at``, unless already woken earlier."""
+        current = self._armed.get(RETRY_TIMER)
+        if current is None or at < current:
+            self._armed.pop(RETRY_TIMER, None)
+            self._arm(RETRY_TIMER, at)
 
     async def join(self) -> None:
         """Wait for every run started so far (tests, benchmarks)."""
@@ -223,6 +256,8 @@ class Engine:
         """A timer fired: its job is no longer armed; sweep once for all that fired."""
         self._armed.pop(key, None)
         self._woken.add(key)
+        self._woken |= self._unswept
+        self._unswept.clear()
         if self._sweeper is None or self._sweeper.done():
             self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
 
@@ -232,14 +267,18 @@ class Engine:
             woken, self._woken = self._woken, set()
             try:
                 await self.run_due(wait=False)
-            except Exception:
+                # A timer that fired early (nothing was due yet) is armed again.
+                cron_ids = [k[5:] for k in woken if k.startswith("cron:") and k not in self._armed]
+                for job_id, at in (await self.jobs.next_fire_map(cron_ids)).items():
+                    self._arm(f"cron:{job_id}", at)
+                if PULSE_TIMER in woken and PULSE_TIMER not in self._armed:
+                    self._arm(PULSE_TIMER, (await self.pulse.get()).next_pulse_at)
+            except Exception as exc:
+                # The fires stay due in the database; the retry timer sweeps again, and
+                # these timers are looked at again then.
+                self._unswept |= woken
+                self._trouble(exc)
                 log.exception("scheduler sweep failed")
-            # A timer that fired early (nothing was due yet) is armed again.
-            cron_ids = [k[5:] for k in woken if k.startswith("cron:") and k not in self._armed]
-            for job_id, at in (await self.jobs.next_fire_map(cron_ids)).items():
-                self._arm(f"cron:{job_id}", at)
-            if PULSE_TIMER in woken and PULSE_TIMER not in self._armed:
-                self._arm(PULSE_TIMER, (await self.pulse.get()).next_pulse_at)
 
     async def run_pulse_now(self, trigger: Trigger) -> dict[str, object]:
         """A pulse asked for by hand: recorded like a scheduled one, and it counts
@@ -252,73 +291,39 @@ class Engine:
         """Handle everything due at ``now`` (default: the clock); with ``wait``, return
         after the runs have finished. Tests drive time through this method."""
         now = now or self.clock()
-        jobs = {job.id: job for job in await self.jobs.enabled_jobs(due_by=now)}
-        shared: dict[tuple[str, str, datetime], Due | None] = {}
-        plans = [plan for job in jobs.values() if (plan := self._plan_cron(job, now, shared))]
-        pulse_plan = await self._plan_pulse(now)
-        if pulse_plan is not None:
-            plans.append(pulse_plan)
-        if not plans:
-            return []
-        fires = await self._commit(plans, now)
-        for fire in fires:
-            if fire.action != "run":
-                continue
-            if fire.job_id is None:
-                fire.task = self._spawn(self.recorder.pulse(fire.scheduled_for))
-            else:
-                fire.task = self._spawn(self.recorder.cron(jobs[fire.job_id], fire.scheduled_for))
+        try:
+            fires = await self._due(now)
+        except Exception as exc:
+            self._trouble(exc)
+            raise
+        self._last_ok, self._unreachable = now, False
         if wait:
             await asyncio.gather(*(f.task for f in fires if f.task), return_exceptions=True)
         return fires
 
-    def _plan_cron(
-        self, job: CronJob, now: datetime, shared: dict[tuple[str, str, datetime], Due | None]
-    ) -> Plan | None:
-        """Jobs with the same schedule and cursor share one computation (200 jobs at
-        09:00 cost one)."""
-        cursor = job.next_fire_at
-        if cursor is None or cursor > now:
-            return None
-        memo = (job.cron_expression, job.timezone, cursor)
-        if memo not in shared:
-            try:
-                tz = validate_timezone(job.timezone)
-                shared[memo] = split_due(
-                    cursor,
-                    now,
-                    lambda after, count: next_fires(job.cron_expression, tz, after, count),
-                    grace=self.config.grace,
-                    skip_records=self.config.skip_records,
-                )
-            except CronError:
-                log.warning("cron job %s has an unusable schedule; not run", job.id)
-                shared[memo] = None
-        due = shared[memo]
-        return None if due is None else Plan("cron", job.id, cursor, due)
-
-    async def _plan_pulse(self, now: datetime) -> Plan | None:
-        state = await self.pulse.get()
-        cursor = state.next_pulse_at
-        if cursor is None or cursor > now:
-            return None
-        try:
-            schedule = state.schedule(self.pulse.tz)
-        except PulseConfigError:
-            log.warning("stored pulse settings are invalid; pulse not run")
-            return None
-
-        def next_after(after: datetime, count: int) -> list[datetime]:
-            slots: list[datetime] = []
-            while len(slots) < count and (slot := next_pulse(schedule, after)) is not None:
-                slots.append(slot)
-                after = slot
-            return slots
-
-        due = split_due(
-            cursor, now, next_after, grace=self.config.grace, skip_records=self.config.skip_records
-        )
-        return Plan("pulse", None, cursor, due)
+    async def _due(self, now: datetime) -> list[Fire]:
+        jobs = {job.id: job for job in await self.jobs.enabled_jobs(due_by=now)}
+        shared: Shared = {}
+        grace, records = self.config.grace, self.config.skip_records
+        plans = [p for j in jobs.values() if (p := plan_cron(j, now, shared, grace, records))]
+        pulse_plan = await plan_pulse(self.pulse, now, grace, records)
+        if pulse_plan is not None:
+            plans.append(pulse_plan)
+        fires = await self._commit(plans, now) if plans else []
+        for fire in fires:
+            if fire.action == "run":
+                job = jobs[fire.job_id] if fire.job_id is not None else None
+                fire.task = self._spawn(self.retries.start(fire.kind, job, fire.scheduled_for))
+        running = {group_of(f.kind, f.job_id) for f in fires if f.action == "run"}
+        for item in await self.retries.due(now, running):
+            fire = Fire(item.kind, item.job_id, item.scheduled_for, item.action)
+            fire.task = self._spawn(item.work)
+            fires.append(fire)
+        if (retry_at := await self.runs.next_retry()) is not None:
+            self._arm_retry(retry_at)
+        if self.retries.waiting:
+            self._arm_retry(now + self.retries.soon)
+        return fires
 
     async def _commit(self, plans: list[Plan], now: datetime) -> list[Fire]:
         """Claim the leases, record the skipped fires, move the cursors, re-arm: a few
@@ -328,14 +333,38 @@ class Engine:
         won = await self.leases.acquire_many(keys, now)
         fires: list[Fire] = []
         skipped_docs = []
+        # Fires that fell due after the last sweep that reached the database, and out of
+        # their window while it was away, were lost to it: failed and reported, not missed.
+        lost_after = self._last_ok if self._unreachable else None
         for plan in plans:
             for moment, reason in plan.due.skipped:
-                if plan.key(moment) in won:
-                    skipped_docs.append(skipped_doc(plan.kind, plan.job_id, moment, now, reason))
-                    fires.append(Fire(plan.kind, plan.job_id, moment, "skipped"))
+                if plan.key(moment) not in won:
+                    continue
+                if (
+                    lost_after is not None
+                    and moment > lost_after
+                    and now - moment > self.config.grace
+                ):
+                    since = f"unreachable since {lost_after.isoformat(timespec='seconds')}"
+                    self.retries.hold_fire(plan.kind, plan.job_id, moment, since, until=moment)
+                    continue
+                skipped_docs.append(skipped_doc(plan.kind, plan.job_id, moment, now, reason))
+                fires.append(Fire(plan.kind, plan.job_id, moment, "skipped"))
             run = plan.due.to_run
             if run is not None and plan.key(run) in won:
                 fires.append(Fire(plan.kind, plan.job_id, run, "run"))
+        try:
+            await self._advance(plans, skipped_docs)
+        except Exception:
+            # The fires won are this process's alone: held, a later sweep starts them.
+            for fire in fires:
+                if fire.action == "run":
+                    self.retries.hold_fire(fire.kind, fire.job_id, fire.scheduled_for, "claimed")
+            raise
+        return fires
+
+    async def _advance(self, plans: list[Plan], skipped_docs: list[dict[str, object]]) -> None:
+        """Record the skipped fires, move the cursors, re-arm."""
         await self.runs.skipped_many(skipped_docs)
         cron = {plan.job_id: plan for plan in plans if plan.job_id is not None}
         await self.jobs.advance_many([(i, p.cursor, p.due.upcoming) for i, p in cron.items()])
@@ -347,7 +376,6 @@ class Engine:
                 await self.pulse.advance(plan.cursor, plan.due.upcoming)
                 self._armed.pop(PULSE_TIMER, None)
                 self._arm(PULSE_TIMER, (await self.pulse.get()).next_pulse_at)
-        return fires
 
     def _spawn(self, work: Awaitable[object]) -> asyncio.Task[object]:
         async def bounded() -> object:

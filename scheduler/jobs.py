@@ -23,6 +23,7 @@ from pymongo.errors import DuplicateKeyError
 from scheduler.backlog import window
 from scheduler.cron import CronError, next_fires, validate_cron, validate_timezone
 from storage import collections as c
+from storage import retry
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
@@ -181,7 +182,7 @@ class CronService:
         for _ in range(5):
             doc["_id"] = secrets.token_hex(4)
             try:
-                await self._coll.insert_one(doc)
+                await retry.insert(self._coll, doc)  # a retry finds its own id stored
                 break
             except DuplicateKeyError:
                 continue
@@ -239,8 +240,11 @@ class CronService:
                 "nothing to update: give name, instruction, cron_expression, timezone or enabled"
             )
         fields["updated_at"] = self._clock()
-        doc = await self._coll.find_one_and_update(
-            {"_id": job.id}, {"$set": fields}, return_document=ReturnDocument.AFTER
+        doc = await retry.retried(  # $set by _id: safe to repeat
+            lambda: self._coll.find_one_and_update(
+                {"_id": job.id}, {"$set": fields}, return_document=ReturnDocument.AFTER
+            ),
+            "update a cron job",
         )
         if doc is None:
             raise JobError(f"cron job {job.id!r} was deleted meanwhile")
@@ -253,7 +257,7 @@ class CronService:
 
     async def delete(self, job_id: str | None) -> CronJob:
         job = await self.get(job_id)
-        await self._coll.delete_one({"_id": job.id})
+        await retry.retried(lambda: self._coll.delete_one({"_id": job.id}), "delete a cron job")
         await self._changed(job.id)
         return job
 
@@ -269,12 +273,13 @@ class CronService:
         """Move each job's next fire from its expected value to a new one, in one round
         trip; a job changed meanwhile (edited, or advanced by another process) is left."""
         if moves:
-            await self._coll.bulk_write(
-                [
-                    UpdateOne({"_id": job_id, "next_fire_at": old}, {"$set": {"next_fire_at": new}})
-                    for job_id, old, new in moves
-                ],
-                ordered=False,
+            updates = [
+                UpdateOne({"_id": job_id, "next_fire_at": old}, {"$set": {"next_fire_at": new}})
+                for job_id, old, new in moves
+            ]
+            # Compare-and-set: a repeat finds the cursor already moved and changes nothing.
+            await retry.retried(
+                lambda: self._coll.bulk_write(updates, ordered=False), "advance cron jobs"
             )
 
     async def armed_times(self) -> dict[str, datetime | None]:

@@ -4,18 +4,26 @@ Two processes on one database may both wake for the same fire; whichever inserts
 ``cron:<job_id>:<scheduled iso>`` (or ``pulse:<scheduled iso>``) first owns it and the
 other sees a duplicate key. Leases outlive the grace window by far (a week), then a
 TTL index or ``prune`` removes them.
+
+A claim survives one dropped connection: each lease document carries an ``_id`` made
+here, so after a retry the leases this process holds are the ones stored with its ids
+(the lost first try may have taken some), not merely the ones the retry inserted.
 """
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from bson import ObjectId
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import BulkWriteError, DuplicateKeyError
+from pymongo.errors import AutoReconnect, BulkWriteError, DuplicateKeyError
 
 from storage import collections as c
+from storage import retry
 
+log = logging.getLogger(__name__)
 Doc = dict[str, Any]
 LEASE_KEEP = timedelta(days=7)
 DUPLICATE_KEY = 11000
@@ -41,12 +49,19 @@ class LeaseStore:
         self.owner = owner
         """Which process holds a lease (host and pid): for diagnosis only."""
 
+    def _lease(self, key: str, now: datetime) -> Doc:
+        return {
+            "_id": ObjectId(),
+            "key": key,
+            "owner": self.owner,
+            "created_at": now,
+            "expires_at": now + LEASE_KEEP,
+        }
+
     async def acquire(self, key: str, now: datetime) -> bool:
         """True when this process now owns ``key``; False when another one does."""
         try:
-            await self._coll.insert_one(
-                {"key": key, "owner": self.owner, "created_at": now, "expires_at": now + LEASE_KEEP}
-            )
+            await retry.insert(self._coll, self._lease(key, now))
         except DuplicateKeyError:
             return False
         return True
@@ -55,21 +70,33 @@ class LeaseStore:
         """The subset of ``keys`` this process now owns, in one round trip."""
         if not keys:
             return set()
-        docs = [
-            {"key": key, "owner": self.owner, "created_at": now, "expires_at": now + LEASE_KEEP}
-            for key in keys
-        ]
+        docs = [self._lease(key, now) for key in keys]
+
+        async def insert() -> set[str]:
+            try:
+                await self._coll.insert_many(docs, ordered=False)
+            except BulkWriteError as exc:
+                errors = exc.details.get("writeErrors", [])
+                if any(error.get("code") != DUPLICATE_KEY for error in errors):
+                    raise
+                taken = {int(error["index"]) for error in errors}
+                return {key for index, key in enumerate(keys) if index not in taken}
+            return set(keys)
+
         try:
-            await self._coll.insert_many(docs, ordered=False)
-        except BulkWriteError as exc:
-            errors = exc.details.get("writeErrors", [])
-            if any(error.get("code") != DUPLICATE_KEY for error in errors):
+            return await insert()
+        except AutoReconnect as exc:
+            if not retry.transient(exc):
                 raise
-            taken = {int(error["index"]) for error in errors}
-            return {key for index, key in enumerate(keys) if index not in taken}
-        return set(keys)
+            log.warning("claiming leases: connection lost (%s); trying once more", exc)
+        await insert()
+        ids = [doc["_id"] for doc in docs]
+        ours = {d["key"] async for d in self._coll.find({"_id": {"$in": ids}}, {"key": 1})}
+        return {key for key in keys if key in ours}
 
     async def prune(self, now: datetime) -> int:
         """Remove expired leases (a backstop where the TTL index is not honoured)."""
-        result = await self._coll.delete_many({"expires_at": {"$lt": now}})
+        result = await retry.retried(  # deleting what expired twice deletes nothing more
+            lambda: self._coll.delete_many({"expires_at": {"$lt": now}}), "prune leases"
+        )
         return result.deleted_count

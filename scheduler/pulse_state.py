@@ -8,6 +8,7 @@ the model may change notes or settings during a pulse, and the run's own bookkee
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -24,6 +25,7 @@ from scheduler.pulse_grid import (
     next_pulse,
 )
 from storage import collections as c
+from storage import retry
 from storage.cache import TtlCache
 
 log = logging.getLogger(__name__)
@@ -131,8 +133,13 @@ class PulseStore:
             update["$setOnInsert"] = on_insert
         if inc:
             update["$inc"] = inc
-        result = await self._coll.update_one(
-            {"_id": PULSE_ID, **(where or {})}, update, upsert=where is None
+        # Retried once on a dropped connection: every caller's change is a $set (or a
+        # guarded $inc, see record_done), so applying it twice is applying it once.
+        result = await retry.retried(
+            lambda: self._coll.update_one(
+                {"_id": PULSE_ID, **(where or {})}, update, upsert=where is None
+            ),
+            "update the pulse",
         )
         self._cache.invalidate()
         return result.matched_count == 1 or result.upserted_id is not None
@@ -182,9 +189,16 @@ class PulseStore:
     async def record_done(self, at: datetime) -> None:
         """Count one pulse on ``at``'s local day (the first one of a day resets the count)."""
         day = local_day(at, self.tz).isoformat()
-        stamp = {"last_pulse_at": at, "last_check_at": at}
-        if not await self._set(stamp, inc={"done_today": 1}, where={"done_day": day}):
-            await self._set({**stamp, "done_day": day, "done_today": 1})
+        # Each count carries a fresh token and applies only where it is not stored yet,
+        # so a repeated write (a retry after a dropped connection) counts once.
+        token = uuid.uuid4().hex
+        stamp = {"last_pulse_at": at, "last_check_at": at, "pulse_token": token}
+        once = {"done_day": day, "pulse_token": {"$ne": token}}
+        if await self._set(stamp, inc={"done_today": 1}, where=once):
+            return
+        if await self._set(stamp, where={"done_day": day, "pulse_token": token}):
+            return  # the first try counted it
+        await self._set({**stamp, "done_day": day, "done_today": 1})
 
     async def record_check(self, at: datetime) -> None:
         await self._set({"last_check_at": at})

@@ -2,27 +2,52 @@
 
 The agent's runner only does the work and says how it went (a typed ``Outcome``);
 this module opens the record before the work starts, closes it with the outcome,
-turns an exception into ``failed``/``internal_error``, records skipped pulses, and
-counts failure streaks, handing a streak of two or more to ``on_failures``. So a run
-is recorded the same way whoever asked for it: a timer, ``/pulse run``, the API or
-the model's ``run_now``.
+turns an exception into ``failed`` (``internal_error``, or ``database_unavailable``
+when the database could not be reached), records skipped pulses, and counts failure
+streaks, handing a streak of two or more to ``on_failures``. So a run is recorded the
+same way whoever asked for it: a timer, ``/pulse run``, the API or the model's
+``run_now``.
+
+A scheduled fire is never lost silently. The engine gives it ``retry_until`` (its
+grace window): a try that fails for a passing reason (``PASSING``) is tried again
+after ``retry_delays``, by the engine, while the window lasts; the runner is told on
+each try whether a failure will be retried (``RunTicket.will_retry``). A fire whose
+tries run out is marked ``gave_up`` and reported to ``on_failures`` at once, streak
+or not. A fire whose record cannot even be opened raises ``NotStarted``, and the
+engine tries it again; one that never could run is recorded by ``lost``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from scheduler.jobs import CronJob
-from scheduler.runs import FAILED, Outcome, Reason, RunKindName, RunStore, Trigger
+from scheduler.runs import (
+    FAILED,
+    PASSING,
+    Outcome,
+    Reason,
+    RunKindName,
+    RunStore,
+    Trigger,
+    lost_doc,
+)
+from storage.retry import unreachable
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
 Clock = Callable[[], datetime]
+RETRY_DELAYS: tuple[float, ...] = (30.0, 60.0, 120.0, 240.0)
+"""Seconds from a failed try to the next one; each must also start inside the window."""
+
+
+class NotStarted(Exception):
+    """The fire's run record could not be opened: the database could not be reached."""
 
 
 @dataclass(frozen=True)
@@ -34,6 +59,10 @@ class RunTicket:
     job_id: str | None
     scheduled_for: datetime
     trigger: Trigger
+    attempt: int = 1
+    will_retry: bool = False
+    """A failure for a passing reason (model or database unreachable) will be tried
+    again within the fire's grace window, so it is not the last word on this fire."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +85,7 @@ CronWork = Callable[[CronJob, RunTicket], Awaitable[Outcome]]
 PulsePlanner = Callable[[datetime, Trigger], Awaitable[Skip | Go]]
 FailureStreak = Callable[[Doc, int, CronJob | None], Awaitable[None]]
 """(the finished run, failures in a row, the job for a cron run)."""
+Work = Callable[[RunTicket], Awaitable[Outcome]]
 
 
 class RunRecorder:
@@ -67,13 +97,16 @@ class RunRecorder:
         cron: CronWork,
         pulse: PulsePlanner,
         on_failures: FailureStreak | None = None,
+        retry_delays: Sequence[float] = RETRY_DELAYS,
     ) -> None:
         self.runs = runs
         self._clock = clock
         self._cron = cron
         self._pulse = pulse
         self._on_failures = on_failures
+        self._delays = tuple(retry_delays)
         self._turns: dict[str, asyncio.Lock] = {}
+        self._unsaved: list[_Closing] = []
 
     def _one_at_a_time(self, key: str) -> asyncio.Lock:
         """Runs sharing a conversation (one job, or the pulse) take turns: each run
@@ -81,53 +114,235 @@ class RunRecorder:
         must see the one before it counted against the daily cap."""
         return self._turns.setdefault(key, asyncio.Lock())
 
+    def retry_at(self, attempt: int, until: datetime | None, now: datetime) -> datetime | None:
+        """When the try after ``attempt`` may start, or None when there is none."""
+        if until is None or attempt > len(self._delays):
+            return None
+        at = now + timedelta(seconds=self._delays[attempt - 1])
+        return at if at <= until else None
+
+    # --- a fire ----------------------------------------------------------------------
+
     async def cron(
-        self, job: CronJob, scheduled_for: datetime, trigger: Trigger = "schedule"
+        self,
+        job: CronJob,
+        scheduled_for: datetime,
+        trigger: Trigger = "schedule",
+        *,
+        retry_until: datetime | None = None,
     ) -> Doc:
         async with self._one_at_a_time(f"cron:{job.id}"):
-            return await self._cron_run(job, scheduled_for, trigger)
+            run = await self._open(
+                "cron", job.id, scheduled_for, trigger, {"name": job.name}, retry_until
+            )
+            return await self._attempt(run, lambda ticket: self._cron(job, ticket), job)
 
-    async def _cron_run(self, job: CronJob, scheduled_for: datetime, trigger: Trigger) -> Doc:
-        run = await self.runs.start(
-            "cron", job.id, scheduled_for, self._clock(), trigger=trigger, extra={"name": job.name}
-        )
-        ticket = RunTicket(str(run["_id"]), "cron", job.id, scheduled_for, trigger)
-        outcome = await self._guard(self._cron(job, ticket), ticket)
-        return await self._close(run, outcome, job)
-
-    async def pulse(self, scheduled_for: datetime, trigger: Trigger = "schedule") -> Doc:
+    async def pulse(
+        self,
+        scheduled_for: datetime,
+        trigger: Trigger = "schedule",
+        *,
+        retry_until: datetime | None = None,
+    ) -> Doc:
         """One pulse: recorded as skipped when the planner says so, else run."""
         async with self._one_at_a_time("pulse"):
-            return await self._pulse_run(scheduled_for, trigger)
+            now = self._clock()
+            try:
+                plan = await self._pulse(now, trigger)
+                if isinstance(plan, Skip):
+                    return await self.runs.skipped(
+                        "pulse", None, scheduled_for, now, plan.detail, trigger=trigger,
+                        why=plan.reason,
+                    )  # fmt: skip
+            except Exception as exc:
+                if unreachable(exc):
+                    raise NotStarted(f"{type(exc).__name__}: {exc}") from exc
+                raise
+            facts = {"context": plan.facts}
+            run = await self._open("pulse", None, scheduled_for, trigger, facts, retry_until, now)
+            return await self._attempt(run, plan.work, None)
 
-    async def _pulse_run(self, scheduled_for: datetime, trigger: Trigger) -> Doc:
+    async def retry(self, run: Doc, job: CronJob | None) -> Doc:
+        """Try again a fire whose last try failed for a passing reason (the engine
+        claimed the retry). The same record and run id: acting tool calls of an earlier
+        try are not repeated (the effect log is keyed by run id)."""
+        key = f"cron:{job.id}" if job is not None else "pulse"
+        async with self._one_at_a_time(key):
+            now = self._clock()
+            work: Work
+            if job is not None:
+                work = lambda ticket: self._cron(job, ticket)  # noqa: E731
+            else:
+                plan = await self._pulse(now, run.get("trigger", "schedule"))
+                if isinstance(plan, Skip):
+                    skipped = Outcome("skipped", error=plan.detail, reason=plan.reason)
+                    return await self.runs.finish(run, skipped, now)
+                work = plan.work
+            run = await self.runs.reopen(run, now)
+            return await self._attempt(run, work, job)
+
+    async def give_up(self, run: Doc, job: CronJob | None, note: str, *, tell: bool) -> Doc:
+        """A retry that will not happen: out of time (``tell``: the owner hears), or
+        superseded by a later fire, disabled or deleted (quietly)."""
+        done = await self.runs.give_up(run, note)
+        if tell:
+            await self._report(done, job, first_close=False)
+        return done
+
+    async def lost(
+        self, kind: RunKindName, job: CronJob | None, moments: Sequence[datetime], detail: str
+    ) -> list[Doc]:
+        """Fires that never ran because the database could not be reached in their
+        window: recorded as failed, and the latest one reported."""
         now = self._clock()
-        plan = await self._pulse(now, trigger)
-        if isinstance(plan, Skip):
-            return await self.runs.skipped(
-                "pulse", None, scheduled_for, now, plan.detail, trigger=trigger, why=plan.reason
+        job_id = job.id if job is not None else None
+        docs = [lost_doc(kind, job_id, moment, now, detail) for moment in sorted(moments)]
+        if job is not None:
+            for doc in docs:
+                doc["name"] = job.name
+        await self.runs.skipped_many(docs)
+        if docs:
+            await self._report(docs[-1], job, first_close=False)
+        return docs
+
+    # --- one try ---------------------------------------------------------------------
+
+    async def _open(
+        self,
+        kind: RunKindName,
+        job_id: str | None,
+        scheduled_for: datetime,
+        trigger: Trigger,
+        extra: Doc,
+        retry_until: datetime | None,
+        now: datetime | None = None,
+    ) -> Doc:
+        fields = {**extra, "attempts": 1}
+        if retry_until is not None:
+            fields["retry_until"] = retry_until
+        try:
+            return await self.runs.start(
+                kind, job_id, scheduled_for, now or self._clock(), trigger=trigger, extra=fields
             )
-        run = await self.runs.start(
-            "pulse", None, scheduled_for, now, trigger=trigger, extra={"context": plan.facts}
+        except Exception as exc:
+            if unreachable(exc):
+                raise NotStarted(f"{type(exc).__name__}: {exc}") from exc
+            raise
+
+    async def _attempt(self, run: Doc, work: Work, job: CronJob | None) -> Doc:
+        attempt = int(run.get("attempts") or 1)
+        until = _aware(run.get("retry_until"))
+        ticket = RunTicket(
+            id=str(run["_id"]),
+            kind=run["kind"],
+            job_id=run.get("job_id"),
+            scheduled_for=_aware(run["scheduled_for"]) or run["scheduled_for"],
+            trigger=run.get("trigger", "schedule"),
+            attempt=attempt,
+            will_retry=self.retry_at(attempt, until, self._clock()) is not None,
         )
-        ticket = RunTicket(str(run["_id"]), "pulse", None, scheduled_for, trigger)
-        outcome = await self._guard(plan.work(ticket), ticket)
-        return await self._close(run, outcome, None)
+        outcome = await self._guard(work(ticket), ticket)
+        return await self._close(run, outcome, job, ticket, until)
 
     async def _guard(self, work: Awaitable[Outcome], ticket: RunTicket) -> Outcome:
         try:
             return await work
         except Exception as exc:
+            if unreachable(exc):
+                log.warning("%s run %s: database unreachable: %s", ticket.kind, ticket.id, exc)
+                return Outcome(
+                    "failed", error=f"{type(exc).__name__}: {exc}", reason="database_unavailable"
+                )
             log.exception("%s run %s raised", ticket.kind, ticket.id)
             return Outcome("failed", error=f"{type(exc).__name__}: {exc}", reason="internal_error")
 
-    async def _close(self, run: Doc, outcome: Outcome, job: CronJob | None) -> Doc:
-        done = await self.runs.finish(run, outcome, self._clock())
-        if done.get("status") in FAILED and self._on_failures is not None:
-            streak = await self.runs.failure_streak(done["kind"], done.get("job_id"))
-            if streak >= 2:
-                try:
-                    await self._on_failures(done, streak, job)
-                except Exception:
-                    log.exception("could not report %d failed runs in a row", streak)
+    async def _close(
+        self,
+        run: Doc,
+        outcome: Outcome,
+        job: CronJob | None,
+        ticket: RunTicket,
+        until: datetime | None,
+    ) -> Doc:
+        now = self._clock()
+        retry_at = None
+        passing = outcome.status in FAILED and outcome.reason in PASSING
+        if passing:
+            retry_at = self.retry_at(ticket.attempt, until, now)
+        gave_up = passing and until is not None and retry_at is None
+        if retry_at is not None:
+            log.warning(
+                "%s run %s failed (%s); trying again at %s",
+                ticket.kind, ticket.id, outcome.reason, retry_at.isoformat(timespec="seconds"),
+            )  # fmt: skip
+        closing = _Closing(run, outcome, job, ticket.attempt, now, retry_at, gave_up)
+        try:
+            return await self._save(closing)
+        except Exception as exc:
+            if not unreachable(exc):
+                raise
+            log.warning("%s run %s: outcome kept until the database is back: %s",
+                        ticket.kind, ticket.id, exc)  # fmt: skip
+            self._unsaved.append(closing)
+            return {**run, "status": outcome.status, "reason": outcome.reason, "unsaved": True}
+
+    async def _save(self, closing: _Closing) -> Doc:
+        done = await self.runs.finish(
+            closing.run,
+            closing.outcome,
+            closing.now,
+            retry_at=closing.retry_at,
+            gave_up=closing.gave_up,
+        )
+        await self._report(done, closing.job, first_close=closing.attempt == 1)
         return done
+
+    @property
+    def unsaved(self) -> int:
+        """Finished runs whose outcome is waiting for the database."""
+        return len(self._unsaved)
+
+    async def flush(self) -> list[Doc]:
+        """Record the outcomes that could not be written when their runs ended."""
+        waiting, self._unsaved = self._unsaved, []
+        saved: list[Doc] = []
+        for closing in waiting:
+            try:
+                saved.append(await self._save(closing))
+            except Exception as exc:
+                if not unreachable(exc):
+                    log.exception("could not record run %s", closing.run.get("_id"))
+                    continue
+                self._unsaved.append(closing)
+        return saved
+
+    async def _report(self, done: Doc, job: CronJob | None, *, first_close: bool) -> None:
+        """Failures reach the owner: a fire given up at once, others from a streak of two
+        (counted once per fire, at its first try)."""
+        if done.get("status") not in FAILED or self._on_failures is None:
+            return
+        try:
+            streak = await self.runs.failure_streak(done["kind"], done.get("job_id"))
+            if done.get("gave_up") or (first_close and streak >= 2):
+                await self._on_failures(done, streak, job)
+        except Exception:
+            log.exception("could not report the failed run %s", done.get("_id"))
+
+
+@dataclass(frozen=True)
+class _Closing:
+    """A try's end, to be written to its record."""
+
+    run: Doc
+    outcome: Outcome
+    job: CronJob | None
+    attempt: int
+    now: datetime
+    retry_at: datetime | None
+    gave_up: bool
+
+
+def _aware(value: Any) -> datetime | None:
+    if not isinstance(value, datetime):
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)

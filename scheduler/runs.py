@@ -4,12 +4,20 @@ Status is set here, by the system, never by the model: ``running`` while it runs
 ``success``, ``failed``, ``timeout`` or ``skipped``. A record left ``running`` by a
 process that died is closed as ``failed`` on the next start, so nothing claims success
 for work that never finished.
+
+A scheduled fire that failed for a passing reason (``PASSING``: the model or the
+database could not be reached) keeps its record and is tried again inside its grace
+window: ``retry_at`` says when (the engine claims it then), ``retry_until`` until when,
+``attempts`` how many tries it had. One that runs out of time is marked ``gave_up``.
+
+Every write here survives one dropped connection (``storage.retry``): inserts carry
+their ``_id`` from the first try, updates are ``$set`` by ``_id`` or claims.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from bson import ObjectId
@@ -17,6 +25,7 @@ from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 
 from storage import collections as c
+from storage import retry
 
 Doc = dict[str, Any]
 RunKindName = Literal["cron", "pulse"]
@@ -33,9 +42,16 @@ Reason = Literal[
     "daily_cap",
     "idle",
     "missed",
+    # why a fire failed without its work being done (or after its retries ran out)
+    "database_unavailable",
 ]
 """Why a run did not succeed, as a fixed word: the owner's message is chosen by it."""
 FAILED: frozenset[str] = frozenset({"failed", "timeout"})
+PASSING: frozenset[str] = frozenset({"model_unavailable", "database_unavailable"})
+"""Reasons a fire may well succeed a little later: it is tried again in its grace window."""
+RETRY_LEASE = timedelta(minutes=1)
+"""A claimed retry's ``retry_at`` moves this far ahead: if the process dies (or the
+database drops) before the try starts, it is claimed again then."""
 RESULT_LIMIT = 8_000
 ERROR_LIMIT = 300
 
@@ -86,6 +102,24 @@ def skipped_doc(
     }
 
 
+def lost_doc(
+    kind: RunKindName,
+    job_id: str | None,
+    scheduled_for: datetime,
+    now: datetime,
+    detail: str,
+    trigger: str = "schedule",
+) -> Doc:
+    """A fire that never ran because the database could not be reached in its window."""
+    return {
+        **skipped_doc(kind, job_id, scheduled_for, now, detail, trigger),
+        "status": "failed",
+        "reason": "database_unavailable",
+        "attempts": 0,
+        "gave_up": True,
+    }
+
+
 class RunStore:
     def __init__(self, db: AsyncDatabase[Doc]) -> None:
         self._coll = db[c.RUNS]
@@ -109,10 +143,20 @@ class RunStore:
             "started_at": now,
             **(extra or {}),
         }
-        await self._coll.insert_one(doc)
+        await retry.insert(self._coll, doc)
         return doc
 
-    async def finish(self, run: Doc, outcome: Outcome, now: datetime) -> Doc:
+    async def finish(
+        self,
+        run: Doc,
+        outcome: Outcome,
+        now: datetime,
+        *,
+        retry_at: datetime | None = None,
+        gave_up: bool = False,
+    ) -> Doc:
+        """Close a try: the outcome, and when to try again (``retry_at``) or that no try
+        is left (``gave_up``)."""
         started: datetime = run["started_at"]
         fields: Doc = {
             "status": outcome.status,
@@ -125,10 +169,76 @@ class RunStore:
             "reason": outcome.reason,
             **outcome.extra,
         }
-        done = await self._coll.find_one_and_update(
-            {"_id": run["_id"]}, {"$set": fields}, return_document=ReturnDocument.AFTER
+        update: Doc = {"$set": fields}
+        if retry_at is not None:
+            fields["retry_at"] = retry_at
+        else:
+            update["$unset"] = {"retry_at": ""}
+        if gave_up:
+            fields["gave_up"] = True
+        # $set/$unset by _id: the same record whichever try of the write lands.
+        done = await retry.retried(
+            lambda: self._coll.find_one_and_update(
+                {"_id": run["_id"]}, update, return_document=ReturnDocument.AFTER
+            ),
+            "close a run record",
         )
         return done if done is not None else {**run, **fields}
+
+    async def reopen(self, run: Doc, now: datetime) -> Doc:
+        """A retry starts: the record is ``running`` again, one try more."""
+        fields: Doc = {"status": "running", "retried_at": now, "attempts": _tries(run) + 1}
+        await retry.retried(  # $set by _id (the count is set, not incremented)
+            lambda: self._coll.update_one({"_id": run["_id"]}, {"$set": fields}),
+            "reopen a run record",
+        )
+        return {**run, **fields}
+
+    async def due_retries(self, now: datetime, limit: int = 100) -> list[Doc]:
+        """Claim the retries due at ``now``: each one's ``retry_at`` moves ``RETRY_LEASE``
+        ahead, so one process takes it, and it comes back if its try never starts."""
+        first = await self.next_retry()
+        if first is None or first > now:
+            return []
+        claimed: list[Doc] = []
+        while len(claimed) < limit:
+            doc = await retry.claim(
+                self._coll,
+                {"retry_at": {"$lte": now}, "status": {"$in": sorted(FAILED)}},
+                {"$set": {"retry_at": now + RETRY_LEASE}},
+                sort=[("retry_at", 1)],
+            )
+            if doc is None:
+                break
+            claimed.append(doc)
+        return claimed
+
+    async def next_retry(self) -> datetime | None:
+        doc = await self._coll.find_one(
+            {"retry_at": {"$exists": True}}, sort=[("retry_at", 1)], projection={"retry_at": 1}
+        )
+        return _aware(doc["retry_at"]) if doc else None
+
+    async def later_fire(self, run: Doc) -> bool:
+        """Whether the same job (or the pulse) has a record for a later fire."""
+        query = {
+            "kind": run["kind"],
+            "job_id": run.get("job_id"),
+            "scheduled_for": {"$gt": run["scheduled_for"]},
+        }
+        return await self._coll.find_one(query, projection={"_id": 1}) is not None
+
+    async def give_up(self, run: Doc, note: str) -> Doc:
+        """A retry that will not happen (superseded, or out of time): the record keeps
+        the last try's outcome."""
+        update: Doc = {"$set": {"gave_up": True, "retry_note": note}, "$unset": {"retry_at": ""}}
+        done = await retry.retried(  # $set/$unset by _id
+            lambda: self._coll.find_one_and_update(
+                {"_id": run["_id"]}, update, return_document=ReturnDocument.AFTER
+            ),
+            "give up a retry",
+        )
+        return done if done is not None else {**run, "gave_up": True, "retry_note": note}
 
     async def skipped(
         self,
@@ -143,12 +253,12 @@ class RunStore:
     ) -> Doc:
         """Record a fire that did not run (missed, idle, over the daily cap)."""
         doc = skipped_doc(kind, job_id, scheduled_for, now, reason, trigger, why)
-        await self._coll.insert_one(doc)
+        await retry.insert(self._coll, doc)
         return doc
 
     async def skipped_many(self, docs: list[Doc]) -> None:
-        if docs:
-            await self._coll.insert_many(docs, ordered=False)
+        """Insert finished records (skipped, or lost) in one round trip."""
+        await retry.insert_many(self._coll, docs, ordered=False)
 
     async def get(self, run_id: ObjectId) -> Doc | None:
         return await self._coll.find_one({"_id": run_id})
@@ -190,15 +300,29 @@ class RunStore:
 
     async def close_interrupted(self, before: datetime, now: datetime) -> int:
         """Runs still ``running`` that started before ``before`` died with their process."""
-        result = await self._coll.update_many(
-            {"status": "running", "started_at": {"$lt": before}},
-            {
-                "$set": {
-                    "status": "failed",
-                    "ended_at": now,
-                    "error": "interrupted: the process stopped during the run",
-                    "reason": "interrupted",
-                }
-            },
+        # A $set on the records still running: a retry finds none left (the count is
+        # only logged).
+        result = await retry.retried(
+            lambda: self._coll.update_many(
+                {"status": "running", "started_at": {"$lt": before}},
+                {
+                    "$set": {
+                        "status": "failed",
+                        "ended_at": now,
+                        "error": "interrupted: the process stopped during the run",
+                        "reason": "interrupted",
+                    },
+                    "$unset": {"retry_at": ""},
+                },
+            ),
+            "close interrupted runs",
         )
         return result.modified_count
+
+
+def _tries(run: Doc) -> int:
+    return int(run.get("attempts") or 1)
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo else value.replace(tzinfo=UTC)

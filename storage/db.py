@@ -37,25 +37,54 @@ class Database:
         return True
 
 
-def make_client(uri: str, *, embedded: bool = False) -> AsyncMongoClient[Doc]:
+SERVER_IDLE_TIMEOUT = 300.0
+"""Seconds a SecantusDB server keeps a silent client connection open (its
+``client_idle_timeout_s``, default 300); the embedded server is started with it."""
+
+
+def max_idle_ms(server_idle_timeout: float) -> int:
+    """How long the client keeps an unused connection: half the server's idle timeout,
+    so the pool drops a connection well before the server closes it under a write."""
+    return max(1, int(server_idle_timeout * 1000 / 2))
+
+
+def make_client(
+    uri: str, *, embedded: bool = False, server_idle_timeout: float = SERVER_IDLE_TIMEOUT
+) -> AsyncMongoClient[Doc]:
     kwargs: dict[str, Any] = {"serverSelectionTimeoutMS": 5000, "tz_aware": True}
+    if "maxidletimems" not in uri.lower():  # a URI's own setting wins
+        # pymongo keeps a connection the server closed after a quiet stretch, and the
+        # next write on it fails ("connection is already closed"). Any MongoDB behind a
+        # proxy or NAT can do the same, so every client drops idle connections first.
+        kwargs["maxIdleTimeMS"] = max_idle_ms(server_idle_timeout)
     if embedded:
         # SecantusDB keeps a record per retryable write and sorts it on every write once
         # it is full, which slows writes ~15x after 10,000 of them. Our writes are made
-        # idempotent by unique keys instead (inbox, outbox, leases).
+        # idempotent instead (unique keys, upserts, claims) and retried once by
+        # storage.retry when a connection drops.
         kwargs.update(directConnection=True, retryWrites=False)
     return AsyncMongoClient(uri, **kwargs)
 
 
 @contextlib.asynccontextmanager
-async def open_database(uri: str | None, db_name: str, data_dir: Path) -> AsyncIterator[Database]:
-    """Yield a connected database with indexes; stop what was started, in reverse."""
+async def open_database(
+    uri: str | None,
+    db_name: str,
+    data_dir: Path,
+    *,
+    idle_timeout: float = SERVER_IDLE_TIMEOUT,
+) -> AsyncIterator[Database]:
+    """Yield a connected database with indexes; stop what was started, in reverse.
+
+    ``idle_timeout``: seconds the embedded server keeps a silent connection (tests
+    shorten it); the client drops idle connections before that.
+    """
     embedded: EmbeddedServer | None = None
     if uri is None:
-        embedded = EmbeddedServer(data_dir)
+        embedded = EmbeddedServer(data_dir, idle_timeout=idle_timeout)
         uri = await embedded.start()
     try:
-        client = make_client(uri, embedded=embedded is not None)
+        client = make_client(uri, embedded=embedded is not None, server_idle_timeout=idle_timeout)
         try:
             database = Database(
                 client=client,

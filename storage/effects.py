@@ -17,6 +17,7 @@ from typing import Any
 from pymongo.asynchronous.database import AsyncDatabase
 
 from storage import collections as c
+from storage import retry
 
 Doc = dict[str, Any]
 
@@ -44,8 +45,11 @@ class EffectLog:
         # Stored as the JSON the model saw (any value, any key), under an upsert on the
         # (exchange, index) key: writing it twice changes nothing.
         text = json.dumps(result, ensure_ascii=False, default=str)
-        await self._coll.update_one(
-            {"_id": f"{exchange}:{index}"},
-            {"$set": {"tool": name, "digest": digest, "result": text, "created_at": now}},
-            upsert=True,
+        await retry.retried(
+            lambda: self._coll.update_one(
+                {"_id": f"{exchange}:{index}"},
+                {"$set": {"tool": name, "digest": digest, "result": text, "created_at": now}},
+                upsert=True,
+            ),
+            "record a tool effect",
         )

@@ -4,21 +4,31 @@ The first process to take the lock on ``DATA_DIR/db.lock`` starts the server as 
 child process and the child writes its URI to ``DATA_DIR/db.uri``; a second
 process on the same directory finds the lock held and connects to that URI
 instead of opening a second copy.
+
+The child dies with its owner (``storage.embedded_server``), but closing the store
+takes it a moment, and meanwhile ``db.lock`` is already free: a new owner started
+right after a crash finds WiredTiger's own lock on ``DATA_DIR/db`` still held. It
+waits for that, bounded by ``RELEASE_TIMEOUT`` and logged, before it starts its own
+server; if the store is never released it fails with one line.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import fcntl
 import importlib.util
 import logging
 import os
+import struct
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from storage.embedded_server import BUSY_EXIT
 
 log = logging.getLogger(__name__)
 
@@ -28,15 +38,59 @@ INSTALL_HINT = (
 )
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 20.0
+RELEASE_TIMEOUT = 15.0
+"""How long a new owner waits for an old server (say, of a killed process) to close
+the store."""
+ATTACH_TIMEOUT = 25.0
+"""How long a second command waits for the owner to publish its address (the owner
+may be waiting for a release itself)."""
+POLL = 0.05
+STORE_LOCK = "WiredTiger.lock"
+"""WiredTiger's single-process lock file in the store: an fcntl lock held while open."""
 
 
 class EmbeddedUnavailable(RuntimeError):
     pass
 
 
+def store_holder(lock_file: Path) -> int | None:
+    """None when no process has the store open; else the holder's pid (0 if unknown)."""
+    try:
+        fd = os.open(lock_file, os.O_RDWR)
+    except OSError:
+        return None  # no store yet (or unreadable: the server will say why)
+    try:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                return None
+            return _lock_owner(fd)
+        fcntl.lockf(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)  # also drops the probe's lock
+
+
+def _lock_owner(fd: int) -> int:
+    """The pid holding an fcntl lock on ``fd`` (Linux, 64-bit ``struct flock``), else 0."""
+    if not sys.platform.startswith("linux") or struct.calcsize("P") != 8:
+        return 0
+    layout = "hhqqi4x"  # l_type, l_whence, l_start, l_len, l_pid, padding
+    try:
+        answer = fcntl.fcntl(fd, fcntl.F_GETLK, struct.pack(layout, fcntl.F_WRLCK, 0, 0, 0, 0))
+        l_type, _, _, _, pid = struct.unpack(layout, answer)
+    except (OSError, struct.error):
+        return 0
+    return int(pid) if l_type != fcntl.F_UNLCK else 0
+
+
 @dataclass
 class EmbeddedServer:
     data_dir: Path
+    idle_timeout: float = 300.0
+    """Seconds the server keeps a silent client connection (SecantusDB's
+    ``client_idle_timeout_s``); ``storage.db`` keeps its clients under it."""
     uri: str = ""
     owner: bool = False
     _process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
@@ -50,53 +104,143 @@ class EmbeddedServer:
     def _uri_path(self) -> Path:
         return self.data_dir / "db.uri"
 
-    async def start(self) -> str:
-        return await asyncio.to_thread(self._start_sync)
+    @property
+    def _store_path(self) -> Path:
+        return self.data_dir / "db"
 
-    def _start_sync(self) -> str:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+    async def start(self) -> str:
+        """Own the server (start it) or, if another process owns it, attach to it."""
+        await asyncio.to_thread(self.data_dir.mkdir, parents=True, exist_ok=True)
+        deadline = time.monotonic() + ATTACH_TIMEOUT
+        said = False
+        while not await asyncio.to_thread(self._take_lock):
+            uri = self._published_uri()
+            if uri:
+                self.uri = uri
+                log.info("embedded database owned by another process; connecting to it")
+                return uri
+            if time.monotonic() >= deadline:
+                raise EmbeddedUnavailable(
+                    f"{self.data_dir} is locked by another Watchkeeper process that has not "
+                    f"published its database address within {ATTACH_TIMEOUT:.0f} s; "
+                    "try again in a moment"
+                )
+            if not said:
+                log.info(
+                    "waiting for the process that owns %s to start its database", self.data_dir
+                )
+                said = True
+            await asyncio.sleep(POLL)
+        try:
+            if importlib.util.find_spec("secantus") is None:
+                raise EmbeddedUnavailable(INSTALL_HINT)
+            self.uri = await self._start_owned()
+        except BaseException:
+            await asyncio.to_thread(self._terminate)
+            self._release()
+            raise
+        self.owner = True
+        log.info("embedded database started in %s", self._store_path)
+        return self.uri
+
+    def _take_lock(self) -> bool:
         fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            return self._attach_to_running()
+            return False
         self._lock_fd = fd
-        if importlib.util.find_spec("secantus") is None:
-            self._release()
-            raise EmbeddedUnavailable(INSTALL_HINT)
-        try:
-            self.uri = self._spawn()
-        except BaseException:
-            self._terminate()
-            self._release()
-            raise
-        self.owner = True
-        log.info("embedded database started in %s", self.data_dir / "db")
-        return self.uri
-
-    def _spawn(self) -> str:
+        # An address left by a server whose owner died is stale: nobody may attach to it.
         with contextlib.suppress(FileNotFoundError):
             self._uri_path.unlink()
-        log_file = (self.data_dir / "db.log").open("ab")
-        self._process = subprocess.Popen(
-            [
-                sys.executable, "-m", "storage.embedded_server",
-                "--storage-path", str(self.data_dir / "db"),
-                "--uri-file", str(self._uri_path),
-                "--parent-pid", str(os.getpid()),
-            ],
-            stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file,
-            start_new_session=True,  # a Ctrl-C reaches us, and we stop it in order
-        )  # fmt: skip
-        log_file.close()
+        return True
+
+    def _published_uri(self) -> str:
+        try:
+            return self._uri_path.read_text().strip()
+        except FileNotFoundError:
+            return ""
+
+    async def _start_owned(self) -> str:
+        deadline = time.monotonic() + RELEASE_TIMEOUT
+        waiting_since: float | None = None
+        while True:
+            waiting_since = await asyncio.to_thread(self._wait_for_release, deadline, waiting_since)
+            # Started from the event loop's thread, not a worker's: Linux sends the
+            # parent-death signal when the thread that started the child exits, and
+            # the loop's thread lives as long as we do.
+            self._process = self._popen()
+            uri = await asyncio.to_thread(self._await_uri, self._process)
+            if uri is not None:
+                if waiting_since is not None:
+                    log.info(
+                        "the previous database server released %s; started after %.1f s",
+                        self._store_path,
+                        time.monotonic() - waiting_since,
+                    )
+                return uri
+            # The child found the store in use although the probe did not see it.
+            self._process = None
+            if waiting_since is None:
+                waiting_since = time.monotonic()
+                self._log_waiting(0)
+            if time.monotonic() >= deadline:
+                raise self._not_released(0)
+            await asyncio.sleep(0.2)
+
+    def _wait_for_release(self, deadline: float, waiting_since: float | None) -> float | None:
+        """Block until no process holds the store; returns when waiting began, if it did."""
+        lock_file = self._store_path / STORE_LOCK
+        while (holder := store_holder(lock_file)) is not None:
+            if waiting_since is None:
+                waiting_since = time.monotonic()
+                self._log_waiting(holder)
+            if time.monotonic() >= deadline:
+                raise self._not_released(holder)
+            time.sleep(POLL)
+        return waiting_since
+
+    def _log_waiting(self, holder: int) -> None:
+        log.info(
+            "waiting up to %.0f s for the previous database server%s to release %s",
+            RELEASE_TIMEOUT,
+            f" (pid {holder})" if holder else "",
+            self._store_path,
+        )
+
+    def _not_released(self, holder: int) -> EmbeddedUnavailable:
+        who = f"another process (pid {holder})" if holder else "another process"
+        return EmbeddedUnavailable(
+            f"the database in {self._store_path} is still in use by {who} after "
+            f"{RELEASE_TIMEOUT:.0f} s; stop that process and start again"
+        )
+
+    def _popen(self) -> subprocess.Popen[bytes]:
+        with (self.data_dir / "db.log").open("ab") as log_file:
+            return subprocess.Popen(
+                [
+                    sys.executable, "-m", "storage.embedded_server",
+                    "--storage-path", str(self._store_path),
+                    "--uri-file", str(self._uri_path),
+                    "--parent-pid", str(os.getpid()),
+                "--client-idle-timeout", str(self.idle_timeout),
+                ],
+                stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file,
+                start_new_session=True,  # a Ctrl-C reaches us, and we stop it in order
+            )  # fmt: skip
+
+    def _await_uri(self, process: subprocess.Popen[bytes]) -> str | None:
+        """The child's URI once published; None if it exited because the store is busy."""
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if self._uri_path.exists():
                 return self._uri_path.read_text().strip()
-            if self._process.poll() is not None:
+            if process.poll() is not None:
+                if process.returncode == BUSY_EXIT:
+                    return None
                 raise EmbeddedUnavailable(
-                    f"the embedded database exited at start-up (code {self._process.returncode});"
+                    f"the embedded database exited at start-up (code {process.returncode});"
                     f" see {self.data_dir / 'db.log'}"
                 )
             time.sleep(0.02)
@@ -104,20 +248,6 @@ class EmbeddedServer:
             f"the embedded database did not start within {START_TIMEOUT:.0f} s; "
             f"see {self.data_dir / 'db.log'}"
         )
-
-    def _attach_to_running(self) -> str:
-        deadline = time.monotonic() + 5.0
-        while not self._uri_path.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)  # the owner may be starting right now
-        try:
-            self.uri = self._uri_path.read_text().strip()
-        except FileNotFoundError as exc:
-            raise EmbeddedUnavailable(
-                f"{self.data_dir} is locked by another Watchkeeper process that has not "
-                "published its database address; try again in a moment"
-            ) from exc
-        log.info("embedded database owned by another process; connecting to it")
-        return self.uri
 
     async def stop(self) -> None:
         await asyncio.to_thread(self._terminate)

@@ -31,6 +31,8 @@ INDEXES: Mapping[str, Sequence[IndexModel]] = MappingProxyType(
             # Scheduler: finished runs since the last pulse; runs left "running" by a crash.
             IndexModel([("kind", ASCENDING), ("ended_at", DESCENDING)]),
             IndexModel([("status", ASCENDING), ("started_at", ASCENDING)]),
+            # Scheduler: fires to try again (set only while a retry is pending).
+            IndexModel([("retry_at", ASCENDING)], sparse=True),
         ],
         # Scheduler: due jobs are the enabled ones whose next fire has passed.
         c.CRONJOBS: [IndexModel([("enabled", ASCENDING), ("next_fire_at", ASCENDING)])],

@@ -15,6 +15,7 @@ from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 
 from storage import collections as c
+from storage import retry
 from storage.cache import TtlCache
 
 Doc = dict[str, Any]
@@ -75,7 +76,12 @@ class SystemInstructionRepo:
 
     async def _set(self, fields: Doc) -> None:
         fields = {**fields, "updated_at": utcnow()}
-        await self._coll.update_one({"_id": SYSTEM_INSTRUCTION_ID}, {"$set": fields}, upsert=True)
+        await retry.retried(  # an upsert of $set by _id: safe to repeat
+            lambda: self._coll.update_one(
+                {"_id": SYSTEM_INSTRUCTION_ID}, {"$set": fields}, upsert=True
+            ),
+            "save settings",
+        )
         self._cache.invalidate()
 
     async def set_memory(self, memory: str) -> None:
@@ -115,18 +121,27 @@ class ConversationRepo:
         return await self._cache.get(key, lambda: self._load(key, meta))
 
     async def _load(self, key: str, meta: dict[str, Any]) -> Doc:
-        doc = await self._coll.find_one_and_update(
-            {"key": key, "active": True},
-            {"$setOnInsert": {"created_at": utcnow(), **meta}, "$set": {"touched_at": utcnow()}},
-            upsert=True,
-            return_document=ReturnDocument.AFTER,
+        now = utcnow()
+        update = {"$setOnInsert": {"created_at": now, **meta}, "$set": {"touched_at": now}}
+        # An upsert: a repeat matches the conversation the first try made.
+        doc = await retry.retried(
+            lambda: self._coll.find_one_and_update(
+                {"key": key, "active": True},
+                update,
+                upsert=True,
+                return_document=ReturnDocument.AFTER,
+            ),
+            "open a conversation",
         )
         assert doc is not None
         return doc
 
     async def reset(self, key: str) -> None:
-        await self._coll.update_many(
-            {"key": key, "active": True}, {"$set": {"active": False, "closed_at": utcnow()}}
+        await retry.retried(  # a $set: safe to repeat
+            lambda: self._coll.update_many(
+                {"key": key, "active": True}, {"$set": {"active": False, "closed_at": utcnow()}}
+            ),
+            "reset a conversation",
         )
         self._cache.invalidate(key)
 
@@ -156,7 +171,7 @@ class MessageRepo:
             {**m, "conversation_id": conversation_id, "seq": start_seq + i, "created_at": now}
             for i, m in enumerate(messages)
         ]
-        await self._coll.insert_many(docs, ordered=True)
+        await retry.insert_many(self._coll, docs, ordered=True)  # a retry adds only what is missing
 
     async def answer_for(self, inbox_id: str) -> str | None:
         """The stored final answer to inbound message ``inbox_id``, if it was answered."""

@@ -2,21 +2,49 @@
 
 Everything the model sends is checked before it reaches MongoDB: a fixed list of
 operations, writes only to model-writable collections, no server-side JavaScript,
-no other databases, no admin stages. Answers are bounded (row cap, size cap, server
-time limit) so one query cannot flood the context window or stall the agent.
+no other databases, no admin stages (``sandbox_rules``); regular expressions that
+cannot backtrack for ever (``sandbox_patterns``); no expression that grows a value
+without bound (``sandbox_growth``); numbers, nesting and stage counts within range
+(``sandbox_limits``). The same checks run whatever the server is.
+
+Every answer is bounded: rows and characters (``sandbox_read`` stops reading the
+cursor at the cap), and time: the server gets ``maxTimeMS`` on every command and the
+call itself gives up after ``CALL_TIMEOUT`` seconds even if the server stalls.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
-from typing import Annotated, Any, Literal
+from typing import Any
 
 import pymongo
-from pydantic import BaseModel, Field, NonNegativeInt, PositiveInt, WithJsonSchema
 from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import ExecutionTimeout, NetworkTimeout
 
-from storage.ejson import from_ejson, from_ejson_document, rows_within, to_ejson
+from storage import retry
+from storage.ejson import from_ejson, from_ejson_document, to_ejson
+from storage.sandbox_args import DbOperation, IndexOptions, IndexSpec
+from storage.sandbox_growth import check_growth
+from storage.sandbox_limits import (
+    check_document_depth,
+    check_paging,
+    check_shape,
+    check_stage_count,
+    check_ttl,
+    check_update_depth,
+)
+from storage.sandbox_patterns import check_regexes
+from storage.sandbox_read import (
+    BATCH_SIZE,
+    MAX_CHARS,
+    answer,
+    fit_json,
+    fit_names,
+    raw_collection,
+    read,
+)
 from storage.sandbox_rules import (
     EMPTY,
     OUTPUT_STAGES,
@@ -29,84 +57,85 @@ from storage.sandbox_rules import (
     scan,
 )
 
-__all__ = ["DbOperation", "IndexOptions", "IndexSpec", "SandboxError", "run_db_query"]
+__all__ = [
+    "MAX_CHARS",
+    "DbOperation",
+    "IndexOptions",
+    "IndexSpec",
+    "QueryTimeout",
+    "SandboxError",
+    "run_db_query",
+]
 
 Doc = dict[str, Any]
-Direction = Literal[1, -1]
 
 DEFAULT_LIMIT = 50
 MAX_ROWS = 200
-MAX_CHARS = 16_000
-NOTE_RESERVE = 600
-"""Characters kept free for the result's keys and notes within ``MAX_CHARS``."""
-MAX_TIME_MS = 5_000
+MAX_TIME_MS = 4_000
+"""The server's time limit (``maxTimeMS``, and pymongo's own deadline for the call)."""
+CALL_TIMEOUT = 5.0
+"""Seconds after which the call gives up whatever the server does (it may be stalled)."""
 COMMENT = "watchkeeper db_query"
+ARGUMENTS = ("filter", "data", "update", "pipeline", "sort", "projection", "index")
+WRAPPERS = {"data": 1, "update": 2}
+"""Levels an argument's own shape adds above what it stores: a list of documents, or an
+update operator and its field map."""
+EXPRESSIONS = ("filter", "update", "projection", "pipeline")
+"""Arguments that may hold aggregation expressions."""
 
 
-class IndexOptions(BaseModel):
-    unique: bool | None = None
-    expireAfterSeconds: NonNegativeInt | None = None  # MongoDB's spelling
-    name: str | None = None
+class QueryTimeout(SandboxError):
+    """The call ran out of time; the server may still be working on it."""
 
 
-class IndexSpec(BaseModel):
-    keys: dict[str, Direction]
-    options: IndexOptions | None = None
-
-
-# Lean JSON schemas: the field types below are validated by pydantic, but the schema the
-# model sees only says "object"/"array", which keeps every request's tool list small.
-_OBJECT = WithJsonSchema({"type": "object"})
-_INTEGER = WithJsonSchema({"type": "integer"})
-_OBJECTS = WithJsonSchema({"type": "array", "items": {"type": "object"}})
-_OBJECT_OR_OBJECTS = WithJsonSchema(
-    {"anyOf": [{"type": "object"}, {"type": "array", "items": {"type": "object"}}]}
-)
-
-
-class DbOperation(BaseModel):
-    # Arguments of db_query; the names are fixed by DESIGN.md (no docstring: it would
-    # become part of the schema sent with every request).
-
-    operation: str = Field(
-        description="find, findOne, insertOne, insertMany, updateOne, updateMany, deleteOne, "
-        "deleteMany, countDocuments, aggregate, createCollection, createIndex, listCollections"
-    )
-    collection: str = ""
-    filter: Annotated[Doc | None, _OBJECT] = None
-    data: Annotated[Doc | list[Doc] | None, _OBJECT_OR_OBJECTS] = None
-    update: Annotated[Doc | list[Doc] | None, _OBJECT_OR_OBJECTS] = Field(
-        None, description='{"$set": {...}} etc., or a pipeline'
-    )
-    pipeline: Annotated[list[Doc] | None, _OBJECTS] = None
-    sort: Annotated[dict[str, Direction] | None, _OBJECT] = None
-    limit: Annotated[PositiveInt | None, _INTEGER] = Field(None, description="default 50, max 200")
-    skip: Annotated[NonNegativeInt | None, _INTEGER] = None
-    projection: Annotated[Doc | None, _OBJECT] = None
-    upsert: bool | None = Field(None, description="updates: insert if no match")
-    index: Annotated[IndexSpec | None, _OBJECT] = Field(
-        None,
-        description='{"keys": {field: 1 or -1}, "options": {unique, expireAfterSeconds, name}}',
-    )
-
-
-async def run_db_query(db: AsyncDatabase[Doc], op: DbOperation) -> Doc:
+async def run_db_query(
+    db: AsyncDatabase[Doc], op: DbOperation, *, time_limit: float = CALL_TIMEOUT
+) -> Doc:
     """Check ``op`` against the sandbox rules, run it, and answer in Extended JSON.
 
-    Raises ``SandboxError`` for anything refused; MongoDB's own errors propagate.
+    Raises ``SandboxError`` for anything refused, ``QueryTimeout`` (one of them) when
+    the call outlives ``time_limit`` seconds or the server's time limit; MongoDB's other
+    errors propagate.
     """
+    check_request(op, db.name)
+    _, run = OPERATIONS[op.operation]
+    try:
+        async with asyncio.timeout(time_limit):
+            with pymongo.timeout(min(time_limit, MAX_TIME_MS / 1000)):
+                return await run(db, op)
+    except (TimeoutError, ExecutionTimeout, NetworkTimeout):
+        raise QueryTimeout(
+            f"the query did not finish within {min(time_limit, MAX_TIME_MS / 1000):g} s and was "
+            "abandoned; narrow the filter, add a limit or an index, or split the work"
+        ) from None
+
+
+def check_request(op: DbOperation, db_name: str) -> None:
+    """Every pure check of the sandbox, in an order that bounds the later walks."""
     _check_operation(op)
+    check_paging(op.limit, op.skip)
+    check_ttl(op.index.options.expireAfterSeconds if op.index and op.index.options else None)
     if op.operation in READS:
         check_collection_name(op.collection)
     elif op.operation != "listCollections":
         check_writable(op.collection)
-    for name in ("filter", "update", "projection", "data", "sort"):
-        scan(getattr(op, name), name)
-    scan(op.index.keys if op.index else None, "index")
+    values = {name: getattr(op, name) for name in ARGUMENTS}
+    values["index"] = op.index.keys if op.index else None
+    for doc in op.data if isinstance(op.data, list) else [op.data] if op.data else []:
+        check_document_depth(doc, "data")
+    check_update_depth(op.update)
+    for name, value in values.items():  # before the recursive walks below: depth is bounded
+        check_shape(value, name, wrappers=WRAPPERS.get(name, 0))
+    for name, value in values.items():
+        if name != "pipeline":
+            scan(value, name)
+        check_regexes(value, name)
+    for name in EXPRESSIONS:
+        check_growth(values[name], name)
+    check_stage_count(op.pipeline, "pipeline")
+    check_stage_count(op.update if isinstance(op.update, list) else None, "update")
     if op.pipeline is not None:
-        check_pipeline(op.pipeline, db.name)
-    _, run = OPERATIONS[op.operation]
-    return await run(db, op)
+        check_pipeline(op.pipeline, db_name)
 
 
 def _check_operation(op: DbOperation) -> None:
@@ -137,28 +166,14 @@ def _convert(value: Any, where: str, *, document: bool = False) -> Any:
 
 
 def _read_args(op: DbOperation) -> Doc:
-    """Keyword arguments shared by find and find_one, with the server time limit."""
+    """Keyword arguments of find; ``pymongo.timeout`` gives every command its ``maxTimeMS``."""
     return {
         "filter": _convert(op.filter or {}, "filter"),
         "projection": _convert(op.projection, "projection"),
         "sort": list(op.sort.items()) if op.sort else None,
         "skip": op.skip or 0,
-        "max_time_ms": MAX_TIME_MS,
         "comment": COMMENT,
     }
-
-
-def fit_rows(docs: list[Doc], skip: int) -> Doc:
-    """``{"rows": [...]}`` within ``MAX_CHARS``, with a note when whole rows were dropped."""
-    rows = rows_within(docs, MAX_CHARS - NOTE_RESERVE)
-    result: Doc = {"rows": rows}
-    if len(rows) < len(docs):
-        result["note"] = (
-            f"answer cut at about {MAX_CHARS} characters: returned {len(rows)} of "
-            f"{len(docs)} rows; use a projection or a smaller limit, or skip={skip + len(rows)} "
-            "for the rest"
-        )
-    return result
 
 
 def _add_note(result: Doc, note: str | None) -> Doc:
@@ -173,22 +188,27 @@ async def _find(db: AsyncDatabase[Doc], op: DbOperation) -> Doc:
     if limit > MAX_ROWS:
         note = f"limit {limit} capped at {MAX_ROWS} rows; use skip to page"
         limit = MAX_ROWS
-    docs = await db[op.collection].find(**_read_args(op), limit=limit).to_list(length=limit)
-    return _add_note(fit_rows(docs, op.skip or 0), note)
+    skip = op.skip or 0
+    cursor = raw_collection(db, op.collection).find(
+        **_read_args(op), limit=limit, batch_size=min(limit, BATCH_SIZE)
+    )
+    reading = await read(cursor, db.codec_options, limit)
+    return _add_note(answer(reading, lambda n: f"skip={skip + n}"), note)
 
 
 async def _find_one(db: AsyncDatabase[Doc], op: DbOperation) -> Doc:
-    doc = await db[op.collection].find_one(**_read_args(op))
-    rows = rows_within([] if doc is None else [doc], MAX_CHARS - NOTE_RESERVE)
-    if doc is not None and not rows:
-        return {"row": None, "note": "the document is too large to show; use a projection"}
+    skip = op.skip or 0
+    cursor = raw_collection(db, op.collection).find(**_read_args(op), limit=1)
+    reading = await read(cursor, db.codec_options, 1)
+    rows = answer(reading, lambda n: f"skip={skip + n}")["rows"]
     return {"row": rows[0] if rows else None}
 
 
 async def _count(db: AsyncDatabase[Doc], op: DbOperation) -> Doc:
     options: Doc = {k: v for k, v in (("limit", op.limit), ("skip", op.skip)) if v}
-    options |= {"maxTimeMS": MAX_TIME_MS, "comment": COMMENT}
-    count = await db[op.collection].count_documents(_convert(op.filter or {}, "filter"), **options)
+    count = await db[op.collection].count_documents(
+        _convert(op.filter or {}, "filter"), comment=COMMENT, **options
+    )
     return {"count": count}
 
 
@@ -200,21 +220,20 @@ async def _aggregate(db: AsyncDatabase[Doc], op: DbOperation) -> Doc:
     writes = last in OUTPUT_STAGES
     if not writes:
         pipeline = [*pipeline, {"$limit": MAX_ROWS + 1}]
-    cursor = await db[op.collection].aggregate(pipeline, maxTimeMS=MAX_TIME_MS, comment=COMMENT)
-    docs = await cursor.to_list(length=MAX_ROWS + 1)
+    cursor = await raw_collection(db, op.collection).aggregate(
+        pipeline, batchSize=BATCH_SIZE, comment=COMMENT
+    )
+    reading = await read(cursor, db.codec_options, MAX_ROWS)
     if writes:
         target = output_target(last, pipeline[-1][last], db.name)
         return {"rows": [], "note": f"pipeline output written to {target!r}"}
-    note = None
-    if len(docs) > MAX_ROWS:
-        docs = docs[:MAX_ROWS]
-        note = f"capped at {MAX_ROWS} rows; add $skip/$limit stages to page"
-    return _add_note(fit_rows(docs, 0), note)
+    note = f"capped at {MAX_ROWS} rows; add $skip/$limit stages to page" if reading.capped else None
+    return _add_note(answer(reading, lambda n: f"a {{$skip: {n}}} stage"), note)
 
 
 async def _list_collections(db: AsyncDatabase[Doc], op: DbOperation) -> Doc:
     names = await db.list_collection_names(comment=COMMENT)
-    return {"collections": sorted(n for n in names if not n.startswith("system."))}
+    return fit_names(sorted(n for n in names if not n.startswith("system.")))
 
 
 async def _insert(db: AsyncDatabase[Doc], op: DbOperation) -> Doc:
@@ -222,17 +241,19 @@ async def _insert(db: AsyncDatabase[Doc], op: DbOperation) -> Doc:
     if op.operation == "insertOne":
         if not isinstance(op.data, dict):
             raise SandboxError("insertOne needs data: one document (use insertMany for a list)")
+        doc = _convert(op.data, "data", document=True)
         with pymongo.timeout(MAX_TIME_MS / 1000):
-            one = await coll.insert_one(_convert(op.data, "data", document=True), comment=COMMENT)
-        return {"insertedId": to_ejson(one.inserted_id)}
+            await retry.insert(coll, doc, comment=COMMENT)  # a retry knows its own _id
+        return {"insertedId": to_ejson(doc["_id"])}
     if not isinstance(op.data, list) or not op.data:
         raise SandboxError("insertMany needs data: a non-empty list of documents")
     if len(op.data) > MAX_ROWS:
         raise SandboxError(f"insertMany takes at most {MAX_ROWS} documents per call")
     docs = [_convert(d, "data", document=True) for d in op.data]
     with pymongo.timeout(MAX_TIME_MS / 1000):
-        many = await coll.insert_many(docs, comment=COMMENT)
-    return {"insertedCount": len(many.inserted_ids), "insertedIds": to_ejson(many.inserted_ids)}
+        await retry.insert_many(coll, docs, comment=COMMENT)  # a retry adds what is missing
+    ids, note = fit_json(to_ejson([doc["_id"] for doc in docs]), "insertedIds")
+    return _add_note({"insertedCount": len(docs), "insertedIds": ids}, note)
 
 
 def _update_spec(op: DbOperation) -> Doc | list[Doc]:
@@ -256,21 +277,44 @@ async def _update(db: AsyncDatabase[Doc], op: DbOperation) -> Doc:
     coll = db[op.collection]
     method = coll.update_one if op.operation == "updateOne" else coll.update_many
     update = _update_spec(op)
-    with pymongo.timeout(MAX_TIME_MS / 1000):
-        res = await method(
-            _convert(op.filter or {}, "filter"), update, upsert=bool(op.upsert), comment=COMMENT
-        )
+    query = _convert(op.filter or {}, "filter")
+
+    async def send() -> Any:
+        with pymongo.timeout(MAX_TIME_MS / 1000):
+            return await method(query, update, upsert=bool(op.upsert), comment=COMMENT)
+
+    res = await (retry.retried(send, "db_query update") if _repeatable(op, update) else send())
     result: Doc = {"matchedCount": res.matched_count, "modifiedCount": res.modified_count}
     if res.upserted_id is not None:
         result["upsertedId"] = to_ejson(res.upserted_id)
     return result
 
 
+IDEMPOTENT_UPDATES = frozenset(
+    {"$set", "$unset", "$setOnInsert", "$min", "$max", "$addToSet", "$pull", "$pullAll"}
+)
+
+
+def _repeatable(op: DbOperation, update: Doc | list[Doc]) -> bool:
+    """Whether sending this update twice is the same as once, so a dropped connection
+    may be retried: idempotent operators only, and either by ``_id`` or over every
+    match without an upsert (the model's other writes get the error and decide)."""
+    if not isinstance(update, dict) or not set(update) <= IDEMPOTENT_UPDATES:
+        return False
+    return "_id" in (op.filter or {}) or (op.operation == "updateMany" and not op.upsert)
+
+
 async def _delete(db: AsyncDatabase[Doc], op: DbOperation) -> Doc:
     coll = db[op.collection]
     method = coll.delete_one if op.operation == "deleteOne" else coll.delete_many
-    with pymongo.timeout(MAX_TIME_MS / 1000):
-        res = await method(_convert(op.filter or {}, "filter"), comment=COMMENT)
+    query = _convert(op.filter or {}, "filter")
+
+    async def send() -> Any:
+        with pymongo.timeout(MAX_TIME_MS / 1000):
+            return await method(query, comment=COMMENT)
+
+    repeatable = op.operation == "deleteMany" or "_id" in query
+    res = await (retry.retried(send, "db_query delete") if repeatable else send())
     return {"deletedCount": res.deleted_count}
 
 

@@ -8,6 +8,7 @@ server-side JavaScript or administrative stages at any depth.
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
@@ -49,20 +50,33 @@ class SandboxError(ValueError):
 
 
 def check_collection_name(name: str) -> None:
-    """Refuse names that are empty, reach system collections or another database."""
+    """MongoDB's naming rules and ours: not empty, no ``$``, NUL or other control or
+    invisible characters (newlines, zero-width and direction marks), no spaces at the
+    ends, no ``.`` (so no other database or system collection), at most
+    ``MAX_NAME_LENGTH`` bytes in UTF-8."""
     if not name:
         raise SandboxError("collection is required (for example 'ai_notes')")
+    shown = repr(name) if len(name) <= 60 else repr(name[:57] + "...")
     if "\0" in name or "$" in name:
-        raise SandboxError(f"invalid collection name {name!r}: '$' and NUL are not allowed")
+        raise SandboxError(f"invalid collection name {shown}: '$' and NUL are not allowed")
+    if any(unicodedata.category(c)[0] == "C" or c in "\u2028\u2029" for c in name):
+        raise SandboxError(
+            f"invalid collection name {shown}: control and invisible characters such as "
+            "newlines and tabs are not allowed; use letters, digits and '_'"
+        )
+    if name != name.strip():
+        raise SandboxError(f"invalid collection name {shown}: no spaces at the start or end")
     if name == "system" or name.startswith("system."):
-        raise SandboxError(f"collection {name!r} is a system collection and is off limits")
+        raise SandboxError(f"collection {shown} is a system collection and is off limits")
     if "." in name:
         raise SandboxError(
-            f"invalid collection name {name!r}: '.' is not allowed (no other databases or "
+            f"invalid collection name {shown}: '.' is not allowed (no other databases or "
             "sub-namespaces); use '_' instead"
         )
-    if len(name) > MAX_NAME_LENGTH:
-        raise SandboxError(f"collection name is longer than {MAX_NAME_LENGTH} characters")
+    if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_LENGTH:
+        raise SandboxError(
+            f"collection name is longer than {MAX_NAME_LENGTH} bytes (UTF-8); use a shorter one"
+        )
 
 
 def check_writable(name: str) -> None:

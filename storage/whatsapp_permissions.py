@@ -16,6 +16,7 @@ from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 
 from storage import collections as c
+from storage import retry
 
 Doc = dict[str, Any]
 _E164 = re.compile(r"^\+[1-9]\d{6,14}$")
@@ -91,14 +92,20 @@ class WhatsAppPermissions:
     async def put(self, address: str, fields: Doc, *, create: bool) -> Permission | None:
         """Set ``fields`` on the record; creates it only when ``create`` (else None)."""
         now = datetime.now(UTC)
-        doc = await self._coll.find_one_and_update(
-            {"phone_number": address},
-            {"$set": {**fields, "updated_at": now}, "$setOnInsert": {"created_at": now}},
-            upsert=create,
-            return_document=ReturnDocument.AFTER,
+        doc = await retry.retried(  # $set (upsert) on a unique key: safe to repeat
+            lambda: self._coll.find_one_and_update(
+                {"phone_number": address},
+                {"$set": {**fields, "updated_at": now}, "$setOnInsert": {"created_at": now}},
+                upsert=create,
+                return_document=ReturnDocument.AFTER,
+            ),
+            "save a permission",
         )
         return _from_doc(doc) if doc else None
 
     async def remove(self, address: str) -> bool:
-        result = await self._coll.delete_one({"phone_number": address})
+        # By a unique key: a repeat deletes nothing more (and may then say "not found").
+        result = await retry.retried(
+            lambda: self._coll.delete_one({"phone_number": address}), "remove a permission"
+        )
         return result.deleted_count > 0

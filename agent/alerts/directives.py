@@ -1,191 +1,118 @@
-"""Deterministic parser for the owner's replies to alerts.
+"""Deterministic parser for the owner's replies to alerts: the grammar.
 
-Replies such as ``ack``, ``snooze 2h #12`` or ``pulse 12 per day`` are applied without the
-model: they must be instant, free and never misread. Only an exact match of the grammar
-is a directive; anything else (``ok but why did the backup fail?``) is left for the agent,
-so a question is never swallowed. Pure functions, no I/O.
+Replies such as ``ack``, ``12a``, ``close 12``, ``snooze 2h #12`` or ``pulse 12 per day``
+are applied without the model: they must be instant, free and never misread. Only an
+exact match of the grammar is a directive; anything else (``ok but why did the backup
+fail?``) is left for the agent, so a question is never swallowed, and the alerts it
+names are reported so the agent gets the right one. Codes are digits only.
+
+The text is normalised first (``reply_text``: quotes, emoji, punctuation, case,
+spacing), durations and moments are read by ``durations``; the directive types live
+in ``directive_types`` and are re-exported here. Pure functions, no I/O.
 """
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import time, timedelta
+from datetime import datetime, time, timedelta, tzinfo
 from types import MappingProxyType
-from typing import ClassVar, Final, Literal, TypeAlias
+from typing import Final, TypeAlias
 
-Scope = Literal["alert", "cron", "pulse"]
-Cadence = Literal["hourly", "daily", "weekly", "weekdays"]
-IntervalUnit = Literal["minutes", "hours", "days"]
-
-MIN_HOLD: Final = timedelta(minutes=1)
-MAX_HOLD: Final = timedelta(days=30)
-DEFAULT_SNOOZE: Final = timedelta(hours=1)
-DEFAULT_MUTE: Final = timedelta(days=1)
-PULSES_PER_DAY: Final = (48, 24, 12, 6, 2)
-MAX_INTERVAL_DAYS: Final = 31
-
-# Twilio's default keywords. Carriers act on them themselves, so we never reinterpret them.
-OPT_OUT_KEYWORDS: Final = frozenset(
-    {"stop", "stopall", "unsubscribe", "cancel", "end", "quit", "revoke", "optout"}
+from agent.alerts.directive_types import (
+    DEFAULT_MUTE,
+    DEFAULT_SNOOZE,
+    MAX_HOLD,
+    MAX_INTERVAL_DAYS,
+    MIN_HOLD,
+    PULSES_PER_DAY,
+    Ack,
+    AckAll,
+    Cadence,
+    Directive,
+    Escalate,
+    IntervalUnit,
+    Mute,
+    ParsedReply,
+    PauseJob,
+    PausePulse,
+    Resolve,
+    ResolveAll,
+    ResumeJob,
+    ResumePulse,
+    Scope,
+    SetCadence,
+    SetInterval,
+    SetPulseRate,
+    SetTime,
+    Snooze,
+    Unmute,
 )
-OPT_IN_KEYWORDS: Final = frozenset({"start", "yes", "unstop"})
-HELP_KEYWORDS: Final = frozenset({"help", "info"})
-RESERVED_KEYWORDS: Final = OPT_OUT_KEYWORDS | OPT_IN_KEYWORDS | HELP_KEYWORDS
-
-
-@dataclass(frozen=True, slots=True)
-class Ack:
-    """Acknowledge: stops escalation, the alert stays open."""
-
-    kind: ClassVar[Literal["ack"]] = "ack"
-    scope: ClassVar[Scope] = "alert"
-
-
-@dataclass(frozen=True, slots=True)
-class Resolve:
-    """Close the alert: the problem is gone."""
-
-    kind: ClassVar[Literal["resolve"]] = "resolve"
-    scope: ClassVar[Scope] = "alert"
-
-
-@dataclass(frozen=True, slots=True)
-class Snooze:
-    """Hold escalation and repeats of this alert for ``duration``."""
-
-    duration: timedelta
-    kind: ClassVar[Literal["snooze"]] = "snooze"
-    scope: ClassVar[Scope] = "alert"
-
-
-@dataclass(frozen=True, slots=True)
-class Mute:
-    """Silence new alerts with the same dedupe key for ``duration``."""
-
-    duration: timedelta
-    kind: ClassVar[Literal["mute"]] = "mute"
-    scope: ClassVar[Scope] = "alert"
-
-
-@dataclass(frozen=True, slots=True)
-class Unmute:
-    """Lift a mute early."""
-
-    kind: ClassVar[Literal["unmute"]] = "unmute"
-    scope: ClassVar[Scope] = "alert"
-
-
-@dataclass(frozen=True, slots=True)
-class SetCadence:
-    """Re-schedule the cron job that raised the alert; the time of day is kept."""
-
-    cadence: Cadence
-    kind: ClassVar[Literal["cadence"]] = "cadence"
-    scope: ClassVar[Scope] = "cron"
-
-
-@dataclass(frozen=True, slots=True)
-class SetInterval:
-    """Run the cron job every ``count`` ``unit``; always expressible as a cron step."""
-
-    count: int
-    unit: IntervalUnit
-    kind: ClassVar[Literal["interval"]] = "interval"
-    scope: ClassVar[Scope] = "cron"
-
-    @property
-    def interval(self) -> timedelta:
-        return timedelta(**{self.unit: self.count})
-
-
-@dataclass(frozen=True, slots=True)
-class SetTime:
-    """Move the cron job to this time of day (job's timezone), keeping its cadence."""
-
-    at: time
-    kind: ClassVar[Literal["at"]] = "at"
-    scope: ClassVar[Scope] = "cron"
-
-
-@dataclass(frozen=True, slots=True)
-class PauseJob:
-    """Disable the cron job that raised the alert."""
-
-    kind: ClassVar[Literal["pause"]] = "pause"
-    scope: ClassVar[Scope] = "cron"
-
-
-@dataclass(frozen=True, slots=True)
-class ResumeJob:
-    """Re-enable the cron job that raised the alert."""
-
-    kind: ClassVar[Literal["resume"]] = "resume"
-    scope: ClassVar[Scope] = "cron"
-
-
-@dataclass(frozen=True, slots=True)
-class PausePulse:
-    """Disable the pulse (heartbeat)."""
-
-    kind: ClassVar[Literal["pause_pulse"]] = "pause_pulse"
-    scope: ClassVar[Scope] = "pulse"
-
-
-@dataclass(frozen=True, slots=True)
-class ResumePulse:
-    """Re-enable the pulse."""
-
-    kind: ClassVar[Literal["resume_pulse"]] = "resume_pulse"
-    scope: ClassVar[Scope] = "pulse"
-
-
-@dataclass(frozen=True, slots=True)
-class SetPulseRate:
-    """Set ``pulses_per_day``; always one of ``PULSES_PER_DAY``."""
-
-    per_day: int
-    kind: ClassVar[Literal["pulse_rate"]] = "pulse_rate"
-    scope: ClassVar[Scope] = "pulse"
-
-
-Directive: TypeAlias = (
-    Ack
-    | Resolve
-    | Snooze
-    | Mute
-    | Unmute
-    | SetCadence
-    | SetInterval
-    | SetTime
-    | PauseJob
-    | ResumeJob
-    | PausePulse
-    | ResumePulse
-    | SetPulseRate
+from agent.alerts.durations import duration_minutes, format_duration, until
+from agent.alerts.reply_text import (
+    EDGES,
+    MAX_REPLY_CHARS,
+    RESERVED_KEYWORDS,
+    THUMBS_UP,
+    is_reserved,
+    normalise,
+    split_glued,
 )
 
-
-@dataclass(frozen=True, slots=True)
-class ParsedReply:
-    """What a reply means. At most one of ``directive``, ``error`` and ``reserved`` is set.
-
-    ``directive is None`` and ``error is None`` and not ``reserved``: free text for the
-    agent. ``error``: a recognisable directive with bad parameters; tell the owner rather
-    than asking the model. ``reserved``: a carrier keyword (STOP, HELP, ...), leave it alone.
-    """
-
-    code: str | None = None
-    directive: Directive | None = None
-    reserved: bool = False
-    error: str | None = None
-
+__all__ = [
+    "DEFAULT_MUTE",
+    "DEFAULT_SNOOZE",
+    "MAX_HOLD",
+    "MAX_INTERVAL_DAYS",
+    "MIN_HOLD",
+    "PULSES_PER_DAY",
+    "RESERVED_KEYWORDS",
+    "SHORT_ACKS",
+    "Ack",
+    "AckAll",
+    "Cadence",
+    "Directive",
+    "Escalate",
+    "IntervalUnit",
+    "Mute",
+    "ParsedReply",
+    "PauseJob",
+    "PausePulse",
+    "Resolve",
+    "ResolveAll",
+    "ResumeJob",
+    "ResumePulse",
+    "Scope",
+    "SetCadence",
+    "SetInterval",
+    "SetPulseRate",
+    "SetTime",
+    "Snooze",
+    "Unmute",
+    "format_duration",
+    "help_text",
+    "parse_reply",
+]
 
 _ACK: Final = Ack()
 _RESOLVE: Final = Resolve()
+ACK_WORDS: Final = ("ack", "acked", "acknowledge", "acknowledged")
+CLOSE_WORDS: Final = ("close", "closed", "resolve", "resolved")
+ESCALATE_WORDS: Final = ("escalate", "e")
+SHORT_ACKS: Final = frozenset(
+    {
+        *("k", "kk", "thx", "thanks", "thank you", "ty", "ok thanks", "ok thx", "ok ty"),
+        *("okay thanks", "ok thank you", "on it", "ok on it", "got it", "ok got it"),
+        *("roger", "noted", "will do", "seen", THUMBS_UP),
+    }
+)
+"""Acknowledge only as a reply to an alert (Telegram reply-to, or soon after it)."""
+
 _KEYWORDS: Final[Mapping[str, Directive]] = MappingProxyType(
     {
-        **dict.fromkeys(("ack", "acked", "ok", "okay", "acknowledge", "acknowledged", "👍"), _ACK),
-        **dict.fromkeys(("resolve", "resolved", "done", "close", "closed", "fixed"), _RESOLVE),
+        **dict.fromkeys((*ACK_WORDS, "ok", "okay"), _ACK),
+        **dict.fromkeys((*CLOSE_WORDS, "done", "fixed"), _RESOLVE),
+        **dict.fromkeys(ESCALATE_WORDS, Escalate()),
+        **dict.fromkeys(("ack all", "acknowledge all"), AckAll()),
+        **dict.fromkeys(("close all", "resolve all"), ResolveAll()),
         "unmute": Unmute(),
         "hourly": SetCadence("hourly"),
         "daily": SetCadence("daily"),
@@ -199,6 +126,16 @@ _KEYWORDS: Final[Mapping[str, Directive]] = MappingProxyType(
         "resume the pulse": ResumePulse(),
     }
 )
+# GoAlert's one-letter forms only count next to a code: "12a", "a 12", "#12 c", "12aa".
+_WITH_CODE: Final[Mapping[str, Directive]] = MappingProxyType(
+    {"a": _ACK, "c": _RESOLVE, "aa": AckAll(), "cc": ResolveAll()}
+)
+# "12 ack", "12 snooze 1h": a bare code may lead these; "ack 12", "a 12": follow these.
+_LEADING: Final = frozenset(
+    {*ACK_WORDS, *CLOSE_WORDS, *ESCALATE_WORDS, *_WITH_CODE, "snooze", "mute", "unmute"}
+    | {THUMBS_UP}
+)
+_TRAILING: Final = frozenset({*ACK_WORDS, *CLOSE_WORDS, *ESCALATE_WORDS, "a", "c", "unmute"})
 _EVERY_CADENCE: Final[Mapping[str, SetCadence]] = MappingProxyType(
     {
         "hour": SetCadence("hourly"),
@@ -207,69 +144,105 @@ _EVERY_CADENCE: Final[Mapping[str, SetCadence]] = MappingProxyType(
         "weekday": SetCadence("weekdays"),
     }
 )
-_UNIT_MINUTES: Final[Mapping[str, int]] = MappingProxyType(
+_UNTIL: Final = ("until ", "till ", "til ", "untill ", "unti ")
+_HASH_RE: Final = re.compile(r"#([0-9]{1,8})(?![0-9])")
+_BARE_RE: Final = re.compile(r"[0-9]{1,8}")
+# Alerts that free text names, for the agent's context: "#12", "12a", "ack 12", "12 close".
+_MENTION_RE: Final = re.compile(
+    r"#([0-9]{1,8})(?![0-9])"
+    r"|(?<![\w.:/#])([0-9]{1,8})(?:aa|cc|a|c|e)(?!\w)"
+    r"|\b(?:ack|acknowledge|acked|close|closed|resolve|resolved|escalate|alert|incident)"
+    r" ?#?([0-9]{1,8})(?![\w.:])"
+    r"|(?<![\w.:/#])([0-9]{1,8}) (?:ack|acknowledge|close|resolve|escalate)\b"
+)
+_MAX_MENTIONS: Final = 5
+_GLUED_UNIT_RE: Final = re.compile(r"(?<=[0-9]) (?=[a-z]{1,2}\b)")
+_TIME_RE: Final = re.compile(r"([0-9]{1,2})[:.]([0-9]{2})")
+_PULSE_RE: Final = re.compile(r"([0-9]+)\s*(?:x\s*|times\s+)?(?:per|a|/)\s*day")
+
+_DIGIT_RE: Final = re.compile(r"[0-9]")
+_EXACT: Final[Mapping[str, ParsedReply]] = MappingProxyType(
     {
-        **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), 1),
-        **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), 60),
-        **dict.fromkeys(("d", "day", "days"), 1440),
-        **dict.fromkeys(("w", "wk", "wks", "week", "weeks"), 10080),
+        **{word: ParsedReply(directive=directive) for word, directive in _KEYWORDS.items()},
+        **dict.fromkeys(SHORT_ACKS, ParsedReply(directive=_ACK, short=True)),
+        **dict.fromkeys(RESERVED_KEYWORDS, ParsedReply(reserved=True)),
     }
 )
-
-_PUNCT: Final = " .!,;:-"  # not "?": "done?" is a question for the agent
-_THUMB_MODIFIERS: Final = "\ufe0f\U0001f3fb\U0001f3fc\U0001f3fd\U0001f3fe\U0001f3ff"
-_CODE_RE: Final = re.compile(r"(?<![\w#])#([a-z0-9]{1,8})(?!\w)")
-# GoAlert-style "12a" (ack #12) / "12c" (close #12); the code must contain a digit so that
-# words such as "pizza" are not read as "ack #pizz".
-_SHORTHAND_RE: Final = re.compile(r"([a-z0-9]{0,7}\d[a-z0-9]{0,7})([ac])")
-_PART: Final = (
-    r"(\d+(?:\.\d+)?)\s*"
-    r"(minutes|minute|mins|min|m|hours|hour|hrs|hr|h|days|day|d|weeks|week|wks|wk|w)"
-)
-_DURATION_RE: Final = re.compile(rf"{_PART}(?:\s*(?:and\s+)?{_PART})*")
-_PART_RE: Final = re.compile(_PART)
-_TIME_RE: Final = re.compile(r"(\d{1,2})[:.](\d{2})")
-_PULSE_RE: Final = re.compile(r"(\d+)\s*(?:x\s*|times\s+)?(?:per|a|/)\s*day")
+"""Whole replies with no code and no parameter, answered by one lookup."""
 
 _Outcome: TypeAlias = Directive | str | None
 """A directive, an error message for a recognisable directive, or None (free text)."""
 
 
-def parse_reply(text: str) -> ParsedReply:
-    """Parse one reply; codes (``#12``) may sit anywhere, the rest must be a directive."""
-    s = " ".join(text.lower().split())
-    if s.strip(_PUNCT) in RESERVED_KEYWORDS:
+def parse_reply(text: str, *, now: datetime | None = None, tz: tzinfo | None = None) -> ParsedReply:
+    """Parse one reply. ``now`` and ``tz`` (the owner's) are needed only for moments
+    (``snooze until 8am``); without them such a reply is free text."""
+    s = normalise(text)
+    known = _EXACT.get(s)  # most replies: one lookup
+    if known is not None:
+        return known
+    if is_reserved(s):
         return ParsedReply(reserved=True)
-    codes: list[str] = _CODE_RE.findall(s) if "#" in s else []
-    if codes:
-        body = " ".join(_CODE_RE.sub(" ", s).split()).strip(_PUNCT)
-    else:
-        body = s.strip(_PUNCT)
-        short = _SHORTHAND_RE.fullmatch(body)
-        if short is not None:
-            return ParsedReply(code=short[1], directive=_ACK if short[2] == "a" else _RESOLVE)
-    code = codes[0] if codes else None
-    outcome = _parse_body(body)
+    if len(s) > MAX_REPLY_CHARS:
+        return _free_text(s, ())
+    glued = split_glued(s)
+    codes = [_code(digits) for digits in _HASH_RE.findall(glued)] if "#" in glued else []
+    rest = _HASH_RE.sub(" ", glued) if codes else glued
+    bare, body = _bare_code(rest.strip(EDGES).split())
+    named = tuple(dict.fromkeys(codes + ([bare] if bare else [])))
+    code = named[0] if named else None
+    wanted = " ".join(body)
+    if wanted in SHORT_ACKS:  # a named alert makes "👍 #12" a plain ack
+        return ParsedReply(code=code, directive=_ACK, short=code is None)
+    outcome = _parse_body(wanted, bool(named), now, tz)
     if outcome is None:
-        return ParsedReply(code=code)
+        return _free_text(s, named)
     if isinstance(outcome, str):
         return ParsedReply(code=code, error=outcome)
-    if len(set(codes)) > 1:
-        listed = " and ".join(f"#{c}" for c in dict.fromkeys(codes))
+    if len(named) > 1:
+        listed = " and ".join(f"#{c}" for c in named)
         return ParsedReply(code=code, error=f"Found {listed}: reply about one alert at a time.")
     return ParsedReply(code=code, directive=outcome)
 
 
-def _parse_body(body: str) -> _Outcome:
+def _code(digits: str) -> str:
+    """Codes are stored without leading zeros: ``#012`` is ``#12``."""
+    return str(int(digits))
+
+
+def _bare_code(body: list[str]) -> tuple[str | None, list[str]]:
+    """A code without ``#``: ``12 ack`` / ``12 a`` / ``12 snooze 1h``, or ``ack 12`` /
+    ``c 12`` / ``e 12``. Elsewhere a number is a number (``snooze 30`` is 30 minutes)."""
+    if len(body) >= 2 and _BARE_RE.fullmatch(body[0]) and body[1] in _LEADING:
+        return _code(body[0]), body[1:]
+    if len(body) == 2 and body[0] in _TRAILING and _BARE_RE.fullmatch(body[1]):
+        return _code(body[1]), body[:1]
+    return None, body
+
+
+def _free_text(s: str, named: tuple[str, ...]) -> ParsedReply:
+    """Not a directive: the agent answers, told about every alert the text names."""
+    found = list(named)
+    for match in _MENTION_RE.finditer(s) if _DIGIT_RE.search(s) else ():
+        found.append(_code(next(group for group in match.groups() if group)))
+        if len(found) >= _MAX_MENTIONS:
+            break
+    codes = tuple(dict.fromkeys(found))
+    if not codes:
+        return ParsedReply()
+    return ParsedReply(code=codes[0], more=codes[1:])
+
+
+def _parse_body(body: str, coded: bool, now: datetime | None, tz: tzinfo | None) -> _Outcome:
     """Dispatch on the first word so most replies cost one dict lookup."""
-    if body.startswith("👍"):
-        body = body.rstrip(_THUMB_MODIFIERS)
+    if body in _WITH_CODE:
+        return _WITH_CODE[body] if coded else None
     hit = _KEYWORDS.get(body)
     if hit is not None:
         return hit
     head, _, rest = body.partition(" ")
     if head in ("snooze", "mute"):
-        return _parse_hold(head, rest)
+        return _parse_hold(head, rest, now, tz)
     if head == "every":
         return _parse_every(rest)
     if head == "at":
@@ -281,27 +254,48 @@ def _parse_body(body: str) -> _Outcome:
     return None
 
 
-def _duration_minutes(text: str) -> float | None:
-    """Total minutes of ``2h``, ``90 min``, ``1h 30m``, ``1.5 hours``; None if not a duration."""
-    if _DURATION_RE.fullmatch(text) is None:
-        return None
-    return sum(float(n) * _UNIT_MINUTES[unit] for n, unit in _PART_RE.findall(text))
+def _compact(text: str) -> str:
+    """``1 h 30 m`` -> ``1h 30m`` for messages: how the owner most likely typed it."""
+    return _GLUED_UNIT_RE.sub("", text)
 
 
-def _parse_hold(verb: str, rest: str) -> _Outcome:
-    """``snooze``/``mute`` with an optional ``[for] <duration>``, bounded to 1m..30d."""
+def _hold(verb: str, duration: timedelta) -> Directive:
+    return Snooze(duration) if verb == "snooze" else Mute(duration)
+
+
+def _hold_error(verb: str, wanted: str) -> str:
+    low, high = format_duration(MIN_HOLD), format_duration(MAX_HOLD)
+    return f"{verb.capitalize()} needs a duration from {low} to {high}, not {wanted}."
+
+
+def _parse_hold(verb: str, rest: str, now: datetime | None, tz: tzinfo | None) -> _Outcome:
+    """``snooze``/``mute`` with ``[for] <duration>`` (a bare number is minutes) or
+    ``until <moment>``, bounded to 1m..30d."""
     if not rest:
-        return Snooze(DEFAULT_SNOOZE) if verb == "snooze" else Mute(DEFAULT_MUTE)
-    wanted = rest[4:] if rest.startswith("for ") else rest
-    minutes = _duration_minutes(wanted)
+        return _hold(verb, DEFAULT_SNOOZE if verb == "snooze" else DEFAULT_MUTE)
+    for word in _UNTIL:
+        if rest.startswith(word):
+            return _parse_until(verb, rest[len(word) :], now, tz)
+    wanted = rest.removeprefix("for ")
+    minutes = duration_minutes(wanted, bare_minutes=True)
     if minutes is None:
         return None
     whole = round(minutes) if minutes <= MAX_HOLD.total_seconds() / 60 else None
     if whole is None or whole < 1:
-        low, high = format_duration(MIN_HOLD), format_duration(MAX_HOLD)
-        return f"{verb.capitalize()} needs a duration from {low} to {high}, not {wanted}."
-    duration = timedelta(minutes=whole)
-    return Snooze(duration) if verb == "snooze" else Mute(duration)
+        return _hold_error(verb, _compact(wanted))
+    return _hold(verb, timedelta(minutes=whole))
+
+
+def _parse_until(verb: str, when: str, now: datetime | None, tz: tzinfo | None) -> _Outcome:
+    """``snooze until 8am`` / ``until tomorrow``: needs the clock and the owner's zone."""
+    if now is None or tz is None:
+        return None
+    held = until(when, now, tz)
+    if held is None:
+        return None
+    if not MIN_HOLD <= held <= MAX_HOLD:
+        return _hold_error(verb, f"until {_compact(when)}")
+    return _hold(verb, held)
 
 
 def _parse_every(rest: str) -> _Outcome:
@@ -309,14 +303,15 @@ def _parse_every(rest: str) -> _Outcome:
     cadence = _EVERY_CADENCE.get(rest)
     if cadence is not None:
         return cadence
-    minutes = _duration_minutes(rest)
+    minutes = duration_minutes(rest)
     if minutes is None:
         return None
+    shown = _compact(rest)
     if minutes > MAX_INTERVAL_DAYS * 1440:
-        return f"Can't run every {rest}: the most is {MAX_INTERVAL_DAYS} days."
+        return f"Can't run every {shown}: the most is {MAX_INTERVAL_DAYS} days."
     whole = round(minutes)
     if whole < 1:
-        return f"Can't run every {rest}: the least is 1 minute."
+        return f"Can't run every {shown}: the least is 1 minute."
     if whole % 1440 == 0:
         return SetInterval(whole // 1440, "days")
     if whole % 60 == 0:
@@ -324,13 +319,13 @@ def _parse_every(rest: str) -> _Outcome:
         if 24 % hours == 0:
             return SetInterval(hours, "hours")
         return (
-            f"Can't run every {rest}: use hours that divide a day "
+            f"Can't run every {shown}: use hours that divide a day "
             "(1, 2, 3, 4, 6, 8, 12) or whole days."
         )
     if 60 % whole == 0:
         return SetInterval(whole, "minutes")
     return (
-        f"Can't run every {rest}: use minutes that divide an hour "
+        f"Can't run every {shown}: use minutes that divide an hour "
         "(1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30) or whole hours."
     )
 
@@ -368,19 +363,6 @@ def _parse_make(rest: str) -> _Outcome:
         return _parse_every(inner[6:])
     hit = _KEYWORDS.get(inner)
     return hit if isinstance(hit, SetCadence) else None
-
-
-def format_duration(td: timedelta) -> str:
-    """Compact form for confirmations: ``2h``, ``1d``, ``30m``, ``1h 30m``."""
-    if td < timedelta(0):
-        return "-" + format_duration(-td)
-    seconds = int(td.total_seconds())
-    if seconds < 60:
-        return f"{seconds}s" if seconds else "0m"
-    days, rest = divmod(seconds // 60, 1440)
-    hours, minutes = divmod(rest, 60)
-    parts = (f"{v}{u}" for v, u in ((days, "d"), (hours, "h"), (minutes, "m")) if v)
-    return " ".join(parts)
 
 
 def help_text(has_cron: bool, *, has_pulse: bool = False) -> str:

@@ -47,6 +47,10 @@ class RoutingPolicy:
     sms_per_hour: int = 10
     context_window: timedelta = timedelta(hours=24)
     """A free-text reply gets the latest alert as context only if it was sent this recently."""
+    short_ack_window: timedelta = timedelta(minutes=30)
+    """A short acknowledgement ("k", "thx", "👍") on SMS or WhatsApp acks the alert sent
+    on that channel at most this long ago, if nothing was sent there since; on Telegram
+    it must reply to the alert. Zero turns short acknowledgements off everywhere."""
 
     @classmethod
     def from_doc(cls, doc: Mapping[str, Any] | None) -> RoutingPolicy:
@@ -54,7 +58,12 @@ class RoutingPolicy:
         if not doc:
             return cls()
         overrides: dict[str, Any] = {}
-        minutes = {"warning_sms_after", "critical_repeat_every", "context_window"}
+        minutes = {
+            "warning_sms_after",
+            "critical_repeat_every",
+            "context_window",
+            "short_ack_window",
+        }
         for f in fields(cls):
             key = f"{f.name}_minutes" if f.name in minutes else f.name
             if key not in doc:
@@ -124,7 +133,7 @@ def chat_text(alert: Doc, lead: str = "") -> str:
 
 
 def sms_text(alert: Doc, lead: str = "") -> str:
-    """A short copy for SMS; the GoAlert-style ``12a`` shorthand saves typing."""
+    """A short copy for SMS; GoAlert-style ``12a`` / ``12c`` save typing."""
     code, body = alert["code"], str(alert.get("body") or "")
     if len(body) > SMS_BODY_CHARS:
         body = body[: SMS_BODY_CHARS - 1].rstrip() + "…"
@@ -132,7 +141,7 @@ def sms_text(alert: Doc, lead: str = "") -> str:
     text = f"{lead} {head}" if lead else head
     if body:
         text += f"\n{body}"
-    return text + f"\nReply {code}a to ack, or #{code} snooze 1h, #{code} resolve."
+    return text + f"\nReply {code}a to ack, {code}c to resolve, or #{code} snooze 1h."
 
 
 def buttons(alert: Doc) -> tuple[Button, ...]:

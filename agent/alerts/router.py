@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
@@ -23,17 +23,16 @@ from agent.alerts import policy as r
 from agent.alerts.directives import Directive, format_duration
 from agent.alerts.fields import AlertError, validate
 from agent.alerts.lifecycle import STOP_TIMER, Lifecycle, Outcome, escalation_after
+from agent.alerts.paging import Paged, Pager
 from agent.alerts.store import LEASE, SEVERITIES, AlertStore, entry
 from agent.config import Settings
-from agent.owner import Target, owner_address, owner_chats
 from channels.outbox import Outbox
-from channels.types import SMS_BUDGET_TAKEN, Channel, OutboundMessage
+from channels.types import Channel
 from storage.tasks import stop_task, wait_event
 
 log = logging.getLogger(__name__)
 Clock = Callable[[], datetime]
 Doc = dict[str, Any]
-Paged = Literal["sent", "budget", "unavailable", "failed"]
 RANK: Mapping[str, int] = MappingProxyType({name: i for i, name in enumerate(SEVERITIES)})
 MAX_POLL = 30.0
 MAX_STEPS_PER_TICK = 10_000
@@ -51,9 +50,8 @@ class AlertRouter:
     ) -> None:
         self.store = AlertStore(db)
         self._db = db
-        self._outbox = outbox
-        self._channels = channels
         self._settings = settings
+        self._pager = Pager(self.store, outbox, channels, settings, lambda: self.sms_per_hour)
         self._clock = clock
         self.policy = policy or r.RoutingPolicy()
         self._fixed_policy = policy is not None
@@ -186,6 +184,38 @@ class AlertRouter:
             self._wake.set()
         return outcome
 
+    async def escalate(self, code: str, by: str) -> Outcome:
+        """The owner asks for the next escalation step now: an SMS page (every chat when
+        SMS cannot go), quiet hours or not. An acknowledged or snoozed alert is open
+        again, so its escalation carries on until it is acknowledged once more."""
+        alert = await self.store.by_code(code)
+        if alert is None:
+            return Outcome(f"There is no alert #{code.lstrip('#')}.")
+        code, status, now = alert["code"], alert["status"], self._clock()
+        if status == "resolved":
+            return Outcome(f"#{code} is resolved; there is nothing to escalate.", alert)
+        if status == "muted":
+            return Outcome(f"#{code} is muted; unmute it first.", alert)
+        claimed = await self.store.change(  # the lease keeps the timer loop off it meanwhile
+            alert["_id"],
+            when_status=(status,),
+            set_={"status": "open", "next_action": "sms", "next_escalation_at": now + LEASE},
+            unset=("snoozed_until",),
+            history=[entry(now, by, "escalation requested")],
+        )
+        if claimed is None:
+            return Outcome(f"#{code} changed just now; please try again.", alert)
+        paged, chats = await self._escalate(claimed, now, "Escalated on request.")
+        self._wake.set()
+        current = await self.store.by_code(code)
+        if paged == "sent":
+            return Outcome(f"#{code} escalated: paged by SMS.", current, True)
+        why = {"budget": "the hourly SMS budget is used up", "failed": "the SMS failed"}
+        reason = why.get(paged, "SMS is not set up")
+        if chats:
+            return Outcome(f"#{code} escalated to {', '.join(chats)}: {reason}.", current, True)
+        return Outcome(f"#{code} could not be escalated: {reason} and no chat took it.", current)
+
     # -- timers ------------------------------------------------------------------------
 
     async def tick(self, now: datetime | None = None) -> int:
@@ -270,38 +300,34 @@ class AlertRouter:
         """First delivery (or a reminder): critical everywhere, others to the first chat."""
         lead = str(alert.get("lead") or "")
         seq = int(alert.get("seq") or 0)
-        chats = owner_chats(self._settings, self._channels)
         sent: list[str] = []
         paged: Paged | None = None
         if alert["severity"] == "critical":
-            paged = await self._page(alert, now, seq, lead)
-            for target in chats:
-                if await self._send(target, alert, seq, lead):
-                    sent.append(target.channel)
+            paged = await self._pager.page(alert, now, seq, lead)
+            sent = await self._pager.send_everywhere(alert, seq, lead)
         else:
-            first = await self._send_first(chats, alert, seq, lead)
+            first = await self._pager.send_first(alert, seq, lead)
             if first is not None:
                 sent.append(first.channel)
             elif alert["severity"] == "warning":
-                paged = await self._page(alert, now, seq, lead)
+                paged = await self._pager.page(alert, now, seq, lead)
         await self._sent(alert, now, sent, paged, delivered=True)
 
-    async def _escalate(self, alert: Doc, now: datetime) -> None:
+    async def _escalate(self, alert: Doc, now: datetime, lead: str = "") -> tuple[Paged, list[str]]:
         """Not acknowledged in time: page by SMS, or on every chat when SMS cannot go."""
-        rounds = int(alert.get("sms_rounds") or 0) + 1
-        if alert["severity"] == "critical":
+        if not lead and alert["severity"] == "critical":
+            rounds = int(alert.get("sms_rounds") or 0) + 1
             lead = f"Page {rounds} of {self.policy.critical_max_sms}, not acknowledged."
-        else:
+        elif not lead:
             age = format_duration(now - (alert.get("delivered_at") or alert["created_at"]))
             lead = f"Not acknowledged after {age}."
         seq = int(alert.get("seq") or 0)
-        paged = await self._page(alert, now, seq, lead)
+        paged = await self._pager.page(alert, now, seq, lead)
         sent: list[str] = []
         if paged != "sent":
-            for target in owner_chats(self._settings, self._channels):
-                if await self._send(target, alert, seq, lead):
-                    sent.append(target.channel)
-        await self._sent(alert, now, sent, paged, delivered=False)
+            sent = await self._pager.send_everywhere(alert, seq, lead)
+        await self._sent(alert, now, list(sent), paged, delivered=False)
+        return paged, sent
 
     async def _sent(
         self, alert: Doc, now: datetime, sent: list[str], paged: Paged | None, *, delivered: bool
@@ -331,69 +357,3 @@ class AlertRouter:
         )
         if not sent:
             log.error("alert #%s reached no channel", alert["code"])
-
-    async def _page(self, alert: Doc, now: datetime, seq: int, lead: str) -> Paged:
-        """One SMS to the owner, within the hourly budget."""
-        phone = owner_address(self._settings, "sms")
-        if "sms" not in self._channels or phone is None:
-            return "unavailable"
-        if not await self.store.take_sms(now, self.sms_per_hour):
-            log.warning("sms budget reached; alert #%s not paged", alert["code"])
-            await self._tell_budget(alert, now)
-            return "budget"
-        key = f"alert:{alert['code']}:{seq}:sms"
-        meta = {"alert_code": alert["code"], SMS_BUDGET_TAKEN: True}
-        await self._outbox.enqueue(
-            OutboundMessage("sms", phone, r.sms_text(alert, lead), key, meta=meta)
-        )
-        # A failed first try stays queued and is retried; a refusal (bad number, the
-        # owner replied STOP) is final, and the page must reach a chat instead.
-        status = await self.store.outbox_status(key)
-        return "failed" if status == "failed" else "sent"
-
-    async def _tell_budget(self, alert: Doc, now: datetime) -> None:
-        if not await self.store.claim_budget_notice(now):
-            return
-        frees = await self.store.budget_frees_at()
-        when = r.local_time(frees, now, self._settings.tz) if frees else "within the hour"
-        text = (
-            f"SMS budget reached ({self.sms_per_hour} per hour): #{alert['code']} "
-            f"{alert['title']} was not sent by SMS. SMS pages resume at {when}."
-        )
-        key = f"sms-budget:{now.isoformat()}"
-        for target in owner_chats(self._settings, self._channels):
-            message = OutboundMessage(
-                target.channel, target.chat_id, text, f"{key}:{target.channel}"
-            )
-            await self._outbox.enqueue(message)
-            if await self.store.outbox_status(message.idempotency_key) == "sent":
-                return
-
-    async def _send(self, target: Target, alert: Doc, seq: int, lead: str) -> bool:
-        """Send the chat copy through the outbox; True once the channel accepted it."""
-        key = f"alert:{alert['code']}:{seq}:{target.channel}"
-        message = OutboundMessage(
-            target.channel,
-            target.chat_id,
-            r.chat_text(alert, lead),
-            key,
-            buttons=r.buttons(alert) if target.channel == "telegram" else (),
-            meta={"alert_code": alert["code"]},
-        )
-        await self._outbox.enqueue(message)
-        return await self.store.outbox_status(key) == "sent"
-
-    async def _send_first(
-        self, targets: list[Target], alert: Doc, seq: int, lead: str
-    ) -> Target | None:
-        """The first chat that takes the alert; copies that failed on the way stop retrying."""
-        failed: list[str] = []
-        for target in targets:
-            if await self._send(target, alert, seq, lead):
-                await self.store.supersede(failed, target.channel)
-                return target
-            log.warning(
-                "alert #%s: %s failed, trying the next channel", alert["code"], target.channel
-            )
-            failed.append(f"alert:{alert['code']}:{seq}:{target.channel}")
-        return None

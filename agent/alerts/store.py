@@ -4,6 +4,10 @@ Every state change is one conditional update, so two replies racing (a button pr
 and a typed "ack") or two processes ticking cannot apply a change twice. Timers
 live in the documents (``next_escalation_at`` + ``next_action``), which is what lets
 a restarted process carry on an escalation where the old one stopped.
+
+A write cut off by a dropped connection is sent once more (``storage.retry``) where
+that cannot apply it twice: changes and timer claims carry a claim token, inserts
+their own ``_id``, the rest are ``$set`` or compare-and-set.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
 from storage import collections as c
-from storage import sms_budget
+from storage import retry, sms_budget
 from storage.sms_budget import BUDGET_DOC
 
 Doc = dict[str, Any]
@@ -52,18 +56,23 @@ class AlertStore:
 
     async def next_code(self) -> str:
         """Short, increasing codes (``#12``): easy to type on a phone."""
-        doc = await self._settings.find_one_and_update(
-            {"_id": CODE_COUNTER},
-            {"$inc": {"value": 1}},
-            upsert=True,
-            return_document=ReturnDocument.AFTER,
+        # A retry may skip a number (the first try's $inc landed), never repeat one:
+        # codes must be unique, not contiguous.
+        doc = await retry.retried(
+            lambda: self._settings.find_one_and_update(
+                {"_id": CODE_COUNTER},
+                {"$inc": {"value": 1}},
+                upsert=True,
+                return_document=ReturnDocument.AFTER,
+            ),
+            "next alert code",
         )
         return str(doc["value"]) if doc else "1"
 
     async def insert(self, doc: Doc) -> Doc | None:
         """Insert a new alert; None when an unresolved one already holds its dedupe key."""
         try:
-            await self._alerts.insert_one(doc)
+            await retry.insert(self._alerts, doc)
         except DuplicateKeyError as exc:
             if "open_key" in str(exc):
                 return None
@@ -72,10 +81,10 @@ class AlertStore:
 
     async def repeat(self, dedupe_key: str, now: datetime) -> Doc | None:
         """Count a repeat on the unresolved alert with this key; None when there is none."""
-        return await self._alerts.find_one_and_update(
+        return await retry.claim(
+            self._alerts,
             {"open_key": dedupe_key},
             {"$inc": {"count": 1}, "$set": {"last_seen_at": now, "updated_at": now}},
-            return_document=ReturnDocument.AFTER,
         )
 
     # -- reading -------------------------------------------------------------------
@@ -127,9 +136,12 @@ class AlertStore:
     async def supersede(self, keys: Sequence[str], channel: str) -> None:
         """Stop retrying copies that failed once another channel delivered the alert."""
         if keys:
-            await self._outbox.update_many(
-                {"idempotency_key": {"$in": list(keys)}, "status": "pending"},
-                {"$set": {"status": "superseded", "superseded_by": channel}},
+            await retry.retried(  # a $set: safe to repeat
+                lambda: self._outbox.update_many(
+                    {"idempotency_key": {"$in": list(keys)}, "status": "pending"},
+                    {"$set": {"status": "superseded", "superseded_by": channel}},
+                ),
+                "supersede alert copies",
             )
 
     # -- timers ----------------------------------------------------------------------
@@ -139,11 +151,11 @@ class AlertStore:
         query: Doc = {"next_escalation_at": {"$lte": now}}
         if alert_id is not None:
             query["_id"] = alert_id
-        return await self._alerts.find_one_and_update(
+        return await retry.claim(
+            self._alerts,
             query,
             {"$set": {"next_escalation_at": now + LEASE}},
             sort=[("next_escalation_at", ASCENDING)],
-            return_document=ReturnDocument.AFTER,
         )
 
     async def next_due(self) -> datetime | None:
@@ -185,9 +197,8 @@ class AlertStore:
             push["deliveries"] = {"$each": list(delivered), "$slice": -DELIVERIES_KEEP}
         if push:
             update["$push"] = push
-        return await self._alerts.find_one_and_update(
-            query, update, return_document=ReturnDocument.AFTER
-        )
+        # A claim: its $inc and $push apply once even when the write is sent again.
+        return await retry.claim(self._alerts, query, update)
 
     # -- SMS budget -------------------------------------------------------------------
 
@@ -200,14 +211,20 @@ class AlertStore:
 
     async def claim_budget_notice(self, now: datetime) -> bool:
         """True at most once an hour: the owner hears about the budget once, not per alert."""
-        result = await self._settings.update_one(
-            {
-                "_id": BUDGET_DOC,
-                "$or": [
-                    {"told_at": {"$exists": False}},
-                    {"told_at": {"$lte": now - timedelta(hours=1)}},
-                ],
-            },
-            {"$set": {"told_at": now}},
+        # Matching told_at == now too makes a repeat of this write (a retry after a lost
+        # reply) still say True; the notice's outbox key (by time) keeps it single.
+        result = await retry.retried(
+            lambda: self._settings.update_one(
+                {
+                    "_id": BUDGET_DOC,
+                    "$or": [
+                        {"told_at": {"$exists": False}},
+                        {"told_at": {"$lte": now - timedelta(hours=1)}},
+                        {"told_at": now},
+                    ],
+                },
+                {"$set": {"told_at": now}},
+            ),
+            "claim the budget notice",
         )
-        return result.modified_count == 1
+        return result.matched_count == 1

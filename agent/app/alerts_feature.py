@@ -23,6 +23,7 @@ from agent.config import Settings
 from agent.context import RunContext
 from agent.conversation.alert_replies import AlertReplies, alert_prompt_section
 from agent.tools.alerts import MANAGE_ALERTS, RAISE_ALERT
+from channels.text import clean_text, clean_value
 from channels.types import InboundMessage, Reply
 from storage.sms_budget import take_sms
 
@@ -74,8 +75,10 @@ def _api_raise(router: AlertRouter) -> Any:
     async def handler(request: web.Request) -> web.Response:
         """``POST /api/alerts``: existing monitors use Watchkeeper as their escalation path."""
         try:
-            data = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
+            # Invalid UTF-8 and lone surrogates ("\ud83d" alone is valid JSON) become
+            # U+FFFD here: the alert must be storable and sendable.
+            data = clean_value(json.loads(clean_text(await request.read())))
+        except (ValueError, RecursionError):  # not JSON, or nested absurdly deep
             return _json({"error": "body must be a JSON object"}, 400)
         if not isinstance(data, dict):
             return _json({"error": "body must be a JSON object"}, 400)

@@ -75,7 +75,12 @@ async def build_app(
             model = build_model(settings)
             stack.push_async_callback(model.aclose)
         database = await stack.enter_async_context(
-            open_database(settings.mongodb_uri, settings.mongodb_db, settings.data_dir)
+            open_database(
+                settings.mongodb_uri,
+                settings.mongodb_db,
+                settings.data_dir,
+                idle_timeout=settings.embedded_db_idle_timeout_seconds,
+            )
         )
         where = f"embedded in {settings.data_dir}" if database.embedded else "MongoDB"
         note(f"database: {where} ({settings.mongodb_db})")

@@ -10,7 +10,9 @@ import signal
 import sys
 
 from agent.cli.logs import setup_logging
+from agent.cli.run_lock import AlreadyRunning, hold_run_lock
 from agent.config import ConfigError, Settings, load_settings
+from storage.embedded import EmbeddedUnavailable
 
 log = logging.getLogger("watchkeeper")
 
@@ -18,13 +20,19 @@ log = logging.getLogger("watchkeeper")
 async def _run(settings: Settings) -> int:
     from agent.app.core import build_app
     from agent.app.http import make_web_app, serve
+    from agent.llm.factory import build_model
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    # A missing key stops start-up before anything exists, DATA_DIR included.
+    model = build_model(settings)
     async with contextlib.AsyncExitStack() as stack:
-        app = await stack.enter_async_context(build_app(settings))
+        stack.push_async_callback(model.aclose)
+        # Before any part starts: a second run on this DATA_DIR is refused here.
+        stack.enter_context(hold_run_lock(settings.data_dir))
+        app = await stack.enter_async_context(build_app(settings, model=model))
         port = await stack.enter_async_context(
             serve(make_web_app(app), settings.http_host, settings.http_port)
         )
@@ -99,6 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"watchkeeper: {exc}", file=sys.stderr)
         return 2
+    except (AlreadyRunning, EmbeddedUnavailable) as exc:
+        print(f"watchkeeper: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
     return 1

@@ -80,7 +80,12 @@ async def print_schedule(
         print("watchkeeper: --hours must be positive", file=sys.stderr)
         return 2
     tz = settings.tz
-    async with open_database(settings.mongodb_uri, settings.mongodb_db, settings.data_dir) as db:
+    async with open_database(
+        settings.mongodb_uri,
+        settings.mongodb_db,
+        settings.data_dir,
+        idle_timeout=settings.embedded_db_idle_timeout_seconds,
+    ) as db:
         state = await PulseStore(db.db, clock, tz).get()
         jobs = await CronService(db.db, clock, settings.timezone).list_jobs()
     for line in schedule_lines(state, jobs, tz, clock(), hours):

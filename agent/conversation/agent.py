@@ -31,12 +31,25 @@ APOLOGY = (
 )
 
 
+def apology(reason: str | None) -> str:
+    """What the user is told when an exchange fails: ``reason`` in plain words (never
+    an exception's text); without one, that the model could not be reached."""
+    if not reason:
+        return APOLOGY
+    return (
+        f"Sorry, I can't answer that right now: {reason}. Your message is saved; "
+        "please try again in a minute."
+    )
+
+
 @dataclass
 class AgentReply:
     text: str
     usage: Usage = field(default_factory=Usage)
     tool_calls: list[str] = field(default_factory=list)
     failed: bool = False
+    failure: str = ""
+    """Why it failed, for logs and the inbox row; never shown to the user."""
     exhausted: bool = False
     conversation_id: ObjectId | None = None
     duration_ms: float = 0.0
@@ -103,7 +116,8 @@ class Agent:
             log.error("model failed for %s: %s", ctx.conversation_key, exc)
             stored = _to_docs([incoming], asked)
             stored.append({"role": "assistant", "parts": [], "error": "model_unavailable"})
-            reply.text, reply.failed = APOLOGY, True
+            reply.text, reply.failed = apology(exc.reason), True
+            reply.failure = f"model_unavailable: {exc}"
         else:
             stored = _to_docs([incoming], asked) + self._result_docs(result)
             reply.text, reply.usage, reply.tool_calls = result.text, result.usage, result.tool_calls

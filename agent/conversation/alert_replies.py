@@ -1,29 +1,45 @@
 """The owner's replies to alerts, tried before the agent (a dispatcher interceptor).
 
-A reply is matched to an alert by ``#code``, by Telegram reply-to (the outbox knows
-which message carried which alert), else by the latest alert sent to the owner.
-Directives are applied without the model and confirmed on the same channel; any
-other text goes to the agent with the alert attached as context. With no alert in
-play, the message is not ours: ``None`` hands it to the agent as usual.
+A reply is matched to an alert by its code (``#12``, ``12a``, ``ack 12``...), by
+reply-to (the outbox knows which message carried which alert), else by the latest
+alert sent to the owner. Directives are applied without the model and confirmed on
+the same channel. A short acknowledgement ("k", "thx", "👍") acks only an alert it
+answers: one it replies to, or on SMS/WhatsApp the alert last sent to that chat
+within ``RoutingPolicy.short_ack_window``. Any other text goes to the agent with the
+alert attached as context, and the prompt says whether and how the owner named it.
+With no alert in play, the message is not ours: ``None`` hands it to the agent.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any
+from typing import Any, Literal
 
-from agent.alerts.directives import ParsedReply, parse_reply
+from agent.alerts.bulk import bulk_reply
+from agent.alerts.directives import Ack, AckAll, Escalate, ParsedReply, ResolveAll, parse_reply
 from agent.alerts.job_directives import apply_cron, apply_pulse
 from agent.alerts.lifecycle import ALERT_DIRECTIVES
 from agent.alerts.policy import local_time, public
+from agent.alerts.reply_target import last_sent_alert, replied_alert
 from agent.alerts.router import AlertRouter
 from agent.context import AlertInPlay, RunContext
 from agent.conversation.agent import Agent
-from channels.types import InboundMessage, Reply
+from agent.owner import owner_address
+from channels.types import HandlingFailed, InboundMessage, Reply
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
+Named = Literal["code", "reply"]
+
+
+@dataclasses.dataclass(frozen=True)
+class NamedAlert(AlertInPlay):
+    """The alert in play, and how the owner named it (so the prompt can say so)."""
+
+    how: Named | None = None
+    also: tuple[str, ...] = ()
+    """Other alerts the message names, not attached."""
 
 
 class AlertReplies:
@@ -32,15 +48,24 @@ class AlertReplies:
         self._agent = agent
 
     async def __call__(self, message: InboundMessage, ctx: RunContext) -> list[Reply] | None:
-        parsed = parse_reply(message.text)
+        parsed = parse_reply(message.text, now=ctx.now, tz=ctx.deps.settings.tz)
         if parsed.reserved:
             # Carriers answer STOP/START/HELP on SMS themselves: a second answer from us
             # would be noise (or cost). Elsewhere it is ordinary text for the agent.
             return [] if message.channel == "sms" else None
         directive = parsed.directive
+        by = f"owner via {message.channel}"
         if directive is not None and directive.scope == "pulse" and parsed.code is None:
             return [self._reply(await apply_pulse(ctx.deps.pulse, directive))]
-        alert, explicit = await self._match(message, parsed, ctx)
+        if isinstance(directive, AckAll | ResolveAll):
+            return [self._reply(await self._bulk(message, ctx, parsed, directive, by))]
+        if parsed.short:
+            target = await self._short_ack_target(message, ctx)
+            if target is not None:
+                outcome = await self._router.apply(target["code"], Ack(), by)
+                return [self._reply(outcome.text, target["code"])]
+            parsed, directive = ParsedReply(), None  # not a reply to an alert: free text
+        alert, how = await self._match(message, parsed, ctx)
         if alert is None:
             if parsed.code is not None and (directive is not None or parsed.error):
                 return [self._reply(f"There is no alert #{parsed.code}.")]
@@ -49,8 +74,12 @@ class AlertReplies:
         if parsed.error is not None:
             return [self._reply(parsed.error, code)]
         if directive is None:
-            return await self._ask_agent(message, ctx, alert, explicit)
-        by = f"owner via {message.channel}"
+            others = tuple(c for c in (parsed.code, *parsed.more) if c and c != code)
+            return await self._ask_agent(
+                message, ctx, NamedAlert(public(alert), bool(how), how, others)
+            )
+        if isinstance(directive, Escalate):
+            return [self._reply((await self._router.escalate(code, by)).text, code)]
         if isinstance(directive, ALERT_DIRECTIVES):
             outcome = await self._router.apply(code, directive, by)
             return [self._reply(outcome.text, code)]
@@ -58,28 +87,72 @@ class AlertReplies:
             return [self._reply(await apply_cron(ctx.deps.cron, alert, directive, ctx.now), code)]
         return [self._reply(await apply_pulse(ctx.deps.pulse, directive), code)]
 
+    async def _bulk(
+        self,
+        message: InboundMessage,
+        ctx: RunContext,
+        parsed: ParsedReply,
+        directive: AckAll | ResolveAll,
+        by: str,
+    ) -> str:
+        """``12aa`` / ``12cc``: every open alert, once the owner sends it again."""
+        letters = "aa" if isinstance(directive, AckAll) else "cc"
+        words = "ack all" if isinstance(directive, AckAll) else "resolve all"
+        form = f"{parsed.code}{letters}" if parsed.code else f"'{words}'"
+        chat = f"{message.channel}:{message.chat_id}"
+        return await bulk_reply(
+            self._router, ctx.deps.db, directive, chat=chat, form=form, now=ctx.now, by=by
+        )
+
+    async def _short_ack_target(self, message: InboundMessage, ctx: RunContext) -> Doc | None:
+        """The alert a "k" / "thx" / "👍" answers: the alert message it replies to (any
+        channel that says so, Telegram always), else on SMS/WhatsApp the alert last sent
+        to this chat within the window, if nothing was sent there since."""
+        window = self._router.policy.short_ack_window
+        if window.total_seconds() <= 0:
+            return None
+        db, store = ctx.deps.db, self._router.store
+        if message.reply_to:
+            sent = await replied_alert(db, message.channel, message.chat_id, message.reply_to)
+            return await store.by_code(sent.code) if sent and sent.is_alert else None
+        if message.channel not in ("sms", "whatsapp"):
+            return None
+        chats = [message.chat_id, owner_address(ctx.deps.settings, message.channel) or ""]
+        code = await last_sent_alert(db, message.channel, chats, ctx.now - window)
+        return await store.by_code(code) if code else None
+
     async def _match(
         self, message: InboundMessage, parsed: ParsedReply, ctx: RunContext
-    ) -> tuple[Doc | None, bool]:
-        """The alert this reply is about, and whether the owner named it (code, reply-to)."""
+    ) -> tuple[Doc | None, Named | None]:
+        """The alert this reply is about, and how the owner named it (code, reply-to)."""
         store = self._router.store
         if parsed.code is not None:
-            return await store.by_code(parsed.code), True
+            if parsed.directive is not None or parsed.error is not None:
+                return await store.by_code(parsed.code), "code"
+            for code in (parsed.code, *parsed.more):  # free text: the first that exists
+                alert = await store.by_code(code)
+                if alert is not None:
+                    return alert, "code"
+            return None, "code"
         if message.reply_to:
-            code = await store.code_for_message(message.channel, message.chat_id, message.reply_to)
-            if code is not None:
-                return await store.by_code(code), True
+            sent = await replied_alert(
+                ctx.deps.db, message.channel, message.chat_id, message.reply_to
+            )
+            if sent is not None:
+                return await store.by_code(sent.code), "reply"
         if parsed.directive is not None or parsed.error is not None:
-            return await store.latest_sent(), False
+            return await store.latest_sent(), None
         since = ctx.now - self._router.policy.context_window
-        return await store.latest_sent(since), False
+        return await store.latest_sent(since), None
 
     async def _ask_agent(
-        self, message: InboundMessage, ctx: RunContext, alert: Doc, explicit: bool
+        self, message: InboundMessage, ctx: RunContext, in_play: NamedAlert
     ) -> list[Reply]:
         """Free text about an alert: the agent answers, knowing which alert it is."""
-        about = dataclasses.replace(ctx, alert=AlertInPlay(public(alert), explicit))
+        about = dataclasses.replace(ctx, alert=in_play)
         reply = await self._agent.respond(message.text, about)
+        if reply.failed:
+            raise HandlingFailed(reply.failure, [Reply(reply.text)])
         if not reply.text.strip():
             return [Reply("(done; nothing to add)")]
         return [Reply(reply.text)]
@@ -107,13 +180,32 @@ async def alert_prompt_section(ctx: RunContext) -> str | None:
         f"Status: {alert.get('status')}; seen {alert.get('count', 1)} time(s); "
         f"raised by {alert.get('source')} at {when}."
     )
-    if not ctx.alert.named_by_owner:
-        lines.append(
-            "The owner did not name the alert: it is the latest one sent to them, so the "
-            "message may be about something else."
-        )
+    lines.append(_how_named(ctx.alert))
     lines.append(
         "Answer the owner's message in that light. To change the alert use manage_alerts "
         f"with code {alert.get('code')!r}."
     )
     return "\n".join(lines)
+
+
+def _how_named(in_play: AlertInPlay) -> str:
+    """Which alert the owner meant, and how sure that is, in the prompt's words."""
+    code = in_play.alert.get("code")
+    how = in_play.how if isinstance(in_play, NamedAlert) else None
+    also = in_play.also if isinstance(in_play, NamedAlert) else ()
+    if not in_play.named_by_owner:
+        return (
+            "The owner did not name the alert: it is the latest one sent to them, so the "
+            "message may be about something else."
+        )
+    if how == "reply":
+        text = f"The owner replied to the message that carried #{code}: this is the alert meant."
+    else:
+        text = (
+            f"The owner named alert #{code} in the message, but it is not a reply the "
+            "parser could apply: this is the alert meant, and the rest is yours to handle."
+        )
+    if also:
+        listed = ", ".join(f"#{c}" for c in also)
+        text += f" The message also names {listed} (not shown here; list them if it matters)."
+    return text

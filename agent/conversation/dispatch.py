@@ -16,9 +16,9 @@ from bson import ObjectId
 from pymongo.errors import DuplicateKeyError
 
 from agent.context import AgentDeps, RunContext, Tier
-from agent.conversation.agent import Agent
+from agent.conversation.agent import Agent, apology
 from agent.conversation.prompt import mark_untrusted
-from channels.types import InboundMessage, Reply
+from channels.types import HandlingFailed, InboundMessage, Reply
 from storage import collections as c
 
 log = logging.getLogger(__name__)
@@ -38,6 +38,8 @@ COMMAND_HELP: Mapping[str, str] = MappingProxyType(
 )
 """Descriptions shown by /help and registered as Telegram's command menu."""
 REFUSAL_EVERY = timedelta(days=1)
+BROKEN = "something went wrong on my side"
+"""The reason given to the sender when handling failed for a reason of our own."""
 RATE_WINDOW = timedelta(minutes=1)
 SLOW_DOWN = (
     "You are sending messages faster than I can answer them. I will read again in a "
@@ -108,6 +110,20 @@ class Dispatcher:
             can_reply=trust.can_reply,
             transport=MappingProxyType(dict(message.meta)),
         )
+        try:
+            return await self._route(message, ctx)
+        except HandlingFailed:
+            raise
+        except Exception as exc:
+            # Whatever broke, the sender hears so (when they may be answered) and the
+            # message ends as failed: it is not run, and billed, again at a restart.
+            log.exception("handling a %s message failed", message.channel)
+            replies = [Reply(apology(BROKEN))] if ctx.can_reply else []
+            raise HandlingFailed(f"{type(exc).__name__}: {exc}", replies) from exc
+
+    async def _route(self, message: InboundMessage, ctx: RunContext) -> list[Reply]:
+        """A command, an interceptor (alert directives) or else the agent answers."""
+        tier = ctx.tier
         command = command_of(message.text) if tier == "owner" else ""
         if command in self.commands:
             return await self.commands[command](message, ctx)
@@ -122,6 +138,8 @@ class Dispatcher:
                 return await self._slow_down(message, ctx)
             text = mark_untrusted(text, message.sender_id, message.sender_name)
         reply = await self.agent.respond(text, ctx)
+        if reply.failed:
+            raise HandlingFailed(reply.failure, [Reply(reply.text)] if ctx.can_reply else [])
         if not reply.text.strip():
             return [] if tier == "contact" else [Reply("(done; nothing to add)")]
         if not ctx.can_reply:

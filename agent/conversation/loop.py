@@ -5,6 +5,11 @@ results to send back. An identical repeated call (same name and arguments) is no
 run again; the model is told to use the earlier result instead. A call that acts on
 the world is keyed by (exchange, call index): when a replayed exchange makes the same
 call again, its stored result is returned and nothing is done twice.
+
+Nothing else leaves the loop: a model failure is a ``ModelError`` (the agent answers
+with an apology), a tool that fails or arguments that cannot be used are a tool error
+(``{"error": ...}``) the model reads. What the model wrote and what tools returned is
+made storable first (U+FFFD for what cannot be encoded, nesting bounded).
 """
 
 from __future__ import annotations
@@ -15,9 +20,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.context import RunContext
-from agent.llm.base import ModelClient
-from agent.llm.types import ModelMessage, TextPart, ToolCallPart, ToolResultPart, Usage
+from agent.llm.base import ModelClient, ModelError, unexpected
+from agent.llm.types import (
+    INVALID_ARGUMENTS_KEY,
+    ModelMessage,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    Usage,
+)
 from agent.tools.base import Toolset
+from channels.text import MAX_DEPTH, TooDeep, clean_text, clean_value
 from storage.effects import call_digest
 
 log = logging.getLogger(__name__)
@@ -53,9 +66,82 @@ async def _call_once(
     if earlier is not None:
         log.info("replay: %s #%d already done in %s; result reused", call.name, index, exchange)
         return earlier
-    outcome = await tools.call(call.name, call.arguments, ctx)
+    outcome = storable_result(call.name, await tools.call(call.name, call.arguments, ctx))
     await effects.record(exchange, index, call.name, digest, outcome, ctx.now)
     return outcome
+
+
+def storable_result(name: str, result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` with its text cleaned (U+FFFD for what cannot be encoded); an error
+    instead when it is nested too deep to keep."""
+    try:
+        cleaned: dict[str, Any] = clean_value(result)
+    except TooDeep:
+        return {"error": f"{name} returned a result nested more than {MAX_DEPTH} levels deep"}
+    return cleaned
+
+
+def storable_reply(message: ModelMessage) -> ModelMessage:
+    """The model's message as it can be stored and sent on: text cleaned, and a call
+    whose arguments nest too deep (or hold what cannot be encoded) marked invalid."""
+    parts: list[Any] = []
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            part = part.model_copy(
+                update={"text": clean_text(part.text), "provider_data": _data(part.provider_data)}
+            )
+        elif isinstance(part, ToolCallPart):
+            update: dict[str, Any] = {
+                "id": clean_text(part.id),
+                "name": clean_text(part.name),
+                "provider_data": _data(part.provider_data),
+            }
+            try:
+                update["arguments"] = clean_value(part.arguments)
+            except TooDeep:
+                update["arguments"] = {}
+                update["provider_data"] = {
+                    **(update["provider_data"] or {}),
+                    INVALID_ARGUMENTS_KEY: f"the arguments are nested more than {MAX_DEPTH} "
+                    "levels deep",
+                }
+            part = part.model_copy(update=update)
+        parts.append(part)
+    return message.model_copy(update={"parts": parts})
+
+
+def _data(provider_data: dict[str, Any] | None) -> dict[str, Any] | None:
+    if provider_data is None:
+        return None
+    try:
+        cleaned: dict[str, Any] = clean_value(provider_data)
+    except TooDeep:
+        return None
+    return cleaned
+
+
+async def _answer(
+    tools: Toolset, call: ToolCallPart, ctx: RunContext, index: int, seen: set[str]
+) -> dict[str, Any]:
+    """The result of one call the model made; a failure is a tool error, never raised."""
+    problem = (call.provider_data or {}).get(INVALID_ARGUMENTS_KEY)
+    if problem:
+        return {
+            "error": f"invalid arguments for {call.name}: {problem}; "
+            "call it again with simpler, flatter arguments"
+        }
+    try:
+        key = _call_key(call.name, call.arguments)
+        if key in seen:
+            return {
+                "error": f"duplicate call: {call.name} was already called with these "
+                "exact arguments in this exchange; use that earlier result"
+            }
+        seen.add(key)
+        return storable_result(call.name, await _call_once(tools, call, ctx, index))
+    except Exception:
+        log.exception("tool call %s failed", call.name)
+        return {"error": f"{call.name} failed unexpectedly; try a different approach"}
 
 
 async def run_loop(
@@ -70,11 +156,16 @@ async def run_loop(
     specs = tools.specs()
     seen: set[str] = set()
     for _ in range(max_turns):
-        response = await model.request(system, [*history, *result.messages], specs)
+        try:
+            response = await model.request(system, [*history, *result.messages], specs)
+        except ModelError:
+            raise
+        except Exception as exc:  # an adapter that let something else through
+            raise unexpected(model.name, exc) from exc
         result.turns += 1
         result.usage = result.usage + response.usage
         result.model = response.model or model.name
-        reply = response.message
+        reply = storable_reply(response.message)
         result.messages.append(reply)
         calls = reply.tool_calls
         if not calls:
@@ -82,15 +173,7 @@ async def run_loop(
             return result
         parts: list[TextPart | ToolResultPart] = []
         for call in calls:
-            key = _call_key(call.name, call.arguments)
-            if key in seen:
-                outcome = {
-                    "error": f"duplicate call: {call.name} was already called with these "
-                    "exact arguments in this exchange; use that earlier result"
-                }
-            else:
-                seen.add(key)
-                outcome = await _call_once(tools, call, ctx, len(result.tool_calls))
+            outcome = await _answer(tools, call, ctx, len(result.tool_calls), seen)
             result.tool_calls.append(call.name)
             parts.append(ToolResultPart(call_id=call.id, name=call.name, result=outcome))
         result.messages.append(ModelMessage(role="tool", parts=list(parts)))

@@ -20,7 +20,7 @@ from google import genai
 from google.genai import errors
 from google.genai import types as gt
 
-from agent.llm.base import ModelError
+from agent.llm.base import ModelError, unexpected
 from agent.llm.types import (
     ModelMessage,
     ModelResponse,
@@ -29,7 +29,9 @@ from agent.llm.types import (
     ToolResultPart,
     ToolSpec,
     Usage,
+    call_ids,
     new_call_id,
+    unique_ids,
 )
 
 log = logging.getLogger(__name__)
@@ -85,6 +87,17 @@ class GeminiModel:
     async def request(
         self, system: str, messages: list[ModelMessage], tools: list[ToolSpec]
     ) -> ModelResponse:
+        """The next assistant message; every failure is a ``ModelError``."""
+        try:
+            return await self._request(system, messages, tools)
+        except ModelError:
+            raise
+        except Exception as exc:  # the SDK could not read the answer (not JSON, too deep)
+            raise unexpected(self.name, exc, self._redact) from None
+
+    async def _request(
+        self, system: str, messages: list[ModelMessage], tools: list[ToolSpec]
+    ) -> ModelResponse:
         config = gt.GenerateContentConfig(
             system_instruction=system or None,
             tools=[gt.Tool(function_declarations=[_declaration(t) for t in tools])]
@@ -111,7 +124,7 @@ class GeminiModel:
             raise ModelError(
                 f"{self.name}: connection failed: {self._redact(str(exc))}", retryable=True
             ) from None
-        return parse_response(response, self.model)
+        return parse_response(response, self.model, taken=call_ids(messages))
 
     async def aclose(self) -> None:
         await self._client.aio.aclose()
@@ -203,8 +216,15 @@ def _result_part(part: ToolResultPart, native_id: bool) -> gt.Part:
     )
 
 
-def parse_response(response: gt.GenerateContentResponse, model: str) -> ModelResponse:
-    """Gemini answer → neutral assistant message; blocked or empty answers raise."""
+def parse_response(
+    response: gt.GenerateContentResponse, model: str, taken: set[str] | None = None
+) -> ModelResponse:
+    """Gemini answer → neutral assistant message; blocked or empty answers raise.
+
+    Call ids repeated within the answer, or reusing one in ``taken`` (the history
+    sent), are made unique, Gemini's own copy (``CALL_ID_KEY``) too: each result then
+    goes back under the id of the call that produced it.
+    """
     if not response.candidates:
         feedback = response.prompt_feedback
         reason = feedback.block_reason if feedback else None
@@ -216,6 +236,7 @@ def parse_response(response: gt.GenerateContentResponse, model: str) -> ModelRes
         part = _neutral_part(raw)
         if part is not None:
             parts.append(part)
+    parts = _unique_call_ids(parts, taken or set())
     finish = str(getattr(candidate.finish_reason, "value", candidate.finish_reason) or "")
     if not parts and finish in _BLOCKED:
         raise ModelError(f"gemini: answer blocked ({finish})", retryable=False)
@@ -233,6 +254,23 @@ def parse_response(response: gt.GenerateContentResponse, model: str) -> ModelRes
         usage=usage,
         model=response.model_version or model,
     )
+
+
+def _unique_call_ids(
+    parts: list[TextPart | ToolCallPart], taken: set[str]
+) -> list[TextPart | ToolCallPart]:
+    fresh = iter(unique_ids([p.id for p in parts if isinstance(p, ToolCallPart)], taken))
+    out: list[TextPart | ToolCallPart] = []
+    for part in parts:
+        if isinstance(part, ToolCallPart):
+            new_id = next(fresh)
+            if new_id != part.id:
+                data = dict(part.provider_data or {})
+                if CALL_ID_KEY in data:
+                    data[CALL_ID_KEY] = new_id
+                part = part.model_copy(update={"id": new_id, "provider_data": data or None})
+        out.append(part)
+    return out
 
 
 def _neutral_part(raw: gt.Part) -> TextPart | ToolCallPart | None:

@@ -21,8 +21,9 @@ from openai.types.chat import (
 )
 
 from agent.llm import textcalls
-from agent.llm.base import ModelError
+from agent.llm.base import UNREADABLE, ModelError, unexpected
 from agent.llm.types import (
+    INVALID_ARGUMENTS_KEY,
     ModelMessage,
     ModelResponse,
     TextPart,
@@ -30,7 +31,9 @@ from agent.llm.types import (
     ToolResultPart,
     ToolSpec,
     Usage,
+    call_ids,
     new_call_id,
+    unique_ids,
 )
 
 log = logging.getLogger(__name__)
@@ -67,6 +70,17 @@ class OpenAIModel:
     async def request(
         self, system: str, messages: list[ModelMessage], tools: list[ToolSpec]
     ) -> ModelResponse:
+        """The next assistant message; every failure is a ``ModelError``."""
+        try:
+            return await self._request(system, messages, tools)
+        except ModelError:
+            raise
+        except Exception as exc:  # the SDK or the answer did something unforeseen
+            raise unexpected(self.name, exc, self._redact) from None
+
+    async def _request(
+        self, system: str, messages: list[ModelMessage], tools: list[ToolSpec]
+    ) -> ModelResponse:
         if tools and not self.text_mode():
             try:
                 return await self._native(system, messages, tools)
@@ -97,7 +111,7 @@ class OpenAIModel:
             for t in tools
         ]
         completion = await self._create(native_messages(system, messages), wire_tools)
-        return parse_completion(completion, {t.name for t in tools})
+        return parse_completion(completion, {t.name for t in tools}, taken=call_ids(messages))
 
     async def _text(
         self, system: str, messages: list[ModelMessage], tools: list[ToolSpec]
@@ -105,13 +119,15 @@ class OpenAIModel:
         if tools:
             system = f"{system}\n\n{textcalls.tool_prompt(tools)}".strip()
         completion = await self._create(text_messages(system, messages), None)
-        return parse_completion(completion, {t.name for t in tools}, text_only=True)
+        return parse_completion(
+            completion, {t.name for t in tools}, text_only=True, taken=call_ids(messages)
+        )
 
     async def _create(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
     ) -> ChatCompletion:
         try:
-            return await self._client.chat.completions.create(
+            completion = await self._client.chat.completions.create(
                 model=self.model,
                 messages=cast("list[ChatCompletionMessageParam]", messages),
                 tools=cast("list[ChatCompletionToolUnionParam]", tools) if tools else openai.omit,
@@ -137,6 +153,16 @@ class OpenAIModel:
             raise ModelError(
                 f"{self.name}: {type(exc).__name__}: {self._redact(str(exc))}", retryable=False
             ) from None
+        if not isinstance(completion, ChatCompletion):
+            # A body that is not JSON (an HTML error page with status 200 from a proxy):
+            # the SDK hands back its text instead of a completion.
+            raise ModelError(
+                f"{self.name}: the answer was not a chat completion "
+                f"({type(completion).__name__}: {self._redact(str(completion))[:200]!r})",
+                retryable=True,
+                reason=UNREADABLE,
+            )
+        return completion
 
     def _redact(self, text: str) -> str:
         """Remove the key from error text: some servers echo it back in their errors."""
@@ -233,9 +259,17 @@ def text_messages(system: str, messages: list[ModelMessage]) -> list[dict[str, A
 
 
 def parse_completion(
-    completion: ChatCompletion, tool_names: set[str], *, text_only: bool = False
+    completion: ChatCompletion,
+    tool_names: set[str],
+    *,
+    text_only: bool = False,
+    taken: set[str] | None = None,
 ) -> ModelResponse:
-    """Chat completion → neutral assistant message (text, then tool calls)."""
+    """Chat completion → neutral assistant message (text, then tool calls).
+
+    Call ids repeated within the answer, or reusing one in ``taken`` (the history
+    sent), are made unique: the API refuses a history where an id repeats.
+    """
     if not completion.choices:
         raise ModelError("openai: answer without choices", retryable=True)
     choice = completion.choices[0]
@@ -255,6 +289,11 @@ def parse_completion(
             calls = [
                 ToolCallPart(id=new_call_id(), name=c.name, arguments=c.arguments) for c in parsed
             ]
+    fresh = unique_ids([c.id for c in calls], taken or set())
+    calls = [
+        c if c.id == i else c.model_copy(update={"id": i})
+        for c, i in zip(calls, fresh, strict=True)
+    ]
     if not text and not calls and choice.finish_reason == "content_filter":
         raise ModelError("openai: answer blocked by the content filter", retryable=False)
     parts: list[TextPart | ToolCallPart] = [TextPart(text=text)] if text else []
@@ -277,6 +316,12 @@ def _call_part(call_id: str | None, name: str, raw: str | None) -> ToolCallPart:
         arguments = json.loads(raw) if raw and raw.strip() else {}
     except json.JSONDecodeError:
         arguments = None
+    except RecursionError:  # nested past what the parser can follow
+        return ToolCallPart(
+            id=call_id or new_call_id(),
+            name=name,
+            provider_data={INVALID_ARGUMENTS_KEY: "the arguments are nested far too deep"},
+        )
     if not isinstance(arguments, dict):
         arguments = {}
         provider_data = {RAW_ARGUMENTS_KEY: raw}

@@ -87,6 +87,35 @@ def new_call_id() -> str:
     return f"call_{uuid.uuid4().hex[:12]}"
 
 
+INVALID_ARGUMENTS_KEY = "invalid_arguments"
+"""provider_data key: why the call's arguments could not be used (the call gets ``{}``
+and the loop answers it with a tool error instead of running it)."""
+
+
+def call_ids(messages: list[ModelMessage]) -> set[str]:
+    """Every tool-call id already in ``messages`` (what a new call must not reuse)."""
+    return {call.id for message in messages for call in message.tool_calls}
+
+
+def unique_ids(ids: list[str], taken: set[str]) -> list[str]:
+    """``ids`` with repeats renamed (``call_0`` again becomes ``call_0_2``), so that no
+    id repeats within them or reuses one in ``taken``; an id's first free use keeps it.
+
+    Some servers give two calls of one answer the same id (or reuse ``call_0`` every
+    turn); the real APIs then refuse every later request that carries that history.
+    """
+    seen = set(taken)
+    out: list[str] = []
+    for call_id in ids:
+        fresh, n = call_id, 1
+        while fresh in seen:
+            n += 1
+            fresh = f"{call_id}_{n}"
+        seen.add(fresh)
+        out.append(fresh)
+    return out
+
+
 def user_message(text: str) -> ModelMessage:
     return ModelMessage(role="user", parts=[TextPart(text=text)])
 

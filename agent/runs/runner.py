@@ -27,7 +27,7 @@ from scheduler.jobs import CronJob, CronService
 from scheduler.pulse_grid import local_day
 from scheduler.pulse_state import PulseStore
 from scheduler.recorder import Go, RunTicket, Skip
-from scheduler.runs import Outcome, Reason, RunStore, Trigger
+from scheduler.runs import PASSING, Outcome, Reason, RunStore, Trigger
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
@@ -50,6 +50,8 @@ def reason_text(reason: Reason | None, timeout: float) -> str:
         return f"it timed out after {timeout:g} s and was stopped"
     if reason == "model_unavailable":
         return "the language model could not be reached"
+    if reason == "database_unavailable":
+        return "the database could not be reached"
     if reason == "out_of_steps":
         return "it ran out of steps before finishing"
     return "an internal error stopped it"
@@ -139,9 +141,16 @@ class Runner:
                 outcome.extra["delivery"] = await self._deliver(job, f"{job.name}\n{text}", ticket)
             else:
                 outcome.extra["delivery"] = None  # empty answer: nothing worth reporting
+        elif ticket.will_retry and outcome.reason in PASSING:
+            # Tried again within the fire's grace window: said once, on the first try.
+            if ticket.attempt == 1:
+                reason = reason_text(outcome.reason, timeout)
+                notice = f"⚠️ {job.name}: {reason}; I will try again shortly."
+                outcome.extra["delivery"] = await self._deliver(job, notice, ticket)
         else:
             reason = reason_text(outcome.reason, timeout)
-            notice = f"⚠️ {job.name}: this run did not complete — {reason}."
+            tries = f" (tried {ticket.attempt} times)" if ticket.attempt > 1 else ""
+            notice = f"⚠️ {job.name}: this run did not complete — {reason}{tries}."
             outcome.extra["delivery"] = await self._deliver(job, notice, ticket)
         return outcome
 
@@ -150,7 +159,8 @@ class Runner:
         if channel not in self.deps.channels:  # the job's chat is not running here
             target = owner_chat(self.deps.settings, self.deps.channels)
             channel, chat = target.channel, target.chat_id
-        key = f"run:{ticket.id}"
+        # One message per try at most: a retry's answer is not the first try's notice.
+        key = f"run:{ticket.id}" if ticket.attempt == 1 else f"run:{ticket.id}:{ticket.attempt}"
         delivery: Doc = {"channel": channel, "chat_id": chat, "idempotency_key": key}
         try:
             await self._outbox().enqueue(
@@ -188,7 +198,8 @@ class Runner:
             target = owner_chat(self.deps.settings, self.deps.channels)
             ctx = self._context("pulse", ticket, target.channel, target.chat_id)
             outcome = await self._execute(brief.text, ctx, self.config.pulse_timeout)
-            await self.pulse.record_done(now)
+            if not (ticket.will_retry and outcome.reason in PASSING):
+                await self.pulse.record_done(now)  # a try to be repeated is not counted
             return outcome
 
         return Go(work, facts=brief.counts)
@@ -200,6 +211,13 @@ class Runner:
         label = f"Cron job “{job.name}”" if job is not None else "The pulse"
         title = f"{label} failed {streak} times in a row"
         body = f"Last run: {run.get('status')} — {run.get('error') or 'no detail'}."
+        gave_up = bool(run.get("gave_up"))
+        if gave_up:  # a fire that could not run in its window, whatever the streak
+            when = run["scheduled_for"].astimezone(self.pulse.tz).strftime("%H:%M")
+            title = f"{label} could not run ({when})"
+            tries = int(run.get("attempts") or 0)
+            tried = f" after {tries} tries" if tries > 1 else ""
+            body = f"{reason_text(run.get('reason'), 0).capitalize()}{tried}. {body}"
         if job is not None:
             body += f" Job id {job.id}; reply 'pause' to stop it."
         source = f"cron:{job.id}" if job is not None else "pulse"
@@ -208,8 +226,8 @@ class Runner:
             body,
             dedupe_key=f"run-failures:{source}",
             source=source,
-            first=streak == 2,
-            key=f"warn:{run['_id']}",
+            first=streak == 2 or gave_up,
+            key=f"warn:{run['_id']}{':gave-up' if gave_up else ''}",
         )
 
     async def warn_owner(

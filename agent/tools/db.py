@@ -10,13 +10,15 @@ from agent.tools.base import Tool, ToolError, ToolResult
 from storage.sandbox import DbOperation, SandboxError, run_db_query
 
 MAX_ERROR_CHARS = 300
+MAX_REFUSAL_CHARS = 1_000
 
 
 async def _db_query(args: DbOperation, ctx: RunContext) -> ToolResult:
+    """Every outcome is a bounded result: refusals and server errors become error text."""
     try:
         return await run_db_query(ctx.deps.db, args)
     except SandboxError as exc:
-        raise ToolError(str(exc)) from None
+        raise ToolError(str(exc)[:MAX_REFUSAL_CHARS]) from None
     except ExecutionTimeout:
         raise ToolError(
             "the query ran over its time limit; narrow the filter, add a limit or an index"
@@ -25,6 +27,8 @@ async def _db_query(args: DbOperation, ctx: RunContext) -> ToolResult:
         raise ToolError(f"database refused the query: {_server_message(exc)}") from None
     except (PyMongoError, BSONError) as exc:
         raise ToolError(f"database error: {_first_line(str(exc))}") from None
+    except (OverflowError, RecursionError, MemoryError):
+        raise ToolError("the query is too large or too deeply nested; simplify it") from None
 
 
 def _server_message(exc: OperationFailure) -> str:

@@ -1,0 +1,232 @@
+"""Fires tried again: none is lost silently while the model or the database is away.
+
+A fire can fail to run when due in three ways, each handled inside its grace window
+(``EngineConfig.grace``, given to the recorder as ``retry_until``):
+
+* its try failed for a passing reason (``scheduler.runs.PASSING``): the recorder
+  closed the record with ``retry_at``, and ``due`` claims it when that time comes;
+* its record could not be opened (``NotStarted``): ``start`` keeps it here, in memory
+  (``hold_fire``), and ``due`` starts it again on the next sweep;
+* the sweep itself could not reach the database: the engine sweeps again soon, and
+  fires that came due meanwhile and fell out of their window are held here as lost.
+
+A held fire out of its window is recorded ``failed`` (``database_unavailable``) and
+reported, once per job and sweep; a stored retry out of its window is given up and
+reported; one superseded by a later fire of the same job, or whose job was disabled
+or deleted, is given up quietly (the later fire speaks for the job).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from scheduler.jobs import CronJob, CronService, JobError
+from scheduler.leases import cron_key, pulse_key
+from scheduler.recorder import NotStarted, RunRecorder
+from scheduler.runs import RunKindName, RunStore, Trigger
+from storage.retry import unreachable
+
+log = logging.getLogger(__name__)
+Doc = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Unstarted:
+    """A fire that has not run, kept until it runs or is recorded as lost."""
+
+    kind: RunKindName
+    job_id: str | None
+    scheduled_for: datetime
+    trigger: Trigger
+    until: datetime
+    """The end of its grace window: it may start until then."""
+    error: str
+
+    @property
+    def group(self) -> str:
+        return group_of(self.kind, self.job_id)
+
+
+@dataclass(frozen=True)
+class Retried:
+    """Work ``due`` hands to the engine to run, and what it is."""
+
+    kind: RunKindName
+    job_id: str | None
+    scheduled_for: datetime
+    action: Literal["retry", "failed"]
+    work: Awaitable[object]
+
+
+def group_of(kind: RunKindName, job_id: str | None) -> str:
+    return f"cron:{job_id}" if kind == "cron" else "pulse"
+
+
+class Retries:
+    def __init__(
+        self,
+        runs: RunStore,
+        jobs: CronService,
+        recorder: RunRecorder,
+        clock: Callable[[], datetime],
+        grace: timedelta,
+        wake: Callable[[datetime], None],
+    ) -> None:
+        self.runs = runs
+        self.jobs = jobs
+        self.recorder = recorder
+        self._clock = clock
+        self._grace = grace
+        self.soon = timedelta(seconds=15)
+        """How soon a held fire, an unsaved outcome or a failed sweep is tried again
+        (the engine sets its ``EngineConfig.retry_seconds``)."""
+        self._wake = wake
+        """Asks the engine to sweep at a moment (for a retry, or a held fire)."""
+        self.held: dict[str, Unstarted] = {}
+        """Fires not started, by lease key."""
+
+    async def start(
+        self,
+        kind: RunKindName,
+        job: CronJob | None,
+        scheduled_for: datetime,
+        trigger: Trigger = "schedule",
+    ) -> object:
+        """Start a fire with its grace window; one whose record cannot be opened is held
+        and started again by a later sweep."""
+        until = scheduled_for + self._grace
+        try:
+            if job is None:
+                done = await self.recorder.pulse(scheduled_for, trigger, retry_until=until)
+            else:
+                done = await self.recorder.cron(job, scheduled_for, trigger, retry_until=until)
+        except NotStarted as exc:
+            job_id = job.id if job is not None else None
+            log.warning("%s fire %s could not start (%s); trying again", kind, job_id, exc)
+            self.hold_fire(kind, job_id, scheduled_for, str(exc), until=until, trigger=trigger)
+            self._wake(self._clock() + self.soon)
+            return None
+        retry_at = done.get("retry_at")
+        if isinstance(retry_at, datetime):
+            self._wake(retry_at)
+        elif done.get("unsaved"):
+            self._wake(self._clock() + self.soon)
+        return done
+
+    def hold_fire(
+        self,
+        kind: RunKindName,
+        job_id: str | None,
+        scheduled_for: datetime,
+        error: str,
+        *,
+        until: datetime | None = None,
+        trigger: Trigger = "schedule",
+    ) -> None:
+        """Keep a fire that has not run, to start (in its window) or record as lost."""
+        key = cron_key(job_id, scheduled_for) if job_id is not None else pulse_key(scheduled_for)
+        end = until if until is not None else scheduled_for + self._grace
+        self.held[key] = Unstarted(kind, job_id, scheduled_for, trigger, end, error)
+
+    @property
+    def waiting(self) -> bool:
+        """Something only a later sweep can finish (a held fire, an unsaved outcome)."""
+        return bool(self.held) or self.recorder.unsaved > 0
+
+    async def due(self, now: datetime, running: set[str]) -> list[Retried]:
+        """Everything to try again at ``now``; ``running`` holds the groups (``cron:<id>``,
+        ``pulse``) with a later fire starting in this sweep, which supersedes a retry."""
+        if self.recorder.unsaved:
+            await self.recorder.flush()
+        out: list[Retried] = []
+        for run in await self.runs.due_retries(now):
+            try:
+                out.append(await self._stored(run, now, running))
+            except Exception:  # its claim lapses after RETRY_LEASE, and it comes back
+                log.exception("retry of run %s not handled now", run["_id"])
+        # Taken out before any await: a sweep running alongside cannot start one twice.
+        taken, self.held = self.held, {}
+        groups: dict[str, list[tuple[str, Unstarted]]] = {}
+        for key, fire in taken.items():
+            if now <= fire.until and fire.group not in running:
+                groups.setdefault(f"start {key}", []).append((key, fire))
+            else:
+                groups.setdefault(fire.group, []).append((key, fire))
+        pending = list(groups.items())
+        while pending:
+            name, items = pending[0]
+            first = items[0][1]
+            try:
+                job = await self._job(first.kind, first.job_id)
+            except Exception:  # kept for the next sweep, those not handled yet
+                self.held.update(dict(item for _, rest in pending for item in rest))
+                log.exception("held fires not handled now")
+                break
+            pending.pop(0)
+            if name.startswith("start "):
+                if first.kind == "cron" and job is None:
+                    log.info("held fire %s dropped: its job was disabled or deleted", name[6:])
+                    continue
+                work = self.start(first.kind, job, first.scheduled_for, first.trigger)
+                out.append(Retried(first.kind, first.job_id, first.scheduled_for, "retry", work))
+            else:
+                last = max(fire.scheduled_for for _, fire in items)
+                out.append(
+                    Retried(first.kind, first.job_id, last, "failed", self._lose(items, job))
+                )
+        return out
+
+    async def _stored(self, run: Doc, now: datetime, running: set[str]) -> Retried:
+        kind: RunKindName = run["kind"]
+        job_id: str | None = run.get("job_id")
+        job = await self._job(kind, job_id)
+        until = _aware(run.get("retry_until"))
+        scheduled = _aware(run["scheduled_for"]) or now
+        work: Awaitable[object]
+        if kind == "cron" and job is None:
+            note = "not retried: the job was disabled or deleted"
+            work = self.recorder.give_up(run, None, note, tell=False)
+        elif group_of(kind, job_id) in running or await self.runs.later_fire(run):
+            note = "not retried: a later fire superseded it"
+            work = self.recorder.give_up(run, job, note, tell=False)
+        elif until is None or now > until:
+            work = self.recorder.give_up(run, job, "its grace window ended", tell=True)
+        else:
+            return Retried(kind, job_id, scheduled, "retry", self.recorder.retry(run, job))
+        return Retried(kind, job_id, scheduled, "failed", work)
+
+    async def _lose(self, items: list[tuple[str, Unstarted]], job: CronJob | None) -> object:
+        fire = items[-1][1]
+        if fire.kind == "cron" and job is None:
+            log.info("%d fire(s) of a deleted or disabled job not recorded", len(items))
+            return None
+        detail = f"could not run: the database could not be reached ({fire.error})"
+        try:
+            return await self.recorder.lost(
+                fire.kind, job, [held.scheduled_for for _, held in items], detail
+            )
+        except Exception as exc:
+            if not unreachable(exc):
+                raise
+            for key, held in items:  # recorded on a later sweep
+                self.held[key] = held
+            return None
+
+    async def _job(self, kind: RunKindName, job_id: str | None) -> CronJob | None:
+        if kind != "cron":
+            return None
+        try:
+            job = await self.jobs.get(job_id)
+        except JobError:
+            return None
+        return job if job.enabled else None
+
+
+def _aware(value: Any) -> datetime | None:
+    if not isinstance(value, datetime):
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)

@@ -1,0 +1,147 @@
+"""The embedded database's owner waits, bounded and logged, for an old server to let go.
+
+An old server (one whose parent was killed and that is still closing) holds WiredTiger's
+lock on ``DATA_DIR/db``; a stand-in process holding that same lock plays it here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from storage import embedded
+from storage.embedded import EmbeddedServer, EmbeddedUnavailable
+
+ROOT = Path(__file__).resolve().parents[2]
+HOLDER = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR)
+fcntl.lockf(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(float(sys.argv[2]))
+"""
+
+
+async def _make_store(data_dir: Path) -> None:
+    server = EmbeddedServer(data_dir)
+    await server.start()
+    await server.stop()
+    assert (data_dir / "db" / "WiredTiger.lock").exists()
+
+
+@contextlib.contextmanager
+def _holding(data_dir: Path, seconds: float) -> Iterator[subprocess.Popen[str]]:
+    lock = data_dir / "db" / "WiredTiger.lock"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(lock), str(seconds)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait(5)
+
+
+async def test_a_new_owner_waits_for_the_old_server_to_release_the_store(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    data_dir = tmp_path / "data"
+    await _make_store(data_dir)
+    server = EmbeddedServer(data_dir)
+    with _holding(data_dir, 1.5) as holder, caplog.at_level(logging.INFO, "storage.embedded"):
+        began = time.monotonic()
+        await server.start()
+        waited = time.monotonic() - began
+    try:
+        assert server.owner and waited >= 1.0
+        waiting = [r.getMessage() for r in caplog.records if "waiting" in r.getMessage()]
+        assert len(waiting) == 1, caplog.text
+        assert f"pid {holder.pid}" in waiting[0] and str(data_dir / "db") in waiting[0]
+        assert "released" in caplog.text
+    finally:
+        await server.stop()
+
+
+async def test_a_store_never_released_is_one_line_after_a_bounded_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data_dir = tmp_path / "data"
+    await _make_store(data_dir)
+    monkeypatch.setattr(embedded, "RELEASE_TIMEOUT", 1.0)
+    server = EmbeddedServer(data_dir)
+    with _holding(data_dir, 60) as holder:
+        began = time.monotonic()
+        with pytest.raises(EmbeddedUnavailable) as info:
+            await server.start()
+        assert time.monotonic() - began < 5
+    message = str(info.value)
+    assert "\n" not in message
+    assert str(data_dir / "db") in message and f"pid {holder.pid}" in message
+    assert not server.owner
+    # The DATA_DIR lock was let go: the next try owns the store at once.
+    await server.start()
+    try:
+        assert server.owner
+    finally:
+        await server.stop()
+
+
+async def test_a_busy_store_the_probe_misses_is_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """If the lock probe cannot see the holder, the child's own busy exit is retried."""
+    data_dir = tmp_path / "data"
+    await _make_store(data_dir)
+    monkeypatch.setattr(embedded, "store_holder", lambda path: None)
+    server = EmbeddedServer(data_dir)
+    with _holding(data_dir, 3.0):  # outlasts the child's start-up, even on a busy machine
+        await server.start()
+    try:
+        assert server.owner
+        assert "in use" in (data_dir / "db.log").read_text()
+    finally:
+        await server.stop()
+
+
+PARENT = """
+import asyncio, sys, time
+from pathlib import Path
+from storage.embedded import EmbeddedServer
+
+async def main():
+    server = EmbeddedServer(Path(sys.argv[1]))
+    await server.start()
+    await asyncio.sleep(0.3)  # the start-up worker threads are idle or gone by now
+    print(server._process.pid, flush=True)
+    await asyncio.sleep(60)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's")
+def test_the_server_process_stops_at_once_when_its_owner_is_killed(tmp_path: Path) -> None:
+    from tests.agent.cli.procs import wait_gone
+
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, str(tmp_path / "data")],
+        stdout=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())  # bounded by the per-test timeout
+        parent.kill()
+        parent.wait(5)
+        took = wait_gone(child, 5.0)
+        assert took is not None and took < 1.5, took
+    finally:
+        if parent.poll() is None:
+            parent.kill()
