@@ -91,6 +91,8 @@ class EmbeddedServer:
     idle_timeout: float = 300.0
     """Seconds the server keeps a silent client connection (SecantusDB's
     ``client_idle_timeout_s``); ``storage.db`` keeps its clients under it."""
+    memory_mb: int = 1024
+    """Cap on the server process's heap: a runaway query fails alone (0: no cap)."""
     uri: str = ""
     owner: bool = False
     _process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
@@ -225,6 +227,7 @@ class EmbeddedServer:
                     "--uri-file", str(self._uri_path),
                     "--parent-pid", str(os.getpid()),
                 "--client-idle-timeout", str(self.idle_timeout),
+                "--memory-mb", str(self.memory_mb),
                 ],
                 stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file,
                 start_new_session=True,  # a Ctrl-C reaches us, and we stop it in order

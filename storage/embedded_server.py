@@ -21,6 +21,7 @@ import ctypes
 import errno
 import logging
 import os
+import resource
 import signal
 import socket
 import sys
@@ -88,6 +89,19 @@ def _unpublish(uri_file: Path, uri: str) -> None:
             uri_file.unlink()
 
 
+def _limit_memory(megabytes: int) -> None:
+    """A runaway query fails alone (``MemoryError`` for that query) instead of taking the
+    machine: the server's heap is capped. Thread stacks are kept small, else ~8 MB of
+    stack per connection thread would count against the cap."""
+    if megabytes <= 0:
+        return
+    os.environ.setdefault("SECANTUS_MAX_PIPELINE_DOCS", "200000")  # default 5,000,000
+    threading.stack_size(1024 * 1024)
+    limit = megabytes << 20
+    with contextlib.suppress(ValueError, OSError):  # not permitted here: run without it
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="watchkeeper-db")
     parser.add_argument("--storage-path", required=True)
@@ -95,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parent-pid", type=int, required=True)
     parser.add_argument("--cache-size", default="256M")
     parser.add_argument("--client-idle-timeout", type=float, default=300.0)
+    parser.add_argument("--memory-mb", type=int, default=1024)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     for noisy in ("secantus",):
@@ -112,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     threading.Thread(target=_watch_parent, args=(args.parent_pid, stop), daemon=True).start()
 
+    _limit_memory(args.memory_mb)
     from secantus import SecantusDBServer
 
     try:
