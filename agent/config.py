@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
@@ -12,6 +14,20 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 Provider = Literal["gemini", "openai"]
 _E164 = re.compile(r"^\+[1-9]\d{6,14}$")
+_SHORT_CODE = re.compile(r"[0-9]{3,8}")
+_ALPHA_SENDER = re.compile(r"(?=[A-Za-z0-9 ]*[A-Za-z])[A-Za-z0-9]([A-Za-z0-9 ]{0,9}[A-Za-z0-9])?")
+"""Twilio's alphanumeric sender ID: at most 11 letters, digits and spaces, one letter at least."""
+MIN_ADMIN_TOKEN = 16
+TOKEN_HINT = 'python -c "import secrets; print(secrets.token_urlsafe(32))"'
+URL_SETTINGS = (
+    "openai_base_url",
+    "gemini_base_url",
+    "telegram_api_base_url",
+    "twilio_api_base_url",
+    "brave_api_base_url",
+    "public_base_url",
+    "telegram_webhook_url",
+)
 
 
 class ConfigError(Exception):
@@ -62,6 +78,9 @@ class Settings(BaseSettings):
 
     http_host: str = "127.0.0.1"
     http_port: int = Field(default=8080, ge=0, le=65535)
+    http_read_timeout_seconds: float = Field(default=10.0, gt=0)
+    """How long a client may take to send a request's headers (slow senders are cut
+    off), and a webhook or API request its body."""
     admin_token: SecretStr | None = None
 
     history_token_budget: int = Field(default=12_000, ge=1_000)
@@ -124,6 +143,35 @@ class Settings(BaseSettings):
             raise ValueError("must be an E.164 number such as +14155550100")
         return compact
 
+    @field_validator(*URL_SETTINGS)
+    @classmethod
+    def _valid_url(cls, v: str | None) -> str | None:
+        return None if v is None else check_http_url(v)
+
+    @field_validator("twilio_from_number")
+    @classmethod
+    def _valid_sender(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        compact = re.sub(r"[\s\-().]", "", v)
+        if _E164.match(compact):
+            return compact
+        if _SHORT_CODE.fullmatch(v) or _ALPHA_SENDER.fullmatch(v):
+            return v
+        raise ValueError(
+            "must be an E.164 number such as +14155550100, a short code (3 to 8 digits) "
+            "or an alphanumeric sender ID (at most 11 letters, digits and spaces)"
+        )
+
+    @field_validator("admin_token")
+    @classmethod
+    def _strong_token(cls, v: SecretStr | None) -> SecretStr | None:
+        if v is not None and len(v.get_secret_value()) < MIN_ADMIN_TOKEN:
+            raise ValueError(
+                f"must be at least {MIN_ADMIN_TOKEN} characters; generate one with  {TOKEN_HINT}"
+            )
+        return v
+
     @model_validator(mode="after")
     def _pick_provider(self) -> Settings:
         if self.llm_provider is None:
@@ -148,10 +196,62 @@ class Settings(BaseSettings):
         return self.mongodb_uri is None
 
 
+def check_http_url(value: str) -> str:
+    """``value`` if it is an http(s) URL naming a host, with no credentials and no
+    whitespace; else ``ValueError`` saying what is wrong."""
+    if any(ch.isspace() or not ch.isprintable() for ch in value):
+        raise ValueError("must be a URL without spaces or control characters")
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises on a port that is not a number in range
+    except ValueError as exc:
+        raise ValueError(f"is not a valid URL ({exc})") from None
+    if parts.scheme.lower() not in ("http", "https"):
+        raise ValueError("must start with http:// or https://")
+    if not parts.hostname:
+        raise ValueError("must name a host, such as https://example.com")
+    if "@" in parts.netloc:
+        raise ValueError(
+            "must not carry credentials (user:password@); keys have settings of their own"
+        )
+    return value
+
+
+def ensure_data_dir(path: Path) -> None:
+    """Create ``DATA_DIR`` if it is missing and prove it writable, else ``ConfigError``."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ConfigError(f"invalid setting DATA_DIR: {path} is a file, not a directory") from None
+    except NotADirectoryError:
+        raise ConfigError(
+            f"invalid setting DATA_DIR: cannot create {path}: part of that path is a file"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(
+            f"invalid setting DATA_DIR: cannot create {path} ({exc.strerror or exc})"
+        ) from None
+    probe = path / f".write-check-{os.getpid()}"
+    try:  # os.access says yes to root on a read-only file system; a real write does not
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(
+            f"invalid setting DATA_DIR: {path} is not writable ({exc.strerror or exc})"
+        ) from None
+
+
 def load_settings(**overrides: object) -> Settings:
     """Build settings, turning a validation failure into one clear line per bad setting."""
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
+    except UnicodeDecodeError as exc:  # the .env file is not UTF-8
+        raise ConfigError(
+            f"cannot read .env: it is not UTF-8 (byte 0x{exc.object[exc.start]:02x} at "
+            f"{exc.start}); save the file as UTF-8"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read .env: {exc.strerror or exc}") from None
     except ValidationError as exc:
         lines = []
         for err in exc.errors():

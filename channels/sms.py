@@ -1,11 +1,13 @@
 """SMS through Twilio (or a Twilio-compatible provider): outbound messages and the webhook.
 
 Outbound goes through the twilio SDK's async client. Inbound arrives on
-``POST /webhooks/twilio/sms``; the signature is checked before anything is stored,
-then the message is handed to the pipeline under its ``MessageSid``, so a
-redelivered webhook is processed once. What the agent does with it is not decided
-here. STOP/START/HELP are passed on like any text: Twilio and the carriers answer
-them, and the dispatcher makes sure nobody else does.
+``POST /webhooks/twilio/sms``; the signature is checked against ``PUBLIC_BASE_URL``
+(never the request's Host header, which the sender chooses; without the setting every
+webhook is refused) before anything is stored, then the message is handed to the
+pipeline under its ``MessageSid``, so a redelivered webhook is processed once. What
+the agent does with it is not decided here. STOP/START/HELP are passed on like any
+text: Twilio and the carriers answer them, and the dispatcher makes sure nobody else
+does.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -35,6 +38,14 @@ from channels.types import (
     SendError,
     SendResult,
 )
+from channels.webhook_body import (
+    READ_TIMEOUT,
+    BodyRefused,
+    Throttled,
+    check_form_type,
+    parse_form,
+    read_body,
+)
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +56,13 @@ SIGNATURE_SETTINGS_HEADER = "X-Twilio-Webhooks-Signature-Settings"
 MAX_BODY = 1600
 """Twilio refuses a longer body; we cut it ourselves so the owner sees that it was cut."""
 EMPTY_TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response/>'
+MAX_WEBHOOK_BYTES = 64 * 1024
+"""Twilio's form for one message is a few KB (1,600 characters of body, ten media URLs)."""
+MAX_ID_LENGTH = 64
+"""Longest ``MessageSid``, ``From`` or ``To`` taken (a SID is 34 characters)."""
+MAX_MEDIA = 100
+"""Twilio sends at most ten attachments; a larger ``NumMedia`` is not a message."""
+_MEDIA_COUNT = re.compile(r"[0-9]{1,3}")
 SEND_TIMEOUT = 20.0
 # Twilio error codes where the number itself refuses: no retry can help.
 _PERMANENT_CODES = frozenset({21211, 21408, 21610, 21612, 21614})
@@ -157,6 +175,7 @@ class SmsChannel:
         api_base_url: str | None = None,
         public_base_url: str | None = None,
         timeout: float = SEND_TIMEOUT,
+        read_timeout: float = READ_TIMEOUT,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         budget: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
@@ -168,7 +187,10 @@ class SmsChannel:
         self._base = api_base_url
         self._public = public_base_url.rstrip("/") if public_base_url else None
         self._timeout = timeout
+        self._read_timeout = read_timeout
+        """Seconds a webhook's whole body may take to arrive."""
         self._clock = clock
+        self._refusals = Throttled(log)
         self._validator = RequestValidator(auth_token)
         self._sink: InboundSink | None = None
         self._http: _HttpClient | None = None
@@ -227,36 +249,43 @@ class SmsChannel:
         }
         return SendResult(external_ids=(str(sent.sid),), info=info)
 
-    def _signed_url(self, request: web.Request) -> str:
-        """The URL Twilio signed, byte for byte: behind a proxy ``PUBLIC_BASE_URL`` plus
-        the raw path and query as they arrived, else our own scheme and host plus them.
-
-        Twilio signs the URL exactly as configured, encoding included (``%2F``, ``+``,
-        ``%C3%A3``); a decoded or re-encoded path would fail the check."""
-        raw = _raw_target(request.raw_path)
-        if self._public is not None:
-            return self._public + raw
-        return f"{request.scheme}://{request.host}{raw}"
-
     async def handle_webhook(self, request: web.Request) -> web.Response:
-        """``POST /webhooks/twilio/sms``: 403 unless signed; stored before we answer 200."""
+        """``POST /webhooks/twilio/sms``: 403 unless signed; stored before we answer 200.
+
+        What the headers can tell is checked before the body is read (the signature's
+        presence, the content type, the length); the body is read bounded in size and
+        time; any malformed request gets a 4xx and nothing is stored."""
         if self._sink is None:
             return web.Response(status=503, text="sms channel not started")
-        try:
-            form = await request.post()
-        except UnicodeDecodeError:  # raw bytes that are not UTF-8: not from Twilio
-            return web.Response(status=400, text="malformed form")
+        if self._public is None:
+            return self._refuse(
+                "twilio webhook refused: PUBLIC_BASE_URL is not set; set PUBLIC_BASE_URL "
+                "to the public URL Twilio calls (the webhook URL configured at Twilio, "
+                "without /webhooks/twilio/sms), so its signature can be checked"
+            )
         signature = request.headers.get(SIGNATURE_HEADER, "")
-        algorithm = get_signature_algorithm(request.headers.get(SIGNATURE_SETTINGS_HEADER))
-        url = self._signed_url(request)
-        if not signature or not self._validator.validate(url, form, signature, algorithm):
+        if not signature:
+            return self._refuse("twilio webhook without a signature refused")
+        try:
+            check_form_type(request)
+            form = parse_form(
+                await read_body(request, limit=MAX_WEBHOOK_BYTES, within=self._read_timeout)
+            )
+        except BodyRefused as exc:
             self._counts["refused"] += 1
-            log.warning("twilio webhook with a missing or bad signature refused (%s)", url)
-            return web.Response(status=403, text="forbidden")
-        fields = {k: v for k, v in form.items() if isinstance(v, str)}
-        message = self._inbound(fields)
-        if message is None:
-            return web.Response(status=400, text="MessageSid and From are required")
+            return exc.response()
+        algorithm = get_signature_algorithm(request.headers.get(SIGNATURE_SETTINGS_HEADER))
+        # Twilio signs the URL exactly as configured, encoding included (``%2F``, ``+``,
+        # ``%C3%A3``): PUBLIC_BASE_URL plus the raw path and query as they arrived. The
+        # Host header is the sender's to choose, so it never takes part.
+        url = self._public + _raw_target(request.raw_path)
+        if not self._validator.validate(url, form, signature, algorithm):
+            return self._refuse("twilio webhook with a bad signature refused (%s)", url)
+        try:
+            message = self._inbound({k: v for k, v in form.items() if isinstance(v, str)})
+        except ValueError as exc:
+            self._counts["refused"] += 1
+            return web.Response(status=400, text=str(exc))
         try:
             fresh = await self._sink(message)
         except Exception:
@@ -266,14 +295,25 @@ class SmsChannel:
             self._counts["received"] += 1
         return web.Response(text=EMPTY_TWIML, content_type="application/xml")
 
-    def _inbound(self, fields: dict[str, str]) -> InboundMessage | None:
+    def _refuse(self, msg: str, *args: object) -> web.Response:
+        self._counts["refused"] += 1
+        self._refusals.warning(msg, *args)
+        return web.Response(status=403, text="forbidden")
+
+    def _inbound(self, fields: dict[str, str]) -> InboundMessage:
+        """The message a signed webhook carries; ``ValueError`` naming an absurd field."""
         sid = fields.get("MessageSid") or fields.get("SmsSid")
         sender = fields.get("From")
         if not sid or not sender:
-            return None
+            raise ValueError("MessageSid and From are required")
+        for name, value in (("MessageSid", sid), ("From", sender), ("To", fields.get("To", ""))):
+            if len(value) > MAX_ID_LENGTH:
+                raise ValueError(f"{name} is over {MAX_ID_LENGTH} characters")
+        count = fields.get("NumMedia") or "0"
+        if not _MEDIA_COUNT.fullmatch(count) or int(count) > MAX_MEDIA:
+            raise ValueError(f"NumMedia must be a whole number from 0 to {MAX_MEDIA}")
+        media = int(count)
         text = fields.get("Body", "")
-        count = fields.get("NumMedia", "0")
-        media = int(count) if count.isdigit() else 0
         if media:
             text = f"[MMS with {media} attachment{'s' if media > 1 else ''}] {text}".strip()
         message = InboundMessage(

@@ -34,12 +34,15 @@ from channels.telegram_inbound import ALLOWED_UPDATES, CHANNEL, to_inbound, upda
 from channels.telegram_send import TelegramSender, retry_after_seconds
 from channels.text import clean_inbound
 from channels.types import InboundMessage, InboundSink, OutboundMessage, SendError, SendResult
+from channels.webhook_body import READ_TIMEOUT, BodyRefused, read_body
 from storage.tasks import stop_task
 
 log = logging.getLogger(__name__)
 
 DEFAULT_BASE_URL = "https://api.telegram.org"
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+MAX_UPDATE_BYTES = 1024 * 1024
+"""An update is a message of at most 4,096 characters with its entities: far below this."""
 DEFAULT_COMMANDS: tuple[tuple[str, str], ...] = (
     ("start", "Say hello"),
     ("help", "What I can do"),
@@ -123,6 +126,7 @@ class TelegramChannel:
         retry_delays: tuple[float, float] = (1.0, 30.0),
         clock: Callable[[], datetime] = _utcnow,
         pool_size: int = 8,
+        read_timeout: float = READ_TIMEOUT,
     ) -> None:
         if not token:
             raise ValueError("a Telegram bot token is required (TELEGRAM_BOT_TOKEN)")
@@ -138,6 +142,8 @@ class TelegramChannel:
             get_updates_request=HTTPXRequest(connection_pool_size=1),
         )
         self._webhook_url = webhook_url
+        self._read_timeout = read_timeout
+        """Seconds a webhook's whole body may take to arrive."""
         # Without a secret anyone could post updates claiming to be the owner: make one up.
         self._secret = webhook_secret or secrets.token_urlsafe(32)
         merged = {n.lstrip("/"): d for n, d in (*DEFAULT_COMMANDS, *commands)}
@@ -325,7 +331,11 @@ class TelegramChannel:
             log.warning("telegram webhook call with a wrong secret refused")
             return web.Response(status=403, text="forbidden")
         try:
-            data = json.loads(await request.read())
+            raw = await read_body(request, limit=MAX_UPDATE_BYTES, within=self._read_timeout)
+        except BodyRefused as exc:  # 413 or 408, not a 400 that reads as a bad update
+            return exc.response()
+        try:
+            data = json.loads(raw)
             if not isinstance(data, dict) or not isinstance(data.get("update_id"), int):
                 raise ValueError("not an update")
             update = Update.de_json(data, self._bot)

@@ -11,6 +11,7 @@ from typing import Any
 
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import ConfigurationError, OperationFailure, ServerSelectionTimeoutError
 
 from storage.embedded import EmbeddedServer
 from storage.indexes import ensure_indexes
@@ -18,6 +19,12 @@ from storage.indexes import ensure_indexes
 log = logging.getLogger(__name__)
 
 Doc = dict[str, Any]
+SELECTION_TIMEOUT_MS = 5000
+
+
+class DatabaseUnavailable(RuntimeError):
+    """The database cannot be used as configured; the message is one line that names
+    ``MONGODB_URI`` (never its credentials)."""
 
 
 @dataclass
@@ -51,7 +58,9 @@ def max_idle_ms(server_idle_timeout: float) -> int:
 def make_client(
     uri: str, *, embedded: bool = False, server_idle_timeout: float = SERVER_IDLE_TIMEOUT
 ) -> AsyncMongoClient[Doc]:
-    kwargs: dict[str, Any] = {"serverSelectionTimeoutMS": 5000, "tz_aware": True}
+    kwargs: dict[str, Any] = {"tz_aware": True}
+    if "serverselectiontimeoutms" not in uri.lower():  # a URI's own setting wins
+        kwargs["serverSelectionTimeoutMS"] = SELECTION_TIMEOUT_MS
     if "maxidletimems" not in uri.lower():  # a URI's own setting wins
         # pymongo keeps a connection the server closed after a quiet stretch, and the
         # next write on it fails ("connection is already closed"). Any MongoDB behind a
@@ -64,6 +73,31 @@ def make_client(
         # storage.retry when a connection drops.
         kwargs.update(directConnection=True, retryWrites=False)
     return AsyncMongoClient(uri, **kwargs)
+
+
+def _one_line(value: object, limit: int = 240) -> str:
+    text = " ".join(str(value).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _unusable(exc: Exception) -> bool:
+    """No server answers, or it refuses our credentials (a bad setting, not a bug)."""
+    if isinstance(exc, OperationFailure):
+        return exc.code in (13, 18) or "auth" in str(exc).lower()
+    return True
+
+
+def _unreachable(uri: str, exc: Exception) -> str:
+    """One line for a MongoDB that does not answer or refuses us, without credentials."""
+    hosts = uri.split("://", 1)[-1].split("/", 1)[0].split("?", 1)[0].rsplit("@", 1)[-1]
+    if isinstance(exc, OperationFailure):
+        detail = (exc.details or {}).get("errmsg") or exc.code
+        return f"MongoDB at {hosts} refused the credentials in MONGODB_URI ({detail})"
+    reason = _one_line(str(exc).split(", Timeout:", 1)[0].split(" (configured timeouts", 1)[0])
+    return (
+        f"cannot reach MongoDB at {hosts} (MONGODB_URI): no server answered within the "
+        f"selection timeout ({reason}); check MONGODB_URI and that MongoDB is running"
+    )
 
 
 @contextlib.asynccontextmanager
@@ -84,7 +118,12 @@ async def open_database(
         embedded = EmbeddedServer(data_dir, idle_timeout=idle_timeout)
         uri = await embedded.start()
     try:
-        client = make_client(uri, embedded=embedded is not None, server_idle_timeout=idle_timeout)
+        try:
+            client = make_client(
+                uri, embedded=embedded is not None, server_idle_timeout=idle_timeout
+            )
+        except ConfigurationError as exc:  # a URI pymongo cannot use (bad option, SRV)
+            raise DatabaseUnavailable(f"invalid setting MONGODB_URI: {_one_line(exc)}") from None
         try:
             database = Database(
                 client=client,
@@ -92,7 +131,12 @@ async def open_database(
                 embedded=embedded is not None,
                 owns_server=embedded is not None and embedded.owner,
             )
-            await ensure_indexes(database.db)
+            try:
+                await ensure_indexes(database.db)
+            except (ServerSelectionTimeoutError, OperationFailure) as exc:
+                if embedded is not None or not _unusable(exc):
+                    raise
+                raise DatabaseUnavailable(_unreachable(uri, exc)) from None
             yield database
         finally:
             await client.close()

@@ -39,7 +39,10 @@ def _text(name: str, value: Any, *, required: bool) -> str | None:
 def validate(severity: Any, title: Any, body: Any, dedupe_key: Any, source: Any) -> dict[str, Any]:
     """Check raw input (tool, API, internal) once, here, with messages a caller can act on."""
     if severity not in SEVERITIES:
-        raise AlertError(f"severity must be one of info, warning, critical; got {severity!r}")
+        shown = repr(severity)
+        if len(shown) > 40:  # the message goes back to the caller: never echo a huge value
+            shown = shown[:39] + "…"
+        raise AlertError(f"severity must be one of info, warning, critical; got {shown}")
     return {
         "severity": severity,
         "title": _text("title", title, required=True),

@@ -25,10 +25,14 @@ from agent.conversation.alert_replies import AlertReplies, alert_prompt_section
 from agent.tools.alerts import MANAGE_ALERTS, RAISE_ALERT
 from channels.text import clean_text, clean_value
 from channels.types import InboundMessage, Reply
+from channels.webhook_body import BodyRefused, read_body
 from storage.sms_budget import take_sms
 
 log = logging.getLogger(__name__)
 SMS_WEBHOOK = "/webhooks/twilio/sms"
+FIELDS = frozenset({"severity", "title", "body", "dedupe_key", "source"})
+MAX_ALERT_BYTES = 64 * 1024
+"""An alert's text fits in about 4,500 characters; 64 KiB leaves room for any escaping."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,7 @@ async def _start_sms(app: App, stack: contextlib.AsyncExitStack) -> None:
         settings.twilio_from_number or "",
         api_base_url=settings.twilio_api_base_url,
         public_base_url=settings.public_base_url,
+        read_timeout=settings.http_read_timeout_seconds,
         clock=app.clock,
         budget=lambda: take_sms(app.deps.db, app.clock(), settings.sms_per_hour),
     )
@@ -69,22 +74,31 @@ async def _start_sms(app: App, stack: contextlib.AsyncExitStack) -> None:
     app.routes.append(("POST", SMS_WEBHOOK, channel.handle_webhook))
     if not settings.owner_phone:
         log.warning("sms: OWNER_PHONE is not set, so no SMS alerts can be sent")
+    if not settings.public_base_url:
+        log.warning(
+            "sms: PUBLIC_BASE_URL is not set, so inbound SMS are refused (their signatures "
+            "cannot be checked); set it to the public URL Twilio calls"
+        )
 
 
-def _api_raise(router: AlertRouter) -> Any:
+def _api_raise(router: AlertRouter, read_timeout: float) -> Any:
     async def handler(request: web.Request) -> web.Response:
         """``POST /api/alerts``: existing monitors use Watchkeeper as their escalation path."""
         try:
+            raw = await read_body(request, limit=MAX_ALERT_BYTES, within=read_timeout)
+        except BodyRefused as exc:
+            return _json({"error": exc.reason}, exc.status)
+        try:
             # Invalid UTF-8 and lone surrogates ("\ud83d" alone is valid JSON) become
             # U+FFFD here: the alert must be storable and sendable.
-            data = clean_value(json.loads(clean_text(await request.read())))
+            data = clean_value(json.loads(clean_text(raw)))
         except (ValueError, RecursionError):  # not JSON, or nested absurdly deep
             return _json({"error": "body must be a JSON object"}, 400)
         if not isinstance(data, dict):
             return _json({"error": "body must be a JSON object"}, 400)
-        unknown = sorted(set(data) - {"severity", "title", "body", "dedupe_key", "source"})
+        unknown = sorted(set(data) - FIELDS)
         if unknown:
-            return _json({"error": f"unknown field(s): {', '.join(unknown)}"}, 400)
+            return _json({"error": f"unknown field(s): {_names(unknown)}"}, 400)
         try:
             alert = await router.raise_alert(
                 severity=data.get("severity"),
@@ -98,6 +112,13 @@ def _api_raise(router: AlertRouter) -> Any:
         return _json(alert, 200 if alert.get("deduplicated") else 201)
 
     return handler
+
+
+def _names(names: list[str], most: int = 5, width: int = 40) -> str:
+    """A few of ``names``, each cut short: an error never echoes a huge request back."""
+    shown = [n if len(n) <= width else n[: width - 1] + "…" for n in names[:most]]
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return ", ".join(shown) + more
 
 
 def _json(data: Any, status: int) -> web.Response:
@@ -135,7 +156,8 @@ def alerting(options: AlertingOptions | None = None) -> Feature:
         app.catalog.add(RAISE_ALERT)
         app.catalog.add(MANAGE_ALERTS)
         app.agent.sections.append(alert_prompt_section)
-        app.routes.append(("POST", "/api/alerts", _api_raise(router)))
+        read_timeout = app.settings.http_read_timeout_seconds
+        app.routes.append(("POST", "/api/alerts", _api_raise(router, read_timeout)))
 
         async def status_section() -> dict[str, Any]:
             return {"alerts": await router.open_alerts()}

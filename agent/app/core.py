@@ -15,7 +15,7 @@ import aiohttp
 from agent.app.features import FEATURES
 from agent.app.parts import TELEGRAM_WEBHOOK, App, Feature, Route
 from agent.app.status import install_status_command
-from agent.config import Settings
+from agent.config import Settings, ensure_data_dir
 from agent.context import AgentDeps, Clock, system_clock
 from agent.conversation.agent import Agent
 from agent.conversation.dispatch import COMMAND_HELP, Dispatcher
@@ -48,6 +48,7 @@ def configured_channels(settings: Settings) -> list[tuple[Channel, list[Route]]]
                 else None
             ),
             commands=list(COMMAND_HELP.items()),
+            read_timeout=settings.http_read_timeout_seconds,
         )
         routes: list[Route] = []
         if settings.telegram_webhook_url:
@@ -74,6 +75,8 @@ async def build_app(
             # First, so a missing key stops start-up before anything is started.
             model = build_model(settings)
             stack.push_async_callback(model.aclose)
+        if settings.embedded_db or settings.whatsapp_enabled:
+            ensure_data_dir(settings.data_dir)  # one line, not a traceback from deep inside
         database = await stack.enter_async_context(
             open_database(
                 settings.mongodb_uri,

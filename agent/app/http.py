@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import hmac
 import json
 import logging
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -13,9 +15,11 @@ from aiohttp import web
 
 from agent.app.parts import App
 from agent.app.status import status_data
+from agent.config import ConfigError
 
 log = logging.getLogger(__name__)
 APP_KEY: web.AppKey[App] = web.AppKey("watchkeeper", App)
+BACKLOG = 128
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -69,16 +73,80 @@ def make_web_app(app: App) -> web.Application:
     return web_app
 
 
+def bind(host: str, port: int) -> list[socket.socket]:
+    """Sockets bound to ``host``:``port`` (one per address the name resolves to), made
+    before anything else starts, so a bad ``HTTP_HOST`` or a port in use stops start-up
+    with one line (``ConfigError``) instead of a traceback after the database is up."""
+    try:
+        infos = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except (OSError, UnicodeError) as exc:  # gaierror; IDNA refuses names like "a..b"
+        raise ConfigError(
+            f"invalid setting HTTP_HOST: cannot resolve {host!r} ({_reason(exc)}); use an "
+            "address of this machine such as 127.0.0.1 or 0.0.0.0"
+        ) from None
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(infos):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+            # Listening now holds the port: two sockets with SO_REUSEADDR may both be
+            # bound to it until one listens. Early clients wait in the backlog.
+            sock.listen(BACKLOG)
+    except OSError as exc:
+        for sock in sockets:
+            sock.close()
+        raise ConfigError(_bind_error(host, port, exc)) from None
+    return sockets
+
+
+def _bind_error(host: str, port: int, exc: OSError) -> str:
+    where = f"{host}:{port}"
+    if exc.errno == errno.EADDRINUSE:
+        return (
+            f"invalid setting HTTP_PORT: {where} is already in use; stop what listens "
+            "there or choose another HTTP_PORT"
+        )
+    if exc.errno == errno.EACCES:
+        return (
+            f"invalid setting HTTP_PORT: not allowed to listen on {where} (ports below "
+            "1024 need privileges); choose another HTTP_PORT"
+        )
+    return (
+        f"invalid setting HTTP_HOST: cannot listen on {where} ({_reason(exc)}); use an "
+        "address of this machine such as 127.0.0.1 or 0.0.0.0"
+    )
+
+
+def _reason(exc: BaseException) -> str:
+    return str(getattr(exc, "strerror", None) or exc or type(exc).__name__)
+
+
 @contextlib.asynccontextmanager
-async def serve(web_app: web.Application, host: str, port: int) -> AsyncIterator[int]:
-    """Run the server; yields the bound port (useful when ``port`` is 0)."""
-    runner = web.AppRunner(web_app, access_log=None)
+async def serve(
+    web_app: web.Application, sockets: list[socket.socket], *, header_timeout: float
+) -> AsyncIterator[int]:
+    """Serve on ``sockets`` (from ``bind``); yields the port (useful when it was 0).
+
+    A client must send a complete request line and headers within ``header_timeout``
+    seconds of connecting, or of the previous response on a kept-alive connection;
+    otherwise the connection is closed (slowloris). aiohttp has no setting by that
+    name, but its keep-alive timer is exactly this: armed when a connection opens and
+    after each response, not pushed back by bytes of an unfinished request, and at
+    expiry it closes the connection unless a whole request has arrived. A request
+    being handled is never cut (a slow body is the handler's to bound). Idle
+    kept-alive connections close after the same time, which webhook senders expect.
+    """
+    runner = web.AppRunner(web_app, access_log=None, keepalive_timeout=header_timeout)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, host, port)
-        await site.start()
-        server = site._server
-        sockets = getattr(server, "sockets", None) or []
-        yield int(sockets[0].getsockname()[1]) if sockets else port
+        for sock in sockets:
+            await web.SockSite(runner, sock, backlog=BACKLOG).start()
+        yield int(sockets[0].getsockname()[1]) if sockets else 0
     finally:
         await runner.cleanup()

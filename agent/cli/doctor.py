@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from agent.config import Settings
+from agent.config import ConfigError, Settings, ensure_data_dir
 from storage.db import make_client
 from storage.embedded import EmbeddedServer, EmbeddedUnavailable
 
@@ -38,6 +38,7 @@ async def check_database(settings: Settings) -> Check:
     uri = settings.mongodb_uri
     try:
         if uri is None:
+            ensure_data_dir(settings.data_dir)
             embedded = EmbeddedServer(settings.data_dir)
             uri = await embedded.start()
         client = make_client(uri, embedded=embedded is not None)
@@ -45,7 +46,7 @@ async def check_database(settings: Settings) -> Check:
             await client.admin.command("ping")
         finally:
             await client.close()
-    except EmbeddedUnavailable as exc:
+    except (ConfigError, EmbeddedUnavailable) as exc:
         return Check("database", False, str(exc), fatal=True)
     except Exception as exc:
         return Check("database", False, f"unreachable ({type(exc).__name__})", fatal=True)
@@ -125,6 +126,10 @@ async def check_channels(settings: Settings, session: aiohttp.ClientSession) -> 
     checks.append(await check_twilio(settings, session))
     if settings.twilio_account_sid and not settings.owner_phone:
         checks.append(Check("sms", False, "OWNER_PHONE unset: SMS alerts have nowhere to go"))
+    if settings.twilio_account_sid and not settings.public_base_url:
+        checks.append(
+            Check("sms", False, "PUBLIC_BASE_URL unset: inbound SMS (the Twilio webhook) refused")
+        )
     checks.append(check_whatsapp(settings))
     checks.append(
         Check(

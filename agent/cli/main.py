@@ -11,7 +11,8 @@ import sys
 
 from agent.cli.logs import setup_logging
 from agent.cli.run_lock import AlreadyRunning, hold_run_lock
-from agent.config import ConfigError, Settings, load_settings
+from agent.config import ConfigError, Settings, ensure_data_dir, load_settings
+from storage.db import DatabaseUnavailable
 from storage.embedded import EmbeddedUnavailable
 
 log = logging.getLogger("watchkeeper")
@@ -19,7 +20,7 @@ log = logging.getLogger("watchkeeper")
 
 async def _run(settings: Settings) -> int:
     from agent.app.core import build_app
-    from agent.app.http import make_web_app, serve
+    from agent.app.http import bind, make_web_app, serve
     from agent.llm.factory import build_model
 
     stop = asyncio.Event()
@@ -28,13 +29,18 @@ async def _run(settings: Settings) -> int:
         loop.add_signal_handler(sig, stop.set)
     # A missing key stops start-up before anything exists, DATA_DIR included.
     model = build_model(settings)
+    ensure_data_dir(settings.data_dir)  # the run lock lives there, whatever the database
     async with contextlib.AsyncExitStack() as stack:
         stack.push_async_callback(model.aclose)
-        # Before any part starts: a second run on this DATA_DIR is refused here.
+        # Before any part starts: a second run on this DATA_DIR is refused here, and
+        # so are a bad HTTP_HOST and a port in use.
         stack.enter_context(hold_run_lock(settings.data_dir))
+        sockets = bind(settings.http_host, settings.http_port)
+        for sock in sockets:
+            stack.callback(sock.close)
         app = await stack.enter_async_context(build_app(settings, model=model))
         port = await stack.enter_async_context(
-            serve(make_web_app(app), settings.http_host, settings.http_port)
+            serve(make_web_app(app), sockets, header_timeout=settings.http_read_timeout_seconds)
         )
         log.info("http: listening on %s:%d", settings.http_host, port)
         log.info("watchkeeper is running; Ctrl-C to stop")
@@ -74,6 +80,15 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _uses_data_dir(command: str, settings: Settings) -> bool:
+    """The embedded database and WhatsApp keep their data there. ``run`` and ``chat``
+    check it themselves once the model is known (a missing key stops them before
+    anything exists); ``doctor`` reports a bad one among its checks."""
+    if command == "whatsapp":
+        return True
+    return command == "schedule" and (settings.embedded_db or settings.whatsapp_enabled)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -86,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         level = logging.WARNING
     setup_logging(settings, level)
     try:
+        if _uses_data_dir(args.command, settings):
+            ensure_data_dir(settings.data_dir)
         if args.command == "run":
             return asyncio.run(_run(settings))
         if args.command == "chat":
@@ -107,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"watchkeeper: {exc}", file=sys.stderr)
         return 2
-    except (AlreadyRunning, EmbeddedUnavailable) as exc:
+    except (AlreadyRunning, EmbeddedUnavailable, DatabaseUnavailable) as exc:
         print(f"watchkeeper: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -3,8 +3,9 @@
 Twilio signs the URL exactly as it is configured, percent-encoding included. The
 official ``twilio`` ``RequestValidator`` signs here, the request reaches the app with
 that raw target (as a reverse proxy forwards it), and the app must accept it both
-directly and behind ``PUBLIC_BASE_URL`` (with a path prefix too); a URL the proxy
-decoded or re-encoded on the way must not pass.
+directly and behind a proxy (``PUBLIC_BASE_URL`` with a path prefix too); a URL the
+proxy decoded or re-encoded on the way must not pass. ``PUBLIC_BASE_URL`` is needed
+either way: the Host header is never trusted (issue #11).
 """
 
 from __future__ import annotations
@@ -69,13 +70,20 @@ TARGETS = [path + query for path in PATHS for query in QUERIES]
 
 
 async def test_signature_over_the_raw_url_without_a_proxy(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+    """Twilio calls this server directly: ``PUBLIC_BASE_URL`` is its own public address
+    (the Host header, the sender's to choose, no longer stands in for it, issue #11)."""
+    direct = "http://203.0.113.7:8080"
+    async with alert_app(mongo_server, public_base_url=direct) as h:
         local = str(h.client.make_url("/")).rstrip("/")
         refused: list[Any] = []
         for target in TARGETS:
-            if await _post(h, target, local + target) != 200:
+            if await _post(h, target, direct + target) != 200:
                 refused.append(target)
         assert refused == []
+        # What the old code checked without PUBLIC_BASE_URL, the URL the Host header
+        # names, passes no more.
+        passed = [t for t in TARGETS if await _post(h, t, local + t) != 403]
+        assert passed == []
 
 
 @pytest.mark.parametrize("prefix", ["", "/hooks", "/my%20bot"])

@@ -30,7 +30,9 @@ from tests.fakes.twilio_api import FakeTwilio
 OWNER_PHONE = "+15550100100"
 OWNER_TG = 4242
 FROM_NUMBER = "+15550199999"
-ADMIN = "admin-token-123"
+ADMIN = "admin-token-0123456789"
+PUBLIC_URL = "https://wk.example.test"
+"""``PUBLIC_BASE_URL``: Twilio signs the URL it calls, never the one our Host header names."""
 START = datetime(2026, 11, 26, 10, 0, tzinfo=UTC)  # a Thursday
 
 
@@ -74,7 +76,8 @@ class Harness:
             "Body": text,
             "NumMedia": "0",
         }
-        url = str(self.client.make_url("/webhooks/twilio/sms"))
+        public = (self.app.settings.public_base_url or PUBLIC_URL).rstrip("/")
+        url = f"{public}/webhooks/twilio/sms"
         headers = {}
         if sign:
             headers["X-Twilio-Signature"] = RequestValidator(
@@ -115,6 +118,7 @@ async def alert_app(
             "twilio_from_number": FROM_NUMBER,
             "twilio_api_base_url": twilio.url,
             "admin_token": ADMIN,
+            "public_base_url": PUBLIC_URL,
             "openai_api_key": "sk-test",
         }
         values.update(settings)

@@ -14,13 +14,15 @@ from agent.app.http import make_web_app
 from tests.conftest import make_settings
 from tests.fakes.scripted import ScriptedModel
 
+ADMIN = "s3cret-admin-0123456789"
+
 
 @pytest.fixture
 async def app(mongo_server: str, tmp_path: Path) -> AsyncIterator[App]:
     settings = make_settings(
         mongodb_uri=mongo_server + "?directConnection=true",
         mongodb_db=f"http_{tmp_path.name[-8:]}",
-        admin_token="s3cret-admin",
+        admin_token=ADMIN,
         data_dir=tmp_path,
     )
     async with build_app(settings, model=ScriptedModel(lambda r: "ok"), channels=[]) as built:
@@ -63,7 +65,7 @@ async def test_api_status_needs_the_admin_token(app: App) -> None:
         assert (await client.get("/api/status")).status == 401
         wrong = await client.get("/api/status", headers={"Authorization": "Bearer nope"})
         assert wrong.status == 401
-        ok = await client.get("/api/status", headers={"Authorization": "Bearer s3cret-admin"})
+        ok = await client.get("/api/status", headers={"Authorization": f"Bearer {ADMIN}"})
         body = await ok.json()
         assert ok.status == 200 and body["outbox"] == {"pending": 0, "failed": 0}
     finally:

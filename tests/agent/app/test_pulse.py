@@ -231,22 +231,24 @@ async def test_invalid_settings_and_long_notes_are_refused(
     assert state.notes == "old notes" and state.pulses_per_day == 12
 
 
+ADMIN = "adm1n-0123456789abcdef"
+AUTH = {"Authorization": f"Bearer {ADMIN}"}
+
+
 async def test_run_now_status_commands_and_api(
     mongo_server: str, tmp_path: Path, clock: FakeClock
 ) -> None:
     model = ScriptedModel(lambda r: "all quiet")
-    async with _app(mongo_server, tmp_path, model, clock, admin_token="adm1n") as app:
+    async with _app(mongo_server, tmp_path, model, clock, admin_token=ADMIN) as app:
         status = await app.dispatcher.handle(inbound("/pulse"))
         ran = await app.dispatcher.handle(inbound("/pulse run"))
         client: TestClient[Any, Any] = TestClient(TestServer(make_web_app(app)))
         await client.start_server()
         try:
             denied = await client.post("/api/pulse/run")
-            resp = await client.post("/api/pulse/run", headers={"Authorization": "Bearer adm1n"})
+            resp = await client.post("/api/pulse/run", headers=AUTH)
             body = await resp.json()
-            info = await (
-                await client.get("/api/status", headers={"Authorization": "Bearer adm1n"})
-            ).json()
+            info = await (await client.get("/api/status", headers=AUTH)).json()
         finally:
             await client.close()
         inside = await call_tool(
