@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
@@ -19,6 +20,7 @@ from storage.indexes import ensure_indexes
 log = logging.getLogger(__name__)
 
 Doc = dict[str, Any]
+DbHealth = Literal["ok", "busy", "unreachable"]
 SELECTION_TIMEOUT_MS = 5000
 
 
@@ -37,11 +39,26 @@ class Database:
     apart from commands that attach to it briefly."""
 
     async def ping(self) -> bool:
+        return await self.health() == "ok"
+
+    async def health(self, seconds: float = 2.0) -> DbHealth:
+        """``ok``; ``busy`` when the server takes connections but does not answer in
+        time (a long query holding it); ``unreachable`` when nothing is there."""
         try:
-            await self.client.admin.command("ping")
+            async with asyncio.timeout(seconds):
+                await self.client.admin.command("ping")
+            return "ok"
         except Exception:
-            return False
-        return True
+            pass
+        for host, port in list(self.client.topology_description.server_descriptions()):
+            try:
+                async with asyncio.timeout(1.0):
+                    _reader, writer = await asyncio.open_connection(host, port)
+            except (OSError, TimeoutError):
+                continue
+            writer.close()
+            return "busy"
+        return "unreachable"
 
 
 SERVER_IDLE_TIMEOUT = 300.0

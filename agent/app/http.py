@@ -28,10 +28,11 @@ def _json(data: Any, status: int = 200) -> web.Response:
 
 async def healthz(request: web.Request) -> web.Response:
     app = request.app[APP_KEY]
-    db_ok = await app.database.ping()
+    db = await app.database.health()
+    db_ok = db == "ok"
     body = {
         "status": "ok" if db_ok else "degraded",
-        "db": "ok" if db_ok else "unreachable",
+        "db": db,
         "channels": {name: bool(s.get("connected", True)) for name, s in app.status().items()},
         "scheduler": app.deps.scheduler.state if app.deps.scheduler else "not configured",
     }

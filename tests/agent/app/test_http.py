@@ -48,13 +48,14 @@ async def test_healthz_ok(app: App) -> None:
 async def test_healthz_503_when_database_unreachable(app: App) -> None:
     client = await _client(app)
     try:
+        for state in ("unreachable", "busy"):  # see tests/storage/test_db_health.py
 
-        async def down() -> bool:
-            return False
+            async def down(seconds: float = 2.0, state: str = state) -> str:
+                return state
 
-        app.database.ping = down  # type: ignore[method-assign]
-        resp = await client.get("/healthz")
-        assert resp.status == 503 and (await resp.json())["db"] == "unreachable"
+            app.database.health = down  # type: ignore[assignment,method-assign]
+            resp = await client.get("/healthz")
+            assert resp.status == 503 and (await resp.json())["db"] == state
     finally:
         await client.close()
 
