@@ -15,6 +15,7 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -357,9 +358,7 @@ async def test_a_pulse_is_tried_again_too_and_counted_once(
 async def test_the_engine_wakes_itself_for_a_retry(db: AsyncDatabase[Doc]) -> None:
     """With real timers nobody has to sweep: the retry timer does, at ``retry_at``."""
 
-    def clock() -> datetime:
-        return datetime.now(UTC)
-
+    clock = partial(datetime.now, UTC)
     tries: list[int] = []
     finished = asyncio.Event()
 
