@@ -27,7 +27,7 @@ def test_no_module_imports_itself_through_others() -> None:
 def test_no_module_is_over_400_lines() -> None:
     long = {
         str(path.relative_to(ROOT)): n
-        for package in PACKAGES
+        for package in (*PACKAGES, "tests", "bench")
         for path in (ROOT / package).rglob("*.py")
         if (n := len(path.read_text().splitlines())) > MAX_LINES
     }
