@@ -26,7 +26,7 @@ from agent.app.core import build_app
 from agent.config import Settings
 from agent.context import AgentDeps
 from agent.conversation.agent import Agent
-from agent.conversation.dispatch import Dispatcher
+from agent.conversation.dispatch import Dispatcher, Trust
 from agent.llm.types import ModelMessage, ModelResponse, TextPart, ToolSpec, Usage
 from agent.tools.catalog import core_catalog
 from channels.outbox import Outbox
@@ -139,8 +139,8 @@ async def parallel(settings: Settings, deps: AgentDeps) -> None:
     )
 
 
-async def _owner(_msg: InboundMessage) -> str:
-    return "owner"
+async def _owner(_msg: InboundMessage) -> Trust:
+    return Trust("owner")
 
 
 async def hi_tokens(settings: Settings) -> None:

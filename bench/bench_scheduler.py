@@ -174,7 +174,7 @@ async def bench_same_minute(data: Path, distinct: bool) -> None:
         assert parts is not None
         await parts.pulse.update_config(enabled=False)
         real = datetime.now(UTC)
-        shift[0] = real.replace(second=56, microsecond=0) - real  # the minute ends in 4 s
+        shift[0] = real.replace(second=45, microsecond=0) - real  # the minute ends in 15 s
         target = clock().replace(second=0, microsecond=0) + timedelta(minutes=1)
         for i in range(SAME_MINUTE):
             expression = "* * * * *"
@@ -218,7 +218,7 @@ async def _busy_day(app: App, parts: Scheduling) -> None:
         "- Owner flies to Lisbon on the 14th: remind about check-in 24 h before.\n"
         "- Watch the electricity price; alert if above 0.40/kWh tomorrow morning."
     )
-    alerts = app.deps.services.get("alerts")
+    alerts = app.deps.alerts
     if alerts is not None:
         await alerts.raise_alert(
             severity="warning",

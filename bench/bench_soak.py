@@ -270,6 +270,13 @@ async def soak(args: argparse.Namespace) -> int:
         f"{elapsed:.0f} s"
     )
     print(f"lost {lost}, failed {failed}, duplicated {duplicated} (target 0 each)")
+    print(
+        "duplicated by kind: answers "
+        f"{sum(n - 1 for n in answers.values() if n > 1)}, alerts "
+        f"{sum(n - 1 for n in alert_msgs.values() if n > 1)}, cron runs "
+        f"{sum(n - 1 for n in fires.values() if n > 1)} (a message the transport took but "
+        "whose 'sent' mark a kill -9 cut off is sent again: at-least-once at the edge)"
+    )
     print(f"cron runs cut short by kill -9 (recorded as interrupted): {interrupted}")
     if agent.restarts:
         print(
