@@ -46,6 +46,7 @@ ADMIN = "soak-admin-token-0123456789"
 IDLE_TIMEOUT = 2.0
 ECHO = re.compile(r"echo: (m\d+-\d+)")
 FIRE = re.compile(r"Soak job (\d)")
+ALERT = re.compile(r"soak alert (\d+)\b")
 
 
 @contextlib.asynccontextmanager
@@ -249,7 +250,7 @@ async def soak(args: argparse.Namespace) -> int:
         finally:
             await agent.stop()
     answers = Counter(m for s in telegram.sent for m in ECHO.findall(s.text))
-    alert_msgs = Counter(t for s in telegram.sent for t in alerts if t in s.text)
+    alert_msgs = Counter(f"soak alert {n}" for s in telegram.sent for n in ALERT.findall(s.text))
     fires = Counter(
         (r["job_id"], r["scheduled_for"]) for r in counts["runs"] if r["status"] != "skipped"
     )
