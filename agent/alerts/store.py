@@ -109,26 +109,6 @@ class AlertStore:
             query, sort=[("last_sent_at", DESCENDING), ("_id", DESCENDING)]
         )
 
-    async def code_for_message(self, channel: str, chat_id: str, external_id: str) -> str | None:
-        """The alert a sent message belonged to (Telegram reply-to), from the outbox.
-
-        Telegram message ids are only unique within a chat, so the chat must match
-        there; other transports' ids are global (and their chat ids may be spelled
-        differently inbound, e.g. a WhatsApp JID for a phone number).
-        """
-        ids: list[Any] = [external_id]
-        if external_id.isdigit():
-            ids.append(int(external_id))
-        query: Doc = {
-            "channel": channel,
-            "external_ids": {"$in": ids},
-            "meta.alert_code": {"$exists": True},
-        }
-        if channel == "telegram":
-            query["chat_id"] = chat_id
-        doc = await self._outbox.find_one(query, projection={"meta": 1})
-        return str(doc["meta"]["alert_code"]) if doc else None
-
     async def outbox_status(self, key: str) -> str | None:
         doc = await self._outbox.find_one({"idempotency_key": key}, projection={"status": 1})
         return str(doc["status"]) if doc else None

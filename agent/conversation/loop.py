@@ -14,7 +14,6 @@ made storable first (U+FFFD for what cannot be encoded, nesting bounded).
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,19 +48,15 @@ class LoopResult:
     exhausted: bool = False
 
 
-def _call_key(name: str, arguments: object) -> str:
-    return name + ":" + json.dumps(arguments, sort_keys=True, default=str)
-
-
 async def _call_once(
-    tools: Toolset, call: ToolCallPart, ctx: RunContext, index: int
+    tools: Toolset, call: ToolCallPart, ctx: RunContext, index: int, digest: str
 ) -> dict[str, Any]:
-    """Run one call; one that acts, in an exchange with a stable id, at most once."""
+    """Run one call (result cleaned); one that acts, in an exchange with a stable id,
+    at most once."""
     exchange = ctx.run_id
     if exchange is None or not tools.acts(call.name):
-        return await tools.call(call.name, call.arguments, ctx)
+        return storable_result(call.name, await tools.call(call.name, call.arguments, ctx))
     effects = ctx.deps.effects
-    digest = call_digest(call.name, call.arguments)
     earlier = await effects.recall(exchange, index, digest)
     if earlier is not None:
         log.info("replay: %s #%d already done in %s; result reused", call.name, index, exchange)
@@ -131,14 +126,14 @@ async def _answer(
             "call it again with simpler, flatter arguments"
         }
     try:
-        key = _call_key(call.name, call.arguments)
+        key = call_digest(call.name, call.arguments)
         if key in seen:
             return {
                 "error": f"duplicate call: {call.name} was already called with these "
                 "exact arguments in this exchange; use that earlier result"
             }
         seen.add(key)
-        return storable_result(call.name, await _call_once(tools, call, ctx, index))
+        return await _call_once(tools, call, ctx, index, key)
     except Exception:
         log.exception("tool call %s failed", call.name)
         return {"error": f"{call.name} failed unexpectedly; try a different approach"}
