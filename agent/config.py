@@ -50,6 +50,8 @@ class Settings(BaseSettings):
     openai_api_key: SecretStr | None = None
     openai_model: str = "gpt-4.1-mini"
     openai_base_url: str | None = None
+    openai_transcribe_model: str = "gpt-4o-mini-transcribe"
+    """Voice notes to text for OpenAI (``/audio/transcriptions`` on the same base URL)."""
     llm_fallback: Provider | None = None
 
     mongodb_uri: str | None = None
@@ -84,7 +86,9 @@ class Settings(BaseSettings):
     admin_token: SecretStr | None = None
 
     history_token_budget: int = Field(default=12_000, ge=1_000)
-    max_concurrent_model_calls: int = Field(default=8, ge=1)
+    max_concurrent_model_calls: int = Field(default=100, ge=1)
+    """The most calls in flight to one provider; each provider's adaptive limit starts
+    here and backs off on 429/503 (``agent.llm.limiter``)."""
     cron_timeout_seconds: float = Field(default=120.0, gt=0)
     pulse_timeout_seconds: float = Field(default=180.0, gt=0)
 
@@ -100,6 +104,12 @@ class Settings(BaseSettings):
     max_cron_jobs: int = Field(default=50, ge=1)
     min_cron_interval_minutes: int = Field(default=5, ge=0)
     contact_messages_per_minute: int = Field(default=10, ge=1)
+
+    # Inbound photos and voice notes (channels.media): over a cap, no download.
+    media_max_bytes: int = Field(default=20_000_000, ge=0)
+    media_max_audio_seconds: int = Field(default=600, ge=0)
+    media_image_max_edge: int = Field(default=1568, ge=64)
+    """Photos are downscaled to this longest edge before a model sees them."""
 
     @field_validator("llm_provider", "llm_fallback", mode="before")
     @classmethod

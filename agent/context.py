@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any, Literal
+from zoneinfo import ZoneInfo
 
 import aiohttp
 from pymongo.asynchronous.database import AsyncDatabase
@@ -23,6 +24,7 @@ from channels.outbox import Outbox
 from channels.types import Channel
 from scheduler.engine import Engine
 from scheduler.jobs import CronService
+from scheduler.owner_settings import OwnerSettings
 from scheduler.pulse_state import PulseStore
 from storage.effects import EffectLog
 from storage.repos import ConversationRepo, MessageRepo, SystemInstructionRepo
@@ -56,6 +58,8 @@ class AgentDeps:
     cron: CronService | None = None
     pulse: PulseStore | None = None
     scheduler: Engine | None = None
+    owner: OwnerSettings | None = None
+    """The owner's quiet hours, timezone and primary channel (``manage_settings``)."""
     instructions: SystemInstructionRepo = field(init=False)
     conversations: ConversationRepo = field(init=False)
     messages: MessageRepo = field(init=False)
@@ -66,6 +70,11 @@ class AgentDeps:
         self.instructions = SystemInstructionRepo(self.db)
         self.conversations = ConversationRepo(self.db)
         self.messages = MessageRepo(self.db)
+
+    @property
+    def primary_channel(self) -> str | None:
+        """The owner's preferred chat channel (``manage_settings``), if set."""
+        return self.owner.current.primary_channel if self.owner is not None else None
 
 
 @dataclass(frozen=True)
@@ -115,3 +124,9 @@ class RunContext:
     @property
     def now(self) -> datetime:
         return self.deps.clock()
+
+    @property
+    def tz(self) -> ZoneInfo:
+        """The owner's timezone: every time shown to the model is in it."""
+        owner = self.deps.owner
+        return owner.tz if owner is not None else self.deps.settings.tz

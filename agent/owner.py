@@ -44,13 +44,21 @@ def is_up(channel: HasStatus) -> bool:
         return False
 
 
-def owner_chats(settings: Settings, running: Mapping[str, HasStatus]) -> list[Target]:
+def owner_chats(
+    settings: Settings, running: Mapping[str, HasStatus], primary: str | None = None
+) -> list[Target]:
     """The owner's chats on the running channels, in preference order; channels that
     say they are down go last (a "WhatsApp is logged out" notice must not wait in
-    WhatsApp's own queue while Telegram is up)."""
+    WhatsApp's own queue while Telegram is up).
+
+    ``primary`` (the owner's ``primary_channel``, ``manage_settings``) goes first when
+    it is running and has an owner address; ``sms`` counts as a chat only then."""
+    order = list(CHAT_PREFERENCE)
+    if primary:
+        order = [primary, *(name for name in order if name != primary)]
     found = [
         Target(name, address)
-        for name in CHAT_PREFERENCE
+        for name in order
         if name in running and (address := owner_address(settings, name)) is not None
     ]
     found.sort(key=lambda target: not is_up(running[target.channel]))  # stable
@@ -58,11 +66,15 @@ def owner_chats(settings: Settings, running: Mapping[str, HasStatus]) -> list[Ta
 
 
 def owner_chat(
-    settings: Settings, running: Mapping[str, HasStatus], *, avoid: str | None = None
+    settings: Settings,
+    running: Mapping[str, HasStatus],
+    *,
+    avoid: str | None = None,
+    primary: str | None = None,
 ) -> Target:
     """The owner's main chat: the first of ``owner_chats`` (other than ``avoid``), or
     the terminal, where a delivery is at least logged."""
-    for target in owner_chats(settings, running):
+    for target in owner_chats(settings, running, primary):
         if target.channel != avoid:
             return target
     return Target("console", "owner")

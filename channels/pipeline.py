@@ -3,7 +3,8 @@
 1. ``submit`` stores the message in ``inbox`` under a unique (channel, external id)
    before the channel acknowledges its transport: a redelivery is a no-op.
 2. One worker per conversation handles its messages in order; conversations run
-   in parallel, with a bound on concurrent handler (model) calls.
+   in parallel (optionally bounded; the app leaves model calls to the model's
+   adaptive limit).
 3. Replies go to the outbox under ``<inbox id>:<n>`` keys, so a message handled
    again after a crash produces no second reply.
 4. On start, messages a dead process left ``processing`` are handled again: at
@@ -37,6 +38,7 @@ from bson.errors import BSONError
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError, OperationFailure
 
+from channels.media import pending_docs
 from channels.outbox import Outbox
 from channels.text import clean_inbound, clean_text
 from channels.types import Channel, HandlingFailed, InboundMessage, OutboundMessage, Reply
@@ -111,14 +113,18 @@ class Pipeline:
         outbox: Outbox,
         channels: Mapping[str, Channel],
         clock: Callable[[], datetime],
-        max_concurrency: int = 8,
+        max_concurrency: int | None = None,
     ) -> None:
         self._inbox = db[c.INBOX]
         self._handler = handler
         self._outbox = outbox
         self._channels = channels
         self._clock = clock
-        self._limit = asyncio.Semaphore(max_concurrency)
+        self._limit: contextlib.AbstractAsyncContextManager[Any] = (
+            asyncio.Semaphore(max_concurrency) if max_concurrency else contextlib.nullcontext()
+        )
+        """Handlers running at once (None: as many as conversations; model calls are
+        paced by the model's own limit)."""
         self._queues: dict[str, deque[Doc | ObjectId]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._stopping = False
@@ -155,6 +161,8 @@ class Pipeline:
             "claimed_at": self._clock(),
             "attempts": 1,
         }
+        if message.media:  # fetched later, once the sender's tier is known (channels.media)
+            doc["media"] = pending_docs(message.media)
         try:
             # Retried once on a dropped connection; the retry tells our own stored
             # copy (same _id) from a real duplicate (storage.retry).

@@ -16,7 +16,7 @@ import asyncio
 import logging
 import math
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -28,12 +28,16 @@ from twilio.base.exceptions import TwilioException
 from twilio.http.async_http_client import AsyncTwilioHttpClient
 from twilio.request_validator import RequestValidator, get_signature_algorithm
 from twilio.rest import Client
+from yarl import URL
 
+from channels.http_fetch import Hop, fetch_capped, origin
+from channels.media import MediaRefused
 from channels.text import clean_inbound
 from channels.types import (
     SMS_BUDGET_TAKEN,
     InboundMessage,
     InboundSink,
+    MediaItem,
     OutboundMessage,
     SendError,
     SendResult,
@@ -62,6 +66,9 @@ MAX_ID_LENGTH = 64
 """Longest ``MessageSid``, ``From`` or ``To`` taken (a SID is 34 characters)."""
 MAX_MEDIA = 100
 """Twilio sends at most ten attachments; a larger ``NumMedia`` is not a message."""
+MMS_ATTACHMENTS = 10
+"""``MediaUrl0`` to ``MediaUrl9``: the most Twilio sends."""
+DEFAULT_API = "https://api.twilio.com"
 _MEDIA_COUNT = re.compile(r"[0-9]{1,3}")
 SEND_TIMEOUT = 20.0
 # Twilio error codes where the number itself refuses: no retry can help.
@@ -249,6 +256,18 @@ class SmsChannel:
         }
         return SendResult(external_ids=(str(sent.sid),), info=info)
 
+    async def fetch_media(self, source: Mapping[str, str], max_bytes: int) -> bytes:
+        """An MMS attachment, with the account's credentials; only from the API's own
+        origin (anything else could make us fetch an internal address)."""
+        api = (self._base or DEFAULT_API).rstrip("/")
+        url = source.get("url", "")
+        if origin(URL(url)) != origin(URL(api)):
+            raise MediaRefused("its address is not on the Twilio API host")
+        return await fetch_capped(
+            url, max_bytes, authorization=aiohttp.encode_basic_auth(self._sid, self._token),
+            auth_origin=api, may_follow=_may_follow(api),
+        )  # fmt: skip
+
     async def handle_webhook(self, request: web.Request) -> web.Response:
         """``POST /webhooks/twilio/sms``: 403 unless signed; stored before we answer 200.
 
@@ -313,6 +332,12 @@ class SmsChannel:
         if not _MEDIA_COUNT.fullmatch(count) or int(count) > MAX_MEDIA:
             raise ValueError(f"NumMedia must be a whole number from 0 to {MAX_MEDIA}")
         media = int(count)
+        items = tuple(
+            MediaItem("image", mime, {"url": url})
+            for i in range(min(media, MMS_ATTACHMENTS))
+            if (url := fields.get(f"MediaUrl{i}", ""))
+            and (mime := fields.get(f"MediaContentType{i}", "")).startswith("image/")
+        )
         text = fields.get("Body", "")
         if media:
             text = f"[MMS with {media} attachment{'s' if media > 1 else ''}] {text}".strip()
@@ -324,8 +349,15 @@ class SmsChannel:
             text=text,
             received_at=self._clock(),
             meta={"to": fields.get("To", ""), "num_media": media},
+            media=items,
         )
         return clean_inbound(message)
+
+
+def _may_follow(api: str) -> Hop:
+    """Twilio answers a media URL with a redirect to its CDN: follow one to HTTPS, or
+    within the API's own origin (a Twilio-compatible provider, a test fake)."""
+    return lambda _here, there: there.scheme == "https" or origin(there) == origin(URL(api))
 
 
 def _raw_target(target: str) -> str:

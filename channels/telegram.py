@@ -20,7 +20,7 @@ import hmac
 import json
 import logging
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,7 +30,14 @@ from telegram.constants import ChatAction
 from telegram.error import BadRequest, Conflict, InvalidToken, RetryAfter, TelegramError
 from telegram.request import HTTPXRequest
 
-from channels.telegram_inbound import ALLOWED_UPDATES, CHANNEL, to_inbound, update_kind
+from channels.telegram_inbound import (
+    ALLOWED_UPDATES,
+    CHANNEL,
+    DEFAULT_MAX_BYTES,
+    to_inbound,
+    update_kind,
+)
+from channels.telegram_media import fetch_file
 from channels.telegram_send import TelegramSender, retry_after_seconds
 from channels.text import clean_inbound
 from channels.types import InboundMessage, InboundSink, OutboundMessage, SendError, SendResult
@@ -127,6 +134,7 @@ class TelegramChannel:
         clock: Callable[[], datetime] = _utcnow,
         pool_size: int = 8,
         read_timeout: float = READ_TIMEOUT,
+        media_max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         if not token:
             raise ValueError("a Telegram bot token is required (TELEGRAM_BOT_TOKEN)")
@@ -143,6 +151,7 @@ class TelegramChannel:
         )
         self._webhook_url = webhook_url
         self._read_timeout = read_timeout
+        self._media_max_bytes = media_max_bytes
         """Seconds a webhook's whole body may take to arrive."""
         # Without a secret anyone could post updates claiming to be the owner: make one up.
         self._secret = webhook_secret or secrets.token_urlsafe(32)
@@ -200,18 +209,24 @@ class TelegramChannel:
     async def _setup(self) -> None:
         await self._bot.initialize()  # getMe, once
         self._username = self._bot.username
+        # Both at once: one round trip to Telegram fewer before the first poll.
+        await asyncio.gather(self._set_commands(), self._set_mode())
+        self._ready = self._connected = True
+        log.info("telegram bot @%s ready (%s)", self._username, self.mode)
+
+    async def _set_commands(self) -> None:
         try:
             await self._bot.set_my_commands(self._commands)
         except BadRequest as exc:  # a bad command name must not keep the bot deaf
             log.warning("telegram refused the command menu: %s", self._safe(exc))
+
+    async def _set_mode(self) -> None:
         if self._webhook_url is None:
             await self._bot.delete_webhook(drop_pending_updates=False)
         else:
             await self._bot.set_webhook(
                 self._webhook_url, secret_token=self._secret, allowed_updates=ALLOWED_UPDATES
             )
-        self._ready = self._connected = True
-        log.info("telegram bot @%s ready (%s)", self._username, self.mode)
 
     async def _setup_until_ready(self) -> None:
         backoff = _Backoff(*self._retry_delays)
@@ -283,7 +298,7 @@ class TelegramChannel:
     def _read(self, update: Update) -> InboundMessage | None:
         self._last_update_at = self._clock()
         try:
-            found = to_inbound(update, self._clock())
+            found = to_inbound(update, self._clock(), self._media_max_bytes)
             # Anyone can send a lone surrogate: it becomes U+FFFD here, so it can be stored.
             message = clean_inbound(found) if found is not None else None
         except Exception:
@@ -351,6 +366,10 @@ class TelegramChannel:
             return web.Response(status=500, text="not stored; please retry")
         await self._accepted(update)
         return web.Response(text="ok")
+
+    async def fetch_media(self, source: Mapping[str, str], max_bytes: int) -> bytes:
+        """A file a user sent (``channels.media.MediaSource``)."""
+        return await fetch_file(self._bot, source, max_bytes, self._slots, self._safe)
 
     # -- outbound --------------------------------------------------------------------
 

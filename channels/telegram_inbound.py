@@ -14,9 +14,10 @@ from typing import Any
 
 from telegram import CallbackQuery, Message, Update, User
 
-from channels.types import InboundMessage
+from channels.types import InboundMessage, MediaItem, MediaKind
 
 CHANNEL = "telegram"
+DEFAULT_MAX_BYTES = 20_000_000
 ALLOWED_UPDATES: tuple[str, ...] = ("message", "callback_query")
 """Asked for explicitly: edits and channel posts are not conversation turns here."""
 
@@ -91,13 +92,46 @@ def describe(message: Message) -> str | None:
     return f"[Forwarded] {body}" if message.forward_origin is not None else body
 
 
+def _item(kind: MediaKind, att: Any, mime: str, name: str = "") -> MediaItem:
+    f = _fields(att)
+    duration = f.get("duration")
+    return MediaItem(
+        kind=kind,
+        mime=f.get("mime_type") or mime,
+        source={"file_id": str(f["file_id"])},
+        size=f.get("file_size"),
+        duration_s=int(duration) if isinstance(duration, (int, float)) else None,
+        name=name,
+    )
+
+
+def media_of(message: Message, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[MediaItem, ...]:
+    """The photo (its largest size under ``max_bytes``), voice note, audio file or image
+    document the message carries, to be fetched later (``channels.media``)."""
+    if message.photo:
+        sizes = sorted(message.photo, key=lambda p: (p.file_size or 0, p.width * p.height))
+        fitting = [p for p in sizes if (p.file_size or 0) <= max_bytes]
+        return (_item("image", (fitting or sizes[:1])[-1], "image/jpeg"),)
+    if message.voice:
+        return (_item("audio", message.voice, "audio/ogg"),)
+    if message.audio:
+        audio = message.audio
+        return (_item("audio", audio, "audio/mpeg", audio.file_name or audio.title or ""),)
+    document = message.document
+    if document and (document.mime_type or "").startswith("image/"):
+        return (_item("image", document, "image/jpeg", document.file_name or ""),)
+    return ()
+
+
 def _name(user: User | None) -> str:
     if user is None:
         return ""
     return user.full_name or (user.username or "")
 
 
-def _from_message(update_id: int, message: Message, now: datetime) -> InboundMessage | None:
+def _from_message(
+    update_id: int, message: Message, now: datetime, max_bytes: int
+) -> InboundMessage | None:
     text = describe(message)
     if text is None:
         return None
@@ -115,6 +149,7 @@ def _from_message(update_id: int, message: Message, now: datetime) -> InboundMes
         received_at=now,
         reply_to=str(reply.message_id) if reply is not None else None,
         meta={"message_id": message.message_id, "chat_type": message.chat.type},
+        media=media_of(message, max_bytes),
     )
 
 
@@ -135,10 +170,13 @@ def _from_callback(update_id: int, query: CallbackQuery, now: datetime) -> Inbou
     )
 
 
-def to_inbound(update: Update, now: datetime) -> InboundMessage | None:
-    """The message a person sent in ``update``, or ``None`` when nobody wrote anything."""
+def to_inbound(
+    update: Update, now: datetime, max_bytes: int = DEFAULT_MAX_BYTES
+) -> InboundMessage | None:
+    """The message a person sent in ``update``, or ``None`` when nobody wrote anything;
+    ``max_bytes`` picks the photo size to fetch."""
     if update.message is not None:
-        return _from_message(update.update_id, update.message, now)
+        return _from_message(update.update_id, update.message, now, max_bytes)
     if update.callback_query is not None:
         return _from_callback(update.update_id, update.callback_query, now)
     return None

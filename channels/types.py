@@ -9,7 +9,26 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
+
+MediaKind = Literal["image", "audio"]
+
+
+@dataclass(frozen=True)
+class MediaItem:
+    """A photo or a voice note announced by the transport, not yet downloaded.
+
+    ``source`` says how the channel fetches it (Telegram ``{"file_id"}``, Twilio
+    ``{"url"}``, WhatsApp the serialised neonize message); ``size`` and
+    ``duration_s`` are what the transport announced, checked against the caps before
+    any download."""
+
+    kind: MediaKind
+    mime: str
+    source: dict[str, str]
+    size: int | None = None
+    duration_s: int | None = None
+    name: str = ""
 
 
 @dataclass(frozen=True)
@@ -30,6 +49,8 @@ class InboundMessage:
     """Set by the pipeline once the message is stored: its ``inbox`` id."""
     replay: bool = False
     """Set by the pipeline: an earlier attempt at this message may have answered it."""
+    media: tuple[MediaItem, ...] = ()
+    """Photos and voice notes attached; ``text`` still carries their marker and caption."""
 
     @property
     def conversation_key(self) -> str:

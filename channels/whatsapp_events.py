@@ -8,12 +8,14 @@ so no message disappears without a trace.
 
 from __future__ import annotations
 
+import base64
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from channels.text import clean_text
+from channels.types import MediaItem
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,7 @@ class WaMessage:
     text: str
     push_name: str = ""
     reply_to: str | None = None
+    media: tuple[MediaItem, ...] = ()
 
 
 def _text(value: Any) -> str:
@@ -162,6 +165,36 @@ def message_text(msg: Any) -> str | None:
     return _media_text(msg)
 
 
+def media_items(msg: Any) -> tuple[MediaItem, ...]:
+    """A photo or voice note (or other audio) to fetch later with neonize's
+    ``download_any``: ``source["message"]`` is the serialised inner ``Message``
+    (base64), without its preview thumbnail."""
+    msg = _unwrap(msg)
+    if _has(msg, "imageMessage"):
+        field, kind, default, seconds = "imageMessage", "image", "image/jpeg", 0
+    elif _has(msg, "audioMessage"):
+        field, kind, default = "audioMessage", "audio", "audio/ogg"
+        seconds = int(msg.audioMessage.seconds)
+    else:
+        return ()
+    copy = type(msg)()
+    getattr(copy, field).CopyFrom(getattr(msg, field))
+    if kind == "image":
+        copy.imageMessage.ClearField("JPEGThumbnail")
+    media = getattr(copy, field)
+    mime = _text(media.mimetype).split(";")[0].strip() or default
+    payload = base64.b64encode(copy.SerializeToString()).decode()
+    return (
+        MediaItem(
+            kind="image" if kind == "image" else "audio",
+            mime=mime,
+            source={"message": payload},
+            size=int(media.fileLength) or None,
+            duration_s=seconds or None,
+        ),
+    )
+
+
 def _reply_to(msg: Any) -> str | None:
     msg = _unwrap(msg)
     if _has(msg, "extendedTextMessage"):
@@ -199,4 +232,5 @@ def parse_message(ev: Any) -> WaMessage | None:
         text=text,
         push_name=_text(info.Pushname or ""),
         reply_to=_reply_to(ev.Message),
+        media=media_items(ev.Message),
     )

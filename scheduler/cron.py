@@ -61,6 +61,10 @@ _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct",
 _DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 _TOKEN = re.compile(r"^(\*|\d+|[a-z]{3})(?:-(\d+|[a-z]{3}))?(?:/(\d+))?$", re.IGNORECASE)
 _FIELD_HELP = "minute hour day-of-month month day-of-week"
+# croniter's random (R) and hashed (H) forms: a new minute on every computation, or one
+# that depends on a hash id; the scheduler needs the same fires everywhere, every time.
+_NONDETERMINISTIC = re.compile(r"^([hr])(?![a-z])", re.IGNORECASE)
+_FIXED_EXAMPLES = ("'17 9 * * *'", "'0 9 * * *'", "'0 9 1 * *'", "'0 9 1 1 *'", "'0 9 * * 1'")
 # Walls this far before ``after`` are examined too: a gap can move a fire later.
 _LOOKBACK = timedelta(hours=3)
 
@@ -114,6 +118,23 @@ def _check_field(expression: str, index: int, field: str) -> None:
             raise _invalid(expression, f"{name} step must be 1-{high} (got {int(step)})")
 
 
+def _refuse_nondeterministic(expression: str, fields: list[str]) -> None:
+    for index, field in enumerate(fields):
+        for item in field.split(","):
+            found = _NONDETERMINISTIC.match(item)
+            if found is None:
+                continue
+            letter = found.group(1).upper()
+            kind = "random" if letter == "R" else "hashed"
+            example = _FIXED_EXAMPLES[index]
+            field_name = _FIELDS[index][0]
+            raise _invalid(
+                expression,
+                f"{letter!r} ({kind}) is not supported (in the {field_name} field): "
+                f"choose a fixed {field_name}, e.g. {example}",
+            )
+
+
 def _clean_croniter_message(message: str) -> str:
     """Drop croniter's echo of the expression and its boilerplate, keep the reason."""
     text = re.sub(r"^\[[^\]]*\]\s*", "", message).strip()
@@ -143,6 +164,7 @@ def validate_cron(expression: str) -> str:
             expression,
             f"expected 5 fields ({_FIELD_HELP}), got {len(fields)}{hint}, e.g. '0 9 * * 1-5'",
         )
+    _refuse_nondeterministic(expression, fields)
     for index, field in enumerate(fields):
         _check_field(expression, index, field)
     try:

@@ -38,6 +38,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from scheduler.backlog import Plan
 from scheduler.jobs import CronService
 from scheduler.leases import LeaseStore
+from scheduler.once_recovery import recover_once
 from scheduler.planning import Shared, plan_cron, plan_pulse
 from scheduler.pulse_state import PulseStore
 from scheduler.recorder import RunRecorder
@@ -161,6 +162,11 @@ class Engine:
 
     async def load(self) -> int:
         """(Re)arm timers from the database, the source of truth."""
+        # The owner's settings too: another process may have changed the timezone
+        # (the default for new jobs) or the quiet hours.
+        owner = await self.pulse.owner.load()
+        self.jobs.default_timezone = owner.timezone
+        await recover_once(self.jobs, self.recorder, self.leases, self.clock(), self.config.grace)
         await self.pulse.ensure_next(self.clock())
         times = await self.jobs.armed_times()
         live = {f"cron:{job_id}" for job_id in times}

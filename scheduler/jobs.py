@@ -8,12 +8,10 @@ change at once, so a change takes effect without a restart.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from pymongo import ReturnDocument, UpdateOne
@@ -21,101 +19,32 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
 from scheduler.backlog import window
-from scheduler.cron import CronError, next_fires, validate_cron, validate_timezone
+from scheduler.cron import CronError, next_fires, validate_timezone
+from scheduler.job_model import DONE_KEPT, CronJob, JobError, aware, on_failure_of
+from scheduler.job_rules import (
+    CHOICES,
+    INSTRUCTION_LIMIT,
+    NAME_LIMIT,
+    NO_LIMITS,
+    PENDING,
+    UPDATABLE,
+    JobLimits,
+    check_interval,
+    checked_schedule,
+    done_text,
+    text_field,
+    which_schedule,
+    zone_of,
+)
+from scheduler.once import local_text, now_text, one_time_at
 from storage import collections as c
 from storage import retry
 
 log = logging.getLogger(__name__)
+__all__ = ["CronJob", "CronService", "JobError", "JobLimits", "fires_window"]
 Doc = dict[str, Any]
 Clock = Callable[[], datetime]
 Listener = Callable[[str], Awaitable[None]]
-NAME_LIMIT = 100
-INSTRUCTION_LIMIT = 2_000
-
-
-class JobError(ValueError):
-    """A job request that cannot be done; the message says why (shown to the model)."""
-
-
-@dataclass(frozen=True)
-class CronJob:
-    id: str
-    name: str
-    instruction: str
-    cron_expression: str
-    timezone: str
-    enabled: bool
-    origin_channel: str
-    origin_chat_id: str
-    created_at: datetime
-    next_fire_at: datetime | None
-
-    @classmethod
-    def from_doc(cls, doc: Doc) -> CronJob:
-        return cls(
-            id=str(doc["_id"]),
-            name=doc.get("name", ""),
-            instruction=doc.get("instruction", ""),
-            cron_expression=doc["cron_expression"],
-            timezone=doc.get("timezone", "UTC"),
-            enabled=bool(doc.get("enabled", True)),
-            origin_channel=doc.get("origin_channel", "console"),
-            origin_chat_id=str(doc.get("origin_chat_id", "owner")),
-            created_at=_aware(doc.get("created_at")) or datetime.min.replace(tzinfo=UTC),
-            next_fire_at=_aware(doc.get("next_fire_at")),
-        )
-
-    def next_fires(self, after: datetime, count: int = 3) -> list[datetime]:
-        """The next ``count`` fires in the job's own timezone."""
-        return next_fires(self.cron_expression, validate_timezone(self.timezone), after, count)
-
-
-def _aware(value: Any) -> datetime | None:
-    if not isinstance(value, datetime):
-        return None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-
-def _text(value: str | None, what: str, limit: int) -> str:
-    text = (value or "").strip()
-    if not text:
-        raise JobError(f"{what} is required")
-    if len(text) > limit:
-        raise JobError(f"{what} is {len(text)} characters; the limit is {limit}")
-    return text
-
-
-def _schedule(expression: str, timezone: str) -> tuple[str, str]:
-    try:
-        return validate_cron(expression), validate_timezone(timezone).key
-    except CronError as exc:
-        raise JobError(str(exc)) from None
-
-
-@dataclass(frozen=True)
-class JobLimits:
-    """What the model may set up (DESIGN.md, limits); ``None`` fields are unlimited."""
-
-    max_jobs: int | None = 50
-    min_interval: timedelta = timedelta(minutes=5)
-
-
-NO_LIMITS = JobLimits(max_jobs=None, min_interval=timedelta(0))
-
-
-def _check_interval(expression: str, timezone: str, now: datetime, least: timedelta) -> None:
-    """A recurring job fires at most every ``least`` (any two fires in the next week)."""
-    if least <= timedelta(0):
-        return
-    fires = next_fires(expression, validate_timezone(timezone), now, 64)
-    gaps = [b - a for a, b in itertools.pairwise(fires)]
-    if gaps and min(gaps) < least:
-        shortest = int(min(gaps).total_seconds() // 60)
-        most = int(least.total_seconds() // 60)
-        raise JobError(
-            f"{expression!r} fires {shortest} minute(s) apart; a recurring job may fire at "
-            f"most every {most} minutes, e.g. '*/{most} * * * *'"
-        )
 
 
 class CronService:
@@ -143,26 +72,53 @@ class CronService:
             except Exception:
                 log.exception("cron change listener failed for %s", job_id)
 
+    def _schedule_fields(
+        self,
+        which: str,
+        cron_expression: str | None,
+        run_at: str | None,
+        in_minutes: int | None,
+        timezone: str,
+        now: datetime,
+    ) -> Doc:
+        """The stored schedule of a recurring or a one-time job, with its first fire."""
+        if which == "cron_expression":
+            expression, tz = checked_schedule(cron_expression or "", timezone)
+            check_interval(expression, tz, now, self.limits.min_interval)
+            first = self._first_fire(expression, tz)
+            return {"kind": "recurring", "cron_expression": expression, "timezone": tz,
+                    "next_fire_at": first}  # fmt: skip
+        zone = zone_of(timezone)
+        when = one_time_at(run_at, in_minutes, zone, now).astimezone(UTC)
+        return {"kind": "once", "run_at": when, "timezone": zone.key, "next_fire_at": when}
+
     async def create(
         self,
         *,
         name: str | None,
         instruction: str | None,
-        cron_expression: str | None,
+        cron_expression: str | None = None,
+        run_at: str | None = None,
+        in_minutes: int | None = None,
         timezone: str | None = None,
         enabled: bool = True,
+        on_failure: str | None = None,
         origin_channel: str = "console",
         origin_chat_id: str = "owner",
     ) -> CronJob:
-        name = _text(name, "name", NAME_LIMIT)
-        instruction = _text(instruction, "instruction", INSTRUCTION_LIMIT)
-        if not cron_expression:
-            raise JobError("cron_expression is required, e.g. '0 9 * * 1-5'")
-        expression, tz = _schedule(cron_expression, timezone or self.default_timezone)
+        """A recurring job (``cron_expression``) or a one-time one (``run_at`` or
+        ``in_minutes``); exactly one of the three."""
+        name = text_field(name, "name", NAME_LIMIT)
+        instruction = text_field(instruction, "instruction", INSTRUCTION_LIMIT)
+        which = which_schedule(cron_expression, run_at, in_minutes) or ""
+        if not which:
+            raise JobError(CHOICES)
         now = self._clock()
-        _check_interval(expression, tz, now, self.limits.min_interval)
+        zone = timezone or self.default_timezone
+        schedule = self._schedule_fields(which, cron_expression, run_at, in_minutes, zone, now)
+        policy = on_failure_of(on_failure)
         most = self.limits.max_jobs
-        if most is not None and await self._coll.count_documents({}) >= most:
+        if most is not None and await self._coll.count_documents(PENDING) >= most:
             raise JobError(
                 f"there are already {most} cron jobs, the most allowed; delete or merge some "
                 "before creating another"
@@ -170,14 +126,13 @@ class CronService:
         doc: Doc = {
             "name": name,
             "instruction": instruction,
-            "cron_expression": expression,
-            "timezone": tz,
+            **schedule,
             "enabled": enabled,
+            "on_failure": policy,
             "origin_channel": origin_channel,
             "origin_chat_id": origin_chat_id,
             "created_at": now,
             "updated_at": now,
-            "next_fire_at": self._first_fire(expression, tz),
         }
         for _ in range(5):
             doc["_id"] = secrets.token_hex(4)
@@ -200,8 +155,9 @@ class CronService:
         return CronJob.from_doc(doc)
 
     async def list_jobs(self, limit: int = 0) -> list[CronJob]:
-        """Jobs, oldest first; ``limit`` 0 means all."""
-        cursor = self._coll.find({}, sort=[("created_at", 1), ("_id", 1)], limit=limit)
+        """Jobs, pending first then done (one-time jobs that ran), oldest first."""
+        order = [("done_at", 1), ("created_at", 1), ("_id", 1)]
+        cursor = self._coll.find({}, sort=order, limit=limit)
         return [CronJob.from_doc(d) async for d in cursor]
 
     async def update(
@@ -211,38 +167,49 @@ class CronService:
         name: str | None = None,
         instruction: str | None = None,
         cron_expression: str | None = None,
+        run_at: str | None = None,
+        in_minutes: int | None = None,
         timezone: str | None = None,
         enabled: bool | None = None,
+        on_failure: str | None = None,
     ) -> CronJob:
         """Change any of the fields; a new schedule or re-enabling recomputes the next fire
-        from now, so fires missed while paused are not replayed."""
+        from now, so fires missed while paused are not replayed. ``cron_expression`` makes
+        a one-time job recurring, ``run_at``/``in_minutes`` a recurring one one-time."""
         job = await self.get(job_id)
+        if job.done:
+            raise JobError(done_text(job))
+        now = self._clock()
         fields: Doc = {}
+        unset: Doc = {}
         if name is not None:
-            fields["name"] = _text(name, "name", NAME_LIMIT)
+            fields["name"] = text_field(name, "name", NAME_LIMIT)
         if instruction is not None:
-            fields["instruction"] = _text(instruction, "instruction", INSTRUCTION_LIMIT)
-        if cron_expression is not None or timezone is not None:
-            expression, tz = _schedule(
-                cron_expression or job.cron_expression, timezone or job.timezone
+            fields["instruction"] = text_field(instruction, "instruction", INSTRUCTION_LIMIT)
+        which = which_schedule(cron_expression, run_at, in_minutes)
+        if which is None and timezone is not None and not job.once:
+            which, cron_expression = "cron_expression", job.cron_expression
+        if which is not None:
+            zone = timezone or job.timezone
+            fields.update(
+                self._schedule_fields(which, cron_expression, run_at, in_minutes, zone, now)
             )
-            _check_interval(expression, tz, self._clock(), self.limits.min_interval)
-            fields.update(cron_expression=expression, timezone=tz)
+            unset = {"run_at": ""} if which == "cron_expression" else {"cron_expression": ""}
+        elif timezone is not None:  # a one-time job keeps its instant; only shown anew
+            fields["timezone"] = zone_of(timezone).key
+        if on_failure is not None:
+            fields["on_failure"] = on_failure_of(on_failure)
         if enabled is not None:
             fields["enabled"] = bool(enabled)
-        if "cron_expression" in fields or (enabled and not job.enabled):
-            fields["next_fire_at"] = self._first_fire(
-                fields.get("cron_expression", job.cron_expression),
-                fields.get("timezone", job.timezone),
-            )
+        if enabled and not job.enabled and "next_fire_at" not in fields:
+            fields["next_fire_at"] = self._resumed_fire(job, now)
         if not fields:
-            raise JobError(
-                "nothing to update: give name, instruction, cron_expression, timezone or enabled"
-            )
-        fields["updated_at"] = self._clock()
+            raise JobError(f"nothing to update: give {UPDATABLE}")
+        fields["updated_at"] = now
+        change: Doc = {"$set": fields, **({"$unset": unset} if unset else {})}
         doc = await retry.retried(  # $set by _id: safe to repeat
             lambda: self._coll.find_one_and_update(
-                {"_id": job.id}, {"$set": fields}, return_document=ReturnDocument.AFTER
+                {"_id": job.id}, change, return_document=ReturnDocument.AFTER
             ),
             "update a cron job",
         )
@@ -250,6 +217,17 @@ class CronService:
             raise JobError(f"cron job {job.id!r} was deleted meanwhile")
         await self._changed(job.id)
         return CronJob.from_doc(doc)
+
+    def _resumed_fire(self, job: CronJob, now: datetime) -> datetime:
+        if not job.once:
+            return self._first_fire(job.cron_expression, job.timezone)
+        if job.run_at is None or job.run_at <= now:
+            due = local_text(job.run_at, zone_of(job.timezone)) if job.run_at else "never"
+            raise JobError(
+                f"one-time job {job.id!r} was due at {due}, which has passed; "
+                f"{now_text(now, zone_of(job.timezone))}; give a new run_at or in_minutes"
+            )
+        return job.run_at
 
     async def toggle(self, job_id: str | None, enabled: bool | None = None) -> CronJob:
         job = await self.get(job_id)
@@ -260,6 +238,60 @@ class CronService:
         await retry.retried(lambda: self._coll.delete_one({"_id": job.id}), "delete a cron job")
         await self._changed(job.id)
         return job
+
+    async def move_timezone(self, old: str, new: str) -> list[str]:
+        """The owner's timezone changed: recurring jobs in ``old`` move to ``new``, each
+        with its next fire recomputed (``update``); the ids of the jobs moved."""
+        self.default_timezone = new
+        if old == new:
+            return []
+        query = {"timezone": old, "cron_expression": {"$type": "string"}}
+        ids = [str(doc["_id"]) async for doc in self._coll.find(query, projection={"_id": 1})]
+        moved: list[str] = []
+        for job_id in ids:
+            try:
+                await self.update(job_id, timezone=new)
+            except JobError as exc:
+                log.warning("cron job %s kept timezone %s: %s", job_id, old, exc)
+                continue
+            moved.append(job_id)
+        return moved
+
+    # --- one-time jobs: done, recovered, pruned ---------------------------------------
+
+    async def finish_once(self, job_id: str, run_at: datetime, status: str, now: datetime) -> bool:
+        """Keep a one-time job as done after its run for ``run_at`` is over. Only once,
+        and not when it was given a new time meanwhile."""
+        query: Doc = {"_id": job_id, "kind": "once", "run_at": run_at, **PENDING}
+        done: Doc = {"enabled": False, "done_at": now, "last_status": status, "updated_at": now}
+        done.update(next_fire_at=None, prune_at=now + DONE_KEPT)
+        result = await retry.retried(  # compare-and-set: a repeat changes nothing
+            lambda: self._coll.update_one(query, {"$set": done}), "mark a one-time job done"
+        )
+        if result.modified_count:
+            await self._changed(job_id)
+        return bool(result.modified_count)
+
+    async def stranded_once(self) -> list[CronJob]:
+        """Enabled one-time jobs whose fire was claimed (no next fire) but not yet done."""
+        query = {"kind": "once", "enabled": True, "next_fire_at": None, **PENDING}
+        return [CronJob.from_doc(d) async for d in self._coll.find(query)]
+
+    async def restore_once(self, job_id: str, run_at: datetime) -> None:
+        """Put back the fire of a one-time job whose claim left no run behind."""
+        query: Doc = {"_id": job_id, "run_at": run_at, "next_fire_at": None, **PENDING}
+        await retry.retried(
+            lambda: self._coll.update_one(query, {"$set": {"next_fire_at": run_at}}),
+            "restore a one-time job",
+        )
+        await self._changed(job_id)
+
+    async def prune_done(self, now: datetime) -> int:
+        """Remove one-time jobs done more than ``DONE_KEPT`` ago."""
+        result = await retry.retried(
+            lambda: self._coll.delete_many({"prune_at": {"$lte": now}}), "prune done jobs"
+        )
+        return int(result.deleted_count)
 
     # --- for the engine and the pulse -------------------------------------------------
 
@@ -285,7 +317,7 @@ class CronService:
     async def armed_times(self) -> dict[str, datetime | None]:
         """Every enabled job's next fire, without the rest of the document (cheap resync)."""
         cursor = self._coll.find({"enabled": True}, projection={"next_fire_at": 1})
-        return {str(doc["_id"]): _aware(doc.get("next_fire_at")) async for doc in cursor}
+        return {str(doc["_id"]): aware(doc.get("next_fire_at")) async for doc in cursor}
 
     async def count(self) -> int:
         return await self._coll.count_documents({})
@@ -295,7 +327,7 @@ class CronService:
         found: dict[str, datetime | None] = dict.fromkeys(job_ids)
         query = {"_id": {"$in": job_ids}, "enabled": True}
         async for doc in self._coll.find(query, projection={"next_fire_at": 1}):
-            found[str(doc["_id"])] = _aware(doc.get("next_fire_at"))
+            found[str(doc["_id"])] = aware(doc.get("next_fire_at"))
         return found
 
     async def fires_within(
@@ -317,7 +349,4 @@ class CronService:
 
 def fires_window(job: CronJob, start: datetime, end: datetime, limit: int = 200) -> list[datetime]:
     """A job's fires in ``(start, end]``; a job firing too often yields its first ``limit``."""
-    tz = validate_timezone(job.timezone)
-    return window(
-        lambda after, count: next_fires(job.cron_expression, tz, after, count), start, end, limit
-    )
+    return window(job.next_fires, start, end, limit)

@@ -94,6 +94,15 @@ class LeaseStore:
         ours = {d["key"] async for d in self._coll.find({"_id": {"$in": ids}}, {"key": 1})}
         return {key for key in keys if key in ours}
 
+    async def release_stale(self, key: str, before: datetime) -> bool:
+        """Whether ``key`` is free after removing its lease if taken before ``before``
+        (a claim whose process stopped before it recorded anything)."""
+        await retry.retried(  # deleting twice deletes nothing more
+            lambda: self._coll.delete_one({"key": key, "created_at": {"$lt": before}}),
+            "release a stale lease",
+        )
+        return await self._coll.find_one({"key": key}, projection={"_id": 1}) is None
+
     async def prune(self, now: datetime) -> int:
         """Remove expired leases (a backstop where the TTL index is not honoured)."""
         result = await retry.retried(  # deleting what expired twice deletes nothing more

@@ -23,10 +23,13 @@ def plan_cron(
     job: CronJob, now: datetime, shared: Shared, grace: timedelta, skip_records: int
 ) -> Plan | None:
     """Jobs with the same schedule and cursor share one computation (200 jobs at
-    09:00 cost one)."""
+    09:00 cost one). A one-time job's fire runs even when it was missed by more than
+    the grace window (say, Watchkeeper was down): late, and the run says so."""
     cursor = job.next_fire_at
     if cursor is None or cursor > now:
         return None
+    if job.once:  # runs once, however late: a reminder that never arrives is the worst
+        return Plan("cron", job.id, cursor, Due(None, cursor))
     memo = (job.cron_expression, job.timezone, cursor)
     if memo not in shared:
         try:

@@ -1,33 +1,45 @@
-"""Pure pulse (heartbeat) timing: a fixed grid on the owner's local wall clock.
+"""Pure pulse (heartbeat) timing: slots spread evenly over the waking part of a local day.
 
-A day holds ``pulses_per_day`` evenly spaced wall-clock slots from local midnight
-(12/day → 00:00, 02:00, ..., 22:00), minus quiet hours and inactive weekdays. Fixed
-wall-clock slots keep pulses predictable for the owner. DST: a slot that does not exist
-(spring forward) is skipped rather than moved onto the next slot, and a slot that
-occurs twice (fall back) is used once, at its first occurrence. No clock is read here;
-callers pass ``now``/``after``.
+The active timeline of a local day is its wall-clock minutes 00:00..23:59 minus the quiet
+windows (start inclusive, end exclusive; a window may cross midnight, windows may
+overlap). With ``A`` active minutes and ``n`` pulses, slot ``i`` sits at the whole minute
+``floor(i * A / n)`` along that timeline: no quiet hours and 12/day gives 00:00, 02:00,
+..., 22:00; quiet 22:00-07:00 and 12/day gives 07:00, 08:15, ..., 20:45. With more pulses
+than active minutes each active minute is used once. Inactive weekdays have no slots.
+
+DST: slots are wall-clock minutes. A slot inside a spring-forward gap is moved to the
+gap end, or, when a slot already sits there, to the next free active minute of that day
+(dropped only when none is left); a wall time that occurs twice (fall back) is used
+once, at its first occurrence. No clock is read here; callers pass ``now``/``after``.
+Day grids are cached per (schedule, day): both are immutable.
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
+from functools import lru_cache
+from typing import Final
 from zoneinfo import ZoneInfo
 
 from scheduler.cron import CronError, gap_end, resolve_wall_time, validate_timezone
 
 __all__ = [
     "ALL_DAYS",
+    "MAX_PULSES",
+    "MIN_PULSES",
     "PULSES_PER_DAY",
     "PulseConfigError",
     "PulseSchedule",
     "QuietHours",
+    "active_spans",
+    "average_spacing",
     "day_bounds",
     "grid_slots",
     "in_quiet_hours",
-    "interval_minutes",
     "local_day",
     "make_schedule",
     "next_pulse",
@@ -36,10 +48,14 @@ __all__ = [
     "upcoming_pulses",
 ]
 
-PULSES_PER_DAY: tuple[int, ...] = (48, 24, 12, 6, 2)
+MIN_PULSES: Final = 1
+MAX_PULSES: Final = 48
+PULSES_PER_DAY: Final = range(MIN_PULSES, MAX_PULSES + 1)
+"""Every allowed ``pulses_per_day`` (``n in PULSES_PER_DAY`` checks a count)."""
 ALL_DAYS: frozenset[int] = frozenset(range(7))
 """Days are numbered 0=Sunday..6=Saturday, as in the ``manage_pulse`` tool."""
 
+_DAY_MINUTES = 24 * 60
 _SEARCH_DAYS = 8  # a week plus one day reaches every weekday from any start
 _TIME = re.compile(r"^(\d{1,2}):(\d{2})$")
 _QUIET_KEYS = frozenset({"start", "end"})
@@ -130,8 +146,10 @@ def _check_pulses(pulses_per_day: object) -> int:
         or not isinstance(pulses_per_day, int)
         or pulses_per_day not in PULSES_PER_DAY
     ):
-        allowed = ", ".join(str(n) for n in PULSES_PER_DAY)
-        raise PulseConfigError(f"pulses_per_day must be one of {allowed} (got {pulses_per_day!r})")
+        raise PulseConfigError(
+            f"pulses_per_day must be a whole number from {MIN_PULSES} to {MAX_PULSES} "
+            f"(got {pulses_per_day!r})"
+        )
     return pulses_per_day
 
 
@@ -174,11 +192,55 @@ def make_schedule(
     )
 
 
-def interval_minutes(pulses_per_day: int) -> int:
-    """Minutes between grid slots: 1440 / pulses_per_day."""
-    return 1440 // _check_pulses(pulses_per_day)
+# --- the active timeline -------------------------------------------------------------
+def _minute_of(moment: time) -> int:
+    return moment.hour * 60 + moment.minute
 
 
+@lru_cache(maxsize=64)
+def _active_minutes(quiet_hours: tuple[QuietHours, ...]) -> tuple[int, ...]:
+    """The minutes of a day (0..1439) outside every quiet window, ascending."""
+    quiet = bytearray(_DAY_MINUTES)
+    for window in quiet_hours:
+        start, end = _minute_of(window.start), _minute_of(window.end)
+        if start < end:
+            quiet[start:end] = b"\x01" * (end - start)
+        else:  # crosses midnight (start == end would be the whole day, as in ``contains``)
+            quiet[start:] = b"\x01" * (_DAY_MINUTES - start)
+            quiet[:end] = b"\x01" * end
+    return tuple(minute for minute in range(_DAY_MINUTES) if not quiet[minute])
+
+
+def active_spans(quiet_hours: Iterable[QuietHours]) -> list[tuple[str, str]]:
+    """The active parts of a day as ``("HH:MM", "HH:MM")`` half-open spans from 00:00;
+    the end of the day reads ``24:00``. No quiet hours → ``[("00:00", "24:00")]``."""
+    spans: list[tuple[str, str]] = []
+    start = previous = None
+    for minute in (*_active_minutes(tuple(quiet_hours)), None):
+        if minute is not None and previous is not None and minute == previous + 1:
+            previous = minute
+            continue
+        if start is not None and previous is not None:
+            spans.append((_hhmm(start), _hhmm(previous + 1)))
+        start = previous = minute
+    return spans
+
+
+def _hhmm(minute: int) -> str:
+    return f"{minute // 60:02d}:{minute % 60:02d}"
+
+
+def average_spacing(schedule: PulseSchedule) -> timedelta | None:
+    """The time between neighbouring slots inside the active part of a day (active
+    minutes / pulses, at least a minute; slots sit on whole minutes, so a gap may be
+    up to a minute shorter); None when every minute is quiet."""
+    active = len(_active_minutes(schedule.quiet_hours))
+    if active == 0:
+        return None
+    return timedelta(minutes=active / min(schedule.pulses_per_day, active))
+
+
+# --- days and instants ---------------------------------------------------------------
 def _aware_utc(value: datetime, name: str) -> datetime:
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError(f"{name} must be a timezone-aware datetime")
@@ -208,20 +270,44 @@ def _cron_weekday(day: date) -> int:
     return day.isoweekday() % 7  # Monday=1 .. Saturday=6, Sunday=7 → 0
 
 
-def _utc_slots(schedule: PulseSchedule, day: date) -> list[datetime]:
-    if not schedule.enabled or _cron_weekday(day) not in schedule.active_days:
-        return []
-    step = timedelta(minutes=interval_minutes(schedule.pulses_per_day))
+def _place(wanted: list[int], active: tuple[int, ...], day: date, tz: ZoneInfo) -> list[datetime]:
+    """UTC instants for the wanted wall minutes of ``day``: first occurrence of a folded
+    time; a minute in a DST gap moves to the gap end or the next free active minute."""
+    first, last = day_bounds(day, tz)
+    if last - first == timedelta(days=1) and first.astimezone(tz).time() == time(0):
+        return [first + timedelta(minutes=minute) for minute in wanted]  # no DST change
     midnight = datetime.combine(day, time(0))
-    slots: set[datetime] = set()
-    for index in range(schedule.pulses_per_day):
-        wall = midnight + index * step
-        if any(window.contains(wall.time()) for window in schedule.quiet_hours):
-            continue
-        instants = resolve_wall_time(wall, schedule.tz)
+    placed: dict[int, datetime] = {}
+    in_gap: list[int] = []
+    for minute in wanted:
+        instants = resolve_wall_time(midnight + timedelta(minutes=minute), tz)
         if instants:
-            slots.add(instants[0])  # first occurrence only; a gap slot is skipped
-    return sorted(slots)
+            placed[minute] = instants[0]
+        else:
+            in_gap.append(minute)
+    for minute in in_gap:
+        end = gap_end(midnight + timedelta(minutes=minute), tz).astimezone(tz)
+        if end.date() != day:
+            continue  # the gap runs past midnight: nothing of this day is left after it
+        start = _minute_of(end.time()) + (1 if end.second or end.microsecond else 0)
+        for candidate in active[bisect_left(active, start) :]:
+            if candidate in placed:
+                continue
+            instants = resolve_wall_time(midnight + timedelta(minutes=candidate), tz)
+            if instants:
+                placed[candidate] = instants[0]
+                break
+    return sorted(placed.values())
+
+
+@lru_cache(maxsize=1024)
+def _utc_slots(schedule: PulseSchedule, day: date) -> tuple[datetime, ...]:
+    if not schedule.enabled or _cron_weekday(day) not in schedule.active_days:
+        return ()
+    active = _active_minutes(schedule.quiet_hours)
+    count = min(schedule.pulses_per_day, len(active))
+    wanted = [active[index * len(active) // count] for index in range(count)]
+    return tuple(_place(wanted, active, day, schedule.tz))
 
 
 def grid_slots(schedule: PulseSchedule, day: date) -> list[datetime]:

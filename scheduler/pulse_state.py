@@ -1,5 +1,9 @@
 """The pulse's settings and counters: one ``settings`` document, ``_id: "pulse"``.
 
+Quiet hours and the timezone are the owner's (``OwnerSettings``, ``manage_settings``):
+a ``PulseState`` carries the owner's quiet hours as read, and a change to them re-plans
+the next pulse at once.
+
 Every write is a ``$set``/``$inc`` of named fields, never a whole-document overwrite:
 the model may change notes or settings during a pulse, and the run's own bookkeeping
 (counters, timestamps) must not put the old values back.
@@ -9,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
@@ -17,6 +21,7 @@ from zoneinfo import ZoneInfo
 
 from pymongo.asynchronous.database import AsyncDatabase
 
+from scheduler.owner_settings import DEFAULT_QUIET, OwnerPrefs, OwnerSettings
 from scheduler.pulse_grid import (
     PulseConfigError,
     PulseSchedule,
@@ -34,7 +39,6 @@ Clock = Callable[[], datetime]
 Listener = Callable[[], Awaitable[None]]
 PULSE_ID = "pulse"
 NOTES_LIMIT = 2_000
-DEFAULT_QUIET = ({"start": "22:00", "end": "07:00"},)
 
 
 @dataclass(frozen=True)
@@ -42,7 +46,8 @@ class PulseState:
     enabled: bool = True
     pulses_per_day: int = 12
     active_days: tuple[int, ...] = (0, 1, 2, 3, 4, 5, 6)
-    quiet_hours: tuple[dict[str, str], ...] = DEFAULT_QUIET
+    quiet_hours: tuple[dict[str, str], ...] = tuple(q.as_dict() for q in DEFAULT_QUIET)
+    """The owner's quiet hours (``OwnerSettings``), not stored with the pulse."""
     notes: str = ""
     done_today: int = 0
     done_day: str | None = None
@@ -55,15 +60,16 @@ class PulseState:
     extra: Doc = field(default_factory=dict)
 
     @classmethod
-    def from_doc(cls, doc: Doc | None) -> PulseState:
-        if not doc:
-            return cls()
+    def from_doc(cls, doc: Doc | None, owner: OwnerPrefs | None = None) -> PulseState:
         base = cls()
+        quiet = base.quiet_hours if owner is None else tuple(owner.quiet_dicts())
+        if not doc:
+            return cls(quiet_hours=quiet)
         return cls(
             enabled=bool(doc.get("enabled", base.enabled)),
             pulses_per_day=int(doc.get("pulses_per_day", base.pulses_per_day)),
             active_days=tuple(doc.get("active_days", base.active_days)),
-            quiet_hours=tuple(dict(q) for q in doc.get("quiet_hours", base.quiet_hours)),
+            quiet_hours=quiet,
             notes=str(doc.get("notes") or ""),
             done_today=int(doc.get("done_today") or 0),
             done_day=doc.get("done_day"),
@@ -104,15 +110,28 @@ def check_notes(notes: str) -> str:
 class PulseStore:
     CACHE_SECONDS = 2.0
 
-    def __init__(self, db: AsyncDatabase[Doc], clock: Clock, tz: ZoneInfo) -> None:
+    def __init__(
+        self, db: AsyncDatabase[Doc], clock: Clock, owner: OwnerSettings | ZoneInfo
+    ) -> None:
+        """``owner`` gives the quiet hours and timezone; a bare timezone (tests, tools
+        that only read) makes settings of its own with that default."""
         self._coll = db[c.SETTINGS]
         self._clock = clock
-        self.tz = tz
+        if isinstance(owner, ZoneInfo):
+            owner = OwnerSettings(db, clock, owner.key)
+        self.owner = owner
+        owner.listeners.append(self._owner_changed)
         self.listeners: list[Listener] = []
         self._cache: TtlCache[str, PulseState] = TtlCache(self.CACHE_SECONDS)
 
+    @property
+    def tz(self) -> ZoneInfo:
+        """The owner's timezone: the pulse grid is on the owner's wall clock."""
+        return self.owner.tz
+
     async def get(self) -> PulseState:
-        return PulseState.from_doc(await self._coll.find_one({"_id": PULSE_ID}))
+        owner = await self.owner.fresh()
+        return PulseState.from_doc(await self._coll.find_one({"_id": PULSE_ID}), owner)
 
     async def cached(self) -> PulseState:
         """``get`` for display on every exchange (the prompt's pulse section): at most
@@ -124,7 +143,6 @@ class PulseStore:
             "enabled": PulseState.enabled,
             "pulses_per_day": PulseState.pulses_per_day,
             "active_days": list(PulseState.active_days),
-            "quiet_hours": [dict(q) for q in DEFAULT_QUIET],
             "notes": "",
         }
         update: Doc = {"$set": fields}
@@ -144,6 +162,14 @@ class PulseStore:
         self._cache.invalidate()
         return result.matched_count == 1 or result.upserted_id is not None
 
+    async def _owner_changed(self, old: OwnerPrefs, new: OwnerPrefs) -> None:
+        """New quiet hours or timezone: the next pulse is planned again from now."""
+        if old.quiet_hours == new.quiet_hours and old.timezone == new.timezone:
+            return
+        state = await self.get()
+        await self._set({"next_pulse_at": next_pulse(state.schedule(self.tz), self._clock())})
+        await self._changed()
+
     async def _changed(self) -> None:
         for listener in self.listeners:
             try:
@@ -157,7 +183,6 @@ class PulseStore:
         enabled: bool | None = None,
         active_days: Sequence[int] | None = None,
         pulses_per_day: int | None = None,
-        quiet_hours: Sequence[Mapping[str, object]] | None = None,
     ) -> PulseState:
         """Validate the merged settings as a whole, then store only what changed."""
         current = await self.get()
@@ -165,7 +190,7 @@ class PulseStore:
             enabled=current.enabled if enabled is None else enabled,
             pulses_per_day=current.pulses_per_day if pulses_per_day is None else pulses_per_day,
             active_days=current.active_days if active_days is None else active_days,
-            quiet_hours=list(current.quiet_hours) if quiet_hours is None else quiet_hours,
+            quiet_hours=list(current.quiet_hours),
             tz=self.tz,
         )
         fields: Doc = {"updated_at": self._clock()}
@@ -175,8 +200,6 @@ class PulseStore:
             fields["pulses_per_day"] = schedule.pulses_per_day
         if active_days is not None:
             fields["active_days"] = sorted(schedule.active_days)
-        if quiet_hours is not None:
-            fields["quiet_hours"] = [window.as_dict() for window in schedule.quiet_hours]
         fields["next_pulse_at"] = next_pulse(schedule, self._clock())
         await self._set(fields)
         await self._changed()

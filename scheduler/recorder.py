@@ -4,9 +4,9 @@ The agent's runner only does the work and says how it went (a typed ``Outcome``)
 this module opens the record before the work starts, closes it with the outcome,
 turns an exception into ``failed`` (``internal_error``, or ``database_unavailable``
 when the database could not be reached), records skipped pulses, and counts failure
-streaks, handing a streak of two or more to ``on_failures``. So a run is recorded the
-same way whoever asked for it: a timer, ``/pulse run``, the API or the model's
-``run_now``.
+streaks, handing failures to ``on_failures`` as the job's ``on_failure`` policy says
+(by default a streak of two or more). So a run is recorded the same way whoever
+asked for it: a timer, ``/pulse run``, the API or the model's ``run_now``.
 
 A scheduled fire is never lost silently. The engine gives it ``retry_until`` (its
 grace window): a try that fails for a passing reason (``PASSING``) is tried again
@@ -317,13 +317,22 @@ class RunRecorder:
         return saved
 
     async def _report(self, done: Doc, job: CronJob | None, *, first_close: bool) -> None:
-        """Failures reach the owner: a fire given up at once, others from a streak of two
-        (counted once per fire, at its first try)."""
+        """Failures reach the owner as the job's ``on_failure`` says: ``warning`` (the
+        default, and the pulse's): a fire given up at once, others from a streak of two
+        (counted once per fire, at its first try); ``critical``, and any one-time job:
+        each fire's failure once no try is left; ``none``: recorded only."""
         if done.get("status") not in FAILED or self._on_failures is None:
+            return
+        policy = job.on_failure if job is not None else "warning"
+        if policy == "none":
             return
         try:
             streak = await self.runs.failure_streak(done["kind"], done.get("job_id"))
-            if done.get("gave_up") or (first_close and streak >= 2):
+            if policy == "critical" or (job is not None and job.once):
+                report = not done.get("retry_at")
+            else:
+                report = bool(done.get("gave_up")) or (first_close and streak >= 2)
+            if report:
                 await self._on_failures(done, streak, job)
         except Exception:
             log.exception("could not report the failed run %s", done.get("_id"))

@@ -62,6 +62,15 @@ class Retried:
     work: Awaitable[object]
 
 
+def is_final(run: Doc) -> bool:
+    """A run record with no try left: finished and written, no retry pending."""
+    return (
+        run.get("status") in ("success", "failed", "timeout", "skipped")
+        and not run.get("retry_at")
+        and not run.get("unsaved")
+    )
+
+
 def group_of(kind: RunKindName, job_id: str | None) -> str:
     return f"cron:{job_id}" if kind == "cron" else "pulse"
 
@@ -99,11 +108,14 @@ class Retries:
         """Start a fire with its grace window; one whose record cannot be opened is held
         and started again by a later sweep."""
         until = scheduled_for + self._grace
+        if job is not None and job.once:  # a late one-time fire gets its window from now
+            until = max(until, self._clock() + self._grace)
         try:
             if job is None:
                 done = await self.recorder.pulse(scheduled_for, trigger, retry_until=until)
             else:
                 done = await self.recorder.cron(job, scheduled_for, trigger, retry_until=until)
+                await self.settle(job, done)
         except NotStarted as exc:
             job_id = job.id if job is not None else None
             log.warning("%s fire %s could not start (%s); trying again", kind, job_id, exc)
@@ -196,8 +208,24 @@ class Retries:
         elif until is None or now > until:
             work = self.recorder.give_up(run, job, "its grace window ended", tell=True)
         else:
-            return Retried(kind, job_id, scheduled, "retry", self.recorder.retry(run, job))
-        return Retried(kind, job_id, scheduled, "failed", work)
+            work = self.recorder.retry(run, job)
+            return Retried(kind, job_id, scheduled, "retry", self._settled(work, job))
+        return Retried(kind, job_id, scheduled, "failed", self._settled(work, job))
+
+    async def _settled(self, work: Awaitable[Doc], job: CronJob | None) -> Doc:
+        done = await work
+        await self.settle(job, done)
+        return done
+
+    async def settle(self, job: CronJob | None, done: Doc) -> None:
+        """A one-time job whose run is over (no try left) is kept as done."""
+        if job is None or not job.once or not is_final(done):
+            return
+        try:
+            await self.jobs.finish_once(job.id, _aware(done["scheduled_for"]) or self._clock(),
+                                        str(done["status"]), self._clock())  # fmt: skip
+        except Exception:  # the engine's resync settles it (scheduler.once_recovery)
+            log.exception("could not mark one-time job %s done", job.id)
 
     async def _lose(self, items: list[tuple[str, Unstarted]], job: CronJob | None) -> object:
         fire = items[-1][1]
@@ -206,9 +234,12 @@ class Retries:
             return None
         detail = f"could not run: the database could not be reached ({fire.error})"
         try:
-            return await self.recorder.lost(
+            docs = await self.recorder.lost(
                 fire.kind, job, [held.scheduled_for for _, held in items], detail
             )
+            if docs:
+                await self.settle(job, docs[-1])
+            return docs
         except Exception as exc:
             if not unreachable(exc):
                 raise

@@ -219,6 +219,16 @@ class RunStore:
         )
         return _aware(doc["retry_at"]) if doc else None
 
+    async def resume(self, run: Doc, now: datetime, until: datetime) -> bool:
+        """Try an interrupted run once more, as a retry due now (one-time jobs: their only
+        fire must not be lost to a crash). Only once per record (``resumed``)."""
+        query = {"_id": run["_id"], "status": {"$in": sorted(FAILED)}, "resumed": {"$ne": True}}
+        update = {"$set": {"retry_at": now, "retry_until": until, "resumed": True}}
+        result = await retry.retried(  # compare-and-set: a repeat changes nothing
+            lambda: self._coll.update_one(query, update), "resume an interrupted run"
+        )
+        return bool(result.modified_count)
+
     async def later_fire(self, run: Doc) -> bool:
         """Whether the same job (or the pulse) has a record for a later fire."""
         query = {

@@ -15,9 +15,13 @@ from bson import ObjectId
 from scheduler.cron import CronError
 from scheduler.cron_words import describe
 from scheduler.jobs import CronJob
+from scheduler.once import local_text
 from scheduler.pulse_grid import (
     PulseConfigError,
-    interval_minutes,
+    PulseSchedule,
+    active_spans,
+    average_spacing,
+    grid_slots,
     local_day,
     next_pulse,
     remaining_today,
@@ -46,28 +50,59 @@ def short_time(moment: datetime | None, tz: ZoneInfo, now: datetime | None = Non
     return local.strftime("%Y-%m-%d %H:%M")
 
 
+def schedule_words(job: CronJob) -> str:
+    """How often a job runs, in words: "repeats: every weekday at 09:00 (Europe/Berlin)",
+    "runs once at 2026-11-27T08:00+01:00, then is kept as done"."""
+    tz = ZoneInfo(job.timezone)
+    if not job.once:
+        return f"repeats: {describe(job.cron_expression)} ({job.timezone})"
+    at = local_text(job.run_at, tz) if job.run_at else "?"
+    if job.done:
+        return f"ran once (set for {at}); done"
+    return f"runs once at {at}, then is kept as done"
+
+
 def job_view(job: CronJob, now: datetime) -> Doc:
     """The ``manage_cronjob`` shape: next three fires as ISO times in the job's timezone."""
+    tz = ZoneInfo(job.timezone)
     try:
-        upcoming = [t.isoformat(timespec="minutes") for t in job.next_fires(now, 3)]
+        upcoming = [local_text(t, tz) for t in job.next_fires(now, 3)]
     except CronError:
         upcoming = []
-    return {
+    view: Doc = {
         "job_id": job.id,
         "name": job.name,
         "instruction": job.instruction,
-        "cron_expression": job.cron_expression,
-        "schedule": describe(job.cron_expression),
-        "timezone": job.timezone,
-        "enabled": job.enabled,
-        "delivers_to": f"{job.origin_channel}:{job.origin_chat_id}",
-        "next_fires": upcoming if job.enabled else [],
+        "kind": "one-time" if job.once else "recurring",
+        "schedule": schedule_words(job),
     }
+    if job.once:
+        view["run_at"] = local_text(job.run_at, tz) if job.run_at else None
+    else:
+        view["cron_expression"] = job.cron_expression
+    view.update(timezone=job.timezone, enabled=job.enabled, on_failure=job.on_failure)
+    view["delivers_to"] = f"{job.origin_channel}:{job.origin_chat_id}"
+    if job.done:
+        view["state"] = "done"
+        view["done_at"] = local_text(job.done_at, tz) if job.done_at else None
+        view["last_status"] = job.last_status
+    else:
+        view["next_fires"] = upcoming if job.enabled else []
+        if job.once and job.enabled and not upcoming and job.run_at is not None:
+            view["state"] = "running" if job.next_fire_at is None else "overdue: runs now"
+    return view
 
 
 def job_line(job: CronJob, now: datetime) -> str:
     tz = ZoneInfo(job.timezone)
-    state = f"next {short_time(job.next_fire_at, tz, now)}" if job.enabled else "paused"
+    if job.done:
+        state = f"done {short_time(job.done_at, tz, now)} ({job.last_status})"
+    elif not job.enabled:
+        state = "paused"
+    else:
+        state = f"next {short_time(job.next_fire_at or job.run_at, tz, now)}"
+    if job.once:
+        return f"• {job.name} [{job.id}] — once ({job.timezone}), {state}"
     return f"• {job.name} [{job.id}] — {describe(job.cron_expression)} ({job.timezone}), {state}"
 
 
@@ -85,25 +120,45 @@ def quiet_text(quiet: tuple[dict[str, str], ...] | list[dict[str, str]]) -> str:
 
 
 def pulse_view(state: PulseState, tz: ZoneInfo, now: datetime) -> Doc:
-    """The ``get_config`` shape, with what the settings imply right now."""
+    """The ``get_config`` shape, with what the settings imply right now: ``today`` holds
+    today's slot times, ``past`` (at or before now) and ``left`` (after now)."""
     view: Doc = {
         "enabled": state.enabled,
         "pulses_per_day": state.pulses_per_day,
-        "interval_minutes": interval_minutes(state.pulses_per_day),
+        "spacing": None,
         "active_days": list(state.active_days),
         "quiet_hours": [dict(q) for q in state.quiet_hours],
         "timezone": tz.key,
         "notes": state.notes,
         "done_today": state.done_on(local_day(now, tz)),
         "last_pulse_at": local_iso(state.last_pulse_at, tz),
+        "today": {"past": [], "left": []},
     }
     try:
         schedule = state.schedule(tz)
-        view["remaining_today"] = remaining_today(schedule, view["done_today"], now)
-        view["next_pulse_at"] = local_iso(next_pulse(schedule, now), tz)
     except PulseConfigError:
         view["remaining_today"], view["next_pulse_at"] = 0, None
+        return view
+    view["spacing"] = spacing_text(schedule)
+    view["remaining_today"] = remaining_today(schedule, view["done_today"], now)
+    view["next_pulse_at"] = local_iso(next_pulse(schedule, now), tz)
+    for slot in grid_slots(schedule, local_day(now, tz)):
+        view["today"]["left" if slot > now else "past"].append(local_iso(slot, tz))
     return view
+
+
+def spacing_text(schedule: PulseSchedule) -> str:
+    """``between 07:00 and 22:00, every 1 h 15 min``: how the day's pulses are spread."""
+    spacing = average_spacing(schedule)
+    if spacing is None:
+        return "never: every minute of the day is quiet"
+    minutes = round(spacing.total_seconds() / 60)
+    exact = spacing.total_seconds() % 60 == 0
+    every = f"every {_duration(minutes)}" if exact else f"about every {_duration(minutes)}"
+    spans = active_spans(schedule.quiet_hours)
+    if spans == [("00:00", "24:00")]:
+        return f"round the clock from 00:00, {every}"
+    return " and ".join(f"between {a} and {b}" for a, b in spans) + f", {every}"
 
 
 def pulse_status_text(state: PulseState, tz: ZoneInfo, now: datetime, *, notes: bool) -> str:
@@ -112,10 +167,8 @@ def pulse_status_text(state: PulseState, tz: ZoneInfo, now: datetime, *, notes: 
     if not state.enabled:
         head = "off"
     else:
-        head = (
-            f"on, every {_interval(view['interval_minutes'])} ({state.pulses_per_day}/day), "
-            f"{days_text(state.active_days)}, quiet {quiet_text(state.quiet_hours)}"
-        )
+        spread = view["spacing"] or "(settings invalid)"  # the spans say the quiet hours
+        head = f"on, {state.pulses_per_day}/day {spread}, {days_text(state.active_days)}"
     nxt = view["next_pulse_at"]
     line = (
         f"done today {view['done_today']}/{state.pulses_per_day}, "
@@ -128,8 +181,11 @@ def pulse_status_text(state: PulseState, tz: ZoneInfo, now: datetime, *, notes: 
     return text
 
 
-def _interval(minutes: int) -> str:
-    return f"{minutes // 60} h" if minutes % 60 == 0 else f"{minutes} min"
+def _duration(minutes: int) -> str:
+    hours, rest = divmod(minutes, 60)
+    if not hours:
+        return f"{rest} min"
+    return f"{hours} h" if not rest else f"{hours} h {rest} min"
 
 
 def json_safe(value: Any) -> Any:

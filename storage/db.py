@@ -124,15 +124,17 @@ async def open_database(
     data_dir: Path,
     *,
     idle_timeout: float = SERVER_IDLE_TIMEOUT,
+    server: EmbeddedServer | None = None,
 ) -> AsyncIterator[Database]:
     """Yield a connected database with indexes; stop what was started, in reverse.
 
     ``idle_timeout``: seconds the embedded server keeps a silent connection (tests
-    shorten it); the client drops idle connections before that.
+    shorten it); the client drops idle connections before that. ``server``: the
+    embedded server to use (already launched, say) when ``uri`` is None.
     """
     embedded: EmbeddedServer | None = None
     if uri is None:
-        embedded = EmbeddedServer(data_dir, idle_timeout=idle_timeout)
+        embedded = server or EmbeddedServer(data_dir, idle_timeout=idle_timeout)
         uri = await embedded.start()
     try:
         try:

@@ -16,6 +16,7 @@ from typing import Any
 from bson import json_util
 from bson.json_util import RELAXED_JSON_OPTIONS, JSONOptions
 
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 JSON_OPTIONS: JSONOptions = RELAXED_JSON_OPTIONS.with_options(tz_aware=True, tzinfo=UTC)
 """Relaxed mode, dates as timezone-aware UTC like the rest of the project."""
 
@@ -114,8 +115,35 @@ def walk(node: Any) -> Iterator[tuple[str, Any]]:
 
 
 def to_ejson(value: Any) -> Any:
-    """Return ``value`` (a document read from MongoDB) as plain relaxed Extended JSON."""
-    return json.loads(json_util.dumps(value, json_options=JSON_OPTIONS))
+    """Return ``value`` (a document read from MongoDB) as plain relaxed Extended JSON.
+
+    A date keeps the offset it was decoded with (``db_query`` reads in the owner's
+    timezone): ``{"$date": "2026-11-26T19:30:00+01:00"}``, RFC 3339 as relaxed Extended
+    JSON allows, so the model sees local time and can paste the value back as it is.
+    """
+    return json.loads(json_util.dumps(_dates(value), json_options=JSON_OPTIONS))
+
+
+def _dates(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return date_wrapper(value)
+    if isinstance(value, Mapping):
+        return {k: _dates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_dates(v) for v in value]
+    return value
+
+
+def date_wrapper(moment: datetime) -> Any:
+    """``{"$date": ISO}`` with ``moment``'s own offset (``Z`` for UTC; naive is UTC);
+    before 1970 it is left to json_util (``$numberLong``, as relaxed mode says)."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    if moment < EPOCH:
+        return moment
+    spec = "milliseconds" if moment.microsecond // 1000 else "seconds"
+    text = moment.replace(microsecond=moment.microsecond // 1000 * 1000).isoformat(timespec=spec)
+    return {"$date": text[:-6] + "Z" if text.endswith("+00:00") else text}
 
 
 def rows_within(docs: Iterable[Any], max_chars: int) -> list[Any]:

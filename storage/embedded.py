@@ -110,12 +110,33 @@ class EmbeddedServer:
     def _store_path(self) -> Path:
         return self.data_dir / "db"
 
+    def launch(self) -> None:
+        """Start the server's process now without waiting for it, when nothing is in the
+        way: ``watchkeeper run`` calls this before its slow imports, so the server boots
+        beside them. ``start`` then waits for it; anything unusual (another owner, a store
+        still held, SecantusDB missing) is left to ``start``.
+
+        Call it from the thread that will run the event loop (see ``_start_owned``).
+        """
+        if self._process is not None or self._lock_fd is not None:
+            return
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            if not self._take_lock():
+                return
+        except OSError:
+            return  # start() says what is wrong
+        if store_holder(self._store_path / STORE_LOCK) is None and (
+            importlib.util.find_spec("secantus") is not None
+        ):
+            self._process = self._popen()
+
     async def start(self) -> str:
         """Own the server (start it) or, if another process owns it, attach to it."""
         await asyncio.to_thread(self.data_dir.mkdir, parents=True, exist_ok=True)
         deadline = time.monotonic() + ATTACH_TIMEOUT
         said = False
-        while not await asyncio.to_thread(self._take_lock):
+        while self._lock_fd is None and not await asyncio.to_thread(self._take_lock):
             uri = self._published_uri()
             if uri:
                 self.uri = uri
@@ -168,11 +189,14 @@ class EmbeddedServer:
         deadline = time.monotonic() + RELEASE_TIMEOUT
         waiting_since: float | None = None
         while True:
-            waiting_since = await asyncio.to_thread(self._wait_for_release, deadline, waiting_since)
-            # Started from the event loop's thread, not a worker's: Linux sends the
-            # parent-death signal when the thread that started the child exits, and
-            # the loop's thread lives as long as we do.
-            self._process = self._popen()
+            if self._process is None:  # else ``launch`` started it
+                waiting_since = await asyncio.to_thread(
+                    self._wait_for_release, deadline, waiting_since
+                )
+                # Started from the event loop's thread, not a worker's: Linux sends the
+                # parent-death signal when the thread that started the child exits, and
+                # the loop's thread lives as long as we do.
+                self._process = self._popen()
             uri = await asyncio.to_thread(self._await_uri, self._process)
             if uri is not None:
                 if waiting_since is not None:

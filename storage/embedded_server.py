@@ -31,6 +31,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from storage.embedded_geo import defer_geo
+
 BUSY_EXIT = 75  # EX_TEMPFAIL
 PR_SET_PDEATHSIG = 1
 """From <linux/prctl.h>."""
@@ -128,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     threading.Thread(target=_watch_parent, args=(args.parent_pid, stop), daemon=True).start()
 
     _limit_memory(args.memory_mb)
+    defer_geo()  # Shapely and NumPy only if a geo query ever comes
     from secantus import SecantusDBServer
 
     try:

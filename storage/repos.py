@@ -27,12 +27,14 @@ DEFAULT_CORE_INSTRUCTION = (
     "requests without asking; confirm before anything irreversible. Keep durable facts about "
     "the owner in memory and structured data in the database."
 )
-DEFAULT_DB_SCHEMA = (
+LEGACY_DB_SCHEMA = (
     "- master: one document, the owner's profile (name, city, preferences...)\n"
     "- contacts: name, phone, email, notes\n"
     "- schedule: title, start, end (dates), allDay, rrule, contactId, status\n"
     "- ai_*: your own collections; document them with update_db_schema"
 )
+"""What ``db_schema`` held before it documented only the model's own collections (the
+built-in ones are now always shown by the prompt); read back as empty."""
 
 
 def utcnow() -> datetime:
@@ -44,7 +46,8 @@ class SystemInstruction:
     core_instruction: str = DEFAULT_CORE_INSTRUCTION
     memory: str = ""
     memory_enabled: bool = True
-    db_schema: str = DEFAULT_DB_SCHEMA
+    db_schema: str = ""
+    """The model's documentation of its own collections (``update_db_schema``)."""
 
 
 class MemoryTooLong(ValueError):
@@ -71,7 +74,8 @@ class SystemInstructionRepo:
             si.core_instruction = doc.get("core_instruction") or si.core_instruction
             si.memory = doc.get("memory", "")
             si.memory_enabled = bool(doc.get("memory_enabled", True))
-            si.db_schema = doc.get("db_schema") or si.db_schema
+            own = str(doc.get("db_schema") or "")
+            si.db_schema = "" if own.strip() == LEGACY_DB_SCHEMA else own
         return si
 
     async def _set(self, fields: Doc) -> None:

@@ -35,15 +35,12 @@ class DbOperation(BaseModel):
     # Arguments of db_query; the names are fixed by DESIGN.md (no docstring: it would
     # become part of the schema sent with every request).
 
-    operation: str = Field(
-        description="find, findOne, insertOne, insertMany, updateOne, updateMany, deleteOne, "
-        "deleteMany, countDocuments, aggregate, createCollection, createIndex, listCollections"
-    )
+    operation: str  # the tool's description lists them with the fields each takes
     collection: str = ""
     filter: Annotated[Doc | None, _OBJECT] = None
     data: Annotated[Doc | list[Doc] | None, _OBJECT_OR_OBJECTS] = None
     update: Annotated[Doc | list[Doc] | None, _OBJECT_OR_OBJECTS] = Field(
-        None, description='{"$set": {...}} etc., or a pipeline'
+        None, description="update operators, or a pipeline"
     )
     pipeline: Annotated[list[Doc] | None, _OBJECTS] = None
     sort: Annotated[dict[str, Direction] | None, _OBJECT] = None
@@ -52,8 +49,8 @@ class DbOperation(BaseModel):
     )
     skip: Annotated[NonNegativeInt | None, _INTEGER] = None
     projection: Annotated[Doc | None, _OBJECT] = None
-    upsert: bool | None = Field(None, description="updates: insert if no match")
+    upsert: bool | None = None
     index: Annotated[IndexSpec | None, _OBJECT] = Field(
         None,
-        description='{"keys": {field: 1 or -1}, "options": {unique, expireAfterSeconds, name}}',
+        description='{"keys": {field: 1 or -1}, "options": {unique, expireAfterSeconds}}',
     )

@@ -14,6 +14,7 @@ from agent.tools.db import DB_QUERY
 from agent.tools.memory import SAVE_MEMORY, UPDATE_DB_SCHEMA
 from agent.tools.pulse import MANAGE_PULSE
 from agent.tools.send import SEND_MESSAGE
+from agent.tools.settings import MANAGE_SETTINGS
 from agent.tools.web import WEB_SEARCH
 from agent.tools.whatsapp import WHATSAPP_TOOLS
 
@@ -21,7 +22,7 @@ TOOLS: dict[str, Tool[Any]] = {
     t.name: t
     for t in (
         SAVE_MEMORY, UPDATE_DB_SCHEMA, DB_QUERY, WEB_SEARCH, RAISE_ALERT, MANAGE_ALERTS,
-        MANAGE_CRONJOB, MANAGE_PULSE, SEND_MESSAGE, *WHATSAPP_TOOLS,
+        MANAGE_CRONJOB, MANAGE_PULSE, MANAGE_SETTINGS, SEND_MESSAGE, *WHATSAPP_TOOLS,
     )
 }  # fmt: skip
 
@@ -33,11 +34,13 @@ ARGUMENTS = {
         "skip", "projection", "upsert", "index",
     },
     "manage_cronjob": {
-        "action", "job_id", "name", "instruction", "cron_expression", "timezone", "enabled",
+        "action", "job_id", "name", "instruction", "cron_expression", "run_at", "in_minutes",
+        "timezone", "enabled", "on_failure",
     },
     "manage_pulse": {
-        "action", "notes", "enabled", "active_days", "pulses_per_day", "quiet_hours",
+        "action", "notes", "enabled", "active_days", "pulses_per_day",
     },
+    "manage_settings": {"action", "quiet_hours", "timezone", "primary_channel"},
     "raise_alert": {"severity", "title", "body", "dedupe_key"},
     "manage_alerts": {"action", "code", "duration"},
     "web_search": {"query", "count"},
@@ -52,7 +55,10 @@ ARGUMENTS = {
 
 CHOICES = {
     ("manage_cronjob", "action"): ["create", "list", "update", "delete", "toggle"],
+    ("manage_cronjob", "on_failure"): ["warning", "critical", "none"],
     ("manage_pulse", "action"): ["get_config", "update_config", "update_notes", "run_now"],
+    ("manage_settings", "action"): ["get", "update"],
+    ("manage_settings", "primary_channel"): ["telegram", "whatsapp", "sms"],
     ("raise_alert", "severity"): ["info", "warning", "critical"],
     ("manage_alerts", "action"): ["list", "ack", "resolve", "snooze", "mute"],
     ("send_message", "channel"): ["telegram", "whatsapp", "sms"],

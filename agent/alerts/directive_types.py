@@ -16,7 +16,8 @@ MIN_HOLD: Final = timedelta(minutes=1)
 MAX_HOLD: Final = timedelta(days=30)
 DEFAULT_SNOOZE: Final = timedelta(hours=1)
 DEFAULT_MUTE: Final = timedelta(days=1)
-PULSES_PER_DAY: Final = (48, 24, 12, 6, 2)
+PULSES_PER_DAY: Final = range(1, 49)
+"""Any whole number 1-48, as ``scheduler.pulse_grid.PULSES_PER_DAY``."""
 MAX_INTERVAL_DAYS: Final = 31
 
 
@@ -152,7 +153,7 @@ class ResumePulse:
 
 @dataclass(frozen=True, slots=True)
 class SetPulseRate:
-    """Set ``pulses_per_day``; always one of ``PULSES_PER_DAY``."""
+    """Set ``pulses_per_day``; always in ``PULSES_PER_DAY`` (1-48)."""
 
     per_day: int
     kind: ClassVar[Literal["pulse_rate"]] = "pulse_rate"

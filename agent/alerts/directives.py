@@ -342,15 +342,15 @@ def _parse_at(rest: str) -> _Outcome:
 
 
 def _parse_pulse(rest: str) -> _Outcome:
-    """``pulse <n> per day`` (also ``12/day``, ``12 times a day``); n from PULSES_PER_DAY."""
+    """``pulse <n> per day`` (also ``12/day``, ``12 times a day``); n from 1 to 48."""
     match = _PULSE_RE.fullmatch(rest)
     if match is None:
         return None
     digits = match[1]
     per_day = int(digits) if len(digits) <= 3 else -1
     if per_day not in PULSES_PER_DAY:
-        allowed = ", ".join(map(str, PULSES_PER_DAY[:-1])) + f" or {PULSES_PER_DAY[-1]}"
-        return f"The pulse can run {allowed} times per day, not {digits}."
+        low, high = PULSES_PER_DAY[0], PULSES_PER_DAY[-1]
+        return f"The pulse can run {low} to {high} times per day (a whole number), not {digits}."
     return SetPulseRate(per_day)
 
 

@@ -82,6 +82,11 @@ async def apply_cron(
         words = rewrite_words(directive)
         if words is None:
             return f"'{directive.kind}' is not a schedule change."
+        if job.once:
+            return (
+                f"#{code}: “{job.name}” is a one-time job, so it has no repeating schedule "
+                "to change; ask me to set up a recurring job instead."
+            )
         expression = reschedule(job.cron_expression, words)
         job = await service.update(job.id, cron_expression=expression)
     except (JobError, CronError) as exc:

@@ -7,6 +7,7 @@ doing anything again. The confirmation texts are the ones the owner reads.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -39,9 +40,14 @@ def _already(alert: Doc, now: datetime, tz: ZoneInfo) -> Outcome:
 
 
 class Lifecycle:
-    def __init__(self, store: AlertStore, tz: ZoneInfo) -> None:
+    def __init__(self, store: AlertStore, tz: ZoneInfo | Callable[[], ZoneInfo]) -> None:
+        """``tz``: the owner's timezone, or a getter when it can change (``OwnerSettings``)."""
         self._store = store
-        self._tz = tz
+        self._zone = tz
+
+    @property
+    def _tz(self) -> ZoneInfo:
+        return self._zone if isinstance(self._zone, ZoneInfo) else self._zone()
 
     async def apply(
         self, alert: Doc, directive: Directive, by: str, now: datetime, policy: RoutingPolicy

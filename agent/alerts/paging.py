@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, Literal
+from zoneinfo import ZoneInfo
 
 from agent.alerts import policy as r
 from agent.alerts.store import AlertStore
@@ -18,6 +19,7 @@ from agent.config import Settings
 from agent.owner import Target, owner_address, owner_chats
 from channels.outbox import Outbox
 from channels.types import SMS_BUDGET_TAKEN, Channel, OutboundMessage
+from scheduler.owner_settings import OwnerSettings
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
@@ -32,20 +34,32 @@ class Pager:
         channels: Mapping[str, Channel],
         settings: Settings,
         sms_per_hour: Callable[[], int],
+        owner: OwnerSettings | None = None,
     ) -> None:
         self._store = store
         self._outbox = outbox
         self._channels = channels
         self._settings = settings
         self._sms_per_hour = sms_per_hour
+        self._owner = owner
+
+    @property
+    def tz(self) -> ZoneInfo:
+        return self._owner.tz if self._owner is not None else self._settings.tz
 
     def chats(self) -> list[Target]:
-        return owner_chats(self._settings, self._channels)
+        """The owner's chats, the primary channel first (``manage_settings``)."""
+        primary = self._owner.current.primary_channel if self._owner is not None else None
+        return owner_chats(self._settings, self._channels, primary)
+
+    def sms_ready(self) -> bool:
+        """Whether a page can go at all: the SMS channel runs and the owner has a number."""
+        return "sms" in self._channels and owner_address(self._settings, "sms") is not None
 
     async def page(self, alert: Doc, now: datetime, seq: int, lead: str) -> Paged:
         """One SMS to the owner, within the hourly budget."""
         phone = owner_address(self._settings, "sms")
-        if "sms" not in self._channels or phone is None:
+        if not self.sms_ready() or phone is None:
             return "unavailable"
         if not await self._store.take_sms(now, self._sms_per_hour()):
             log.warning("sms budget reached; alert #%s not paged", alert["code"])
@@ -65,7 +79,7 @@ class Pager:
         if not await self._store.claim_budget_notice(now):
             return
         frees = await self._store.budget_frees_at()
-        when = r.local_time(frees, now, self._settings.tz) if frees else "within the hour"
+        when = r.local_time(frees, now, self.tz) if frees else "within the hour"
         text = (
             f"SMS budget reached ({self._sms_per_hour()} per hour): #{alert['code']} "
             f"{alert['title']} was not sent by SMS. SMS pages resume at {when}."
@@ -95,8 +109,10 @@ class Pager:
 
     async def send_everywhere(self, alert: Doc, seq: int, lead: str) -> list[str]:
         """The chat copy on every chat channel; the channels that took it."""
-        return [
-            target.channel for target in self.chats() if await self.send(target, alert, seq, lead)
+        return [  # the SMS copy is the page, never a second SMS
+            target.channel
+            for target in self.chats()
+            if target.channel != "sms" and await self.send(target, alert, seq, lead)
         ]
 
     async def send_first(self, alert: Doc, seq: int, lead: str) -> Target | None:

@@ -1,4 +1,5 @@
-"""Where and when an alert goes: the routing policy, quiet hours, targets, and the texts.
+"""Where and when an alert goes: the routing policy, targets, and the texts (quiet hours
+are the owner's: ``scheduler.owner_settings``).
 
 The defaults are DESIGN.md's; a ``settings`` document ``{"_id": "alert_routing"}`` may
 override the numbers (validated, with the bad field named in the log), so routing
@@ -19,15 +20,12 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from agent.alerts.directives import format_duration, help_text
 from channels.types import Button
-from scheduler.pulse_grid import PulseConfigError, in_quiet_hours, parse_quiet_hours
 from storage import collections as c
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
 
 POLICY_DOC = "alert_routing"
-PULSE_DOC = "pulse"
-QUIET_SEARCH = timedelta(days=1, minutes=1)
 LABELS: Mapping[str, str] = MappingProxyType(
     {"info": "INFO", "warning": "WARNING", "critical": "CRITICAL"}
 )
@@ -78,30 +76,6 @@ class RoutingPolicy:
 
 async def load_policy(db: AsyncDatabase[Doc]) -> RoutingPolicy:
     return RoutingPolicy.from_doc(await db[c.SETTINGS].find_one({"_id": POLICY_DOC}))
-
-
-async def quiet_until(db: AsyncDatabase[Doc], now: datetime, tz: ZoneInfo) -> datetime | None:
-    """When the current quiet hours end, or None when it is not quiet now.
-
-    Quiet hours are the pulse's (``settings`` ``_id: "pulse"``), read each time so a
-    change through ``manage_pulse`` applies at once.
-    """
-    doc = await db[c.SETTINGS].find_one({"_id": PULSE_DOC}, projection={"quiet_hours": 1})
-    raw = (doc or {}).get("quiet_hours") or []
-    try:
-        windows = parse_quiet_hours(raw)
-    except PulseConfigError as exc:
-        log.warning("pulse quiet_hours ignored for alerts: %s", exc)
-        return None
-    if not windows or not in_quiet_hours(windows, now, tz):
-        return None
-    step = now.replace(second=0, microsecond=0)
-    limit = now + QUIET_SEARCH
-    while step < limit:  # minute steps: windows may chain and cross midnight or DST
-        step += timedelta(minutes=1)
-        if not in_quiet_hours(windows, step, tz):
-            return step
-    return None  # quiet all day: configured so on purpose; do not hold forever
 
 
 # -- texts --------------------------------------------------------------------------

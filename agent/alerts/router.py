@@ -23,11 +23,13 @@ from agent.alerts import policy as r
 from agent.alerts.directives import Directive, format_duration
 from agent.alerts.fields import AlertError, validate
 from agent.alerts.lifecycle import STOP_TIMER, Lifecycle, Outcome, escalation_after
+from agent.alerts.outcome import routing_facts
 from agent.alerts.paging import Paged, Pager
 from agent.alerts.store import LEASE, SEVERITIES, AlertStore, entry
 from agent.config import Settings
 from channels.outbox import Outbox
 from channels.types import Channel
+from scheduler.owner_settings import OwnerPrefs, OwnerSettings
 from storage.tasks import stop_task, wait_event
 
 log = logging.getLogger(__name__)
@@ -47,15 +49,21 @@ class AlertRouter:
         settings: Settings,
         clock: Clock,
         policy: r.RoutingPolicy | None = None,
+        owner: OwnerSettings | None = None,
     ) -> None:
         self.store = AlertStore(db)
         self._db = db
         self._settings = settings
-        self._pager = Pager(self.store, outbox, channels, settings, lambda: self.sms_per_hour)
+        self.owner = owner or OwnerSettings(db, clock, settings.timezone)
+        """Quiet hours, timezone and primary chat; a router built alone reads its own."""
+        self._pager = Pager(
+            self.store, outbox, channels, settings, lambda: self.sms_per_hour, self.owner
+        )
         self._clock = clock
         self.policy = policy or r.RoutingPolicy()
         self._fixed_policy = policy is not None
-        self.lifecycle = Lifecycle(self.store, settings.tz)
+        self.lifecycle = Lifecycle(self.store, lambda: self.owner.tz)
+        self.owner.listeners.append(self._quiet_changed)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -100,7 +108,8 @@ class AlertRouter:
         dedupe_key: Any = None,
         source: Any = "agent",
     ) -> Doc:
-        """Store and route an alert; returns its public view with ``deduplicated``."""
+        """Store and route an alert; returns its public view with ``deduplicated`` and
+        ``routing`` (where it went and what comes next: ``outcome.routing_facts``)."""
         fields = validate(severity, title, body, dedupe_key, source)
         now = self._clock()
         key = fields["dedupe_key"]
@@ -136,7 +145,7 @@ class AlertRouter:
             raise AlertError("an alert with this dedupe_key changed meanwhile; try again")
         log.info("alert #%s (%s) raised by %s", code, fields["severity"], fields["source"])
         await self._run_now(doc["_id"], now)
-        return await self._view(code, deduplicated=False)
+        return await self._view(code, now, deduplicated=False)
 
     async def _repeat(self, key: str, fields: Doc, now: datetime) -> Doc | None:
         """Count a repeat; re-send only when the severity went up (warning -> critical)."""
@@ -154,6 +163,7 @@ class AlertRouter:
                     "sms_rounds": 0,
                     "next_action": "deliver",
                     "next_escalation_at": now,
+                    "last_page": None,
                     "lead": f"Now {r.LABELS[new]} (was {old}).",
                 },
                 unset=("snoozed_until",),
@@ -161,12 +171,26 @@ class AlertRouter:
             )
             if raised is not None:
                 await self._run_now(raised["_id"], now)
-                return await self._view(alert["code"], deduplicated=True)
-        return {**r.public(alert), "deduplicated": True}
+                return await self._view(alert["code"], now, deduplicated=True)
+        routing = await self._routing(alert, now, sent_now=False)
+        return {**r.public(alert), "deduplicated": True, "routing": routing}
 
-    async def _view(self, code: str, *, deduplicated: bool) -> Doc:
-        alert = await self.store.by_code(code)
-        return {**r.public(alert or {"code": code}), "deduplicated": deduplicated}
+    async def _view(self, code: str, now: datetime, *, deduplicated: bool) -> Doc:
+        alert = await self.store.by_code(code) or {"code": code}
+        routing = await self._routing(alert, now, sent_now=True)
+        return {**r.public(alert), "deduplicated": deduplicated, "routing": routing}
+
+    async def _routing(self, alert: Doc, now: datetime, *, sent_now: bool) -> Doc:
+        frees = await self.store.budget_frees_at() if alert.get("last_page") == "budget" else None
+        return routing_facts(
+            alert,
+            now,
+            self.policy,
+            sent_now=sent_now,
+            sms_ready=self._pager.sms_ready(),
+            sms_per_hour=self.sms_per_hour,
+            budget_frees_at=frees,
+        )
 
     async def open_alerts(self, limit: int = 20) -> list[Doc]:
         """Unresolved alerts, newest first, as shown to tools, the API and the pulse."""
@@ -247,7 +271,7 @@ class AlertRouter:
             await self._mute_over(alert, now)
         elif action in ("deliver", "sms") and status == "open":
             if alert["severity"] != "critical":
-                until = await r.quiet_until(self._db, now, self._settings.tz)
+                until = await self.owner.quiet_until(now)
                 if until is not None:
                     await self._hold(alert, now, until)
                     return
@@ -258,10 +282,16 @@ class AlertRouter:
         else:
             await self.store.change(alert["_id"], set_=dict(STOP_TIMER))
 
+    async def _quiet_changed(self, old: OwnerPrefs, new: OwnerPrefs) -> None:
+        """New quiet hours: held alerts are looked at now (held again if still quiet)."""
+        changed = (old.quiet_hours, old.timezone) != (new.quiet_hours, new.timezone)
+        if changed and await self.store.release_held(self._clock()):
+            self._wake.set()
+
     async def _hold(self, alert: Doc, now: datetime, until: datetime) -> None:
         history = []
         if not alert.get("held"):
-            when = r.local_time(until, now, self._settings.tz)
+            when = r.local_time(until, now, self.owner.tz)
             history.append(entry(now, "router", "held", f"quiet hours until {when}"))
         await self.store.change(
             alert["_id"], set_={"held": True, "next_escalation_at": until}, history=history
@@ -338,7 +368,12 @@ class AlertRouter:
         pages = 1 if paged is not None else 0
         counted = {**alert, "sms_rounds": int(alert.get("sms_rounds") or 0) + pages}
         timer = escalation_after(counted, now, self.policy, delivered=False)
-        fields: Doc = {"seq": int(alert.get("seq") or 0) + 1, "held": False, "updated_at": now}
+        fields: Doc = {
+            "seq": int(alert.get("seq") or 0) + 1,
+            "held": False,
+            "updated_at": now,
+            "last_page": paged,
+        }
         if sent:
             fields["last_sent_at"] = now
             if delivered and not alert.get("delivered_at"):

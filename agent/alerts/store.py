@@ -138,6 +138,17 @@ class AlertStore:
             sort=[("next_escalation_at", ASCENDING)],
         )
 
+    async def release_held(self, now: datetime) -> int:
+        """Alerts held for quiet hours are due now (the quiet hours changed)."""
+        result = await retry.retried(  # a $set to a fixed time: safe to repeat
+            lambda: self._alerts.update_many(
+                {"held": True, "status": "open", "next_escalation_at": {"$gt": now}},
+                {"$set": {"next_escalation_at": now}},
+            ),
+            "release held alerts",
+        )
+        return result.modified_count
+
     async def next_due(self) -> datetime | None:
         doc = await self._alerts.find_one(
             {"next_escalation_at": {"$ne": None}},

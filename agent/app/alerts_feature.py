@@ -131,7 +131,7 @@ def _alerts_command(router: AlertRouter, app: App) -> Any:
         alerts = await router.store.unresolved(limit=20)
         if not alerts:
             return [Reply("No open alerts.")]
-        now, tz = app.clock(), app.settings.tz
+        now, tz = app.clock(), router.owner.tz
         lines = [summary_line(alert, now, tz) for alert in alerts]
         hint = "Reply e.g. '#12 ack', '#12 snooze 1h' or '#12 resolve'."
         return [Reply("Open alerts:\n" + "\n".join(lines) + "\n\n" + hint)]
@@ -146,7 +146,13 @@ def alerting(options: AlertingOptions | None = None) -> Feature:
     async def feature(app: App, stack: contextlib.AsyncExitStack) -> None:
         await _start_sms(app, stack)
         router = AlertRouter(
-            app.database.db, app.outbox, app.channels, app.settings, app.clock, chosen.policy
+            app.database.db,
+            app.outbox,
+            app.channels,
+            app.settings,
+            app.clock,
+            chosen.policy,
+            owner=app.deps.owner,
         )
         await router.start(background=chosen.background)
         stack.push_async_callback(router.stop)

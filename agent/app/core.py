@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
+from typing import TYPE_CHECKING
 
 import aiohttp
 
@@ -23,10 +24,16 @@ from agent.conversation.held_sends import confirm_held_send
 from agent.llm.base import ModelClient
 from agent.llm.factory import build_model
 from agent.tools.catalog import core_catalog
+from channels.media import MediaCaps, MediaFetcher
 from channels.outbox import Outbox
 from channels.pipeline import Pipeline
 from channels.types import Channel
+from scheduler.owner_settings import OwnerSettings
 from storage.db import open_database
+from storage.media import MediaStore
+
+if TYPE_CHECKING:
+    from storage.embedded import EmbeddedServer
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +56,7 @@ def configured_channels(settings: Settings) -> list[tuple[Channel, list[Route]]]
             ),
             commands=list(COMMAND_HELP.items()),
             read_timeout=settings.http_read_timeout_seconds,
+            media_max_bytes=settings.media_max_bytes,
         )
         routes: list[Route] = []
         if settings.telegram_webhook_url:
@@ -67,14 +75,25 @@ async def build_app(
     on_part: Callable[[str], None] | None = None,
     features: Sequence[Feature] | None = None,
     exclusive_transports: bool = True,
+    embedded: EmbeddedServer | None = None,
 ) -> AsyncIterator[App]:
-    """Start the database, the agent, the pipeline and the channels; stop in reverse."""
+    """Start the database, the agent, the pipeline and the channels; stop in reverse.
+
+    ``embedded``: the embedded database server to use when ``MONGODB_URI`` is unset
+    (``watchkeeper run`` launches it before its slow imports)."""
     note = on_part or (lambda text: log.info("%s", text))
     async with contextlib.AsyncExitStack() as stack:
         if model is None:
             # First, so a missing key stops start-up before anything is started.
             model = build_model(settings)
             stack.push_async_callback(model.aclose)
+        # Built (their SDKs imported) before the database is awaited: its process boots
+        # meanwhile when ``watchkeeper run`` launched it early.
+        parts: list[tuple[Channel, list[Route]]] = (
+            [(channel, []) for channel in channels]
+            if channels is not None
+            else configured_channels(settings)
+        )
         if settings.embedded_db or settings.whatsapp_enabled:
             ensure_data_dir(settings.data_dir)  # one line, not a traceback from deep inside
         database = await stack.enter_async_context(
@@ -83,6 +102,7 @@ async def build_app(
                 settings.mongodb_db,
                 settings.data_dir,
                 idle_timeout=settings.embedded_db_idle_timeout_seconds,
+                server=embedded,
             )
         )
         where = f"embedded in {settings.data_dir}" if database.embedded else "MongoDB"
@@ -90,20 +110,29 @@ async def build_app(
         http = await stack.enter_async_context(aiohttp.ClientSession())
         chans: dict[str, Channel] = {}
         outbox = Outbox(database.db, chans, clock)
+        owner = OwnerSettings(database.db, clock, settings.timezone)
+        await owner.load()  # quiet hours, timezone, primary channel (manage_settings)
         deps = AgentDeps(
-            settings=settings, db=database.db, clock=clock, http=http, outbox=outbox, channels=chans
+            settings=settings,
+            db=database.db,
+            clock=clock,
+            http=http,
+            outbox=outbox,
+            channels=chans,
+            owner=owner,
         )
         note(f"model: {model.name}")
         catalog = core_catalog()
         agent = Agent(model, catalog)
         dispatcher = Dispatcher(deps=deps, agent=agent)
+        caps = MediaCaps(settings.media_max_bytes, settings.media_max_audio_seconds)
+        dispatcher.media = MediaFetcher(database.db, MediaStore(database.db), chans, caps)
         pipeline = Pipeline(
             database.db,
             dispatcher.handle,
             outbox,
             chans,
-            clock,
-            max_concurrency=settings.max_concurrent_model_calls,
+            clock,  # no cap here: the model's adaptive limit paces model calls
         )
         app = App(
             settings, database, deps, agent, dispatcher, outbox, pipeline, catalog, chans, clock
@@ -114,11 +143,6 @@ async def build_app(
         await outbox.start(sole_owner=database.owns_server)
         stack.push_async_callback(outbox.stop)
         stack.push_async_callback(pipeline.stop)
-        parts: list[tuple[Channel, list[Route]]] = (
-            [(channel, []) for channel in channels]
-            if channels is not None
-            else configured_channels(settings)
-        )
         for channel, routes in parts:
             await app.add_channel(channel, stack)
             app.routes.extend(routes)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import errno
 import hmac
 import json
 import logging
@@ -13,13 +12,13 @@ from typing import Any
 
 from aiohttp import web
 
+from agent.app.listen import BACKLOG
+from agent.app.listen import bind as bind  # where callers found it; cli uses listen
 from agent.app.parts import App
 from agent.app.status import status_data
-from agent.config import ConfigError
 
 log = logging.getLogger(__name__)
 APP_KEY: web.AppKey[App] = web.AppKey("watchkeeper", App)
-BACKLOG = 128
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -72,60 +71,6 @@ def make_web_app(app: App) -> web.Application:
     for method, path, handler in app.routes:
         web_app.router.add_route(method, path, handler)
     return web_app
-
-
-def bind(host: str, port: int) -> list[socket.socket]:
-    """Sockets bound to ``host``:``port`` (one per address the name resolves to), made
-    before anything else starts, so a bad ``HTTP_HOST`` or a port in use stops start-up
-    with one line (``ConfigError``) instead of a traceback after the database is up."""
-    try:
-        infos = socket.getaddrinfo(
-            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )
-    except (OSError, UnicodeError) as exc:  # gaierror; IDNA refuses names like "a..b"
-        raise ConfigError(
-            f"invalid setting HTTP_HOST: cannot resolve {host!r} ({_reason(exc)}); use an "
-            "address of this machine such as 127.0.0.1 or 0.0.0.0"
-        ) from None
-    sockets: list[socket.socket] = []
-    try:
-        for family, kind, proto, _, address in dict.fromkeys(infos):
-            sock = socket.socket(family, kind, proto)
-            sockets.append(sock)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if family == socket.AF_INET6:
-                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            sock.bind(address)
-            # Listening now holds the port: two sockets with SO_REUSEADDR may both be
-            # bound to it until one listens. Early clients wait in the backlog.
-            sock.listen(BACKLOG)
-    except OSError as exc:
-        for sock in sockets:
-            sock.close()
-        raise ConfigError(_bind_error(host, port, exc)) from None
-    return sockets
-
-
-def _bind_error(host: str, port: int, exc: OSError) -> str:
-    where = f"{host}:{port}"
-    if exc.errno == errno.EADDRINUSE:
-        return (
-            f"invalid setting HTTP_PORT: {where} is already in use; stop what listens "
-            "there or choose another HTTP_PORT"
-        )
-    if exc.errno == errno.EACCES:
-        return (
-            f"invalid setting HTTP_PORT: not allowed to listen on {where} (ports below "
-            "1024 need privileges); choose another HTTP_PORT"
-        )
-    return (
-        f"invalid setting HTTP_HOST: cannot listen on {where} ({_reason(exc)}); use an "
-        "address of this machine such as 127.0.0.1 or 0.0.0.0"
-    )
-
-
-def _reason(exc: BaseException) -> str:
-    return str(getattr(exc, "strerror", None) or exc or type(exc).__name__)
 
 
 @contextlib.asynccontextmanager

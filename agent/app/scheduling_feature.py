@@ -28,6 +28,7 @@ from channels.types import InboundMessage, Reply
 from scheduler.engine import Engine, EngineConfig
 from scheduler.jobs import CronService, JobLimits
 from scheduler.leases import LeaseStore
+from scheduler.owner_settings import OwnerPrefs, OwnerSettings
 from scheduler.pulse_state import PulseStore
 from scheduler.recorder import RunRecorder
 from scheduler.runs import RunStore
@@ -67,8 +68,20 @@ def build_parts(app: App, options: SchedulingOptions) -> Scheduling:
         max_jobs=settings.max_cron_jobs,
         min_interval=timedelta(minutes=settings.min_cron_interval_minutes),
     )
-    jobs = CronService(deps.db, app.clock, settings.timezone, limits)
-    pulse = PulseStore(deps.db, app.clock, settings.tz)
+    owner = deps.owner or OwnerSettings(deps.db, app.clock, settings.timezone)
+    deps.owner = owner
+    jobs = CronService(deps.db, app.clock, owner.current.timezone, limits)
+    pulse = PulseStore(deps.db, app.clock, owner)
+
+    async def timezone_changed(old: OwnerPrefs, new: OwnerPrefs) -> None:
+        """Jobs that ran on the owner's old clock follow the owner to the new one."""
+        if old.timezone != new.timezone:
+            moved = await jobs.move_timezone(old.timezone, new.timezone)
+            log.info(
+                "timezone %s -> %s: %d cron job(s) moved", old.timezone, new.timezone, len(moved)
+            )
+
+    owner.listeners.append(timezone_changed)
     runs = RunStore(deps.db)
     runner = Runner(
         deps=deps,
@@ -79,7 +92,6 @@ def build_parts(app: App, options: SchedulingOptions) -> Scheduling:
         config=RunnerConfig(
             cron_timeout=options.cron_timeout or settings.cron_timeout_seconds,
             pulse_timeout=options.pulse_timeout or settings.pulse_timeout_seconds,
-            max_concurrent=settings.max_concurrent_model_calls,
         ),
     )
     recorder = RunRecorder(
@@ -108,7 +120,6 @@ def build_parts(app: App, options: SchedulingOptions) -> Scheduling:
 
 def _register(app: App, parts: Scheduling) -> None:
     """Tools, commands, route, prompt and status contributions."""
-    tz = parts.pulse.tz
     app.deps.cron, app.deps.pulse, app.deps.scheduler = parts.jobs, parts.pulse, parts.engine
     app.scheduling = parts
     app.catalog.add(MANAGE_CRONJOB)
@@ -120,9 +131,9 @@ def _register(app: App, parts: Scheduling) -> None:
         words = message.text.split()
         if len(words) > 1 and words[1].lower() == "run":
             run = await parts.engine.run_pulse_now("command")
-            return [Reply(run_line(run, tz))]
+            return [Reply(run_line(run, parts.pulse.tz))]
         state = await parts.pulse.get()
-        text = pulse_status_text(state, tz, app.clock(), notes=False)
+        text = pulse_status_text(state, parts.pulse.tz, app.clock(), notes=False)
         return [Reply(text + "\n/pulse run — run one now")]
 
     async def jobs_command(message: InboundMessage, ctx: RunContext) -> list[Reply]:
@@ -144,12 +155,12 @@ def _register(app: App, parts: Scheduling) -> None:
         if ctx.tier != "owner":
             return None
         state = await parts.pulse.cached()
-        return "## Pulse\n" + pulse_status_text(state, tz, ctx.now, notes=ctx.kind != "pulse")
+        return "## Pulse\n" + pulse_status_text(state, ctx.tz, ctx.now, notes=ctx.kind != "pulse")
 
     async def status_section() -> dict[str, Any]:
         now = app.clock()
         return {
-            "pulse": pulse_view(await parts.pulse.get(), tz, now),
+            "pulse": pulse_view(await parts.pulse.get(), parts.pulse.tz, now),
             "cron_jobs": [job_view(j, now) for j in await parts.jobs.list_jobs(SHOWN_JOBS)],
             "cron_job_count": await parts.jobs.count(),
             "scheduler": {"armed": len(parts.engine.armed), "timer": parts.engine.timer_on},

@@ -68,7 +68,9 @@ def make_notifier(app: App) -> Callable[[str, str], Awaitable[None]]:
                 source="whatsapp",
             )
             return
-        target = owner_chat(app.settings, app.channels, avoid="whatsapp")
+        target = owner_chat(
+            app.settings, app.channels, avoid="whatsapp", primary=app.deps.primary_channel
+        )
         if target.channel not in app.channels:
             log.warning("no other channel to tell the owner: %s", text)
             return

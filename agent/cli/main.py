@@ -13,32 +13,40 @@ from agent.cli.logs import setup_logging
 from agent.cli.run_lock import AlreadyRunning, hold_run_lock
 from agent.config import ConfigError, Settings, ensure_data_dir, load_settings
 from storage.db import DatabaseUnavailable
-from storage.embedded import EmbeddedUnavailable
+from storage.embedded import EmbeddedServer, EmbeddedUnavailable
 
 log = logging.getLogger("watchkeeper")
 
 
 async def _run(settings: Settings) -> int:
-    from agent.app.core import build_app
-    from agent.app.http import bind, make_web_app, serve
-    from agent.llm.factory import build_model
+    from agent.app.listen import bind
+    from agent.llm.factory import check_model
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     # A missing key stops start-up before anything exists, DATA_DIR included.
-    model = build_model(settings)
+    check_model(settings)
     ensure_data_dir(settings.data_dir)  # the run lock lives there, whatever the database
     async with contextlib.AsyncExitStack() as stack:
-        stack.push_async_callback(model.aclose)
         # Before any part starts: a second run on this DATA_DIR is refused here, and
         # so are a bad HTTP_HOST and a port in use.
         stack.enter_context(hold_run_lock(settings.data_dir))
         sockets = bind(settings.http_host, settings.http_port)
         for sock in sockets:
             stack.callback(sock.close)
-        app = await stack.enter_async_context(build_app(settings, model=model))
+        embedded = _launch_database(settings)
+        if embedded is not None:
+            stack.push_async_callback(embedded.stop)  # build_app stops it; this if it fails first
+        # The slow imports (the SDKs, ~1 s) run while the database process boots.
+        from agent.app.core import build_app
+        from agent.app.http import make_web_app, serve
+        from agent.llm.factory import build_model
+
+        model = build_model(settings)
+        stack.push_async_callback(model.aclose)
+        app = await stack.enter_async_context(build_app(settings, model=model, embedded=embedded))
         port = await stack.enter_async_context(
             serve(make_web_app(app), sockets, header_timeout=settings.http_read_timeout_seconds)
         )
@@ -48,6 +56,17 @@ async def _run(settings: Settings) -> int:
         log.info("stopping")
     log.info("stopped")
     return 0
+
+
+def _launch_database(settings: Settings) -> EmbeddedServer | None:
+    """The embedded server, its process already started, when ``MONGODB_URI`` is unset."""
+    if not settings.embedded_db:
+        return None
+    server = EmbeddedServer(
+        settings.data_dir, idle_timeout=settings.embedded_db_idle_timeout_seconds
+    )
+    server.launch()
+    return server
 
 
 async def _chat(settings: Settings) -> int:

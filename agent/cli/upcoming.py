@@ -16,6 +16,7 @@ from agent.context import Clock, system_clock
 from scheduler.cron import CronError
 from scheduler.cron_words import describe
 from scheduler.jobs import CronJob, CronService, fires_window
+from scheduler.owner_settings import OwnerSettings
 from scheduler.pulse_grid import PulseConfigError, upcoming_pulses
 from scheduler.pulse_state import PulseState, PulseStore
 from scheduler.views import days_text, quiet_text
@@ -42,10 +43,13 @@ def schedule_lines(
             moments = fires_window(job, now, until, limit=PER_JOB_LIMIT)
         except CronError:
             continue
-        fires.extend((moment, f"cron   {job.name} [{job.id}]") for moment in moments)
+        label = f"{'once' if job.once else 'cron'}   {job.name} [{job.id}]"
+        fires.extend((moment, label) for moment in moments)
+        if job.once and job.next_fire_at is not None and job.next_fire_at <= now:
+            fires.append((now, f"{label} (overdue: runs now)"))
     fires.sort(key=lambda item: item[0])
     pulse_head = (
-        f"pulse: every {1440 // state.pulses_per_day} min, {days_text(state.active_days)}, "
+        f"pulse: {state.pulses_per_day}/day, {days_text(state.active_days)}, "
         f"quiet {quiet_text(state.quiet_hours)}"
         if state.enabled
         else "pulse: off"
@@ -54,11 +58,12 @@ def schedule_lines(
         f"Next {hours:g} h from {now.astimezone(tz):%Y-%m-%d %H:%M} ({tz.key})",
         pulse_head,
         f"cron jobs: {sum(1 for j in jobs if j.enabled)} enabled, "
-        f"{sum(1 for j in jobs if not j.enabled)} paused",
+        f"{sum(1 for j in jobs if not j.enabled and not j.done)} paused, "
+        f"{sum(1 for j in jobs if j.done)} one-time done",
         "",
     ]
     for job in jobs:
-        if job.enabled and job.timezone != tz.key:
+        if job.enabled and not job.once and job.timezone != tz.key:
             lines.insert(-1, f"  {job.name}: {describe(job.cron_expression)} in {job.timezone}")
     if not fires:
         lines.append("(nothing scheduled)")
@@ -79,15 +84,17 @@ async def print_schedule(
     if hours <= 0:
         print("watchkeeper: --hours must be positive", file=sys.stderr)
         return 2
-    tz = settings.tz
     async with open_database(
         settings.mongodb_uri,
         settings.mongodb_db,
         settings.data_dir,
         idle_timeout=settings.embedded_db_idle_timeout_seconds,
     ) as db:
-        state = await PulseStore(db.db, clock, tz).get()
-        jobs = await CronService(db.db, clock, settings.timezone).list_jobs()
+        owner = OwnerSettings(db.db, clock, settings.timezone)
+        await owner.load()  # the owner's timezone and quiet hours (manage_settings)
+        tz = owner.tz
+        state = await PulseStore(db.db, clock, owner).get()
+        jobs = await CronService(db.db, clock, tz.key).list_jobs()
     for line in schedule_lines(state, jobs, tz, clock(), hours):
         print(line, file=stream)
     stream.flush()

@@ -18,9 +18,10 @@ from bson import ObjectId
 from agent.context import RunContext
 from agent.conversation.history import fit_history, message_tokens
 from agent.conversation.loop import MAX_TURNS, LoopResult, run_loop
+from agent.conversation.media_turn import user_turn
 from agent.conversation.prompt import PromptSection, build_system_prompt
 from agent.llm.base import ModelClient, ModelError
-from agent.llm.types import MessagesAdapter, ModelMessage, TextPart, Usage, user_message
+from agent.llm.types import MessagesAdapter, ModelMessage, TextPart, Usage, without_media
 from agent.tools.catalog import ToolCatalog
 
 log = logging.getLogger(__name__)
@@ -100,7 +101,9 @@ class Agent:
         )
         next_seq = int(docs[-1]["seq"]) + 1 if docs else 0
         history = [] if isolated else self._history(docs, ctx)
-        incoming = user_message(text)
+        # This exchange's photos and voice notes ride along as parts; history keeps
+        # their text fallback (``without_media``), never the bytes.
+        incoming = await user_turn(text, ctx, self.model)
         toolset = self.catalog.for_context(ctx)
         if not instruction.memory_enabled:
             toolset = toolset.only(lambda _: False)
@@ -114,12 +117,12 @@ class Agent:
         except ModelError as exc:
             # The message is kept (with a marker) so the conversation shows what was lost.
             log.error("model failed for %s: %s", ctx.conversation_key, exc)
-            stored = _to_docs([incoming], asked)
+            stored = _to_docs([without_media(incoming)], asked)
             stored.append({"role": "assistant", "parts": [], "error": "model_unavailable"})
             reply.text, reply.failed = apology(exc.reason), True
             reply.failure = f"model_unavailable: {exc}"
         else:
-            stored = _to_docs([incoming], asked) + self._result_docs(result)
+            stored = _to_docs([without_media(incoming)], asked) + self._result_docs(result)
             reply.text, reply.usage, reply.tool_calls = result.text, result.usage, result.tool_calls
             reply.exhausted = result.exhausted
         # One write per exchange: the inbox already holds the message durably until

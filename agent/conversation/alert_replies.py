@@ -48,7 +48,7 @@ class AlertReplies:
         self._agent = agent
 
     async def __call__(self, message: InboundMessage, ctx: RunContext) -> list[Reply] | None:
-        parsed = parse_reply(message.text, now=ctx.now, tz=ctx.deps.settings.tz)
+        parsed = parse_reply(message.text, now=ctx.now, tz=ctx.tz)
         if parsed.reserved:
             # Carriers answer STOP/START/HELP on SMS themselves: a second answer from us
             # would be noise (or cost). Elsewhere it is ordinary text for the agent.
@@ -175,7 +175,7 @@ async def alert_prompt_section(ctx: RunContext) -> str | None:
     if alert.get("body"):
         lines.append(str(alert["body"])[:1500])
     raised = alert.get("created_at")
-    when = local_time(raised, ctx.now, ctx.deps.settings.tz) if raised else "?"
+    when = local_time(raised, ctx.now, ctx.tz) if raised else "?"
     lines.append(
         f"Status: {alert.get('status')}; seen {alert.get('count', 1)} time(s); "
         f"raised by {alert.get('source')} at {when}."

@@ -70,6 +70,9 @@ class Dispatcher:
         field(default_factory=list)
     )
     """Tried before the agent (alert directives); the first non-None answer wins."""
+    media: Callable[[InboundMessage], Awaitable[InboundMessage]] | None = None
+    """Fetches the photos and voice notes of a message from an owner or a contact (never
+    a stranger's); the message comes back with a note for each one not stored."""
 
     def __post_init__(self) -> None:
         self.commands.setdefault("/start", self._help)
@@ -111,6 +114,8 @@ class Dispatcher:
             transport=MappingProxyType(dict(message.meta)),
         )
         try:
+            if self.media is not None:
+                message = await self.media(message)
             return await self._route(message, ctx)
         except HandlingFailed:
             raise
@@ -155,7 +160,7 @@ class Dispatcher:
                 {"_id": ObjectId(message.inbox_id)},
                 {
                     "$set": {"text": "", "sender_name": "", "meta": {}, "stranger": True},
-                    "$unset": {"reply_to": ""},
+                    "$unset": {"reply_to": "", "media": ""},
                 },
             )
         stats = db[c.SETTINGS]

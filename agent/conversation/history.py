@@ -16,7 +16,7 @@ import math
 import re
 from typing import Any
 
-from agent.llm.types import ModelMessage, TextPart, ToolCallPart, ToolResultPart
+from agent.llm.types import MediaPart, ModelMessage, TextPart, ToolCallPart, ToolResultPart
 
 TOOL_OUTPUT_KEEP = 1_200
 """Characters of an old tool result kept in history; the current exchange keeps all."""
@@ -55,6 +55,8 @@ def message_text(message: ModelMessage) -> str:
             chunks.append(part.text)
         elif isinstance(part, ToolCallPart):
             chunks.append(part.name + json.dumps(part.arguments, default=str))
+        elif isinstance(part, MediaPart):
+            chunks.append(part.fallback_text())  # what history keeps of it
         else:
             chunks.append(json.dumps(part.result, default=str))
     return "\n".join(chunks)

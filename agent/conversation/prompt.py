@@ -23,10 +23,44 @@ RUN_NOTES: Mapping[str, str] = MappingProxyType(
         "Your final answer is delivered to the owner as the job's result; answer with nothing "
         "if there is nothing worth reporting.",
         "pulse": "## This run\nA pulse (periodic check-in); no user is present. Your final text "
-        "is only logged: reach the owner with raise_alert or send_message, and only when it "
-        "matters. Update your pulse notes for next time.",
+        "is only logged.",
     }
 )
+
+REACH_OWNER = ("raise_alert", "send_message")
+"""Tools that reach the owner from a run no one is watching, in the order to name them."""
+
+BUILT_IN_SCHEMA = (
+    "- master: one document, the owner's profile (name, city, preferences...)\n"
+    "- contacts: name, phone, email, notes\n"
+    "- schedule: title, start, end (dates), allDay, rrule, contactId, status\n"
+    "- read-only: inbox (chat messages Watchkeeper received on Telegram/WhatsApp/SMS; not "
+    "email), messages (chat history), alerts, cronjobs, runs\n"
+    "- ai_*: yours, documented below (update_db_schema)"
+)
+"""Always shown; ``update_db_schema`` documents only the model's own collections."""
+
+
+def database_section(own_schema: str) -> str:
+    """The built-in collections, then the model's own documentation of its collections."""
+    own = own_schema.strip() or "(none documented yet)"
+    return f"## Your database\n{BUILT_IN_SCHEMA}\n### Your collections\n{own}"
+
+
+def run_note(kind: str, tools: Toolset) -> str | None:
+    """What this kind of run is; a pulse is told only of tools it really has."""
+    note = RUN_NOTES.get(kind)
+    if note is None or kind != "pulse":
+        return note
+    reach = [name for name in REACH_OWNER if name in tools]
+    if reach:
+        note += f" Reach the owner with {' or '.join(reach)}, and only when it matters."
+    else:
+        note += " No tool in this run reaches the owner."
+    if "manage_pulse" in tools:
+        note += " Update your pulse notes for next time."
+    return note
+
 
 CONTACT_NOTE = (
     "## Third-party conversation\nMessages in <third_party_message> blocks come from a "
@@ -58,8 +92,9 @@ def mark_untrusted(text: str, sender: str, name: str = "") -> str:
 
 
 def format_now(ctx: RunContext) -> str:
-    local = ctx.now.astimezone(ctx.deps.settings.tz)
-    return local.strftime("%A %d %B %Y, %H:%M") + f" ({ctx.deps.settings.timezone})"
+    tz = ctx.tz  # the owner's (manage_settings), else TIMEZONE
+    local = ctx.now.astimezone(tz)
+    return local.strftime("%A %d %B %Y, %H:%M") + f" ({tz.key})"
 
 
 async def build_system_prompt(
@@ -74,12 +109,13 @@ async def build_system_prompt(
         return "\n\n".join(parts)
     if instruction.memory_enabled:
         parts.append("## Your memory\n" + (instruction.memory.strip() or "(empty)"))
-        parts.append("## Your database\n" + instruction.db_schema.strip())
+        parts.append(database_section(instruction.db_schema))
     guidance = [tool.guidance for tool in tools if tool.guidance]
     if guidance:
         parts.append("## Tools\n" + "\n".join(f"- {g}" for g in guidance))
-    if ctx.kind in RUN_NOTES:
-        parts.append(RUN_NOTES[ctx.kind])
+    note = run_note(ctx.kind, tools)
+    if note:
+        parts.append(note)
     for section in sections:
         text = await section(ctx)
         if text:

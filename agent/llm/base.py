@@ -14,7 +14,8 @@ class ModelError(Exception):
     ``retryable`` is true for rate limits, server errors and timeouts; the
     message is for logs only and never shown to a user. ``reason``, when given,
     says in a few plain words what went wrong, for the apology the user gets
-    (None: the model could not be reached).
+    (None: the model could not be reached). ``retry_after`` is the wait in seconds the
+    provider asked for (``Retry-After``), when it said.
     """
 
     def __init__(
@@ -24,11 +25,13 @@ class ModelError(Exception):
         retryable: bool,
         status: int | None = None,
         reason: str | None = None,
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.status = status
         self.reason = reason
+        self.retry_after = retry_after
 
 
 UNREADABLE = "my language model sent an answer I could not read"

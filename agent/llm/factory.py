@@ -20,26 +20,40 @@ def build_model(settings: Settings) -> ModelClient:
     fallback = None
     if settings.llm_fallback is not None and settings.llm_fallback != settings.llm_provider:
         fallback = build_provider(settings, settings.llm_fallback)
-    return ResilientModel(primary, fallback)
+    return ResilientModel(primary, fallback, max_concurrent=settings.max_concurrent_model_calls)
 
 
-def build_provider(settings: Settings, provider: Provider) -> ModelClient:
-    """One bare adapter (no retries), e.g. for ``watchkeeper doctor`` to probe."""
+def check_model(settings: Settings) -> None:
+    """The ``ConfigError`` ``build_model`` would raise, found without importing an SDK:
+    ``watchkeeper run`` checks first, starts the database, and builds while it boots."""
+    if settings.llm_provider is None:
+        raise ConfigError(NO_MODEL)
+    provider_key(settings, settings.llm_provider)
+    if settings.llm_fallback is not None:
+        provider_key(settings, settings.llm_fallback)
+
+
+def provider_key(settings: Settings, provider: Provider) -> str:
+    """The key ``provider`` is called with; ``ConfigError`` when it is missing."""
     if provider == "gemini":
-        from agent.llm.gemini_model import GeminiModel
-
         if settings.gemini_api_key is None or not settings.gemini_api_key.get_secret_value():
             raise ConfigError("provider gemini is selected but GEMINI_API_KEY is not set")
-        return GeminiModel(
-            settings.gemini_api_key.get_secret_value(),
-            settings.gemini_model,
-            base_url=settings.gemini_base_url or None,
-        )
-    from agent.llm.openai_model import OpenAIModel
-
+        return settings.gemini_api_key.get_secret_value()
     key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else ""
     if not key:
         if not settings.openai_base_url:
             raise ConfigError("provider openai is selected but OPENAI_API_KEY is not set")
         key = LOCAL_KEY
+    return key
+
+
+def build_provider(settings: Settings, provider: Provider) -> ModelClient:
+    """One bare adapter (no retries), e.g. for ``watchkeeper doctor`` to probe."""
+    key = provider_key(settings, provider)  # before the SDK's import: it is slow
+    if provider == "gemini":
+        from agent.llm.gemini_model import GeminiModel
+
+        return GeminiModel(key, settings.gemini_model, base_url=settings.gemini_base_url or None)
+    from agent.llm.openai_model import OpenAIModel
+
     return OpenAIModel(key, settings.openai_model, base_url=settings.openai_base_url or None)

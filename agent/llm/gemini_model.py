@@ -21,7 +21,9 @@ from google.genai import errors
 from google.genai import types as gt
 
 from agent.llm.base import ModelError, unexpected
+from agent.llm.limiter import response_retry_after, retry_delay_from_details
 from agent.llm.types import (
+    MediaPart,
     ModelMessage,
     ModelResponse,
     TextPart,
@@ -32,6 +34,7 @@ from agent.llm.types import (
     call_ids,
     new_call_id,
     unique_ids,
+    without_media,
 )
 
 log = logging.getLogger(__name__)
@@ -67,6 +70,7 @@ class GeminiModel:
     """A ``ModelClient`` over ``POST {base}/{version}/models/{model}:generateContent``."""
 
     name = "gemini"
+    native_media = frozenset({"image", "audio"})
 
     def __init__(
         self, api_key: str, model: str, base_url: str | None = None, timeout: float = 60.0
@@ -89,7 +93,14 @@ class GeminiModel:
     ) -> ModelResponse:
         """The next assistant message; every failure is a ``ModelError``."""
         try:
-            return await self._request(system, messages, tools)
+            try:
+                return await self._request(system, messages, tools)
+            except ModelError as exc:
+                if exc.status != 400 or not _sends_media(messages):
+                    raise
+                # A model that cannot take this media: the turn again, with text markers.
+                log.warning("%s refused media (%s); retrying with text markers", self.name, exc)
+                return await self._request(system, [without_media(m) for m in messages], tools)
         except ModelError:
             raise
         except Exception as exc:  # the SDK could not read the answer (not JSON, too deep)
@@ -115,8 +126,12 @@ class GeminiModel:
             code = int(exc.code or 0)
             retryable = code in (408, 429) or code >= 500
             detail = self._redact(f"{exc.status or ''} {exc.message or ''}".strip())[:500]
+            wait = response_retry_after(exc.response)
             raise ModelError(
-                f"{self.name} HTTP {code}: {detail}", retryable=retryable, status=code or None
+                f"{self.name} HTTP {code}: {detail}",
+                retryable=retryable,
+                status=code or None,
+                retry_after=wait if wait is not None else retry_delay_from_details(exc.details),
             ) from None
         except (TimeoutError, httpx2.TimeoutException):
             raise ModelError(f"{self.name}: request timed out", retryable=True) from None
@@ -157,7 +172,10 @@ def to_contents(messages: list[ModelMessage], sign_unsigned: bool = False) -> li
         for call in message.tool_calls
         if (call.provider_data or {}).get(CALL_ID_KEY)
     }
-    turn_start = max((i for i, m in enumerate(messages) if m.role == "user" and m.text), default=0)
+    turn_start = max(
+        (i for i, m in enumerate(messages) if m.role == "user" and (m.text or m.media)),
+        default=0,
+    )
     contents: list[gt.Content] = []
     for index, message in enumerate(messages):
         parts: list[gt.Part] = []
@@ -166,6 +184,8 @@ def to_contents(messages: list[ModelMessage], sign_unsigned: bool = False) -> li
                 parts.extend(_text_part(part))
             elif isinstance(part, ToolCallPart):
                 parts.append(_call_part(part))
+            elif isinstance(part, MediaPart):
+                parts.append(_media_part(part))
             else:
                 parts.append(_result_part(part, part.call_id in native_ids))
         if sign_unsigned and index > turn_start:
@@ -191,6 +211,18 @@ def _text_part(part: TextPart) -> list[gt.Part]:
     if not part.text and signature is None:
         return []
     return [gt.Part(text=part.text, thought_signature=signature)]
+
+
+def _sends_media(messages: list[ModelMessage]) -> bool:
+    return any(p.data is not None for m in messages for p in m.media)
+
+
+def _media_part(part: MediaPart) -> gt.Part:
+    """Images and audio go inline (``inlineData``); without bytes, the text fallback."""
+    if part.data is None:
+        return gt.Part(text=part.fallback_text())
+    mime = part.mime.split(";")[0].strip() or "application/octet-stream"
+    return gt.Part.from_bytes(data=part.data, mime_type=mime)
 
 
 def _call_part(part: ToolCallPart) -> gt.Part:

@@ -4,6 +4,12 @@ Adapters never retry themselves; they classify failures as retryable (rate
 limits, server errors, timeouts) or not. Here a retryable failure is retried
 with exponential backoff and jitter; once a provider gives up (or fails in a way
 retrying cannot fix), the fallback provider gets its turn under the same policy.
+
+Every call takes a turn from its provider's ``AdaptiveLimit`` (``agent.llm.limiter``),
+shared by chats and scheduled runs: a 429 or 503 halves that provider's limit and its
+``Retry-After`` pauses it. A rate limit (429) is the provider asking us to wait, not a
+failure: it is retried after the wait it asked for without using up ``retries``, for
+up to ``patience`` seconds of waiting, so a burst is slowed down, never dropped.
 """
 
 from __future__ import annotations
@@ -14,18 +20,23 @@ import random
 from collections.abc import Awaitable, Callable
 
 from agent.llm.base import ModelClient, ModelError
+from agent.llm.limiter import OVERLOAD_STATUSES, AdaptiveLimit
 from agent.llm.types import ModelMessage, ModelResponse, ToolSpec
 
 log = logging.getLogger(__name__)
 
 Sleep = Callable[[float], Awaitable[object]]
+RATE_LIMITED = 429
+MIN_WAIT = 0.1
+"""Shortest wait after a 429, even one saying ``Retry-After: 0``."""
 
 
 class ResilientModel:
     """A ``ModelClient`` that wraps a primary and an optional fallback.
 
     ``retries`` counts extra attempts after the first, per provider: with the
-    default of 3 a persistently failing provider is asked 4 times.
+    default of 3 a persistently failing provider is asked 4 times (429s aside).
+    ``max_concurrent`` is the ceiling of each provider's adaptive limit.
     """
 
     def __init__(
@@ -37,10 +48,17 @@ class ResilientModel:
         max_delay: float = 8.0,
         sleep: Sleep = asyncio.sleep,
         jitter: Callable[[], float] = random.random,
+        *,
+        max_concurrent: int = 100,
+        patience: float = 120.0,
     ) -> None:
         self.primary = primary
         self.fallback = fallback
         self.name = primary.name
+        self.limits = {primary.name: AdaptiveLimit(primary.name, max_concurrent)}
+        if fallback is not None:
+            self.limits.setdefault(fallback.name, AdaptiveLimit(fallback.name, max_concurrent))
+        self._patience = patience
         self._retries = max(0, retries)
         self._base_delay = base_delay
         self._max_delay = max_delay
@@ -80,29 +98,52 @@ class ResilientModel:
         messages: list[ModelMessage],
         tools: list[ToolSpec],
     ) -> ModelResponse:
-        attempt = 0
+        limit = self.limits[client.name]
+        attempt = 0  # failures counted against ``retries``
+        limited = 0  # 429s, counted against ``patience``
+        waited = 0.0
         while True:
-            try:
-                return await client.request(system, messages, tools)
-            except ModelError as exc:
-                if not exc.retryable or attempt >= self._retries:
+            async with limit.slot() as slot:
+                try:
+                    return await client.request(system, messages, tools)
+                except ModelError as exc:
+                    if exc.status in OVERLOAD_STATUSES:
+                        slot.overloaded(exc.retry_after)
+                    else:
+                        slot.neutral()
+                    error = exc
+            asked = error.retry_after
+            if error.retryable and error.status == RATE_LIMITED:
+                limited += 1
+                wait = max(asked, MIN_WAIT) if asked is not None else self.delay(limited)
+                if waited + wait <= self._patience:
+                    waited += wait
                     log.warning(
-                        "provider %s gave up after %d attempt(s) (status %s, retryable %s): %s",
+                        "provider %s rate limited us; retry in %.2fs (%.0fs waited so far)",
                         client.name,
-                        attempt + 1,
-                        exc.status,
-                        exc.retryable,
-                        exc,
+                        wait,
+                        waited - wait,
                     )
-                    raise
-                attempt += 1
-                wait = self.delay(attempt)
+                    await self._sleep(wait)
+                    continue
+            if not error.retryable or attempt >= self._retries:
                 log.warning(
-                    "provider %s failed (status %s); retry %d/%d in %.2fs",
+                    "provider %s gave up after %d attempt(s) (status %s, retryable %s): %s",
                     client.name,
-                    exc.status,
-                    attempt,
-                    self._retries,
-                    wait,
+                    attempt + limited + 1,
+                    error.status,
+                    error.retryable,
+                    error,
                 )
-                await self._sleep(wait)
+                raise error
+            attempt += 1
+            wait = min(asked, limit.max_pause) if asked else self.delay(attempt)
+            log.warning(
+                "provider %s failed (status %s); retry %d/%d in %.2fs",
+                client.name,
+                error.status,
+                attempt,
+                self._retries,
+                wait,
+            )
+            await self._sleep(wait)

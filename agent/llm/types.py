@@ -3,7 +3,9 @@
 Every part carries a ``kind`` literal so a whole history round-trips through one
 TypeAdapter to MongoDB and back. Provider-specific opaque data (Gemini thought
 signatures, for instance) rides along in ``provider_data`` and is sent back
-unchanged by the adapter that produced it.
+unchanged by the adapter that produced it. A ``MediaPart`` (a photo or a voice note)
+carries its bytes only in memory, for the exchange it arrived in: ``data`` is never
+dumped, and stored history holds its text fallback instead.
 """
 
 from __future__ import annotations
@@ -35,7 +37,34 @@ class ToolResultPart(BaseModel):
     result: dict[str, Any]
 
 
-Part = Annotated[TextPart | ToolCallPart | ToolResultPart, Field(discriminator="kind")]
+class MediaPart(BaseModel):
+    """A photo or a voice note of the user's message (GridFS ``file_id``).
+
+    ``data`` holds the bytes for this exchange only and is excluded from every dump,
+    so nothing stored carries them; ``transcript`` is the voice note's text, when made.
+    """
+
+    kind: Literal["media"] = "media"
+    media_kind: Literal["image", "audio"]
+    mime: str
+    file_id: str
+    transcript: str | None = None
+    duration_s: int | None = None
+    data: bytes | None = Field(default=None, exclude=True, repr=False)
+
+    def fallback_text(self) -> str:
+        """The one line a model (or a later turn) gets instead of the bytes."""
+        if self.media_kind == "image":
+            return "[photo]"
+        length = f", {self.duration_s // 60}:{self.duration_s % 60:02d}" if self.duration_s else ""
+        if self.transcript is not None and self.transcript.strip():
+            return f"[voice note{length}, transcript]: {self.transcript.strip()}"
+        if self.transcript is not None:
+            return f"[voice note{length}: no words in it]"
+        return f"[voice note{length}]"
+
+
+Part = Annotated[TextPart | ToolCallPart | ToolResultPart | MediaPart, Field(discriminator="kind")]
 
 
 class ModelMessage(BaseModel):
@@ -51,6 +80,10 @@ class ModelMessage(BaseModel):
     @property
     def tool_calls(self) -> list[ToolCallPart]:
         return [p for p in self.parts if isinstance(p, ToolCallPart)]
+
+    @property
+    def media(self) -> list[MediaPart]:
+        return [p for p in self.parts if isinstance(p, MediaPart)]
 
 
 MessagesAdapter: TypeAdapter[list[ModelMessage]] = TypeAdapter(list[ModelMessage])
@@ -118,6 +151,21 @@ def unique_ids(ids: list[str], taken: set[str]) -> list[str]:
 
 def user_message(text: str) -> ModelMessage:
     return ModelMessage(role="user", parts=[TextPart(text=text)])
+
+
+def without_media(message: ModelMessage) -> ModelMessage:
+    """``message`` with each media part replaced by its text fallback, merged into one
+    text part (what history stores, and what a model that cannot take media gets)."""
+    if not message.media:
+        return message
+    chunks = [
+        p.text if isinstance(p, TextPart) else p.fallback_text()
+        for p in message.parts
+        if isinstance(p, TextPart | MediaPart)
+    ]
+    others = [p for p in message.parts if not isinstance(p, TextPart | MediaPart)]
+    text = "\n".join(c for c in chunks if c)
+    return message.model_copy(update={"parts": [TextPart(text=text), *others]})
 
 
 def assistant_message(text: str) -> ModelMessage:

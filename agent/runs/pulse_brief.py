@@ -8,6 +8,7 @@ made at all: a heartbeat with nothing to look at must cost nothing.
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -15,7 +16,7 @@ from zoneinfo import ZoneInfo
 
 from agent.context import AgentDeps
 from scheduler.jobs import CronService
-from scheduler.pulse_grid import PulseConfigError, interval_minutes, next_pulse, remaining_today
+from scheduler.pulse_grid import PulseConfigError, next_pulse, remaining_today
 from scheduler.pulse_state import PulseState
 from scheduler.runs import RunStore
 from scheduler.views import short_time
@@ -56,21 +57,38 @@ def _clip(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+NEWS_FILTER: Doc = {
+    "stranger": {"$ne": True},
+    "text": {"$not": {"$regex": r"^\s*/"}},
+    "meta.kind": {"$ne": "button"},
+    "status": {"$ne": "failed"},
+}
+"""Which stored inbound messages are news for a pulse: what the owner or a contact wrote.
+Not a stranger's (emptied, flagged), not a slash command (``/pulse``), not a button
+press on one of our own messages, not a message that could not be stored. The bot's
+own messages never reach the inbox (WhatsApp echoes are dropped by the channel)."""
+
+
 async def _messages_since(deps: AgentDeps, since: datetime) -> int:
-    """Messages from the owner and contacts: a stranger's (emptied, flagged) and slash
-    commands are never news for a pulse."""
-    return await deps.db[c.INBOX].count_documents(
-        {
-            "received_at": {"$gt": since},
-            "stranger": {"$ne": True},
-            "text": {"$not": {"$regex": "^/"}},
-        }
-    )
+    return await deps.db[c.INBOX].count_documents({"received_at": {"$gt": since}, **NEWS_FILTER})
+
+
+def closing(tools: Collection[str]) -> str:
+    """The brief's last line, naming only tools this pulse is offered."""
+    reach = [name for name in ("raise_alert", "send_message") if name in tools]
+    text = "Check on what matters. "
+    if reach:
+        text += f"Reach the owner only with {' or '.join(reach)}, and only when it matters"
+    else:
+        text += "No tool in this run reaches the owner; your final text is only logged"
+    if "manage_pulse" in tools:
+        text += "; save what the next pulse should know with manage_pulse update_notes"
+    return text + "."
 
 
 def _since(state: PulseState, now: datetime) -> datetime:
     stamp = state.last_check_at or state.last_pulse_at
-    return stamp or now - timedelta(minutes=interval_minutes(state.pulses_per_day))
+    return stamp or now - timedelta(days=1) / max(1, state.pulses_per_day)
 
 
 async def build_brief(
@@ -80,7 +98,9 @@ async def build_brief(
     runs: RunStore,
     tz: ZoneInfo,
     now: datetime,
+    tools: Collection[str] = (),
 ) -> PulseBrief:
+    """``tools``: the names this pulse will be offered (the brief names no other)."""
     since = _since(state, now)
     try:
         schedule = state.schedule(tz)
@@ -88,7 +108,7 @@ async def build_brief(
         left = remaining_today(schedule, state.done_on(now.astimezone(tz).date()), now)
     except PulseConfigError:
         upcoming, left = None, 0
-    horizon = upcoming or now + timedelta(minutes=interval_minutes(state.pulses_per_day))
+    horizon = upcoming or now + timedelta(days=1) / max(1, state.pulses_per_day)
     alerts = await open_alerts(deps)
     due = await jobs.fires_within(now, horizon, limit=10)
     ran = await runs.ended_since(since, "cron", limit=10)
@@ -116,16 +136,13 @@ async def build_brief(
                 for at, job in due
             )
         )
-    happened = [f"- {inbound} new inbound message(s)"] if inbound else []
+    happened = [f"- {inbound} new chat message(s) from the owner or contacts"] if inbound else []
     happened += [_run_line(run, tz, now) for run in ran]
     parts.append(
         f"## Since the last pulse ({short_time(since, tz, now)})\n"
         + ("\n".join(happened) if happened else "- nothing")
     )
-    parts.append(
-        "Check on what matters. Reach the owner only with raise_alert or send_message; "
-        "save what the next pulse should know with manage_pulse update_notes."
-    )
+    parts.append(closing(tools))
     return PulseBrief(text="\n\n".join(parts), idle=idle, since=since, counts=counts)
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,6 +19,7 @@ from typing import Any
 from agent.context import AgentDeps, RunContext
 from agent.conversation.agent import Agent
 from agent.owner import owner_chat
+from agent.runs.cron_prompt import cron_prompt, delivery_head
 from agent.runs.pulse_brief import build_brief
 from channels.outbox import Outbox
 from channels.types import OutboundMessage
@@ -39,9 +39,6 @@ PULSE_CONVERSATION = "pulse"
 class RunnerConfig:
     cron_timeout: float = 120.0
     pulse_timeout: float = 180.0
-    max_concurrent: int = 8
-    """Scheduled runs talking to the model at once; the others queue (the timeout starts
-    when a run gets its turn, so a busy minute does not time runs out)."""
 
 
 def reason_text(reason: Reason | None, timeout: float) -> str:
@@ -76,7 +73,6 @@ class Runner:
         self.pulse = pulse
         self.runs = runs
         self.config = config or RunnerConfig()
-        self._model_slots = asyncio.Semaphore(self.config.max_concurrent)
 
     def now(self) -> datetime:
         return self.deps.clock()
@@ -84,14 +80,8 @@ class Runner:
     # --- running through the agent -------------------------------------------------------
 
     async def _execute(self, text: str, ctx: RunContext, limit: float) -> Outcome:
-        queued = time.perf_counter()
-        async with self._model_slots:
-            waited = round((time.perf_counter() - queued) * 1000, 1)
-            outcome = await self._respond(text, ctx, limit)
-        outcome.extra["queued_ms"] = waited
-        return outcome
-
-    async def _respond(self, text: str, ctx: RunContext, limit: float) -> Outcome:
+        """One run through the agent within ``limit`` seconds. Its model calls wait their
+        turn in the provider's adaptive limit, shared with chats (``agent.llm.limiter``)."""
         try:
             async with asyncio.timeout(limit):
                 reply = await self.agent.respond(text, ctx, isolated=True)
@@ -134,11 +124,12 @@ class Runner:
         """One fire of ``job`` in its own conversation; the answer is delivered."""
         ctx = self._context("cron", ticket, job.origin_channel, job.origin_chat_id)
         timeout = self.config.cron_timeout
-        outcome = await self._execute(job.instruction, ctx, timeout)
+        outcome = await self._execute(cron_prompt(job, ticket, self.now()), ctx, timeout)
         if outcome.status == "success":
             text = outcome.result.strip()
             if text:
-                outcome.extra["delivery"] = await self._deliver(job, f"{job.name}\n{text}", ticket)
+                head = delivery_head(job, ticket, self.now())
+                outcome.extra["delivery"] = await self._deliver(job, f"{head}\n{text}", ticket)
             else:
                 outcome.extra["delivery"] = None  # empty answer: nothing worth reporting
         elif ticket.will_retry and outcome.reason in PASSING:
@@ -157,7 +148,9 @@ class Runner:
     async def _deliver(self, job: CronJob, text: str, ticket: RunTicket) -> Doc:
         channel, chat = job.origin_channel, job.origin_chat_id
         if channel not in self.deps.channels:  # the job's chat is not running here
-            target = owner_chat(self.deps.settings, self.deps.channels)
+            target = owner_chat(
+                self.deps.settings, self.deps.channels, primary=self.deps.primary_channel
+            )
             channel, chat = target.channel, target.chat_id
         # One message per try at most: a retry's answer is not the first try's notice.
         key = f"run:{ticket.id}" if ticket.attempt == 1 else f"run:{ticket.id}:{ticket.attempt}"
@@ -176,6 +169,20 @@ class Runner:
             raise RuntimeError("the outbox is not running")
         return self.deps.outbox
 
+    def _pulse_tools(self) -> list[str]:
+        """The tools a pulse is offered now, so its brief names no other."""
+        target = owner_chat(self.deps.settings, self.deps.channels)
+        probe = RunContext(
+            deps=self.deps,
+            tier="owner",
+            kind="pulse",
+            channel=target.channel,
+            chat_id=target.chat_id,
+            sender=SCHEDULER_SENDER,
+            conversation_key=PULSE_CONVERSATION,
+        )
+        return self.agent.catalog.for_context(probe).names
+
     async def plan_pulse(self, now: datetime, trigger: Trigger) -> Skip | Go:
         """Skipped when over the daily cap or idle (no model call); else the work.
 
@@ -189,13 +196,17 @@ class Runner:
                 f"daily cap reached ({state.pulses_per_day} pulses); it resets at local midnight"
             )
             return Skip("daily_cap", detail)
-        brief = await build_brief(self.deps, state, self.jobs, self.runs, tz, now)
+        brief = await build_brief(
+            self.deps, state, self.jobs, self.runs, tz, now, tools=self._pulse_tools()
+        )
         if brief.idle and trigger == "schedule":
             await self.pulse.record_check(now)
             return Skip("idle", "idle: no notes, nothing new, nothing due")
 
         async def work(ticket: RunTicket) -> Outcome:
-            target = owner_chat(self.deps.settings, self.deps.channels)
+            target = owner_chat(
+                self.deps.settings, self.deps.channels, primary=self.deps.primary_channel
+            )
             ctx = self._context("pulse", ticket, target.channel, target.chat_id)
             outcome = await self._execute(brief.text, ctx, self.config.pulse_timeout)
             if not (ticket.will_retry and outcome.reason in PASSING):
@@ -207,9 +218,14 @@ class Runner:
     # --- failures ---------------------------------------------------------------------
 
     async def warn_failures(self, run: Doc, streak: int, job: CronJob | None) -> None:
-        """The engine saw ``streak`` failed runs in a row: warn the owner."""
+        """The engine saw ``streak`` failed runs in a row: alert the owner, as a warning
+        or, for a job with ``on_failure`` critical, a critical alert (paged by SMS)."""
         label = f"Cron job “{job.name}”" if job is not None else "The pulse"
-        title = f"{label} failed {streak} times in a row"
+        if job is not None and job.once:
+            label = f"One-time job “{job.name}”"
+        title = f"{label} failed" + (f" {streak} times in a row" if streak > 1 else "")
+        critical = job is not None and job.on_failure == "critical"
+        alone = critical or (job is not None and job.once)  # reported at its first failure
         body = f"Last run: {run.get('status')} — {run.get('error') or 'no detail'}."
         gave_up = bool(run.get("gave_up"))
         if gave_up:  # a fire that could not run in its window, whatever the streak
@@ -226,8 +242,9 @@ class Runner:
             body,
             dedupe_key=f"run-failures:{source}",
             source=source,
-            first=streak == 2 or gave_up,
+            first=streak == (1 if alone else 2) or gave_up,
             key=f"warn:{run['_id']}{':gave-up' if gave_up else ''}",
+            severity="critical" if critical else "warning",
         )
 
     async def warn_owner(
@@ -239,20 +256,23 @@ class Runner:
         source: str,
         first: bool = True,
         key: str | None = None,
+        severity: str = "warning",
     ) -> None:
-        """A warning alert through the alert router, or else a message on the owner's
-        chat (only for the first failure of a streak: a chat has no dedupe)."""
+        """An alert (a warning unless told) through the alert router, or else a message on
+        the owner's chat (only for the first failure of a streak: a chat has no dedupe)."""
         if self.deps.alerts is not None:
             try:
                 await self.deps.alerts.raise_alert(
-                    severity="warning", title=title, body=body, dedupe_key=dedupe_key, source=source
+                    severity=severity, title=title, body=body, dedupe_key=dedupe_key, source=source
                 )
                 return
             except Exception:
                 log.exception("alert router refused a failure warning; using the chat")
         if not first:
             return
-        target = owner_chat(self.deps.settings, self.deps.channels)
+        target = owner_chat(
+            self.deps.settings, self.deps.channels, primary=self.deps.primary_channel
+        )
         await self._outbox().enqueue(
             OutboundMessage(
                 channel=target.channel,

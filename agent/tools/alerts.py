@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 
 from agent.alerts.directives import Ack, Directive, Mute, Resolve, Snooze, parse_reply
 from agent.alerts.fields import AlertError
+from agent.alerts.outcome import describe
 from agent.alerts.router import AlertRouter
 from agent.context import RunContext
 from agent.tools.base import Tool, ToolError, ToolResult
@@ -19,23 +20,18 @@ from agent.tools.base import Tool, ToolError, ToolResult
 
 class RaiseAlertArgs(BaseModel):
     severity: Literal["info", "warning", "critical"] = Field(
-        description="info: chat only, held in quiet hours; warning: chat, SMS if not "
-        "acknowledged in 30 min; critical: SMS and every chat now, repeated until acknowledged."
+        description="info: chat; warning: chat, SMS after 30 min unacknowledged; both held in "
+        "quiet hours. critical: SMS and all chats, even in quiet hours, repeated until acked."
     )
-    title: str = Field(description="One line the owner reads first (max 200 characters).")
-    body: str = Field(default="", description="Details and what to do (max 4000 characters).")
-    dedupe_key: str | None = Field(
-        default=None,
-        description="Same key while the alert is open: counted, not sent again.",
-    )
+    title: str = Field(description="One line")
+    body: str = Field(default="", description="Details, what to do")
+    dedupe_key: str | None = Field(default=None, description="Same key while open: not re-sent")
 
 
 class ManageAlertsArgs(BaseModel):
     action: Literal["list", "ack", "resolve", "snooze", "mute"]
-    code: str | None = Field(default=None, description="The alert's code, e.g. '12' or '#12'.")
-    duration: str | None = Field(
-        default=None, description="For snooze/mute: e.g. '30m', '2h', '1d' (default 1h / 1d)."
-    )
+    code: str | None = None
+    duration: str | None = Field(default=None, description="e.g. 30m, 2h, 1d")
 
 
 def alert_service(ctx: RunContext) -> AlertRouter:
@@ -62,8 +58,29 @@ async def _raise(args: RaiseAlertArgs, ctx: RunContext) -> ToolResult:
         )
     except AlertError as exc:
         raise ToolError(str(exc)) from None
-    alert.pop("history", None)
-    return {"alert": alert}
+    return describe(alert, ctx.now, ctx.tz)
+
+
+LISTED = (
+    "code",
+    "severity",
+    "title",
+    "status",
+    "source",
+    "count",
+    "created_at",
+    "last_sent_at",
+    "snoozed_until",
+    "muted_until",
+)
+
+
+def _listed(alert: dict[str, Any]) -> dict[str, Any]:
+    """An open alert as ``list`` shows it: no internal counters to misread."""
+    shown = {k: alert[k] for k in LISTED if alert.get(k) is not None}
+    if alert.get("held"):
+        shown["held_until"] = alert.get("next_escalation_at")
+    return shown
 
 
 def _hold(action: str, duration: str | None) -> Directive:
@@ -79,9 +96,7 @@ def _hold(action: str, duration: str | None) -> Directive:
 async def _manage(args: ManageAlertsArgs, ctx: RunContext) -> ToolResult:
     service = alert_service(ctx)
     if args.action == "list":
-        alerts = await service.open_alerts()
-        for alert in alerts:
-            alert.pop("history", None)
+        alerts = [_listed(alert) for alert in await service.open_alerts()]
         return {"alerts": alerts, "count": len(alerts)}
     code = (args.code or "").strip().lstrip("#")
     if not code:
@@ -101,18 +116,16 @@ async def _manage(args: ManageAlertsArgs, ctx: RunContext) -> ToolResult:
 
 RAISE_ALERT: Tool[Any] = Tool(
     name="raise_alert",
-    guidance=(
-        "raise_alert when something needs the owner's attention; pick severity "
-        "honestly (critical pages by SMS)."
-    ),
-    description="Alert the owner about something that needs their attention; routed by "
-    "severity (critical pages by SMS until acknowledged).",
+    guidance="raise_alert: pick severity honestly (critical pages by SMS).",
+    description="Alert the owner. The reply says where it went, what SMS did, held_until "
+    "(quiet hours) and what comes next: relay that, promise nothing more.",
     args=RaiseAlertArgs,
     handler=_raise,
 )
 MANAGE_ALERTS: Tool[Any] = Tool(
     name="manage_alerts",
-    description="List open alerts, or ack/resolve/snooze/mute one by its code.",
+    description="Open alerts. list: no fields; ack, resolve: code; snooze, mute: "
+    "code, optional duration (default 1h / 1d; muted repeats are counted, not sent).",
     args=ManageAlertsArgs,
     handler=_manage,
 )

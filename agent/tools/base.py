@@ -10,6 +10,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime, tzinfo
 from functools import lru_cache
 from typing import Any, Generic, TypeVar
 
@@ -54,7 +55,8 @@ class Tool(Generic[A]):
             )
             return {"error": f"invalid arguments for {self.name}: {problems}"}
         try:
-            return await self.handler(args, ctx)
+            result: ToolResult = local_times(await self.handler(args, ctx), ctx.tz)
+            return result
         except ToolError as exc:
             return {"error": str(exc)}
         except Exception:
@@ -116,7 +118,8 @@ def _compact_fresh(model: type[BaseModel]) -> dict[str, Any]:
 
 
 def _compact(node: Any, defs: dict[str, Any]) -> Any:
-    """Inline ``$ref``s, drop schema ``title``s and null defaults, collapse ``X | None``.
+    """Inline ``$ref``s, drop schema ``title``s and null or empty-text defaults, collapse
+    ``X | None``.
 
     Keys of a ``properties`` mapping are argument names, never schema keywords: an
     argument called ``title`` must survive.
@@ -129,7 +132,7 @@ def _compact(node: Any, defs: dict[str, Any]) -> Any:
         return _compact(defs[node["$ref"].split("/")[-1]], defs)
     out: dict[str, Any] = {}
     for key, value in node.items():
-        if key == "title" or (key == "default" and value is None):
+        if key == "title" or (key == "default" and value in (None, "")):
             continue
         if key == "properties" and isinstance(value, dict):
             out[key] = {name: _compact(prop, defs) for name, prop in value.items()}
@@ -143,5 +146,23 @@ def _compact(node: Any, defs: dict[str, Any]) -> Any:
     return out
 
 
-def result_json(result: ToolResult) -> str:
-    return json.dumps(result, ensure_ascii=False, default=str)
+def local_times(value: Any, tz: tzinfo) -> Any:
+    """``value`` with every datetime as ISO 8601 text in ``tz``, with its offset.
+
+    A model reads times the way the owner says them, and a bare ``str(datetime)``
+    (``2026-11-26 05:46:04.243000+00:00``) invited it to relay UTC as local time. A
+    naive datetime is UTC, as MongoDB stores and pymongo reads it.
+    """
+    if isinstance(value, datetime):
+        moment = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+        return moment.astimezone(tz).isoformat(timespec="seconds")
+    if isinstance(value, dict):
+        return {k: local_times(v, tz) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [local_times(v, tz) for v in value]
+    return value
+
+
+def result_json(result: ToolResult, tz: tzinfo = UTC) -> str:
+    """A tool result as the JSON a model reads, times in ``tz`` (the owner's ``ctx.tz``)."""
+    return json.dumps(local_times(result, tz), ensure_ascii=False, default=str)

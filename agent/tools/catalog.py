@@ -10,6 +10,7 @@ from agent.context import RunContext
 from agent.tools.base import Tool, Toolset
 from agent.tools.db import DB_QUERY
 from agent.tools.memory import SAVE_MEMORY, UPDATE_DB_SCHEMA
+from agent.tools.settings import MANAGE_SETTINGS
 from agent.tools.web import WEB_SEARCH
 
 Availability = Callable[[RunContext], bool]
@@ -44,10 +45,18 @@ class ToolCatalog:
         return Toolset(chosen)
 
 
+def settings_offered(ctx: RunContext) -> bool:
+    """``manage_settings``: the owner's chats and cron jobs (the owner's own words), not
+    a pulse (it must not change the quiet hours that hold it); the contact tier never
+    gets it (``writes``)."""
+    return ctx.deps.owner is not None and ctx.kind != "pulse"
+
+
 def core_catalog() -> ToolCatalog:
     catalog = ToolCatalog()
     catalog.add(SAVE_MEMORY)
     catalog.add(UPDATE_DB_SCHEMA)
     catalog.add(DB_QUERY)
     catalog.add(WEB_SEARCH, lambda ctx: ctx.deps.settings.brave_api_key is not None)
+    catalog.add(MANAGE_SETTINGS, settings_offered)
     return catalog

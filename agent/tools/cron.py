@@ -1,4 +1,4 @@
-"""``manage_cronjob``: recurring tasks the model sets up for the owner.
+"""``manage_cronjob``: recurring tasks and one-time reminders the model sets up.
 
 The tool is a thin shell over ``CronService`` (``AgentDeps.cron``),
 which validates and stores; ``cronjobs`` is written nowhere else. A new job remembers
@@ -23,14 +23,17 @@ class CronArgs(BaseModel):
     action: Literal["create", "list", "update", "delete", "toggle"]
     job_id: str | None = None
     name: str | None = None
-    instruction: str | None = Field(
-        default=None, description="What to do at each run, written as a task for yourself."
-    )
-    cron_expression: str | None = Field(
-        default=None, description="5 fields 'min hour dom month dow' or @hourly/@daily/..."
-    )
-    timezone: str | None = Field(default=None, description="IANA name; default owner's.")
+    instruction: str | None = None
+    cron_expression: str | None = Field(default=None, description="5 fields, or @daily etc.")
+    run_at: str | None = Field(default=None, description="ISO, e.g. 2026-05-01T08:00")
+    in_minutes: int | None = None
+    timezone: str | None = Field(default=None, description="IANA; default owner's.")
     enabled: bool | None = None
+    on_failure: Literal["warning", "critical", "none"] | None = Field(
+        default=None,
+        description="warning (default): alert after 2 failures in a row; critical: SMS at "
+        "the first; none",
+    )
 
 
 def cron_service(ctx: RunContext) -> CronService:
@@ -56,8 +59,11 @@ async def _manage(args: CronArgs, ctx: RunContext) -> ToolResult:
                 name=args.name,
                 instruction=args.instruction,
                 cron_expression=args.cron_expression,
-                timezone=args.timezone,
+                run_at=args.run_at,
+                in_minutes=args.in_minutes,
+                timezone=args.timezone or ctx.tz.key,
                 enabled=True if args.enabled is None else args.enabled,
+                on_failure=args.on_failure,
                 origin_channel=ctx.channel,
                 origin_chat_id=ctx.chat_id,
             )
@@ -68,8 +74,11 @@ async def _manage(args: CronArgs, ctx: RunContext) -> ToolResult:
                 name=args.name,
                 instruction=args.instruction,
                 cron_expression=args.cron_expression,
+                run_at=args.run_at,
+                in_minutes=args.in_minutes,
                 timezone=args.timezone,
                 enabled=args.enabled,
+                on_failure=args.on_failure,
             )
             return {"updated": job_view(job, now)}
         if args.action == "toggle":
@@ -83,10 +92,16 @@ async def _manage(args: CronArgs, ctx: RunContext) -> ToolResult:
 
 MANAGE_CRONJOB: Tool[Any] = Tool(
     name="manage_cronjob",
-    guidance=("manage_cronjob for recurring tasks (5-field cron, owner's timezone)."),
+    guidance=(
+        "manage_cronjob for recurring tasks (cron) and one-time reminders (run_at or "
+        "in_minutes), in the owner's timezone."
+    ),
     description=(
-        "Create, list, update, delete or toggle recurring jobs. Each run executes "
-        "'instruction' with no user present; its answer is sent to this chat."
+        "Jobs run 'instruction' (a task for yourself) with no user present; the answer goes "
+        "to this chat. create: name, instruction, one of cron_expression (repeats), run_at "
+        "or in_minutes (runs once, then kept as done); optional timezone, on_failure. "
+        "list. update: job_id + fields to change. delete: job_id. toggle: job_id; "
+        "enabled sets it, omitted flips it."
     ),
     args=CronArgs,
     handler=_manage,

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import tzinfo
+from typing import Any
+
 from bson.errors import BSONError
+from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import ExecutionTimeout, OperationFailure, PyMongoError
 
 from agent.context import RunContext
@@ -16,7 +20,7 @@ MAX_REFUSAL_CHARS = 1_000
 async def _db_query(args: DbOperation, ctx: RunContext) -> ToolResult:
     """Every outcome is a bounded result: refusals and server errors become error text."""
     try:
-        return await run_db_query(ctx.deps.db, args)
+        return await run_db_query(in_timezone(ctx.deps.db, ctx.tz), args)
     except SandboxError as exc:
         raise ToolError(str(exc)[:MAX_REFUSAL_CHARS]) from None
     except ExecutionTimeout:
@@ -29,6 +33,11 @@ async def _db_query(args: DbOperation, ctx: RunContext) -> ToolResult:
         raise ToolError(f"database error: {_first_line(str(exc))}") from None
     except (OverflowError, RecursionError, MemoryError):
         raise ToolError("the query is too large or too deeply nested; simplify it") from None
+
+
+def in_timezone(db: AsyncDatabase[dict[str, Any]], tz: tzinfo) -> AsyncDatabase[dict[str, Any]]:
+    """``db`` reading dates as aware datetimes in ``tz``: answers show the owner's offset."""
+    return db.with_options(codec_options=db.codec_options.with_options(tz_aware=True, tzinfo=tz))
 
 
 def _server_message(exc: OperationFailure) -> str:
@@ -48,13 +57,14 @@ def _first_line(text: str) -> str:
 
 DB_QUERY: Tool[DbOperation] = Tool(
     name="db_query",
-    guidance=(
-        "db_query: structured data in master/contacts/schedule/ai_*; "
-        'other collections are read-only. Use {"$oid"}/{"$date"} for ids and dates.'
-    ),
     description=(
-        "Run one MongoDB operation. All collections are readable; writable: master, contacts, "
-        'schedule, ai_*. Write dates and ids as {"$date": "<ISO>"} and {"$oid": "<hex>"}.'
+        "One MongoDB operation; writable: master, contacts, schedule, ai_*. Operation "
+        "(fields): find (filter projection sort limit skip), findOne (no limit), "
+        "countDocuments (filter), aggregate (pipeline), insertOne/insertMany (data), "
+        "updateOne/updateMany (filter update upsert), deleteOne/deleteMany (filter), "
+        'createIndex (index), createCollection, listCollections. Dates: {"$date": ISO}, '
+        "shown in the owner's timezone with offset; write an offset or Z (none = UTC). "
+        'Ids: {"$oid": hex}.'
     ),
     args=DbOperation,
     handler=_db_query,

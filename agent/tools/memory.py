@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
+import re
+
 from pydantic import BaseModel, Field
 
 from agent.context import RunContext
 from agent.tools.base import Tool, ToolError, ToolResult
+from storage.collections import PROTECTED
 from storage.repos import MEMORY_LIMIT, MemoryTooLong
 
 
 class SaveMemoryArgs(BaseModel):
-    memory: str = Field(description="The complete memory text (replaces the old one).")
+    memory: str
 
 
 class UpdateDbSchemaArgs(BaseModel):
-    schema_: str = Field(alias="schema", description="Markdown description of your collections.")
+    schema_: str = Field(alias="schema", description="Markdown")
+
+
+SCHEMA_LIMIT = 8_000
+BUILT_IN = ("master", "contacts", "schedule", *sorted(PROTECTED))
+_REDEFINES = re.compile(
+    rf"^[ \t]*(?:[-*#]+[ \t]*)?`?({'|'.join(BUILT_IN)})`?[ \t]*(?::|\(|—|-[ \t]|$)",
+    re.IGNORECASE | re.MULTILINE,
+)
 
 
 async def _save_memory(args: SaveMemoryArgs, ctx: RunContext) -> ToolResult:
@@ -26,23 +37,33 @@ async def _save_memory(args: SaveMemoryArgs, ctx: RunContext) -> ToolResult:
 
 
 async def _update_db_schema(args: UpdateDbSchemaArgs, ctx: RunContext) -> ToolResult:
-    if len(args.schema_) > 8_000:
+    """Kept whole, even when it describes a built-in collection: the built-in
+    documentation is shown above it anyway, so nothing the model wrote is lost."""
+    if len(args.schema_) > SCHEMA_LIMIT:
         raise ToolError("schema is over 8,000 characters; keep it a concise summary")
     await ctx.deps.instructions.set_db_schema(args.schema_)
-    return {"success": True}
+    result: ToolResult = {"success": True, "length": len(args.schema_)}
+    named = sorted({m.lower() for m in _REDEFINES.findall(args.schema_)})
+    if named:
+        result["note"] = (
+            f"{', '.join(named)} {'is' if len(named) == 1 else 'are'} built in and always "
+            "documented above your text; your lines about them are kept as extra notes"
+        )
+    return result
 
 
 SAVE_MEMORY = Tool(
     name="save_memory",
-    guidance=("save_memory replaces the whole memory: send old + new facts, <=4000 chars."),
-    description="Replace your long-term memory about the owner (max 4000 characters).",
+    description="Replace your whole long-term memory about the owner: send the old facts "
+    "with the new ones (max 4000 characters).",
     args=SaveMemoryArgs,
     handler=_save_memory,
 )
 UPDATE_DB_SCHEMA = Tool(
     name="update_db_schema",
     guidance=("update_db_schema after creating or changing an ai_ collection."),
-    description="Replace the Markdown documentation of your database collections.",
+    description="Replace your documentation of your own ai_* collections (names, fields, "
+    "purpose). Built-in collections are always documented; this text is shown below them.",
     args=UpdateDbSchemaArgs,
     handler=_update_db_schema,
 )

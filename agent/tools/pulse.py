@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from agent.context import RunContext
 from agent.tools.base import Tool, ToolError, ToolResult
@@ -17,10 +17,11 @@ from scheduler.pulse_grid import PulseConfigError
 from scheduler.pulse_state import PulseStore
 from scheduler.views import pulse_view, run_view
 
-
-class QuietRange(BaseModel):
-    start: str = Field(description="HH:MM")
-    end: str = Field(description="HH:MM; before start spans midnight")
+QUIET_MOVED = (
+    "quiet_hours is not a manage_pulse field any more: quiet hours are one owner setting "
+    "for the pulse and alerts alike; set them with manage_settings (action 'update', "
+    "quiet_hours). Nothing was changed."
+)
 
 
 class PulseArgs(BaseModel):
@@ -28,8 +29,19 @@ class PulseArgs(BaseModel):
     notes: str | None = Field(default=None, description="Notes for your next pulse, <=2000 chars.")
     enabled: bool | None = None
     active_days: list[int] | None = Field(default=None, description="0=Sunday..6")
-    pulses_per_day: int | None = Field(default=None, description="48, 24, 12, 6 or 2")
-    quiet_hours: list[QuietRange] | None = None
+    pulses_per_day: int | None = Field(
+        default=None,
+        description="any whole number 1-48, spread evenly over the waking (non-quiet) part "
+        "of active days",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _quiet_hours_moved(cls, data: Any) -> Any:
+        # Unknown fields are otherwise ignored: the model must hear that this one moved.
+        if isinstance(data, dict) and "quiet_hours" in data:
+            raise ValueError(QUIET_MOVED)
+        return data
 
 
 def _store(ctx: RunContext) -> PulseStore:
@@ -63,18 +75,16 @@ async def _manage(args: PulseArgs, ctx: RunContext) -> ToolResult:
             return {"success": True, "action": "notes_updated", "length": len(state.notes)}
         if args.action == "run_now":
             return await _run_now(ctx)
-        given = [args.enabled, args.active_days, args.pulses_per_day, args.quiet_hours]
+        given = [args.enabled, args.active_days, args.pulses_per_day]
         if all(value is None for value in given):
             raise ToolError(
-                "update_config needs enabled, active_days, pulses_per_day or quiet_hours"
+                "update_config needs enabled, active_days or pulses_per_day (quiet hours "
+                "are set with manage_settings)"
             )
         state = await store.update_config(
             enabled=args.enabled,
             active_days=args.active_days,
             pulses_per_day=args.pulses_per_day,
-            quiet_hours=(
-                None if args.quiet_hours is None else [q.model_dump() for q in args.quiet_hours]
-            ),
         )
         return {
             "success": True,
@@ -89,8 +99,9 @@ MANAGE_PULSE: Tool[Any] = Tool(
     name="manage_pulse",
     guidance=("manage_pulse: your periodic check-in; keep notes for the next pulse."),
     description=(
-        "Your periodic check-in (pulse): read or change its settings, save notes for the "
-        "next pulse, or run one now."
+        "Your periodic check-in (pulse), never in quiet hours (manage_settings). "
+        "get_config: settings, today's times; update_config: enabled, active_days, "
+        "pulses_per_day; update_notes: notes for your next pulse; run_now: none."
     ),
     args=PulseArgs,
     handler=_manage,

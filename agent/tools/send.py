@@ -24,7 +24,7 @@ SEND_CHANNELS = ("telegram", "whatsapp", "sms")
 
 class SendArgs(BaseModel):
     channel: Literal["telegram", "whatsapp", "sms"]
-    to: str = Field(description="'owner', a Telegram chat id, or an E.164 phone number")
+    to: str = Field(description="'owner', Telegram chat id or E.164")
     text: str
 
 
@@ -68,9 +68,9 @@ def any_sender_running(ctx: RunContext) -> bool:
 SEND_MESSAGE: Tool[Any] = Tool(
     name="send_message",
     description=(
-        "Send a text message on telegram, whatsapp or sms to 'owner' or a recipient. "
-        "Anyone but the owner and approved WhatsApp contacts is held until the owner "
-        "confirms; at most 5 sends per exchange."
+        "Send text on a channel to 'owner' or another recipient. Anyone but the owner and "
+        "WhatsApp contacts with can_reply is held until the owner confirms. At most 5 sends "
+        "per exchange."
     ),
     args=SendArgs,
     handler=_send,

@@ -68,7 +68,7 @@ async def deliver(ctx: RunContext, channel: str, chat_id: str, text: str) -> Too
 
 async def _hold(ctx: RunContext, channel: str, chat_id: str, text: str) -> ToolResult:
     held = await HeldSends(ctx.deps.db).hold(channel, chat_id, text, ctx.now)
-    target = owner_chat(ctx.deps.settings, ctx.deps.channels)
+    target = owner_chat(ctx.deps.settings, ctx.deps.channels, primary=ctx.deps.primary_channel)
     ask = (
         f"✋ I would like to send a {channel} message to {chat_id}, who is not one of your "
         f"approved contacts:\n“{text}”\nReply '{CONFIRM_WORD} {held.code}' to send it."

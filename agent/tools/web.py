@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import aiohttp
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, WithJsonSchema
 
 from agent.context import RunContext
 from agent.tools.base import Tool, ToolError, ToolResult
 
 
 class WebSearchArgs(BaseModel):
-    query: str = Field(min_length=1, max_length=400, description="Search terms.")
-    count: int = Field(default=5, ge=1, le=10, description="Results to return (1-10).")
+    query: Annotated[str, Field(min_length=1, max_length=400), WithJsonSchema({"type": "string"})]
+    count: Annotated[
+        int, Field(ge=1, le=10), WithJsonSchema({"type": "integer", "description": "1-10"})
+    ] = 5
 
 
 async def _web_search(args: WebSearchArgs, ctx: RunContext) -> ToolResult:
@@ -58,7 +60,7 @@ async def _web_search(args: WebSearchArgs, ctx: RunContext) -> ToolResult:
 WEB_SEARCH = Tool(
     name="web_search",
     guidance=("web_search for current facts; cite the URLs you used."),
-    description="Search the web (Brave). Returns title, url and snippet per result.",
+    description="Search the web (Brave): title, url and snippet per result.",
     args=WebSearchArgs,
     handler=_web_search,
     writes=False,

@@ -46,7 +46,7 @@ def _address(raw: str, field: str) -> str:
 
 
 class ReadArgs(BaseModel):
-    contact: str | None = Field(None, description="E.164 number; omit for all permitted contacts")
+    contact: str | None = Field(None, description="E.164; omit for all")
     limit: int = Field(20, ge=1, le=100)
 
 
@@ -77,7 +77,7 @@ async def _read(args: ReadArgs, ctx: RunContext) -> ToolResult:
             or doc.get("sender_name", ""),
             "chat": doc["chat_id"],
             "text": doc["text"],
-            "received_at": doc["received_at"].isoformat(),
+            "received_at": doc["received_at"],  # shown in the owner's timezone
         }
         async for doc in cursor
     ]
@@ -86,7 +86,7 @@ async def _read(args: ReadArgs, ctx: RunContext) -> ToolResult:
 
 
 class SendArgs(BaseModel):
-    phone: str = Field(description="E.164 number of a contact with can_reply, or the owner's")
+    phone: str = Field(description="E.164")
     message: str
 
 
@@ -159,27 +159,28 @@ async def _list(_args: NoArgs, ctx: RunContext) -> ToolResult:
 
 WHATSAPP_READ_MESSAGES: Tool[Any] = Tool(
     name="whatsapp_read_messages",
-    description="Recent WhatsApp messages from contacts with can_read (optionally one contact).",
+    description="Recent WhatsApp messages from contacts with can_read; contact for one only.",
     args=ReadArgs,
     handler=_read,
 )
 WHATSAPP_SEND_MESSAGE: Tool[Any] = Tool(
     name="whatsapp_send_message",
-    description="Send a WhatsApp text to a contact with can_reply (or the owner). "
-    "Confirm with the owner before writing to a contact.",
+    description="WhatsApp message to phone: a contact with can_reply, or the owner. Confirm "
+    "with the owner before writing to a contact.",
     args=SendArgs,
     handler=_send,
 )
 WHATSAPP_MANAGE_PERMISSION: Tool[Any] = Tool(
     name="whatsapp_manage_permission",
-    description="Grant, update, revoke or remove a WhatsApp contact's can_read/can_reply "
-    "permission (E.164 number). grant defaults to can_read=true, can_reply=false.",
+    description="A WhatsApp contact's permission by phone_number (E.164). grant: optional "
+    "display_name, can_read (default true), can_reply (default false); update: any of "
+    "those; revoke: both false; remove: delete.",
     args=PermissionArgs,
     handler=_manage,
 )
 WHATSAPP_LIST_PERMISSIONS: Tool[Any] = Tool(
     name="whatsapp_list_permissions",
-    description="List every WhatsApp permission record.",
+    description="Every WhatsApp permission (no fields).",
     args=NoArgs,
     handler=_list,
 )

@@ -3,7 +3,9 @@
 Answers use the real wire shape: ``candidates[0].content.parts`` holding
 ``text`` or ``functionCall`` parts (optionally with ``thoughtSignature``, base64),
 ``finishReason``, ``usageMetadata`` and ``modelVersion``. Errors use Google's
-envelope ``{"error": {"code", "message", "status"}}``.
+envelope ``{"error": {"code", "message", "status"}}``. Requests may carry photos and
+voice notes as ``inlineData`` parts (``mimeType`` and base64 ``data``), read back
+with ``inline_data``.
 """
 
 from __future__ import annotations
@@ -30,6 +32,11 @@ _STATUS = {
 
 def b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
+
+
+def b64decode_any(text: str) -> bytes:
+    """Base64 in either alphabet, as proto JSON accepts it (the SDK sends URL-safe)."""
+    return base64.b64decode(text.replace("-", "+").replace("_", "/"), validate=True)
 
 
 class FakeGemini(ScriptedServer):
@@ -95,6 +102,23 @@ class FakeGemini(ScriptedServer):
         else:
             self.push(answer, times)
 
+    def rate_limit(self, times: int, retry_delay: str = "1s") -> None:
+        """The next ``times`` requests get Gemini's 429 RESOURCE_EXHAUSTED, whose wait is
+        in the body (``RetryInfo.retryDelay``), as the real API sends it."""
+        retry_info = {
+            "@type": "type.googleapis.com/google.rpc.RetryInfo",
+            "retryDelay": retry_delay,
+        }
+        body = {
+            "error": {
+                "code": 429,
+                "message": "You exceeded your current quota.",
+                "status": "RESOURCE_EXHAUSTED",
+                "details": [retry_info],
+            }
+        }
+        self.push(Answer(429, body), times)
+
     # -- reading requests ---------------------------------------------------
     def function_responses(self, index: int) -> list[dict[str, Any]]:
         """Every ``functionResponse`` object sent in request ``index``, in order."""
@@ -103,4 +127,28 @@ class FakeGemini(ScriptedServer):
             for content in self.bodies[index]["contents"]
             for part in content["parts"]
             if "functionResponse" in part
+        ]
+
+    def inline_data(self, index: int) -> list[tuple[str, bytes]]:
+        """``(mimeType, decoded bytes)`` of every ``inlineData`` part in request ``index``.
+
+        Like Google's proto JSON parser, both field spellings are read: the SDK sends
+        ``mime_type`` inside ``inlineData``, REST examples write ``mimeType``."""
+        found: list[tuple[str, bytes]] = []
+        for content in self.bodies[index]["contents"]:
+            for part in content["parts"]:
+                blob = part.get("inlineData", part.get("inline_data"))
+                if blob is not None:
+                    mime = blob.get("mimeType", blob.get("mime_type"))
+                    found.append((mime, b64decode_any(blob["data"])))
+        return found
+
+    def user_texts(self, index: int) -> list[str]:
+        """The text parts of the user contents of request ``index``, in order."""
+        return [
+            part["text"]
+            for content in self.bodies[index]["contents"]
+            if content.get("role") == "user"
+            for part in content["parts"]
+            if "text" in part
         ]

@@ -3,13 +3,21 @@
 Answers use the real wire shape: ``id``, ``object``, ``created``, ``model``,
 ``choices[0].message`` with ``content`` and ``tool_calls`` (arguments as a JSON
 string), ``finish_reason`` and ``usage``. Errors use OpenAI's envelope
-``{"error": {"message", "type", "param", "code"}}``.
+``{"error": {"message", "type", "param", "code"}}``. A user message may carry photos
+as ``image_url`` content parts (data URLs, read back with ``image_urls``).
+
+``POST /v1/audio/transcriptions`` takes the SDK's multipart form (``file``, ``model``,
+``response_format``), records it in ``transcriptions`` and answers ``{"text": ...}``
+from ``transcripts`` (queued) or ``default_transcript``.
 """
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
+from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -20,11 +28,25 @@ Call = tuple[str, dict[str, Any] | str]
 """A scripted tool call: name and arguments (a dict, or a raw string sent verbatim)."""
 
 
+@dataclass
+class Transcription:
+    """One ``/audio/transcriptions`` request as the fake got it."""
+
+    model: str
+    filename: str
+    content_type: str
+    data: bytes
+    response_format: str
+
+
 class FakeOpenAI(ScriptedServer):
     def __init__(self, model: str = "gpt-fake") -> None:
         super().__init__()
         self.model = model
         self._ids = itertools.count(1)
+        self.transcriptions: list[Transcription] = []
+        self.transcripts: deque[str | Answer] = deque()
+        self.default_transcript = "(fake transcript)"
 
     @property
     def base_url(self) -> str:
@@ -33,6 +55,29 @@ class FakeOpenAI(ScriptedServer):
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/chat/completions", self.answer)
+        app.router.add_post("/v1/audio/transcriptions", self.transcribe)
+
+    async def transcribe(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        upload = form.get("file")
+        if not isinstance(upload, web.FileField):
+            return web.json_response(
+                {"error": {"message": "file is required", "type": "invalid_request_error"}},
+                status=400,
+            )
+        self.transcriptions.append(
+            Transcription(
+                model=str(form.get("model", "")),
+                filename=upload.filename,
+                content_type=upload.content_type,
+                data=upload.file.read(),
+                response_format=str(form.get("response_format", "json")),
+            )
+        )
+        scripted = self.transcripts.popleft() if self.transcripts else self.default_transcript
+        if isinstance(scripted, Answer):
+            return web.json_response(scripted.body, status=scripted.status)
+        return web.json_response({"text": scripted})
 
     def completion(
         self,
@@ -101,6 +146,19 @@ class FakeOpenAI(ScriptedServer):
         else:
             self.push(answer, times)
 
+    def rate_limit(self, times: int, retry_after: str | None = "1") -> None:
+        """The next ``times`` requests get OpenAI's 429 with ``Retry-After`` (if given)."""
+        headers = {"Retry-After": retry_after} if retry_after is not None else {}
+        body = {
+            "error": {
+                "message": "Rate limit reached for requests",
+                "type": "requests",
+                "param": None,
+                "code": "rate_limit_exceeded",
+            }
+        }
+        self.push(Answer(429, body, headers=headers), times)
+
     # -- reading requests ---------------------------------------------------
     def tool_results(self, index: int) -> list[tuple[str, dict[str, Any]]]:
         """``(tool_call_id, parsed content)`` of each tool message in request ``index``."""
@@ -109,3 +167,33 @@ class FakeOpenAI(ScriptedServer):
             for m in self.bodies[index]["messages"]
             if m["role"] == "tool"
         ]
+
+    def image_urls(self, index: int) -> list[str]:
+        """Every ``image_url`` URL in the user messages of request ``index``."""
+        return [
+            part["image_url"]["url"]
+            for m in self.bodies[index]["messages"]
+            if m["role"] == "user" and isinstance(m["content"], list)
+            for part in m["content"]
+            if part.get("type") == "image_url"
+        ]
+
+    def user_text(self, index: int) -> str:
+        """All user text of request ``index`` (string contents and text parts), joined."""
+        chunks: list[str] = []
+        for m in self.bodies[index]["messages"]:
+            if m["role"] != "user":
+                continue
+            content = m["content"]
+            if isinstance(content, str):
+                chunks.append(content)
+            else:
+                chunks += [p["text"] for p in content if p.get("type") == "text"]
+        return "\n".join(chunks)
+
+
+def decode_data_url(url: str) -> tuple[str, bytes]:
+    """``data:<mime>;base64,<data>`` → (mime, bytes)."""
+    head, _, data = url.partition(",")
+    assert head.startswith("data:") and head.endswith(";base64"), url[:60]
+    return head[5:-7], base64.b64decode(data)

@@ -31,11 +31,13 @@ class Recorded:
 
 @dataclass
 class Answer:
-    """One scripted answer: a status and a JSON (or raw text) body, after an optional delay."""
+    """One scripted answer: a status and a JSON (or raw text) body, after an optional delay,
+    with optional extra response headers (``Retry-After``...)."""
 
     status: int = 200
     body: Any = field(default_factory=dict)
     delay: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 class ScriptedServer:
@@ -46,6 +48,9 @@ class ScriptedServer:
         self.script: deque[Answer] = deque()
         self.default: Answer | None = None
         self._server: TestServer | None = None
+        self.in_flight = 0
+        self.peak = 0
+        """Most requests being answered at once (a delayed answer counts while it waits)."""
 
     # -- scripting ---------------------------------------------------------
     def push(self, answer: Answer, times: int = 1) -> None:
@@ -103,8 +108,15 @@ class ScriptedServer:
         scripted = self.script.popleft() if self.script else self.default
         if scripted is None:
             scripted = Answer(400, {"error": {"message": "fake: script exhausted"}})
-        if scripted.delay:
-            await asyncio.sleep(scripted.delay)
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            if scripted.delay:
+                await asyncio.sleep(scripted.delay)
+        finally:
+            self.in_flight -= 1
         if isinstance(scripted.body, str):
-            return web.Response(status=scripted.status, text=scripted.body)
-        return web.json_response(scripted.body, status=scripted.status)
+            return web.Response(
+                status=scripted.status, text=scripted.body, headers=scripted.headers
+            )
+        return web.json_response(scripted.body, status=scripted.status, headers=scripted.headers)

@@ -30,6 +30,8 @@ from typing import Any, Self
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from tests.fakes.telegram_files import TelegramFiles
+
 Json = dict[str, Any]
 TOKEN = "123456789:AAFakeTokenForTests-xyz"
 BOT_ID = 123456789
@@ -151,6 +153,7 @@ class FakeTelegram:
         self._wake = asyncio.Event()
         self._closing = asyncio.Event()
         self._server: TestServer | None = None
+        self.files = TelegramFiles(token)  # getFile and /file/bot<token>/<path>
         self._methods: dict[str, Callable[[Json], Any]] = {
             "getMe": lambda _p: self.me,
             "deleteWebhook": self._delete_webhook,
@@ -265,6 +268,7 @@ class FakeTelegram:
     # -- lifecycle ---------------------------------------------------------
     async def start(self) -> None:
         app = web.Application()
+        self.files.routes(app)
         app.router.add_post("/bot{token}/{method}", self._handle)
         self._server = TestServer(app, host="127.0.0.1", port=0)
         await self._server.start_server(shutdown_timeout=0.5)

@@ -5,6 +5,12 @@ answers 201 with the real wire shape (``sid``, ``status``, ``date_created``...).
 Failures are scripted with ``push(Answer(status, body))``; errors use Twilio's
 envelope ``{"code", "message", "more_info", "status"}``. Basic auth is checked
 against the account SID and token the fake was built with.
+
+MMS media: ``add_media`` hosts a file under the URL Twilio puts in ``MediaUrl0``
+(``/2010-04-01/Accounts/{sid}/Messages/{MM}/Media/{ME}``). Like Twilio with HTTP auth
+enforced on media, a GET without the account's basic auth gets 401; with it, a 307
+redirect to a CDN URL (here ``/cdn/{ME}`` on the same fake, or ``cdn_base`` when a
+test sets another host) that serves the bytes with their ``Content-Type``.
 """
 
 from __future__ import annotations
@@ -50,9 +56,40 @@ class FakeTwilio(ScriptedServer):
         self.sent: list[Sent] = []
         self.attempts = 0
         self._ids = itertools.count(1)
+        self.media: dict[str, tuple[bytes, str]] = {}
+        self.media_requests: list[tuple[str, bool]] = []
+        """(path, whether it carried the account's basic auth), media and CDN alike."""
+        self.cdn_base: str | None = None
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/2010-04-01/Accounts/{sid}/Messages.json", self._messages)
+        media = "/2010-04-01/Accounts/{sid}/Messages/{msid}/Media/{media_sid}"
+        app.router.add_get(media, self._media)
+        app.router.add_get("/cdn/{media_sid}", self._cdn)
+
+    def add_media(self, data: bytes, content_type: str, message_sid: str = "MM1") -> str:
+        """Host ``data``; returns its ``MediaUrl``."""
+        media_sid = f"ME{next(self._ids):032d}"
+        self.media[media_sid] = (data, content_type)
+        account = f"{self.url}/2010-04-01/Accounts/{self.account_sid}"
+        return f"{account}/Messages/{message_sid}/Media/{media_sid}"
+
+    async def _media(self, request: web.Request) -> web.Response:
+        self.media_requests.append((request.path, self._authorized(request)))
+        if not self._authorized(request):
+            return web.json_response(twilio_error(401, 20003, "Authenticate").body, status=401)
+        media_sid = request.match_info["media_sid"]
+        if media_sid not in self.media:
+            return web.json_response(twilio_error(404, 20404, "Not found").body, status=404)
+        cdn = (self.cdn_base or self.url).rstrip("/")
+        raise web.HTTPTemporaryRedirect(f"{cdn}/cdn/{media_sid}")
+
+    async def _cdn(self, request: web.Request) -> web.Response:
+        self.media_requests.append((request.path, self._authorized(request)))
+        found = self.media.get(request.match_info["media_sid"])
+        if found is None:
+            return web.Response(status=404)
+        return web.Response(body=found[0], content_type=found[1])
 
     @property
     def bodies_sent(self) -> list[str]:

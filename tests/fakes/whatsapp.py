@@ -1,18 +1,22 @@
 """A fake neonize ``NewAClient`` and builders of real neonize protobuf events.
 
 The fake has the same surface the channel uses (``event(cls)(handler)``,
-``event.qr``, ``connect``, ``send_message``, ``get_me``, ``disconnect``), records
-what is sent, and emits events built from neonize's own protobuf classes. It never
+``event.qr``, ``connect``, ``send_message``, ``get_me``, ``disconnect``,
+``download_any``), records what is sent and downloaded, and emits events built from
+neonize's own protobuf classes. Media is hosted by its ``fileSHA256``, the way
+whatsmeow finds and verifies a file; an unknown one raises neonize's ``DownloadError``. It never
 touches the network: neonize's ``connect`` is never called.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from neonize.exc import DownloadError
 from neonize.proto.Neonize_pb2 import (
     JID,
     Device,
@@ -21,7 +25,7 @@ from neonize.proto.Neonize_pb2 import (
     SendResponse,
 )
 from neonize.proto.Neonize_pb2 import Message as MessageEv
-from neonize.proto.waE2E.WAWebProtobufsE2E_pb2 import Message
+from neonize.proto.waE2E.WAWebProtobufsE2E_pb2 import AudioMessage, ImageMessage, Message
 
 USER = "s.whatsapp.net"
 Handler = Callable[[Any, Any], Awaitable[None]]
@@ -58,6 +62,27 @@ def message_event(
     return MessageEv(Info=info, Message=message or Message(conversation=text or ""))
 
 
+def image_message(data: bytes, caption: str = "", *, announced: int | None = None) -> Message:
+    """An ``imageMessage`` as WhatsApp sends it (``announced``: a ``fileLength`` to claim)."""
+    image = ImageMessage(
+        URL="https://mmg.whatsapp.net/o1/v/t62/abc", directPath="/o1/v/t62/abc",
+        mimetype="image/jpeg", caption=caption, fileSHA256=hashlib.sha256(data).digest(),
+        fileLength=len(data) if announced is None else announced, height=640, width=480,
+        mediaKey=b"k" * 32, JPEGThumbnail=b"\xff\xd8thumb",
+    )  # fmt: skip
+    return Message(imageMessage=image)
+
+
+def voice_message(data: bytes, seconds: int) -> Message:
+    """A voice note (``audioMessage`` with ``PTT``), Opus in Ogg."""
+    audio = AudioMessage(
+        URL="https://mmg.whatsapp.net/v/t62.7117-24/x", directPath="/v/t62.7117-24/x",
+        mimetype="audio/ogg; codecs=opus", fileSHA256=hashlib.sha256(data).digest(),
+        fileLength=len(data), seconds=seconds, PTT=True, mediaKey=b"k" * 32,
+    )  # fmt: skip
+    return Message(audioMessage=audio)
+
+
 class _Events:
     def __init__(self) -> None:
         self.handlers: dict[type, Handler] = {}
@@ -85,6 +110,23 @@ class FakeClient:
         self.paired: list[str] = []
         self.session: asyncio.Future[None] | None = None
         self._out = itertools.count(1)
+        self.media: dict[bytes, bytes] = {}
+        self.downloads: list[Message] = []
+
+    def host(self, data: bytes) -> bytes:
+        """Make ``data`` downloadable; returns its ``fileSHA256``."""
+        sha = hashlib.sha256(data).digest()
+        self.media[sha] = data
+        return sha
+
+    async def download_any(self, message: Message, path: str | None = None) -> bytes | None:
+        self.downloads.append(message)
+        for field in ("imageMessage", "audioMessage", "videoMessage", "documentMessage"):
+            if message.HasField(field):
+                data = self.media.get(getattr(message, field).fileSHA256)
+                if data is not None:
+                    return data
+        raise DownloadError("failed to download media: 404 Not Found")
 
     async def connect(self) -> asyncio.Future[None]:
         self.connect_calls += 1

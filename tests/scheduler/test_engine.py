@@ -165,16 +165,18 @@ async def test_cron_across_the_berlin_dst_change(db: AsyncDatabase[Doc]) -> None
 async def test_pulse_grid_on_the_berlin_dst_day(db: AsyncDatabase[Doc]) -> None:
     clock = FakeClock(utc(2026, 3, 28, 22, 30))  # Saturday 23:30 CET
     h = Harness(db, clock)
-    await h.pulse.update_config(enabled=True, pulses_per_day=12, quiet_hours=[])
+    await h.pulse.owner.update(quiet_hours=[])
+    await h.pulse.update_config(enabled=True, pulses_per_day=12)
     for _ in range(23 * 12):  # to Sunday 23:30 CEST
         clock.advance(minutes=5)
         await h.engine.run_due()
     local = [t.astimezone(BERLIN).strftime("%H:%M") for t in h.pulse_calls]
-    # Sunday 29 March: 02:00 does not exist, so that slot is skipped, not moved.
-    assert local == ["00:00", *[f"{n:02d}:00" for n in range(4, 24, 2)]]
+    # Sunday 29 March: 02:00 does not exist, so that slot moves to the gap end, 03:00.
+    assert local == ["00:00", "03:00", *[f"{n:02d}:00" for n in range(4, 24, 2)]]
     instants = [t.astimezone(UTC) for t in h.pulse_calls]
     steps = [b - a for a, b in itertools.pairwise(instants)]
-    assert steps[0] == timedelta(hours=3) and set(steps[1:]) == {timedelta(hours=2)}
+    assert steps[:2] == [timedelta(hours=2), timedelta(hours=1)]
+    assert set(steps[2:]) == {timedelta(hours=2)}
 
 
 async def test_changes_rearm_the_timer_at_once(db: AsyncDatabase[Doc]) -> None:
@@ -193,7 +195,8 @@ async def test_changes_rearm_the_timer_at_once(db: AsyncDatabase[Doc]) -> None:
         assert f"cron:{job.id}" in h.engine.armed
         await h.jobs.delete(job.id)
         assert f"cron:{job.id}" not in h.engine.armed
-        await h.pulse.update_config(enabled=True, pulses_per_day=24, quiet_hours=[])
+        await h.pulse.owner.update(quiet_hours=[])
+        await h.pulse.update_config(enabled=True, pulses_per_day=24)
         assert h.engine.armed["pulse"] == utc(2026, 3, 2, 7, 0) + timedelta(hours=1)
     finally:
         await h.engine.stop()

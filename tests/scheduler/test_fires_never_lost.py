@@ -332,12 +332,11 @@ async def test_a_fire_missed_while_the_process_was_away_is_still_only_skipped(
         assert k.alerts.raised == [] and await k.next_fire() == NEXT_DAY
 
 
-async def test_a_pulse_is_tried_again_too_and_counted_once(
-    mongo_server: str, tmp_path: Path
-) -> None:
+async def test_a_pulse_is_retried_too_and_counted_once(mongo_server: str, tmp_path: Path) -> None:
     async with kit(mongo_server, tmp_path) as k:
         pulse = parts_of(k.app).pulse
-        await pulse.update_config(enabled=True, pulses_per_day=48, quiet_hours=[])
+        await pulse.owner.update(quiet_hours=[])
+        await pulse.update_config(enabled=True, pulses_per_day=48)
         await pulse.update_notes("the invoice is due today")  # something to look at
         due = (await pulse.get()).next_pulse_at
         assert due is not None

@@ -82,11 +82,7 @@ async def test_escalate_pages_now_and_reopens_an_acknowledged_alert(mongo_server
 
 async def test_escalate_ignores_quiet_hours_and_falls_back_to_chats(mongo_server: str) -> None:
     async with alert_app(mongo_server, twilio_account_sid=None) as h:
-        await h.app.database.db["settings"].update_one(
-            {"_id": "pulse"},
-            {"$set": {"quiet_hours": [{"start": "09:00", "end": "12:00"}]}},
-            upsert=True,
-        )
+        await h.router.owner.update(quiet_hours=[{"start": "09:00", "end": "12:00"}])
         await h.router.raise_alert(severity="warning", title="Held by quiet hours")
         assert h.chat.sent == []
         await h.chat.say("escalate #1")

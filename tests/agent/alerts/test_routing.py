@@ -147,9 +147,7 @@ async def test_sms_budget_caps_pages_and_tells_the_owner_once(mongo_server: str)
 
 async def test_quiet_hours_hold_a_warning_but_not_a_critical(mongo_server: str) -> None:
     async with alert_app(mongo_server) as h:
-        await h.app.database.db["settings"].insert_one(
-            {"_id": "pulse", "quiet_hours": [{"start": "09:30", "end": "11:00"}]}
-        )
+        await h.router.owner.update(quiet_hours=[{"start": "09:30", "end": "11:00"}])
         warning = await h.router.raise_alert(severity="warning", title="Slow DNS")
         assert h.chat.sent == [] and warning["held"] is True
         critical = await h.router.raise_alert(severity="critical", title="Server on fire")

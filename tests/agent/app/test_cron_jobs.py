@@ -98,7 +98,8 @@ async def test_create_defaults_to_owner_timezone_and_lists_next_three(
         job = await _create(app, cron_expression="0 9 * * 1-5")
         tokyo = await _create(app, name="T", cron_expression="@daily", timezone="Asia/Tokyo")
         listed = await call_tool(app, "manage_cronjob", action="list")
-    assert job["timezone"] == "Europe/Berlin" and job["schedule"] == "every weekday at 09:00"
+    assert job["timezone"] == "Europe/Berlin"
+    assert job["schedule"] == "repeats: every weekday at 09:00 (Europe/Berlin)"
     assert job["delivers_to"] == "console:owner"
     by_id = {j["job_id"]: j for j in listed["jobs"]}
     assert by_id[job["job_id"]]["next_fires"] == [
@@ -148,7 +149,7 @@ def _backups_model() -> ScriptedModel:
                 instruction="Remind the owner to check the backups.",
                 cron_expression="0 9 * * 1-5",
             )
-        if last.text.startswith("Remind the owner"):
+        if "Task: Remind the owner" in last.text:
             return "Time to check the backups!"
         return "?"
 
@@ -185,7 +186,9 @@ async def test_every_weekday_at_9_end_to_end_through_telegram(
     assert sent[1].chat_id == str(OWNER)
     assert "Time to check the backups!" in sent[1].visible and "Backups" in sent[1].visible
     cron_request = model.requests[-1]
-    assert [m.text for m in cron_request.messages] == ["Remind the owner to check the backups."]
+    [cron_message] = [m.text for m in cron_request.messages]
+    assert cron_message.endswith("recurring (every weekday at 09:00, Europe/Berlin).\n"
+                                 "Task: Remind the owner to check the backups.")  # fmt: skip
     assert "no user is present" in cron_request.system
     assert run is not None and run["status"] == "success"
     assert run["scheduled_for"] == berlin(2026, 3, 9, 9, 0)
@@ -206,7 +209,8 @@ async def test_each_run_is_isolated_in_its_own_conversation(
         conv = await app.deps.db["conversations"].find_one({"key": f"cron:{job['job_id']}"})
         run = await app.deps.db["runs"].find_one({"kind": "cron"})
     assert conv is not None
-    assert [m.text for m in model.requests[-1].messages] == ["Check the backups"]
+    [cron_message] = [m.text for m in model.requests[-1].messages]
+    assert cron_message.endswith("\nTask: Check the backups")
     assert run is not None and run["status"] == "success" and run["delivery"] is None
     assert channel.sent == []  # an empty answer is not delivered
 
@@ -319,14 +323,16 @@ async def test_schedule_command_prints_upcoming_fires(
     lines = out.getvalue().splitlines()
     assert code == 0
     assert lines[0] == "Next 24 h from 2026-03-06 18:00 (Europe/Berlin)"
-    assert "pulse: every 240 min, every day, quiet 22:00–07:00" in lines
+    assert "pulse: 6/day, every day, quiet 22:00–07:00" in lines
     fires = [line for line in lines if line.startswith(("Fri", "Sat"))]
-    assert fires == [
-        "Fri 2026-03-06 20:00 CET  pulse",
+    assert fires == [  # six a day over 07:00-22:00: every 150 minutes from 07:00
+        "Fri 2026-03-06 19:30 CET  pulse",
         "Sat 2026-03-07 00:00 CET  cron   Tokyo [" + fires[1].split("[")[1],
-        "Sat 2026-03-07 08:00 CET  pulse",
+        "Sat 2026-03-07 07:00 CET  pulse",
         "Sat 2026-03-07 09:00 CET  cron   Backups [" + fires[3].split("[")[1],
+        "Sat 2026-03-07 09:30 CET  pulse",
         "Sat 2026-03-07 12:00 CET  pulse",
-        "Sat 2026-03-07 16:00 CET  pulse",
+        "Sat 2026-03-07 14:30 CET  pulse",
+        "Sat 2026-03-07 17:00 CET  pulse",
     ]
     assert clock() + timedelta(hours=24) == berlin(2026, 3, 7, 18, 0)

@@ -50,6 +50,11 @@ def _app(mongo_server: str, tmp_path: Path, model: ScriptedModel, clock: FakeClo
 
 
 async def _configure(app: App, **settings: Any) -> dict[str, Any]:
+    """``manage_pulse`` update_config; ``quiet_hours`` go through ``manage_settings``."""
+    if "quiet_hours" in settings:
+        quiet = settings.pop("quiet_hours")
+        done = await call_tool(app, "manage_settings", action="update", quiet_hours=quiet)
+        assert done.get("success"), done
     result = await call_tool(app, "manage_pulse", action="update_config", **settings)
     assert result.get("success"), result
     return result["pulse"]  # type: ignore[no-any-return]
@@ -83,13 +88,18 @@ async def test_grid_alignment_and_quiet_hours_across_midnight(
         view = await _configure(
             app, pulses_per_day=12, quiet_hours=[{"start": "22:00", "end": "07:00"}]
         )
-        assert view["next_pulse_at"] == "2026-03-06T20:00+01:00"
-        assert view["interval_minutes"] == 120
+        assert view["next_pulse_at"] == "2026-03-06T18:15+01:00"
+        assert view["spacing"] == "between 07:00 and 22:00, every 1 h 15 min"
+        assert view["today"]["left"] == [
+            f"2026-03-06T{hm}+01:00" for hm in ("18:15", "19:30", "20:45")
+        ]
+        assert len(view["today"]["past"]) == 9
         await _walk(app, clock, 24)
         ran = await _pulse_runs(app, "success")
     assert _local_hours(ran) == [
-        "Fri 20:00",
-        *[f"Sat {h:02d}:00" for h in range(8, 20, 2)],
+        *["Fri 18:15", "Fri 19:30", "Fri 20:45"],
+        *["Sat 07:00", "Sat 08:15", "Sat 09:30", "Sat 10:45", "Sat 12:00"],
+        *["Sat 13:15", "Sat 14:30", "Sat 15:45", "Sat 17:00"],
     ]
 
 
@@ -176,9 +186,11 @@ async def test_the_pulse_gets_a_light_isolated_brief(
     assert "## Your notes\n(none)" in brief
     assert "#k7 warning: Disk 91% full" in brief
     assert "19:30 Weather" in brief and "Check the weather" in brief
-    assert "1 new inbound message(s)" in brief
+    assert "1 new chat message(s) from the owner or contacts" in brief
     assert "no user is present" in pulse_request.system
-    assert "## Pulse\nPulse: on, every 1 h (24/day)" in pulse_request.system
+    assert "## Pulse\nPulse: on, 24/day round the clock from 00:00, every 1 h" in (
+        pulse_request.system
+    )
 
 
 async def test_notes_and_settings_written_during_a_pulse_survive(
@@ -209,7 +221,7 @@ async def test_invalid_settings_and_long_notes_are_refused(
 ) -> None:
     model = ScriptedModel(lambda r: "")
     model.responder = sequence(
-        tool_call("manage_pulse", action="update_config", pulses_per_day=5),
+        tool_call("manage_pulse", action="update_config", pulses_per_day=0),
         tool_call(
             "manage_pulse", action="update_config", quiet_hours=[{"start": "25:00", "end": "07:00"}]
         ),
@@ -223,11 +235,12 @@ async def test_invalid_settings_and_long_notes_are_refused(
         await app.agent.respond("tune the pulse", owner_ctx(app.deps))
         state = await parts_of(app).pulse.get()
     errors = [r["error"] for r in tool_results(model)]
-    assert errors[0] == "pulses_per_day must be one of 48, 24, 12, 6, 2 (got 5)"
-    assert errors[1] == "quiet_hours[0].start '25:00': hour must be 0-23"
-    assert "quiet_hours.0.end: Field required" in errors[2]
-    assert "active_days contains 7" in errors[3]
-    assert errors[4].startswith("notes are 2001 characters; the limit is 2000.")
+    assert errors[0] == "pulses_per_day must be a whole number from 1 to 48 (got 0)"
+    # Quiet hours left manage_pulse: both calls that still send them are told where they
+    # went, in the same words (shown once here: ``tool_results`` drops repeats).
+    assert "set them with manage_settings" in errors[1] and "Nothing was changed" in errors[1]
+    assert "active_days contains 7" in errors[2]
+    assert errors[3].startswith("notes are 2001 characters; the limit is 2000.")
     assert state.notes == "old notes" and state.pulses_per_day == 12
 
 
@@ -254,8 +267,10 @@ async def test_run_now_status_commands_and_api(
         inside = await call_tool(
             app, "manage_pulse", owner_ctx(app.deps, kind="pulse"), action="run_now"
         )
-    assert status[0].text.startswith("Pulse: on, every 2 h (12/day), every day, quiet 22:00–07:00.")
-    assert "done today 0/12, last never, next 20:00." in status[0].text
+    assert status[0].text.startswith(
+        "Pulse: on, 12/day between 07:00 and 22:00, every 1 h 15 min, every day.\n"
+    )
+    assert "done today 0/12, last never, next 18:15." in status[0].text
     assert ran[0].text.startswith("pulse success in") and "all quiet" in ran[0].text
     assert denied.status == 401
     assert resp.status == 200 and body["kind"] == "pulse" and body["status"] == "success"

@@ -28,8 +28,11 @@ OWNER_TOOLS = {
     "manage_alerts",
     "manage_cronjob",
     "manage_pulse",
+    "manage_settings",
     "send_message",
 }
+PULSE_TOOLS = OWNER_TOOLS - {"manage_settings"}
+"""A pulse acts on its own: it does not change the owner's settings."""
 CONTACT = "+15550100999"
 
 
@@ -89,7 +92,7 @@ async def test_pulse_is_the_owners(mongo_server: str) -> None:
         run = await parts.engine.run_pulse_now("manual")
         assert run["status"] == "success"
         request = _last(h.model.requests)
-        assert set(request.tool_names) == OWNER_TOOLS
+        assert set(request.tool_names) == PULSE_TOOLS
         assert "A pulse (periodic check-in)" in request.system
 
 

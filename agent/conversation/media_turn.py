@@ -1,0 +1,152 @@
+"""The user's turn with the photos and voice notes of its message (or burst).
+
+The channels store each file in GridFS and list it in the inbox row's ``media``
+(``channels.media``). Here the stored items of the exchange's inbox row(s) become
+``MediaPart``s with their bytes, for this exchange only: photos downscaled
+(``agent.llm.images``); a voice note for a model that cannot hear is transcribed once
+(``agent.llm.transcribe``) and the transcript kept with the message, so a replay or
+a later turn reuses it. What history stores is ``without_media(turn)``: the text and
+one line per item, never the bytes.
+
+A contact's media sits inside its ``third_party_message`` block, like its text, and
+its transcript is defused the same way (it cannot close the block).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Literal
+
+from bson import ObjectId
+
+from agent.context import RunContext
+from agent.conversation.prompt import mark_untrusted
+from agent.llm.base import ModelClient
+from agent.llm.images import gemini_image_tokens, openai_image_tokens, prepare_image
+from agent.llm.transcribe import Transcriber, build_transcriber, native_media
+from agent.llm.types import MediaPart, ModelMessage, TextPart, user_message
+from storage import collections as c
+from storage.media import MediaStore
+
+log = logging.getLogger(__name__)
+Doc = dict[str, Any]
+Item = tuple[ObjectId, int, Doc]
+"""An inbox row's id, the item's index in its ``media`` list, and the item."""
+
+
+async def stored_media(ctx: RunContext) -> list[Item]:
+    """The stored media of the exchange's message, or of every message of its burst."""
+    if ctx.inbox_id is None or not ObjectId.is_valid(ctx.inbox_id):
+        return []
+    inbox = ctx.deps.db[c.INBOX]
+    lead = await inbox.find_one({"_id": ObjectId(ctx.inbox_id)}, {"media": 1, "burst_ids": 1})
+    if lead is None:
+        return []
+    ids: list[ObjectId] = lead.get("burst_ids") or [lead["_id"]]
+    docs = {lead["_id"]: lead}
+    if len(ids) > 1:
+        docs |= {d["_id"]: d async for d in inbox.find({"_id": {"$in": ids}}, {"media": 1})}
+    return [
+        (inbox_id, index, item)
+        for inbox_id in ids
+        for index, item in enumerate(docs.get(inbox_id, {}).get("media") or [])
+        if isinstance(item, dict) and item.get("status") == "stored" and item.get("file_id")
+    ]
+
+
+async def user_turn(text: str, ctx: RunContext, model: ModelClient) -> ModelMessage:
+    """The user's message for this exchange: ``text`` and its media as parts."""
+    items = await stored_media(ctx)
+    if not items:
+        return user_message(text)
+    hears = "audio" in native_media(model)
+    needs_text = any(i.get("kind") == "audio" and i.get("transcript") is None for _, _, i in items)
+    transcriber = build_transcriber(ctx.deps.settings) if needs_text and not hears else None
+    store = MediaStore(ctx.deps.db)
+    try:
+        parts = [await _media_part(store, transcriber, item, ctx, hears=hears) for item in items]
+    finally:
+        if transcriber is not None:
+            await transcriber.aclose()
+    return assemble(text, parts, contact=ctx.tier == "contact")
+
+
+async def _media_part(
+    store: MediaStore,
+    transcriber: Transcriber | None,
+    item: Item,
+    ctx: RunContext,
+    *,
+    hears: bool,
+) -> MediaPart:
+    inbox_id, index, doc = item
+    kind: Literal["image", "audio"] = "audio" if doc.get("kind") == "audio" else "image"
+    mime = str(doc.get("mime") or "")
+    transcript = doc.get("transcript")
+    transcript = transcript if isinstance(transcript, str) else None
+    data: bytes | None = None
+    if kind == "image" or hears or (transcript is None and transcriber is not None):
+        data = await _load(store, doc["file_id"])
+    if kind == "image" and data is not None:
+        prepared = await asyncio.to_thread(
+            prepare_image, data, ctx.deps.settings.media_image_max_edge
+        )
+        data, mime = (prepared.data, prepared.mime) if prepared else (None, mime)
+        if prepared is not None:
+            log.info(
+                "photo %dx%d, %d bytes: about %d tokens (OpenAI), %d (Gemini)",
+                prepared.width,
+                prepared.height,
+                len(prepared.data),
+                openai_image_tokens(prepared.width, prepared.height),
+                gemini_image_tokens(prepared.width, prepared.height),
+            )
+    if kind == "audio" and not hears:
+        if transcript is None and transcriber is not None and data is not None:
+            transcript = await transcriber.transcribe(data, mime)
+            if transcript is not None:
+                await store.set_transcript(inbox_id, index, transcript)
+        data = None  # this model cannot hear it: the transcript (or a marker) stands in
+    if transcript is not None and ctx.tier == "contact":
+        transcript = _defused(transcript)
+    duration = doc.get("duration_s")
+    return MediaPart(
+        media_kind=kind,
+        mime=mime,
+        file_id=str(doc["file_id"]),
+        transcript=transcript,
+        duration_s=duration if isinstance(duration, int) else None,
+        data=data,
+    )
+
+
+async def _load(store: MediaStore, file_id: Any) -> bytes | None:
+    try:
+        return await store.get(file_id)
+    except Exception as exc:  # gone from GridFS, or the database failed: a marker
+        log.warning("media %s could not be loaded: %s: %s", file_id, type(exc).__name__, exc)
+        return None
+
+
+def _closing_tag() -> str:
+    return mark_untrusted("", "").rsplit("\n", 1)[-1]
+
+
+def _defused(text: str) -> str:
+    """``text`` as ``mark_untrusted`` puts it inside the block (tags defused)."""
+    wrapped = mark_untrusted(text, "")
+    return wrapped.split("\n", 1)[1].rsplit("\n", 1)[0]
+
+
+def assemble(text: str, media: list[MediaPart], *, contact: bool) -> ModelMessage:
+    """Text then media; a contact's media goes inside its block, before the closing tag."""
+    head, tail = text, ""
+    closing = _closing_tag()
+    if contact and text.endswith(closing):
+        head, tail = text[: -len(closing)].rstrip("\n"), closing
+    parts: list[Any] = [TextPart(text=head)] if head else []
+    parts.extend(media)
+    if tail:
+        parts.append(TextPart(text=tail))
+    return ModelMessage(role="user", parts=parts)

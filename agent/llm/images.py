@@ -1,0 +1,91 @@
+"""Photos made small enough for a model: bounded edge, no EXIF, a format both take.
+
+A phone photo (4000x3000, 3-5 MB) would cost thousands of input tokens and a large
+request. ``prepare_image`` turns EXIF orientation into pixels, drops the EXIF (and
+its GPS position), and re-encodes as JPEG (quality 85) when the image is larger than
+``max_edge`` or not a JPEG, PNG or WebP. What is already small and clean is sent as
+it came. ``openai_image_tokens`` and ``gemini_image_tokens`` are the providers'
+published per-image formulas, for logs and estimates.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import math
+from dataclasses import dataclass
+
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+log = logging.getLogger(__name__)
+
+JPEG_QUALITY = 85
+KEPT_FORMATS = {"JPEG": "image/jpeg", "PNG": "image/png", "WEBP": "image/webp"}
+
+
+@dataclass(frozen=True)
+class PreparedImage:
+    data: bytes
+    mime: str
+    width: int
+    height: int
+
+
+def prepare_image(data: bytes, max_edge: int) -> PreparedImage | None:
+    """``data`` bounded to ``max_edge`` px on its longest side, upright, without EXIF;
+    None when it is not an image Pillow can read (the model gets a marker instead)."""
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            return _prepare(image, data, max_edge)
+    except (UnidentifiedImageError, Image.DecompressionBombError, OSError, ValueError) as exc:
+        log.warning("an image could not be read (%s: %s)", type(exc).__name__, exc)
+        return None
+
+
+def _prepare(image: Image.Image, data: bytes, max_edge: int) -> PreparedImage:
+    fmt = image.format or ""
+    has_exif = bool(image.getexif()) or "exif" in image.info
+    if fmt in KEPT_FORMATS and not has_exif and max(image.size) <= max_edge:
+        return PreparedImage(data, KEPT_FORMATS[fmt], image.width, image.height)
+    if fmt == "JPEG":
+        # Decode at a reduced scale (1/2, 1/4, 1/8) still at least the target size.
+        scale = min(1.0, max_edge / max(image.size))
+        image.draft("RGB", (round(image.width * scale), round(image.height * scale)))
+    upright = ImageOps.exif_transpose(image)
+    upright.thumbnail((max_edge, max_edge), Image.Resampling.LANCZOS)
+    out = io.BytesIO()
+    if fmt in ("PNG", "WEBP") and max(image.size) <= max_edge:
+        # Only the EXIF had to go: keep the format (and any transparency).
+        upright.save(out, format=fmt)
+        return PreparedImage(out.getvalue(), KEPT_FORMATS[fmt], upright.width, upright.height)
+    _flatten(upright).save(out, format="JPEG", quality=JPEG_QUALITY, optimize=True)
+    return PreparedImage(out.getvalue(), "image/jpeg", upright.width, upright.height)
+
+
+def _flatten(image: Image.Image) -> Image.Image:
+    """RGB for JPEG: transparency on white, palettes and other modes converted."""
+    if image.mode in ("RGBA", "LA", "P"):
+        rgba = image.convert("RGBA")
+        background = Image.new("RGB", rgba.size, (255, 255, 255))
+        background.paste(rgba, mask=rgba.getchannel("A"))
+        return background
+    return image if image.mode == "RGB" else image.convert("RGB")
+
+
+def openai_image_tokens(width: int, height: int) -> int:
+    """OpenAI's high-detail cost: fit in 2048x2048, shortest side down to 768, then
+    85 + 170 per 512 px tile."""
+    scale = min(1.0, 2048 / max(width, height))
+    w, h = width * scale, height * scale
+    scale = min(1.0, 768 / min(w, h))
+    w, h = w * scale, h * scale
+    tiles = math.ceil(round(w, 6) / 512) * math.ceil(round(h, 6) / 512)
+    return 85 + 170 * tiles
+
+
+def gemini_image_tokens(width: int, height: int) -> int:
+    """Gemini's cost: 258 for an image up to 384 px on both sides, else 258 per
+    768x768 tile."""
+    if width <= 384 and height <= 384:
+        return 258
+    return 258 * math.ceil(width / 768) * math.ceil(height / 768)

@@ -1,0 +1,296 @@
+"""The whole app as a user runs it: ``watchkeeper run`` in its own process.
+
+``python -m agent run`` starts with default settings, Telegram and OpenAI configured
+and the embedded database, against a fake Bot API and a fake OpenAI model that
+answers every chat completion after 1 s (both served here, on 127.0.0.1; nothing
+reaches the internet). Each run uses a fresh ``DATA_DIR`` and prints:
+
+1. start to first ``getUpdates``: from spawning the process to its first long poll;
+2. idle resident memory of every process ``watchkeeper run`` started (the agent and
+   the embedded database server), once it has settled;
+3. 100 chats say hello at once: from the updates being available to the last
+   ``sendMessage``, and how far apart the first and last model requests arrived;
+4. CPU per message of the whole process tree during that burst, idle CPU subtracted;
+5. input tokens of the "hi" request as sent on the wire (message texts plus the JSON
+   of the tool schemas, o200k).
+
+Figures are the median of ``--runs`` runs. Targets: burst <= 1.5 s, <= 8 CPU-ms per
+message, idle <= 110 MiB, start <= 0.8 s.
+
+    .venv/bin/python bench/bench_app.py [--runs 3] [--chats 100] [--model-seconds 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run as a plain script
+
+from agent.config import Settings  # noqa: E402
+from tests.fakes.openai_api import FakeOpenAI  # noqa: E402
+from tests.fakes.scripted_server import Answer  # noqa: E402
+from tests.fakes.telegram_api import TOKEN, FakeTelegram  # noqa: E402
+from tests.tokens import count_tokens  # noqa: E402
+
+FIRST_CHAT = 200_000
+HI_CHAT = 199_999
+TICK = os.sysconf("SC_CLK_TCK")
+PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+class TimedTelegram(FakeTelegram):
+    """Notes when the first ``getUpdates`` arrives."""
+
+    first_poll: float | None = None
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        if self.first_poll is None and request.match_info.get("method") == "getUpdates":
+            self.first_poll = time.perf_counter()
+        return await super()._handle(request)
+
+
+class TimedOpenAI(FakeOpenAI):
+    """Notes when each chat completion request arrives."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.arrivals: list[float] = []
+
+    async def answer(self, request: web.Request) -> web.StreamResponse:
+        self.arrivals.append(time.perf_counter())
+        return await super().answer(request)
+
+
+# -- the process tree, from /proc ---------------------------------------------------
+
+
+def tree(root: int) -> list[int]:
+    """``root`` and every descendant still alive."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        parents.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(parents.get(pid, []))
+    return found
+
+
+def rss_mib(pids: list[int]) -> float:
+    total_kib = 0
+    for pid in pids:
+        try:
+            total_kib += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE_KIB
+        except OSError:
+            continue
+    return total_kib / 1024
+
+
+def cpu_ms(pids: list[int]) -> float:
+    ticks = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks * 1000 / TICK
+
+
+# -- one run --------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    start_s: float
+    idle_mib: float
+    idle_parts: list[float]
+    burst_s: float
+    spread_s: float
+    cpu_ms_per_msg: float
+    hi_tokens: int
+    after_mib: float
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def environment(data_dir: Path, telegram: str, openai: str, owners: list[int]) -> dict[str, str]:
+    """The caller's environment without any Watchkeeper setting, plus the bench's own."""
+    ours = {name.upper() for name in Settings.model_fields}
+    env = {k: v for k, v in os.environ.items() if k.upper() not in ours}
+    env.update(
+        DATA_DIR=str(data_dir),
+        TELEGRAM_BOT_TOKEN=TOKEN,
+        TELEGRAM_API_BASE_URL=telegram,
+        OPENAI_API_KEY="sk-bench",
+        OPENAI_BASE_URL=openai,
+        OWNER_TELEGRAM_IDS=",".join(map(str, owners)),
+        HTTP_PORT=str(free_port()),
+        NO_PROXY="127.0.0.1,localhost",
+        PYTHONPATH=str(ROOT),
+    )
+    return env
+
+
+def hi_tokens(body: dict[str, Any]) -> int:
+    """Message texts plus the JSON of the tool schemas, as the request carried them."""
+    texts = [str(m.get("content") or "") for m in body.get("messages", [])]
+    tools = body.get("tools") or []
+    return sum(count_tokens(t) for t in texts) + (count_tokens(json.dumps(tools)) if tools else 0)
+
+
+async def settled_rss(pid: int, at_least: float, within: float = 15.0) -> tuple[float, list[float]]:
+    """Total RSS once two samples 1 s apart differ by under 1 MiB; and per process."""
+    await asyncio.sleep(at_least)
+    deadline = time.monotonic() + within
+    last = rss_mib(tree(pid))
+    while time.monotonic() < deadline:
+        await asyncio.sleep(1.0)
+        now = rss_mib(tree(pid))
+        if abs(now - last) < 1.0:
+            break
+        last = now
+    pids = tree(pid)
+    return rss_mib(pids), [rss_mib([p]) for p in pids]
+
+
+async def wait_until(predicate: Callable[[], bool], within: float, what: str) -> None:
+    deadline = time.monotonic() + within
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"bench_app: {what} did not happen within {within:.0f} s")
+        await asyncio.sleep(0.005)
+
+
+async def one_run(args: argparse.Namespace, tmp: Path) -> Run:
+    chats = [FIRST_CHAT + i for i in range(args.chats)]
+    async with TimedTelegram() as telegram, TimedOpenAI() as model:
+        model.default = Answer(200, model.completion("Hello! How can I help?"), args.model_seconds)
+        env = environment(tmp / "data", telegram.url, model.base_url, [HI_CHAT, *chats])
+        log_path = tmp / "run.log"
+        with log_path.open("wb") as log_file:
+            spawned = time.perf_counter()
+            process = subprocess.Popen(  # noqa: ASYNC220 - timed from this very call
+                [sys.executable, "-m", "agent", "run"],
+                cwd=tmp, env=env, stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file,
+            )  # fmt: skip
+        try:
+            await wait_until(lambda: telegram.first_poll is not None, 60, "the first getUpdates")
+            assert telegram.first_poll is not None
+            start_s = telegram.first_poll - spawned
+            idle_mib, parts = await settled_rss(process.pid, args.settle)
+            pids = tree(process.pid)
+            idle_from, idle_cpu = time.perf_counter(), cpu_ms(pids)
+            await asyncio.sleep(args.idle_seconds)
+            idle_rate = (cpu_ms(pids) - idle_cpu) / (time.perf_counter() - idle_from)
+
+            telegram.push_text(HI_CHAT, "hi")
+            await telegram.wait_sent(1, within=60)
+            tokens = hi_tokens(model.bodies[0])
+            await asyncio.sleep(1.0)  # let the "hi" finish its writes
+
+            sent_before, asked_before = len(telegram.sent), len(model.arrivals)
+            pids = tree(process.pid)
+            cpu_from, pushed = cpu_ms(pids), time.perf_counter()
+            for chat in chats:
+                telegram.push_text(chat, "hello")
+            await telegram.wait_sent(sent_before + len(chats), within=300)
+            burst = telegram.sent[sent_before:]
+            last_sent = max(s.at for s in burst)
+            await asyncio.sleep(0.5)  # the outbox records each send after it
+            used = cpu_ms(pids) - cpu_from - idle_rate * (time.perf_counter() - pushed)
+            asked = model.arrivals[asked_before:]
+            after_mib = rss_mib(tree(process.pid))
+        except BaseException:
+            sys.stderr.write(log_path.read_text(errors="replace")[-4000:])
+            raise
+        finally:
+            process.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.to_thread(process.wait, 30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                await asyncio.to_thread(process.wait)
+    return Run(
+        start_s=start_s,
+        idle_mib=idle_mib,
+        idle_parts=parts,
+        burst_s=last_sent - pushed,
+        spread_s=max(asked) - min(asked),
+        cpu_ms_per_msg=max(0.0, used) / len(chats),
+        hi_tokens=tokens,
+        after_mib=after_mib,
+    )
+
+
+def show(runs: list[Run], chats: int, model_seconds: float) -> None:
+    def med(values: list[float]) -> float:
+        return statistics.median(values)
+
+    def span(values: list[float], fmt: str) -> str:
+        return f"{fmt.format(med(values))} (runs: {', '.join(fmt.format(v) for v in values)})"
+
+    start = [r.start_s for r in runs]
+    idle = [r.idle_mib for r in runs]
+    burst = [r.burst_s for r in runs]
+    spread = [r.spread_s for r in runs]
+    cpu = [r.cpu_ms_per_msg for r in runs]
+    parts = " + ".join(f"{p:.1f}" for p in runs[len(runs) // 2].idle_parts)
+    print(f"watchkeeper run, median of {len(runs)} run(s):")
+    print(f"start to first getUpdates: {span(start, '{:.2f}')} s (target <= 0.8 s)")
+    print(f"idle resident memory, all processes: {span(idle, '{:.1f}')} MiB [{parts}]"
+          " (target <= 110 MiB)")  # fmt: skip
+    print(f"{chats} chats at once, {model_seconds:g} s model, all answered: "
+          f"{span(burst, '{:.2f}')} s (target <= 1.5 s)")  # fmt: skip
+    print(f"model requests spread over: {span(spread, '{:.2f}')} s")
+    print(f"CPU per message, all processes: {span(cpu, '{:.1f}')} ms (target <= 8 ms)")
+    print(f'"hi" request: {runs[0].hi_tokens} tokens')
+    print(f"resident memory after the burst: {med([r.after_mib for r in runs]):.1f} MiB")
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--chats", type=int, default=100)
+    parser.add_argument("--model-seconds", type=float, default=1.0)
+    parser.add_argument("--settle", type=float, default=3.0, help="seconds before RSS sampling")
+    parser.add_argument("--idle-seconds", type=float, default=3.0, help="idle CPU window")
+    args = parser.parse_args()
+    runs = []
+    for _ in range(args.runs):
+        with tempfile.TemporaryDirectory(prefix="bench-app-") as tmp:
+            runs.append(await one_run(args, Path(tmp)))
+    show(runs, args.chats, args.model_seconds)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

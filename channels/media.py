@@ -1,0 +1,194 @@
+"""Inbound photos and voice notes: from an announced ``MediaItem`` to a GridFS file.
+
+1. The pipeline stores each item in the inbox row as ``pending`` (with ``source``,
+   how the channel fetches it) before the transport is acknowledged; nothing is
+   downloaded yet, so a crash loses nothing.
+2. ``MediaFetcher`` runs once the sender's trust tier is known to be owner or
+   contact (the dispatcher calls it): a stranger's media is never downloaded.
+3. Announced size and duration are checked before any download; the bytes are
+   counted while downloading and reading stops past ``max_bytes``. Either way the
+   item ends ``too_large`` with a polite note for the model.
+4. A file is stored under ``<channel>:<external id>:<index>``: a retry after a crash
+   finds it and neither downloads nor stores it again (``MediaStore``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Protocol, runtime_checkable
+
+from bson import ObjectId
+from pymongo.asynchronous.database import AsyncDatabase
+
+from channels.types import Channel, InboundMessage, MediaItem
+from storage import collections as c
+from storage.media import MediaStore
+
+log = logging.getLogger(__name__)
+Doc = dict[str, Any]
+FETCH_TIMEOUT = 180.0
+"""Seconds one download may take (a stuck transport must not hold the exchange)."""
+
+
+class MediaTooLarge(Exception):
+    """The download went past the byte cap (the announced size was missing or wrong)."""
+
+
+class MediaRefused(Exception):
+    """The channel will not fetch this (an address outside the provider's host)."""
+
+
+@dataclass(frozen=True)
+class MediaCaps:
+    max_bytes: int = 20_000_000
+    max_audio_seconds: int = 600
+
+
+@runtime_checkable
+class MediaSource(Protocol):
+    """A channel that can download the media it announced."""
+
+    async def fetch_media(self, source: Mapping[str, str], max_bytes: int) -> bytes:
+        """The file's bytes; ``MediaTooLarge`` past ``max_bytes``, ``MediaRefused`` when
+        it will not try."""
+        ...
+
+
+async def read_capped(chunks: AsyncIterable[bytes], max_bytes: int) -> bytes:
+    """Everything ``chunks`` yields, raising ``MediaTooLarge`` as soon as it passes the cap."""
+    data = bytearray()
+    async for chunk in chunks:
+        data += chunk
+        if len(data) > max_bytes:
+            raise MediaTooLarge(f"more than {max_bytes} bytes")
+    return bytes(data)
+
+
+def pending_docs(items: tuple[MediaItem, ...]) -> list[Doc]:
+    """The inbox row's ``media`` list for a message just received."""
+    return [
+        {"kind": m.kind, "mime": m.mime, "size": m.size, "duration_s": m.duration_s,
+         "name": m.name, "source": dict(m.source), "status": "pending"}
+        for m in items
+    ]  # fmt: skip
+
+
+def _label(doc: Doc) -> str:
+    return "voice note" if doc.get("kind") == "audio" else "photo"
+
+
+def _minutes(seconds: int) -> str:
+    return f"{seconds} s" if seconds < 60 else f"{round(seconds / 60)} min"
+
+
+def _megabytes(size: int) -> str:
+    if size < 1_000_000:
+        return f"{round(size / 1000)} kB" if size >= 1000 else f"{size} bytes"
+    return f"{size / 1_000_000:.1f}".removesuffix(".0") + " MB"
+
+
+def too_long_note(doc: Doc, caps: MediaCaps) -> str | None:
+    """The note for an item whose announced duration or size is over a cap, else None."""
+    duration, size = doc.get("duration_s"), doc.get("size")
+    long = isinstance(duration, int) and duration > caps.max_audio_seconds
+    if doc.get("kind") == "audio" and long:
+        return (
+            f"[{_label(doc)} of {_minutes(int(duration or 0))}: too long to listen to; "
+            f"limit {_minutes(caps.max_audio_seconds)}]"
+        )
+    if isinstance(size, int) and size > caps.max_bytes:
+        return too_large_note(doc, caps, size)
+    return None
+
+
+def too_large_note(doc: Doc, caps: MediaCaps, size: int | None = None) -> str:
+    verb = "listen to" if doc.get("kind") == "audio" else "look at"
+    of = f" of {_megabytes(size)}" if size is not None else ""
+    return f"[{_label(doc)}{of}: too large to {verb}; limit {_megabytes(caps.max_bytes)}]"
+
+
+class MediaFetcher:
+    """Downloads and stores the pending media of a message the agent is about to read."""
+
+    def __init__(
+        self,
+        db: AsyncDatabase[Doc],
+        store: MediaStore,
+        channels: Mapping[str, Channel],
+        caps: MediaCaps = MediaCaps(),
+    ) -> None:
+        self._inbox = db[c.INBOX]
+        self._store = store
+        self._channels = channels
+        self._caps = caps
+
+    async def __call__(self, message: InboundMessage) -> InboundMessage:
+        """Fetch what is pending for ``message`` (and the rest of its burst); the message
+        comes back with a note in its text for each item the model cannot have."""
+        if message.inbox_id is None or not ObjectId.is_valid(message.inbox_id):
+            return message  # not a stored message (a run, a test's own id)
+        lead = await self._inbox.find_one(
+            {"_id": ObjectId(message.inbox_id)}, projection={"burst_ids": 1}
+        )
+        if lead is None:
+            return message
+        ids = lead.get("burst_ids") or [lead["_id"]]
+        found = self._inbox.find({"_id": {"$in": ids}, "media": {"$exists": True}})
+        docs = {d["_id"]: d async for d in found}
+        notes: list[str] = []
+        for inbox_id in ids:
+            doc = docs.get(inbox_id)
+            if doc is not None and doc.get("media"):
+                notes += await self.fetch_doc(doc)
+        if not notes:
+            return message
+        return replace(message, text="\n".join([message.text, *notes]))
+
+    async def fetch_doc(self, doc: Doc) -> list[str]:
+        """Fetch every pending item of one inbox row; the notes of those not stored."""
+        notes: list[str] = []
+        for index, item in enumerate(doc.get("media") or []):
+            if item.get("status") == "pending":
+                item = {**item, **await self._fetch_one(doc, index, item)}
+            if item.get("status") != "stored" and item.get("note"):
+                notes.append(str(item["note"]))
+        return notes
+
+    async def _fetch_one(self, doc: Doc, index: int, item: Doc) -> Doc:
+        key = f"{doc['channel']}:{doc['external_id']}:{index}"
+        result = await self._download(doc, key, item)
+        sets = {f"media.{index}.{k}": v for k, v in result.items()}
+        await self._inbox.update_one(
+            {"_id": doc["_id"], f"media.{index}.status": "pending"},
+            {"$set": sets, "$unset": {f"media.{index}.source": ""}},
+        )
+        return result
+
+    async def _download(self, doc: Doc, key: str, item: Doc) -> Doc:
+        caps, label = self._caps, _label(item)
+        over = too_long_note(item, caps)
+        if over is not None:
+            return {"status": "too_large", "note": over}
+        file_id = await self._store.find(key)  # stored before a crash: no second download
+        if file_id is not None:
+            return {"status": "stored", "file_id": file_id}
+        channel = self._channels.get(doc["channel"])
+        if not isinstance(channel, MediaSource):
+            return {"status": "failed", "note": f"[{label}: this channel cannot fetch it]"}
+        try:
+            async with asyncio.timeout(FETCH_TIMEOUT):
+                data = await channel.fetch_media(item.get("source") or {}, caps.max_bytes)
+        except MediaTooLarge:
+            return {"status": "too_large", "note": too_large_note(item, caps)}
+        except MediaRefused as exc:
+            log.warning("%s media %s refused: %s", doc["channel"], key, exc)
+            return {"status": "refused", "note": f"[{label}: not downloaded ({exc})]"}
+        except Exception as exc:
+            log.warning("%s media %s could not be fetched: %s", doc["channel"], key, exc)
+            return {"status": "failed", "note": f"[{label}: could not be downloaded]"}
+        mime, kind = str(item.get("mime") or ""), str(item.get("kind") or "")
+        file_id = await self._store.put(data, key=key, mime=mime, kind=kind)
+        return {"status": "stored", "file_id": file_id, "size": len(data)}

@@ -1,0 +1,77 @@
+"""Inbound photos and voice notes, stored once in GridFS (bucket ``media``).
+
+They live wherever the database lives. A file is stored under a key the caller
+chooses (``<channel>:<external id>:<index>``); a unique index on that key makes
+``put`` idempotent, also when two attempts race: the loser's chunks are removed by
+us and the winner's id is returned.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bson import ObjectId
+from gridfs import AsyncGridFSBucket
+from gridfs.errors import FileExists
+from pymongo import ASCENDING
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import DuplicateKeyError
+
+from storage import collections as c
+
+Doc = dict[str, Any]
+BUCKET = "media"
+KEY_FIELD = "metadata.key"
+
+
+class MediaStore:
+    def __init__(self, db: AsyncDatabase[Doc]) -> None:
+        self._db = db
+        self._bucket = AsyncGridFSBucket(db, bucket_name=BUCKET)
+        self._files = db[f"{BUCKET}.files"]
+        self._indexed = False
+
+    async def _ensure_index(self) -> None:
+        if not self._indexed:
+            await self._files.create_index([(KEY_FIELD, ASCENDING)], unique=True, name="media_key")
+            self._indexed = True
+
+    async def find(self, key: str) -> ObjectId | None:
+        """The id of the file stored under ``key``, if any (so a retry skips the download)."""
+        doc = await self._files.find_one({KEY_FIELD: key}, projection={"_id": 1})
+        return None if doc is None else ObjectId(doc["_id"])
+
+    async def put(self, data: bytes, *, key: str, mime: str, kind: str) -> ObjectId:
+        """Store ``data`` under ``key``; a second put with the same key returns the first
+        file's id without writing."""
+        await self._ensure_index()
+        found = await self.find(key)
+        if found is not None:
+            return found
+        metadata = {"key": key, "mime": mime, "kind": kind}
+        upload = self._bucket.open_upload_stream(key, metadata=metadata)
+        try:
+            await upload.write(data)
+            await upload.close()
+        except (FileExists, DuplicateKeyError):
+            await upload.abort()  # our own chunks only: the files row was refused
+            found = await self.find(key)
+            if found is None:
+                raise
+            return found
+        except Exception:
+            await upload.abort()
+            raise
+        return ObjectId(upload._id)
+
+    async def get(self, file_id: ObjectId | str) -> bytes:
+        """The bytes of a stored file; ``gridfs.NoFile`` when there is none."""
+        stream = await self._bucket.open_download_stream(ObjectId(file_id))
+        data: bytes = await stream.read()
+        return data
+
+    async def set_transcript(self, inbox_id: ObjectId | str, index: int, text: str) -> None:
+        """Keep a voice note's transcript with its message (``media.<index>.transcript``)."""
+        await self._db[c.INBOX].update_one(
+            {"_id": ObjectId(inbox_id)}, {"$set": {f"media.{int(index)}.transcript": text}}
+        )

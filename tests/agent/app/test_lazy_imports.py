@@ -1,0 +1,91 @@
+"""``watchkeeper run`` imports a provider's or a channel's SDK only when it is configured.
+
+Each case runs in a fresh interpreter: this test process has imported everything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+SDKS = ("google.genai", "twilio", "neonize", "openai", "telegram")
+# The path `watchkeeper run` takes, up to a running app (Telegram is unreachable here:
+# the channel keeps retrying in the background, which is enough).
+RUN_APP = """
+import asyncio, json, sys
+from agent.cli.main import main  # noqa: F401  (what `python -m agent run` imports)
+from agent.config import load_settings
+from agent.app.core import build_app
+from agent.app.http import make_web_app
+from agent.llm.factory import build_model
+
+async def run():
+    settings = load_settings()
+    async with build_app(settings, model=build_model(settings)) as app:
+        make_web_app(app)
+        assert "telegram" in app.channels
+
+asyncio.run(run())
+print(json.dumps([m for m in sys.argv[1:] if m in sys.modules]))
+"""
+BUILD_MODEL = """
+import json, sys
+from agent.config import load_settings
+from agent.llm.factory import build_model
+build_model(load_settings())
+print(json.dumps([m for m in sys.argv[1:] if m in sys.modules]))
+"""
+CHECK_ONLY = """
+import json, sys
+from agent.config import ConfigError, load_settings
+from agent.llm.factory import check_model
+try:
+    check_model(load_settings())
+except ConfigError as exc:
+    print(json.dumps([str(exc), [m for m in sys.argv[1:] if m in sys.modules]]))
+"""
+
+
+def _run(script: str, tmp_path: Path, **env: str) -> object:
+    clean = {k: v for k, v in os.environ.items() if not k.isupper() or k in ("PATH", "HOME")}
+    clean.update(PYTHONPATH=str(ROOT), DATA_DIR=str(tmp_path / "data"), **env)
+    done = subprocess.run(
+        [sys.executable, "-c", script, *SDKS],
+        cwd=tmp_path,  # no .env here
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_telegram_and_openai_load_neither_gemini_nor_twilio_nor_neonize(tmp_path: Path) -> None:
+    loaded = _run(
+        RUN_APP,
+        tmp_path,
+        TELEGRAM_BOT_TOKEN="123456789:AAFakeTokenForTests-xyz",
+        TELEGRAM_API_BASE_URL="http://127.0.0.1:9",
+        OPENAI_API_KEY="sk-test",
+        OPENAI_BASE_URL="http://127.0.0.1:9/v1",
+        OWNER_TELEGRAM_IDS="42",
+        HTTP_PORT="0",
+    )
+    assert loaded == ["openai", "telegram"]
+
+
+def test_gemini_configured_loads_google_genai(tmp_path: Path) -> None:
+    loaded = _run(BUILD_MODEL, tmp_path, GEMINI_API_KEY="g-test")
+    assert loaded == ["google.genai"]
+
+
+def test_a_missing_key_is_found_without_importing_an_sdk(tmp_path: Path) -> None:
+    found = _run(CHECK_ONLY, tmp_path, LLM_PROVIDER="gemini", OPENAI_API_KEY="sk")
+    assert isinstance(found, list)
+    assert "GEMINI_API_KEY is not set" in found[0]
+    assert found[1] == []

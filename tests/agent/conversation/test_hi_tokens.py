@@ -1,0 +1,94 @@
+"""A plain "hi" from the owner stays under 2,500 input tokens with every owner tool
+offered: WhatsApp connected, web search on, alerts, scheduling and send_message."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+
+from neonize.proto.Neonize_pb2 import Connected
+
+from agent.app.alerts_feature import AlertingOptions, alerting
+from agent.app.core import build_app
+from agent.app.scheduling_feature import SchedulingOptions, scheduling
+from agent.app.whatsapp_feature import make_whatsapp_feature
+from tests.conftest import make_settings
+from tests.contexts import owner_ctx
+from tests.fakes.channel import RecordingChannel
+from tests.fakes.scripted import Request, ScriptedModel
+from tests.fakes.whatsapp import FakeClient
+from tests.tokens import count_tokens
+
+HI_BUDGET = 2_500
+OWNER_TOOLS = {
+    "manage_settings",
+    "save_memory",
+    "update_db_schema",
+    "db_query",
+    "manage_cronjob",
+    "manage_pulse",
+    "raise_alert",
+    "manage_alerts",
+    "web_search",
+    "send_message",
+    "whatsapp_read_messages",
+    "whatsapp_send_message",
+    "whatsapp_manage_permission",
+    "whatsapp_list_permissions",
+}
+
+
+def hi_tokens(request: Request) -> int:
+    """What the provider is sent: system prompt, the message, every tool schema."""
+    schemas = json.dumps([t.model_dump() for t in request.tools])
+    texts = sum(count_tokens(m.text) for m in request.messages)
+    return count_tokens(request.system) + texts + count_tokens(schemas)
+
+
+async def test_hi_with_every_owner_tool_stays_under_budget(
+    mongo_server: str, tmp_path: Path
+) -> None:
+    clients: list[FakeClient] = []
+
+    def factory(path: str) -> FakeClient:
+        clients.append(FakeClient(path))
+        return clients[-1]
+
+    settings = make_settings(
+        mongodb_uri=mongo_server + "?directConnection=true",
+        mongodb_db=f"hi_{uuid.uuid4().hex[:10]}",
+        data_dir=tmp_path,
+        whatsapp_enabled=True,
+        owner_phone="+4915100000001",
+        owner_telegram_ids=[42],
+        brave_api_key="brave-test",
+        timezone="Europe/Berlin",
+    )
+    model = ScriptedModel(lambda r: "hello")
+    features = [
+        alerting(AlertingOptions(background=False)),
+        scheduling(SchedulingOptions(timer=False)),
+        make_whatsapp_feature(factory, burst_seconds=0.2, health_every=3600),
+    ]
+    channels = [RecordingChannel("telegram", sender=42)]
+    async with build_app(settings, model=model, channels=list(channels), features=features) as app:
+        try:
+            await clients[0].emit(Connected())
+            await app.agent.respond("hi", owner_ctx(app.deps))
+        finally:
+            await app.database.client.drop_database(settings.mongodb_db)
+    request = model.requests[0]
+    assert set(request.tool_names) >= OWNER_TOOLS, OWNER_TOOLS - set(request.tool_names)
+    tokens = hi_tokens(request)
+    parts = {t.name: count_tokens(json.dumps(t.model_dump())) for t in request.tools}
+    assert tokens < HI_BUDGET, (tokens, count_tokens(request.system), parts)
+    if dump := os.environ.get("WATCHKEEPER_DUMP_HI"):  # read the request as the model would
+        _dump(Path(dump), request, tokens, parts)
+
+
+def _dump(path: Path, request: Request, tokens: int, parts: dict[str, int]) -> None:
+    tools = [t.model_dump() for t in request.tools]
+    body = {"system": request.system, "tools": tools, "tokens": tokens, "parts": parts}
+    path.write_text(json.dumps(body, indent=1, ensure_ascii=False))

@@ -1,0 +1,166 @@
+"""What a pulse and a chat are told: only tools they are offered, news that is news,
+and what the built-in collections are (``inbox`` is chat, not email).
+
+The prompt is read the way the model gets it: the request the scripted model received.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.app.parts import App
+from storage import collections as c
+from tests.contexts import owner_ctx
+from tests.fakes.channel import RecordingChannel
+from tests.fakes.clock import FakeClock
+from tests.fakes.scripted import Request, ScriptedModel
+from tests.scheduling_kit import call_tool, parts_of, scheduled_app
+
+NOW = datetime(2026, 3, 6, 17, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(NOW)
+
+
+async def _pulse_request(app: App, model: ScriptedModel) -> Request:
+    await parts_of(app).engine.run_pulse_now("manual")
+    return model.requests[-1]
+
+
+def _whole(request: Request) -> str:
+    return request.system + "\n" + "\n".join(m.text for m in request.messages)
+
+
+async def test_a_pulse_without_send_message_never_mentions_it(
+    mongo_server: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    model = ScriptedModel(lambda r: "ok")
+    # The console alone: send_message is not offered (no telegram/whatsapp/sms), nor
+    # raise_alert (no alert router).
+    async with scheduled_app(mongo_server, tmp_path, model, clock, pulse=True) as app:
+        request = await _pulse_request(app, model)
+    assert "send_message" not in request.tool_names and "raise_alert" not in request.tool_names
+    text = _whole(request)
+    assert "send_message" not in text and "raise_alert" not in text
+    assert "No tool in this run reaches the owner" in text
+    # Every tool named anywhere in what the pulse reads is one it has.
+    named = set(re.findall(r"\b(?:[a-z]+_){1,3}[a-z]+\b", text)) & _all_tool_names()
+    assert named <= set(request.tool_names), named - set(request.tool_names)
+
+
+async def test_a_pulse_with_send_message_names_it(
+    mongo_server: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    model = ScriptedModel(lambda r: "ok")
+    telegram = RecordingChannel("telegram")
+    async with scheduled_app(
+        mongo_server, tmp_path, model, clock, pulse=True, channels=[telegram],
+        owner_telegram_ids=[99],
+    ) as app:  # fmt: skip
+        request = await _pulse_request(app, model)
+    assert "send_message" in request.tool_names
+    assert "Reach the owner only with send_message" in request.messages[-1].text
+    assert "Reach the owner with send_message" in request.system
+    assert "raise_alert" not in _whole(request)
+
+
+def _all_tool_names() -> set[str]:
+    return {
+        "save_memory", "update_db_schema", "db_query", "manage_cronjob", "manage_pulse",
+        "manage_settings", "raise_alert", "manage_alerts", "web_search", "send_message",
+        "whatsapp_read_messages", "whatsapp_send_message", "whatsapp_manage_permission",
+        "whatsapp_list_permissions",
+    }  # fmt: skip
+
+
+async def test_messages_since_counts_owner_and_contact_words_only(
+    mongo_server: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    """Counted: what the owner or a contact wrote. Not counted: slash commands (even
+    after spaces), a stranger's message, a button press on one of our messages, a
+    message that could not be stored, and anything from before the last pulse."""
+    model = ScriptedModel(lambda r: "ok")
+    async with scheduled_app(mongo_server, tmp_path, model, clock, pulse=True) as app:
+        at = NOW - timedelta(minutes=1)
+        rows: list[dict[str, Any]] = [
+            _row("console", "owner", "remind me about the invoice", at),
+            _row("whatsapp", "+49151234567", "are we still on for Friday?", at),
+            _row("console", "owner", "/jobs", at),
+            _row("telegram", "99", "  /pulse run", at),
+            _row("telegram", "555", "", at, stranger=True),
+            _row("telegram", "99", "#1 ack", at, meta={"kind": "button"}),
+            _row("sms", "+15550100", "", at, status="failed"),
+            _row("console", "owner", "old news", NOW - timedelta(days=3)),
+        ]
+        await app.deps.db[c.INBOX].insert_many(rows)
+        request = await _pulse_request(app, model)
+    brief = request.messages[-1].text
+    assert "- 2 new chat message(s) from the owner or contacts" in brief, brief
+
+
+def _row(channel: str, sender: str, text: str, at: datetime, **extra: Any) -> dict[str, Any]:
+    """An inbox row as the pipeline stores it."""
+    return {
+        "channel": channel,
+        "external_id": f"{channel}-{sender}-{text}-{at.timestamp()}",
+        "chat_id": sender,
+        "sender_id": sender,
+        "sender_name": "",
+        "text": text,
+        "reply_to": None,
+        "meta": {},
+        "received_at": at,
+        "conversation_key": f"{channel}:{sender}",
+        "status": "done",
+    } | extra
+
+
+async def test_the_prompt_says_inbox_is_chat_not_email_and_keeps_built_in_docs(
+    mongo_server: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    model = ScriptedModel(lambda r: "ok")
+    async with scheduled_app(mongo_server, tmp_path, model, clock) as app:
+        reply = await call_tool(
+            app,
+            "update_db_schema",
+            schema="- ai_books: title, author, read_at (date)\n- master: add favourite_color",
+        )
+        assert reply["success"] is True and "master is built in" in reply["note"]
+        await app.agent.respond("hi", owner_ctx(app.deps))
+    system = model.requests[-1].system
+    assert "inbox (chat messages Watchkeeper received on Telegram/WhatsApp/SMS; not email)" in (
+        system
+    )
+    assert "- master: one document, the owner's profile" in system  # built in, still shown
+    assert "- contacts: name, phone, email, notes" in system
+    assert "- schedule: title, start, end" in system
+    assert "- ai_books: title, author, read_at (date)" in system  # the model's own, kept
+    assert system.index("- schedule: title") < system.index("- ai_books")
+
+
+async def test_a_schema_stored_before_keeps_built_in_docs_once(
+    mongo_server: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    from storage.repos import LEGACY_DB_SCHEMA
+
+    model = ScriptedModel(lambda r: "ok")
+    async with scheduled_app(mongo_server, tmp_path, model, clock) as app:
+        await app.deps.instructions.set_db_schema(LEGACY_DB_SCHEMA)
+        await app.agent.respond("hi", owner_ctx(app.deps))
+    system = model.requests[-1].system
+    assert system.count("- master: one document") == 1
+    assert "### Your collections\n(none documented yet)" in system
+
+
+def test_update_db_schema_says_what_it_documents() -> None:
+    from agent.tools.memory import UPDATE_DB_SCHEMA
+
+    text = UPDATE_DB_SCHEMA.description
+    assert "ai_*" in text and "always documented" in text

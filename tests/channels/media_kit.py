@@ -1,0 +1,101 @@
+"""Shared by the inbound media tests: the real pipeline, dispatcher (with the media
+fetcher), outbox and agent (scripted model) on a real database, for any channels."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from bson import ObjectId
+from pymongo.asynchronous.database import AsyncDatabase
+
+from agent.config import Settings
+from agent.context import AgentDeps
+from agent.conversation.agent import Agent
+from agent.conversation.dispatch import Dispatcher, TierResolver
+from agent.llm.base import ModelClient
+from agent.tools.catalog import core_catalog
+from channels.media import MediaCaps, MediaFetcher
+from channels.outbox import Outbox
+from channels.pipeline import Pipeline
+from channels.types import Channel, InboundMessage
+from storage.media import MediaStore
+
+Doc = dict[str, Any]
+Db = AsyncDatabase[Doc]
+Hook = Callable[[InboundMessage], Awaitable[InboundMessage]]
+
+
+class Killed(BaseException):
+    """The process dies here: nothing of ours catches it, as with a real crash."""
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class MediaStack:
+    pipeline: Pipeline
+    outbox: Outbox
+    dispatcher: Dispatcher
+    fetcher: MediaFetcher
+
+    async def stop(self) -> None:
+        await self.pipeline.stop(grace=0)
+        await self.outbox.stop()
+
+
+async def media_stack(
+    db: Db,
+    settings: Settings,
+    channels: Mapping[str, Channel],
+    model: ModelClient,
+    *,
+    caps: MediaCaps | None = None,
+    store: MediaStore | None = None,
+    hook: Callable[[Hook], Hook] = lambda fetch: fetch,
+    resolvers: Mapping[str, TierResolver] | None = None,
+) -> MediaStack:
+    deps = AgentDeps(settings=settings, db=db, clock=utcnow)
+    outbox = Outbox(db, dict(channels), utcnow, delays=(0.01, 0.01), poll_seconds=0.02)
+    dispatcher = Dispatcher(deps, Agent(model, core_catalog()))
+    dispatcher.resolvers.update(resolvers or {})
+    fetcher = MediaFetcher(db, store or MediaStore(db), channels, caps or MediaCaps())
+    dispatcher.media = hook(fetcher)
+    pipeline = Pipeline(db, dispatcher.handle, outbox, channels, utcnow)
+    await outbox.start()
+    return MediaStack(pipeline, outbox, dispatcher, fetcher)
+
+
+def crash_before_fetch(_fetch: Hook) -> Hook:
+    async def killed(message: InboundMessage) -> InboundMessage:
+        raise Killed("between the inbox write and the download")
+
+    return killed
+
+
+class CrashAfterPut(MediaStore):
+    """Stores the file, then dies before the inbox row says so."""
+
+    async def put(self, data: bytes, *, key: str, mime: str, kind: str) -> ObjectId:
+        await super().put(data, key=key, mime=mime, kind=kind)
+        raise Killed("between storing the file and recording it")
+
+
+async def media_of(db: Db, **query: Any) -> list[Doc]:
+    doc = await db["inbox"].find_one(query)
+    assert doc is not None, f"no inbox row for {query}"
+    media: list[Doc] = doc.get("media", [])
+    return media
+
+
+async def stored_bytes(db: Db, item: Doc) -> bytes:
+    assert item["status"] == "stored", item
+    return await MediaStore(db).get(item["file_id"])
+
+
+async def gridfs_files(db: Db) -> int:
+    return await db["media.files"].count_documents({})
