@@ -9,7 +9,14 @@ from typing import Annotated, Literal
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 Provider = Literal["gemini", "openai"]
@@ -61,6 +68,8 @@ class Settings(BaseSettings):
 
     owner_telegram_ids: Annotated[list[int], NoDecode] = Field(default_factory=list)
     owner_phone: str | None = None
+    _paired_telegram_ids: tuple[int, ...] = PrivateAttr(default=())
+    """Owners approved with ``watchkeeper pair``; kept current by ``agent.conversation.pairing``."""
 
     telegram_bot_token: SecretStr | None = None
     telegram_api_base_url: str = "https://api.telegram.org"
@@ -95,6 +104,14 @@ class Settings(BaseSettings):
     embedded_db_idle_timeout_seconds: float = Field(default=300.0, gt=0)
     """How long the embedded server keeps a silent client connection (soak tests shorten it);
     our clients drop idle connections at half of it."""
+
+    mcp_config: Path | None = None
+    """The MCP servers file (``mcpServers`` format); default ``DATA_DIR/mcp.json`` when present."""
+    mcp_start_timeout_seconds: float = Field(default=20.0, gt=0)
+    mcp_call_timeout_seconds: float = Field(default=60.0, gt=0)
+    mcp_tool_token_budget: int = Field(default=500, ge=0)
+    """MCP tools are offered directly while their specs fit (estimated tokens); beyond,
+    mcp_find_tools and mcp_call. 500 keeps a "hi" with every tool under 3,000 tokens."""
 
     # Limits on what the model can set off (DESIGN.md, limits).
     max_sends_per_exchange: int = Field(default=5, ge=0)
@@ -204,6 +221,15 @@ class Settings(BaseSettings):
     @property
     def embedded_db(self) -> bool:
         return self.mongodb_uri is None
+
+    @property
+    def telegram_owner_ids(self) -> list[int]:
+        """Every Telegram owner: ``OWNER_TELEGRAM_IDS``, then those paired in the database."""
+        configured = self.owner_telegram_ids
+        return [*configured, *(i for i in self._paired_telegram_ids if i not in configured)]
+
+    def set_paired_telegram_ids(self, ids: list[int]) -> None:
+        self._paired_telegram_ids = tuple(ids)
 
 
 def check_http_url(value: str) -> str:

@@ -8,11 +8,11 @@ apart, read-only, in ``transport``, so no message can set a trusted field.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 from zoneinfo import ZoneInfo
 
 import aiohttp
@@ -39,6 +39,18 @@ def system_clock() -> datetime:
     return datetime.now(UTC)
 
 
+class McpManager(Protocol):
+    """The MCP servers (``agent.tools.mcp_client.McpServers``), as runs see them."""
+
+    def tools(self) -> Sequence[Any]: ...
+
+    def connected(self) -> list[str]: ...
+
+    async def call(self, server: str, tool: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """``{"content": text}``, ``{"structured": value}`` or ``{"error": text}``."""
+        ...
+
+
 @dataclass
 class AgentDeps:
     """Long-lived services every run shares; built once by the composition root.
@@ -60,6 +72,8 @@ class AgentDeps:
     scheduler: Engine | None = None
     owner: OwnerSettings | None = None
     """The owner's quiet hours, timezone and primary channel (``manage_settings``)."""
+    mcp: McpManager | None = None
+    """The MCP servers from ``MCP_CONFIG``, when any are configured."""
     instructions: SystemInstructionRepo = field(init=False)
     conversations: ConversationRepo = field(init=False)
     messages: MessageRepo = field(init=False)
@@ -108,6 +122,9 @@ class RunContext:
     """The stored inbound message this exchange answers."""
     replay: bool = False
     """An earlier attempt at this message may have answered it already."""
+    has_media: bool = True
+    """Whether the stored message (or its burst) lists photos or voice notes; False
+    spares the look-up (``agent.conversation.media_turn``)."""
     reply_to: str | None = None
     can_reply: bool = True
     """Whether an answer is sent back (a contact without ``can_reply`` gets none)."""

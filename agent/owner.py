@@ -28,7 +28,8 @@ class Target:
 def owner_address(settings: Settings, channel: str) -> str | None:
     """The owner's chat id on ``channel``, or None when the settings name none."""
     if channel == "telegram":
-        return str(settings.owner_telegram_ids[0]) if settings.owner_telegram_ids else None
+        owners = settings.telegram_owner_ids  # configured first, then paired
+        return str(owners[0]) if owners else None
     if channel in ("whatsapp", "sms"):
         return settings.owner_phone
     if channel == "console":

@@ -161,12 +161,14 @@ async def run(args: argparse.Namespace, fakes: Fakes, data: Path) -> None:
         pushed = time.perf_counter()
         if profiler is not None:
             profiler.enable()
+        calls_from = len(fakes.telegram.calls)
         sent = await fakes.push(chats, "hello")
         last = await fakes.wait_sent(sent + len(chats), within=300)
         await asyncio.sleep(0.5)  # the outbox records each send after it
         if profiler is not None:
             profiler.disable()
         commands.on = False
+        bot_calls = collections.Counter(m for m, _ in fakes.telegram.calls[calls_from:])
         ours = (time.thread_time() - cpu_from) * 1000
         db = children_cpu_ms() - db_from
     n = len(chats)
@@ -179,6 +181,9 @@ async def run(args: argparse.Namespace, fakes: Fakes, data: Path) -> None:
     total = sum(commands.counts.values())
     print(f"  database commands per message: {total / n:.2f}")
     for name, count in commands.counts.most_common():
+        print(f"    {count / n:6.2f}  {name}")
+    print(f"  Bot API calls per message: {sum(bot_calls.values()) / n:.2f}")
+    for name, count in bot_calls.most_common():
         print(f"    {count / n:6.2f}  {name}")
     if profiler is not None:
         stats = pstats.Stats(profiler)

@@ -83,6 +83,9 @@ class ConsoleChannel:
         self._out.flush()
         return SendResult(external_ids=(message.idempotency_key,))
 
+    typing_after = 0.0
+    """"… thinking" at once: it costs nothing here (``channels.typing_indicator``)."""
+
     async def typing(self, chat_id: str) -> None:
         self._out.write("\r\033[K… thinking")
         self._out.flush()

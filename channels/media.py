@@ -128,6 +128,8 @@ class MediaFetcher:
     async def __call__(self, message: InboundMessage) -> InboundMessage:
         """Fetch what is pending for ``message`` (and the rest of its burst); the message
         comes back with a note in its text for each item the model cannot have."""
+        if not message.has_media:
+            return message  # the pipeline saw no media in its stored row(s)
         if message.inbox_id is None or not ObjectId.is_valid(message.inbox_id):
             return message  # not a stored message (a run, a test's own id)
         lead = await self._inbox.find_one(

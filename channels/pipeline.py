@@ -42,6 +42,7 @@ from channels.media import pending_docs
 from channels.outbox import Outbox
 from channels.text import clean_inbound, clean_text
 from channels.types import Channel, HandlingFailed, InboundMessage, OutboundMessage, Reply
+from channels.typing_indicator import TypingIndicator
 from storage import collections as c
 from storage import retry
 from storage.tasks import stop_task, wait_event
@@ -52,7 +53,6 @@ Handler = Callable[[InboundMessage], Awaitable[list[Reply]]]
 BurstRule = Callable[[InboundMessage], float]
 """Seconds to wait for more messages after this one (0: handle it alone, now)."""
 BURST_MAX_ITEMS = 20
-TYPING_EVERY = 4.0
 STALE_CLAIM = timedelta(minutes=15)
 """Longer than any exchange can take (model retries and tool calls included)."""
 REASON_LIMIT = 300
@@ -118,7 +118,6 @@ class Pipeline:
         self._inbox = db[c.INBOX]
         self._handler = handler
         self._outbox = outbox
-        self._channels = channels
         self._clock = clock
         self._limit: contextlib.AbstractAsyncContextManager[Any] = (
             asyncio.Semaphore(max_concurrency) if max_concurrency else contextlib.nullcontext()
@@ -133,6 +132,7 @@ class Pipeline:
         self.burst_rules: dict[str, BurstRule] = {}
         """Per channel: how long to gather a burst before handling it."""
         self._arrivals: dict[str, asyncio.Event] = {}
+        self.typing = TypingIndicator(channels)
 
     async def submit(self, message: InboundMessage) -> bool:
         """Store and queue ``message``; False when it was already received.
@@ -249,7 +249,10 @@ class Pipeline:
             # The handler learns which stored message this is, and whether an earlier
             # attempt may already have answered it (so it can reuse that answer).
             message = dataclasses.replace(
-                message, inbox_id=str(inbox_id), replay=int(doc.get("attempts", 1)) > 1
+                message,
+                inbox_id=str(inbox_id),
+                replay=int(doc.get("attempts", 1)) > 1,
+                has_media=any(m.get("media") for m in members),
             )
             failure: str | None = None
             try:
@@ -325,24 +328,13 @@ class Pipeline:
 
     async def _handle(self, message: InboundMessage) -> list[Reply]:
         async with self._limit:
-            typing = asyncio.create_task(self._keep_typing(message))
+            typing = asyncio.create_task(self.typing.keep_typing(message.channel, message.chat_id))
             try:
                 return await self._handler(message)
             finally:
                 typing.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await typing
-
-    async def _keep_typing(self, message: InboundMessage) -> None:
-        channel = self._channels.get(message.channel)
-        if channel is None:
-            return
-        while True:
-            try:
-                await channel.typing(message.chat_id)
-            except Exception:
-                log.debug("typing indicator failed", exc_info=True)
-            await asyncio.sleep(TYPING_EVERY)
 
     @staticmethod
     def _outbound(

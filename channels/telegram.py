@@ -374,6 +374,8 @@ class TelegramChannel:
     # -- outbound --------------------------------------------------------------------
 
     async def typing(self, chat_id: str) -> None:
+        if self._slots.locked():
+            return  # every connection is busy sending: "typing" would only delay replies
         try:
             async with self._slots:
                 await self._bot.send_chat_action(chat_id, ChatAction.TYPING)

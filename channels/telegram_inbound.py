@@ -148,7 +148,11 @@ def _from_message(
         text=text,
         received_at=now,
         reply_to=str(reply.message_id) if reply is not None else None,
-        meta={"message_id": message.message_id, "chat_type": message.chat.type},
+        meta={
+            "message_id": message.message_id,
+            "chat_type": message.chat.type,
+            **({"username": sender.username} if sender and sender.username else {}),
+        },
         media=media_of(message, max_bytes),
     )
 

@@ -51,6 +51,9 @@ class InboundMessage:
     """Set by the pipeline: an earlier attempt at this message may have answered it."""
     media: tuple[MediaItem, ...] = ()
     """Photos and voice notes attached; ``text`` still carries their marker and caption."""
+    has_media: bool = True
+    """Set by the pipeline: whether the stored message (or any message of its burst)
+    lists media. False spares the media look-ups; True (unknown) looks."""
 
     @property
     def conversation_key(self) -> str:

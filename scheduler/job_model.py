@@ -62,6 +62,8 @@ class CronJob:
     on_failure: OnFailure = "warning"
     done_at: datetime | None = None
     last_status: str | None = None
+    updated_by: str | None = None
+    """Who made the latest change when not the model or the owner's chat (``dashboard``)."""
 
     @property
     def once(self) -> bool:
@@ -91,6 +93,7 @@ class CronJob:
             on_failure=cast(OnFailure, policy) if policy in ON_FAILURE else "warning",
             done_at=aware(doc.get("done_at")),
             last_status=doc.get("last_status"),
+            updated_by=doc.get("updated_by"),
         )
 
     def next_fires(self, after: datetime, count: int = 3) -> list[datetime]:

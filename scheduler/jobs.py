@@ -172,10 +172,13 @@ class CronService:
         timezone: str | None = None,
         enabled: bool | None = None,
         on_failure: str | None = None,
+        by: str | None = None,
     ) -> CronJob:
         """Change any of the fields; a new schedule or re-enabling recomputes the next fire
         from now, so fires missed while paused are not replayed. ``cron_expression`` makes
-        a one-time job recurring, ``run_at``/``in_minutes`` a recurring one one-time."""
+        a one-time job recurring, ``run_at``/``in_minutes`` a recurring one one-time.
+        ``by`` names who changed it when not the usual callers (``dashboard``), kept as
+        ``updated_by``."""
         job = await self.get(job_id)
         if job.done:
             raise JobError(done_text(job))
@@ -206,6 +209,10 @@ class CronService:
         if not fields:
             raise JobError(f"nothing to update: give {UPDATABLE}")
         fields["updated_at"] = now
+        if by:  # who made the latest change, when not the usual callers
+            fields["updated_by"] = by
+        else:
+            unset = {**unset, "updated_by": ""}
         change: Doc = {"$set": fields, **({"$unset": unset} if unset else {})}
         doc = await retry.retried(  # $set by _id: safe to repeat
             lambda: self._coll.find_one_and_update(
@@ -229,13 +236,17 @@ class CronService:
             )
         return job.run_at
 
-    async def toggle(self, job_id: str | None, enabled: bool | None = None) -> CronJob:
+    async def toggle(
+        self, job_id: str | None, enabled: bool | None = None, *, by: str | None = None
+    ) -> CronJob:
         job = await self.get(job_id)
-        return await self.update(job.id, enabled=(not job.enabled) if enabled is None else enabled)
+        flipped = (not job.enabled) if enabled is None else enabled
+        return await self.update(job.id, enabled=flipped, by=by)
 
-    async def delete(self, job_id: str | None) -> CronJob:
+    async def delete(self, job_id: str | None, *, by: str | None = None) -> CronJob:
         job = await self.get(job_id)
         await retry.retried(lambda: self._coll.delete_one({"_id": job.id}), "delete a cron job")
+        log.info("cron job %s (%s) deleted by %s", job.id, job.name, by or "model")
         await self._changed(job.id)
         return job
 

@@ -13,6 +13,10 @@ CRONJOBS = "cronjobs"
 WHATSAPP_PERMISSIONS = "whatsapp_permissions"
 LEASES = "leases"
 TOOL_EFFECTS = "tool_effects"
+PAIRING = "pairing"
+"""Telegram pairing codes and paired owners (``storage.pairing``)."""
+USAGE = "usage"
+"""Model tokens per day and kind (chat, cron, pulse), for the dashboard's Spend page."""
 
 PROTECTED: frozenset[str] = frozenset(
     {
@@ -27,6 +31,8 @@ PROTECTED: frozenset[str] = frozenset(
         WHATSAPP_PERMISSIONS,
         LEASES,
         TOOL_EFFECTS,
+        PAIRING,
+        USAGE,
     }
 )
 MODEL_WRITABLE: frozenset[str] = frozenset({"master", "contacts", "schedule"})

@@ -31,6 +31,8 @@ INDEXES: Mapping[str, Sequence[IndexModel]] = MappingProxyType(
             # Scheduler: finished runs since the last pulse; runs left "running" by a crash.
             IndexModel([("kind", ASCENDING), ("ended_at", DESCENDING)]),
             IndexModel([("status", ASCENDING), ("started_at", ASCENDING)]),
+            # Dashboard: every run of the last 7 days, whatever its kind.
+            IndexModel([("started_at", DESCENDING)]),
             # Scheduler: fires to try again (set only while a retry is pending).
             IndexModel([("retry_at", ASCENDING)], sparse=True),
         ],
@@ -52,6 +54,11 @@ INDEXES: Mapping[str, Sequence[IndexModel]] = MappingProxyType(
         c.WHATSAPP_PERMISSIONS: [IndexModel([("phone_number", ASCENDING)], unique=True)],
         # Side-effect results are needed only while an exchange may still be replayed.
         c.TOOL_EFFECTS: [IndexModel([("created_at", ASCENDING)], expireAfterSeconds=7 * 86400)],
+        # Pairing codes and "try later" notes expire; paired owners have no expires_at.
+        c.PAIRING: [
+            IndexModel([("kind", ASCENDING), ("expires_at", ASCENDING)]),
+            IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=0),
+        ],
     }
 )
 

@@ -85,6 +85,7 @@ def pytest_configure(config: pytest.Config) -> None:
             "PUBLIC",
             "TIMEZONE",
             "DATA",
+            "MCP",
         }:
             del os.environ[name]
 

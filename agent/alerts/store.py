@@ -12,6 +12,7 @@ their own ``_id``, the rest are ``$set`` or compare-and-set.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -36,6 +37,10 @@ LEASE = timedelta(minutes=2)
 """A claimed timer is pushed this far ahead; a process that dies mid-step is retried then."""
 HISTORY_KEEP = 100
 DELIVERIES_KEEP = 30
+HINT_SECONDS = 5.0
+"""How long ``latest_sent`` trusts its last look when it found nothing recent: every
+owner message asks, and nearly always no alert is in play. A change through this
+store forgets the hint at once; one made by another process counts within this."""
 
 
 def entry(now: datetime, by: str, action: str, detail: str | None = None) -> Doc:
@@ -47,10 +52,21 @@ def entry(now: datetime, by: str, action: str, detail: str | None = None) -> Doc
 
 
 class AlertStore:
-    def __init__(self, db: AsyncDatabase[Doc]) -> None:
+    def __init__(self, db: AsyncDatabase[Doc], hint_seconds: float = HINT_SECONDS) -> None:
         self._alerts = db[c.ALERTS]
         self._settings = db[c.SETTINGS]
         self._outbox = db[c.OUTBOX]
+        self._hint_seconds = hint_seconds
+        self._sent_hint: tuple[float, datetime | None] | None = None
+        """(monotonic time of the look, ``last_sent_at`` of the unresolved alert sent
+        last, None for none) for ``latest_sent``."""
+        self._changes = 0
+        """Counts changes made through this store: a look that overlapped one is not kept."""
+
+    def _forget(self) -> None:
+        """After every write through this store: the next ``latest_sent`` looks again."""
+        self._changes += 1
+        self._sent_hint = None
 
     # -- creation and dedupe -------------------------------------------------------
 
@@ -77,15 +93,20 @@ class AlertStore:
             if "open_key" in str(exc):
                 return None
             raise
+        finally:
+            self._forget()
         return doc
 
     async def repeat(self, dedupe_key: str, now: datetime) -> Doc | None:
         """Count a repeat on the unresolved alert with this key; None when there is none."""
-        return await retry.claim(
-            self._alerts,
-            {"open_key": dedupe_key},
-            {"$inc": {"count": 1}, "$set": {"last_seen_at": now, "updated_at": now}},
-        )
+        try:
+            return await retry.claim(
+                self._alerts,
+                {"open_key": dedupe_key},
+                {"$inc": {"count": 1}, "$set": {"last_seen_at": now, "updated_at": now}},
+            )
+        finally:
+            self._forget()
 
     # -- reading -------------------------------------------------------------------
 
@@ -102,12 +123,22 @@ class AlertStore:
 
     async def latest_sent(self, since: datetime | None = None) -> Doc | None:
         """The unresolved alert most recently sent to the owner (optionally since a time)."""
+        hint = self._sent_hint
+        if hint is not None and time.monotonic() - hint[0] < self._hint_seconds:
+            latest = hint[1]
+            if latest is None or (since is not None and latest < since):
+                return None  # nothing sent (recently enough): no query
+        # The newest sent one, whatever ``since``: its time is the hint for the next ask.
         query: Doc = {"status": {"$in": list(UNRESOLVED)}, "last_sent_at": {"$ne": None}}
-        if since is not None:
-            query["last_sent_at"] = {"$gte": since}
-        return await self._alerts.find_one(
+        changes, looked = self._changes, time.monotonic()
+        doc = await self._alerts.find_one(
             query, sort=[("last_sent_at", DESCENDING), ("_id", DESCENDING)]
         )
+        if changes == self._changes:
+            self._sent_hint = (looked, doc["last_sent_at"] if doc is not None else None)
+        if doc is not None and since is not None and doc["last_sent_at"] < since:
+            return None
+        return doc
 
     async def outbox_status(self, key: str) -> str | None:
         doc = await self._outbox.find_one({"idempotency_key": key}, projection={"status": 1})
@@ -140,13 +171,16 @@ class AlertStore:
 
     async def release_held(self, now: datetime) -> int:
         """Alerts held for quiet hours are due now (the quiet hours changed)."""
-        result = await retry.retried(  # a $set to a fixed time: safe to repeat
-            lambda: self._alerts.update_many(
-                {"held": True, "status": "open", "next_escalation_at": {"$gt": now}},
-                {"$set": {"next_escalation_at": now}},
-            ),
-            "release held alerts",
-        )
+        try:
+            result = await retry.retried(  # a $set to a fixed time: safe to repeat
+                lambda: self._alerts.update_many(
+                    {"held": True, "status": "open", "next_escalation_at": {"$gt": now}},
+                    {"$set": {"next_escalation_at": now}},
+                ),
+                "release held alerts",
+            )
+        finally:
+            self._forget()
         return result.modified_count
 
     async def next_due(self) -> datetime | None:
@@ -188,8 +222,11 @@ class AlertStore:
             push["deliveries"] = {"$each": list(delivered), "$slice": -DELIVERIES_KEEP}
         if push:
             update["$push"] = push
-        # A claim: its $inc and $push apply once even when the write is sent again.
-        return await retry.claim(self._alerts, query, update)
+        try:
+            # A claim: its $inc and $push apply once even when the write is sent again.
+            return await retry.claim(self._alerts, query, update)
+        finally:
+            self._forget()
 
     # -- SMS budget -------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ feature, HTTP route and status section is built by this package.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -21,8 +22,10 @@ from agent.context import AgentDeps, Clock, system_clock
 from agent.conversation.agent import Agent
 from agent.conversation.dispatch import COMMAND_HELP, Dispatcher
 from agent.conversation.held_sends import confirm_held_send
+from agent.conversation.pairing import Pairing
 from agent.llm.base import ModelClient
 from agent.llm.factory import build_model
+from agent.llm.lazy_sdk import warm_model
 from agent.tools.catalog import core_catalog
 from channels.media import MediaCaps, MediaFetcher
 from channels.outbox import Outbox
@@ -31,11 +34,15 @@ from channels.types import Channel
 from scheduler.owner_settings import OwnerSettings
 from storage.db import open_database
 from storage.media import MediaStore
+from storage.pairing import PairingStore
+from storage.tasks import stop_task
 
 if TYPE_CHECKING:
     from storage.embedded import EmbeddedServer
 
 log = logging.getLogger(__name__)
+WARM_AFTER = 0.3
+"""Seconds after start-up before the model SDK loads: the first long poll goes first."""
 
 
 def configured_channels(settings: Settings) -> list[tuple[Channel, list[Route]]]:
@@ -125,6 +132,9 @@ async def build_app(
         catalog = core_catalog()
         agent = Agent(model, catalog)
         dispatcher = Dispatcher(deps=deps, agent=agent)
+        # Paired owners known before any channel delivers a message from one.
+        dispatcher.pairing = Pairing(PairingStore(database.db, clock), settings)
+        await dispatcher.pairing.refresh()
         caps = MediaCaps(settings.media_max_bytes, settings.media_max_audio_seconds)
         dispatcher.media = MediaFetcher(database.db, MediaStore(database.db), chans, caps)
         pipeline = Pipeline(
@@ -153,6 +163,9 @@ async def build_app(
         dispatcher.interceptors.insert(0, confirm_held_send)
         install_status_command(app)
         await pipeline.recover(sole_owner=database.owns_server)
+        # The model's SDK loads in a thread once the channels poll (``lazy_sdk``).
+        warming = asyncio.create_task(warm_model(model, WARM_AFTER), name="warm model")
+        stack.push_async_callback(stop_task, warming)
         yield app
 
 

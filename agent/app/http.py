@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import hmac
 import json
 import logging
 import socket
@@ -12,6 +11,8 @@ from typing import Any
 
 from aiohttp import web
 
+from agent.app.bearer import bearer_matches
+from agent.app.dashboard import setup_dashboard
 from agent.app.listen import BACKLOG
 from agent.app.listen import bind as bind  # where callers found it; cli uses listen
 from agent.app.parts import App
@@ -38,14 +39,6 @@ async def healthz(request: web.Request) -> web.Response:
     return _json(body, 200 if db_ok else 503)
 
 
-def bearer_matches(header: str, token: str) -> bool:
-    """``Authorization: Bearer <token>``; the scheme is case-insensitive (RFC 7235)."""
-    scheme, _, given = header.strip().partition(" ")
-    if scheme.lower() != "bearer":
-        return False
-    return hmac.compare_digest(given.strip().encode("utf-8", "replace"), token.encode())
-
-
 @web.middleware
 async def admin_auth(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -70,6 +63,7 @@ def make_web_app(app: App) -> web.Application:
     web_app.router.add_get("/api/status", api_status)
     for method, path, handler in app.routes:
         web_app.router.add_route(method, path, handler)
+    setup_dashboard(web_app, app)
     return web_app
 
 

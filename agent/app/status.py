@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent.app.mcp_feature import mcp_status_line
 from agent.app.parts import App
 from agent.context import RunContext
 from channels.types import InboundMessage, Reply
@@ -47,6 +48,15 @@ def status_text(data: dict[str, Any], model: str) -> str:
     if alerts is not None:
         codes = " ".join(f"#{a.get('code')}" for a in alerts[:5])
         lines.append(f"Open alerts: {len(alerts)}" + (f" ({codes})" if codes else ""))
+    owners = (data.get("owners") or {}).get("telegram")
+    if owners:
+        shown = [
+            f"{o['name']} ({o['id']}, paired)" if o.get("source") == "paired" else str(o["id"])
+            for o in owners
+        ]
+        lines.append("Telegram owners: " + ", ".join(shown))
+    if mcp := mcp_status_line(data):
+        lines.append(mcp)
     outbox = data["outbox"]
     if outbox["pending"] or outbox["failed"]:
         lines.append(f"Outbox: {outbox['pending']} pending, {outbox['failed']} failed to send")

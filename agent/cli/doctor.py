@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sys
 from base64 import b64encode
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
+from pymongo.asynchronous.database import AsyncDatabase
 
+from agent.cli.doctor_mcp import check_mcp
+from agent.cli.doctor_steps import Owners, next_steps, owner_detail
 from agent.config import ConfigError, Settings, ensure_data_dir
 from storage.db import make_client
 from storage.embedded import EmbeddedServer, EmbeddedUnavailable
@@ -33,7 +40,11 @@ async def _http_ok(session: aiohttp.ClientSession, url: str, **kw: object) -> tu
         return False, f"unreachable ({type(exc).__name__})"
 
 
-async def check_database(settings: Settings) -> Check:
+async def check_database(
+    settings: Settings,
+    also: Callable[[AsyncDatabase[dict[str, Any]]], Awaitable[None]] | None = None,
+) -> Check:
+    """Ping the database; ``also`` reads from it meanwhile (owners, pending pairings)."""
     embedded = None
     uri = settings.mongodb_uri
     try:
@@ -44,6 +55,9 @@ async def check_database(settings: Settings) -> Check:
         client = make_client(uri, embedded=embedded is not None)
         try:
             await client.admin.command("ping")
+            if also is not None:
+                with contextlib.suppress(Exception):  # it answered; what it read is extra
+                    await also(client[settings.mongodb_db])
         finally:
             await client.close()
     except (ConfigError, EmbeddedUnavailable) as exc:
@@ -84,7 +98,8 @@ async def check_model(settings: Settings, session: aiohttp.ClientSession) -> lis
             checks.append(Check(role, False, f"{name}: API key missing", fatal=role == "model"))
             continue
         ok, detail = await _http_ok(session, url, headers=headers)
-        checks.append(Check(role, ok, f"{name}: {detail}", fatal=False))
+        # The model not answering is a problem (a bad key, a wrong URL); the fallback not.
+        checks.append(Check(role, ok, f"{name}: {detail}", fatal=role == "model"))
     return checks
 
 
@@ -120,8 +135,6 @@ async def check_channels(settings: Settings, session: aiohttp.ClientSession) -> 
     else:
         token = settings.telegram_bot_token.get_secret_value()
         ok, detail = await _http_ok(session, f"{settings.telegram_api_base_url}/bot{token}/getMe")
-        if not settings.owner_telegram_ids:
-            detail += "; OWNER_TELEGRAM_IDS unset: nobody can talk to the agent"
         checks.append(Check("telegram", ok, detail))
     checks.append(await check_twilio(settings, session))
     if settings.twilio_account_sid and not settings.owner_phone:
@@ -151,20 +164,31 @@ async def check_channels(settings: Settings, session: aiohttp.ClientSession) -> 
 
 
 async def doctor(settings: Settings) -> int:
+    owners = Owners()
     async with aiohttp.ClientSession() as session:
-        database, models, channels = await asyncio.gather(
-            check_database(settings),
+        database, models, channels, mcp = await asyncio.gather(
+            check_database(settings, also=owners.load),
             check_model(settings, session),
             check_channels(settings, session),
+            check_mcp(settings),
         )
-    checks = [database, *models, *channels]
+    checks = [database, *models, *channels, *(Check(*c) for c in mcp)]
+    if settings.telegram_bot_token is not None:  # right after the telegram line
+        at = next(i for i, c in enumerate(checks) if c.name == "telegram") + 1
+        checks.insert(at, Check("owner", *owner_detail(settings, owners)))
     bind = f"{settings.http_host}:{settings.http_port}"
-    print(f"settings: ok (timezone {settings.timezone}, http {bind})")
+    lines = [f"settings: ok (timezone {settings.timezone}, http {bind})"]
     for check in checks:
         mark = "ok  " if check.ok else ("FAIL" if check.fatal else "--  ")
-        print(f"[{mark}] {check.name}: {check.detail}")
+        lines.append(f"[{mark}] {check.name}: {check.detail}")
     fatal = [c for c in checks if c.fatal and not c.ok]
     if fatal:
-        print(f"{len(fatal)} fatal problem(s)")
-        return 1
-    return 0
+        lines.append(f"{len(fatal)} fatal problem(s)")
+    steps = next_steps(settings, checks, owners)
+    lines.extend(f"next: {step}" for step in steps)
+    if not steps:
+        lines.append("next: nothing missing; `watchkeeper run` starts everything configured")
+    # One write at the end: log lines (stderr) never land inside the report.
+    sys.stdout.write("\n".join(lines) + "\n")
+    sys.stdout.flush()
+    return 1 if fatal else 0

@@ -1,4 +1,4 @@
-"""``watchkeeper`` command line: run, chat, doctor, schedule, whatsapp link."""
+"""``watchkeeper`` command line: run, chat, doctor, schedule, whatsapp link, pair."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import logging
 import signal
 import sys
 
+from agent.cli.lean import skip_unused_imports
 from agent.cli.logs import setup_logging
 from agent.cli.run_lock import AlreadyRunning, hold_run_lock
 from agent.config import ConfigError, Settings, ensure_data_dir, load_settings
@@ -96,6 +97,9 @@ def _parser() -> argparse.ArgumentParser:
     wa_sub = wa.add_subparsers(dest="wa_command", required=True)
     link = wa_sub.add_parser("link", help="link a WhatsApp account")
     link.add_argument("--phone", help="E.164 number: show a pairing code instead of a QR")
+    pair = sub.add_parser("pair", help="approve a Telegram pairing code (make its sender an owner)")
+    pair.add_argument("code", nargs="?", help="the 6-digit code the bot sent")
+    pair.add_argument("--list", action="store_true", help="show owners and pending codes")
     return parser
 
 
@@ -105,10 +109,13 @@ def _uses_data_dir(command: str, settings: Settings) -> bool:
     anything exists); ``doctor`` reports a bad one among its checks."""
     if command == "whatsapp":
         return True
+    if command == "pair":
+        return settings.embedded_db
     return command == "schedule" and (settings.embedded_db or settings.whatsapp_enabled)
 
 
 def main(argv: list[str] | None = None) -> int:
+    skip_unused_imports()
     args = _parser().parse_args(argv)
     try:
         settings = load_settings()
@@ -116,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"watchkeeper: {exc}", file=sys.stderr)
         return 2
     level = logging.DEBUG if args.verbose else logging.INFO
-    if args.command == "chat" and not args.verbose:
+    if args.command in ("chat", "doctor") and not args.verbose:
         level = logging.WARNING
     setup_logging(settings, level)
     try:
@@ -134,6 +141,11 @@ def main(argv: list[str] | None = None) -> int:
             from agent.cli.upcoming import print_schedule
 
             code: int = asyncio.run(print_schedule(settings, args.hours))
+            return code
+        if args.command == "pair":
+            from agent.cli.pair import pair
+
+            code = asyncio.run(pair(settings, args.code, list_only=args.list))
             return code
         if args.command == "whatsapp":
             from agent.cli.whatsapp_link import link

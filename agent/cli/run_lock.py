@@ -37,7 +37,7 @@ def hold_run_lock(data_dir: Path) -> Iterator[None]:
         os.close(fd)
         raise AlreadyRunning(
             f"watchkeeper run is already running on DATA_DIR {data_dir} ({_holder(path)}); "
-            "stop it first (chat, doctor and schedule can run beside it)"
+            "stop it first (chat, doctor, schedule and pair can run beside it)"
         ) from None
     try:
         os.ftruncate(fd, 0)

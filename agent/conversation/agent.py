@@ -23,6 +23,7 @@ from agent.conversation.prompt import PromptSection, build_system_prompt
 from agent.llm.base import ModelClient, ModelError
 from agent.llm.types import MessagesAdapter, ModelMessage, TextPart, Usage, without_media
 from agent.tools.catalog import ToolCatalog
+from storage.usage import UsageLog
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,8 @@ class AgentReply:
     exhausted: bool = False
     conversation_id: ObjectId | None = None
     duration_ms: float = 0.0
+    steps: list[ModelMessage] = field(default_factory=list)
+    """The assistant and tool messages of the exchange (a run's record summarises them)."""
 
 
 def _to_docs(messages: Sequence[ModelMessage], extra: dict[str, Any] | None = None) -> list[Any]:
@@ -65,6 +68,17 @@ def _to_docs(messages: Sequence[ModelMessage], extra: dict[str, Any] | None = No
     if extra and docs:
         docs[-1].update(extra)
     return docs
+
+
+async def _count_usage(ctx: RunContext, usage: Usage) -> None:
+    """The day's tokens for the dashboard (``storage.usage``); never fails the exchange."""
+    if not (usage.input_tokens or usage.output_tokens):
+        return
+    try:
+        day = ctx.now.astimezone(ctx.tz).date()
+        await UsageLog(ctx.deps.db).add(day, ctx.kind, usage.input_tokens, usage.output_tokens)
+    except Exception as exc:
+        log.warning("could not count the tokens of %s: %s", ctx.conversation_key, exc)
 
 
 class Agent:
@@ -124,10 +138,13 @@ class Agent:
         else:
             stored = _to_docs([without_media(incoming)], asked) + self._result_docs(result)
             reply.text, reply.usage, reply.tool_calls = result.text, result.usage, result.tool_calls
-            reply.exhausted = result.exhausted
-        # One write per exchange: the inbox already holds the message durably until
-        # this point, so a crash mid-exchange replays it rather than losing it.
-        await deps.messages.append(conv_id, stored, start_seq=next_seq)
+            reply.exhausted, reply.steps = result.exhausted, result.messages
+        # One write per exchange (the day's token count beside it): the inbox holds the
+        # message durably until this point, so a crash mid-exchange replays it.
+        await asyncio.gather(
+            deps.messages.append(conv_id, stored, start_seq=next_seq),
+            _count_usage(ctx, reply.usage),
+        )
         reply.duration_ms = (time.perf_counter() - started) * 1000
         return reply
 

@@ -54,7 +54,8 @@ class AlertReplies:
             # would be noise (or cost). Elsewhere it is ordinary text for the agent.
             return [] if message.channel == "sms" else None
         directive = parsed.directive
-        by = f"owner via {message.channel}"
+        button = " button" if message.meta.get("kind") == "button" else ""
+        by = f"owner via {message.channel}{button}"  # the dashboard shows how
         if directive is not None and directive.scope == "pulse" and parsed.code is None:
             return [self._reply(await apply_pulse(ctx.deps.pulse, directive))]
         if isinstance(directive, AckAll | ResolveAll):

@@ -17,6 +17,7 @@ from pymongo.errors import DuplicateKeyError
 
 from agent.context import AgentDeps, RunContext, Tier
 from agent.conversation.agent import Agent, apology
+from agent.conversation.pairing import Pairing
 from agent.conversation.prompt import mark_untrusted
 from channels.types import HandlingFailed, InboundMessage, Reply
 from storage import collections as c
@@ -26,6 +27,13 @@ log = logging.getLogger(__name__)
 REFUSAL = (
     "Hello! This is a private assistant and only answers its owner. Your message was not read."
 )
+
+
+def refusal(sender_id: str) -> str:
+    """The refusal, naming the id that ``OWNER_TELEGRAM_IDS`` would need."""
+    return f"{REFUSAL} Your Telegram user id is {sender_id}."
+
+
 COMMAND_HELP: Mapping[str, str] = MappingProxyType(
     {
         "/status": "what is running",
@@ -73,6 +81,8 @@ class Dispatcher:
     media: Callable[[InboundMessage], Awaitable[InboundMessage]] | None = None
     """Fetches the photos and voice notes of a message from an owner or a contact (never
     a stranger's); the message comes back with a note for each one not stored."""
+    pairing: Pairing | None = None
+    """Telegram pairing while no owner is known; it also keeps paired owners current."""
 
     def __post_init__(self) -> None:
         self.commands.setdefault("/start", self._help)
@@ -88,7 +98,10 @@ class Dispatcher:
         if message.channel == "console":
             owner = True
         elif message.channel == "telegram":
-            owner = _as_int(message.sender_id) in settings.owner_telegram_ids
+            owner = _as_int(message.sender_id) in settings.telegram_owner_ids
+            if not owner and self.pairing is not None:
+                await self.pairing.refresh()  # `watchkeeper pair` may have run since
+                owner = _as_int(message.sender_id) in settings.telegram_owner_ids
         elif message.channel in ("sms", "whatsapp"):
             owner = message.sender_id == settings.owner_phone
         return Trust("owner") if owner else None
@@ -109,13 +122,12 @@ class Dispatcher:
             inbox_id=message.inbox_id,
             run_id=message.inbox_id,
             replay=message.replay,
+            has_media=message.has_media,
             reply_to=message.reply_to,
             can_reply=trust.can_reply,
             transport=MappingProxyType(dict(message.meta)),
         )
         try:
-            if self.media is not None:
-                message = await self.media(message)
             return await self._route(message, ctx)
         except HandlingFailed:
             raise
@@ -137,10 +149,12 @@ class Dispatcher:
                 replies = await intercept(message, ctx)
                 if replies is not None:
                     return replies
+        if tier == "contact" and await self._too_fast(message):
+            return await self._slow_down(message, ctx)
+        if self.media is not None:  # only for a message the model will read
+            message = await self.media(message)
         text = message.text
         if tier == "contact":
-            if await self._too_fast(message):
-                return await self._slow_down(message, ctx)
             text = mark_untrusted(text, message.sender_id, message.sender_name)
         reply = await self.agent.respond(text, ctx)
         if reply.failed:
@@ -175,14 +189,22 @@ class Dispatcher:
             },
             upsert=True,
         )
-        log.info("ignored a %s message from an unknown sender", message.channel)
         if message.channel != "telegram":
+            log.info("ignored a %s message from an unknown sender", message.channel)
             return []
+        log.info(
+            "ignored a telegram message from unknown sender id %s (not in OWNER_TELEGRAM_IDS)",
+            _as_int(message.sender_id),
+        )
+        if self.pairing is not None and not self.deps.settings.telegram_owner_ids:
+            offered = await self.pairing.offer(message)
+            if offered is not None:
+                return offered
         last = (doc or {}).get("refused_at")
         if last is not None and now - last < REFUSAL_EVERY:
             return []
         await stats.update_one({"_id": key}, {"$set": {"refused_at": now}})
-        return [Reply(REFUSAL)]
+        return [Reply(refusal(message.sender_id))]
 
     async def _too_fast(self, message: InboundMessage) -> bool:
         """More than the per-minute limit from one contact: no model call for the rest."""

@@ -4,9 +4,11 @@ The channels store each file in GridFS and list it in the inbox row's ``media``
 (``channels.media``). Here the stored items of the exchange's inbox row(s) become
 ``MediaPart``s with their bytes, for this exchange only: photos downscaled
 (``agent.llm.images``); a voice note for a model that cannot hear is transcribed once
-(``agent.llm.transcribe``) and the transcript kept with the message, so a replay or
-a later turn reuses it. What history stores is ``without_media(turn)``: the text and
-one line per item, never the bytes.
+(``agent.llm.transcribe``, only when an OpenAI client is configured; else a marker)
+and the transcript kept with the message, so a replay or a later turn reuses it.
+When the primary hears (Gemini) and the fallback cannot (OpenAI), the note goes as
+audio and is transcribed only if the fallback is used. What history stores is
+``without_media(turn)``: the text and one line per item, never the bytes.
 
 A contact's media sits inside its ``third_party_message`` block, like its text, and
 its transcript is defused the same way (it cannot close the block).
@@ -15,6 +17,7 @@ its transcript is defused the same way (it cannot close the block).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from typing import Any, Literal
 
@@ -24,7 +27,7 @@ from agent.context import RunContext
 from agent.conversation.prompt import mark_untrusted
 from agent.llm.base import ModelClient
 from agent.llm.images import gemini_image_tokens, openai_image_tokens, prepare_image
-from agent.llm.transcribe import Transcriber, build_transcriber, native_media
+from agent.llm.transcribe import Transcriber, adapters, native_media, transcriber_for
 from agent.llm.types import MediaPart, ModelMessage, TextPart, user_message
 from storage import collections as c
 from storage.media import MediaStore
@@ -37,7 +40,7 @@ Item = tuple[ObjectId, int, Doc]
 
 async def stored_media(ctx: RunContext) -> list[Item]:
     """The stored media of the exchange's message, or of every message of its burst."""
-    if ctx.inbox_id is None or not ObjectId.is_valid(ctx.inbox_id):
+    if not ctx.has_media or ctx.inbox_id is None or not ObjectId.is_valid(ctx.inbox_id):
         return []
     inbox = ctx.deps.db[c.INBOX]
     lead = await inbox.find_one({"_id": ObjectId(ctx.inbox_id)}, {"media": 1, "burst_ids": 1})
@@ -62,14 +65,40 @@ async def user_turn(text: str, ctx: RunContext, model: ModelClient) -> ModelMess
         return user_message(text)
     hears = "audio" in native_media(model)
     needs_text = any(i.get("kind") == "audio" and i.get("transcript") is None for _, _, i in items)
-    transcriber = build_transcriber(ctx.deps.settings) if needs_text and not hears else None
+    transcribe_model = ctx.deps.settings.openai_transcribe_model
+    transcriber = transcriber_for(model, transcribe_model) if needs_text and not hears else None
     store = MediaStore(ctx.deps.db)
     try:
         parts = [await _media_part(store, transcriber, item, ctx, hears=hears) for item in items]
     finally:
         if transcriber is not None:
             await transcriber.aclose()
+    if hears and needs_text and any("audio" not in native_media(a) for a in adapters(model)):
+        for part, item in zip(parts, items, strict=True):
+            if part.media_kind == "audio" and part.transcript is None and part.data is not None:
+                part.transcribe_later = functools.partial(
+                    _transcribe_late, part, store, model, item, ctx
+                )
     return assemble(text, parts, contact=ctx.tier == "contact")
+
+
+async def _transcribe_late(
+    part: MediaPart, store: MediaStore, model: ModelClient, item: Item, ctx: RunContext
+) -> None:
+    """The fallback cannot hear ``part``: its transcript, made now and kept (or none)."""
+    transcriber = transcriber_for(model, ctx.deps.settings.openai_transcribe_model)
+    if transcriber is None or part.data is None:
+        return
+    inbox_id, index, _doc = item
+    async with transcriber:
+        transcript = await transcriber.transcribe(part.data, part.mime)
+    if transcript is None:
+        return  # the fallback gets the marker
+    part.transcript = _defused(transcript) if ctx.tier == "contact" else transcript
+    try:
+        await store.set_transcript(inbox_id, index, transcript)
+    except Exception as exc:  # kept for this exchange only; made again by a replay
+        log.warning("a transcript could not be kept: %s: %s", type(exc).__name__, exc)
 
 
 async def _media_part(

@@ -14,8 +14,10 @@ import io
 import logging
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from PIL import Image, ImageOps, UnidentifiedImageError
+if TYPE_CHECKING:  # Pillow loads with the first photo: an idle agent does without it
+    from PIL import Image
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +36,8 @@ class PreparedImage:
 def prepare_image(data: bytes, max_edge: int) -> PreparedImage | None:
     """``data`` bounded to ``max_edge`` px on its longest side, upright, without EXIF;
     None when it is not an image Pillow can read (the model gets a marker instead)."""
+    from PIL import Image, UnidentifiedImageError
+
     try:
         with Image.open(io.BytesIO(data)) as image:
             return _prepare(image, data, max_edge)
@@ -43,6 +47,8 @@ def prepare_image(data: bytes, max_edge: int) -> PreparedImage | None:
 
 
 def _prepare(image: Image.Image, data: bytes, max_edge: int) -> PreparedImage:
+    from PIL import Image, ImageOps
+
     fmt = image.format or ""
     has_exif = bool(image.getexif()) or "exif" in image.info
     if fmt in KEPT_FORMATS and not has_exif and max(image.size) <= max_edge:
@@ -64,6 +70,8 @@ def _prepare(image: Image.Image, data: bytes, max_edge: int) -> PreparedImage:
 
 def _flatten(image: Image.Image) -> Image.Image:
     """RGB for JPEG: transparency on white, palettes and other modes converted."""
+    from PIL import Image
+
     if image.mode in ("RGBA", "LA", "P"):
         rgba = image.convert("RGBA")
         background = Image.new("RGB", rgba.size, (255, 255, 255))

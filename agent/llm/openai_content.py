@@ -20,6 +20,15 @@ def blind(messages: list[ModelMessage]) -> list[ModelMessage]:
     return [without_media(m) for m in messages]
 
 
+async def transcribe_pending(messages: list[ModelMessage]) -> None:
+    """Voice notes left for this model to transcribe (it is the fallback of one that
+    hears them): transcribed now, once, so it gets the words rather than a marker."""
+    for part in (p for m in messages if m.role == "user" for p in m.media):
+        hook, part.transcribe_later = part.transcribe_later, None
+        if hook is not None and part.transcript is None:
+            await hook()
+
+
 def user_content(message: ModelMessage) -> str | list[dict[str, Any]]:
     """A user message's content: plain text, or text and ``image_url`` parts when it
     carries photos. A voice note (and a photo without bytes) is its text fallback."""

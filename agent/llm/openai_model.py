@@ -7,6 +7,7 @@ tools with a 400 is switched, once and for good, to the text protocol in
 voice note goes as its transcript (made before, ``agent.llm.transcribe``) or a
 marker. A server that refuses images with a 400 gets the turn again with markers,
 and a model that says it cannot see images gets markers from then on.
+The SDK is imported on first use, in a thread (``agent.llm.lazy_sdk``).
 """
 
 from __future__ import annotations
@@ -14,18 +15,20 @@ from __future__ import annotations
 import json
 import logging
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
-
-import openai
-from openai.types.chat import (
-    ChatCompletion,
-)
 
 from agent.llm import textcalls
 from agent.llm.base import UNREADABLE, ModelError, unexpected
+from agent.llm.lazy_sdk import LazyImport
 from agent.llm.limiter import response_retry_after
-from agent.llm.openai_content import blind, joined, sends_images, user_content
+from agent.llm.openai_content import (
+    blind,
+    joined,
+    sends_images,
+    transcribe_pending,
+    user_content,
+)
 from agent.llm.types import (
     INVALID_ARGUMENTS_KEY,
     ModelMessage,
@@ -39,6 +42,10 @@ from agent.llm.types import (
     new_call_id,
     unique_ids,
 )
+
+if TYPE_CHECKING:
+    import openai
+    from openai.types.chat import ChatCompletion
 
 log = logging.getLogger(__name__)
 
@@ -69,12 +76,31 @@ class OpenAIModel:
     ) -> None:
         self.model = model
         self._secret = api_key
-        self._client = openai.AsyncOpenAI(
-            api_key=api_key, base_url=api_base(base_url), timeout=timeout, max_retries=0
-        )
+        self._timeout = timeout
+        self._client: openai.AsyncOpenAI | None = None
+        self._sdk = LazyImport("openai.types.chat")
         self._text_mode: set[str] = set()
         self._blind: set[str] = set()
         """Models that refused images: they get the text markers instead."""
+        self._base_url = base_url
+
+    async def warm(self) -> None:
+        """Import the SDK in a thread (once) and make the client."""
+        if self._client is not None:
+            return
+        await self._sdk.ready()
+        if self._client is None:
+            import openai
+
+            base_url = api_base(self._base_url)
+            self._client = openai.AsyncOpenAI(
+                api_key=self._secret, base_url=base_url, timeout=self._timeout, max_retries=0
+            )
+
+    @property
+    def endpoint(self) -> tuple[str, str | None]:
+        """The key and base URL it calls: voice notes are transcribed on the same server."""
+        return self._secret, self._base_url
 
     def text_mode(self, model: str | None = None) -> bool:
         """Whether tool calls for ``model`` (default: ours) go through the text protocol."""
@@ -85,6 +111,8 @@ class OpenAIModel:
     ) -> ModelResponse:
         """The next assistant message; every failure is a ``ModelError``."""
         try:
+            await self.warm()
+            await transcribe_pending(messages)
             if self.model in self._blind:
                 return await self._request(system, blind(messages), tools)
             try:
@@ -118,7 +146,9 @@ class OpenAIModel:
         return await self._text(system, messages, tools)
 
     async def aclose(self) -> None:
-        await self._client.close()
+        self._sdk.cancel()
+        if self._client is not None:
+            await self._client.close()
 
     async def _native(
         self, system: str, messages: list[ModelMessage], tools: list[ToolSpec]
@@ -150,6 +180,10 @@ class OpenAIModel:
     async def _create(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
     ) -> ChatCompletion:
+        import openai  # loaded by ``warm``: a lookup in sys.modules
+        from openai.types.chat import ChatCompletion
+
+        assert self._client is not None  # made by ``warm`` before any request
         body: dict[str, Any] = {"model": self.model, "messages": messages}
         if tools:
             body["tools"] = tools

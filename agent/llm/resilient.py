@@ -20,6 +20,7 @@ import random
 from collections.abc import Awaitable, Callable
 
 from agent.llm.base import ModelClient, ModelError
+from agent.llm.lazy_sdk import warm_model
 from agent.llm.limiter import OVERLOAD_STATUSES, AdaptiveLimit
 from agent.llm.types import ModelMessage, ModelResponse, ToolSpec
 
@@ -80,6 +81,11 @@ class ResilientModel:
                 self.fallback.name,
             )
         return await self._with_retries(self.fallback, system, messages, tools)
+
+    async def warm(self) -> None:
+        """Load the adapters' SDKs now rather than in the first request."""
+        for model in (self.primary, self.fallback):
+            await warm_model(model)
 
     async def aclose(self) -> None:
         await self.primary.aclose()

@@ -2,8 +2,10 @@
 
 OpenAI chat models take images but not a voice note; the note is transcribed once on
 the same OpenAI-compatible base URL (model ``OPENAI_TRANSCRIBE_MODEL``) and the
-transcript becomes the user's text. A transcription that fails is logged and
-answered with None: the model then gets a marker, never an error.
+transcript becomes the user's text. Only a model with an OpenAI adapter (as its
+primary or its fallback) has a transcriber: its key and base URL are the ones used,
+so OpenAI settings alone never send audio anywhere. A transcription that fails is
+logged and answered with None: the model then gets a marker, never an error.
 """
 
 from __future__ import annotations
@@ -13,11 +15,7 @@ import mimetypes
 from types import TracebackType
 from typing import Self
 
-import openai
-
-from agent.config import Settings
-from agent.llm.factory import LOCAL_KEY
-from agent.llm.openai_model import api_base
+from agent.llm.openai_model import OpenAIModel, api_base
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +35,16 @@ _EXTENSIONS = {
     "audio/webm": "webm",
     "audio/flac": "flac",
 }
+
+
+def adapters(model: object) -> list[object]:
+    """The provider adapters behind ``model``: itself, or a wrapper's primary then
+    fallback (``ResilientModel``)."""
+    primary = getattr(model, "primary", None)
+    if primary is None:
+        return [model]
+    fallback = getattr(model, "fallback", None)
+    return adapters(primary) + (adapters(fallback) if fallback is not None else [])
 
 
 def native_media(model: object) -> frozenset[str]:
@@ -65,12 +73,16 @@ class Transcriber:
     ) -> None:
         self.model = model
         self._secret = api_key
+        import openai  # imported already when the model is OpenAI (``warm``)
+
         self._client = openai.AsyncOpenAI(
             api_key=api_key, base_url=api_base(base_url), timeout=timeout, max_retries=2
         )
 
     async def transcribe(self, data: bytes, mime: str) -> str | None:
         """The transcript of one voice note; None when the server could not make one."""
+        import openai
+
         try:
             result = await self._client.audio.transcriptions.create(
                 model=self.model,
@@ -99,11 +111,12 @@ class Transcriber:
         await self.aclose()
 
 
-def build_transcriber(settings: Settings) -> Transcriber | None:
-    """A transcriber on the configured OpenAI endpoint; None when there is none."""
-    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else ""
-    if not key and not settings.openai_base_url:
-        return None
-    return Transcriber(
-        key or LOCAL_KEY, settings.openai_transcribe_model, base_url=settings.openai_base_url
-    )
+def transcriber_for(model: object, transcribe_model: str) -> Transcriber | None:
+    """A transcriber on the endpoint of the first OpenAI adapter behind ``model`` (its
+    key and base URL); None when no OpenAI client is configured, as for a Gemini-only
+    setup or a test's scripted model."""
+    for adapter in adapters(model):
+        if isinstance(adapter, OpenAIModel):
+            key, base_url = adapter.endpoint
+            return Transcriber(key, transcribe_model, base_url=base_url)
+    return None

@@ -11,6 +11,7 @@ dumped, and stored history holds its text fallback instead.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
@@ -51,6 +52,11 @@ class MediaPart(BaseModel):
     transcript: str | None = None
     duration_s: int | None = None
     data: bytes | None = Field(default=None, exclude=True, repr=False)
+    transcribe_later: Callable[[], Awaitable[None]] | None = Field(
+        default=None, exclude=True, repr=False
+    )
+    """Set on a voice note sent to a model that hears it when its fallback cannot: the
+    fallback, if used, calls it first and gets the transcript instead of a marker."""
 
     def fallback_text(self) -> str:
         """The one line a model (or a later turn) gets instead of the bytes."""

@@ -86,6 +86,12 @@ def closing(tools: Collection[str]) -> str:
     return text + "."
 
 
+def mcp_servers(deps: AgentDeps, tools: Collection[str]) -> list[str]:
+    """The connected MCP servers, when this pulse is offered their tools."""
+    offered = any(name == "mcp_call" or "__" in name for name in tools)
+    return deps.mcp.connected() if deps.mcp is not None and offered else []
+
+
 def _since(state: PulseState, now: datetime) -> datetime:
     stamp = state.last_check_at or state.last_pulse_at
     return stamp or now - timedelta(days=1) / max(1, state.pulses_per_day)
@@ -142,6 +148,8 @@ async def build_brief(
         f"## Since the last pulse ({short_time(since, tz, now)})\n"
         + ("\n".join(happened) if happened else "- nothing")
     )
+    if servers := mcp_servers(deps, tools):
+        parts.append(f"MCP servers connected (their tools are offered): {', '.join(servers)}.")
     parts.append(closing(tools))
     return PulseBrief(text="\n\n".join(parts), idle=idle, since=since, counts=counts)
 

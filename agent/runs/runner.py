@@ -21,6 +21,7 @@ from agent.conversation.agent import Agent
 from agent.owner import owner_chat
 from agent.runs.cron_prompt import cron_prompt, delivery_head
 from agent.runs.pulse_brief import build_brief
+from agent.runs.run_calls import call_summaries
 from channels.outbox import Outbox
 from channels.types import OutboundMessage
 from scheduler.jobs import CronJob, CronService
@@ -103,6 +104,8 @@ class Runner:
         else:
             outcome = Outcome("success", result=reply.text)
         outcome.tool_calls = list(reply.tool_calls)
+        if reply.steps:
+            outcome.extra["calls"] = call_summaries(reply.steps)
         outcome.input_tokens = reply.usage.input_tokens
         outcome.output_tokens = reply.usage.output_tokens
         return outcome

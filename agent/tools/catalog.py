@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from agent.context import RunContext
 from agent.tools.base import Tool, Toolset
 from agent.tools.db import DB_QUERY
+from agent.tools.mcp_tools import mcp_tools
 from agent.tools.memory import SAVE_MEMORY, UPDATE_DB_SCHEMA
 from agent.tools.settings import MANAGE_SETTINGS
 from agent.tools.web import WEB_SEARCH
 
 Availability = Callable[[RunContext], bool]
+Source = Callable[[RunContext], Iterable[Tool[Any]]]
+"""Tools that change while the app runs (an MCP server's), asked for at every run."""
 
 
 def always(_: RunContext) -> bool:
@@ -30,16 +33,21 @@ class ToolCatalog:
     """
 
     _entries: list[tuple[Tool[Any], Availability]] = field(default_factory=list)
+    _sources: list[Source] = field(default_factory=list)
 
     def add(self, tool: Tool[Any], available: Availability = always) -> None:
         self._entries = [(t, a) for t, a in self._entries if t.name != tool.name]
         self._entries.append((tool, available))
+
+    def add_source(self, source: Source) -> None:
+        self._sources.append(source)
 
     def __contains__(self, name: str) -> bool:
         return any(tool.name == name for tool, _ in self._entries)
 
     def for_context(self, ctx: RunContext) -> Toolset:
         chosen = [t for t, available in self._entries if available(ctx)]
+        chosen += [t for source in self._sources for t in source(ctx)]
         if ctx.tier != "owner":
             chosen = [t for t in chosen if not t.writes]
         return Toolset(chosen)
@@ -59,4 +67,5 @@ def core_catalog() -> ToolCatalog:
     catalog.add(DB_QUERY)
     catalog.add(WEB_SEARCH, lambda ctx: ctx.deps.settings.brave_api_key is not None)
     catalog.add(MANAGE_SETTINGS, settings_offered)
+    catalog.add_source(mcp_tools)
     return catalog

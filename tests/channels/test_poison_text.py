@@ -22,7 +22,7 @@ from pymongo import AsyncMongoClient
 
 from agent.app.core import build_app
 from agent.app.whatsapp_feature import make_whatsapp_feature
-from agent.conversation.dispatch import REFUSAL
+from agent.conversation.dispatch import refusal
 from agent.llm.openai_model import OpenAIModel
 from channels.console import ConsoleChannel
 from channels.text import clean_text
@@ -101,7 +101,7 @@ async def test_a_lone_surrogate_from_a_stranger_does_not_hold_up_the_owner(
         owner = telegram.push_text(OWNER, "are you there?")
         sent = await telegram.wait_sent(2)
         assert {(s.chat_id, s.visible) for s in sent} == {
-            (str(STRANGER), REFUSAL),
+            (str(STRANGER), refusal(str(STRANGER))),
             (str(OWNER), "Hello, owner."),
         }
         await telegram.wait_confirmed(owner["update_id"])

@@ -14,7 +14,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from telegram import Message
 
 from agent.conversation.agent import APOLOGY
-from agent.conversation.dispatch import REFUSAL
+from agent.conversation.dispatch import refusal
 from agent.llm.types import ModelMessage, ModelResponse, ToolSpec
 from channels.telegram import TelegramChannel
 from channels.telegram_inbound import describe
@@ -45,9 +45,18 @@ class BlockingModel:
         return None
 
 
+class SlowModel(ScriptedModel):
+    async def request(
+        self, system: str, messages: list[ModelMessage], tools: list[ToolSpec]
+    ) -> ModelResponse:
+        await asyncio.sleep(0.3)
+        return await super().request(system, messages, tools)
+
+
 async def test_round_trip(build: Build, fake: FakeTelegram, db: AsyncDatabase[Doc]) -> None:
-    model = ScriptedModel(lambda r: "Hi there, **owner**.")
+    model = SlowModel(lambda r: "Hi there, **owner**.")
     stack = await build(model)
+    stack.pipeline.typing.after = 0.05  # "typing..." only for a reply slower than this
     update = fake.push_text(OWNER, "hello")
     [sent] = await fake.wait_sent(1)
     assert (sent.chat_id, sent.visible, sent.parse_mode) == (str(OWNER), "Hi there, owner.", "HTML")
@@ -80,7 +89,7 @@ async def test_stranger_is_refused_once_a_day(
     stack = await build(model)
     fake.push_text(STRANGER, "hi, who are you?")
     [sent] = await fake.wait_sent(1)
-    assert sent.chat_id == str(STRANGER) and sent.visible == REFUSAL
+    assert sent.chat_id == str(STRANGER) and sent.visible == refusal(str(STRANGER))
     second = fake.push_text(STRANGER, "hello??")
     await settle(stack, second)
     assert len(fake.sent) == 1 and model.requests == []

@@ -84,7 +84,8 @@ async def test_doctor_fails_when_the_database_is_unreachable(
     out = capsys.readouterr().out
     assert code == 1
     assert "[FAIL] database: unreachable" in out
-    assert "[--  ] model: openai: unreachable" in out
+    assert "[FAIL] model: openai: unreachable" in out  # a model that does not answer is fatal
+    assert "2 fatal problem(s)" in out
 
 
 def test_doctor_says_when_whatsapp_is_enabled_but_not_linked(tmp_path: Path) -> None:

@@ -1,0 +1,170 @@
+"""``Dashboard``: what every page module gets to register routes and render templates."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote
+from zoneinfo import ZoneInfo
+
+import aiohttp_jinja2
+import jinja2
+from aiohttp import web
+from markupsafe import Markup, escape
+
+from agent.app.dashboard.auth import (
+    BEARER_SESSION,
+    CSRF_FIELD,
+    FLASH_COOKIE,
+    SESSION_KEY,
+    Sessions,
+    set_flash,
+)
+from agent.app.parts import App
+from scheduler.views import short_time
+
+BY = "dashboard"
+"""``by`` of every change made from the dashboard (alert history, job changes)."""
+PageHandler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+NAV: tuple[tuple[str, str], ...] = (
+    ("Overview", "/"),
+    ("Runs", "/runs"),
+    ("Alerts", "/alerts"),
+    ("Jobs", "/jobs"),
+    ("Spend", "/spend"),
+)
+SECURITY_HEADERS: Mapping[str, str] = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "
+    "style-src 'self' 'unsafe-inline'; script-src 'self'; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'",
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+def secured(response: web.StreamResponse) -> web.StreamResponse:
+    for name, value in SECURITY_HEADERS.items():
+        response.headers.setdefault(name, value)
+    return response
+
+
+def see_other(location: str) -> web.Response:
+    """A 303 redirect (returned, not raised: so the security headers go on it)."""
+    return web.Response(status=303, headers={"Location": location})
+
+
+def plain(text: str, status: int) -> web.Response:
+    return web.Response(text=text, status=status, content_type="text/plain")
+
+
+@jinja2.pass_context
+def when(ctx: jinja2.runtime.Context, moment: datetime | None) -> str:
+    """``{{ x | when }}``: ``14:00`` today, ``Tue 14:00`` this week, else the date, in the
+    owner's timezone; ``never`` for None."""
+    return short_time(moment, ctx["tz"], ctx["now"])
+
+
+@dataclass
+class Dashboard:
+    app: App
+    sessions: Sessions
+
+    def now(self) -> datetime:
+        return self.app.clock()
+
+    @property
+    def tz(self) -> ZoneInfo:
+        owner = self.app.deps.owner
+        return owner.tz if owner is not None else self.app.settings.tz
+
+    # -- routes ------------------------------------------------------------------------
+
+    def get(self, router: web.UrlDispatcher, path: str, handler: PageHandler) -> None:
+        """A page behind the login (bearer or session cookie)."""
+        router.add_get(path, self.guard(handler, post=False), allow_head=False)
+
+    def post(self, router: web.UrlDispatcher, path: str, handler: PageHandler) -> None:
+        """An action behind the login; its form must carry ``csrf_field(request)``."""
+        router.add_post(path, self.guard(handler, post=True))
+
+    def guard(self, handler: PageHandler, *, post: bool) -> PageHandler:
+        async def guarded(request: web.Request) -> web.StreamResponse:
+            if self.sessions.token is None:
+                return secured(plain("ADMIN_TOKEN is not configured", 503))
+            sid = self.sessions.session_of(request, self.now())
+            if sid is None:
+                if post:
+                    return secured(plain("not logged in", 401))
+                target = "/login?next=" + quote(request.path_qs, safe="")
+                return secured(see_other(target))
+            request[SESSION_KEY] = sid
+            if post:
+                form = await request.post()
+                given = form.get(CSRF_FIELD)
+                if not isinstance(given, str) or not self.sessions.csrf_ok(sid, given):
+                    return secured(plain("CSRF token missing or wrong; reload the page", 403))
+            return secured(await handler(request))
+
+        return guarded
+
+    # -- responses ---------------------------------------------------------------------
+
+    def render(
+        self, request: web.Request, template: str, context: Mapping[str, Any], status: int = 200
+    ) -> web.Response:
+        """Render ``template`` with the common context: ``request``, ``now``, ``tz``,
+        ``nav``, ``active`` (the nav path), ``flash`` (the last action's outcome),
+        ``logged_in``; the ``when`` filter and ``csrf_field(request)`` are globals."""
+        flash = self.sessions.flash_of(request)
+        base = {
+            "request": request,
+            "now": self.now(),
+            "tz": self.tz,
+            "nav": NAV,
+            "active": request.path,
+            "flash": flash,
+            "logged_in": SESSION_KEY in request,
+            "bearer": request.get(SESSION_KEY) == BEARER_SESSION,
+        }
+        response = aiohttp_jinja2.render_template(
+            template, request, {**base, **context}, status=status
+        )
+        if flash is not None:
+            response.del_cookie(FLASH_COOKIE, path="/")
+        return response
+
+    def done(self, request: web.Request, path: str, text: str) -> web.StreamResponse:
+        """POST-redirect-GET: back to ``path`` (a local path), showing ``text`` there."""
+        if not path.startswith("/") or path.startswith("//"):
+            path = "/"
+        response = see_other(path)
+        set_flash(response, request, self.sessions.flash_cookie(text))
+        return response
+
+
+def csrf_field(request: web.Request) -> Markup:
+    """The hidden form field every POST form behind the login must carry."""
+    sid = request.get(SESSION_KEY)
+    if not isinstance(sid, str):
+        return Markup("")
+    token = request.config_dict[DASHBOARD_KEY].sessions.csrf_token(sid)
+    return Markup('<input type="hidden" name="{}" value="{}">').format(CSRF_FIELD, escape(token))
+
+
+def template_env(web_app: web.Application) -> jinja2.Environment:
+    env = aiohttp_jinja2.setup(
+        web_app,
+        loader=jinja2.PackageLoader("agent.app.dashboard", "templates"),
+        autoescape=jinja2.select_autoescape(default=True),
+        default_helpers=False,
+    )
+    env.filters["when"] = when
+    env.globals["csrf_field"] = csrf_field
+    return env
+
+
+DASHBOARD_KEY: web.AppKey[Dashboard] = web.AppKey("dashboard", Dashboard)

@@ -1,0 +1,66 @@
+"""Telegram pairing and the paired owners: the dispatcher's pairing step, the owner
+list kept current on ``Settings``, and the ``owners`` status section (``/status``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from agent.app.parts import App
+from agent.conversation.pairing import REFRESH_EVERY, Pairing
+from storage.pairing import PairingStore
+from storage.tasks import stop_task, wait_event
+
+log = logging.getLogger(__name__)
+
+
+async def pairing_feature(app: App, stack: contextlib.AsyncExitStack) -> None:
+    pairing = app.dispatcher.pairing  # built by the core, before the channels start
+    if pairing is None:
+        pairing = app.dispatcher.pairing = Pairing(
+            PairingStore(app.deps.db, app.clock), app.settings
+        )
+        await pairing.refresh()
+    stop = asyncio.Event()
+    task = asyncio.create_task(_keep_current(pairing, stop), name="pairing-refresh")
+
+    async def halt() -> None:
+        stop.set()
+        await stop_task(task)
+
+    stack.push_async_callback(halt)
+
+    async def owners_section() -> dict[str, Any]:
+        return {"owners": await owners_status(app, pairing)}
+
+    app.status_sections.append(owners_section)
+    if "telegram" in app.channels and not app.settings.telegram_owner_ids:
+        log.warning("telegram: no owner yet; write to the bot to get a pairing code")
+        for pending in await pairing.store.pending():
+            log.warning("pairing: %s", pending.command())
+
+
+async def owners_status(app: App, pairing: Pairing) -> dict[str, Any]:
+    """Who counts as the owner on Telegram, and how many pairing codes wait."""
+    paired = await pairing.store.owners()
+    configured = app.settings.owner_telegram_ids
+    telegram: list[dict[str, Any]] = [
+        {"id": user_id, "source": "OWNER_TELEGRAM_IDS"} for user_id in configured
+    ]
+    telegram += [
+        {"id": o.user_id, "name": o.name or f"id {o.user_id}", "source": "paired"}
+        for o in paired
+        if o.user_id not in configured
+    ]
+    return {"telegram": telegram, "pending_pairing": len(await pairing.store.pending())}
+
+
+async def _keep_current(pairing: Pairing, stop: asyncio.Event) -> None:
+    """Another process (``watchkeeper pair``) adds owners: look again now and then."""
+    while not await wait_event(stop, REFRESH_EVERY.total_seconds()):
+        try:
+            await pairing.refresh()
+        except Exception as exc:  # the database is away for a moment: next time
+            log.warning("pairing: could not reload the paired owners (%s)", exc)

@@ -1,0 +1,94 @@
+"""``watchkeeper pair CODE``: approve a pending Telegram pairing; ``--list`` shows them.
+
+Works beside a running ``watchkeeper run`` (it attaches to its embedded database) and
+without one. The running process sees the new owner at their next message, and greets
+them through the outbox (sent now while ``run`` is up, else at its next start).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import TextIO
+
+from agent.config import Settings
+from agent.context import Clock, system_clock
+from channels.outbox import Outbox
+from channels.types import OutboundMessage
+from storage.db import open_database
+from storage.pairing import PairedOwner, PairingStore
+
+CODE = re.compile(r"\d{6}")
+WELCOME = "You are now the owner of this assistant. Write to me any time; /help lists the commands."
+
+
+async def pair(
+    settings: Settings,
+    code: str | None,
+    *,
+    list_only: bool = False,
+    out: TextIO | None = None,
+    clock: Clock = system_clock,
+) -> int:
+    """Approve ``code``, or list pairings; returns the process exit code."""
+    stream = out or sys.stdout
+    if not list_only and (code is None or not CODE.fullmatch(code.strip())):
+        print(
+            "watchkeeper: a pairing code is the 6 digits the bot sent on Telegram, "
+            "as in `watchkeeper pair 123456`; `watchkeeper pair --list` shows pending ones",
+            file=sys.stderr,
+        )
+        return 2
+    async with open_database(
+        settings.mongodb_uri,
+        settings.mongodb_db,
+        settings.data_dir,
+        idle_timeout=settings.embedded_db_idle_timeout_seconds,
+    ) as db:
+        store = PairingStore(db.db, clock)
+        if list_only or code is None:
+            lines = await listing(store, settings)
+            print("\n".join(lines), file=stream)
+            return 0
+        owner = await store.approve(code.strip())
+        if owner is None:
+            pending = await store.pending()
+            hint = (
+                "pending: " + "; ".join(f"{p.code} for {p.who()}" for p in pending)
+                if pending
+                else "none is pending: write to the bot on Telegram to get one"
+            )
+            print(
+                f"watchkeeper: no pending pairing code {code.strip()} (wrong, expired or "
+                f"already used); {hint}",
+                file=sys.stderr,
+            )
+            return 2
+        await _welcome(Outbox(db.db, {}, clock), owner)
+    print(
+        f"{owner.who()} is now an owner on Telegram; other pending codes were dropped.", file=stream
+    )
+    return 0
+
+
+async def listing(store: PairingStore, settings: Settings) -> list[str]:
+    """Owners and pending pairings, one per line (``--list`` and ``doctor``)."""
+    lines = [f"owner: {i} (OWNER_TELEGRAM_IDS)" for i in settings.owner_telegram_ids]
+    lines += [
+        f"owner: {o.who()}, paired {o.paired_at:%Y-%m-%d %H:%M} UTC"
+        for o in await store.owners()
+        if o.user_id not in settings.owner_telegram_ids
+    ]
+    pending = await store.pending()
+    lines += [f"pending: {p.command()}" for p in pending]
+    if not lines:
+        lines.append("no owner and no pending pairing: write to the bot on Telegram")
+    return lines
+
+
+async def _welcome(outbox: Outbox, owner: PairedOwner) -> None:
+    if not owner.chat_id:
+        return
+    key = f"pairing:{owner.user_id}:{owner.paired_at.isoformat()}"
+    message = OutboundMessage("telegram", owner.chat_id, WELCOME, key)
+    await outbox.enqueue(message, send_now=False)  # the running outbox sends it

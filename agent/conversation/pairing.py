@@ -1,0 +1,77 @@
+"""Telegram pairing on the bot's side (DESIGN.md, Trust tiers).
+
+While no Telegram owner is known (none in ``OWNER_TELEGRAM_IDS``, none paired), a
+person who writes gets a 6-digit code and the log says how to approve it with
+``watchkeeper pair CODE``. Their text is not kept and never reaches the model.
+
+The paired owners are kept on ``Settings`` (``telegram_owner_ids``), so every place that
+asks who the owner is sees them without a database query: ``refresh`` reloads them at
+start, every ``REFRESH_EVERY`` and whenever an unknown Telegram user writes.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from agent.config import Settings
+from channels.types import InboundMessage, Reply
+from storage.pairing import CODE_TTL, MAX_PENDING, PairedOwner, PairingStore, who
+
+log = logging.getLogger(__name__)
+REFRESH_EVERY = timedelta(seconds=30)
+"""How soon a process that saw no message from the new owner learns of them (alerts
+and deliveries go to the first owner)."""
+
+
+def code_text(code: str) -> str:
+    minutes = int(CODE_TTL.total_seconds() // 60)
+    return (
+        "Hello! This assistant has no owner yet. To become its owner, run this where it "
+        f"runs:\n\nwatchkeeper pair {code}\n\nThe code is valid for {minutes} minutes. "
+        "Your message was not read."
+    )
+
+
+BUSY = (
+    "Hello! This assistant has no owner yet and other pairing requests are waiting. "
+    "Try again in a few minutes. Your message was not read."
+)
+
+
+class Pairing:
+    def __init__(self, store: PairingStore, settings: Settings) -> None:
+        self.store = store
+        self._settings = settings
+
+    async def refresh(self) -> list[PairedOwner]:
+        """Load the paired owners into the settings; returns them."""
+        owners = await self.store.owners()
+        self._settings.set_paired_telegram_ids([owner.user_id for owner in owners])
+        return owners
+
+    async def offer(self, message: InboundMessage) -> list[Reply] | None:
+        """The answer to a Telegram stranger while no owner is known: their code (at
+        most once a minute), "try later" when ``MAX_PENDING`` others wait, or nothing.
+        None outside a private chat: codes are not handed out in groups."""
+        if message.meta.get("chat_type", "private") != "private":
+            return None
+        try:
+            user_id = int(message.sender_id)
+        except ValueError:
+            return None
+        username = message.meta.get("username")
+        name = f"@{username}" if isinstance(username, str) and username else message.sender_name
+        offer = await self.store.offer(user_id, message.chat_id, name)
+        if offer.outcome == "full":
+            log.info(
+                "pairing: %d requests pending already; %s was told to try later",
+                MAX_PENDING,
+                who(user_id, name),
+            )
+            return [Reply(BUSY)]
+        if offer.pending is None or offer.outcome == "quiet":
+            return []
+        minutes = int(CODE_TTL.total_seconds() // 60)
+        log.warning("pairing: %s (code valid %d minutes)", offer.pending.command(), minutes)
+        return [Reply(code_text(offer.pending.code))]

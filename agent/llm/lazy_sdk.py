@@ -1,0 +1,52 @@
+"""A provider SDK imported on first need, in a thread: never on the event loop.
+
+The OpenAI SDK is about 500 modules (~15 MiB resident, most of a second to import):
+start-up does not wait for it (``warm`` runs once polling has begun), and a request
+that comes first awaits the same import instead of blocking the loop on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+
+log = logging.getLogger(__name__)
+
+
+class LazyImport:
+    """``await ready()`` imports ``module`` once, in a thread; later calls are free."""
+
+    def __init__(self, module: str) -> None:
+        self.module = module
+        self._loading: asyncio.Future[object] | None = None
+
+    async def ready(self) -> None:
+        loading = self._loading
+        if loading is None:
+            loading = self._loading = asyncio.ensure_future(self._load())
+        if not loading.done():
+            await asyncio.shield(loading)
+        else:
+            loading.result()  # an import that failed says so again
+
+    async def _load(self) -> object:
+        return await asyncio.to_thread(importlib.import_module, self.module)
+
+    def cancel(self) -> None:
+        """Stop waiting for an import under way (the thread still finishes it)."""
+        if self._loading is not None and not self._loading.done():
+            self._loading.cancel()
+
+
+async def warm_model(model: object, delay: float = 0.0) -> None:
+    """Load the SDKs behind ``model`` (its ``warm``, if any) after ``delay`` seconds:
+    started once the channels poll, so the first reply does not pay for it."""
+    warm = getattr(model, "warm", None)
+    if warm is None:
+        return
+    await asyncio.sleep(delay)
+    try:
+        await warm()
+    except Exception:  # the first request meets the same failure and reports it
+        log.warning("loading the model's SDK failed", exc_info=True)

@@ -1,0 +1,179 @@
+"""The MCP servers file (``MCP_CONFIG``): the common ``mcpServers`` format.
+
+``{"mcpServers": {"<name>": {"command": ..., "args": [...], "env": {...}}}}`` runs a
+server over stdio; ``{"url": ..., "headers": {...}}`` connects over streamable HTTP.
+``${VAR}`` in a command, argument, env value, URL or header is taken from the
+environment or ``.env`` (the environment wins), so secrets can stay out of the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent.config import Settings, check_http_url
+
+SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,30}")
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_STDIO_KEYS = {"command", "args", "env", "cwd"}
+_HTTP_KEYS = {"url", "headers"}
+_COMMON_KEYS = {"type", "disabled", "description"}
+
+
+class McpConfigError(Exception):
+    """The MCP servers file is wrong; the message names the file, server and field."""
+
+
+@dataclass(frozen=True)
+class StdioServer:
+    name: str
+    command: str
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+
+    @property
+    def transport(self) -> str:
+        return "stdio"
+
+
+@dataclass(frozen=True)
+class HttpServer:
+    name: str
+    url: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def transport(self) -> str:
+        return "http"
+
+
+ServerConfig = StdioServer | HttpServer
+
+
+def mcp_config_path(settings: Settings) -> Path | None:
+    """``MCP_CONFIG`` if set, else ``DATA_DIR/mcp.json`` when that file exists."""
+    if settings.mcp_config is not None:
+        return settings.mcp_config
+    default = settings.data_dir / "mcp.json"
+    return default if default.is_file() else None
+
+
+def load_mcp_config(
+    settings: Settings, environ: Mapping[str, str] | None = None
+) -> list[ServerConfig]:
+    """The configured servers (none without a file); ``McpConfigError`` when it is wrong."""
+    path = mcp_config_path(settings)
+    if path is None:
+        return []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise McpConfigError(f"MCP_CONFIG: {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise McpConfigError(f"MCP_CONFIG: cannot read {path} ({exc})") from None
+    return parse_mcp_config(text, str(path), _environment() if environ is None else environ)
+
+
+def _environment() -> dict[str, str]:
+    """The process environment over ``.env``, as the settings themselves are read."""
+    from dotenv import dotenv_values
+
+    dotenv = Path(".env")
+    values = dotenv_values(dotenv) if dotenv.is_file() else {}
+    return {**{k: v for k, v in values.items() if v is not None}, **os.environ}
+
+
+def parse_mcp_config(
+    text: str, source: str = "MCP_CONFIG", environ: Mapping[str, str] | None = None
+) -> list[ServerConfig]:
+    env = os.environ if environ is None else environ
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise McpConfigError(
+            f"{source}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("mcpServers"), dict):
+        raise McpConfigError(f'{source}: must be an object with "mcpServers": {{name: server}}')
+    servers: list[ServerConfig] = []
+    for name, entry in doc["mcpServers"].items():
+        server = _parse_server(name, entry, f"{source}: server {name!r}", env)
+        if server is not None:
+            servers.append(server)
+    return servers
+
+
+def _parse_server(
+    name: str, entry: object, where: str, env: Mapping[str, str]
+) -> ServerConfig | None:
+    if not SERVER_NAME.fullmatch(name) or "__" in name:
+        raise McpConfigError(
+            f"{where}: the name must be 1-30 letters, digits, '_' or '-' without '__' "
+            "(its tools are offered as <server>__<tool>)"
+        )
+    if not isinstance(entry, dict):
+        raise McpConfigError(f"{where}: must be an object with a command or a url")
+    if entry.get("disabled") is True:
+        return None
+    kind = entry.get("type")
+    if kind == "sse":
+        raise McpConfigError(f"{where}: SSE servers are not supported; use streamable HTTP")
+    has_command, has_url = "command" in entry, "url" in entry
+    if has_command == has_url:
+        raise McpConfigError(
+            f'{where}: needs exactly one of "command" (stdio) or "url" (streamable HTTP)'
+        )
+    allowed = (_STDIO_KEYS if has_command else _HTTP_KEYS) | _COMMON_KEYS
+    for key in entry:
+        if key not in allowed and key in (_STDIO_KEYS | _HTTP_KEYS):
+            raise McpConfigError(
+                f'{where}: "{key}" does not go with ' + ('"command"' if has_command else '"url"')
+            )
+    if has_command:
+        command = _text(entry["command"], f"{where}: command", env)
+        if not command.strip():
+            raise McpConfigError(f"{where}: command is empty")
+        args = entry.get("args", [])
+        if not isinstance(args, list):
+            raise McpConfigError(f"{where}: args must be a list of strings")
+        cwd = entry.get("cwd")
+        return StdioServer(
+            name=name,
+            command=command,
+            args=tuple(_text(a, f"{where}: args[{i}]", env) for i, a in enumerate(args)),
+            env=_strings(entry.get("env", {}), f"{where}: env", env),
+            cwd=None if cwd is None else _text(cwd, f"{where}: cwd", env),
+        )
+    url = _text(entry["url"], f"{where}: url", env)
+    try:
+        check_http_url(url)
+    except ValueError as exc:
+        raise McpConfigError(f"{where}: url {exc}") from None
+    return HttpServer(
+        name=name, url=url, headers=_strings(entry.get("headers", {}), f"{where}: headers", env)
+    )
+
+
+def _strings(value: object, where: str, env: Mapping[str, str]) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise McpConfigError(f"{where} must be an object of strings")
+    return {str(k): _text(v, f"{where}.{k}", env) for k, v in value.items()}
+
+
+def _text(value: Any, where: str, env: Mapping[str, str]) -> str:
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise McpConfigError(f"{where} must be a string")
+
+    def expand(match: re.Match[str]) -> str:
+        var = match.group(1)
+        if var not in env:
+            raise McpConfigError(f"{where} uses ${{{var}}}, which is not set in the environment")
+        return env[var]
+
+    return _VAR.sub(expand, str(value))

@@ -1,0 +1,31 @@
+"""What the MCP client and the model-facing tools share: a server's tool as it
+describes itself, and one line for an SDK failure (no SDK import here)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class McpTool:
+    """One tool a connected MCP server offers, as the server describes it."""
+
+    server: str
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+
+
+def describe(exc: BaseException) -> str:
+    """One line for an exception, looking inside the SDK's exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, FileNotFoundError):
+        return f"command not found ({exc.filename or exc})"
+    message = getattr(exc, "message", None)  # the SDK's MCPError
+    if isinstance(message, str) and message:
+        return message
+    text = str(exc).strip() or type(exc).__name__
+    return text if len(text) < 300 else text[:300] + "..."

@@ -1,0 +1,194 @@
+"""Telegram pairing: codes shown to people who write while the bot has no owner, and
+the owners approved with ``watchkeeper pair CODE`` (DESIGN.md, Trust tiers).
+
+One collection, ``pairing``, protected from ``db_query`` writes:
+
+- ``code:<user id>``: one pending code per Telegram user (``expires_at``; a TTL index
+  removes it later, every read checks the time itself);
+- ``busy:<user id>``: "too many pending requests" was said to this user (``expires_at``);
+- ``owner:<user id>``: a paired owner, kept until removed by hand.
+
+No document holds what anybody wrote.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import DuplicateKeyError
+
+from storage import collections as c
+
+Doc = dict[str, Any]
+Clock = Callable[[], datetime]
+CODE_TTL = timedelta(minutes=10)
+MAX_PENDING = 3
+SHOW_EVERY = timedelta(minutes=1)
+"""At most one pairing message per person per minute; more messages get silence."""
+
+
+@dataclass(frozen=True)
+class PendingCode:
+    code: str
+    user_id: int
+    chat_id: str
+    name: str
+    expires_at: datetime
+
+    def who(self) -> str:
+        return who(self.user_id, self.name)
+
+    def command(self) -> str:
+        """The line the log and ``doctor`` show for this request."""
+        return f"run `watchkeeper pair {self.code}` to make {self.who()} the owner"
+
+
+@dataclass(frozen=True)
+class PairedOwner:
+    user_id: int
+    name: str
+    chat_id: str
+    paired_at: datetime
+
+    def who(self) -> str:
+        return who(self.user_id, self.name)
+
+
+Outcome = Literal["new", "again", "quiet", "full"]
+
+
+@dataclass(frozen=True)
+class Offer:
+    """What to tell a person who wrote while no owner is known."""
+
+    outcome: Outcome
+    """``new``: a code was made; ``again``: their pending code, shown again; ``quiet``:
+    they were answered less than a minute ago; ``full``: too many requests pending."""
+    pending: PendingCode | None = None
+
+
+def who(user_id: int, name: str) -> str:
+    """``@name (id 4242)``, or ``id 4242`` without a name."""
+    name = "".join(ch for ch in " ".join(name.split()) if ch.isprintable())[:64]
+    return f"{name} (id {user_id})" if name else f"id {user_id}"
+
+
+def _pending(doc: Doc) -> PendingCode:
+    return PendingCode(
+        doc["code"], int(doc["user_id"]), str(doc["chat_id"]), doc["name"], doc["expires_at"]
+    )
+
+
+def _owner(doc: Doc) -> PairedOwner:
+    return PairedOwner(
+        int(doc["user_id"]), doc.get("name", ""), str(doc.get("chat_id", "")), doc["paired_at"]
+    )
+
+
+class PairingStore:
+    def __init__(self, db: AsyncDatabase[Doc], clock: Clock) -> None:
+        self._db = db
+        self._coll = db[c.PAIRING]
+        self._clock = clock
+
+    async def owners(self) -> list[PairedOwner]:
+        """Paired owners, earliest first."""
+        cursor = self._coll.find({"kind": "owner"}, sort=[("paired_at", 1), ("_id", 1)])
+        return [_owner(doc) async for doc in cursor]
+
+    async def pending(self) -> list[PendingCode]:
+        """Codes not yet used nor expired, oldest first."""
+        query = {"kind": "code", "expires_at": {"$gt": self._clock()}}
+        cursor = self._coll.find(query, sort=[("created_at", 1), ("_id", 1)])
+        return [_pending(doc) async for doc in cursor]
+
+    async def offer(self, user_id: int, chat_id: str, name: str) -> Offer:
+        """The code for ``user_id``: their pending one (shown at most once a minute) or
+        a new one, unless ``MAX_PENDING`` other people are waiting already."""
+        now = self._clock()
+        key = f"code:{user_id}"
+        doc = await self._coll.find_one({"_id": key, "expires_at": {"$gt": now}})
+        if doc is not None:
+            claimed = await self._coll.update_one(
+                {"_id": key, "shown_at": {"$lte": now - SHOW_EVERY}}, {"$set": {"shown_at": now}}
+            )
+            return Offer("again" if claimed.modified_count else "quiet", _pending(doc))
+        if len(await self.pending()) >= MAX_PENDING:
+            return Offer("full" if await self._claim_busy(user_id, now) else "quiet")
+        taken = {p.code for p in await self.pending()}
+        code = _new_code(taken)
+        await self._coll.delete_one({"_id": key})  # an expired code of theirs
+        new = {
+            "_id": key,
+            "kind": "code",
+            "code": code,
+            "user_id": user_id,
+            "chat_id": chat_id,
+            "name": name,
+            "created_at": now,
+            "shown_at": now,
+            "expires_at": now + CODE_TTL,
+        }
+        try:
+            await self._coll.insert_one(new)
+        except DuplicateKeyError:
+            return Offer("quiet")  # their other message made one just now
+        if len(await self.pending()) > MAX_PENDING:  # others made one meanwhile
+            await self._coll.delete_one({"_id": key, "code": code})
+            return Offer("full" if await self._claim_busy(user_id, now) else "quiet")
+        return Offer("new", _pending(new))
+
+    async def _claim_busy(self, user_id: int, now: datetime) -> bool:
+        """True the first time in ``SHOW_EVERY`` that this user hears "try later"."""
+        key = f"busy:{user_id}"
+        await self._coll.delete_one({"_id": key, "expires_at": {"$lte": now}})
+        try:
+            await self._coll.insert_one(
+                {"_id": key, "kind": "busy", "expires_at": now + SHOW_EVERY}
+            )
+        except DuplicateKeyError:
+            return False
+        return True
+
+    async def approve(self, code: str) -> PairedOwner | None:
+        """Make the person shown ``code`` an owner and drop every other pending code;
+        None when no pending code matches (wrong, expired or used)."""
+        now = self._clock()
+        doc = await self._coll.find_one(
+            {"kind": "code", "code": code.strip(), "expires_at": {"$gt": now}}
+        )
+        if doc is None:
+            return None
+        owner = PairedOwner(int(doc["user_id"]), doc["name"], str(doc["chat_id"]), now)
+        await self._coll.update_one(
+            {"_id": f"owner:{owner.user_id}"},
+            {
+                "$set": {"name": owner.name, "chat_id": owner.chat_id},
+                "$setOnInsert": {"kind": "owner", "user_id": owner.user_id, "paired_at": now},
+            },
+            upsert=True,
+        )
+        await self._coll.delete_many({"kind": {"$in": ["code", "busy"]}})
+        # What they wrote as a stranger must not reach the model as the owner's words:
+        # a row a crash left unhandled would be replayed under the new tier.
+        await self._db[c.INBOX].update_many(
+            {"channel": "telegram", "sender_id": str(owner.user_id), "received_at": {"$lte": now}},
+            {
+                "$set": {"text": "", "sender_name": "", "meta": {}, "stranger": True}
+                | {"status": "done", "done_at": now},
+                "$unset": {"reply_to": "", "media": ""},
+            },
+        )
+        return owner
+
+
+def _new_code(taken: set[str]) -> str:
+    while True:
+        code = f"{secrets.randbelow(1_000_000):06d}"
+        if code not in taken:
+            return code

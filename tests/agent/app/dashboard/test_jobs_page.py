@@ -1,0 +1,143 @@
+"""The Jobs page: every job with its next fires; pause, resume and delete by POST with CSRF,
+through ``CronService`` like the ``manage_cronjob`` tool, recorded ``by: dashboard``."""
+
+from __future__ import annotations
+
+import html
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+
+from agent.app.parts import App
+from scheduler.jobs import CronJob
+from tests.agent.app.dashboard.pages_kit import AUTH, NOW, client_of, csrf_of, dash_app, page
+from tests.fakes.clock import FakeClock
+from tests.scheduling_kit import call_tool, parts_of
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(NOW)
+
+
+async def _jobs(app: App) -> tuple[CronJob, CronJob]:
+    jobs = parts_of(app).jobs
+    daily = await jobs.create(
+        name="Morning news", instruction="Summarise the news", cron_expression="0 8 * * *",
+        timezone="Europe/Berlin",
+    )  # fmt: skip
+    once = await jobs.create(
+        name="Call mum", instruction="Remind me to call mum", in_minutes=90,
+        timezone="Europe/Berlin",
+    )  # fmt: skip
+    return daily, once
+
+
+async def _post(client: TestClient[Any, Any], path: str, csrf: str | None) -> Any:
+    form = {"csrf": csrf} if csrf is not None else {}
+    return await client.post(path, data=form, headers=AUTH, allow_redirects=False)
+
+
+async def test_lists_every_job_with_schedule_and_next_fires(
+    mongo_server: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    async with dash_app(mongo_server, tmp_path, clock) as app:
+        daily, once = await _jobs(app)
+        async with client_of(app) as client:
+            text = html.unescape(await page(client, "/jobs"))
+    assert "repeats: every day at 08:00 (Europe/Berlin)" in text
+    assert "2026-11-27T08:00+01:00, 2026-11-28T08:00+01:00, 2026-11-29T08:00+01:00" in text
+    assert "runs once at 2026-11-26T16:30+01:00, then is kept as done" in text
+    assert f'action="/jobs/{daily.id}/pause"' in text and f'action="/jobs/{once.id}/pause"' in text
+    assert f'action="/jobs/{daily.id}/delete"' in text
+
+
+async def test_pause_resume_delete_with_csrf_through_the_service(
+    mongo_server: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    async with dash_app(mongo_server, tmp_path, clock) as app:
+        daily, once = await _jobs(app)
+        engine, jobs = parts_of(app).engine, parts_of(app).jobs
+        assert f"cron:{daily.id}" in engine.armed
+        async with client_of(app) as client:
+            csrf = csrf_of(await page(client, "/jobs"))
+            paused = await _post(client, f"/jobs/{daily.id}/pause", csrf)
+            flash_page = html.unescape(await page(client, "/jobs"))
+            after_pause = await jobs.get(daily.id)
+            armed_paused = f"cron:{daily.id}" in engine.armed
+            clock.advance(days=2)  # fires missed while paused are not replayed
+            resumed = await _post(client, f"/jobs/{daily.id}/resume", csrf)
+            after_resume = await jobs.get(daily.id)
+            deleted = await _post(client, f"/jobs/{once.id}/delete", csrf)
+            listed = await page(client, "/jobs")
+        gone = await app.deps.db["cronjobs"].find_one({"_id": once.id})
+    assert paused.status == 303 and paused.headers["Location"] == "/jobs"
+    assert f"Paused “Morning news” ({daily.id})." in flash_page
+    assert "<dt>Last changed by</dt><dd>dashboard</dd>" in flash_page
+    assert f'action="/jobs/{daily.id}/resume"' in flash_page
+    assert not after_pause.enabled and after_pause.updated_by == "dashboard"
+    assert not armed_paused
+    assert resumed.status == 303
+    assert after_resume.enabled and after_resume.updated_by == "dashboard"
+    assert after_resume.next_fire_at == (NOW + timedelta(days=2, hours=17))  # 29 Nov 08:00
+    assert deleted.status == 303
+    assert gone is None
+    assert f'id="job-{once.id}"' not in listed and f'id="job-{daily.id}"' in listed
+    assert f"Deleted “Call mum” ({once.id})." in html.unescape(listed)
+
+
+async def test_changes_without_a_good_csrf_token_or_login_are_refused(
+    mongo_server: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    async with dash_app(mongo_server, tmp_path, clock) as app:
+        daily, _ = await _jobs(app)
+        async with client_of(app) as client:
+            csrf = csrf_of(await page(client, "/jobs"))
+            missing = await _post(client, f"/jobs/{daily.id}/pause", None)
+            wrong = await _post(client, f"/jobs/{daily.id}/delete", csrf[:-2] + "xx")
+            anonymous = await client.post(
+                f"/jobs/{daily.id}/delete", data={"csrf": csrf}, allow_redirects=False
+            )
+        job = await parts_of(app).jobs.get(daily.id)
+    assert (missing.status, wrong.status, anonymous.status) == (403, 403, 401)
+    assert job.enabled and job.updated_by is None
+
+
+async def test_a_refused_change_says_why_and_changes_nothing(
+    mongo_server: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    async with dash_app(mongo_server, tmp_path, clock) as app:
+        _, once = await _jobs(app)
+        jobs = parts_of(app).jobs
+        await jobs.toggle(once.id, False)
+        clock.advance(hours=2)  # its time passes while it is paused
+        async with client_of(app) as client:
+            csrf = csrf_of(await page(client, "/jobs"))
+            resumed = await _post(client, f"/jobs/{once.id}/resume", csrf)
+            late = html.unescape(await page(client, "/jobs"))
+            unknown = await _post(client, "/jobs/nosuchjob/delete", csrf)
+            missing = html.unescape(await page(client, "/jobs"))
+        job, count = await jobs.get(once.id), await jobs.count()
+    assert resumed.status == unknown.status == 303
+    assert f"Nothing changed: one-time job '{once.id}' was due at 2026-11-26T16:30" in late
+    assert "Nothing changed: no cron job with id 'nosuchjob'" in missing
+    assert not job.enabled and count == 2
+
+
+async def test_a_later_change_by_the_model_clears_updated_by(
+    mongo_server: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    async with dash_app(mongo_server, tmp_path, clock) as app:
+        daily, _ = await _jobs(app)
+        async with client_of(app) as client:
+            csrf = csrf_of(await page(client, "/jobs"))
+            await _post(client, f"/jobs/{daily.id}/pause", csrf)
+        by_dashboard = await parts_of(app).jobs.get(daily.id)
+        result = await call_tool(app, "manage_cronjob", None, action="toggle", job_id=daily.id)
+        stored = await app.deps.db["cronjobs"].find_one({"_id": daily.id})
+    assert by_dashboard.updated_by == "dashboard" and not by_dashboard.enabled
+    assert result["updated"]["enabled"] is True
+    assert stored is not None and "updated_by" not in stored and stored["enabled"]

@@ -1,0 +1,92 @@
+"""Running the fake MCP server (tests/fakes/mcp_server.py) for a test: over stdio as a
+child of the manager, or over streamable HTTP as a process on a loopback port."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent.tools.mcp_config import HttpServer, StdioServer
+
+SERVER_SCRIPT = str(Path(__file__).with_name("mcp_server.py"))
+
+
+def stdio_server(name: str, effects: Path | None = None, extra: int = 0) -> StdioServer:
+    """The fake server's config for the manager to start over stdio."""
+    args = [SERVER_SCRIPT, "stdio", "--name", name, "--extra", str(extra)]
+    if effects is not None:
+        args += ["--effects", str(effects)]
+    return StdioServer(name=name, command=sys.executable, args=tuple(args))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class HttpProcess:
+    """A fake server process over streamable HTTP; ``kill`` and ``restart`` it at will."""
+
+    name: str
+    port: int
+    effects: Path | None
+    extra: int
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def config(self) -> HttpServer:
+        return HttpServer(name=self.name, url=self.url)
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        args = [SERVER_SCRIPT, "http", "--port", str(self.port), "--name", self.name]
+        args += ["--extra", str(self.extra)]
+        if self.effects is not None:
+            args += ["--effects", str(self.effects)]
+        return subprocess.Popen(
+            [sys.executable, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+
+    async def start(self) -> None:
+        """Start the process; return once it listens."""
+        self.process = self._spawn()
+        for _ in range(200):
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the fake MCP server exited ({self.process.returncode})")
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", self.port)
+            except OSError:
+                await asyncio.sleep(0.05)
+                continue
+            writer.close()
+            await writer.wait_closed()
+            return
+        raise RuntimeError("the fake MCP server did not listen within 10 seconds")
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(5)
+
+
+@asynccontextmanager
+async def http_server(
+    name: str, effects: Path | None = None, extra: int = 0
+) -> AsyncIterator[HttpProcess]:
+    server = HttpProcess(name, free_port(), effects, extra)
+    await server.start()
+    try:
+        yield server
+    finally:
+        server.kill()

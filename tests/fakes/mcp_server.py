@@ -1,0 +1,89 @@
+"""A real MCP server written with the SDK (``MCPServer``), for the MCP tests.
+
+Run it as a process: ``python tests/fakes/mcp_server.py stdio`` or
+``python tests/fakes/mcp_server.py http --port N``. Options:
+``--effects FILE`` (``record`` appends one line per call, so a test can count side
+effects), ``--extra N`` (N more filler tools, for the token-budget tests),
+``--name NAME``.
+
+Tools: ``echo``, ``add`` (structured result), ``record``, ``slow`` (sleeps),
+``fail`` (raises), ``die`` (the process exits mid-call), plus ``tool_0``..``tool_{N-1}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+
+def build_server(name: str, effects: Path | None, extra: int) -> MCPServer:
+    server = MCPServer(name, log_level="WARNING")
+
+    @server.tool(description="Echo the text back.")
+    def echo(text: str) -> str:
+        return text
+
+    @server.tool(description="Add two integers.")
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    @server.tool(description="Record a note (a side effect); returns how many are recorded.")
+    def record(note: str) -> str:
+        if effects is None:
+            raise RuntimeError("no effects file")
+        with effects.open("a", encoding="utf-8") as fh:
+            fh.write(note.replace("\n", " ") + "\n")
+        return f"recorded ({len(effects.read_text(encoding='utf-8').splitlines())} in all)"
+
+    @server.tool(description="Sleep for some seconds, then answer.")
+    async def slow(seconds: float) -> str:
+        await asyncio.sleep(seconds)
+        return f"slept {seconds}"
+
+    @server.tool(description="Always fails.")
+    def fail(message: str) -> str:
+        raise ToolError(message)
+
+    @server.tool(description="The server process exits in the middle of this call.")
+    def die() -> str:
+        os._exit(3)
+
+    for i in range(extra):
+        server.add_tool(
+            _filler(i),
+            name=f"tool_{i}",
+            description=f"Look up records of kind {i} matching a query; returns at most limit.",
+        )
+    return server
+
+
+def _filler(i: int) -> Callable[[str, int], str]:
+    def filler(query: str, limit: int = 10) -> str:
+        return f"tool_{i}: {query} ({limit})"
+
+    return filler
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("transport", choices=["stdio", "http"])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--name", default="fake")
+    parser.add_argument("--effects", type=Path)
+    parser.add_argument("--extra", type=int, default=0)
+    args = parser.parse_args()
+    server = build_server(args.name, args.effects, args.extra)
+    if args.transport == "stdio":
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host="127.0.0.1", port=args.port)
+
+
+if __name__ == "__main__":
+    main()
