@@ -28,6 +28,7 @@ from scheduler.owner_settings import OwnerSettings
 from scheduler.pulse_state import PulseStore
 from storage.effects import EffectLog
 from storage.repos import ConversationRepo, MessageRepo, SystemInstructionRepo
+from storage.usage import UsageLog
 
 Tier = Literal["owner", "contact"]
 RunKind = Literal["chat", "cron", "pulse"]
@@ -78,9 +79,12 @@ class AgentDeps:
     conversations: ConversationRepo = field(init=False)
     messages: MessageRepo = field(init=False)
     effects: EffectLog = field(init=False)
+    usage: UsageLog = field(init=False)
+    """Tokens per day for the dashboard, written in batches (``storage.usage``)."""
 
     def __post_init__(self) -> None:
         self.effects = EffectLog(self.db)
+        self.usage = UsageLog(self.db)
         self.instructions = SystemInstructionRepo(self.db)
         self.conversations = ConversationRepo(self.db)
         self.messages = MessageRepo(self.db)

@@ -39,7 +39,7 @@ def on_failure_of(value: str | None, default: OnFailure = "warning") -> OnFailur
     if word not in ON_FAILURE:
         raise JobError(
             f"on_failure {value!r} is not known; use 'warning' (alert after two failures in "
-            "a row), 'critical' (page by SMS at the first failure) or 'none' (record only)"
+            "a row), 'critical' (a critical alert at the first failure) or 'none' (record only)"
         )
     return cast(OnFailure, word)
 

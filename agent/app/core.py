@@ -128,6 +128,7 @@ async def build_app(
             channels=chans,
             owner=owner,
         )
+        stack.push_async_callback(deps.usage.close)  # counts written before the DB closes
         note(f"model: {model.name}")
         catalog = core_catalog()
         agent = Agent(model, catalog)

@@ -23,7 +23,6 @@ from agent.conversation.prompt import PromptSection, build_system_prompt
 from agent.llm.base import ModelClient, ModelError
 from agent.llm.types import MessagesAdapter, ModelMessage, TextPart, Usage, without_media
 from agent.tools.catalog import ToolCatalog
-from storage.usage import UsageLog
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +75,7 @@ async def _count_usage(ctx: RunContext, usage: Usage) -> None:
         return
     try:
         day = ctx.now.astimezone(ctx.tz).date()
-        await UsageLog(ctx.deps.db).add(day, ctx.kind, usage.input_tokens, usage.output_tokens)
+        await ctx.deps.usage.add(day, ctx.kind, usage.input_tokens, usage.output_tokens)
     except Exception as exc:
         log.warning("could not count the tokens of %s: %s", ctx.conversation_key, exc)
 

@@ -110,7 +110,7 @@ async def build_system_prompt(
     if instruction.memory_enabled:
         parts.append("## Your memory\n" + (instruction.memory.strip() or "(empty)"))
         parts.append(database_section(instruction.db_schema))
-    guidance = [tool.guidance for tool in tools if tool.guidance]
+    guidance = [line for tool in tools if (line := tool.guidance_in(ctx))]
     if guidance:
         parts.append("## Tools\n" + "\n".join(f"- {g}" for g in guidance))
     note = run_note(ctx.kind, tools)

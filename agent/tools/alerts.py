@@ -15,6 +15,7 @@ from agent.alerts.fields import AlertError
 from agent.alerts.outcome import describe
 from agent.alerts.router import AlertRouter
 from agent.context import RunContext
+from agent.owner import owner_address
 from agent.tools.base import Tool, ToolError, ToolResult
 
 
@@ -114,9 +115,16 @@ async def _manage(args: ManageAlertsArgs, ctx: RunContext) -> ToolResult:
     return {"result": outcome.text, "changed": outcome.changed, "status": outcome.alert["status"]}
 
 
+def _alert_guidance(ctx: RunContext) -> str:
+    """Says whether SMS can page at all, so no promise of an SMS is made without it."""
+    if "sms" in ctx.deps.channels and owner_address(ctx.deps.settings, "sms") is not None:
+        return "raise_alert: pick severity honestly (critical pages by SMS)."
+    return "raise_alert: pick severity honestly (SMS is not set up: chats only)."
+
+
 RAISE_ALERT: Tool[Any] = Tool(
     name="raise_alert",
-    guidance="raise_alert: pick severity honestly (critical pages by SMS).",
+    guidance_for=_alert_guidance,
     description="Alert the owner. The reply says where it went, what SMS did, held_until "
     "(quiet hours) and what comes next: relay that, promise nothing more.",
     args=RaiseAlertArgs,

@@ -39,6 +39,11 @@ class Tool(Generic[A]):
     """Whether the tool changes state or reaches others (refused to the contact tier)."""
     guidance: str = ""
     """One line for the system prompt's tool section, sent only while the tool is offered."""
+    guidance_for: Callable[[RunContext], str] | None = None
+    """The line, when it depends on the run (what is configured): wins over ``guidance``."""
+
+    def guidance_in(self, ctx: RunContext) -> str:
+        return self.guidance_for(ctx) if self.guidance_for is not None else self.guidance
 
     def spec(self) -> ToolSpec:
         return ToolSpec(

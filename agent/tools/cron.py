@@ -31,8 +31,8 @@ class CronArgs(BaseModel):
     enabled: bool | None = None
     on_failure: Literal["warning", "critical", "none"] | None = Field(
         default=None,
-        description="warning (default): alert after 2 failures in a row; critical: SMS at "
-        "the first; none",
+        description="warning (default): alert after 2 failures in a row; critical: critical "
+        "alert at the first; none",
     )
 
 
@@ -99,7 +99,7 @@ MANAGE_CRONJOB: Tool[Any] = Tool(
     description=(
         "Jobs run 'instruction' (a task for yourself) with no user present; the answer goes "
         "to this chat. create: name, instruction, one of cron_expression (repeats), run_at "
-        "or in_minutes (runs once, then kept as done); optional timezone, on_failure. "
+        "or in_minutes (runs once, kept as done); optional timezone, on_failure. "
         "list. update: job_id + fields to change. delete: job_id. toggle: job_id; "
         "enabled sets it, omitted flips it."
     ),

@@ -10,13 +10,13 @@ from aiohttp import web
 
 from agent.app.dashboard.context import Dashboard
 from agent.app.dashboard.spend_chart import DAYS, KIND_COLOURS, first_day, spend_svg, spend_table
-from storage.usage import KINDS, UsageLog
+from storage.usage import KINDS
 
 
 def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
     async def spend_page(request: web.Request) -> web.StreamResponse:
         today = dash.now().astimezone(dash.tz).date()
-        counts = await UsageLog(dash.app.deps.db).since(first_day(today))
+        counts = await dash.app.deps.usage.since(first_day(today))
         spend = spend_table(counts, today)
         context = {
             "days": DAYS,

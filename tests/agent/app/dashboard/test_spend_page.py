@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from storage.sandbox_rules import SandboxError, check_writable
-from storage.usage import UsageLog
 from tests.agent.app.dashboard.pages_kit import BERLIN, NOW, client_of, dash_app, page
 from tests.fakes.clock import FakeClock
 from tests.scheduling_kit import inbound, parts_of
@@ -34,7 +33,7 @@ async def test_thirty_days_by_kind_with_zero_days_and_totals(
 ) -> None:
     today = NOW.date()
     async with dash_app(mongo_server, tmp_path, clock) as app:
-        usage = UsageLog(app.deps.db)
+        usage = app.deps.usage
         await usage.add(today, "chat", 1000, 200)
         await usage.add(today, "chat", 500, 100)
         await usage.add(today, "pulse", 3000, 300)
@@ -78,7 +77,7 @@ async def test_each_exchange_counts_its_tokens_on_the_owner_day(
         )  # fmt: skip
         clock.set(NOW.replace(hour=0, minute=30, second=1))
         await parts_of(app).engine.run_due()
-        counts = await UsageLog(app.deps.db).since(NOW.date() - timedelta(days=1))
+        counts = await app.deps.usage.since(NOW.date() - timedelta(days=1))
         run = await app.deps.db["runs"].find_one({"kind": "cron"})
     by_kind = {(c.day, c.kind): (c.input, c.output, c.exchanges) for c in counts}
     assert by_kind == {
