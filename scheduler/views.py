@@ -15,7 +15,6 @@ from bson import ObjectId
 from scheduler.cron import CronError
 from scheduler.cron_words import describe
 from scheduler.jobs import CronJob
-from scheduler.once import local_text
 from scheduler.pulse_grid import (
     PulseConfigError,
     PulseSchedule,
@@ -56,19 +55,16 @@ def schedule_words(job: CronJob) -> str:
     tz = ZoneInfo(job.timezone)
     if not job.once:
         return f"repeats: {describe(job.cron_expression)} ({job.timezone})"
-    at = local_text(job.run_at, tz) if job.run_at else "?"
+    at = local_iso(job.run_at, tz) or "?"
     if job.done:
         return f"ran once (set for {at}); done"
     return f"runs once at {at}, then is kept as done"
 
 
 def job_view(job: CronJob, now: datetime) -> Doc:
-    """The ``manage_cronjob`` shape: next three fires as ISO times in the job's timezone."""
+    """The ``manage_cronjob`` shape: a recurring job's next three fires as ISO times in
+    its timezone; a one-time job's time is said once, in ``schedule``."""
     tz = ZoneInfo(job.timezone)
-    try:
-        upcoming = [local_text(t, tz) for t in job.next_fires(now, 3)]
-    except CronError:
-        upcoming = []
     view: Doc = {
         "job_id": job.id,
         "name": job.name,
@@ -76,21 +72,28 @@ def job_view(job: CronJob, now: datetime) -> Doc:
         "kind": "one-time" if job.once else "recurring",
         "schedule": schedule_words(job),
     }
-    if job.once:
-        view["run_at"] = local_text(job.run_at, tz) if job.run_at else None
-    else:
+    if not job.once:
         view["cron_expression"] = job.cron_expression
     view.update(timezone=job.timezone, enabled=job.enabled, on_failure=job.on_failure)
     view["delivers_to"] = f"{job.origin_channel}:{job.origin_chat_id}"
     if job.done:
         view["state"] = "done"
-        view["done_at"] = local_text(job.done_at, tz) if job.done_at else None
+        view["done_at"] = local_iso(job.done_at, tz)
         view["last_status"] = job.last_status
-    else:
-        view["next_fires"] = upcoming if job.enabled else []
-        if job.once and job.enabled and not upcoming and job.run_at is not None:
-            view["state"] = "running" if job.next_fire_at is None else "overdue: runs now"
+    elif not job.once:
+        view["next_fires"] = upcoming(job, now, 3) if job.enabled else []
+    elif job.enabled and job.run_at is not None and job.run_at <= now:
+        view["state"] = "running" if job.next_fire_at is None else "overdue: runs now"
     return view
+
+
+def upcoming(job: CronJob, now: datetime, count: int) -> list[str]:
+    """The job's next ``count`` fires as ISO times (to the minute) in its timezone."""
+    tz = ZoneInfo(job.timezone)
+    try:
+        return [t.astimezone(tz).isoformat(timespec="minutes") for t in job.next_fires(now, count)]
+    except CronError:
+        return []
 
 
 def job_line(job: CronJob, now: datetime) -> str:
@@ -121,7 +124,8 @@ def quiet_text(quiet: tuple[dict[str, str], ...] | list[dict[str, str]]) -> str:
 
 def pulse_view(state: PulseState, tz: ZoneInfo, now: datetime) -> Doc:
     """The ``get_config`` shape, with what the settings imply right now: ``today`` holds
-    today's slot times, ``past`` (at or before now) and ``left`` (after now)."""
+    today's grid slot times, ``slots_passed`` (at or before now, whether or not a pulse
+    ran then: ``done_today`` counts those that ran) and ``slots_left`` (after now)."""
     view: Doc = {
         "enabled": state.enabled,
         "pulses_per_day": state.pulses_per_day,
@@ -132,7 +136,7 @@ def pulse_view(state: PulseState, tz: ZoneInfo, now: datetime) -> Doc:
         "notes": state.notes,
         "done_today": state.done_on(local_day(now, tz)),
         "last_pulse_at": local_iso(state.last_pulse_at, tz),
-        "today": {"past": [], "left": []},
+        "today": {"slots_passed": [], "slots_left": []},
     }
     try:
         schedule = state.schedule(tz)
@@ -143,7 +147,7 @@ def pulse_view(state: PulseState, tz: ZoneInfo, now: datetime) -> Doc:
     view["remaining_today"] = remaining_today(schedule, view["done_today"], now)
     view["next_pulse_at"] = local_iso(next_pulse(schedule, now), tz)
     for slot in grid_slots(schedule, local_day(now, tz)):
-        view["today"]["left" if slot > now else "past"].append(local_iso(slot, tz))
+        view["today"]["slots_left" if slot > now else "slots_passed"].append(local_iso(slot, tz))
     return view
 
 

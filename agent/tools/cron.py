@@ -24,15 +24,15 @@ class CronArgs(BaseModel):
     job_id: str | None = None
     name: str | None = None
     instruction: str | None = None
-    cron_expression: str | None = Field(default=None, description="5 fields, or @daily etc.")
-    run_at: str | None = Field(default=None, description="ISO, e.g. 2026-05-01T08:00")
+    cron_expression: str | None = Field(default=None, description="5 fields or @daily")
+    run_at: str | None = Field(default=None, description="ISO 2026-05-01T08:00")
     in_minutes: int | None = None
     timezone: str | None = Field(default=None, description="IANA; default owner's.")
     enabled: bool | None = None
     on_failure: Literal["warning", "critical", "none"] | None = Field(
         default=None,
-        description="warning (default): alert after 2 failures in a row; critical: critical "
-        "alert at the first; none",
+        description="warning (default): alert after 2 failures in a row (one-time: after 1); "
+        "critical: critical alert after 1; none",
     )
 
 

@@ -72,6 +72,10 @@ async def _jobs_in(ctx: RunContext, timezone: str) -> dict[str, str]:
     return {job.id: job.name for job in await ctx.deps.cron.list_jobs() if job.timezone == timezone}
 
 
+def _value(prefs: OwnerPrefs, field: str) -> Any:
+    return prefs.quiet_dicts() if field == "quiet_hours" else getattr(prefs, field)
+
+
 async def _manage(args: SettingsArgs, ctx: RunContext) -> ToolResult:
     owner = owner_settings(ctx)
     if args.action == "get":
@@ -91,6 +95,18 @@ async def _manage(args: SettingsArgs, ctx: RunContext) -> ToolResult:
     except SettingsError as exc:
         raise ToolError(f"{exc}. Nothing was changed.") from None
     result: ToolResult = {"success": True, **settings_view(prefs, owner, ctx)}
+    asked = {
+        "quiet_hours": args.quiet_hours is not None,
+        "timezone": args.timezone is not None,
+        "primary_channel": args.primary_channel is not None,
+    }
+    same = [
+        field
+        for field, given in asked.items()
+        if given and _value(old, field) == _value(prefs, field)
+    ]
+    if same:
+        result["unchanged"] = same  # already so: the model need not tell the owner it changed
     if prefs.timezone != old.timezone:
         after = await _jobs_in(ctx, prefs.timezone)
         result["cron_jobs_moved"] = [name for job_id, name in before.items() if job_id in after]

@@ -84,7 +84,7 @@ async def test_runs_once_in_its_chat_then_is_done_and_never_again(
     assert f"Scheduled job {job['job_id']} “Dentist”, one-time" in prompt
     assert "this is its only run" in prompt
     assert done["state"] == "done" and done["last_status"] == "success"
-    assert done["done_at"] == "2026-11-26T14:20:05+01:00" and done["enabled"] is False
+    assert done["done_at"] == "2026-11-26T14:20+01:00" and done["enabled"] is False
     assert "next_fires" not in done and done["schedule"].startswith("ran once")
     assert "Dentist" not in schedule and "1 one-time done" in schedule
 

@@ -20,8 +20,10 @@ def _state(**kw: object) -> PulseState:
 def test_today_lists_past_and_left_slots_with_offsets() -> None:
     view = pulse_view(_state(), BERLIN, FRIDAY_NOON.astimezone(UTC))
     assert view["today"] == {
-        "past": [f"2026-03-06T{hm}+01:00" for hm in ("07:00", "08:15", "09:30", "10:45", "12:00")],
-        "left": [
+        "slots_passed": [
+            f"2026-03-06T{hm}+01:00" for hm in ("07:00", "08:15", "09:30", "10:45", "12:00")
+        ],
+        "slots_left": [
             f"2026-03-06T{hm}+01:00"
             for hm in ("13:15", "14:30", "15:45", "17:00", "18:15", "19:30", "20:45")
         ],
@@ -35,29 +37,29 @@ def test_today_lists_past_and_left_slots_with_offsets() -> None:
 def test_a_slot_at_now_is_past_and_the_cap_bounds_remaining() -> None:
     state = _state(done_today=10, done_day="2026-03-06")
     view = pulse_view(state, BERLIN, berlin(2026, 3, 6, 13, 15))
-    assert view["today"]["past"][-1] == "2026-03-06T13:15+01:00"
-    assert len(view["today"]["left"]) == 6
+    assert view["today"]["slots_passed"][-1] == "2026-03-06T13:15+01:00"
+    assert len(view["today"]["slots_left"]) == 6
     assert view["done_today"] == 10 and view["remaining_today"] == 2
 
 
 def test_uneven_spacing_reads_about() -> None:
     view = pulse_view(_state(pulses_per_day=7, quiet_hours=()), BERLIN, FRIDAY_NOON)
     assert view["spacing"] == "round the clock from 00:00, about every 3 h 26 min"
-    assert len(view["today"]["past"]) + len(view["today"]["left"]) == 7
+    assert len(view["today"]["slots_passed"]) + len(view["today"]["slots_left"]) == 7
 
 
 def test_an_inactive_day_and_a_disabled_pulse_have_no_times_today() -> None:
     saturday = berlin(2026, 3, 7, 9, 0)
     view = pulse_view(_state(active_days=(1, 2, 3, 4, 5)), BERLIN, saturday)
-    assert view["today"] == {"past": [], "left": []}
+    assert view["today"] == {"slots_passed": [], "slots_left": []}
     assert view["next_pulse_at"] == "2026-03-09T07:00+01:00"
     off = pulse_view(_state(enabled=False), BERLIN, FRIDAY_NOON)
-    assert off["today"] == {"past": [], "left": []} and off["next_pulse_at"] is None
+    assert off["today"] == {"slots_passed": [], "slots_left": []} and off["next_pulse_at"] is None
 
 
 def test_a_stored_count_out_of_range_shows_no_times() -> None:
     view = pulse_view(_state(pulses_per_day=96), BERLIN, FRIDAY_NOON)
-    assert view["spacing"] is None and view["today"] == {"past": [], "left": []}
+    assert view["spacing"] is None and view["today"] == {"slots_passed": [], "slots_left": []}
     assert view["remaining_today"] == 0 and view["next_pulse_at"] is None
 
 

@@ -16,7 +16,7 @@ from aiohttp import web
 from agent.app.dashboard import BY
 from agent.app.dashboard.context import Dashboard
 from scheduler.jobs import CronJob, CronService, JobError
-from scheduler.views import job_view
+from scheduler.views import job_view, upcoming
 
 Doc = dict[str, Any]
 LISTED = 200
@@ -36,7 +36,7 @@ def job_row(job: CronJob, now: datetime) -> Doc:
         "badge": badge,
         "done": job.done,
         "updated_by": job.updated_by,
-        "next_fires": view.get("next_fires", []),
+        "next_fires": upcoming(job, now, 3) if job.enabled else [],
     }
 
 

@@ -40,8 +40,8 @@ async def pulse_summary(dash: Dashboard, now: datetime) -> Doc | None:
         "per_day": view["pulses_per_day"],
         "spacing": view["spacing"],
         "done_today": view["done_today"],
-        "past": [t[11:16] for t in view["today"]["past"]],
-        "left": [t[11:16] for t in view["today"]["left"]],
+        "past": [t[11:16] for t in view["today"]["slots_passed"]],
+        "left": [t[11:16] for t in view["today"]["slots_left"]],
         "next": view["next_pulse_at"],
         "quiet": quiet_text(quiet),
     }

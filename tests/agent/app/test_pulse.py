@@ -90,10 +90,10 @@ async def test_grid_alignment_and_quiet_hours_across_midnight(
         )
         assert view["next_pulse_at"] == "2026-03-06T18:15+01:00"
         assert view["spacing"] == "between 07:00 and 22:00, every 1 h 15 min"
-        assert view["today"]["left"] == [
+        assert view["today"]["slots_left"] == [
             f"2026-03-06T{hm}+01:00" for hm in ("18:15", "19:30", "20:45")
         ]
-        assert len(view["today"]["past"]) == 9
+        assert len(view["today"]["slots_passed"]) == 9
         await _walk(app, clock, 24)
         ran = await _pulse_runs(app, "success")
     assert _local_hours(ran) == [
