@@ -3,15 +3,18 @@ offered: WhatsApp connected, web search on, alerts, scheduling and send_message.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from neonize.proto.Neonize_pb2 import Connected
 
 from agent.app.alerts_feature import AlertingOptions, alerting
 from agent.app.core import build_app
+from agent.app.parts import App
 from agent.app.scheduling_feature import SchedulingOptions, scheduling
 from agent.app.whatsapp_feature import make_whatsapp_feature
 from tests.conftest import make_settings
@@ -47,9 +50,10 @@ def hi_tokens(request: Request) -> int:
     return count_tokens(request.system) + texts + count_tokens(schemas)
 
 
-async def test_hi_with_every_owner_tool_stays_under_budget(
-    mongo_server: str, tmp_path: Path
-) -> None:
+@contextlib.asynccontextmanager
+async def owner_app(mongo_server: str, tmp_path: Path) -> AsyncIterator[tuple[App, ScriptedModel]]:
+    """The app as the owner meets it with every tool on: WhatsApp connected, web search,
+    alerts and scheduling; its database is dropped afterwards."""
     clients: list[FakeClient] = []
 
     def factory(path: str) -> FakeClient:
@@ -76,9 +80,16 @@ async def test_hi_with_every_owner_tool_stays_under_budget(
     async with build_app(settings, model=model, channels=list(channels), features=features) as app:
         try:
             await clients[0].emit(Connected())
-            await app.agent.respond("hi", owner_ctx(app.deps))
+            yield app, model
         finally:
             await app.database.client.drop_database(settings.mongodb_db)
+
+
+async def test_hi_with_every_owner_tool_stays_under_budget(
+    mongo_server: str, tmp_path: Path
+) -> None:
+    async with owner_app(mongo_server, tmp_path) as (app, model):
+        await app.agent.respond("hi", owner_ctx(app.deps))
     request = model.requests[0]
     assert set(request.tool_names) >= OWNER_TOOLS, OWNER_TOOLS - set(request.tool_names)
     tokens = hi_tokens(request)
