@@ -37,6 +37,11 @@ def owner_address(settings: Settings, channel: str) -> str | None:
     return None
 
 
+def can_page(settings: Settings, running: Mapping[str, object]) -> bool:
+    """Whether an SMS page can go at all: the SMS channel runs and the owner has a number."""
+    return "sms" in running and owner_address(settings, "sms") is not None
+
+
 def is_up(channel: HasStatus) -> bool:
     """What a channel's ``status()`` says about being connected (unknown counts as up)."""
     try:

@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 from agent.alerts import policy as r
 from agent.alerts.store import AlertStore
 from agent.config import Settings
-from agent.owner import Target, owner_address, owner_chats
+from agent.owner import Target, can_page, owner_address, owner_chats
 from channels.outbox import Outbox
 from channels.types import SMS_BUDGET_TAKEN, Channel, OutboundMessage
 from scheduler.owner_settings import OwnerSettings
@@ -54,7 +54,7 @@ class Pager:
 
     def sms_ready(self) -> bool:
         """Whether a page can go at all: the SMS channel runs and the owner has a number."""
-        return "sms" in self._channels and owner_address(self._settings, "sms") is not None
+        return can_page(self._settings, self._channels)
 
     async def page(self, alert: Doc, now: datetime, seq: int, lead: str) -> Paged:
         """One SMS to the owner, within the hourly budget."""

@@ -15,7 +15,7 @@ from agent.alerts.fields import AlertError
 from agent.alerts.outcome import describe
 from agent.alerts.router import AlertRouter
 from agent.context import RunContext
-from agent.owner import owner_address
+from agent.owner import can_page
 from agent.tools.base import Tool, ToolError, ToolResult
 
 
@@ -117,7 +117,7 @@ async def _manage(args: ManageAlertsArgs, ctx: RunContext) -> ToolResult:
 
 def _alert_guidance(ctx: RunContext) -> str:
     """Says whether SMS can page at all, so no promise of an SMS is made without it."""
-    if "sms" in ctx.deps.channels and owner_address(ctx.deps.settings, "sms") is not None:
+    if can_page(ctx.deps.settings, ctx.deps.channels):
         return "raise_alert: pick severity honestly (critical pages by SMS)."
     return "raise_alert: pick severity honestly (SMS is not set up: chats only)."
 
