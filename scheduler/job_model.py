@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, cast, get_args
 
 from scheduler.cron import next_fires, validate_timezone
+from storage.times import aware
 
 Doc = dict[str, Any]
 JobKind = Literal["recurring", "once"]
@@ -23,12 +24,6 @@ DONE_KEPT = timedelta(days=30)
 
 class JobError(ValueError):
     """A job request that cannot be done; the message says why (shown to the model)."""
-
-
-def aware(value: Any) -> datetime | None:
-    if not isinstance(value, datetime):
-        return None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def on_failure_of(value: str | None, default: OnFailure = "warning") -> OnFailure:

@@ -20,7 +20,7 @@ from pymongo.errors import DuplicateKeyError
 
 from scheduler.backlog import window
 from scheduler.cron import CronError, next_fires, validate_timezone
-from scheduler.job_model import DONE_KEPT, CronJob, JobError, aware, on_failure_of
+from scheduler.job_model import DONE_KEPT, CronJob, JobError, on_failure_of
 from scheduler.job_rules import (
     CHOICES,
     INSTRUCTION_LIMIT,
@@ -39,6 +39,7 @@ from scheduler.job_rules import (
 from scheduler.once import local_text, now_text, one_time_at
 from storage import collections as c
 from storage import retry
+from storage.times import aware
 
 log = logging.getLogger(__name__)
 __all__ = ["CronJob", "CronService", "JobError", "JobLimits", "fires_window"]

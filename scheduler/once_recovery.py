@@ -19,12 +19,13 @@ It also prunes one-time jobs done more than 30 days ago.
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from scheduler.jobs import CronJob, CronService
 from scheduler.leases import LeaseStore, cron_key
 from scheduler.recorder import RunRecorder
+from storage.times import aware
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
@@ -58,7 +59,7 @@ async def _recover(
         return
     latest = await recorder.runs.recent("cron", job.id, limit=1)
     last = latest[0] if latest else None
-    if last is None or _aware(last["scheduled_for"]) != run_at:
+    if last is None or aware(last["scheduled_for"]) != run_at:
         if await leases.release_stale(cron_key(job.id, run_at), before=now - grace):
             log.warning("one-time job %s was claimed but never ran; it runs now", job.id)
             await jobs.restore_once(job.id, run_at)
@@ -73,9 +74,3 @@ async def _recover(
         note = "interrupted twice: the process stopped during the run"
         last = await recorder.give_up(last, job, note, tell=True)
     await jobs.finish_once(job.id, run_at, str(last.get("status")), now)
-
-
-def _aware(value: Any) -> datetime | None:
-    if not isinstance(value, datetime):
-        return None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)

@@ -15,7 +15,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -32,6 +32,7 @@ from scheduler.pulse_grid import (
 from storage import collections as c
 from storage import retry
 from storage.cache import TtlCache
+from storage.times import aware
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
@@ -73,9 +74,9 @@ class PulseState:
             notes=str(doc.get("notes") or ""),
             done_today=int(doc.get("done_today") or 0),
             done_day=doc.get("done_day"),
-            last_pulse_at=_aware(doc.get("last_pulse_at")),
-            last_check_at=_aware(doc.get("last_check_at")),
-            next_pulse_at=_aware(doc.get("next_pulse_at")),
+            last_pulse_at=aware(doc.get("last_pulse_at")),
+            last_check_at=aware(doc.get("last_check_at")),
+            next_pulse_at=aware(doc.get("next_pulse_at")),
         )
 
     def schedule(self, tz: ZoneInfo) -> PulseSchedule:
@@ -90,12 +91,6 @@ class PulseState:
     def done_on(self, day: date) -> int:
         """Pulses done on a local day: the counter resets when the day changes."""
         return self.done_today if self.done_day == day.isoformat() else 0
-
-
-def _aware(value: Any) -> datetime | None:
-    if not isinstance(value, datetime):
-        return None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def check_notes(notes: str) -> str:

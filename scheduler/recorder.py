@@ -23,7 +23,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from scheduler.jobs import CronJob
@@ -38,6 +38,7 @@ from scheduler.runs import (
     lost_doc,
 )
 from storage.retry import unreachable
+from storage.times import aware
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
@@ -231,12 +232,12 @@ class RunRecorder:
 
     async def _attempt(self, run: Doc, work: Work, job: CronJob | None) -> Doc:
         attempt = int(run.get("attempts") or 1)
-        until = _aware(run.get("retry_until"))
+        until = aware(run.get("retry_until"))
         ticket = RunTicket(
             id=str(run["_id"]),
             kind=run["kind"],
             job_id=run.get("job_id"),
-            scheduled_for=_aware(run["scheduled_for"]) or run["scheduled_for"],
+            scheduled_for=aware(run["scheduled_for"]) or run["scheduled_for"],
             trigger=run.get("trigger", "schedule"),
             attempt=attempt,
             will_retry=self.retry_at(attempt, until, self._clock()) is not None,
@@ -349,9 +350,3 @@ class _Closing:
     now: datetime
     retry_at: datetime | None
     gave_up: bool
-
-
-def _aware(value: Any) -> datetime | None:
-    if not isinstance(value, datetime):
-        return None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)

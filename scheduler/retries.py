@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from scheduler.jobs import CronJob, CronService, JobError
@@ -29,6 +29,7 @@ from scheduler.leases import cron_key, pulse_key
 from scheduler.recorder import NotStarted, RunRecorder
 from scheduler.runs import RunKindName, RunStore, Trigger
 from storage.retry import unreachable
+from storage.times import aware
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
@@ -196,8 +197,8 @@ class Retries:
         kind: RunKindName = run["kind"]
         job_id: str | None = run.get("job_id")
         job = await self._job(kind, job_id)
-        until = _aware(run.get("retry_until"))
-        scheduled = _aware(run["scheduled_for"]) or now
+        until = aware(run.get("retry_until"))
+        scheduled = aware(run["scheduled_for"]) or now
         work: Awaitable[object]
         if kind == "cron" and job is None:
             note = "not retried: the job was disabled or deleted"
@@ -222,7 +223,7 @@ class Retries:
         if job is None or not job.once or not is_final(done):
             return
         try:
-            await self.jobs.finish_once(job.id, _aware(done["scheduled_for"]) or self._clock(),
+            await self.jobs.finish_once(job.id, aware(done["scheduled_for"]) or self._clock(),
                                         str(done["status"]), self._clock())  # fmt: skip
         except Exception:  # the engine's resync settles it (scheduler.once_recovery)
             log.exception("could not mark one-time job %s done", job.id)
@@ -255,9 +256,3 @@ class Retries:
         except JobError:
             return None
         return job if job.enabled else None
-
-
-def _aware(value: Any) -> datetime | None:
-    if not isinstance(value, datetime):
-        return None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
