@@ -99,6 +99,11 @@ class EmbeddedServer:
     _lock_fd: int | None = field(default=None, repr=False)
 
     @property
+    def pid(self) -> int | None:
+        """The server process this object started; None when attached or not started."""
+        return self._process.pid if self._process is not None else None
+
+    @property
     def _lock_path(self) -> Path:
         return self.data_dir / "db.lock"
 

@@ -4,37 +4,38 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 
 from storage.db import open_database
+from storage.embedded import EmbeddedServer
 
 
-def _server_pid(data_dir: Path) -> int:
-    """The embedded server child started for ``data_dir`` (found by its command line)."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"storage.embedded_server" in cmdline and any(
-            str(data_dir).encode() in part for part in cmdline
-        ):
-            return int(entry.name)
-    raise AssertionError("no embedded server process found")
+def _wait_for_state(pid: int, stopped: bool) -> None:
+    """Wait until the kernel reports ``pid`` stopped (``T``) or running again."""
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        if (state == "T") == stopped:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} did not {'stop' if stopped else 'continue'}")
 
 
 async def test_busy_and_unreachable_are_told_apart(tmp_path: Path) -> None:
-    async with open_database(None, "health", tmp_path) as database:
+    server = EmbeddedServer(tmp_path)
+    async with open_database(None, "health", tmp_path, server=server) as database:
         assert await database.health() == "ok"
-        pid = _server_pid(tmp_path)
+        pid = server.pid
+        assert pid is not None
         os.kill(pid, signal.SIGSTOP)  # frozen: the kernel takes connections, nothing answers
+        _wait_for_state(pid, stopped=True)
         try:
             assert await database.health(seconds=0.5) == "busy"
             assert await database.ping() is False
         finally:
             os.kill(pid, signal.SIGCONT)
+            _wait_for_state(pid, stopped=False)
         assert await database.health() == "ok"
         os.kill(pid, signal.SIGKILL)
         for _ in range(20):
