@@ -3,7 +3,8 @@
 A reply is claimed atomically (``pending`` -> ``sending``) before it is sent, so
 the fast path (send right after enqueue) and the retry loop never send it twice.
 One that finally fails stays in the collection as ``failed`` with its error and
-is reported; nothing is dropped silently.
+is reported; nothing is dropped silently. Under load, replies stored and sends
+recorded meanwhile share one command each (``storage.group_commit``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from channels.text import clean_text, clean_value
 from channels.types import Button, Channel, OutboundMessage, SendError
 from storage import collections as c
 from storage import retry
+from storage.group_commit import GroupCommit, insert_each, set_each
 from storage.tasks import stop_task, wait_event
 
 log = logging.getLogger(__name__)
@@ -63,6 +65,8 @@ class Outbox:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._timers: set[asyncio.TimerHandle] = set()
+        self._insert = GroupCommit(insert_each(self._coll))
+        self._mark_sent = GroupCommit(set_each(self._coll))
 
     async def enqueue(self, message: OutboundMessage, *, send_now: bool = True) -> bool:
         """Store ``message``; False when its idempotency key was already stored."""
@@ -86,9 +90,9 @@ class Outbox:
             "next_attempt_at": self._clock(),
         }
         try:
-            # Retried once on a dropped connection: a retry that meets its own stored
-            # copy (same _id) is not mistaken for an earlier message with this key.
-            await retry.insert(self._coll, doc)
+            # Together with replies stored meanwhile (storage.group_commit); retried once
+            # on a dropped connection, a retry meeting its own copy (same _id) is success.
+            await self._insert(doc)
         except DuplicateKeyError:
             return False
         if send_now:
@@ -128,10 +132,9 @@ class Outbox:
             "external_ids": list(result.external_ids),
             **{f"info.{k}": v for k, v in result.info.items()},
         }
-        # $set by _id, so safe to retry; a lost "sent" would have it sent again.
-        await retry.retried(
-            lambda: self._coll.update_one({"_id": doc["_id"]}, {"$set": sent}), "mark sent"
-        )
+        # $set by _id, so safe to retry; a lost "sent" would have it sent again. Written
+        # with the other sends that returned meanwhile, in one command.
+        await self._mark_sent((doc["_id"], sent))
 
     async def _failed_attempt(
         self, doc: Doc, error: str, retryable: bool, retry_after: float | None = None

@@ -1,7 +1,8 @@
 """The inbound pipeline shared by every channel.
 
 1. ``submit`` stores the message in ``inbox`` under a unique (channel, external id)
-   before the channel acknowledges its transport: a redelivery is a no-op.
+   before the channel acknowledges its transport: a redelivery is a no-op. Under
+   load, inbox writes of one kind share one command (``storage.group_commit``).
 2. One worker per conversation handles its messages in order; conversations run
    in parallel (optionally bounded; the app leaves model calls to the model's
    adaptive limit).
@@ -44,7 +45,7 @@ from channels.text import clean_inbound, clean_text
 from channels.types import Channel, HandlingFailed, InboundMessage, OutboundMessage, Reply
 from channels.typing_indicator import TypingIndicator
 from storage import collections as c
-from storage import retry
+from storage.group_commit import GroupCommit, insert_each, set_all
 from storage.tasks import stop_task, wait_event
 
 log = logging.getLogger(__name__)
@@ -133,6 +134,10 @@ class Pipeline:
         """Per channel: how long to gather a burst before handling it."""
         self._arrivals: dict[str, asyncio.Event] = {}
         self.typing = TypingIndicator(channels)
+        self._store = GroupCommit(insert_each(self._inbox))
+        self._mark_done = GroupCommit(
+            set_all(self._inbox, lambda: {"status": "done", "done_at": self._clock()})
+        )
 
     async def submit(self, message: InboundMessage) -> bool:
         """Store and queue ``message``; False when it was already received.
@@ -164,9 +169,9 @@ class Pipeline:
         if message.media:  # fetched later, once the sender's tier is known (channels.media)
             doc["media"] = pending_docs(message.media)
         try:
-            # Retried once on a dropped connection; the retry tells our own stored
-            # copy (same _id) from a real duplicate (storage.retry).
-            await retry.insert(self._inbox, doc)
+            # Stored together with the messages that arrive while a write is in flight
+            # (storage.group_commit); each one's duplicate key is still its own.
+            await self._store(doc)
         except DuplicateKeyError:
             log.info("duplicate %s message %s ignored", message.channel, message.external_id)
             return False
@@ -272,10 +277,8 @@ class Pipeline:
                     {"$set": {"status": "failed", "error": failure, "failed_at": self._clock()}},
                 )
                 return
-        done = {"$set": {"status": "done", "done_at": self._clock()}}
-        ids = {"_id": {"$in": [m["_id"] for m in members]}}
-        # A $set by _id: applying it twice is applying it once.
-        await retry.retried(lambda: self._inbox.update_many(ids, done), "mark inbox done")
+        # With the others marked done meanwhile: one $set by _id, safe to repeat.
+        await self._mark_done([m["_id"] for m in members])
 
     def _window(self, doc: Doc) -> float:
         rule = self.burst_rules.get(doc["channel"])

@@ -28,7 +28,6 @@ from aiohttp import web
 from telegram import Bot, BotCommand, Update
 from telegram.constants import ChatAction
 from telegram.error import BadRequest, Conflict, InvalidToken, RetryAfter, TelegramError
-from telegram.request import HTTPXRequest
 
 from channels.telegram_inbound import (
     ALLOWED_UPDATES,
@@ -38,7 +37,9 @@ from channels.telegram_inbound import (
     update_kind,
 )
 from channels.telegram_media import fetch_file
+from channels.telegram_request import AiohttpRequest
 from channels.telegram_send import TelegramSender, retry_after_seconds
+from channels.telegram_support import Backoff, TokenRedactor
 from channels.text import clean_inbound
 from channels.types import InboundMessage, InboundSink, OutboundMessage, SendError, SendResult
 from channels.webhook_body import READ_TIMEOUT, BodyRefused, read_body
@@ -60,60 +61,6 @@ DEFAULT_COMMANDS: tuple[tuple[str, str], ...] = (
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-REDACTED_LOGGERS = ("httpx", "telegram.Bot", "telegram.BaseRequest", "telegram.HTTPXRequest")
-"""Loggers that write URLs with the token in them: httpx logs every request at INFO and
-PTB logs its base URL at DEBUG. Filters apply only to the logger they are attached to."""
-
-
-class _Redact(logging.Filter):
-    """Blanks the token out of log records; never fails (a filter error would break the
-    HTTP call that logged)."""
-
-    def __init__(self, token: str) -> None:
-        super().__init__()
-        self._token = token
-
-    def _clean(self, value: Any) -> Any:
-        text = str(value)
-        return text.replace(self._token, "<token>") if self._token in text else value
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            record.msg = self._clean(record.msg)
-            if isinstance(record.args, tuple):
-                record.args = tuple(self._clean(a) for a in record.args)
-        except Exception:
-            record.msg, record.args = "(log record withheld: it may contain the token)", ()
-        return True
-
-    def attach(self) -> None:
-        for name in REDACTED_LOGGERS:
-            logging.getLogger(name).addFilter(self)
-
-    def detach(self) -> None:
-        for name in REDACTED_LOGGERS:
-            logging.getLogger(name).removeFilter(self)
-
-
-class _Backoff:
-    """Doubling delays between ``low`` and ``high`` seconds, reset after a success."""
-
-    def __init__(self, low: float, high: float) -> None:
-        self._low, self._high = low, high
-        self._next = low
-
-    def reset(self) -> None:
-        self._next = self._low
-
-    async def sleep(self) -> None:
-        delay, self._next = self._next, min(self._next * 2, self._high)
-        await asyncio.sleep(delay)
-
-    @property
-    def upcoming(self) -> float:
-        return self._next
 
 
 class TelegramChannel:
@@ -140,14 +87,14 @@ class TelegramChannel:
             raise ValueError("a Telegram bot token is required (TELEGRAM_BOT_TOKEN)")
         base = base_url.rstrip("/")
         self._token = token
-        self._redact = _Redact(token)
+        self._redact = TokenRedactor(token)
         self._redact.attach()  # before the Bot exists: it logs its URL when built
         self._bot = Bot(
             token,
             base_url=f"{base}/bot",
             base_file_url=f"{base}/file/bot",
-            request=HTTPXRequest(connection_pool_size=pool_size, read_timeout=15.0),
-            get_updates_request=HTTPXRequest(connection_pool_size=1),
+            request=AiohttpRequest(connection_pool_size=pool_size, read_timeout=15.0),
+            get_updates_request=AiohttpRequest(connection_pool_size=1),
         )
         self._webhook_url = webhook_url
         self._read_timeout = read_timeout
@@ -170,9 +117,9 @@ class TelegramChannel:
         self._stalled: int | None = None
         """The update that could not be stored yet (later ones wait behind it)."""
         self._username: str | None = None
-        # At most pool_size API calls in flight; the rest wait here, in O(1). Left to
-        # httpx, hundreds of queued requests make its pool scheduling quadratic and
-        # trip its 1 s pool timeout.
+        # At most pool_size API calls in flight; the rest wait here, without the request
+        # object's 1 s pool timeout (httpx's pool also scheduled hundreds of waiters in
+        # quadratic time; AiohttpRequest's wait is O(1), but the timeout still applies).
         self._slots = asyncio.Semaphore(pool_size)
         self._sender = TelegramSender(self._bot, self._safe, self._slots)
 
@@ -195,7 +142,11 @@ class TelegramChannel:
         self._redact.attach()
         self._running = True
         try:
-            await self._setup()
+            if self._prepare_failed is not None:  # ``prepare`` tried: no second wait here
+                failed, self._prepare_failed = self._prepare_failed, None
+                raise failed
+            if not self._ready:
+                await self._setup()
         except InvalidToken:
             await self.stop()
             raise RuntimeError("Telegram rejected the bot token (TELEGRAM_BOT_TOKEN)") from None
@@ -205,6 +156,17 @@ class TelegramChannel:
             self._task = asyncio.create_task(self._poll_loop(), name="telegram-poll")
         elif not self._ready:
             self._task = asyncio.create_task(self._setup_until_ready(), name="telegram-setup")
+
+    _prepare_failed: TelegramError | None = None
+
+    async def prepare(self) -> None:
+        """``start``'s set-up ahead of it (token check, command menu, webhook or polling),
+        while the app's database starts; ``start`` then polls at once and reports a
+        failure here as its own."""
+        try:
+            await self._setup()
+        except TelegramError as exc:
+            self._prepare_failed = exc
 
     async def _setup(self) -> None:
         await self._bot.initialize()  # getMe, once
@@ -229,7 +191,7 @@ class TelegramChannel:
             )
 
     async def _setup_until_ready(self) -> None:
-        backoff = _Backoff(*self._retry_delays)
+        backoff = Backoff(*self._retry_delays)
         while not self._ready:
             await backoff.sleep()
             try:
@@ -265,7 +227,7 @@ class TelegramChannel:
     # -- inbound ---------------------------------------------------------------------
 
     async def _poll_loop(self) -> None:
-        backoff = _Backoff(*self._retry_delays)
+        backoff = Backoff(*self._retry_delays)
         while True:
             try:
                 if not self._ready:
@@ -291,9 +253,24 @@ class TelegramChannel:
                 continue
             self._connected = True
             backoff.reset()
-            for update in updates:
+            await self._take_all(updates)
+            if updates:
+                self._offset = updates[-1].update_id + 1
+
+    async def _take_all(self, updates: Sequence[Update]) -> None:
+        """Store a batch: chats at once (their inbox writes share one database command,
+        ``storage.group_commit``), each chat's updates in order. ``_take`` retries until
+        stored, so the offset moves past the batch only once every update in it is."""
+        by_chat: dict[int | None, list[Update]] = {}
+        for update in updates:
+            chat = update.effective_chat
+            by_chat.setdefault(chat.id if chat is not None else None, []).append(update)
+
+        async def in_order(chat_updates: list[Update]) -> None:
+            for update in chat_updates:
                 await self._take(update)
-                self._offset = update.update_id + 1
+
+        await asyncio.gather(*(in_order(u) for u in by_chat.values()))
 
     def _read(self, update: Update) -> InboundMessage | None:
         self._last_update_at = self._clock()
@@ -315,7 +292,7 @@ class TelegramChannel:
         if message is None:
             return
         assert self._sink is not None
-        backoff = _Backoff(*self._retry_delays)
+        backoff = Backoff(*self._retry_delays)
         while True:
             try:
                 await self._sink(message)

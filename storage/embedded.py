@@ -45,6 +45,8 @@ ATTACH_TIMEOUT = 25.0
 """How long a second command waits for the owner to publish its address (the owner
 may be waiting for a release itself)."""
 POLL = 0.05
+URI_POLL = 0.005
+"""How often start-up looks for the server's address: it waits on nothing else."""
 STORE_LOCK = "WiredTiger.lock"
 """WiredTiger's single-process lock file in the store: an fcntl lock held while open."""
 
@@ -275,7 +277,7 @@ class EmbeddedServer:
                     f"the embedded database exited at start-up (code {process.returncode});"
                     f" see {self.data_dir / 'db.log'}"
                 )
-            time.sleep(0.02)
+            time.sleep(URI_POLL)
         raise EmbeddedUnavailable(
             f"the embedded database did not start within {START_TIMEOUT:.0f} s; "
             f"see {self.data_dir / 'db.log'}"

@@ -9,26 +9,27 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
+if TYPE_CHECKING:  # the agent's modules load after the first long poll (``agent.app.core``)
+    from aiohttp import web
 
-from agent.config import Settings
-from agent.context import AgentDeps, Clock, system_clock
-from agent.conversation.agent import Agent
-from agent.conversation.dispatch import Dispatcher
-from agent.runs.runner import Runner
-from agent.tools.catalog import ToolCatalog
-from channels.outbox import Outbox
-from channels.pipeline import Pipeline
-from channels.types import Channel
-from scheduler.engine import Engine
-from scheduler.jobs import CronService
-from scheduler.pulse_state import PulseStore
-from scheduler.runs import RunStore
-from storage.db import Database
+    from agent.config import Settings
+    from agent.context import AgentDeps, Clock
+    from agent.conversation.agent import Agent
+    from agent.conversation.dispatch import Dispatcher
+    from agent.runs.runner import Runner
+    from agent.tools.catalog import ToolCatalog
+    from channels.outbox import Outbox
+    from channels.pipeline import Pipeline
+    from channels.types import Channel
+    from scheduler.engine import Engine
+    from scheduler.jobs import CronService
+    from scheduler.pulse_state import PulseStore
+    from scheduler.runs import RunStore
+    from storage.db import Database
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Handler = Callable[["web.Request"], Awaitable["web.StreamResponse"]]
 Route = tuple[str, str, Handler]
 """(method, path, handler) of an HTTP route a part mounts on the server."""
 TELEGRAM_WEBHOOK = "/webhooks/telegram"
@@ -60,7 +61,7 @@ class App:
     pipeline: Pipeline
     catalog: ToolCatalog
     channels: dict[str, Channel] = field(default_factory=dict)
-    clock: Clock = system_clock
+    clock: Clock = field(default_factory=lambda: _system_clock())  # defined below
     routes: list[Route] = field(default_factory=list)
     """Extra HTTP routes (method, path, handler) that features mount on the server."""
     status_sections: list[StatusSection] = field(default_factory=list)
@@ -79,3 +80,9 @@ class App:
         await channel.start(self.pipeline.submit)
         stack.push_async_callback(channel.stop)
         self.channels[channel.name] = channel
+
+
+def _system_clock() -> Clock:
+    from agent.context import system_clock
+
+    return system_clock

@@ -5,23 +5,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import logging
 import signal
 import sys
 
-from agent.cli.lean import skip_unused_imports
+from agent.cli.lean import skip_unused_imports, unused_by
 from agent.cli.logs import setup_logging
 from agent.cli.run_lock import AlreadyRunning, hold_run_lock
 from agent.config import ConfigError, Settings, ensure_data_dir, load_settings
-from storage.db import DatabaseUnavailable
 from storage.embedded import EmbeddedServer, EmbeddedUnavailable
+from storage.errors import DatabaseUnavailable
 
 log = logging.getLogger("watchkeeper")
 
 
 async def _run(settings: Settings) -> int:
     from agent.app.listen import bind
-    from agent.llm.factory import check_model
+    from agent.llm.factory import check_model  # light: no SDK (agent.llm.lazy_sdk)
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -40,14 +41,15 @@ async def _run(settings: Settings) -> int:
         embedded = _launch_database(settings)
         if embedded is not None:
             stack.push_async_callback(embedded.stop)  # build_app stops it; this if it fails first
-        # The slow imports (the SDKs, ~1 s) run while the database process boots.
+        # The database process boots while the model's and the channels' modules load;
+        # build_app loads the agent's once the channels poll.
         from agent.app.core import build_app
-        from agent.app.http import make_web_app, serve
-        from agent.llm.factory import build_model
 
-        model = build_model(settings)
-        stack.push_async_callback(model.aclose)
-        app = await stack.enter_async_context(build_app(settings, model=model, embedded=embedded))
+        app = await stack.enter_async_context(build_app(settings, embedded=embedded))
+        # The dashboard's modules (jinja2) off the event loop, which is storing updates.
+        await asyncio.to_thread(importlib.import_module, "agent.app.http")
+        from agent.app.http import make_web_app, serve
+
         port = await stack.enter_async_context(
             serve(make_web_app(app), sockets, header_timeout=settings.http_read_timeout_seconds)
         )
@@ -122,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"watchkeeper: {exc}", file=sys.stderr)
         return 2
+    skip_unused_imports(unused_by(settings))
     level = logging.DEBUG if args.verbose else logging.INFO
     if args.command in ("chat", "doctor") and not args.verbose:
         level = logging.WARNING

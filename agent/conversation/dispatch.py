@@ -7,7 +7,7 @@ counted, and a Telegram stranger gets one polite refusal a day at most.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from types import MappingProxyType
@@ -17,6 +17,7 @@ from pymongo.errors import DuplicateKeyError
 
 from agent.context import AgentDeps, RunContext, Tier
 from agent.conversation.agent import Agent, apology
+from agent.conversation.commands import COMMAND_HELP
 from agent.conversation.pairing import Pairing
 from agent.conversation.prompt import mark_untrusted
 from channels.types import HandlingFailed, InboundMessage, Reply
@@ -34,17 +35,6 @@ def refusal(sender_id: str) -> str:
     return f"{REFUSAL} Your Telegram user id is {sender_id}."
 
 
-COMMAND_HELP: Mapping[str, str] = MappingProxyType(
-    {
-        "/status": "what is running",
-        "/alerts": "open alerts",
-        "/jobs": "cron jobs and their next run",
-        "/pulse": "pulse status (/pulse run runs one now)",
-        "/reset": "start a new conversation",
-        "/help": "what I can do",
-    }
-)
-"""Descriptions shown by /help and registered as Telegram's command menu."""
 REFUSAL_EVERY = timedelta(days=1)
 BROKEN = "something went wrong on my side"
 """The reason given to the sender when handling failed for a reason of our own."""

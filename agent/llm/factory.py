@@ -56,4 +56,9 @@ def build_provider(settings: Settings, provider: Provider) -> ModelClient:
         return GeminiModel(key, settings.gemini_model, base_url=settings.gemini_base_url or None)
     from agent.llm.openai_model import OpenAIModel
 
-    return OpenAIModel(key, settings.openai_model, base_url=settings.openai_base_url or None)
+    return OpenAIModel(
+        key,
+        settings.openai_model,
+        base_url=settings.openai_base_url or None,
+        max_connections=settings.max_concurrent_model_calls,
+    )

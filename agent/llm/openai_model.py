@@ -7,21 +7,23 @@ tools with a 400 is switched, once and for good, to the text protocol in
 voice note goes as its transcript (made before, ``agent.llm.transcribe``) or a
 marker. A server that refuses images with a 400 gets the turn again with markers,
 and a model that says it cannot see images gets markers from then on.
-The SDK is imported on first use, in a thread (``agent.llm.lazy_sdk``).
+The SDK is imported on first use, in a thread (``agent.llm.lazy_sdk``); its client
+runs on aiohttp (``agent.llm.openai_client``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from agent.llm import textcalls
 from agent.llm.base import UNREADABLE, ModelError, unexpected
 from agent.llm.lazy_sdk import LazyImport
 from agent.llm.limiter import response_retry_after
+from agent.llm.openai_client import CONNECTIONS, connection_error, make_client
 from agent.llm.openai_content import (
     blind,
     joined,
@@ -72,30 +74,41 @@ class OpenAIModel:
     """Voice notes arrive transcribed (``agent.llm.transcribe``)."""
 
     def __init__(
-        self, api_key: str, model: str, base_url: str | None = None, timeout: float = 60.0
+        self,
+        api_key: str,
+        model: str,
+        base_url: str | None = None,
+        timeout: float = 60.0,
+        max_connections: int = CONNECTIONS,
     ) -> None:
         self.model = model
+        self._max_connections = max_connections
         self._secret = api_key
         self._timeout = timeout
         self._client: openai.AsyncOpenAI | None = None
         self._sdk = LazyImport("openai.types.chat")
+        self._making = asyncio.Lock()
         self._text_mode: set[str] = set()
         self._blind: set[str] = set()
         """Models that refused images: they get the text markers instead."""
         self._base_url = base_url
 
     async def warm(self) -> None:
-        """Import the SDK in a thread (once) and make the client."""
+        """Import the SDK and make the client (its TLS context, its transport's
+        imports: tens of ms) in a thread, once."""
         if self._client is not None:
             return
         await self._sdk.ready()
-        if self._client is None:
-            import openai
-
-            base_url = api_base(self._base_url)
-            self._client = openai.AsyncOpenAI(
-                api_key=self._secret, base_url=base_url, timeout=self._timeout, max_retries=0
-            )
+        async with self._making:
+            if self._client is None:
+                self._client = await asyncio.to_thread(
+                    make_client,
+                    self._secret,
+                    self._base_url,
+                    timeout=self._timeout,
+                    max_retries=0,
+                    max_connections=self._max_connections,
+                )
 
     @property
     def endpoint(self) -> tuple[str, str | None]:
@@ -207,13 +220,8 @@ class OpenAIModel:
                 status=exc.status_code,
                 retry_after=response_retry_after(exc.response),
             ) from None
-        except openai.APITimeoutError:
-            raise ModelError(f"{self.name}: request timed out", retryable=True) from None
-        except openai.APIConnectionError as exc:
-            raise ModelError(
-                f"{self.name}: connection failed: {self._redact(str(exc.__cause__ or exc))}",
-                retryable=True,
-            ) from None
+        except openai.APIConnectionError as exc:  # a timeout is one too
+            raise connection_error(self.name, exc, self._redact) from None
         except openai.OpenAIError as exc:
             raise ModelError(
                 f"{self.name}: {type(exc).__name__}: {self._redact(str(exc))}", retryable=False
@@ -232,19 +240,6 @@ class OpenAIModel:
     def _redact(self, text: str) -> str:
         """Remove the key from error text: some servers echo it back in their errors."""
         return text.replace(self._secret, "***") if self._secret else text
-
-
-def api_base(base_url: str | None) -> str | None:
-    """``OPENAI_BASE_URL`` as the SDK wants it: a bare host gets ``/v1`` appended.
-
-    Both spellings are common (``http://localhost:11434`` and
-    ``http://localhost:11434/v1``); any explicit path is left as given.
-    """
-    if not base_url:
-        return None
-    if urlsplit(base_url).path.strip("/") == "":
-        return base_url.rstrip("/") + "/v1"
-    return base_url
 
 
 def _detail(exc: openai.APIStatusError) -> str:

@@ -15,7 +15,8 @@ import mimetypes
 from types import TracebackType
 from typing import Self
 
-from agent.llm.openai_model import OpenAIModel, api_base
+from agent.llm.openai_client import describe, make_client
+from agent.llm.openai_model import OpenAIModel
 
 log = logging.getLogger(__name__)
 
@@ -73,11 +74,8 @@ class Transcriber:
     ) -> None:
         self.model = model
         self._secret = api_key
-        import openai  # imported already when the model is OpenAI (``warm``)
-
-        self._client = openai.AsyncOpenAI(
-            api_key=api_key, base_url=api_base(base_url), timeout=timeout, max_retries=2
-        )
+        # The SDK is imported already when the model is OpenAI (``warm``).
+        self._client = make_client(api_key, base_url, timeout=timeout, max_retries=2)
 
     async def transcribe(self, data: bytes, mime: str) -> str | None:
         """The transcript of one voice note; None when the server could not make one."""
@@ -90,7 +88,8 @@ class Transcriber:
                 response_format="json",
             )
         except openai.OpenAIError as exc:
-            detail = str(exc).replace(self._secret, "***") if self._secret else str(exc)
+            detail = describe(exc) if isinstance(exc, openai.APIConnectionError) else str(exc)
+            detail = detail.replace(self._secret, "***") if self._secret else detail
             log.warning("transcription failed (%s): %s", type(exc).__name__, detail[:300])
             return None
         text = getattr(result, "text", result if isinstance(result, str) else None)

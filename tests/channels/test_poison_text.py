@@ -117,6 +117,7 @@ async def test_a_lone_surrogate_from_a_stranger_does_not_hold_up_the_owner(
         assert texts == ["are you there?", f"caf{FFFD} au lait"]
         assert await inbox.count_documents({"status": "done"}) == 3
         assert app.status()["telegram"]["connected"] is True
+    await model.aclose()
 
 
 async def test_a_model_reply_with_a_lone_surrogate_is_stored_and_delivered(
@@ -141,6 +142,7 @@ async def test_a_model_reply_with_a_lone_surrogate_is_stored_and_delivered(
     async with build_app(settings, model=model, features=[]) as app:
         assert await app.pipeline.recover(sole_owner=True) == 0
         await app.pipeline.join()
+    await model.aclose()
     assert len(openai_api.requests) == 1 and len(telegram.sent) == 1
 
 
@@ -163,6 +165,7 @@ async def test_invalid_utf8_typed_into_the_terminal_is_read_with_replacements(
         await asyncio.wait_for(console.closed.wait(), 5)
         await app.pipeline.join()
         texts = [d["text"] async for d in app.deps.db["inbox"].find({}, sort=[("_id", 1)])]
+    await model.aclose()
     assert texts == [f"caf{FFFD} au lait", f"{FFFD}{FFFD}"]
     assert "watchkeeper> One coffee." in out.getvalue()
     assert "watchkeeper> Noted." in out.getvalue()
@@ -207,5 +210,6 @@ async def test_invalid_utf8_in_a_whatsapp_message_reaches_the_agent_replaced(
             await asyncio.sleep(0.01)
         await app.pipeline.join()
         row = await app.deps.db["inbox"].find_one({"channel": "whatsapp"})
+    await model.aclose()
     assert row is not None and row["text"] == f"caf{FFFD} {FFFD}!"
     assert _last_user_text(openai_api).endswith(f"caf{FFFD} {FFFD}!")

@@ -6,6 +6,7 @@ from aiohttp import web
 
 from agent.app.dashboard.auth import CSRF_FIELD, SESSION_COOKIE, SESSION_KEY, set_session
 from agent.app.dashboard.context import Dashboard, plain, secured, see_other
+from agent.app.dashboard.throttle import LoginThrottle
 
 MAX_TOKEN_CHARS = 1000
 
@@ -18,6 +19,8 @@ def _next(raw: str | None) -> str:
 
 
 def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
+    throttle = LoginThrottle()
+
     async def login_page(request: web.Request) -> web.StreamResponse:
         if dash.sessions.token is None:
             return secured(plain("ADMIN_TOKEN is not configured", 503))
@@ -29,6 +32,11 @@ def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
     async def login(request: web.Request) -> web.StreamResponse:
         if dash.sessions.token is None:
             return secured(plain("ADMIN_TOKEN is not configured", 503))
+        wait = throttle.retry_after(dash.now())
+        if wait is not None:
+            response = plain(f"Too many wrong tokens; try again in {wait} s", 429)
+            response.headers["Retry-After"] = str(wait)
+            return secured(response)
         form = await request.post()
         given, target = form.get("token"), _next(str(form.get("next") or ""))
         if (
@@ -36,6 +44,7 @@ def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
             or len(given) > MAX_TOKEN_CHARS
             or not dash.sessions.token_matches(given.strip())
         ):
+            throttle.failed(dash.now())
             context = {"error": "That token is not right.", "next": target}
             return secured(dash.render(request, "login.html", context, status=401))
         response = see_other(target)

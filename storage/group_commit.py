@@ -1,0 +1,179 @@
+"""Group commit: writes of one kind share a database command while one is in flight.
+
+The embedded server pays a large fixed cost per command, so under a burst the
+writes that queue up behind the one in flight go together in ONE command as soon as
+it returns. A lone write goes at once (nothing waits for company), so an idle
+process sees no delay, and a burst needs a handful of commands instead of one each.
+
+Each caller still awaits its own write and gets its own outcome: ``write`` returns
+one outcome per item (``None``, or the exception that item's own write would have
+raised, say a ``DuplicateKeyError``). If the command for a batch fails as a whole,
+each item is written again alone, so one bad document cannot fail the others; only
+an unreachable database fails them all at once (writing each alone would only wait
+for it once per item).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Generic, TypeVar
+
+from bson import ObjectId
+from pymongo import UpdateOne
+from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.errors import BulkWriteError, DuplicateKeyError, WriteError
+
+from storage import retry
+
+I = TypeVar("I")  # noqa: E741 - the item type
+Doc = dict[str, Any]
+Outcomes = Sequence[BaseException | None] | None
+"""Per item, in order: None (written) or its own error; None as a whole: all written."""
+BatchWrite = Callable[[list[I]], Awaitable[Outcomes]]
+MAX_ITEMS = 200
+"""At most this many items in one command (a command stays far below 16 MB)."""
+
+
+class GroupCommit(Generic[I]):
+    """One command in flight at a time; items queued meanwhile go in the next one."""
+
+    def __init__(self, write: BatchWrite[I], *, max_items: int = MAX_ITEMS) -> None:
+        self._write = write
+        self._max = max_items
+        self._queue: list[tuple[I, asyncio.Future[None]]] = []
+        self._busy = False
+        self._drain: asyncio.Task[None] | None = None
+
+    async def __call__(self, item: I) -> None:
+        """Write ``item`` (alone at once when nothing is in flight, else with the queue)."""
+        if self._busy:
+            done = asyncio.get_running_loop().create_future()
+            self._queue.append((item, done))
+            await done
+            return
+        self._busy = True
+        try:
+            await self._alone(item)
+        finally:
+            self._busy = False
+            if self._queue:
+                self._busy = True
+                self._drain = asyncio.create_task(self._run(), name="group commit")
+
+    async def _alone(self, item: I) -> None:
+        outcomes = await self._write([item])
+        if outcomes is not None and outcomes[0] is not None:
+            raise outcomes[0]
+
+    async def _run(self) -> None:
+        batch: list[tuple[I, asyncio.Future[None]]] = []
+        try:
+            while self._queue:
+                batch, self._queue = self._queue[: self._max], self._queue[self._max :]
+                for (_item, done), outcome in zip(batch, await self._batch(batch), strict=True):
+                    if done.done():
+                        continue  # its caller was cancelled; the write went anyway
+                    if outcome is None:
+                        done.set_result(None)
+                    else:
+                        done.set_exception(outcome)
+                batch = []
+        finally:
+            self._busy = False
+            for _item, done in batch + self._queue:  # cancelled: nobody hears a result
+                done.cancel()
+            self._queue = []
+
+    async def _batch(
+        self, batch: list[tuple[I, asyncio.Future[None]]]
+    ) -> list[BaseException | None]:
+        items = [item for item, _done in batch]
+        try:
+            outcomes = await self._write(items)
+        except Exception as exc:
+            if len(items) == 1 or retry.unreachable(exc):
+                return [exc] * len(items)
+            return [await self._fallback(item) for item in items]
+        return list(outcomes) if outcomes is not None else [None] * len(items)
+
+    async def _fallback(self, item: I) -> BaseException | None:
+        try:
+            await self._alone(item)
+        except Exception as exc:
+            return exc
+        return None
+
+
+def insert_each(coll: AsyncCollection[Doc]) -> BatchWrite[Doc]:
+    """Inserts as one unordered ``insert``, each document's duplicate key its own error.
+
+    Each document gets its ``_id`` before the first try, so a duplicate whose ``_id`` is
+    stored is the document's own earlier copy (a retry after a dropped connection, or
+    a failed batch that stored part of itself): that is success, as in ``retry.insert``.
+    The server may report such a copy on any unique index, so the ``_id``s of the
+    duplicates are looked up (one ``find``, only when there are duplicates).
+    """
+
+    async def write(docs: list[Doc]) -> Outcomes:
+        for doc in docs:
+            doc.setdefault("_id", ObjectId())
+        try:
+            await retry.retried(lambda: coll.insert_many(docs, ordered=False), "insert")
+        except BulkWriteError as exc:
+            errors = _errors(docs, exc)
+            duplicates = [k for k, e in errors.items() if isinstance(e, DuplicateKeyError)]
+            if duplicates:
+                query = {"_id": {"$in": duplicates}}
+                async for own in coll.find(query, projection={"_id": 1}):
+                    errors[own["_id"]] = None  # stored by an earlier try
+            return [errors.get(doc["_id"]) for doc in docs]
+        return None
+
+    return write
+
+
+def _errors(docs: list[Doc], exc: BulkWriteError) -> dict[Any, BaseException | None]:
+    """Each failed document's own error, by ``_id``."""
+    errors: dict[Any, BaseException | None] = {}
+    for err in exc.details.get("writeErrors", []):
+        op = err.get("op")
+        key = op["_id"] if isinstance(op, dict) and "_id" in op else docs[err["index"]]["_id"]
+        code, message = err.get("code"), str(err.get("errmsg", ""))
+        kind = DuplicateKeyError if code == 11000 else WriteError
+        errors[key] = kind(message, code, err)
+    return errors
+
+
+def set_each(coll: AsyncCollection[Doc]) -> BatchWrite[tuple[Any, Doc]]:
+    """``(_id, fields)`` pairs, each a ``$set`` by ``_id``: one ``update`` command
+    carrying one statement per pair. Safe to repeat, so retried once."""
+
+    async def write(items: list[tuple[Any, Doc]]) -> Outcomes:
+        ops = [UpdateOne({"_id": key}, {"$set": fields}) for key, fields in items]
+        try:
+            await retry.retried(lambda: coll.bulk_write(ops, ordered=False), "update")
+        except BulkWriteError as exc:  # unordered: the other statements were applied
+            failed = {e["index"]: e for e in exc.details.get("writeErrors", [])}
+            if not failed:
+                raise
+            return [
+                WriteError(str(e.get("errmsg", "")), e.get("code"), e) if e else None
+                for e in (failed.get(i) for i in range(len(items)))
+            ]
+        return None
+
+    return write
+
+
+def set_all(coll: AsyncCollection[Doc], fields: Callable[[], Doc]) -> BatchWrite[Sequence[Any]]:
+    """Groups of ``_id``s that all get the same ``$set`` (``fields()`` when written):
+    one ``update_many`` by ``_id: {$in}``. Safe to repeat, so retried once."""
+
+    async def write(items: list[Sequence[Any]]) -> Outcomes:
+        ids = [key for keys in items for key in keys]
+        change = {"$set": fields()}
+        await retry.retried(lambda: coll.update_many({"_id": {"$in": ids}}, change), "update")
+        return None
+
+    return write

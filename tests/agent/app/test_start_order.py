@@ -1,0 +1,167 @@
+"""Start-up order: the channels poll before the agent is built (``agent.app.core``).
+
+The whole app against the fake Bot API: an update that arrives while the app starts
+is stored and acknowledged before the agent exists, and answered exactly once when it
+does; what a dead process left unfinished comes before it; a start-up that fails
+leaves it unfinished for the next start, never failed or answered twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pymongo.asynchronous.database import AsyncDatabase
+
+from agent.app.core import build_app
+from agent.app.parts import App
+from agent.config import Settings
+from channels.telegram import TelegramChannel
+from storage import collections as c
+from tests.conftest import make_settings
+from tests.fakes.clock import FakeClock
+from tests.fakes.scripted import Request, ScriptedModel
+from tests.fakes.telegram_api import TOKEN, FakeTelegram
+
+Doc = dict[str, Any]
+OWNER = 4242
+Feature = Callable[[App, contextlib.AsyncExitStack], Awaitable[None]]
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeTelegram]:
+    async with FakeTelegram() as server:
+        yield server
+
+
+@pytest.fixture
+def settings(mongo_server: str, db: AsyncDatabase[Doc], tmp_path: Path) -> Settings:
+    return make_settings(
+        mongodb_uri=mongo_server + "?directConnection=true",
+        mongodb_db=db.name,
+        data_dir=tmp_path,
+        openai_api_key="sk-test",
+        owner_telegram_ids=[OWNER],
+    )
+
+
+def echo(req: Request) -> str:
+    return "you said: " + str(req.messages[-1].parts[0].text)  # type: ignore[union-attr]
+
+
+def channel(fake: FakeTelegram) -> TelegramChannel:
+    return TelegramChannel(TOKEN, fake.url, poll_timeout=1, retry_delays=(0.01, 0.1))
+
+
+async def stored(db: AsyncDatabase[Doc], text: str, within: float = 5.0) -> Doc:
+    """The inbox row of ``text``, once it is there."""
+    deadline = asyncio.get_running_loop().time() + within
+    while (row := await db[c.INBOX].find_one({"text": text})) is None:
+        assert asyncio.get_running_loop().time() < deadline, f"{text!r} never stored"
+        await asyncio.sleep(0.01)
+    return row
+
+
+def holding_until_stored(
+    db: AsyncDatabase[Doc], fake: FakeTelegram, update: Doc, seen: list[str]
+) -> Feature:
+    """A feature (so: the app half-built) that waits until ``update`` is stored and
+    acknowledged, gives a handler time to answer it, and notes what was answered."""
+
+    async def hold(app: App, stack: contextlib.AsyncExitStack) -> None:
+        row = await stored(db, update["message"]["text"])
+        await fake.wait_confirmed(update["update_id"])
+        await asyncio.sleep(0.3)
+        seen.append(row["status"])
+        seen.extend(sent.visible for sent in fake.sent)
+
+    return hold
+
+
+async def test_an_update_arriving_during_start_up_is_stored_then_answered_once(
+    fake: FakeTelegram, settings: Settings, db: AsyncDatabase[Doc]
+) -> None:
+    update = fake.push_text(OWNER, "hello while you start")
+    model = ScriptedModel(echo)
+    seen: list[str] = []
+    hold = holding_until_stored(db, fake, update, seen)
+    async with build_app(settings, model=model, channels=[channel(fake)], features=[hold]) as app:
+        # Stored and acknowledged while the app started; answered only once every
+        # feature was in place (their commands and interceptors apply to it).
+        assert seen == ["processing"]
+        [reply] = await fake.wait_sent(1)
+        await app.pipeline.join()
+        await asyncio.sleep(0.2)  # a second answer would have come by now
+        assert [s.visible for s in fake.sent] == ["you said: hello while you start"]
+        assert reply.chat_id == str(OWNER)
+        assert len(model.requests) == 1
+        rows = await db[c.INBOX].find({}).to_list()
+        assert [(r["text"], r["status"], r["attempts"]) for r in rows] == [
+            ("hello while you start", "done", 1)
+        ]
+
+
+async def test_what_a_dead_process_left_is_answered_before_what_arrives_at_start(
+    fake: FakeTelegram, settings: Settings, db: AsyncDatabase[Doc]
+) -> None:
+    left = datetime.now(UTC) - timedelta(hours=1)
+    await db[c.INBOX].insert_one(
+        {
+            "channel": "telegram", "external_id": "1:1", "chat_id": str(OWNER),
+            "sender_id": str(OWNER), "sender_name": "", "text": "left unfinished",
+            "reply_to": None, "meta": {}, "received_at": left,
+            "conversation_key": f"telegram:{OWNER}", "status": "processing",
+            "claimed_at": left, "attempts": 1,
+        }
+    )  # fmt: skip
+    update = fake.push_text(OWNER, "new at start")
+    model = ScriptedModel(echo)
+    hold = holding_until_stored(db, fake, update, [])
+    async with build_app(settings, model=model, channels=[channel(fake)], features=[hold]) as app:
+        await fake.wait_sent(2)
+        await app.pipeline.join()
+        await asyncio.sleep(0.2)
+    assert [s.visible for s in fake.sent] == ["you said: left unfinished", "you said: new at start"]
+    assert len(model.requests) == 2
+
+
+async def test_a_failed_start_leaves_a_stored_update_for_the_next_start(
+    fake: FakeTelegram, settings: Settings, db: AsyncDatabase[Doc]
+) -> None:
+    update = fake.push_text(OWNER, "hello before a crash")
+    model = ScriptedModel(echo)
+    seen: list[str] = []
+    hold = holding_until_stored(db, fake, update, seen)
+
+    async def broken(app: App, stack: contextlib.AsyncExitStack) -> None:
+        raise RuntimeError("a feature failed to start")
+
+    started = asyncio.get_running_loop().time()
+    with pytest.raises(RuntimeError, match="a feature failed to start"):
+        async with build_app(
+            settings, model=model, channels=[channel(fake)], features=[hold, broken]
+        ):
+            pass
+    assert asyncio.get_running_loop().time() - started < 5  # nothing waits at the gate
+    assert seen == ["processing"]
+    row = await stored(db, "hello before a crash")
+    assert row["status"] == "processing"  # unfinished, not failed: resumed next time
+    assert fake.sent == [] and model.requests == []
+
+    # The next start (its claim now stale, as after a crash) answers it, once.
+    later = FakeClock(datetime.now(UTC) + timedelta(hours=1))
+    async with build_app(
+        settings, model=model, channels=[channel(fake)], features=[], clock=later
+    ) as app:
+        await fake.wait_sent(1)
+        await app.pipeline.join()
+        await asyncio.sleep(0.2)
+    assert [s.visible for s in fake.sent] == ["you said: hello before a crash"]
+    assert len(model.requests) == 1
+    row = await stored(db, "hello before a crash")
+    assert row["status"] == "done"

@@ -1,0 +1,116 @@
+"""Under a burst the pipeline and outbox share database commands (storage.group_commit),
+and every message is still stored, answered, recorded sent and marked done."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from pymongo import AsyncMongoClient, monitoring
+from pymongo.asynchronous.database import AsyncDatabase
+
+from channels.outbox import Outbox
+from channels.pipeline import Pipeline
+from channels.types import InboundMessage, Reply
+from tests.fakes.channel import RecordingChannel
+
+Doc = dict[str, Any]
+CHATS = 30
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def inbound(chat: str, n: int) -> InboundMessage:
+    return InboundMessage(
+        channel="rec", external_id=f"{chat}-{n}", chat_id=chat, sender_id="u",
+        text=f"{chat} message {n}", received_at=now(),
+    )  # fmt: skip
+
+
+class Commands(monitoring.CommandListener):
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        target = event.command.get(event.command_name)
+        self.counts[f"{event.command_name} {target}"] += 1
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+@pytest.fixture
+async def watched(
+    mongo_server: str, db: AsyncDatabase[Doc]
+) -> AsyncIterator[tuple[AsyncDatabase[Doc], Commands]]:
+    commands = Commands()
+    client: AsyncMongoClient[Doc] = AsyncMongoClient(
+        mongo_server,
+        directConnection=True,
+        retryWrites=False,
+        tz_aware=True,
+        event_listeners=[commands],
+    )
+    try:
+        yield client[db.name], commands
+    finally:
+        await client.close()
+
+
+async def test_replies_finishing_together_share_their_writes(
+    watched: tuple[AsyncDatabase[Doc], Commands],
+) -> None:
+    db, commands = watched
+    answer = asyncio.Event()
+
+    async def handler(message: InboundMessage) -> list[Reply]:
+        await answer.wait()  # every model answer arrives at once
+        return [Reply(f"re: {message.text}")]
+
+    channel = RecordingChannel("rec")
+    outbox = Outbox(db, {"rec": channel}, now)
+    pipeline = Pipeline(db, handler, outbox, {"rec": channel}, now)
+    for n in range(CHATS):
+        assert await pipeline.submit(inbound(f"c{n}", 0))
+    commands.counts.clear()
+    answer.set()
+    await pipeline.join()
+
+    assert sorted(channel.texts()) == sorted(f"re: c{n} message 0" for n in range(CHATS))
+    assert await db["inbox"].count_documents({"status": "done"}) == CHATS
+    sent = await db["outbox"].find({"status": "sent"}).to_list()
+    assert len(sent) == CHATS and all(d["external_ids"] for d in sent)
+    for write in ("insert outbox", "update outbox", "update inbox"):
+        assert commands.counts[write] <= CHATS // 3, commands.counts
+
+
+async def test_messages_stored_at_once_are_one_insert_each_heard_once_in_order(
+    watched: tuple[AsyncDatabase[Doc], Commands],
+) -> None:
+    db, commands = watched
+    handled: list[str] = []
+
+    async def handler(message: InboundMessage) -> list[Reply]:
+        handled.append(message.external_id)
+        return [Reply("ok")]
+
+    channel = RecordingChannel("rec")
+    pipeline = Pipeline(db, handler, Outbox(db, {"rec": channel}, now), {"rec": channel}, now)
+    messages = [inbound(chat, n) for n in range(5) for chat in ("a", "b", "c", "d", "e", "f")]
+    messages.insert(7, inbound("a", 0))  # a webhook delivered twice at once
+    stored = await asyncio.gather(*(pipeline.submit(m) for m in messages))
+    assert stored == [True] * 7 + [False] + [True] * 23
+    assert commands.counts["insert inbox"] <= 3, commands.counts
+    await pipeline.join()
+    for chat in "abcdef":
+        assert [i for i in handled if i.startswith(chat)] == [f"{chat}-{n}" for n in range(5)]
+    assert await db["inbox"].count_documents({"status": "done"}) == 30
