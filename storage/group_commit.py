@@ -177,3 +177,27 @@ def set_all(coll: AsyncCollection[Doc], fields: Callable[[], Doc]) -> BatchWrite
         return None
 
     return write
+
+
+def insert_groups(coll: AsyncCollection[Doc]) -> BatchWrite[list[Doc]]:
+    """Lists of documents (one caller's each, say one exchange's turns) as one unordered
+    insert, as ``insert_each``; a list's outcome is the first error among its documents.
+
+    Unordered: if one document of a list fails, the others are still stored (an ordered
+    insert would stop there). Callers whose documents can only clash by a bug (the
+    messages' ``seq``, one writer per conversation) see the error either way."""
+    each = insert_each(coll)
+
+    async def write(groups: list[list[Doc]]) -> Outcomes:
+        outcomes = await each([doc for group in groups for doc in group])
+        if outcomes is None:
+            return None
+        found: list[BaseException | None] = []
+        start = 0
+        for group in groups:
+            errors = [e for e in outcomes[start : start + len(group)] if e is not None]
+            found.append(errors[0] if errors else None)
+            start += len(group)
+        return found
+
+    return write

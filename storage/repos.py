@@ -17,6 +17,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from storage import collections as c
 from storage import retry
 from storage.cache import TtlCache
+from storage.group_commit import GroupCommit, insert_groups
 
 Doc = dict[str, Any]
 MEMORY_LIMIT = 4_000
@@ -153,6 +154,8 @@ class ConversationRepo:
 class MessageRepo:
     def __init__(self, db: AsyncDatabase[Doc]) -> None:
         self._coll = db[c.MESSAGES]
+        # Exchanges of different chats ending together share one insert command.
+        self._insert = GroupCommit(insert_groups(self._coll))
 
     async def append(
         self, conversation_id: ObjectId, messages: list[Doc], start_seq: int | None = None
@@ -175,7 +178,7 @@ class MessageRepo:
             {**m, "conversation_id": conversation_id, "seq": start_seq + i, "created_at": now}
             for i, m in enumerate(messages)
         ]
-        await retry.insert_many(self._coll, docs, ordered=True)  # a retry adds only what is missing
+        await self._insert(docs)  # a retry adds only what is missing
 
     async def answer_for(self, inbox_id: str) -> str | None:
         """The stored final answer to inbound message ``inbox_id``, if it was answered."""

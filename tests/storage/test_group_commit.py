@@ -4,52 +4,16 @@ still gets its own outcome, and a lone write goes at once."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
-import pytest
 from bson.errors import InvalidDocument
-from pymongo import AsyncMongoClient, monitoring
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
 from storage.group_commit import GroupCommit, insert_each, set_all, set_each
+from tests.storage.conftest import Commands
 
 Doc = dict[str, Any]
-
-
-class Commands(monitoring.CommandListener):
-    """The write commands a client sends: name and how many items each carried."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, int]] = []
-
-    def started(self, event: monitoring.CommandStartedEvent) -> None:
-        items = event.command.get("updates") or event.command.get("documents") or []
-        self.sent.append((event.command_name, len(items)))
-
-    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        pass
-
-    def failed(self, event: monitoring.CommandFailedEvent) -> None:
-        pass
-
-    def named(self, name: str) -> list[int]:
-        return [n for command, n in self.sent if command == name]
-
-
-@pytest.fixture
-async def watched(
-    mongo_server: str, db: AsyncDatabase[Doc]
-) -> AsyncIterator[tuple[AsyncDatabase[Doc], Commands]]:
-    commands = Commands()
-    client: AsyncMongoClient[Doc] = AsyncMongoClient(
-        mongo_server, directConnection=True, retryWrites=False, event_listeners=[commands]
-    )
-    try:
-        yield client[db.name], commands
-    finally:
-        await client.close()
 
 
 async def test_a_burst_of_done_updates_is_a_few_commands_and_all_land(
