@@ -18,6 +18,7 @@ from storage import collections as c
 from storage import retry
 from storage.cache import TtlCache
 from storage.group_commit import GroupCommit, insert_groups
+from storage.times import aware
 
 Doc = dict[str, Any]
 MEMORY_LIMIT = 4_000
@@ -107,6 +108,11 @@ class SystemInstructionRepo:
         await self._set({"memory_enabled": enabled})
 
 
+MAX_CREATED = 10_000
+"""Bound on ``ConversationRepo``'s just-created set (a conversation left out only costs
+its first exchange one history read)."""
+
+
 class ConversationRepo:
     """A conversation key (``telegram:42``, ``console:owner``, ``cron:<id>``) maps to one
     active conversation; ``reset`` closes it so the next message starts a new one."""
@@ -116,6 +122,16 @@ class ConversationRepo:
     def __init__(self, db: AsyncDatabase[Doc]) -> None:
         self._coll = db[c.CONVERSATIONS]
         self._cache: TtlCache[str, Doc] = TtlCache(self.CACHE_SECONDS)
+        self._created: set[ObjectId] = set()
+        """Conversations this process just created, until ``take_created`` is asked."""
+
+    def take_created(self, conversation_id: ObjectId) -> bool:
+        """True once for a conversation ``active`` has just created: it has no messages
+        yet, so its first exchange need not read its history."""
+        if conversation_id in self._created:
+            self._created.discard(conversation_id)
+            return True
+        return False
 
     async def active(self, key: str, **meta: Any) -> Doc:
         """The conversation messages for ``key`` go to (created on first use).
@@ -127,6 +143,7 @@ class ConversationRepo:
 
     async def _load(self, key: str, meta: dict[str, Any]) -> Doc:
         now = utcnow()
+        now = now.replace(microsecond=now.microsecond // 1000 * 1000)  # as stored: ms
         update = {"$setOnInsert": {"created_at": now, **meta}, "$set": {"touched_at": now}}
         # An upsert: a repeat matches the conversation the first try made.
         doc = await retry.retried(
@@ -139,6 +156,8 @@ class ConversationRepo:
             "open a conversation",
         )
         assert doc is not None
+        if aware(doc.get("created_at")) == now and len(self._created) < MAX_CREATED:
+            self._created.add(doc["_id"])  # this very call inserted it
         return doc
 
     async def reset(self, key: str) -> None:

@@ -109,9 +109,14 @@ class Agent:
             earlier = await deps.messages.answer_for(str(inbox_id))
             if earlier is not None:  # answered before a crash: same answer, no tokens
                 return AgentReply(text=earlier, conversation_id=conv_id)
-        docs, instruction = await asyncio.gather(
-            deps.messages.recent(conv_id, limit=1 if isolated else 200), deps.instructions.get()
-        )
+        docs: list[dict[str, Any]] = []
+        if deps.conversations.take_created(conv_id):  # new: nothing to read
+            instruction = await deps.instructions.get()
+        else:
+            docs, instruction = await asyncio.gather(
+                deps.messages.recent(conv_id, limit=1 if isolated else 200),
+                deps.instructions.get(),
+            )
         next_seq = int(docs[-1]["seq"]) + 1 if docs else 0
         history = [] if isolated else self._history(docs, ctx)
         # This exchange's photos and voice notes ride along as parts; history keeps
