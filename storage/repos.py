@@ -6,6 +6,7 @@ them back into typed parts. Storage never imports the agent.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -18,6 +19,7 @@ from storage import collections as c
 from storage import retry
 from storage.cache import TtlCache
 from storage.group_commit import GroupCommit, insert_groups
+from storage.group_load import GroupLoad
 from storage.times import aware
 
 Doc = dict[str, Any]
@@ -113,6 +115,12 @@ MAX_CREATED = 10_000
 its first exchange one history read)."""
 
 
+def _stored_now() -> datetime:
+    """Now, to the millisecond (as a stored date comes back)."""
+    now = utcnow()
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+
 class ConversationRepo:
     """A conversation key (``telegram:42``, ``console:owner``, ``cron:<id>``) maps to one
     active conversation; ``reset`` closes it so the next message starts a new one."""
@@ -124,6 +132,8 @@ class ConversationRepo:
         self._cache: TtlCache[str, Doc] = TtlCache(self.CACHE_SECONDS)
         self._created: set[ObjectId] = set()
         """Conversations this process just created, until ``take_created`` is asked."""
+        # Chats whose messages arrive together open their conversations in one batch.
+        self._open = GroupLoad(self._load, self._load_many)
 
     def take_created(self, conversation_id: ObjectId) -> bool:
         """True once for a conversation ``active`` has just created: it has no messages
@@ -139,11 +149,10 @@ class ConversationRepo:
         Cached briefly: a ``reset`` through this repository takes effect at once,
         one made by another process within ``CACHE_SECONDS``.
         """
-        return await self._cache.get(key, lambda: self._load(key, meta))
+        return await self._cache.get(key, lambda: self._open(key, meta))
 
     async def _load(self, key: str, meta: dict[str, Any]) -> Doc:
-        now = utcnow()
-        now = now.replace(microsecond=now.microsecond // 1000 * 1000)  # as stored: ms
+        now = _stored_now()
         update = {"$setOnInsert": {"created_at": now, **meta}, "$set": {"touched_at": now}}
         # An upsert: a repeat matches the conversation the first try made.
         doc = await retry.retried(
@@ -156,9 +165,45 @@ class ConversationRepo:
             "open a conversation",
         )
         assert doc is not None
-        if aware(doc.get("created_at")) == now and len(self._created) < MAX_CREATED:
-            self._created.add(doc["_id"])  # this very call inserted it
+        if aware(doc.get("created_at")) == now:
+            self._note_created(doc["_id"])  # this very call inserted it
         return doc
+
+    async def _load_many(self, items: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Doc]:
+        """Several keys at once: one find, one touch, one insert of the missing ones.
+
+        Like the upsert of ``_load``, it relies on one writer per key (the pipeline
+        handles a chat's messages in order)."""
+        now = _stored_now()
+        keys = [key for key, _meta in items]
+        found: dict[str, Doc] = {}
+        query = {"key": {"$in": keys}, "active": True}
+        async for doc in self._coll.find(query):
+            found.setdefault(doc["key"], doc)
+        if found:
+            ids = [doc["_id"] for doc in found.values()]
+            await retry.retried(  # a $set: safe to repeat
+                lambda: self._coll.update_many(
+                    {"_id": {"$in": ids}}, {"$set": {"touched_at": now}}
+                ),
+                "touch conversations",
+            )
+            for doc in found.values():
+                doc["touched_at"] = now
+        fresh = [
+            {"key": key, "active": True, "created_at": now, **meta, "touched_at": now}
+            for key, meta in items
+            if key not in found
+        ]
+        await retry.insert_many(self._coll, fresh, ordered=False)
+        for doc in fresh:
+            found[doc["key"]] = doc
+            self._note_created(doc["_id"])
+        return found
+
+    def _note_created(self, conversation_id: ObjectId) -> None:
+        if len(self._created) < MAX_CREATED:
+            self._created.add(conversation_id)
 
     async def reset(self, key: str) -> None:
         await retry.retried(  # a $set: safe to repeat

@@ -107,13 +107,12 @@ class Toolset:
 
 
 @lru_cache(maxsize=256)
-def _cached_schema(model: type[BaseModel]) -> str:
-    return json.dumps(_compact_fresh(model))
-
-
 def compact_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """The compact schema of ``model``; generated once per model class (it is pure)."""
-    return json.loads(_cached_schema(model))  # type: ignore[no-any-return]
+    """The compact schema of ``model``; generated once per model class (it is pure).
+
+    One shared dict per class, sent with every request: read it, never change it
+    (the adapters only serialise it; ``tests/agent/tools/test_schema_shared.py``)."""
+    return _compact_fresh(model)
 
 
 def _compact_fresh(model: type[BaseModel]) -> dict[str, Any]:
