@@ -186,6 +186,11 @@ class PairingStore:
         )
         return owner
 
+    async def remove(self, user_id: int) -> PairedOwner | None:
+        """Stop ``user_id`` being a paired owner; None when they were not one."""
+        doc = await self._coll.find_one_and_delete({"kind": "owner", "user_id": user_id})
+        return _owner(doc) if doc is not None else None
+
 
 def _new_code(taken: set[str]) -> str:
     while True:

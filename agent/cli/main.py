@@ -102,6 +102,9 @@ def _parser() -> argparse.ArgumentParser:
     pair = sub.add_parser("pair", help="approve a Telegram pairing code (make its sender an owner)")
     pair.add_argument("code", nargs="?", help="the 6-digit code the bot sent")
     pair.add_argument("--list", action="store_true", help="show owners and pending codes")
+    pair.add_argument(
+        "--remove", type=int, metavar="USER_ID", help="unpair an owner (their Telegram user id)"
+    )
     return parser
 
 
@@ -148,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "pair":
             from agent.cli.pair import pair
 
-            code = asyncio.run(pair(settings, args.code, list_only=args.list))
+            code = asyncio.run(pair(settings, args.code, list_only=args.list, remove=args.remove))
             return code
         if args.command == "whatsapp":
             from agent.cli.whatsapp_link import link

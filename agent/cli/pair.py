@@ -1,4 +1,6 @@
-"""``watchkeeper pair CODE``: approve a pending Telegram pairing; ``--list`` shows them.
+"""``watchkeeper pair CODE``: approve a pending Telegram pairing; ``--list`` shows them;
+``--remove USER_ID`` unpairs an owner (a running process stops answering them as the
+owner within ``agent.conversation.pairing.REFRESH_EVERY``, 30 s).
 
 Works beside a running ``watchkeeper run`` (it attaches to its embedded database) and
 without one. The running process sees the new owner at their next message, and greets
@@ -27,11 +29,14 @@ async def pair(
     code: str | None,
     *,
     list_only: bool = False,
+    remove: int | None = None,
     out: TextIO | None = None,
     clock: Clock = system_clock,
 ) -> int:
     """Approve ``code``, or list pairings; returns the process exit code."""
     stream = out or sys.stdout
+    if remove is not None:
+        return await _remove(settings, remove, stream, clock)
     if not list_only and (code is None or not CODE.fullmatch(code.strip())):
         print(
             "watchkeeper: a pairing code is the 6 digits the bot sent on Telegram, "
@@ -67,6 +72,35 @@ async def pair(
         await _welcome(Outbox(db.db, {}, clock), owner)
     print(
         f"{owner.who()} is now an owner on Telegram; other pending codes were dropped.", file=stream
+    )
+    return 0
+
+
+async def _remove(settings: Settings, user_id: int, stream: TextIO, clock: Clock) -> int:
+    if user_id in settings.owner_telegram_ids:
+        print(
+            f"watchkeeper: {user_id} is an owner through the setting OWNER_TELEGRAM_IDS, "
+            "not by pairing; remove it from there and restart",
+            file=sys.stderr,
+        )
+        return 2
+    async with open_database(
+        settings.mongodb_uri,
+        settings.mongodb_db,
+        settings.data_dir,
+        idle_timeout=settings.embedded_db_idle_timeout_seconds,
+    ) as db:
+        store = PairingStore(db.db, clock)
+        removed = await store.remove(user_id)
+        if removed is None:
+            owners = [o.who() for o in await store.owners()]
+            known = "paired owners: " + "; ".join(owners) if owners else "nobody is paired"
+            print(f"watchkeeper: {user_id} is not a paired owner ({known})", file=sys.stderr)
+            return 2
+    print(
+        f"{removed.who()} is no longer an owner; a running watchkeeper stops answering them "
+        "as the owner within 30 s.",
+        file=stream,
     )
     return 0
 
