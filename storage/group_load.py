@@ -29,6 +29,7 @@ class GroupLoad(Generic[K, A, V]):
         self._max = max_keys
         self._queue: dict[K, tuple[A, list[asyncio.Future[V]]]] = {}
         self._busy = False
+        self._drain_task: asyncio.Task[None] | None = None  # held: the loop keeps weak refs
 
     async def __call__(self, key: K, arg: A) -> V:
         if self._busy:
@@ -42,7 +43,7 @@ class GroupLoad(Generic[K, A, V]):
             self._busy = False
             if self._queue:
                 self._busy = True
-                asyncio.get_running_loop().create_task(self._drain(), name="group load")
+                self._drain_task = asyncio.create_task(self._drain(), name="group load")
 
     async def _drain(self) -> None:
         try:

@@ -37,6 +37,7 @@ from aiohttp import web
 
 from agent.app.dashboard.auth import Sessions
 from agent.app.dashboard.context import BY, DASHBOARD_KEY, Dashboard, template_env
+from agent.app.dashboard.revoked import RevokedStore
 from agent.app.parts import App
 
 log = logging.getLogger(__name__)
@@ -49,8 +50,13 @@ __all__ = ["BY", "PAGES", "Dashboard", "setup_dashboard"]
 
 def setup_dashboard(web_app: web.Application, app: App) -> Dashboard:
     """Mount the dashboard's routes, templates and static files on ``web_app``."""
-    dash = Dashboard(app, Sessions(app.settings))
+    dash = Dashboard(app, Sessions(app.settings, RevokedStore(app.database.db)))
     web_app[DASHBOARD_KEY] = dash
+
+    async def load_logouts(_web_app: web.Application) -> None:
+        await dash.sessions.load(dash.now())
+
+    web_app.on_startup.append(load_logouts)
     template_env(web_app)
     web_app.router.add_static("/static/", STATIC, append_version=False)
     for name in PAGES:

@@ -9,6 +9,8 @@ remembers the session id as revoked until it would have expired anyway.
 Every POST behind the login carries a CSRF token (hidden field ``csrf``, from
 ``csrf_field(request)`` in templates): an HMAC of the session id, checked in constant
 time. A request authorised by the bearer header has the fixed session id ``bearer``.
+
+Logged-out sessions survive a restart (``revoked.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from datetime import datetime, timedelta
 from aiohttp import web
 
 from agent.app.bearer import bearer_matches
+from agent.app.dashboard.revoked import RevokedStore
 from agent.config import Settings
 
 SESSION_COOKIE = "wk_session"
@@ -50,8 +53,15 @@ class Sessions:
     """Issues and checks session cookies, CSRF tokens and flash messages."""
 
     settings: Settings
+    store: RevokedStore | None = None
+    """Where logouts are kept across restarts (None: in memory only)."""
     revoked: dict[str, datetime] = field(default_factory=dict)
     """Logged-out session ids, until they would have expired."""
+
+    async def load(self, now: datetime) -> None:
+        """The logouts remembered from earlier runs (at web app start)."""
+        if self.store is not None:
+            self.revoked = await self.store.load(now) | self.revoked
 
     @property
     def token(self) -> str | None:
@@ -91,11 +101,13 @@ class Sessions:
             return None
         return sid
 
-    def revoke(self, request: web.Request, now: datetime) -> None:
+    async def revoke(self, request: web.Request, now: datetime) -> None:
         sid = self.session_of(request, now)
         self.revoked = {s: t for s, t in self.revoked.items() if t > now}
         if sid is not None and sid != BEARER_SESSION:
             self.revoked[sid] = now + timedelta(hours=SESSION_HOURS)
+            if self.store is not None:
+                await self.store.save(self.revoked)
 
     def csrf_token(self, sid: str) -> str:
         token = self.token or ""

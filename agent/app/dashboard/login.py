@@ -60,7 +60,7 @@ def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
         if not isinstance(given, str) or not dash.sessions.csrf_ok(sid, given):
             return secured(plain("CSRF token missing or wrong; reload the page", 403))
         request[SESSION_KEY] = sid
-        dash.sessions.revoke(request, dash.now())
+        await dash.sessions.revoke(request, dash.now())
         response = see_other("/login")
         response.del_cookie(SESSION_COOKIE, path="/")
         return secured(response)
