@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING
 from agent.app.gate import HandlerGate
 from agent.app.parts import TELEGRAM_WEBHOOK, App, Feature, Route
 from agent.config import Settings, ensure_data_dir
+from agent.database import open_configured_database
 from agent.llm.factory import build_model, check_model
 from agent.llm.lazy_sdk import warm_model
 from channels.outbox import Outbox
 from channels.pipeline import Pipeline
 from channels.types import Channel
-from storage.db import open_database
 from storage.repos import utcnow
 from storage.tasks import stop_task
 
@@ -113,15 +113,7 @@ async def build_app(
         # The database starts (its process boots, its indexes are built) on the event
         # loop while the modules of the model and of the channels load in a thread.
         opening = asyncio.ensure_future(
-            stack.enter_async_context(
-                open_database(
-                    settings.mongodb_uri,
-                    settings.mongodb_db,
-                    settings.data_dir,
-                    idle_timeout=settings.embedded_db_idle_timeout_seconds,
-                    server=embedded,
-                )
-            )
+            stack.enter_async_context(open_configured_database(settings, server=embedded))
         )
         chans: dict[str, Channel] = {}
         try:

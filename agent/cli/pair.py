@@ -15,9 +15,9 @@ from typing import TextIO
 
 from agent.config import Settings
 from agent.context import Clock, system_clock
+from agent.database import open_configured_database
 from channels.outbox import Outbox
 from channels.types import OutboundMessage
-from storage.db import open_database
 from storage.pairing import PairedOwner, PairingStore
 
 CODE = re.compile(r"\d{6}")
@@ -44,12 +44,7 @@ async def pair(
             file=sys.stderr,
         )
         return 2
-    async with open_database(
-        settings.mongodb_uri,
-        settings.mongodb_db,
-        settings.data_dir,
-        idle_timeout=settings.embedded_db_idle_timeout_seconds,
-    ) as db:
+    async with open_configured_database(settings) as db:
         store = PairingStore(db.db, clock)
         if list_only or code is None:
             lines = await listing(store, settings)
@@ -84,12 +79,7 @@ async def _remove(settings: Settings, user_id: int, stream: TextIO, clock: Clock
             file=sys.stderr,
         )
         return 2
-    async with open_database(
-        settings.mongodb_uri,
-        settings.mongodb_db,
-        settings.data_dir,
-        idle_timeout=settings.embedded_db_idle_timeout_seconds,
-    ) as db:
+    async with open_configured_database(settings) as db:
         store = PairingStore(db.db, clock)
         removed = await store.remove(user_id)
         if removed is None:

@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo
 
 from agent.config import Settings
 from agent.context import Clock, system_clock
+from agent.database import open_configured_database
 from scheduler.cron import CronError
 from scheduler.cron_words import describe
 from scheduler.jobs import CronJob, CronService, fires_window
@@ -20,7 +21,6 @@ from scheduler.owner_settings import OwnerSettings
 from scheduler.pulse_grid import PulseConfigError, upcoming_pulses
 from scheduler.pulse_state import PulseState, PulseStore
 from scheduler.views import days_text, quiet_text
-from storage.db import open_database
 
 PER_JOB_LIMIT = 200
 
@@ -84,12 +84,7 @@ async def print_schedule(
     if hours <= 0:
         print("watchkeeper: --hours must be positive", file=sys.stderr)
         return 2
-    async with open_database(
-        settings.mongodb_uri,
-        settings.mongodb_db,
-        settings.data_dir,
-        idle_timeout=settings.embedded_db_idle_timeout_seconds,
-    ) as db:
+    async with open_configured_database(settings) as db:
         owner = OwnerSettings(db.db, clock, settings.timezone)
         await owner.load()  # the owner's timezone and quiet hours (manage_settings)
         tz = owner.tz

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -14,39 +13,9 @@ from pymongo import AsyncMongoClient
 from pymongo.errors import DuplicateKeyError
 
 from storage.group_commit import insert_each, set_all, set_each
+from tests.storage.conftest import QUIET
 
 Doc = dict[str, Any]
-IDLE = 0.6
-"""The server closes a connection silent for this long (seconds)."""
-QUIET = IDLE * 1.7
-
-
-@pytest.fixture(scope="module")
-def quiet_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    from secantus import SecantusDBServer
-
-    server = SecantusDBServer(
-        host="127.0.0.1",
-        port=0,
-        storage_path=str(tmp_path_factory.mktemp("quiet_group")),
-        client_idle_timeout_s=IDLE,
-    )
-    server.start()
-    try:
-        yield str(server.uri)
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-async def client(quiet_server: str) -> AsyncIterator[AsyncMongoClient[Doc]]:
-    bare: AsyncMongoClient[Doc] = AsyncMongoClient(
-        quiet_server, directConnection=True, retryWrites=False, heartbeatFrequencyMS=60_000
-    )
-    try:
-        yield bare
-    finally:
-        await bare.close()
 
 
 async def _go_quiet(client: AsyncMongoClient[Doc], name: str) -> None:
@@ -57,12 +26,12 @@ async def _go_quiet(client: AsyncMongoClient[Doc], name: str) -> None:
 
 
 async def test_each_batch_write_survives_a_dropped_connection(
-    client: AsyncMongoClient[Doc], caplog: pytest.LogCaptureFixture
+    bare_client: AsyncMongoClient[Doc], caplog: pytest.LogCaptureFixture
 ) -> None:
-    coll = client["quiet"][f"g_{uuid.uuid4().hex[:8]}"]
+    coll = bare_client["quiet"][f"g_{uuid.uuid4().hex[:8]}"]
     await coll.create_index("key", unique=True, sparse=True)
     b, c, d = (await coll.insert_many([{"key": k} for k in "bcd"])).inserted_ids
-    await _go_quiet(client, coll.name)
+    await _go_quiet(bare_client, coll.name)
     inserted, *_ = await asyncio.gather(
         insert_each(coll)([{"key": "x"}, {"key": "y"}, {"key": "b"}]),
         set_each(coll)([(b, {"n": 1}), (c, {"n": 2})]),
@@ -80,11 +49,11 @@ async def test_each_batch_write_survives_a_dropped_connection(
 
 
 async def test_an_insert_that_landed_the_first_time_is_not_a_duplicate(
-    client: AsyncMongoClient[Doc],
+    bare_client: AsyncMongoClient[Doc],
 ) -> None:
     """A batch whose reply was lost after the server stored part of it: tried again,
     each document finds its own copy (same ``_id``) and is told it was stored."""
-    coll = client["quiet"][f"l_{uuid.uuid4().hex[:8]}"]
+    coll = bare_client["quiet"][f"l_{uuid.uuid4().hex[:8]}"]
     await coll.create_index("key", unique=True, sparse=True)
     await coll.insert_one({"_id": "m1", "key": "m1"})  # what the lost first try stored
     outcomes = await insert_each(coll)([{"_id": "m1", "key": "m1"}, {"_id": "m2", "key": "m2"}])

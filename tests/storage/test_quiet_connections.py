@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -29,45 +28,9 @@ from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import FakeClock
 from tests.fakes.scripted import ScriptedModel
 from tests.scheduling_kit import call_tool, inbound, parts_of
+from tests.storage.conftest import IDLE, QUIET
 
 Doc = dict[str, Any]
-IDLE = 0.6
-"""The server's client idle timeout in these tests, in seconds."""
-QUIET = IDLE * 1.7
-
-
-@pytest.fixture(scope="module")
-def quiet_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A SecantusDB server that closes a connection after ``IDLE`` seconds of silence."""
-    from secantus import SecantusDBServer
-
-    server = SecantusDBServer(
-        host="127.0.0.1",
-        port=0,
-        storage_path=str(tmp_path_factory.mktemp("quiet")),
-        client_idle_timeout_s=IDLE,
-    )
-    server.start()
-    try:
-        yield str(server.uri)
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-async def bare_client(quiet_server: str) -> AsyncIterator[AsyncMongoClient[Doc]]:
-    """A client that keeps idle connections as long as it likes (pymongo's default)."""
-    client: AsyncMongoClient[Doc] = AsyncMongoClient(
-        quiet_server,
-        directConnection=True,
-        retryWrites=False,
-        tz_aware=True,
-        heartbeatFrequencyMS=60_000,  # no heartbeat failure clears the pool meanwhile
-    )
-    try:
-        yield client
-    finally:
-        await client.close()
 
 
 async def _warm(client: AsyncMongoClient[Doc], name: str, connections: int = 4) -> None:
