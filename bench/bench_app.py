@@ -111,6 +111,32 @@ def rss_mib(pids: list[int]) -> float:
     return total_kib / 1024
 
 
+def resident_once_mib(pids: list[int]) -> float:
+    """Resident memory of ``pids`` with each file page counted once: both processes map
+    libpython, libc and OpenSSL (~10 MiB resident in each), which a sum of RSS counts
+    twice. Per mapping of the same file and offset, the larger RSS; anonymous memory
+    (a fresh process each, nothing shared) summed."""
+    anon_kib, files = 0, {}
+    for pid in pids:
+        try:
+            lines = Path(f"/proc/{pid}/smaps").read_text().splitlines()
+        except OSError:
+            continue
+        key: tuple[str, str] | None = None
+        for line in lines:
+            fields = line.split()
+            if "-" in fields[0] and not fields[0].endswith(":"):  # a mapping's header
+                path = fields[5] if len(fields) > 5 else ""
+                key = (path, fields[2]) if path.startswith("/") else None
+            elif fields[0] == "Rss:":
+                kib = int(fields[1])
+                if key is None:
+                    anon_kib += kib
+                else:
+                    files[key] = max(files.get(key, 0), kib)
+    return (anon_kib + sum(files.values())) / 1024
+
+
 def cpu_ms(pids: list[int]) -> float:
     ticks = 0
     for pid in pids:
@@ -130,6 +156,7 @@ class Run:
     start_s: float
     idle_mib: float
     idle_parts: list[float]
+    idle_once_mib: float
     burst_s: float
     spread_s: float
     cpu_ms_per_msg: float
@@ -208,6 +235,7 @@ async def one_run(args: argparse.Namespace, tmp: Path) -> Run:
             assert telegram.first_poll is not None
             start_s = telegram.first_poll - spawned
             idle_mib, parts = await settled_rss(process.pid, args.settle)
+            idle_once = resident_once_mib(tree(process.pid))
             pids = tree(process.pid)
             idle_from, idle_cpu = time.perf_counter(), cpu_ms(pids)
             await asyncio.sleep(args.idle_seconds)
@@ -244,6 +272,7 @@ async def one_run(args: argparse.Namespace, tmp: Path) -> Run:
         start_s=start_s,
         idle_mib=idle_mib,
         idle_parts=parts,
+        idle_once_mib=idle_once,
         burst_s=last_sent - pushed,
         spread_s=max(asked) - min(asked),
         cpu_ms_per_msg=max(0.0, used) / len(chats),
@@ -269,6 +298,8 @@ def show(runs: list[Run], chats: int, model_seconds: float) -> None:
     print(f"start to first getUpdates: {span(start, '{:.2f}')} s (target <= 0.8 s)")
     print(f"idle resident memory, all processes: {span(idle, '{:.1f}')} MiB [{parts}]"
           " (target <= 110 MiB)")  # fmt: skip
+    once = span([r.idle_once_mib for r in runs], "{:.1f}")
+    print(f"  the same, pages of shared libraries counted once: {once} MiB")
     print(f"{chats} chats at once, {model_seconds:g} s model, all answered: "
           f"{span(burst, '{:.2f}')} s (target <= 1.5 s)")  # fmt: skip
     print(f"model requests spread over: {span(spread, '{:.2f}')} s")

@@ -126,9 +126,13 @@ class Outbox:
             log.exception("unexpected error sending outbox %s", doc["idempotency_key"])
             await self._failed_attempt(doc, type(exc).__name__, True)
             return
+        now = self._clock()
         sent: Doc = {
             "status": "sent",
-            "sent_at": self._clock(),
+            "sent_at": now,
+            # No attempt is due any more: the (status, next_attempt_at) index then also
+            # finds what was sent recently (agent.alerts.reply_target.last_sent_alert).
+            "next_attempt_at": now,
             "external_ids": list(result.external_ids),
             **{f"info.{k}": v for k, v in result.info.items()},
         }

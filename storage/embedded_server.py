@@ -32,10 +32,13 @@ from types import FrameType
 from typing import Any
 
 from storage.embedded_geo import defer_geo
+from storage.heap import freeze_heap
 
 BUSY_EXIT = 75  # EX_TEMPFAIL
 PR_SET_PDEATHSIG = 1
 """From <linux/prctl.h>."""
+FREEZE_AFTER = 2.0
+"""Seconds after start before the heap is frozen (``storage.heap``)."""
 
 log = logging.getLogger("watchkeeper-db")
 
@@ -158,6 +161,10 @@ def main(argv: list[str] | None = None) -> int:
         tmp = uri_file.with_suffix(".tmp")
         tmp.write_text(uri)
         tmp.replace(uri_file)
+    # Its modules and tables, out of every later collection's way: once the owner has
+    # started (its first commands are not held up by the collection's pause).
+    if not stop.wait(FREEZE_AFTER):
+        freeze_heap()
     while not stop.wait(0.5):
         pass
     started = time.monotonic()

@@ -24,7 +24,10 @@ INDEXES: Mapping[str, Sequence[IndexModel]] = MappingProxyType(
         ],
         c.OUTBOX: [
             IndexModel([("idempotency_key", ASCENDING)], unique=True),
+            # Due retries; for sent messages, when they were sent (what an SMS "k" answers).
             IndexModel([("status", ASCENDING), ("next_attempt_at", ASCENDING)]),
+            # The few messages that carry an alert: which alert a quoted reply answers.
+            IndexModel([("meta.alert_code", ASCENDING)], sparse=True),
         ],
         c.RUNS: [
             IndexModel([("kind", ASCENDING), ("job_id", ASCENDING), ("started_at", DESCENDING)]),

@@ -21,6 +21,9 @@ from storage import collections as c
 Doc = dict[str, Any]
 ALERT_KEY_PREFIX = "alert:"
 """Outbox keys of alert deliveries and pages (``alert:<code>:<seq>:<channel>``)."""
+ALERT_CODE = "meta.alert_code"
+"""Set on the outbox messages that carry an alert (sparse index, ``storage.indexes``)."""
+LOOKUP_BATCH = 50
 
 
 @dataclass(frozen=True)
@@ -45,12 +48,14 @@ async def replied_alert(
 
     Telegram message ids are only unique within a chat, so the chat must match
     there; other transports' ids are global (and their chat ids may be spelled
-    differently inbound, e.g. a WhatsApp JID for a phone number).
+    differently inbound, e.g. a WhatsApp JID for a phone number). Only messages that
+    carry an alert are looked at (the sparse ``meta.alert_code`` index): any quoted
+    reply asks this, and the outbox holds every message ever sent.
     """
     ids: list[Any] = [external_id]
     if external_id.isdigit():
         ids.append(int(external_id))
-    query: Doc = {"channel": channel, "external_ids": {"$in": ids}}
+    query: Doc = {ALERT_CODE: {"$exists": True}, "channel": channel, "external_ids": {"$in": ids}}
     if channel == "telegram":
         query["chat_id"] = chat_id
     doc = await db[c.OUTBOX].find_one(query, projection={"meta": 1, "idempotency_key": 1})
@@ -61,14 +66,23 @@ async def last_sent_alert(
     db: AsyncDatabase[Doc], channel: str, chats: Iterable[str], since: datetime
 ) -> str | None:
     """The alert code of the last message sent on ``channel`` to ``chats``, when that
-    message was an alert sent since ``since``; None when anything else came after it."""
-    doc = await db[c.OUTBOX].find_one(
-        {"channel": channel, "chat_id": {"$in": list(dict.fromkeys(chats))}, "status": "sent"},
-        sort=[("sent_at", DESCENDING), ("_id", DESCENDING)],
-        projection={"meta": 1, "idempotency_key": 1, "sent_at": 1},
+    message was an alert sent since ``since``; None when anything else came after it.
+
+    Read through the (status, next_attempt_at) index, which for a sent message holds
+    the time it was sent (``channels.outbox``): only what was sent since ``since`` is
+    read, newest first, whatever the outbox holds. The filter names only the index's
+    fields: SecantusDB scans the whole collection when a filter adds others.
+    """
+    wanted = set(chats)
+    cursor = db[c.OUTBOX].find(
+        {"status": "sent", "next_attempt_at": {"$gte": since}},
+        sort=[("next_attempt_at", DESCENDING), ("_id", DESCENDING)],
+        projection={"channel": 1, "chat_id": 1, "meta": 1, "idempotency_key": 1},
+        batch_size=LOOKUP_BATCH,
     )
-    found = _sent_alert(doc)
-    if doc is None or found is None or not found.is_alert:
-        return None
-    sent_at = doc.get("sent_at")
-    return found.code if sent_at is not None and sent_at >= since else None
+    async with cursor:
+        async for doc in cursor:
+            if doc.get("channel") == channel and doc.get("chat_id") in wanted:
+                found = _sent_alert(doc)
+                return found.code if found is not None and found.is_alert else None
+    return None

@@ -98,11 +98,13 @@ async def build_app(
     features: Sequence[Feature] | None = None,
     exclusive_transports: bool = True,
     embedded: EmbeddedServer | None = None,
+    on_warm: Callable[[], object] | None = None,
 ) -> AsyncIterator[App]:
     """Start the database, the pipeline, the channels and the agent; stop in reverse.
 
     ``embedded``: the embedded database server to use when ``MONGODB_URI`` is unset
-    (``watchkeeper run`` launches it before its slow imports)."""
+    (``watchkeeper run`` launches it before its slow imports). ``on_warm``: called
+    once the model's SDK has loaded (``watchkeeper run`` freezes its heap then)."""
     note = on_part or (lambda text: log.info("%s", text))
     clock = clock or utcnow  # the system clock (agent.context's, without its imports)
     async with contextlib.AsyncExitStack() as stack:
@@ -200,9 +202,15 @@ async def build_app(
         # the app is handed out, as when recovery came last.
         await asyncio.sleep(0)
         # The model's SDK loads in a thread once the channels poll (``lazy_sdk``).
-        warming = asyncio.create_task(warm_model(model, WARM_AFTER), name="warm model")
+        warming = asyncio.create_task(_warm(model, on_warm), name="warm model")
         stack.push_async_callback(stop_task, warming)
         yield app
+
+
+async def _warm(model: ModelClient, then: Callable[[], object] | None) -> None:
+    await warm_model(model, WARM_AFTER)
+    if then is not None:
+        then()
 
 
 def default_features() -> list[Feature]:

@@ -45,7 +45,12 @@ async def _run(settings: Settings) -> int:
         # build_app loads the agent's once the channels poll.
         from agent.app.core import build_app
 
-        app = await stack.enter_async_context(build_app(settings, embedded=embedded))
+        # Once the model's SDK has loaded, start-up's objects leave the collector's sight.
+        from storage.heap import freeze_heap
+
+        app = await stack.enter_async_context(
+            build_app(settings, embedded=embedded, on_warm=freeze_heap)
+        )
         # The dashboard's modules (jinja2) off the event loop, which is storing updates.
         await asyncio.to_thread(importlib.import_module, "agent.app.http")
         from agent.app.http import make_web_app, serve

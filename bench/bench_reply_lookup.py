@@ -1,0 +1,117 @@
+"""What an owner's reply costs once the outbox is large. Prints its figures.
+
+Every quoted Telegram reply asks which alert the quoted message carried, and every
+SMS/WhatsApp "k" asks what was last sent to that chat. The outbox keeps every message
+ever sent, so both must read only what they need: alert-carrying messages (a sparse
+index) and what was sent within the window. Fills the embedded database's outbox
+with ``--messages`` sent messages (1 in 100 carries an alert), then times both
+lookups, beside the same questions asked without those indexes (a full scan).
+
+Run: python bench/bench_reply_lookup.py [--messages 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run as a plain script
+
+from agent.alerts.reply_target import last_sent_alert, replied_alert  # noqa: E402
+from storage import collections as c  # noqa: E402
+from storage.db import open_database  # noqa: E402
+
+NOW = datetime(2026, 11, 26, 10, 0, tzinfo=UTC)
+OWNER = "+15550100100"
+
+
+def outbox_doc(i: int, total: int) -> dict[str, Any]:
+    """Message ``i`` of ``total``, one a minute ending now: odd ones to the owner on
+    Telegram (1 in 100 of all an alert), even ones on SMS (every 10th to the owner);
+    the last one is an alert by SMS."""
+    sent = NOW - timedelta(minutes=total - 1 - i)
+    alert = i % 100 == 1 or i == total - 1
+    return {
+        "idempotency_key": f"alert:{i}:0:telegram" if alert else f"reply:{i}",
+        "channel": "telegram" if i % 2 and i != total - 1 else "sms",
+        "chat_id": "42"
+        if i % 2 and i != total - 1
+        else OWNER
+        if i % 10 in (0, 9)
+        else f"+1{i:010d}",
+        "text": "a reply of ordinary length, as the agent writes them " * 3,
+        "meta": {"alert_code": str(i)} if alert else {},
+        "status": "sent",
+        "attempts": 1,
+        "created_at": sent,
+        "next_attempt_at": sent,
+        "sent_at": sent,
+        "external_ids": [str(i)],
+    }
+
+
+async def timed(call: Callable[[], Awaitable[object]], runs: int = 15) -> float:
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        await call()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1000
+
+
+async def run(messages: int) -> None:
+    logging.basicConfig(level=logging.ERROR)
+    with tempfile.TemporaryDirectory() as tmp:
+        async with open_database(None, "bench", Path(tmp)) as database:
+            db, outbox = database.db, database.db[c.OUTBOX]
+            for start in range(0, messages, 1000):
+                batch = range(start, min(start + 1000, messages))
+                await outbox.insert_many([outbox_doc(i, messages) for i in batch])
+            quoted = "1"  # the oldest alert: a reply may quote one from long ago
+            since = NOW - timedelta(minutes=30)
+            found = await replied_alert(db, "telegram", "42", quoted)
+            k = await last_sent_alert(db, "sms", [OWNER], since)
+            reply_ms = await timed(lambda: replied_alert(db, "telegram", "42", quoted))
+            k_ms = await timed(lambda: last_sent_alert(db, "sms", [OWNER], since))
+            scan_reply = await timed(
+                lambda: outbox.find_one(
+                    {"channel": "telegram", "chat_id": "42", "external_ids": {"$in": [quoted]}}
+                ),
+                runs=3,
+            )
+            scan_k = await timed(
+                lambda: outbox.find_one(
+                    {"channel": "sms", "chat_id": {"$in": [OWNER]}, "status": "sent"},
+                    sort=[("sent_at", -1), ("_id", -1)],
+                ),
+                runs=3,
+            )
+    print(f"outbox of {messages:,} sent messages (1 in 100 an alert):")
+    print(
+        f"  quoted reply -> its alert: {reply_ms:.1f} ms (full scan: {scan_reply:.0f} ms)"
+        f"  [found: {found}]"
+    )
+    print(
+        f"  SMS 'k' -> last alert sent to the chat: {k_ms:.1f} ms (full scan: {scan_k:.0f} ms)"
+        f"  [found: {k}]"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=10_000)
+    asyncio.run(run(parser.parse_args().messages))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""Which alert a reply answers, read from the outbox as the real outbox leaves it.
+
+Every quoted Telegram reply and every SMS/WhatsApp "k" asks the outbox, which keeps
+every message ever sent; these lookups read only alert-carrying messages (a sparse
+index) or what was sent within the window, and must stay right while doing so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pymongo.asynchronous.database import AsyncDatabase
+
+from agent.alerts.reply_target import last_sent_alert, replied_alert
+from channels.outbox import Outbox
+from channels.types import OutboundMessage
+from storage import collections as c
+from tests.fakes.channel import RecordingChannel
+
+Doc = dict[str, Any]
+T0 = datetime(2026, 11, 26, 9, 0, tzinfo=UTC)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def message(chat: str, key: str, *, alert: str | None = None, channel: str = "sms") -> Any:
+    meta = {"alert_code": alert} if alert else {}
+    return OutboundMessage(channel, chat, f"text {key}", key, meta=meta)
+
+
+async def test_a_quoted_alert_is_found_among_many_ordinary_messages(db: AsyncDatabase[Doc]) -> None:
+    clock = Clock()
+    telegram = RecordingChannel("telegram")
+    outbox = Outbox(db, {"telegram": telegram}, clock)
+    for i in range(150):
+        await outbox.enqueue(message("42", f"chat:{i}", channel="telegram"))
+    await outbox.enqueue(message("42", "alert:7:0:telegram", alert="7", channel="telegram"))
+    await outbox.enqueue(message("42", "confirm:7", alert="7", channel="telegram"))
+    for i in range(150, 300):
+        await outbox.enqueue(message("42", f"chat:{i}", channel="telegram"))
+    ids = {m.idempotency_key: n for n, m in enumerate(telegram.sent, start=1)}
+
+    found = await replied_alert(db, "telegram", "42", str(ids["alert:7:0:telegram"]))
+    assert found is not None and (found.code, found.is_alert) == ("7", True)
+    confirmation = await replied_alert(db, "telegram", "42", str(ids["confirm:7"]))
+    assert confirmation is not None and (confirmation.code, confirmation.is_alert) == ("7", False)
+    assert await replied_alert(db, "telegram", "42", str(ids["chat:5"])) is None
+    # Telegram message ids are per chat: the same id quoted in another chat is not it.
+    assert await replied_alert(db, "telegram", "43", str(ids["alert:7:0:telegram"])) is None
+
+
+async def test_a_k_answers_the_alert_last_sent_to_that_chat_whatever_went_elsewhere(
+    db: AsyncDatabase[Doc],
+) -> None:
+    clock = Clock()
+    outbox = Outbox(db, {"sms": RecordingChannel("sms")}, clock)
+    await outbox.enqueue(message("+15550001", "alert:9:0:sms", alert="9"))
+    for i in range(120):  # a busy stretch of replies to other people, after the alert
+        clock.now += timedelta(seconds=1)
+        await outbox.enqueue(message(f"+1555{i:04d}9", f"other:{i}"))
+    since = T0 - timedelta(minutes=30)
+    assert await last_sent_alert(db, "sms", ["+15550001"], since) == "9"
+    assert await last_sent_alert(db, "whatsapp", ["+15550001"], since) is None
+    # Sent before the window: too old to be what a "k" answers.
+    assert await last_sent_alert(db, "sms", ["+15550001"], T0 + timedelta(seconds=1)) is None
+
+
+async def test_a_message_stored_before_the_alert_but_sent_after_it_hides_it(
+    db: AsyncDatabase[Doc],
+) -> None:
+    """The order is the order of sending: a reply that waited for its retry and went out
+    after the alert is the last thing the owner saw, so a "k" does not ack the alert."""
+    clock = Clock()
+    sms = RecordingChannel("sms")
+    outbox = Outbox(db, {"sms": sms}, clock)
+    await outbox.enqueue(message("+15550001", "late"), send_now=False)  # waits for the loop
+    clock.now += timedelta(minutes=1)
+    await outbox.enqueue(message("+15550001", "alert:3:0:sms", alert="3"))
+    since = T0 - timedelta(minutes=30)
+    assert await last_sent_alert(db, "sms", ["+15550001"], since) == "3"
+
+    clock.now += timedelta(minutes=1)
+    await outbox.start(sole_owner=True)
+    try:
+        late: Doc | None = None
+        while late is None or late["status"] != "sent":
+            await asyncio.sleep(0.02)
+            late = await db[c.OUTBOX].find_one({"idempotency_key": "late"})
+    finally:
+        await outbox.stop()
+    assert [m.idempotency_key for m in sms.sent] == ["alert:3:0:sms", "late"]
+    assert late["sent_at"] > late["created_at"]
+    assert await last_sent_alert(db, "sms", ["+15550001"], since) is None

@@ -1,0 +1,49 @@
+"""freeze_heap: start-up's garbage is collected, what is alive is out of later collections."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Iterator
+
+import pytest
+
+from storage.heap import freeze_heap
+
+
+class Node:
+    def __init__(self) -> None:
+        self.other: Node | None = None
+
+
+@pytest.fixture
+def unfrozen() -> Iterator[None]:
+    yield
+    gc.unfreeze()  # the rest of the test session collects as before
+
+
+def test_garbage_is_collected_and_the_living_are_frozen(unfrozen: None) -> None:
+    dead_a, dead_b = Node(), Node()
+    dead_a.other, dead_b.other = dead_b, dead_a  # a cycle only the collector frees
+    gone = weakref.ref(dead_a)
+    del dead_a, dead_b
+    alive = Node()
+    alive.other = alive
+
+    frozen = freeze_heap()
+
+    assert gone() is None
+    assert frozen == gc.get_freeze_count() > 0
+    # A full collection no longer looks at what was alive when the heap was frozen.
+    assert not any(o is alive for o in gc.get_objects())
+    assert all(o is not alive for o in gc.get_objects(generation=2))
+
+
+def test_what_is_made_later_is_still_collected(unfrozen: None) -> None:
+    freeze_heap()
+    late_a, late_b = Node(), Node()
+    late_a.other, late_b.other = late_b, late_a
+    gone = weakref.ref(late_a)
+    del late_a, late_b
+    gc.collect()
+    assert gone() is None
