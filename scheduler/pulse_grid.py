@@ -214,16 +214,22 @@ def _active_minutes(quiet_hours: tuple[QuietHours, ...]) -> tuple[int, ...]:
 def active_spans(quiet_hours: Iterable[QuietHours]) -> list[tuple[str, str]]:
     """The active parts of a day as ``("HH:MM", "HH:MM")`` half-open spans from 00:00;
     the end of the day reads ``24:00``. No quiet hours → ``[("00:00", "24:00")]``."""
+    return list(_spans(tuple(quiet_hours)))
+
+
+@lru_cache(maxsize=64)
+def _spans(quiet_hours: tuple[QuietHours, ...]) -> tuple[tuple[str, str], ...]:
+    """``active_spans``, once per set of quiet hours (every prompt's pulse line asks)."""
     spans: list[tuple[str, str]] = []
     start = previous = None
-    for minute in (*_active_minutes(tuple(quiet_hours)), None):
+    for minute in (*_active_minutes(quiet_hours), None):
         if minute is not None and previous is not None and minute == previous + 1:
             previous = minute
             continue
         if start is not None and previous is not None:
             spans.append((_hhmm(start), _hhmm(previous + 1)))
         start = previous = minute
-    return spans
+    return tuple(spans)
 
 
 def _hhmm(minute: int) -> str:

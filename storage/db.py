@@ -16,7 +16,7 @@ from pymongo.errors import ConfigurationError, OperationFailure, ServerSelection
 
 from storage.embedded import EmbeddedServer
 from storage.errors import DatabaseUnavailable as DatabaseUnavailable  # where callers found it
-from storage.indexes import INDEXES
+from storage.indexes import INDEXES, drop_obsolete
 
 log = logging.getLogger(__name__)
 
@@ -115,10 +115,12 @@ def _unreachable(uri: str, exc: Exception) -> str:
 
 async def _ensure_indexes(db: AsyncDatabase[Doc]) -> None:
     """``storage.indexes.ensure_indexes``, every collection at once: on a new store
-    (each collection created, each index built) a third faster than one by one. The
-    first failure is raised once all have finished (none is left running)."""
+    (each collection created, each index built) a third faster than one by one; indexes
+    earlier versions built and nothing reads are dropped meanwhile. The first failure
+    is raised once all have finished (none is left running)."""
     done = await asyncio.gather(
         *(db[name].create_indexes(list(models)) for name, models in INDEXES.items()),
+        drop_obsolete(db),
         return_exceptions=True,
     )
     for result in done:

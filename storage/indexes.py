@@ -8,15 +8,20 @@ from typing import Any
 
 from pymongo import ASCENDING, DESCENDING, IndexModel
 from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import OperationFailure
 
 from storage import collections as c
+
+IndexNotFound, NamespaceNotFound = 27, 26
+"""Server error codes: nothing to drop."""
 
 INDEXES: Mapping[str, Sequence[IndexModel]] = MappingProxyType(
     {
         c.CONVERSATIONS: [IndexModel([("key", ASCENDING), ("active", ASCENDING)])],
+        # A replay finds its earlier answer among the conversation's newest messages
+        # (ConversationRepo.answer_for), so inbox_id needs no index of its own.
         c.MESSAGES: [
             IndexModel([("conversation_id", ASCENDING), ("seq", ASCENDING)], unique=True),
-            IndexModel([("inbox_id", ASCENDING)], sparse=True),
         ],
         c.INBOX: [
             IndexModel([("channel", ASCENDING), ("external_id", ASCENDING)], unique=True),
@@ -66,6 +71,27 @@ INDEXES: Mapping[str, Sequence[IndexModel]] = MappingProxyType(
 )
 
 
+OBSOLETE: Mapping[str, Sequence[str]] = MappingProxyType(
+    {
+        # Replays look among the conversation's newest messages instead (2026-11).
+        c.MESSAGES: ["inbox_id_1"],
+    }
+)
+"""Indexes earlier versions built that nothing reads any more: every write paid for them."""
+
+
+async def drop_obsolete(db: AsyncDatabase[dict[str, Any]]) -> None:
+    """Drop ``OBSOLETE`` indexes a store still has; one command each, none if absent."""
+    for name, indexes in OBSOLETE.items():
+        for index in indexes:
+            try:
+                await db[name].drop_index(index)
+            except OperationFailure as exc:
+                if exc.code not in (IndexNotFound, NamespaceNotFound):
+                    raise
+
+
 async def ensure_indexes(db: AsyncDatabase[dict[str, Any]]) -> None:
     for name, models in INDEXES.items():
         await db[name].create_indexes(list(models))
+    await drop_obsolete(db)

@@ -24,6 +24,9 @@ from storage.times import aware
 
 Doc = dict[str, Any]
 MEMORY_LIMIT = 4_000
+REPLAY_LOOKBACK = 100
+"""A conversation's newest messages read to find a replayed message's earlier answer:
+the message itself and every step of its exchange (tool calls and results)."""
 SYSTEM_INSTRUCTION_ID = "system_instruction"
 
 DEFAULT_CORE_INSTRUCTION = (
@@ -244,18 +247,25 @@ class MessageRepo:
         ]
         await self._insert(docs)  # a retry adds only what is missing
 
-    async def answer_for(self, inbox_id: str) -> str | None:
-        """The stored final answer to inbound message ``inbox_id``, if it was answered."""
-        asked = await self._coll.find_one({"inbox_id": inbox_id, "role": "user"})
-        if asked is None:
-            return None
+    async def answer_for(self, conversation_id: ObjectId, inbox_id: str) -> str | None:
+        """The stored final answer to inbound message ``inbox_id``, if it was answered.
+
+        Read from the conversation's newest messages (its (conversation_id, seq) index):
+        a replayed message is the last its conversation handled, since one writer per
+        conversation takes messages in order and a replay comes before anything newer.
+        No index on ``inbox_id``, which every message stored would pay for."""
         cursor = self._coll.find(
-            {"conversation_id": asked["conversation_id"], "seq": {"$gt": asked["seq"]}},
-            sort=[("seq", 1)],
-            limit=40,
+            {"conversation_id": conversation_id}, sort=[("seq", -1)], limit=REPLAY_LOOKBACK
         )
-        answer: str | None = None
+        after: list[Doc] = []  # newest first, until the message asked
         async for doc in cursor:
+            if doc.get("inbox_id") == inbox_id and doc["role"] == "user":
+                break
+            after.append(doc)
+        else:
+            return None
+        answer: str | None = None
+        for doc in reversed(after):
             if doc["role"] == "user":
                 break
             if doc.get("error"):

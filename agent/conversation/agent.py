@@ -106,7 +106,7 @@ class Agent:
         conv_id: ObjectId = conversation["_id"]
         inbox_id = ctx.inbox_id
         if inbox_id and ctx.replay:
-            earlier = await deps.messages.answer_for(str(inbox_id))
+            earlier = await deps.messages.answer_for(conv_id, str(inbox_id))
             if earlier is not None:  # answered before a crash: same answer, no tokens
                 return AgentReply(text=earlier, conversation_id=conv_id)
         docs: list[dict[str, Any]] = []
