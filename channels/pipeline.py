@@ -35,14 +35,21 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bson import ObjectId
-from bson.errors import BSONError
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import DuplicateKeyError, OperationFailure
+from pymongo.errors import DuplicateKeyError
 
+from channels.inbox_rows import (
+    REASON_LIMIT,
+    failure_reason,
+    merged,
+    message_of,
+    reply_message,
+    unstorable,
+)
 from channels.media import pending_docs
 from channels.outbox import Outbox
 from channels.text import clean_inbound, clean_text
-from channels.types import Channel, HandlingFailed, InboundMessage, OutboundMessage, Reply
+from channels.types import Channel, HandlingFailed, InboundMessage, Reply
 from channels.typing_indicator import TypingIndicator
 from storage import collections as c
 from storage.group_commit import GroupCommit, insert_each, set_all
@@ -56,54 +63,6 @@ BurstRule = Callable[[InboundMessage], float]
 BURST_MAX_ITEMS = 20
 STALE_CLAIM = timedelta(minutes=15)
 """Longer than any exchange can take (model retries and tool calls included)."""
-REASON_LIMIT = 300
-_UNSTORABLE_CODES = frozenset({2, 15, 52, 10334, 17280})
-"""Server refusals of the document itself (bad value, overflow, field names, too large)."""
-
-
-def _unstorable(exc: Exception) -> bool:
-    """Whether inserting failed because of the document itself, not the database: a
-    value BSON cannot hold, nesting too deep, too large. Anything else (a network or
-    server failure) may pass, so the transport is asked to deliver again."""
-    if isinstance(exc, OperationFailure):
-        return exc.code in _UNSTORABLE_CODES
-    poison = (BSONError, UnicodeError, OverflowError, RecursionError, ValueError, TypeError)
-    return isinstance(exc, poison)
-
-
-def _reason(exc: BaseException) -> str:
-    """A failure as the operator reads it in the inbox row (short, one line)."""
-    text = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
-    return clean_text(text)[:REASON_LIMIT]
-
-
-def _from_doc(doc: Doc) -> InboundMessage:
-    return InboundMessage(
-        channel=doc["channel"],
-        external_id=doc["external_id"],
-        chat_id=doc["chat_id"],
-        sender_id=doc["sender_id"],
-        text=doc["text"],
-        received_at=doc["received_at"],
-        sender_name=doc.get("sender_name", ""),
-        reply_to=doc.get("reply_to"),
-        meta=doc.get("meta", {}),
-    )
-
-
-def _merge(docs: list[Doc]) -> InboundMessage:
-    """One message for a burst: the first one's identity, every text in order."""
-    first = _from_doc(docs[0])
-    if len(docs) == 1:
-        return first
-    last = _from_doc(docs[-1])
-    return dataclasses.replace(
-        first,
-        text="\n".join(str(d["text"]) for d in docs),
-        received_at=last.received_at,
-        sender_name=last.sender_name or first.sender_name,
-        meta={**first.meta, "message_ids": [d["external_id"] for d in docs]},
-    )
 
 
 class Pipeline:
@@ -176,7 +135,7 @@ class Pipeline:
             log.info("duplicate %s message %s ignored", message.channel, message.external_id)
             return False
         except Exception as exc:
-            if not _unstorable(exc):
+            if not unstorable(exc):
                 raise
             return await self._keep_as_failed(message, exc)
         self._enqueue(message.conversation_key, doc)
@@ -184,7 +143,7 @@ class Pipeline:
 
     async def _keep_as_failed(self, message: InboundMessage, exc: Exception) -> bool:
         """Keep what can be kept of a message that cannot be stored, as ``failed``."""
-        reason, key = _reason(exc), clean_text(message.external_id)
+        reason, key = failure_reason(exc), clean_text(message.external_id)
         log.error("%s message %s cannot be stored (%s)", message.channel, key, reason)
         doc: Doc = {
             "channel": clean_text(message.channel), "external_id": key,
@@ -250,7 +209,7 @@ class Pipeline:
             return  # its burst's leader handles it, and marks it done
         members = await self._burst_of(doc)
         if not replayed:
-            message = _merge(members)
+            message = merged(members)
             # The handler learns which stored message this is, and whether an earlier
             # attempt may already have answered it (so it can reuse that answer).
             message = dataclasses.replace(
@@ -268,9 +227,9 @@ class Pipeline:
             except Exception as exc:
                 # Ends here, as "failed": a restart does not run (and bill) it again.
                 log.exception("handling message %s failed", inbox_id)
-                replies, failure = [], _reason(exc)
+                replies, failure = [], failure_reason(exc)
             for n, reply in enumerate(replies):
-                await self._outbox.enqueue(self._outbound(message, inbox_id, n, reply))
+                await self._outbox.enqueue(reply_message(message, inbox_id, n, reply))
             if failure is not None:
                 await self._inbox.update_many(
                     {"_id": {"$in": [m["_id"] for m in members]}},
@@ -282,7 +241,7 @@ class Pipeline:
 
     def _window(self, doc: Doc) -> float:
         rule = self.burst_rules.get(doc["channel"])
-        return rule(_from_doc(doc)) if rule is not None else 0.0
+        return rule(message_of(doc)) if rule is not None else 0.0
 
     async def _gather(self, key: str, queue: deque[Doc | ObjectId], first: Doc) -> Doc:
         """Wait for the rest of a burst, then make ``first`` its leader (stored)."""
@@ -338,19 +297,6 @@ class Pipeline:
                 typing.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await typing
-
-    @staticmethod
-    def _outbound(
-        message: InboundMessage, inbox_id: ObjectId, n: int, reply: Reply
-    ) -> OutboundMessage:
-        return OutboundMessage(
-            channel=reply.channel or message.channel,
-            chat_id=reply.chat_id or message.chat_id,
-            text=reply.text,
-            idempotency_key=f"{inbox_id}:{n}",
-            buttons=reply.buttons,
-            meta=reply.meta,
-        )
 
     async def recover(self, *, sole_owner: bool = False) -> int:
         """Queue messages a dead process stored but did not finish, oldest first.

@@ -24,16 +24,11 @@ calls the agent's runner for the work.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Literal
-
-from apscheduler.schedulers.asyncio import AsyncIOScheduler
-from apscheduler.triggers.date import DateTrigger
-from apscheduler.triggers.interval import IntervalTrigger
 
 from scheduler.backlog import Plan
 from scheduler.jobs import CronService
@@ -44,14 +39,14 @@ from scheduler.pulse_state import PulseStore
 from scheduler.recorder import RunRecorder
 from scheduler.retries import Retries, group_of
 from scheduler.runs import RunStore, Trigger, skipped_doc
+from scheduler.task_pool import TaskPool
+from scheduler.timers import Timers
 from storage.retry import unreachable
 from storage.tasks import stop_task
 
 log = logging.getLogger(__name__)
 Clock = Callable[[], datetime]
 PULSE_TIMER = "pulse"
-RESYNC_TIMER = "resync"
-RETRY_TIMER = "retry"
 
 
 @dataclass(frozen=True)
@@ -100,15 +95,13 @@ class Engine:
         self.recorder = recorder
         self.config = config or EngineConfig()
         self._use_timer = timer
-        self._scheduler: AsyncIOScheduler | None = None
-        self._armed: dict[str, datetime] = {}
+        self._timers = Timers(clock, self._wake)
         self._woken: set[str] = set()
         self._unswept: set[str] = set()
         self._sweeper: asyncio.Task[None] | None = None
-        self._tasks: set[asyncio.Task[object]] = set()
-        self._slots = asyncio.Semaphore(self.config.max_parallel)
+        self._pool = TaskPool(self.config.max_parallel, log)
         config = self.config
-        self.retries = Retries(runs, jobs, recorder, clock, config.grace, self._arm_retry)
+        self.retries = Retries(runs, jobs, recorder, clock, config.grace, self._timers.arm_retry)
         self.retries.soon = timedelta(seconds=config.retry_seconds)
         self._last_ok: datetime | None = None
         """When a sweep last reached the database (``_unreachable``: one failed since)."""
@@ -124,16 +117,7 @@ class Engine:
             # Its own quiet logger: APScheduler logs every added job at INFO.
             quiet = logging.getLogger(f"{__name__}.apscheduler")
             quiet.setLevel(logging.WARNING)
-            self._scheduler = AsyncIOScheduler(timezone=UTC, logger=quiet)
-            self._scheduler.start()
-            self._scheduler.add_job(
-                self.resync,
-                IntervalTrigger(seconds=self.config.resync_seconds),
-                id=RESYNC_TIMER,
-                coalesce=True,
-                max_instances=1,
-                misfire_grace_time=None,
-            )
+            self._timers.start(self.resync, self.config.resync_seconds, quiet)
         if self.job_changed not in self.jobs.listeners:
             self.jobs.listeners.append(self.job_changed)
         if self.pulse_changed not in self.pulse.listeners:
@@ -147,18 +131,11 @@ class Engine:
         """Stop the timers; runs in flight get ``stop_grace`` to finish, then are cancelled
         (their records are closed as interrupted on the next start)."""
         self.state = "stopped"
-        if self._scheduler is not None:
-            self._scheduler.shutdown(wait=False)
-            self._scheduler = None
-        self._armed.clear()
+        self._timers.stop()
         if held := self.retries.held:  # in memory only: the log is all that is left of them
             log.warning("stopping with %d fire(s) never started: %s", len(held), ", ".join(held))
         await stop_task(self._sweeper)
-        tasks = list(self._tasks)
-        if tasks:
-            await asyncio.wait(tasks, timeout=self.config.stop_grace)
-        for task in tasks:
-            await stop_task(task)
+        await self._pool.stop(self.config.stop_grace)
 
     async def load(self) -> int:
         """(Re)arm timers from the database, the source of truth."""
@@ -170,15 +147,15 @@ class Engine:
         await self.pulse.ensure_next(self.clock())
         times = await self.jobs.armed_times()
         live = {f"cron:{job_id}" for job_id in times}
-        for key in [k for k in self._armed if k.startswith("cron:") and k not in live]:
-            self._disarm(key)
+        for key in [k for k in self._timers.armed if k.startswith("cron:") and k not in live]:
+            self._timers.disarm(key)
         for job_id, at in times.items():
-            self._arm(f"cron:{job_id}", at)
-        self._arm(PULSE_TIMER, (await self.pulse.get()).next_pulse_at)
+            self._timers.arm(f"cron:{job_id}", at)
+        self._timers.arm(PULSE_TIMER, (await self.pulse.get()).next_pulse_at)
         retry_at = await self.runs.next_retry()
         if retry_at is not None:
-            self._arm_retry(retry_at)
-        return len(self._armed)
+            self._timers.arm_retry(retry_at)
+        return len(self._timers.armed)
 
     async def resync(self) -> None:
         """Pick up changes made by another process, and anything a timer missed."""
@@ -194,73 +171,39 @@ class Engine:
         """A sweep failed: note whether the database was away, and sweep again soon."""
         if unreachable(exc):
             self._unreachable = True
-        self._arm_retry(self.clock() + self.retries.soon)
-
-    def _arm_retry(self, at: datetime) -> None:
-        """Wake for retries at ``at``, unless already woken earlier."""
-        current = self._armed.get(RETRY_TIMER)
-        if current is None or at < current:
-            self._armed.pop(RETRY_TIMER, None)
-            self._arm(RETRY_TIMER, at)
+        self._timers.arm_retry(self.clock() + self.retries.soon)
 
     async def join(self) -> None:
         """Wait for every run started so far (tests, benchmarks)."""
-        while self._tasks or (self._sweeper is not None and not self._sweeper.done()):
+        while self._pool.busy or (self._sweeper is not None and not self._sweeper.done()):
             if self._sweeper is not None and not self._sweeper.done():
                 await asyncio.wait([self._sweeper])
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+            await self._pool.join()
 
     # --- timers --------------------------------------------------------------------
-
-    def _arm(self, key: str, at: datetime | None) -> None:
-        if at is None:
-            self._disarm(key)
-            return
-        if self._armed.get(key) == at:
-            return
-        self._armed[key] = at
-        if self._scheduler is None:
-            return
-        # Wait as long as the injectable clock says: the same instant in production.
-        delay = max(timedelta(0), at - self.clock())
-        self._scheduler.add_job(
-            self._wake,
-            DateTrigger(run_date=datetime.now(UTC) + delay),
-            args=[key],
-            id=key,
-            replace_existing=True,
-            misfire_grace_time=None,
-            coalesce=True,
-        )
-
-    def _disarm(self, key: str) -> None:
-        self._armed.pop(key, None)
-        if self._scheduler is not None:
-            with contextlib.suppress(Exception):
-                self._scheduler.remove_job(key)
 
     @property
     def armed(self) -> dict[str, datetime]:
         """Timers this process holds, by key (``cron:<id>``, ``pulse``)."""
-        return dict(self._armed)
+        return dict(self._timers.armed)
 
     @property
     def timer_on(self) -> bool:
-        return self._scheduler is not None
+        return self._timers.on
 
     async def job_changed(self, job_id: str) -> None:
         """A job was created, edited, toggled or deleted: re-arm it now."""
         found = await self.jobs.next_fire_map([job_id])
-        self._armed.pop(f"cron:{job_id}", None)
-        self._arm(f"cron:{job_id}", found[job_id])
+        self._timers.armed.pop(f"cron:{job_id}", None)
+        self._timers.arm(f"cron:{job_id}", found[job_id])
 
     async def pulse_changed(self) -> None:
-        self._armed.pop(PULSE_TIMER, None)
-        self._arm(PULSE_TIMER, (await self.pulse.get()).next_pulse_at)
+        self._timers.armed.pop(PULSE_TIMER, None)
+        self._timers.arm(PULSE_TIMER, (await self.pulse.get()).next_pulse_at)
 
     async def _wake(self, key: str) -> None:
         """A timer fired: its job is no longer armed; sweep once for all that fired."""
-        self._armed.pop(key, None)
+        self._timers.armed.pop(key, None)
         self._woken.add(key)
         self._woken |= self._unswept
         self._unswept.clear()
@@ -274,11 +217,13 @@ class Engine:
             try:
                 await self.run_due(wait=False)
                 # A timer that fired early (nothing was due yet) is armed again.
-                cron_ids = [k[5:] for k in woken if k.startswith("cron:") and k not in self._armed]
+                cron_ids = [
+                    k[5:] for k in woken if k.startswith("cron:") and k not in self._timers.armed
+                ]
                 for job_id, at in (await self.jobs.next_fire_map(cron_ids)).items():
-                    self._arm(f"cron:{job_id}", at)
-                if PULSE_TIMER in woken and PULSE_TIMER not in self._armed:
-                    self._arm(PULSE_TIMER, (await self.pulse.get()).next_pulse_at)
+                    self._timers.arm(f"cron:{job_id}", at)
+                if PULSE_TIMER in woken and PULSE_TIMER not in self._timers.armed:
+                    self._timers.arm(PULSE_TIMER, (await self.pulse.get()).next_pulse_at)
             except Exception as exc:
                 # The fires stay due in the database; the retry timer sweeps again, and
                 # these timers are looked at again then.
@@ -319,16 +264,16 @@ class Engine:
         for fire in fires:
             if fire.action == "run":
                 job = jobs[fire.job_id] if fire.job_id is not None else None
-                fire.task = self._spawn(self.retries.start(fire.kind, job, fire.scheduled_for))
+                fire.task = self._pool.spawn(self.retries.start(fire.kind, job, fire.scheduled_for))
         running = {group_of(f.kind, f.job_id) for f in fires if f.action == "run"}
         for item in await self.retries.due(now, running):
             fire = Fire(item.kind, item.job_id, item.scheduled_for, item.action)
-            fire.task = self._spawn(item.work)
+            fire.task = self._pool.spawn(item.work)
             fires.append(fire)
         if (retry_at := await self.runs.next_retry()) is not None:
-            self._arm_retry(retry_at)
+            self._timers.arm_retry(retry_at)
         if self.retries.waiting:
-            self._arm_retry(now + self.retries.soon)
+            self._timers.arm_retry(now + self.retries.soon)
         return fires
 
     async def _commit(self, plans: list[Plan], now: datetime) -> list[Fire]:
@@ -375,25 +320,10 @@ class Engine:
         cron = {plan.job_id: plan for plan in plans if plan.job_id is not None}
         await self.jobs.advance_many([(i, p.cursor, p.due.upcoming) for i, p in cron.items()])
         for job_id, at in (await self.jobs.next_fire_map(list(cron))).items():
-            self._armed.pop(f"cron:{job_id}", None)
-            self._arm(f"cron:{job_id}", at)
+            self._timers.armed.pop(f"cron:{job_id}", None)
+            self._timers.arm(f"cron:{job_id}", at)
         for plan in plans:
             if plan.job_id is None:
                 await self.pulse.advance(plan.cursor, plan.due.upcoming)
-                self._armed.pop(PULSE_TIMER, None)
-                self._arm(PULSE_TIMER, (await self.pulse.get()).next_pulse_at)
-
-    def _spawn(self, work: Awaitable[object]) -> asyncio.Task[object]:
-        async def bounded() -> object:
-            async with self._slots:
-                return await work
-
-        task: asyncio.Task[object] = asyncio.get_running_loop().create_task(bounded())
-        self._tasks.add(task)
-        task.add_done_callback(self._finished)
-        return task
-
-    def _finished(self, task: asyncio.Task[object]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("scheduled run raised", exc_info=task.exception())
+                self._timers.armed.pop(PULSE_TIMER, None)
+                self._timers.arm(PULSE_TIMER, (await self.pulse.get()).next_pulse_at)

@@ -20,11 +20,12 @@ from typing import Any
 from pymongo.asynchronous.database import AsyncDatabase
 
 from agent.alerts import policy as r
-from agent.alerts.directives import Directive, format_duration
+from agent.alerts.directives import Directive
 from agent.alerts.fields import AlertError, validate
-from agent.alerts.lifecycle import STOP_TIMER, Lifecycle, Outcome, escalation_after
+from agent.alerts.lifecycle import STOP_TIMER, Lifecycle, Outcome
 from agent.alerts.outcome import routing_facts
-from agent.alerts.paging import Paged, Pager
+from agent.alerts.paging import Pager
+from agent.alerts.sending import Sender
 from agent.alerts.store import LEASE, SEVERITIES, AlertStore, entry
 from agent.config import Settings
 from channels.outbox import Outbox
@@ -61,6 +62,7 @@ class AlertRouter:
         )
         self._clock = clock
         self.policy = policy or r.RoutingPolicy()
+        self._sender = Sender(self.store, self._pager, lambda: self.policy)
         self._fixed_policy = policy is not None
         self.lifecycle = Lifecycle(self.store, lambda: self.owner.tz)
         self.owner.listeners.append(self._quiet_changed)
@@ -229,7 +231,7 @@ class AlertRouter:
         )
         if claimed is None:
             return Outcome(f"#{code} changed just now; please try again.", alert)
-        paged, chats = await self._escalate(claimed, now, "Escalated on request.")
+        paged, chats = await self._sender.escalate(claimed, now, "Escalated on request.")
         self._wake.set()
         current = await self.store.by_code(code)
         if paged == "sent":
@@ -276,9 +278,9 @@ class AlertRouter:
                     await self._hold(alert, now, until)
                     return
             if action == "deliver":
-                await self._deliver(alert, now)
+                await self._sender.deliver(alert, now)
             else:
-                await self._escalate(alert, now)
+                await self._sender.escalate(alert, now)
         else:
             await self.store.change(alert["_id"], set_=dict(STOP_TIMER))
 
@@ -323,72 +325,3 @@ class AlertRouter:
             unset=("open_key", "muted_until", "status_before_mute", "count_at_mute"),
             history=[entry(now, "router", "resolved", "mute ended and it did not happen again")],
         )
-
-    # -- sending -----------------------------------------------------------------------
-
-    async def _deliver(self, alert: Doc, now: datetime) -> None:
-        """First delivery (or a reminder): critical everywhere, others to the first chat."""
-        lead = str(alert.get("lead") or "")
-        seq = int(alert.get("seq") or 0)
-        sent: list[str] = []
-        paged: Paged | None = None
-        if alert["severity"] == "critical":
-            paged = await self._pager.page(alert, now, seq, lead)
-            sent = await self._pager.send_everywhere(alert, seq, lead)
-        else:
-            first = await self._pager.send_first(alert, seq, lead)
-            if first is not None:
-                sent.append(first.channel)
-            elif alert["severity"] == "warning":
-                paged = await self._pager.page(alert, now, seq, lead)
-        await self._sent(alert, now, sent, paged, delivered=True)
-
-    async def _escalate(self, alert: Doc, now: datetime, lead: str = "") -> tuple[Paged, list[str]]:
-        """Not acknowledged in time: page by SMS, or on every chat when SMS cannot go."""
-        if not lead and alert["severity"] == "critical":
-            rounds = int(alert.get("sms_rounds") or 0) + 1
-            lead = f"Page {rounds} of {self.policy.critical_max_sms}, not acknowledged."
-        elif not lead:
-            age = format_duration(now - (alert.get("delivered_at") or alert["created_at"]))
-            lead = f"Not acknowledged after {age}."
-        seq = int(alert.get("seq") or 0)
-        paged = await self._pager.page(alert, now, seq, lead)
-        sent: list[str] = []
-        if paged != "sent":
-            sent = await self._pager.send_everywhere(alert, seq, lead)
-        await self._sent(alert, now, list(sent), paged, delivered=False)
-        return paged, sent
-
-    async def _sent(
-        self, alert: Doc, now: datetime, sent: list[str], paged: Paged | None, *, delivered: bool
-    ) -> None:
-        """Record one round of sending and arm the next timer."""
-        if paged == "sent":
-            sent.append("sms")
-        pages = 1 if paged is not None else 0
-        counted = {**alert, "sms_rounds": int(alert.get("sms_rounds") or 0) + pages}
-        timer = escalation_after(counted, now, self.policy, delivered=False)
-        fields: Doc = {
-            "seq": int(alert.get("seq") or 0) + 1,
-            "held": False,
-            "updated_at": now,
-            "last_page": paged,
-        }
-        if sent:
-            fields["last_sent_at"] = now
-            if delivered and not alert.get("delivered_at"):
-                fields["delivered_at"] = now
-        detail = ", ".join(sent) if sent else "nowhere: no channel took it"
-        if paged in ("budget", "unavailable", "failed"):
-            detail += f"; sms {paged}"
-        await self.store.change(
-            alert["_id"],
-            when_status=("open",),
-            set_=fields | timer,
-            unset=("lead",),
-            inc={"sms_rounds": pages, "sms_sent": 1 if paged == "sent" else 0},
-            history=[entry(now, "router", "sent" if delivered else "escalated", detail)],
-            delivered=[{"at": now, "channel": ch} for ch in sent],
-        )
-        if not sent:
-            log.error("alert #%s reached no channel", alert["code"])
