@@ -22,6 +22,7 @@ from agent.conversation.pairing import Pairing
 from agent.conversation.prompt import mark_untrusted
 from channels.types import HandlingFailed, InboundMessage, Reply
 from storage import collections as c
+from storage.inbox_window import received_since
 
 log = logging.getLogger(__name__)
 
@@ -199,13 +200,11 @@ class Dispatcher:
     async def _too_fast(self, message: InboundMessage) -> bool:
         """More than the per-minute limit from one contact: no model call for the rest."""
         since = self.deps.clock() - RATE_WINDOW
-        recent = await self.deps.db[c.INBOX].count_documents(
-            {
-                "channel": message.channel,
-                "sender_id": message.sender_id,
-                "received_at": {"$gt": since},
-            }
+        rows = received_since(
+            self.deps.db[c.INBOX], since, projection={"channel": 1, "sender_id": 1}
         )
+        mine = (message.channel, message.sender_id)
+        recent = sum([(doc.get("channel"), doc.get("sender_id")) == mine async for doc in rows])
         return recent > self.deps.settings.contact_messages_per_minute
 
     async def _slow_down(self, message: InboundMessage, ctx: RunContext) -> list[Reply]:

@@ -21,6 +21,7 @@ from scheduler.pulse_state import PulseState
 from scheduler.runs import RunStore
 from scheduler.views import short_time
 from storage import collections as c
+from storage.inbox_window import STATUSES, received_since
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
@@ -57,20 +58,25 @@ def _clip(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-NEWS_FILTER: Doc = {
-    "stranger": {"$ne": True},
-    "text": {"$not": {"$regex": r"^\s*/"}},
-    "meta.kind": {"$ne": "button"},
-    "status": {"$ne": "failed"},
-}
-"""Which stored inbound messages are news for a pulse: what the owner or a contact wrote.
-Not a stranger's (emptied, flagged), not a slash command (``/pulse``), not a button
-press on one of our own messages, not a message that could not be stored. The bot's
-own messages never reach the inbox (WhatsApp echoes are dropped by the channel)."""
+def is_news(doc: Doc) -> bool:
+    """Whether a stored inbound message is news for a pulse: what the owner or a contact
+    wrote. Not a stranger's (emptied, flagged), not a slash command (``/pulse``), not a
+    button press on one of our own messages, not a message that could not be stored
+    (``failed``: not read at all). The bot's own messages never reach the inbox
+    (WhatsApp echoes are dropped by the channel)."""
+    if doc.get("stranger") is True or (doc.get("meta") or {}).get("kind") == "button":
+        return False
+    return not str(doc.get("text", "")).lstrip().startswith("/")
 
 
 async def _messages_since(deps: AgentDeps, since: datetime) -> int:
-    return await deps.db[c.INBOX].count_documents({"received_at": {"$gt": since}, **NEWS_FILTER})
+    rows = received_since(
+        deps.db[c.INBOX],
+        since,
+        statuses=[s for s in STATUSES if s != "failed"],
+        projection={"text": 1, "stranger": 1, "meta.kind": 1},
+    )
+    return sum([is_news(doc) async for doc in rows])
 
 
 def closing(tools: Collection[str]) -> str:

@@ -1,13 +1,17 @@
-"""What an owner's reply costs once the outbox is large. Prints its figures.
+"""What the per-message lookups cost once the outbox and the inbox are large. Prints
+its figures.
 
-Every quoted Telegram reply asks which alert the quoted message carried, and every
-SMS/WhatsApp "k" asks what was last sent to that chat. The outbox keeps every message
-ever sent, so both must read only what they need: alert-carrying messages (a sparse
-index) and what was sent within the window. Fills the embedded database's outbox
-with ``--messages`` sent messages (1 in 100 carries an alert), then times both
-lookups, beside the same questions asked without those indexes (a full scan).
+Every quoted Telegram reply asks which alert the quoted message carried, every
+SMS/WhatsApp "k" asks what was last sent to that chat, every contact's message asks
+how many that contact sent in the last minute, and every pulse how many messages came
+since the last one. The outbox keeps every message ever sent and the inbox every one
+received, so each must read only what it needs: alert-carrying messages (a sparse
+index), what was sent or received within the window (``storage.inbox_window``).
+Fills the embedded database with ``--messages`` sent and as many received messages,
+one a minute, then times each lookup beside the same question asked as a plain filter
+(which SecantusDB answers with a full scan).
 
-Run: python bench/bench_reply_lookup.py [--messages 10000]
+Run: python bench/bench_lookups.py [--messages 10000]
 """
 
 from __future__ import annotations
@@ -28,8 +32,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a plain script
 
 from agent.alerts.reply_target import last_sent_alert, replied_alert  # noqa: E402
+from agent.runs.pulse_brief import is_news  # noqa: E402
 from storage import collections as c  # noqa: E402
 from storage.db import open_database  # noqa: E402
+from storage.inbox_window import STATUSES, received_since  # noqa: E402
 
 NOW = datetime(2026, 11, 26, 10, 0, tzinfo=UTC)
 OWNER = "+15550100100"
@@ -60,6 +66,20 @@ def outbox_doc(i: int, total: int) -> dict[str, Any]:
     }
 
 
+def inbox_doc(i: int, total: int) -> dict[str, Any]:
+    """Received message ``i`` of ``total``, one a minute ending now, from 40 senders."""
+    return {
+        "channel": "whatsapp",
+        "external_id": str(i),
+        "chat_id": f"+1{i % 40:010d}",
+        "sender_id": f"+1{i % 40:010d}",
+        "text": "a message of ordinary length, as people write them " * 2,
+        "meta": {},
+        "received_at": NOW - timedelta(minutes=total - 1 - i),
+        "status": "done",
+    }
+
+
 async def timed(call: Callable[[], Awaitable[object]], runs: int = 15) -> float:
     times = []
     for _ in range(runs):
@@ -77,6 +97,10 @@ async def run(messages: int) -> None:
             for start in range(0, messages, 1000):
                 batch = range(start, min(start + 1000, messages))
                 await outbox.insert_many([outbox_doc(i, messages) for i in batch])
+            inbox = db[c.INBOX]
+            for start in range(0, messages, 1000):
+                batch = range(start, min(start + 1000, messages))
+                await inbox.insert_many([inbox_doc(i, messages) for i in batch])
             quoted = "1"  # the oldest alert: a reply may quote one from long ago
             since = NOW - timedelta(minutes=30)
             found = await replied_alert(db, "telegram", "42", quoted)
@@ -96,6 +120,32 @@ async def run(messages: int) -> None:
                 ),
                 runs=3,
             )
+            minute, hours = NOW - timedelta(minutes=1, seconds=30), NOW - timedelta(hours=3)
+            sender = inbox_doc(messages - 1, messages)["sender_id"]
+
+            async def contact_rate() -> int:
+                rows = received_since(inbox, minute, projection={"sender_id": 1})
+                return sum([d.get("sender_id") == sender async for d in rows])
+
+            async def pulse_news() -> int:
+                news = [s for s in STATUSES if s != "failed"]
+                rows = received_since(inbox, hours, statuses=news, projection={"text": 1})
+                return sum([is_news(d) async for d in rows])
+
+            rate, news = await contact_rate(), await pulse_news()
+            rate_ms, news_ms = await timed(contact_rate), await timed(pulse_news)
+            scan_rate = await timed(
+                lambda: inbox.count_documents(
+                    {"channel": "whatsapp", "sender_id": sender, "received_at": {"$gt": minute}}
+                ),
+                runs=3,
+            )
+            scan_news = await timed(
+                lambda: inbox.count_documents(
+                    {"received_at": {"$gt": hours}, "status": {"$ne": "failed"}}
+                ),
+                runs=3,
+            )
     print(f"outbox of {messages:,} sent messages (1 in 100 an alert):")
     print(
         f"  quoted reply -> its alert: {reply_ms:.1f} ms (full scan: {scan_reply:.0f} ms)"
@@ -104,6 +154,15 @@ async def run(messages: int) -> None:
     print(
         f"  SMS 'k' -> last alert sent to the chat: {k_ms:.1f} ms (full scan: {scan_k:.0f} ms)"
         f"  [found: {k}]"
+    )
+    print(f"inbox of {messages:,} received messages (one a minute, 40 senders):")
+    print(
+        f"  a contact's messages in the last minute: {rate_ms:.1f} ms"
+        f" (full scan: {scan_rate:.0f} ms)  [{rate}]"
+    )
+    print(
+        f"  pulse: news in the last 3 hours: {news_ms:.1f} ms (full scan: {scan_news:.0f} ms)"
+        f"  [{news}]"
     )
 
 

@@ -1,0 +1,66 @@
+"""Recent inbox rows, read a status at a time through the (status, received_at) index:
+every row in the window whatever its status, none from before it, and no status the
+pipeline writes is missed."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pymongo.asynchronous.database import AsyncDatabase
+
+from channels.outbox import Outbox
+from channels.pipeline import Pipeline
+from channels.types import HandlingFailed, InboundMessage, Reply
+from storage import collections as c
+from storage.inbox_window import STATUSES, received_since
+from tests.fakes.channel import RecordingChannel
+
+Doc = dict[str, Any]
+NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
+
+
+async def test_every_row_in_the_window_and_none_before_it(db: AsyncDatabase[Doc]) -> None:
+    inbox = db[c.INBOX]
+    rows = [
+        {"external_id": f"{status}-{age}", "status": status, "received_at": NOW - age}
+        for status in STATUSES
+        for age in (timedelta(seconds=10), timedelta(minutes=5))
+    ]
+    await inbox.insert_many([{"channel": "rec", **row} for row in rows])
+    since = NOW - timedelta(minutes=1)
+
+    found = [d["external_id"] async for d in received_since(inbox, since)]
+    assert sorted(found) == sorted(f"{s}-0:00:10" for s in STATUSES)
+    some = received_since(inbox, since, statuses=["done"], projection={"status": 1})
+    only = [d async for d in some]
+    assert [sorted(d) for d in only] == [["_id", "status"]] and only[0]["status"] == "done"
+
+
+async def test_no_status_the_pipeline_writes_is_missed(db: AsyncDatabase[Doc]) -> None:
+    """Handled, failed in the handler, and not storable at all: each row it leaves has
+    a status ``received_since`` reads."""
+
+    async def handler(message: InboundMessage) -> list[Reply]:
+        if message.text == "fail":
+            raise HandlingFailed("the model was away", [Reply("sorry")])
+        return [Reply("ok")]
+
+    channel = RecordingChannel("rec")
+    outbox = Outbox(db, {"rec": channel}, datetime.now)
+    pipeline = Pipeline(db, handler, outbox, {"rec": channel}, lambda: datetime.now(UTC))
+    for n, text in enumerate(["hello", "fail", "bad \ud800 surrogate", "x" * 17_000_000]):
+        message = InboundMessage(
+            channel="rec", external_id=str(n), chat_id="a", sender_id="u", text=text,
+            received_at=datetime.now(UTC),
+        )  # fmt: skip
+        await pipeline.submit(message)
+    await pipeline.join()
+
+    statuses = {d["status"] async for d in db[c.INBOX].find({}, projection={"status": 1})}
+    assert "done" in statuses and "failed" in statuses
+    assert statuses <= set(STATUSES)
+    since = datetime.now(UTC) - timedelta(minutes=1)
+    assert len([d async for d in received_since(db[c.INBOX], since)]) == await db[
+        c.INBOX
+    ].count_documents({})
