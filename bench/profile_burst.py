@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a plain s
 
 from agent.app.core import build_app
 from agent.config import Settings
+from storage.heap import freeze_heap
 from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.scripted_server import Answer
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
@@ -151,7 +152,7 @@ async def run(args: argparse.Namespace, fakes: Fakes, data: Path) -> None:
         openai_base_url=fakes.model.base_url,
         owner_telegram_ids=[HI_CHAT, *chats],
     )
-    async with build_app(settings):
+    async with build_app(settings, on_warm=freeze_heap):  # as watchkeeper run
         sent = await fakes.push([HI_CHAT], "hi")
         await fakes.wait_sent(sent + 1, within=60)
         await asyncio.sleep(1.0)  # the "hi" finishes its writes
