@@ -3,10 +3,11 @@ its figures.
 
 Every quoted Telegram reply asks which alert the quoted message carried, every
 SMS/WhatsApp "k" asks what was last sent to that chat, every contact's message asks
-how many that contact sent in the last minute, and every pulse how many messages came
-since the last one. The outbox keeps every message ever sent and the inbox every one
-received, so each must read only what it needs: alert-carrying messages (a sparse
-index), what was sent or received within the window (``storage.inbox_window``).
+how many that contact sent in the last minute, every pulse how many messages came since
+the last one, and the model's WhatsApp read tool its contacts' last messages. The
+outbox keeps every message ever sent and the inbox every one received, so each must
+read only what it needs: alert-carrying messages (a sparse index), what was sent or
+received within the window (``storage.inbox_window``).
 Fills the embedded database with ``--messages`` sent and as many received messages,
 one a minute, then times each lookup beside the same question asked as a plain filter
 (which SecantusDB answers with a full scan).
@@ -35,7 +36,7 @@ from agent.alerts.reply_target import last_sent_alert, replied_alert  # noqa: E4
 from agent.runs.pulse_brief import is_news  # noqa: E402
 from storage import collections as c  # noqa: E402
 from storage.db import open_database  # noqa: E402
-from storage.inbox_window import STATUSES, received_since  # noqa: E402
+from storage.inbox_window import STATUSES, newest_received, received_since  # noqa: E402
 
 NOW = datetime(2026, 11, 26, 10, 0, tzinfo=UTC)
 OWNER = "+15550100100"
@@ -132,7 +133,24 @@ async def run(messages: int) -> None:
                 rows = received_since(inbox, hours, statuses=news, projection={"text": 1})
                 return sum([is_news(d) async for d in rows])
 
+            readable = {inbox_doc(i, messages)["sender_id"] for i in range(5)}
+
+            async def whatsapp_read() -> int:
+                def keep(doc: dict[str, Any]) -> bool:
+                    return doc.get("sender_id") in readable
+
+                return len(await newest_received(inbox, keep, 20, NOW))
+
             rate, news = await contact_rate(), await pulse_news()
+            read_ms = await timed(whatsapp_read)
+            scan_read = await timed(
+                lambda: inbox.find(
+                    {"channel": "whatsapp", "sender_id": {"$in": list(readable)}},
+                    sort=[("received_at", -1)],
+                    limit=20,
+                ).to_list(),
+                runs=3,
+            )
             rate_ms, news_ms = await timed(contact_rate), await timed(pulse_news)
             scan_rate = await timed(
                 lambda: inbox.count_documents(
@@ -163,6 +181,10 @@ async def run(messages: int) -> None:
     print(
         f"  pulse: news in the last 3 hours: {news_ms:.1f} ms (full scan: {scan_news:.0f} ms)"
         f"  [{news}]"
+    )
+    print(
+        f"  the model reads its contacts' last 20 WhatsApp messages: {read_ms:.1f} ms"
+        f" (sorted full scan: {scan_read:.0f} ms)"
     )
 
 

@@ -16,6 +16,7 @@ from agent.context import RunContext
 from agent.tools.base import Tool, ToolError, ToolResult
 from agent.tools.sending import deliver
 from storage import collections as c
+from storage.inbox_window import newest_received
 from storage.whatsapp_permissions import (
     Permission,
     WhatsAppPermissions,
@@ -59,17 +60,19 @@ async def _read(args: ReadArgs, ctx: RunContext) -> ToolResult:
         readable = {wanted: readable[wanted]}
     if not readable:
         return {"messages": [], "note": "no contact has can_read permission"}
-    numbers = [a for a in readable if "@" not in a]
-    groups = [a for a in readable if "@" in a]
-    query = {
-        "channel": "whatsapp",
-        "meta.self_chat": {"$ne": True},
-        "$or": [
-            {"sender_id": {"$in": numbers}, "meta.is_group": {"$ne": True}},
-            {"chat_id": {"$in": groups}},
-        ],
-    }
-    cursor = ctx.deps.db[c.INBOX].find(query, sort=[("received_at", -1)], limit=args.limit)
+    numbers = {a for a in readable if "@" not in a}
+    groups = {a for a in readable if "@" in a}
+
+    def keep(doc: dict[str, Any]) -> bool:
+        meta = doc.get("meta") or {}
+        if doc.get("channel") != "whatsapp" or meta.get("self_chat") is True:
+            return False
+        if doc.get("sender_id") in numbers and meta.get("is_group") is not True:
+            return True
+        return doc.get("chat_id") in groups
+
+    # Newest first, read back from now a window at a time: the inbox holds every message.
+    newest = await newest_received(ctx.deps.db[c.INBOX], keep, args.limit, ctx.now)
     rows = [
         {
             "from": doc["sender_id"],
@@ -79,7 +82,7 @@ async def _read(args: ReadArgs, ctx: RunContext) -> ToolResult:
             "text": doc["text"],
             "received_at": doc["received_at"],  # shown in the owner's timezone
         }
-        async for doc in cursor
+        for doc in newest
     ]
     rows.reverse()  # oldest first reads like a conversation
     return {"messages": rows}

@@ -13,7 +13,7 @@ from channels.outbox import Outbox
 from channels.pipeline import Pipeline
 from channels.types import HandlingFailed, InboundMessage, Reply
 from storage import collections as c
-from storage.inbox_window import STATUSES, received_since
+from storage.inbox_window import STATUSES, newest_received, received_since
 from tests.fakes.channel import RecordingChannel
 
 Doc = dict[str, Any]
@@ -64,3 +64,46 @@ async def test_no_status_the_pipeline_writes_is_missed(db: AsyncDatabase[Doc]) -
     assert len([d async for d in received_since(db[c.INBOX], since)]) == await db[
         c.INBOX
     ].count_documents({})
+
+
+async def test_the_newest_rows_are_exact_whichever_windows_they_fall_in(
+    db: AsyncDatabase[Doc],
+) -> None:
+    """A window at a time back from now, but the answer is what a sort of the whole inbox
+    would give: recent rows, rows months old, rows stamped a little after ``now``."""
+    inbox = db[c.INBOX]
+    minutes = [-2, 5, 3 * 60, 2 * 1440, 40 * 1440, 400 * 1440, 900 * 1440]
+    ages = [timedelta(minutes=m) for m in minutes]
+    rows = [
+        {"channel": "rec", "external_id": f"{who}-{n}", "sender_id": who,
+         "status": STATUSES[n % len(STATUSES)], "received_at": NOW - age}
+        for n, age in enumerate(ages)
+        for who in ("alice", "bob")
+    ]  # fmt: skip
+    await inbox.insert_many(rows)
+
+    def alice(doc: Doc) -> bool:
+        return bool(doc["sender_id"] == "alice")
+
+    for limit in range(1, len(ages) + 2):
+        newest = await newest_received(inbox, alice, limit, NOW)
+        expected = [f"alice-{n}" for n in range(len(ages))][:limit]
+        assert [d["external_id"] for d in newest] == expected, limit
+    assert await newest_received(inbox, lambda d: False, 5, NOW) == []
+
+
+async def test_a_window_may_be_open_at_either_end(db: AsyncDatabase[Doc]) -> None:
+    inbox = db[c.INBOX]
+    await inbox.insert_many(
+        [{"external_id": str(h), "status": "done", "received_at": NOW - timedelta(hours=h)}
+         for h in range(5)]
+    )  # fmt: skip
+    hour = timedelta(hours=1)
+
+    async def ids(since: datetime | None, until: datetime | None) -> list[str]:
+        return sorted([d["external_id"] async for d in received_since(inbox, since, until=until)])
+
+    assert await ids(NOW - 2.5 * hour, None) == ["0", "1", "2"]
+    assert await ids(None, NOW - 2.5 * hour) == ["3", "4"]
+    assert await ids(NOW - 3.5 * hour, NOW - 0.5 * hour) == ["1", "2", "3"]
+    assert await ids(None, None) == ["0", "1", "2", "3", "4"]
