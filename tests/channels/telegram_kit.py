@@ -21,7 +21,10 @@ from channels.outbox import Outbox
 from channels.pipeline import Pipeline
 from channels.telegram import TelegramChannel
 from tests.conftest import make_settings
+from tests.fakes.fixtures import fake
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
+
+__all__ = ["fake"]  # a fixture, imported for pytest
 
 Doc = dict[str, Any]
 OWNER = 4242
@@ -58,12 +61,6 @@ class Stack:
 
 
 Build = Callable[..., Any]
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as server:
-        yield server
 
 
 @pytest.fixture

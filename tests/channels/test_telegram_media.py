@@ -25,17 +25,14 @@ from tests.channels.media_kit import (
     stored_bytes,
 )
 from tests.conftest import make_settings
+from tests.fakes.fixtures import fake
 from tests.fakes.scripted import ScriptedModel
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
 
+__all__ = ["fake"]  # a fixture, imported for pytest
+
 OWNER, STRANGER = 4242, 777
 Make = Callable[..., Awaitable[MediaStack]]
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as server:
-        yield server
 
 
 @pytest.fixture

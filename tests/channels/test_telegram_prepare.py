@@ -4,19 +4,14 @@ set-up failure as its own, and never waits for a second set-up."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 from channels.telegram import TelegramChannel
 from channels.types import InboundMessage
+from tests.fakes.fixtures import fake
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
 
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as server:
-        yield server
+__all__ = ["fake"]  # a fixture, imported for pytest
 
 
 def channel(fake: FakeTelegram) -> TelegramChannel:

@@ -1,4 +1,5 @@
-"""Pytest fixtures for the fake model APIs; import them into a test module to use them."""
+"""Pytest fixtures for the fake model APIs and the fake Telegram Bot API; import them into
+a test module to use them."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 
 from tests.fakes.gemini_api import FakeGemini
 from tests.fakes.openai_api import FakeOpenAI
+from tests.fakes.telegram_api import FakeTelegram
 
 
 @pytest.fixture
@@ -20,3 +22,10 @@ async def openai_api() -> AsyncIterator[FakeOpenAI]:
 async def gemini_api() -> AsyncIterator[FakeGemini]:
     async with FakeGemini() as fake:
         yield fake
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeTelegram]:
+    """The fake Telegram Bot API."""
+    async with FakeTelegram() as server:
+        yield server

@@ -26,8 +26,11 @@ from agent.owner import owner_address
 from channels.telegram import TelegramChannel
 from tests.conftest import make_settings
 from tests.fakes.clock import FakeClock
+from tests.fakes.fixtures import fake
 from tests.fakes.scripted import ScriptedModel
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
+
+__all__ = ["fake"]  # a fixture, imported for pytest
 
 Doc = dict[str, Any]
 NEWCOMER = 777
@@ -35,12 +38,6 @@ OTHER = 888
 SECRET = "my bank PIN is 4711"
 CODE = re.compile(r"watchkeeper pair (\d{6})")
 Start = Callable[..., AbstractAsyncContextManager[App]]
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as server:
-        yield server
 
 
 @pytest.fixture

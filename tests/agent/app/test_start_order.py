@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -25,18 +25,15 @@ from channels.telegram import TelegramChannel
 from storage import collections as c
 from tests.conftest import make_settings
 from tests.fakes.clock import FakeClock
+from tests.fakes.fixtures import fake
 from tests.fakes.scripted import Request, ScriptedModel
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
+
+__all__ = ["fake"]  # a fixture, imported for pytest
 
 Doc = dict[str, Any]
 OWNER = 4242
 Feature = Callable[[App, contextlib.AsyncExitStack], Awaitable[None]]
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as server:
-        yield server
 
 
 @pytest.fixture
