@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a plain s
 from agent.app.core import build_app
 from agent.config import Settings
 from storage.heap import freeze_heap
+from tests.fakes.commands import Commands
 from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.scripted_server import Answer
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
@@ -47,27 +48,6 @@ FIRST_CHAT = 300_000
 HI_CHAT = 299_999
 TICK = os.sysconf("SC_CLK_TCK")
 T = TypeVar("T")
-
-
-class Commands(monitoring.CommandListener):
-    """Counts database commands by name and collection while ``on``."""
-
-    def __init__(self) -> None:
-        self.on = False
-        self.counts: collections.Counter[str] = collections.Counter()
-
-    def started(self, event: monitoring.CommandStartedEvent) -> None:
-        if not self.on:
-            return
-        target = event.command.get(event.command_name)
-        where = target if isinstance(target, str) else ""
-        self.counts[f"{event.command_name} {where}".strip()] += 1
-
-    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        pass
-
-    def failed(self, event: monitoring.CommandFailedEvent) -> None:
-        pass
 
 
 class Fakes:
@@ -157,7 +137,7 @@ async def run(args: argparse.Namespace, fakes: Fakes, data: Path) -> None:
         await fakes.wait_sent(sent + 1, within=60)
         await asyncio.sleep(1.0)  # the "hi" finishes its writes
         profiler = cProfile.Profile() if args.profile else None
-        commands.on = True
+        commands.clear()
         cpu_from, db_from = time.thread_time(), children_cpu_ms()
         pushed = time.perf_counter()
         if profiler is not None:
@@ -168,7 +148,7 @@ async def run(args: argparse.Namespace, fakes: Fakes, data: Path) -> None:
         await asyncio.sleep(0.5)  # the outbox records each send after it
         if profiler is not None:
             profiler.disable()
-        commands.on = False
+        counted = commands.counts.copy()  # the burst's, not what stopping sends
         bot_calls = collections.Counter(m for m, _ in fakes.telegram.calls[calls_from:])
         ours = (time.thread_time() - cpu_from) * 1000
         db = children_cpu_ms() - db_from
@@ -179,9 +159,9 @@ async def run(args: argparse.Namespace, fakes: Fakes, data: Path) -> None:
     print(
         f"  CPU {(ours + db) / n:.1f} ms per message (agent {ours / n:.1f}, database {db / n:.1f})"
     )
-    total = sum(commands.counts.values())
+    total = sum(counted.values())
     print(f"  database commands per message: {total / n:.2f}")
-    for name, count in commands.counts.most_common():
+    for name, count in counted.most_common():
         print(f"    {count / n:6.2f}  {name}")
     print(f"  Bot API calls per message: {sum(bot_calls.values()) / n:.2f}")
     for name, count in bot_calls.most_common():

@@ -4,21 +4,20 @@ and every message is still stored, answered, recorded sent and marked done."""
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
-import pytest
-from pymongo import AsyncMongoClient, monitoring
 from pymongo.asynchronous.database import AsyncDatabase
 
 from channels.outbox import Outbox
 from channels.pipeline import Pipeline
 from channels.types import InboundMessage, Reply
 from tests.fakes.channel import RecordingChannel
+from tests.fakes.commands import Commands
+from tests.fakes.fixtures import watched
 
 Doc = dict[str, Any]
+__all__ = ["watched"]  # a fixture, imported for pytest
 CHATS = 30
 
 
@@ -31,39 +30,6 @@ def inbound(chat: str, n: int) -> InboundMessage:
         channel="rec", external_id=f"{chat}-{n}", chat_id=chat, sender_id="u",
         text=f"{chat} message {n}", received_at=now(),
     )  # fmt: skip
-
-
-class Commands(monitoring.CommandListener):
-    def __init__(self) -> None:
-        self.counts: Counter[str] = Counter()
-
-    def started(self, event: monitoring.CommandStartedEvent) -> None:
-        target = event.command.get(event.command_name)
-        self.counts[f"{event.command_name} {target}"] += 1
-
-    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        pass
-
-    def failed(self, event: monitoring.CommandFailedEvent) -> None:
-        pass
-
-
-@pytest.fixture
-async def watched(
-    mongo_server: str, db: AsyncDatabase[Doc]
-) -> AsyncIterator[tuple[AsyncDatabase[Doc], Commands]]:
-    commands = Commands()
-    client: AsyncMongoClient[Doc] = AsyncMongoClient(
-        mongo_server,
-        directConnection=True,
-        retryWrites=False,
-        tz_aware=True,
-        event_listeners=[commands],
-    )
-    try:
-        yield client[db.name], commands
-    finally:
-        await client.close()
 
 
 async def test_replies_finishing_together_share_their_writes(
