@@ -8,9 +8,11 @@ thread, so neither the profile nor the CPU figure counts them: CPU is this threa
 
 Prints the burst time (updates available to the last ``sendMessage``), CPU-ms per
 message, database commands per message by name (``pymongo.monitoring``), and with
-``--profile`` the top functions by cumulative and by own time (cProfile).
+``--profile`` the top functions by cumulative and by own time (cProfile; ``--dump FILE``
+keeps the whole profile for ``pstats``).
 
-    .venv/bin/python bench/profile_burst.py [--chats 100] [--model-seconds 1] [--profile]
+    .venv/bin/python bench/profile_burst.py [--chats 100] [--model-seconds 1]
+        [--profile [--dump FILE]]
 """
 
 from __future__ import annotations
@@ -170,6 +172,8 @@ async def run(args: argparse.Namespace, fakes: Fakes, data: Path) -> None:
         stats = pstats.Stats(profiler)
         calls = sum(s[1] for s in stats.stats.values())  # type: ignore[attr-defined]
         print(f"  function calls per message: {calls / n:.0f}")
+        if args.dump:
+            stats.dump_stats(args.dump)
         for order in ("cumulative", "tottime"):
             print(f"\n--- top {args.top} by {order} ---")
             stats.sort_stats(order).print_stats(args.top)
@@ -181,6 +185,7 @@ def main() -> None:
     parser.add_argument("--model-seconds", type=float, default=1.0)
     parser.add_argument("--profile", action="store_true", help="print the cProfile top lists")
     parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--dump", help="also write the profile here (pstats format)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     fakes = Fakes(args.model_seconds)

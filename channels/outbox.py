@@ -65,12 +65,14 @@ class Outbox:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._timers: set[asyncio.TimerHandle] = set()
-        self._insert = GroupCommit(insert_each(self._coll))
+        self._insert = GroupCommit(insert_each(self._coll, keyed=True))
         self._mark_sent = GroupCommit(set_each(self._coll))
 
     async def enqueue(self, message: OutboundMessage, *, send_now: bool = True) -> bool:
         """Store ``message``; False when its idempotency key was already stored."""
         doc: Doc = {
+            # Its own key: the same message enqueued again meets it (storage.natural_keys).
+            "_id": message.idempotency_key,
             "idempotency_key": message.idempotency_key,
             "channel": message.channel,
             "chat_id": clean_text(message.chat_id),

@@ -53,6 +53,7 @@ from channels.types import Channel, HandlingFailed, InboundMessage, Reply
 from channels.typing_indicator import TypingIndicator
 from storage import collections as c
 from storage.group_commit import GroupCommit, insert_each, set_all
+from storage.natural_keys import inbox_key
 from storage.tasks import stop_task, wait_event
 
 log = logging.getLogger(__name__)
@@ -93,7 +94,7 @@ class Pipeline:
         """Per channel: how long to gather a burst before handling it."""
         self._arrivals: dict[str, asyncio.Event] = {}
         self.typing = TypingIndicator(channels)
-        self._store = GroupCommit(insert_each(self._inbox))
+        self._store = GroupCommit(insert_each(self._inbox, keyed=True))
         self._mark_done = GroupCommit(
             set_all(self._inbox, lambda: {"status": "done", "done_at": self._clock()})
         )
@@ -110,6 +111,8 @@ class Pipeline:
         except Exception as exc:  # meta nested absurdly deep, say
             return await self._keep_as_failed(message, exc)
         doc: Doc = {
+            # Its own key: a transport's second delivery meets the first (storage.natural_keys).
+            "_id": inbox_key(message.channel, message.external_id),
             "channel": message.channel,
             "external_id": message.external_id,
             "chat_id": message.chat_id,
@@ -145,8 +148,9 @@ class Pipeline:
         """Keep what can be kept of a message that cannot be stored, as ``failed``."""
         reason, key = failure_reason(exc), clean_text(message.external_id)
         log.error("%s message %s cannot be stored (%s)", message.channel, key, reason)
+        channel = clean_text(message.channel)
         doc: Doc = {
-            "channel": clean_text(message.channel), "external_id": key,
+            "_id": inbox_key(channel, key), "channel": channel, "external_id": key,
             "chat_id": clean_text(message.chat_id), "sender_id": clean_text(message.sender_id),
             "text": "", "received_at": message.received_at,
             "conversation_key": clean_text(message.conversation_key), "attempts": 0,
@@ -286,7 +290,7 @@ class Pipeline:
 
     async def _outbox_has_replies(self, inbox_id: ObjectId) -> bool:
         outbox = self._inbox.database[c.OUTBOX]
-        return await outbox.find_one({"idempotency_key": f"{inbox_id}:0"}) is not None
+        return await outbox.find_one({"_id": f"{inbox_id}:0"}, projection={"_id": 1}) is not None
 
     async def _handle(self, message: InboundMessage) -> list[Reply]:
         async with self._limit:

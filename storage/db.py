@@ -7,6 +7,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -17,6 +18,7 @@ from pymongo.errors import ConfigurationError, OperationFailure, ServerSelection
 from storage.embedded import EmbeddedServer
 from storage.errors import DatabaseUnavailable as DatabaseUnavailable  # where callers found it
 from storage.indexes import INDEXES, drop_obsolete
+from storage.natural_keys import retire_legacy_keys
 
 log = logging.getLogger(__name__)
 
@@ -116,11 +118,13 @@ def _unreachable(uri: str, exc: Exception) -> str:
 async def _ensure_indexes(db: AsyncDatabase[Doc]) -> None:
     """``storage.indexes.ensure_indexes``, every collection at once: on a new store
     (each collection created, each index built) a third faster than one by one; indexes
-    earlier versions built and nothing reads are dropped meanwhile. The first failure
-    is raised once all have finished (none is left running)."""
+    earlier versions built and nothing reads are dropped, and rows they wrote re-keyed
+    (``storage.natural_keys``), meanwhile. The first failure is raised once all have
+    finished (none is left running)."""
     done = await asyncio.gather(
         *(db[name].create_indexes(list(models)) for name, models in INDEXES.items()),
         drop_obsolete(db),
+        retire_legacy_keys(db, datetime.now(UTC)),
         return_exceptions=True,
     )
     for result in done:

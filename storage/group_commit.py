@@ -105,7 +105,7 @@ class GroupCommit(Generic[I]):
         return None
 
 
-def insert_each(coll: AsyncCollection[Doc]) -> BatchWrite[Doc]:
+def insert_each(coll: AsyncCollection[Doc], *, keyed: bool = False) -> BatchWrite[Doc]:
     """Inserts as one unordered ``insert``, each document's duplicate key its own error.
 
     Each document gets its ``_id`` before the first try, so a duplicate whose ``_id`` is
@@ -113,35 +113,44 @@ def insert_each(coll: AsyncCollection[Doc]) -> BatchWrite[Doc]:
     a failed batch that stored part of itself): that is success, as in ``retry.insert``.
     The server may report such a copy on any unique index, so the ``_id``s of the
     duplicates are looked up (one ``find``, only when there are duplicates).
+
+    ``keyed``: the caller sets each ``_id`` to the document's own key
+    (``storage.natural_keys``), so a stored ``_id`` may be another document's, even one
+    in the same batch. Each document then also carries a fresh token
+    (``retry.INSERT_FIELD``), and only a stored copy with its token is its own.
     """
 
     async def write(docs: list[Doc]) -> Outcomes:
         for doc in docs:
             doc.setdefault("_id", ObjectId())
+            if keyed:
+                doc.setdefault(retry.INSERT_FIELD, ObjectId())
         try:
             await retry.retried(lambda: coll.insert_many(docs, ordered=False), "insert")
         except BulkWriteError as exc:
             errors = _errors(docs, exc)
-            duplicates = [k for k, e in errors.items() if isinstance(e, DuplicateKeyError)]
-            if duplicates:
-                query = {"_id": {"$in": duplicates}}
-                async for own in coll.find(query, projection={"_id": 1}):
-                    errors[own["_id"]] = None  # stored by an earlier try
-            return [errors.get(doc["_id"]) for doc in docs]
+            dup = DuplicateKeyError
+            clashes = {i: docs[i]["_id"] for i, e in errors.items() if isinstance(e, dup)}
+            if clashes:
+                query = {"_id": {"$in": list(set(clashes.values()))}}
+                found = coll.find(query, projection={retry.INSERT_FIELD: 1})
+                stored = {d["_id"]: d.get(retry.INSERT_FIELD) async for d in found}
+                for i, key in clashes.items():
+                    if key in stored and (not keyed or stored[key] == docs[i][retry.INSERT_FIELD]):
+                        errors[i] = None  # stored by an earlier try
+            return [errors.get(i) for i in range(len(docs))]
         return None
 
     return write
 
 
-def _errors(docs: list[Doc], exc: BulkWriteError) -> dict[Any, BaseException | None]:
-    """Each failed document's own error, by ``_id``."""
-    errors: dict[Any, BaseException | None] = {}
+def _errors(docs: list[Doc], exc: BulkWriteError) -> dict[int, BaseException | None]:
+    """Each failed document's own error, by its index in ``docs``."""
+    errors: dict[int, BaseException | None] = {}
     for err in exc.details.get("writeErrors", []):
-        op = err.get("op")
-        key = op["_id"] if isinstance(op, dict) and "_id" in op else docs[err["index"]]["_id"]
         code, message = err.get("code"), str(err.get("errmsg", ""))
         kind = DuplicateKeyError if code == 11000 else WriteError
-        errors[key] = kind(message, code, err)
+        errors[int(err["index"])] = kind(message, code, err)
     return errors
 
 

@@ -7,6 +7,7 @@ from types import MappingProxyType
 from typing import Any
 
 from pymongo import ASCENDING, DESCENDING, IndexModel
+from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import OperationFailure
 
@@ -23,12 +24,12 @@ INDEXES: Mapping[str, Sequence[IndexModel]] = MappingProxyType(
         c.MESSAGES: [
             IndexModel([("conversation_id", ASCENDING), ("seq", ASCENDING)], unique=True),
         ],
+        # A row's _id is its (channel, external_id) or its idempotency key, so neither
+        # needs a unique index of its own (storage.natural_keys).
         c.INBOX: [
-            IndexModel([("channel", ASCENDING), ("external_id", ASCENDING)], unique=True),
             IndexModel([("status", ASCENDING), ("received_at", ASCENDING)]),
         ],
         c.OUTBOX: [
-            IndexModel([("idempotency_key", ASCENDING)], unique=True),
             # Due retries; for sent messages, when they were sent (what an SMS "k" answers).
             IndexModel([("status", ASCENDING), ("next_attempt_at", ASCENDING)]),
             # The few messages that carry an alert: which alert a quoted reply answers.
@@ -80,15 +81,20 @@ OBSOLETE: Mapping[str, Sequence[str]] = MappingProxyType(
 """Indexes earlier versions built that nothing reads any more: every write paid for them."""
 
 
+async def drop_index(coll: AsyncCollection[dict[str, Any]], name: str) -> None:
+    """Drop the index ``name``; nothing to do when the index or the collection is absent."""
+    try:
+        await coll.drop_index(name)
+    except OperationFailure as exc:
+        if exc.code not in (IndexNotFound, NamespaceNotFound):
+            raise
+
+
 async def drop_obsolete(db: AsyncDatabase[dict[str, Any]]) -> None:
     """Drop ``OBSOLETE`` indexes a store still has; one command each, none if absent."""
     for name, indexes in OBSOLETE.items():
         for index in indexes:
-            try:
-                await db[name].drop_index(index)
-            except OperationFailure as exc:
-                if exc.code not in (IndexNotFound, NamespaceNotFound):
-                    raise
+            await drop_index(db[name], index)
 
 
 async def ensure_indexes(db: AsyncDatabase[dict[str, Any]]) -> None:

@@ -4,20 +4,24 @@ They live wherever the database lives. A file is stored under a key the caller
 chooses (``<channel>:<external id>:<index>``); a unique index on that key makes
 ``put`` idempotent, also when two attempts race: the loser's chunks are removed by
 us and the winner's id is returned.
+
+``gridfs`` is imported when a file is first stored or read: most processes never see a
+photo, and it is ~1 MiB of the idle agent.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bson import ObjectId
-from gridfs import AsyncGridFSBucket
-from gridfs.errors import FileExists
 from pymongo import ASCENDING
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
 from storage import collections as c
+
+if TYPE_CHECKING:
+    from gridfs import AsyncGridFSBucket
 
 Doc = dict[str, Any]
 BUCKET = "media"
@@ -27,7 +31,7 @@ KEY_FIELD = "metadata.key"
 class MediaStore:
     def __init__(self, db: AsyncDatabase[Doc]) -> None:
         self._db = db
-        self._bucket = AsyncGridFSBucket(db, bucket_name=BUCKET)
+        self._gridfs: AsyncGridFSBucket | None = None
         self._files = db[f"{BUCKET}.files"]
         self._indexed = False
 
@@ -35,6 +39,14 @@ class MediaStore:
         if not self._indexed:
             await self._files.create_index([(KEY_FIELD, ASCENDING)], unique=True, name="media_key")
             self._indexed = True
+
+    @property
+    def _bucket(self) -> AsyncGridFSBucket:
+        if self._gridfs is None:
+            from gridfs import AsyncGridFSBucket
+
+            self._gridfs = AsyncGridFSBucket(self._db, bucket_name=BUCKET)
+        return self._gridfs
 
     async def find(self, key: str) -> ObjectId | None:
         """The id of the file stored under ``key``, if any (so a retry skips the download)."""
@@ -48,6 +60,8 @@ class MediaStore:
         found = await self.find(key)
         if found is not None:
             return found
+        from gridfs.errors import FileExists
+
         metadata = {"key": key, "mime": mime, "kind": kind}
         upload = self._bucket.open_upload_stream(key, metadata=metadata)
         try:

@@ -17,6 +17,7 @@ from pymongo import DESCENDING
 from pymongo.asynchronous.database import AsyncDatabase
 
 from storage import collections as c
+from storage.retry import INSERT_FIELD
 
 Doc = dict[str, Any]
 ALERT_KEY_PREFIX = "alert:"
@@ -76,7 +77,9 @@ async def last_sent_alert(
     wanted = set(chats)
     cursor = db[c.OUTBOX].find(
         {"status": "sent", "next_attempt_at": {"$gte": since}},
-        sort=[("next_attempt_at", DESCENDING), ("_id", DESCENDING)],
+        # Sent in the same millisecond: the later insert first (retry.INSERT_FIELD, an
+        # ObjectId; _id is the idempotency key, storage.natural_keys).
+        sort=[("next_attempt_at", DESCENDING), (INSERT_FIELD, DESCENDING), ("_id", DESCENDING)],
         projection={"channel": 1, "chat_id": 1, "meta": 1, "idempotency_key": 1},
         batch_size=LOOKUP_BATCH,
     )

@@ -141,7 +141,7 @@ class AlertStore:
         return doc
 
     async def outbox_status(self, key: str) -> str | None:
-        doc = await self._outbox.find_one({"idempotency_key": key}, projection={"status": 1})
+        doc = await self._outbox.find_one({"_id": key}, projection={"status": 1})
         return str(doc["status"]) if doc else None
 
     async def supersede(self, keys: Sequence[str], channel: str) -> None:
@@ -149,7 +149,7 @@ class AlertStore:
         if keys:
             await retry.retried(  # a $set: safe to repeat
                 lambda: self._outbox.update_many(
-                    {"idempotency_key": {"$in": list(keys)}, "status": "pending"},
+                    {"_id": {"$in": list(keys)}, "status": "pending"},
                     {"$set": {"status": "superseded", "superseded_by": channel}},
                 ),
                 "supersede alert copies",

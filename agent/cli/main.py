@@ -51,7 +51,8 @@ async def _run(settings: Settings) -> int:
         app = await stack.enter_async_context(
             build_app(settings, embedded=embedded, on_warm=freeze_heap)
         )
-        # The dashboard's modules (jinja2) off the event loop, which is storing updates.
+        # The HTTP server's and the dashboard's modules off the event loop, which is storing
+        # updates (jinja2 loads later, on the dashboard's first page).
         await asyncio.to_thread(importlib.import_module, "agent.app.http")
         from agent.app.http import make_web_app, serve
 

@@ -48,7 +48,8 @@ class Kit:
         return pipeline
 
     async def inbox(self, chat: str) -> list[Doc]:
-        return await self.db["inbox"].find({"chat_id": chat}, sort=[("_id", 1)]).to_list()
+        # In arrival order: external ids end in the message number (0-9); _id is a hash.
+        return await self.db["inbox"].find({"chat_id": chat}, sort=[("external_id", 1)]).to_list()
 
 
 async def test_a_burst_is_one_exchange_and_every_message_is_stored_at_once(

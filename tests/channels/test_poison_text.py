@@ -164,7 +164,8 @@ async def test_invalid_utf8_typed_into_the_terminal_is_read_with_replacements(
     async with build_app(settings, model=model, channels=[console], features=[]) as app:
         await asyncio.wait_for(console.closed.wait(), 5)
         await app.pipeline.join()
-        texts = [d["text"] async for d in app.deps.db["inbox"].find({}, sort=[("_id", 1)])]
+        rows = app.deps.db["inbox"].find({}, sort=[("received_at", 1), ("external_id", 1)])
+        texts = [d["text"] async for d in rows]
     await model.aclose()
     assert texts == [f"caf{FFFD} au lait", f"{FFFD}{FFFD}"]
     assert "watchkeeper> One coffee." in out.getvalue()

@@ -36,7 +36,7 @@ from pathlib import Path
 from aiohttp import web
 
 from agent.app.dashboard.auth import Sessions
-from agent.app.dashboard.context import BY, DASHBOARD_KEY, Dashboard, template_env
+from agent.app.dashboard.context import BY, DASHBOARD_KEY, Dashboard
 from agent.app.dashboard.revoked import RevokedStore
 from agent.app.parts import App
 
@@ -49,7 +49,8 @@ __all__ = ["BY", "PAGES", "Dashboard", "setup_dashboard"]
 
 
 def setup_dashboard(web_app: web.Application, app: App) -> Dashboard:
-    """Mount the dashboard's routes, templates and static files on ``web_app``."""
+    """Mount the dashboard's routes and static files on ``web_app``; its templates load on
+    the first page rendered (``Dashboard.render``)."""
     dash = Dashboard(app, Sessions(app.settings, RevokedStore(app.database.db)))
     web_app[DASHBOARD_KEY] = dash
 
@@ -57,7 +58,6 @@ def setup_dashboard(web_app: web.Application, app: App) -> Dashboard:
         await dash.sessions.load(dash.now())
 
     web_app.on_startup.append(load_logouts)
-    template_env(web_app)
     web_app.router.add_static("/static/", STATIC, append_version=False)
     for name in PAGES:
         module_name = f"{__name__}.{name}"

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 from zoneinfo import ZoneInfo
 
-import aiohttp_jinja2
-import jinja2
 from aiohttp import web
 from markupsafe import Markup, escape
 
@@ -24,6 +22,9 @@ from agent.app.dashboard.auth import (
 )
 from agent.app.parts import App
 from scheduler.views import short_time
+
+if TYPE_CHECKING:  # jinja2 loads on the first page rendered (``template_env``)
+    import jinja2
 
 BY = "dashboard"
 """``by`` of every change made from the dashboard (alert history, job changes)."""
@@ -61,10 +62,9 @@ def plain(text: str, status: int) -> web.Response:
     return web.Response(text=text, status=status, content_type="text/plain")
 
 
-@jinja2.pass_context
 def when(ctx: jinja2.runtime.Context, moment: datetime | None) -> str:
     """``{{ x | when }}``: ``14:00`` today, ``Tue 14:00`` this week, else the date, in the
-    owner's timezone; ``never`` for None."""
+    owner's timezone; ``never`` for None. ``template_env`` marks it ``pass_context``."""
     return short_time(moment, ctx["tz"], ctx["now"])
 
 
@@ -72,6 +72,7 @@ def when(ctx: jinja2.runtime.Context, moment: datetime | None) -> str:
 class Dashboard:
     app: App
     sessions: Sessions
+    _env: jinja2.Environment | None = field(default=None, init=False, repr=False)
 
     def now(self) -> datetime:
         return self.app.clock()
@@ -130,9 +131,10 @@ class Dashboard:
             "logged_in": SESSION_KEY in request,
             "bearer": request.get(SESSION_KEY) == BEARER_SESSION,
         }
-        response = aiohttp_jinja2.render_template(
-            template, request, {**base, **context}, status=status
-        )
+        if self._env is None:
+            self._env = template_env()
+        text = self._env.get_template(template).render({**base, **context})
+        response = web.Response(text=text, status=status, content_type="text/html", charset="utf-8")
         if flash is not None:
             response.del_cookie(FLASH_COOKIE, path="/")
         return response
@@ -155,14 +157,17 @@ def csrf_field(request: web.Request) -> Markup:
     return Markup('<input type="hidden" name="{}" value="{}">').format(CSRF_FIELD, escape(token))
 
 
-def template_env(web_app: web.Application) -> jinja2.Environment:
-    env = aiohttp_jinja2.setup(
-        web_app,
+def template_env() -> jinja2.Environment:
+    """The dashboard's templates, filter and global. jinja2 is imported here, on the first
+    page rendered, so a ``watchkeeper run`` whose dashboard is never opened does not carry
+    it (about 2 MiB resident and tens of ms of start-up)."""
+    import jinja2
+
+    env = jinja2.Environment(
         loader=jinja2.PackageLoader("agent.app.dashboard", "templates"),
         autoescape=jinja2.select_autoescape(default=True),
-        default_helpers=False,
     )
-    env.filters["when"] = when
+    env.filters["when"] = jinja2.pass_context(when)
     env.globals["csrf_field"] = csrf_field
     return env
 

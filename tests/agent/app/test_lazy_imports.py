@@ -13,6 +13,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 SDKS = ("google.genai", "twilio", "neonize", "openai", "telegram")
+ON_USE = ("gridfs", "jinja2", "aiohttp_jinja2")
+"""Loaded on first use: GridFS for the first photo or voice note, jinja2 for the first
+dashboard page. Most processes see neither."""
 # The path `watchkeeper run` takes, up to a running app (Telegram is unreachable here:
 # the channel keeps retrying in the background, which is enough).
 RUN_APP = """
@@ -50,11 +53,11 @@ except ConfigError as exc:
 """
 
 
-def _run(script: str, tmp_path: Path, **env: str) -> object:
+def _run(script: str, tmp_path: Path, modules: tuple[str, ...] = SDKS, **env: str) -> object:
     clean = {k: v for k, v in os.environ.items() if not k.isupper() or k in ("PATH", "HOME")}
     clean.update(PYTHONPATH=str(ROOT), DATA_DIR=str(tmp_path / "data"), **env)
     done = subprocess.run(
-        [sys.executable, "-c", script, *SDKS],
+        [sys.executable, "-c", script, *modules],
         cwd=tmp_path,  # no .env here
         env=clean,
         capture_output=True,
@@ -79,6 +82,23 @@ def test_telegram_and_openai_load_neither_gemini_nor_twilio_nor_neonize(tmp_path
     # OpenAI's SDK loads in a thread once the app runs (``agent.llm.lazy_sdk``): an app
     # stopped at once never needed it.
     assert loaded == ["telegram"]
+
+
+def test_a_running_app_loads_neither_gridfs_nor_jinja2_before_it_needs_them(
+    tmp_path: Path,
+) -> None:
+    loaded = _run(
+        RUN_APP,
+        tmp_path,
+        ON_USE,
+        TELEGRAM_BOT_TOKEN="123456789:AAFakeTokenForTests-xyz",
+        TELEGRAM_API_BASE_URL="http://127.0.0.1:9",
+        OPENAI_API_KEY="sk-test",
+        OPENAI_BASE_URL="http://127.0.0.1:9/v1",
+        OWNER_TELEGRAM_IDS="42",
+        HTTP_PORT="0",
+    )
+    assert loaded == []
 
 
 def test_gemini_configured_loads_google_genai(tmp_path: Path) -> None:
