@@ -166,18 +166,22 @@ def spacing_text(schedule: PulseSchedule) -> str:
 
 
 def pulse_status_text(state: PulseState, tz: ZoneInfo, now: datetime, *, notes: bool) -> str:
-    """Two short lines for the system prompt and ``/pulse``."""
-    view = pulse_view(state, tz, now)
+    """Two short lines for the system prompt and ``/pulse``: ``pulse_view``'s figures,
+    without the day's slot list it does not show (it is in every owner's prompt)."""
+    try:
+        schedule: PulseSchedule | None = state.schedule(tz)
+    except PulseConfigError:
+        schedule = None
     if not state.enabled:
         head = "off"
     else:
-        spread = view["spacing"] or "(settings invalid)"  # the spans say the quiet hours
+        spread = spacing_text(schedule) if schedule is not None else "(settings invalid)"
         head = f"on, {state.pulses_per_day}/day {spread}, {days_text(state.active_days)}"
-    nxt = view["next_pulse_at"]
+    nxt = next_pulse(schedule, now) if schedule is not None else None
     line = (
-        f"done today {view['done_today']}/{state.pulses_per_day}, "
+        f"done today {state.done_on(local_day(now, tz))}/{state.pulses_per_day}, "
         f"last {short_time(state.last_pulse_at, tz, now)}, "
-        f"next {short_time(datetime.fromisoformat(nxt), tz, now) if nxt else 'none'}"
+        f"next {short_time(nxt, tz, now) if nxt else 'none'}"
     )
     text = f"Pulse: {head}.\n{line}."
     if notes and state.notes:
