@@ -44,7 +44,6 @@ from agent.llm.types import (
 
 if TYPE_CHECKING:
     import openai
-    from openai.types.chat import ChatCompletion
 
 log = logging.getLogger(__name__)
 
@@ -186,9 +185,8 @@ class OpenAIModel:
 
     async def _create(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
-    ) -> ChatCompletion:
+    ) -> dict[str, Any]:
         import openai  # loaded by ``warm``: a lookup in sys.modules
-        from openai.types.chat import ChatCompletion
 
         assert self._client is not None  # made by ``warm`` before any request
         body: dict[str, Any] = {"model": self.model, "messages": messages}
@@ -198,11 +196,10 @@ class OpenAIModel:
             # The SDK's own POST, as ``chat.completions.create`` ends in, without its walk
             # of the body against the typed params: that walk costs more CPU than the
             # rest of a message's handling together (tens of ms with our tool schemas),
-            # and changes nothing in a body already in wire form. Errors and the parsed
-            # ``ChatCompletion`` are the same.
-            completion = await self._client.post(
-                "/chat/completions", body=body, cast_to=ChatCompletion
-            )
+            # and changes nothing in a body already in wire form. Errors are the same; the
+            # answer comes back as its JSON (``cast_to=object``), read by parse_completion
+            # without building the SDK's ``ChatCompletion`` objects first.
+            completion = await self._client.post("/chat/completions", body=body, cast_to=object)
         except openai.APIStatusError as exc:
             detail = self._redact(_detail(exc))
             if tools and textcalls.tools_unsupported(exc.status_code, detail):
@@ -220,7 +217,7 @@ class OpenAIModel:
             raise ModelError(
                 f"{self.name}: {type(exc).__name__}: {self._redact(str(exc))}", retryable=False
             ) from None
-        if not isinstance(completion, ChatCompletion):
+        if not isinstance(completion, dict):
             # A body that is not JSON (an HTML error page with status 200 from a proxy):
             # the SDK hands back its text instead of a completion.
             raise ModelError(

@@ -8,7 +8,7 @@ tool to report), and a model that writes its calls as text has them parsed out
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agent.llm import textcalls
 from agent.llm.base import ModelError
@@ -23,35 +23,40 @@ from agent.llm.types import (
     unique_ids,
 )
 
-if TYPE_CHECKING:
-    from openai.types.chat import ChatCompletion
-
 RAW_ARGUMENTS_KEY = "openai_raw_arguments"
 """provider_data key holding the model's arguments string when it was not valid JSON."""
+Json = dict[str, Any]
 
 
 def parse_completion(
-    completion: ChatCompletion,
+    completion: Json,
     tool_names: set[str],
     *,
     text_only: bool = False,
     taken: set[str] | None = None,
 ) -> ModelResponse:
-    """Chat completion → neutral assistant message (text, then tool calls).
+    """A chat completion's JSON → neutral assistant message (text, then tool calls).
 
-    Call ids repeated within the answer, or reusing one in ``taken`` (the history
-    sent), are made unique: the API refuses a history where an id repeats.
+    Read as the wire has it, leniently: a field of the wrong type counts as absent (the
+    SDK's ``ChatCompletion`` would have kept it without checking). Call ids repeated
+    within the answer, or reusing one in ``taken`` (the history sent), are made unique:
+    the API refuses a history where an id repeats.
     """
-    if not completion.choices:
+    choices = completion.get("choices")
+    if not isinstance(choices, list) or not choices:
         raise ModelError("openai: answer without choices", retryable=True)
-    choice = completion.choices[0]
-    message = choice.message
-    text = message.content or message.refusal or ""
+    choice = _object(choices[0])
+    message = _object(choice.get("message"))
+    text = _text(message.get("content")) or _text(message.get("refusal"))
     calls: list[ToolCallPart] = []
-    for tc in message.tool_calls or []:
-        if tc.type != "function":
+    for tc in _list(message.get("tool_calls")):
+        call = _object(tc)
+        function = _object(call.get("function"))
+        name, call_id = function.get("name"), call.get("id")
+        if call.get("type", "function") != "function" or not isinstance(name, str):
             continue
-        calls.append(_call_part(tc.id, tc.function.name, tc.function.arguments))
+        call_id = call_id if isinstance(call_id, str) else None
+        calls.append(_call_part(call_id, name, _arguments(function.get("arguments"))))
     if not calls and tool_names and "<tool_call>" in text:
         # Text mode, or a local model that writes its calls as text even when
         # native tools are on: take the blocks that name a tool we offered.
@@ -66,19 +71,51 @@ def parse_completion(
         c if c.id == i else c.model_copy(update={"id": i})
         for c, i in zip(calls, fresh, strict=True)
     ]
-    if not text and not calls and choice.finish_reason == "content_filter":
+    if not text and not calls and choice.get("finish_reason") == "content_filter":
         raise ModelError("openai: answer blocked by the content filter", retryable=False)
     parts: list[TextPart | ToolCallPart] = [TextPart(text=text)] if text else []
     parts.extend(calls)
-    usage = completion.usage
+    usage = _object(completion.get("usage"))
+    model = completion.get("model")
     return ModelResponse(
         message=ModelMessage(role="assistant", parts=list(parts)),
         usage=Usage(
-            input_tokens=usage.prompt_tokens if usage else 0,
-            output_tokens=usage.completion_tokens if usage else 0,
+            input_tokens=_count(usage, "prompt_tokens"),
+            output_tokens=_count(usage, "completion_tokens"),
         ),
-        model=completion.model or "",
+        model=model if isinstance(model, str) else "",
     )
+
+
+def _object(value: object) -> Json:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _count(usage: Json, key: str) -> int:
+    value = usage.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _arguments(value: object) -> str | None:
+    """The arguments string; an object (some compatible servers send one) as its JSON."""
+    if value is None or isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _text(value: object) -> str:
+    """``content`` as a string; some compatible servers send a list of text parts."""
+    if isinstance(value, str):
+        return value
+    pieces = [_object(p).get("text") for p in _list(value)]
+    return "".join(p for p in pieces if isinstance(p, str))
 
 
 def _call_part(call_id: str | None, name: str, raw: str | None) -> ToolCallPart:
