@@ -18,8 +18,14 @@ class Node:
 
 @pytest.fixture
 def unfrozen() -> Iterator[None]:
-    yield
-    gc.unfreeze()  # the rest of the test session collects as before
+    # No automatic collection meanwhile: one running in another thread (the session's
+    # leftover threads allocate too) makes ours return at once, collecting nothing.
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        gc.unfreeze()  # the rest of the test session collects as before
 
 
 def test_garbage_is_collected_and_the_living_are_frozen(unfrozen: None) -> None:
