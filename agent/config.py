@@ -1,24 +1,15 @@
-"""Settings from the environment and ``.env`` (names fixed by DESIGN.md).
-
-Read as pydantic-settings reads them, without it (it was ~0.1 s of every start, a tenth of
-the time to the first poll, and ~2 MiB): a setting is named by its field, in any case;
-an argument wins over the environment, the environment over ``.env``, ``.env`` over the
-default; an empty value counts as unset; other names are ignored. pydantic then
-validates and converts the strings as it did.
-"""
+"""Settings from the environment and ``.env`` (names fixed by DESIGN.md)."""
 
 from __future__ import annotations
 
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     PrivateAttr,
     SecretStr,
@@ -26,6 +17,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 Provider = Literal["gemini", "openai"]
 _E164 = re.compile(r"^\+[1-9]\d{6,14}$")
@@ -49,34 +41,14 @@ class ConfigError(Exception):
     """A setting is wrong; the message is one line naming the setting."""
 
 
-ENV_FILE = ".env"
-"""Read from the working directory, when there is one."""
-
-
-def from_environment(env_file: str | Path | None = ENV_FILE) -> dict[str, str]:
-    """The settings the environment and ``env_file`` give, by field name: the
-    environment wins; names in any case; empty values and unknown names left out.
-    ``UnicodeDecodeError`` or ``OSError`` when ``env_file`` cannot be read."""
-    names = set(Settings.model_fields)
-    found: dict[str, str] = {}
-    if env_file is not None and Path(env_file).is_file():
-        from dotenv import dotenv_values
-
-        for key, value in dotenv_values(env_file, encoding="utf-8").items():
-            if key.lower() in names and value:
-                found[key.lower()] = value
-    for key, value in os.environ.items():
-        if key.lower() in names and value:
-            found[key.lower()] = value
-    return found
-
-
-class Settings(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    def __init__(self, _env_file: str | Path | None = ENV_FILE, **values: Any) -> None:
-        """Arguments, then the environment, then ``_env_file`` (None: no file)."""
-        super().__init__(**{**from_environment(_env_file), **values})
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_file=".env",
+        env_file_encoding="utf-8",
+        env_ignore_empty=True,
+        extra="ignore",
+        case_sensitive=False,
+    )
 
     llm_provider: Provider | None = None
     gemini_api_key: SecretStr | None = None
@@ -94,7 +66,7 @@ class Settings(BaseModel):
     data_dir: Path = Path("./data")
     timezone: str = "UTC"
 
-    owner_telegram_ids: list[int] = Field(default_factory=list)
+    owner_telegram_ids: Annotated[list[int], NoDecode] = Field(default_factory=list)
     owner_phone: str | None = None
     _paired_telegram_ids: tuple[int, ...] = PrivateAttr(default=())
     """Owners approved with ``watchkeeper pair``; kept current by ``agent.conversation.pairing``."""

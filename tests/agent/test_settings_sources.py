@@ -1,7 +1,8 @@
-"""Where settings come from (``agent.config.from_environment``): an argument wins over
-the environment, the environment over ``.env``, ``.env`` over the default; names in any
-case; empty values count as unset; unknown names are ignored; values are converted and
-validated as before (lists of ids, booleans, numbers, secrets)."""
+"""Where settings come from (pydantic-settings, as ``agent.config.Settings`` configures it):
+an argument wins over the environment, the environment over ``.env``, ``.env`` over the
+default; names in any case; empty values count as unset; unknown names are ignored;
+values are converted and validated (lists of ids, booleans, numbers, secrets). Whatever
+loads the settings must keep these."""
 
 from __future__ import annotations
 
