@@ -68,10 +68,13 @@ def _run(script: str, tmp_path: Path, modules: tuple[str, ...] = SDKS, **env: st
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_telegram_and_openai_load_neither_gemini_nor_twilio_nor_neonize(tmp_path: Path) -> None:
+def test_telegram_and_openai_load_no_other_sdk_nor_what_waits_for_first_use(
+    tmp_path: Path,
+) -> None:
     loaded = _run(
         RUN_APP,
         tmp_path,
+        (*SDKS, *ON_USE),
         TELEGRAM_BOT_TOKEN="123456789:AAFakeTokenForTests-xyz",
         TELEGRAM_API_BASE_URL="http://127.0.0.1:9",
         OPENAI_API_KEY="sk-test",
@@ -80,25 +83,8 @@ def test_telegram_and_openai_load_neither_gemini_nor_twilio_nor_neonize(tmp_path
         HTTP_PORT="0",
     )
     # OpenAI's SDK loads in a thread once the app runs (``agent.llm.lazy_sdk``): an app
-    # stopped at once never needed it.
+    # stopped at once never needed it. No photo came and no page was asked for.
     assert loaded == ["telegram"]
-
-
-def test_a_running_app_loads_neither_gridfs_nor_jinja2_before_it_needs_them(
-    tmp_path: Path,
-) -> None:
-    loaded = _run(
-        RUN_APP,
-        tmp_path,
-        ON_USE,
-        TELEGRAM_BOT_TOKEN="123456789:AAFakeTokenForTests-xyz",
-        TELEGRAM_API_BASE_URL="http://127.0.0.1:9",
-        OPENAI_API_KEY="sk-test",
-        OPENAI_BASE_URL="http://127.0.0.1:9/v1",
-        OWNER_TELEGRAM_IDS="42",
-        HTTP_PORT="0",
-    )
-    assert loaded == []
 
 
 def test_gemini_configured_loads_google_genai(tmp_path: Path) -> None:
