@@ -1,7 +1,8 @@
 """The inbound pipeline shared by every channel.
 
-1. ``submit`` stores the message in ``inbox`` under a unique (channel, external id)
-   before the channel acknowledges its transport: a redelivery is a no-op. Under
+1. ``submit`` stores the message in ``inbox`` under an ``_id`` made of its channel and
+   external id (``storage.natural_keys``) before the channel acknowledges its
+   transport: a redelivery is a no-op. Under
    load, inbox writes of one kind share one command (``storage.group_commit``).
 2. One worker per conversation handles its messages in order; conversations run
    in parallel (optionally bounded; the app leaves model calls to the model's
