@@ -13,6 +13,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from channels.outbox import Outbox
 from channels.pipeline import Pipeline
 from channels.types import InboundMessage, OutboundMessage, Reply, SendError
+from storage.natural_keys import inbox_key
 from tests.fakes.channel import RecordingChannel
 
 Doc = dict[str, Any]
@@ -67,8 +68,15 @@ async def test_a_duplicate_delivery_is_handled_once(db: AsyncDatabase[Doc]) -> N
     pipeline = Pipeline(db, handler, outbox, {"rec": channel}, now)
     assert await pipeline.submit(inbound("a", 1))
     assert not await pipeline.submit(inbound("a", 1))
+    # Twice at once: both in one inbox write (storage.group_commit), one stored.
+    both = await asyncio.gather(*(pipeline.submit(inbound("a", 2)) for _ in range(2)))
     await pipeline.join()
-    assert calls == ["a-1"] and len(channel.sent) == 1
+    assert sorted(both) == [False, True]
+    assert calls == ["a-1", "a-2"] and len(channel.sent) == 2
+    # Stored under its key (storage.natural_keys), its reply under the row's id.
+    row = await db["inbox"].find_one({"_id": inbox_key("rec", "a-2")})
+    assert row is not None and row["external_id"] == "a-2"
+    assert await db["outbox"].count_documents({"_id": f"{row['_id']}:0"}) == 1
 
 
 async def test_retry_waits_as_long_as_the_service_asked(db: AsyncDatabase[Doc]) -> None:

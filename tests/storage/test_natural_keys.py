@@ -1,7 +1,7 @@
 """Inbox and outbox rows keyed by ``_id`` (``storage.natural_keys``): a message is
 stored once and a send enqueued once without a unique index, and a store written by
 an earlier version (random ``_id``s, the old unique indexes) keeps both promises
-across the upgrade."""
+across the upgrade. A message delivered twice at once: ``tests/channels/test_pipeline.py``."""
 
 from __future__ import annotations
 
@@ -79,30 +79,6 @@ async def test_a_keyed_insert_after_a_dropped_connection_still_refuses_another_d
         DuplicateKeyError,
         type(None),
     ]
-
-
-async def test_a_message_delivered_twice_is_stored_and_answered_once(
-    db: AsyncDatabase[Doc],
-) -> None:
-    handled: list[str] = []
-
-    async def handler(m: InboundMessage) -> list[Reply]:
-        handled.append(m.external_id)
-        return [Reply("ok")]
-
-    channel = RecordingChannel("rec")
-    outbox = Outbox(db, {"rec": channel}, clock)
-    pipeline = Pipeline(db, handler, outbox, {"rec": channel}, clock)
-    key = uuid.uuid4().hex
-    first, second = await asyncio.gather(
-        pipeline.submit(message(key)), pipeline.submit(message(key))
-    )
-    await pipeline.join()
-    assert sorted([first, second]) == [False, True] and handled == [key]
-    row = await db[c.INBOX].find_one({"_id": inbox_key("rec", key)})
-    assert row is not None and row["external_id"] == key
-    assert await db[c.OUTBOX].count_documents({"_id": f"{row['_id']}:0"}) == 1
-    await pipeline.stop()
 
 
 def legacy_outbox_row(key: str, at: datetime, status: str = "sent") -> Doc:
