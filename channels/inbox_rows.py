@@ -67,6 +67,11 @@ def merged(docs: list[Doc]) -> InboundMessage:
     )
 
 
+def reply_key(inbox_id: ObjectId, n: int) -> str:
+    """The idempotency key of the ``n``-th reply to the inbox row ``inbox_id``."""
+    return f"{inbox_id}:{n}"
+
+
 def reply_message(
     message: InboundMessage, inbox_id: ObjectId, n: int, reply: Reply
 ) -> OutboundMessage:
@@ -74,7 +79,7 @@ def reply_message(
         channel=reply.channel or message.channel,
         chat_id=reply.chat_id or message.chat_id,
         text=reply.text,
-        idempotency_key=f"{inbox_id}:{n}",
+        idempotency_key=reply_key(inbox_id, n),
         buttons=reply.buttons,
         meta=reply.meta,
     )

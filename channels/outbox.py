@@ -235,6 +235,11 @@ class Outbox:
             self._wake.clear()
             await wait_event(self._wake, self._poll)
 
+    async def has(self, idempotency_key: str) -> bool:
+        """Whether a message with this key was ever enqueued (its ``_id``)."""
+        found = await self._coll.find_one({"_id": idempotency_key}, projection={"_id": 1})
+        return found is not None
+
     async def pending_count(self) -> int:
         return await self._coll.count_documents({"status": {"$in": ["pending", "sending"]}})
 

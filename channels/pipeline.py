@@ -44,6 +44,7 @@ from channels.inbox_rows import (
     failure_reason,
     merged,
     message_of,
+    reply_key,
     reply_message,
     unstorable,
 )
@@ -206,7 +207,7 @@ class Pipeline:
             )  # fmt: skip
             if doc is None:
                 return
-            replayed = await self._outbox_has_replies(doc["_id"])
+            replayed = await self._outbox.has(reply_key(doc["_id"], 0))
         else:
             doc, replayed = item, False
         inbox_id: ObjectId = doc["_id"]
@@ -288,10 +289,6 @@ class Pipeline:
             return [doc]
         found = {d["_id"]: d async for d in self._inbox.find({"_id": {"$in": ids}})}
         return [found.get(i, doc) if i != doc["_id"] else doc for i in ids if i in found]
-
-    async def _outbox_has_replies(self, inbox_id: ObjectId) -> bool:
-        outbox = self._inbox.database[c.OUTBOX]
-        return await outbox.find_one({"_id": f"{inbox_id}:0"}, projection={"_id": 1}) is not None
 
     async def _handle(self, message: InboundMessage) -> list[Reply]:
         async with self._limit:
