@@ -128,9 +128,10 @@ def insert_each(coll: AsyncCollection[Doc], *, keyed: bool = False) -> BatchWrit
         try:
             await retry.retried(lambda: coll.insert_many(docs, ordered=False), "insert")
         except BulkWriteError as exc:
-            errors = _errors(docs, exc)
-            dup = DuplicateKeyError
-            clashes = {i: docs[i]["_id"] for i, e in errors.items() if isinstance(e, dup)}
+            errors = _errors(exc)
+            clashes = {
+                i: docs[i]["_id"] for i, e in errors.items() if isinstance(e, DuplicateKeyError)
+            }
             if clashes:
                 query = {"_id": {"$in": list(set(clashes.values()))}}
                 found = coll.find(query, projection={retry.INSERT_FIELD: 1})
@@ -144,8 +145,8 @@ def insert_each(coll: AsyncCollection[Doc], *, keyed: bool = False) -> BatchWrit
     return write
 
 
-def _errors(docs: list[Doc], exc: BulkWriteError) -> dict[int, BaseException | None]:
-    """Each failed document's own error, by its index in ``docs``."""
+def _errors(exc: BulkWriteError) -> dict[int, BaseException | None]:
+    """Each failed document's own error, by its index in the insert."""
     errors: dict[int, BaseException | None] = {}
     for err in exc.details.get("writeErrors", []):
         code, message = err.get("code"), str(err.get("errmsg", ""))
