@@ -33,6 +33,7 @@ from typing import Any
 
 from storage.embedded_geo import defer_geo
 from storage.heap import freeze_heap
+from storage.no_tls import without_openssl
 
 BUSY_EXIT = 75  # EX_TEMPFAIL
 PR_SET_PDEATHSIG = 1
@@ -133,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     threading.Thread(target=_watch_parent, args=(args.parent_pid, stop), daemon=True).start()
 
     _limit_memory(args.memory_mb)
+    if not without_openssl():
+        log.info("OpenSSL was loaded before the server: it stays (storage.no_tls)")
     defer_geo()  # Shapely and NumPy only if a geo query ever comes
     from secantus import SecantusDBServer
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 
+from agent.cli.deferred import OPENAI_TYPES, defer_package_inits
 from agent.config import Settings
 from agent.context import AgentDeps
 from storage.indexes import ensure_indexes
@@ -65,6 +67,8 @@ def _guarded_getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    assert "openai" not in sys.modules, "conftest's imports must not load the OpenAI SDK"
+    defer_package_inits(OPENAI_TYPES)  # as `watchkeeper` does: the SDK as the app runs it
     socket.socket.connect = _guarded_connect  # type: ignore[method-assign]
     socket.socket.connect_ex = _guarded_connect_ex  # type: ignore[method-assign]
     socket.getaddrinfo = _guarded_getaddrinfo

@@ -10,6 +10,7 @@ import logging
 import signal
 import sys
 
+from agent.cli.deferred import OPENAI_TYPES, defer_package_inits
 from agent.cli.lean import skip_unused_imports, unused_by
 from agent.cli.logs import setup_logging
 from agent.cli.run_lock import AlreadyRunning, hold_run_lock
@@ -127,6 +128,7 @@ def _uses_data_dir(command: str, settings: Settings) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     skip_unused_imports()
+    defer_package_inits(OPENAI_TYPES)
     args = _parser().parse_args(argv)
     try:
         settings = load_settings()
