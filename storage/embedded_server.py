@@ -28,7 +28,6 @@ import sys
 import threading
 import time
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from storage.embedded_geo import defer_geo
@@ -66,6 +65,25 @@ def _watch_parent(parent: int, stop: threading.Event) -> None:
     while not stop.wait(1.0):
         if os.getppid() != parent:
             stop.set()
+
+
+def _stop_on_signals(stop: threading.Event) -> None:
+    """Set ``stop`` on SIGTERM or SIGINT, from a thread that waits for them.
+
+    Not from a signal handler: a handler that sets a ``threading.Event`` can be
+    re-entered by the next signal while it holds the event's lock, and then waits
+    for that lock forever (seen: the parent-death signal, then others, left a server
+    that never released the store). Blocked in this thread before any other starts,
+    every thread inherits the mask, so the signals go only to ``sigwait``.
+    """
+    signals = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+
+    def wait() -> None:
+        signal.sigwait(signals)
+        stop.set()
+
+    threading.Thread(target=wait, name="stop-signals", daemon=True).start()
 
 
 def _is_busy(exc: BaseException) -> bool:
@@ -122,12 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
     stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    _stop_on_signals(stop)  # before any other thread exists: they inherit its mask
     if not _die_with_parent(args.parent_pid):
         log.warning("parent %d exited before the database started; not starting", args.parent_pid)
         return 0

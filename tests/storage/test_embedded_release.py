@@ -6,8 +6,11 @@ lock on ``DATA_DIR/db``; a stand-in process holding that same lock plays it here
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -145,3 +148,27 @@ def test_the_server_process_stops_at_once_when_its_owner_is_killed(tmp_path: Pat
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+async def test_a_storm_of_stop_signals_stops_the_server_cleanly(tmp_path: Path) -> None:
+    """Signals arriving while the last one is being handled (a parent-death signal, then
+    the owner's, then an impatient operator's) once deadlocked the server: the handler
+    set a ``threading.Event`` and, re-entered, waited on the lock it already held. Such a
+    server never let go of the store, and the next start gave up after its wait."""
+    from tests.agent.cli.procs import wait_gone
+
+    server = EmbeddedServer(tmp_path / "data")
+    await server.start()
+    pid = server.pid
+    assert pid is not None
+    try:
+        until = time.monotonic() + 0.3
+        with contextlib.suppress(ProcessLookupError):
+            while time.monotonic() < until:
+                os.kill(pid, signal.SIGTERM)
+                os.kill(pid, signal.SIGINT)
+        took = await asyncio.to_thread(wait_gone, pid, 10.0)
+        assert took is not None, "the server did not stop within 10 s of the signals"
+    finally:
+        await server.stop()
+    assert "Traceback" not in await asyncio.to_thread((tmp_path / "data" / "db.log").read_text)
