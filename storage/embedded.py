@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from storage.embedded_server import BUSY_EXIT
+from storage.embedded_spare import SpareServer
 
 log = logging.getLogger(__name__)
 
@@ -117,26 +118,32 @@ class EmbeddedServer:
     def _store_path(self) -> Path:
         return self.data_dir / "db"
 
-    def launch(self) -> None:
+    def launch(self, spare: SpareServer | None = None) -> None:
         """Start the server's process now without waiting for it, when nothing is in the
         way: ``watchkeeper run`` calls this before its slow imports, so the server boots
         beside them. ``start`` then waits for it; anything unusual (another owner, a store
         still held, SecantusDB missing) is left to ``start``.
 
         Call it from the thread that will run the event loop (see ``_start_owned``).
+        ``spare``: a server process already loaded (``storage.embedded_spare``), used
+        instead of a new one; dismissed if it is not needed.
         """
-        if self._process is not None or self._lock_fd is not None:
-            return
         try:
-            self.data_dir.mkdir(parents=True, exist_ok=True)
-            if not self._take_lock():
+            if self._process is not None or self._lock_fd is not None:
                 return
-        except OSError:
-            return  # start() says what is wrong
-        if store_holder(self._store_path / STORE_LOCK) is None and (
-            importlib.util.find_spec("secantus") is not None
-        ):
-            self._process = self._popen()
+            try:
+                self.data_dir.mkdir(parents=True, exist_ok=True)
+                if not self._take_lock():
+                    return
+            except OSError:
+                return  # start() says what is wrong
+            if store_holder(self._store_path / STORE_LOCK) is None and (
+                importlib.util.find_spec("secantus") is not None
+            ):
+                self._process = self._popen(spare)
+        finally:
+            if spare is not None:
+                spare.dismiss()
 
     async def start(self) -> str:
         """Own the server (start it) or, if another process owns it, attach to it."""
@@ -249,17 +256,20 @@ class EmbeddedServer:
             f"{RELEASE_TIMEOUT:.0f} s; stop that process and start again"
         )
 
-    def _popen(self) -> subprocess.Popen[bytes]:
-        with (self.data_dir / "db.log").open("ab") as log_file:
+    def _popen(self, spare: SpareServer | None = None) -> subprocess.Popen[bytes]:
+        options = [
+            "--storage-path", str(self._store_path),
+            "--uri-file", str(self._uri_path),
+            "--client-idle-timeout", str(self.idle_timeout),
+            "--memory-mb", str(self.memory_mb),
+        ]  # fmt: skip
+        log_path = self.data_dir / "db.log"
+        if spare is not None and (process := spare.assign(options, log_path)) is not None:
+            return process
+        with log_path.open("ab") as log_file:
             return subprocess.Popen(
-                [
-                    sys.executable, "-m", "storage.embedded_server",
-                    "--storage-path", str(self._store_path),
-                    "--uri-file", str(self._uri_path),
-                    "--parent-pid", str(os.getpid()),
-                "--client-idle-timeout", str(self.idle_timeout),
-                "--memory-mb", str(self.memory_mb),
-                ],
+                [sys.executable, "-m", "storage.embedded_server",
+                 "--parent-pid", str(os.getpid()), *options],
                 stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file,
                 start_new_session=True,  # a Ctrl-C reaches us, and we stop it in order
             )  # fmt: skip

@@ -8,6 +8,10 @@ on Linux the kernel sends it SIGTERM the moment its parent dies (parent-death
 signal), so a restart right after a crash finds the store released within a
 fraction of a second; elsewhere a watch thread notices within a second.
 
+Started with ``--spare`` (``storage.embedded_spare``), it loads first and then reads
+its other options from stdin, so its start-up overlaps its owner's; at the end of
+stdin instead it exits.
+
 Exit codes: 0 after a clean stop, ``BUSY_EXIT`` when another process still holds
 the store (the owner waits and tries again), anything else is a failure logged
 to ``DATA_DIR/db.log``.
@@ -19,9 +23,11 @@ import argparse
 import contextlib
 import ctypes
 import errno
+import json
 import logging
 import os
 import resource
+import select
 import signal
 import socket
 import sys
@@ -37,6 +43,9 @@ from storage.no_tls import without_openssl
 BUSY_EXIT = 75  # EX_TEMPFAIL
 PR_SET_PDEATHSIG = 1
 """From <linux/prctl.h>."""
+PIPELINE_DOCS = 200_000
+"""Documents one aggregation stage may hold (SecantusDB's default: 5,000,000), with the
+heap capped (``--memory-mb``)."""
 FREEZE_AFTER = 2.0
 """Seconds after start before the heap is frozen (``storage.heap``)."""
 
@@ -119,26 +128,57 @@ def _limit_memory(megabytes: int) -> None:
     stack per connection thread would count against the cap."""
     if megabytes <= 0:
         return
-    os.environ.setdefault("SECANTUS_MAX_PIPELINE_DOCS", "200000")  # default 5,000,000
     threading.stack_size(1024 * 1024)
     limit = megabytes << 20
     with contextlib.suppress(ValueError, OSError):  # not permitted here: run without it
         resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="watchkeeper-db")
-    parser.add_argument("--storage-path", required=True)
-    parser.add_argument("--uri-file", required=True)
+    parser.add_argument("--storage-path")
+    parser.add_argument("--uri-file")
     parser.add_argument("--parent-pid", type=int, required=True)
     parser.add_argument("--cache-size", default="256M")
     parser.add_argument("--client-idle-timeout", type=float, default=300.0)
     parser.add_argument("--memory-mb", type=int, default=1024)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    for noisy in ("secantus",):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    parser.add_argument(
+        "--spare",
+        action="store_true",
+        help="load, then read the other options as one JSON list from stdin (EOF: exit)",
+    )
+    parser.add_argument("--log-file", help="where a spare sends its output once assigned")
+    return parser
 
+
+def _await_assignment(stop: threading.Event) -> list[str] | None:
+    """A spare's options, one JSON list on stdin; None at EOF (dismissed, or the owner
+    died and its end of the pipe closed) or on a stop signal."""
+    line = b""
+    while not stop.is_set():
+        ready, _, _ = select.select([sys.stdin.buffer], [], [], 0.2)
+        if not ready:
+            continue
+        chunk = os.read(sys.stdin.fileno(), 65536)
+        if not chunk:
+            return None
+        line += chunk
+        if line.endswith(b"\n"):
+            options = json.loads(line)
+            return [str(option) for option in options]
+    return None
+
+
+def _send_output_to(path: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
     stop = threading.Event()
     _stop_on_signals(stop)  # before any other thread exists: they inherit its mask
     if not _die_with_parent(args.parent_pid):
@@ -146,11 +186,27 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     threading.Thread(target=_watch_parent, args=(args.parent_pid, stop), daemon=True).start()
 
-    _limit_memory(args.memory_mb)
-    if not without_openssl():
-        log.info("OpenSSL was loaded before the server: it stays (storage.no_tls)")
+    if args.spare or args.memory_mb > 0:  # read as SecantusDB loads (a spare's is 1024)
+        os.environ.setdefault("SECANTUS_MAX_PIPELINE_DOCS", str(PIPELINE_DOCS))
+    openssl_kept = not without_openssl()
     defer_geo()  # Shapely and NumPy only if a geo query ever comes
     from secantus import SecantusDBServer
+
+    if args.spare:  # loaded while the owner read its settings; now told which store
+        options = _await_assignment(stop)
+        if options is None:
+            return 0
+        args = parser.parse_args([*options, "--parent-pid", str(args.parent_pid)])
+        if args.log_file:
+            _send_output_to(args.log_file)
+    if not args.storage_path or not args.uri_file:
+        parser.error("--storage-path and --uri-file are required")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    for noisy in ("secantus",):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    if openssl_kept:
+        log.info("OpenSSL was loaded before the server: it stays (storage.no_tls)")
+    _limit_memory(args.memory_mb)
 
     try:
         server = SecantusDBServer(

@@ -9,20 +9,23 @@ import importlib
 import logging
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 from agent.cli.deferred import OPENAI_TYPES, defer_package_inits
 from agent.cli.lean import skip_unused_imports, unused_by
-from agent.cli.logs import setup_logging
-from agent.cli.run_lock import AlreadyRunning, hold_run_lock
-from agent.config import ConfigError, Settings, ensure_data_dir, load_settings
-from storage.embedded import EmbeddedServer, EmbeddedUnavailable
-from storage.errors import DatabaseUnavailable
+from storage.embedded_spare import SpareServer
+
+if TYPE_CHECKING:
+    from agent.config import Settings
+    from storage.embedded import EmbeddedServer
 
 log = logging.getLogger("watchkeeper")
 
 
-async def _run(settings: Settings) -> int:
+async def _run(settings: Settings, spare: SpareServer | None = None) -> int:
     from agent.app.listen import bind
+    from agent.cli.run_lock import hold_run_lock
+    from agent.config import ensure_data_dir
     from agent.llm.factory import check_model  # light: no SDK (agent.llm.lazy_sdk)
 
     stop = asyncio.Event()
@@ -39,7 +42,7 @@ async def _run(settings: Settings) -> int:
         sockets = bind(settings.http_host, settings.http_port)
         for sock in sockets:
             stack.callback(sock.close)
-        embedded = _launch_database(settings)
+        embedded = _launch_database(settings, spare)
         if embedded is not None:
             stack.push_async_callback(embedded.stop)  # build_app stops it; this if it fails first
         # The database process boots while the model's and the channels' modules load;
@@ -68,14 +71,16 @@ async def _run(settings: Settings) -> int:
     return 0
 
 
-def _launch_database(settings: Settings) -> EmbeddedServer | None:
+def _launch_database(settings: Settings, spare: SpareServer | None) -> EmbeddedServer | None:
     """The embedded server, its process already started, when ``MONGODB_URI`` is unset."""
     if not settings.embedded_db:
         return None
+    from storage.embedded import EmbeddedServer
+
     server = EmbeddedServer(
         settings.data_dir, idle_timeout=settings.embedded_db_idle_timeout_seconds
     )
-    server.launch()
+    server.launch(spare)
     return server
 
 
@@ -130,6 +135,23 @@ def main(argv: list[str] | None = None) -> int:
     skip_unused_imports()
     defer_package_inits(OPENAI_TYPES)
     args = _parser().parse_args(argv)
+    # The database process loads while the settings do (``storage.embedded_spare``):
+    # so nothing above imports them.
+    spare = SpareServer.start() if args.command == "run" else None
+    try:
+        return _command(args, spare)
+    finally:
+        if spare is not None:
+            spare.dismiss()  # not needed after all (or already handed its store)
+
+
+def _command(args: argparse.Namespace, spare: SpareServer | None) -> int:
+    from agent.cli.logs import setup_logging
+    from agent.cli.run_lock import AlreadyRunning
+    from agent.config import ConfigError, ensure_data_dir, load_settings
+    from storage.embedded import EmbeddedUnavailable
+    from storage.errors import DatabaseUnavailable
+
     try:
         settings = load_settings()
     except ConfigError as exc:
@@ -144,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         if _uses_data_dir(args.command, settings):
             ensure_data_dir(settings.data_dir)
         if args.command == "run":
-            return asyncio.run(_run(settings))
+            return asyncio.run(_run(settings, spare))
         if args.command == "chat":
             return asyncio.run(_chat(settings))
         if args.command == "doctor":
