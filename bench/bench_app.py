@@ -287,6 +287,24 @@ async def one_run(args: argparse.Namespace, tmp: Path) -> Run:
     )
 
 
+async def start_only(tmp: Path) -> float:
+    """Seconds from spawning ``watchkeeper run`` to its first ``getUpdates``; then stop."""
+    async with TimedTelegram() as telegram, TimedOpenAI() as model:
+        env = environment(tmp / "data", telegram.url, model.base_url, [HI_CHAT])
+        spawned = time.perf_counter()
+        process = subprocess.Popen(  # noqa: ASYNC220 - timed from this very call
+            [sys.executable, "-m", "agent", "run"], cwd=tmp, env=env,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            await wait_until(lambda: telegram.first_poll is not None, 60, "the first getUpdates")
+            assert telegram.first_poll is not None
+            return telegram.first_poll - spawned
+        finally:
+            process.send_signal(signal.SIGTERM)
+            await asyncio.to_thread(process.wait, 30)
+
+
 def show(runs: list[Run], chats: int, model_seconds: float) -> None:
     def med(values: list[float]) -> float:
         return statistics.median(values)
@@ -335,7 +353,18 @@ async def main() -> None:
     parser.add_argument("--model-seconds", type=float, default=1.0)
     parser.add_argument("--settle", type=float, default=3.0, help="seconds before RSS sampling")
     parser.add_argument("--idle-seconds", type=float, default=3.0, help="idle CPU window")
+    parser.add_argument(
+        "--starts", type=int, default=0, help="only time start-up, this many times (noisy)"
+    )
     args = parser.parse_args()
+    if args.starts:
+        starts = []
+        for _ in range(args.starts):
+            with tempfile.TemporaryDirectory(prefix="bench-app-") as tmp:
+                starts.append(await start_only(Path(tmp)))
+        spread = ", ".join(f"{s:.2f}" for s in starts)
+        print(f"start to first getUpdates: median {statistics.median(starts):.2f} s ({spread})")
+        return
     runs = []
     for _ in range(args.runs):
         with tempfile.TemporaryDirectory(prefix="bench-app-") as tmp:
