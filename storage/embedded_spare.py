@@ -40,12 +40,15 @@ class SpareServer:
         """
         if os.environ.get("MONGODB_URI") or importlib.util.find_spec("secantus") is None:
             return None
-        process = subprocess.Popen(
-            [sys.executable, "-m", "storage.embedded_server", "--spare",
-             "--parent-pid", str(os.getpid())],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True,  # as EmbeddedServer's own: a Ctrl-C reaches us first
-        )  # fmt: skip
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "storage.embedded_server", "--spare",
+                 "--parent-pid", str(os.getpid())],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True,  # as EmbeddedServer's own: a Ctrl-C reaches us first
+            )  # fmt: skip
+        except OSError:  # out of processes or memory: the usual launch will say so
+            return None
         return cls(process)
 
     def assign(self, options: list[str], log_file: Path) -> subprocess.Popen[bytes] | None:
