@@ -74,6 +74,8 @@ async def _run(settings: Settings, spare: SpareServer | None = None) -> int:
 def _launch_database(settings: Settings, spare: SpareServer | None) -> EmbeddedServer | None:
     """The embedded server, its process already started, when ``MONGODB_URI`` is unset."""
     if not settings.embedded_db:
+        if spare is not None:
+            spare.dismiss()  # MONGODB_URI came from .env: the spare was started for nothing
         return None
     from storage.embedded import EmbeddedServer
 

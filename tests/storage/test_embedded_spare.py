@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -102,3 +104,28 @@ def test_a_spare_waiting_for_an_owner_that_died_exits() -> None:
     finally:
         if owner.poll() is None:
             owner.kill()
+
+
+def test_run_with_a_database_named_in_env_file_lets_the_spare_go(
+    tmp_path: Path, mongo_server: str
+) -> None:
+    """The spare starts before ``.env`` is read; ``MONGODB_URI`` there ends it."""
+    from tests.agent.cli.procs import children_of, run_env, start, wait_healthy
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    (tmp_path / ".env").write_text(f"MONGODB_URI={mongo_server}\nMONGODB_DB=spare_env\n")
+    env = {k: v for k, v in run_env(tmp_path, port).items() if k != "MONGODB_URI"}
+    run = start(env, tmp_path)
+    try:
+        health = wait_healthy(run, port, within=30)
+        assert health["db"] == "ok"
+        deadline = time.monotonic() + 10
+        while children_of(run.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert children_of(run.pid) == []  # no database process: not the spare, nor another
+        assert not (tmp_path / "data" / "db").exists()
+    finally:
+        run.send_signal(signal.SIGTERM)
+        run.wait(30)
