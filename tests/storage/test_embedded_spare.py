@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -110,11 +109,9 @@ def test_run_with_a_database_named_in_env_file_lets_the_spare_go(
     tmp_path: Path, mongo_server: str
 ) -> None:
     """The spare starts before ``.env`` is read; ``MONGODB_URI`` there ends it."""
-    from tests.agent.cli.procs import children_of, run_env, start, wait_healthy
+    from tests.agent.cli.procs import children_of, free_port, run_env, start, wait_healthy
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
+    port = free_port()
     (tmp_path / ".env").write_text(f"MONGODB_URI={mongo_server}\nMONGODB_DB=spare_env\n")
     env = {k: v for k, v in run_env(tmp_path, port).items() if k != "MONGODB_URI"}
     run = start(env, tmp_path)

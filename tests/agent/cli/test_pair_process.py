@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from agent.cli.pair import WELCOME
-from tests.agent.cli.procs import output_of, run_env, start, wait_healthy
-from tests.agent.cli.test_run_process import _free_port
+from tests.agent.cli.procs import free_port, output_of, run_env, start, wait_healthy
 from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
 
@@ -31,7 +30,7 @@ def watchkeeper(env: dict[str, str], cwd: Path, *args: str) -> subprocess.Comple
 
 
 async def test_pairing_beside_a_running_watchkeeper(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     async with FakeTelegram() as bot, FakeOpenAI() as model:
         env = run_env(
             tmp_path,

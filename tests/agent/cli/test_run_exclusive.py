@@ -15,12 +15,12 @@ import pytest
 
 from tests.agent.cli.procs import (
     children_of,
+    free_port,
     run_env,
     start,
     wait_gone,
     wait_healthy,
 )
-from tests.agent.cli.test_run_process import _free_port
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
 
@@ -36,7 +36,7 @@ def _stop(proc: subprocess.Popen[str]) -> tuple[int, str]:
 
 
 def test_restart_right_after_kill_9_is_healthy_within_seconds(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     env = run_env(tmp_path, port)
     first = start(env, tmp_path)
     second = None
@@ -63,7 +63,7 @@ def test_restart_right_after_kill_9_is_healthy_within_seconds(tmp_path: Path) ->
 
 
 def test_the_database_child_dies_with_its_killed_parent(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     run = start(run_env(tmp_path, port), tmp_path)
     try:
         wait_healthy(run, port, within=20)
@@ -82,14 +82,14 @@ def test_the_database_child_dies_with_its_killed_parent(tmp_path: Path) -> None:
 
 
 def test_a_second_run_on_the_same_data_dir_is_refused_with_one_line(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     first = start(run_env(tmp_path, port), tmp_path)
     try:
         wait_healthy(first, port, within=20)
         # Another port, so nothing but DATA_DIR is shared.
         second = subprocess.run(
             [sys.executable, "-m", "agent", "run"],
-            cwd=tmp_path, env=run_env(tmp_path, _free_port()), stdin=subprocess.DEVNULL,
+            cwd=tmp_path, env=run_env(tmp_path, free_port()), stdin=subprocess.DEVNULL,
             capture_output=True, text=True, timeout=20,
         )  # fmt: skip
         out = (second.stdout + second.stderr).strip()
@@ -107,7 +107,7 @@ def test_a_second_run_on_the_same_data_dir_is_refused_with_one_line(tmp_path: Pa
 
 
 def test_schedule_doctor_and_chat_attach_beside_a_running_run(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     env = run_env(tmp_path, port)
     run = start(env, tmp_path)
     try:
@@ -119,7 +119,7 @@ def test_schedule_doctor_and_chat_attach_beside_a_running_run(tmp_path: Path) ->
         assert schedule.returncode == 0, schedule.stdout + schedule.stderr
         assert schedule.stdout.startswith("Next 24 h"), schedule.stdout
         # A closed local port stands in for the provider: doctor must stay offline.
-        doctor_env = dict(env, OPENAI_BASE_URL=f"http://127.0.0.1:{_free_port()}/v1")
+        doctor_env = dict(env, OPENAI_BASE_URL=f"http://127.0.0.1:{free_port()}/v1")
         doctor = subprocess.run(
             [sys.executable, "-m", "agent", "doctor"],
             cwd=tmp_path, env=doctor_env, capture_output=True, text=True, timeout=30,
@@ -164,7 +164,7 @@ def test_run_gives_up_with_one_line_when_the_store_is_never_released(tmp_path: P
         began = time.monotonic()
         run = subprocess.run(
             [sys.executable, "-c", RUN_WITH_SHORT_WAIT],
-            cwd=tmp_path, env=run_env(tmp_path, _free_port()), stdin=subprocess.DEVNULL,
+            cwd=tmp_path, env=run_env(tmp_path, free_port()), stdin=subprocess.DEVNULL,
             capture_output=True, text=True, timeout=20,
         )  # fmt: skip
         took = time.monotonic() - began

@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.agent.cli.procs import free_port
 
 
 def _healthz(port: int, within: float = 30.0) -> dict[str, object]:
@@ -33,7 +28,7 @@ def _healthz(port: int, within: float = 30.0) -> dict[str, object]:
 
 
 def test_run_starts_serves_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     secret = "sk-do-not-log-this-0123456789"
     env = {k: v for k, v in os.environ.items() if "KEY" not in k and "TOKEN" not in k}
     env.update(

@@ -12,13 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.agent.cli.procs import run_env
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.agent.cli.procs import free_port, run_env
 
 
 def _run(tmp_path: Path, env: dict[str, str], *args: str) -> tuple[int, str, str]:
@@ -76,7 +70,7 @@ def test_a_data_dir_that_is_a_file_or_unwritable(tmp_path: Path) -> None:
 
 
 def test_a_mongodb_that_does_not_answer(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     uri = f"mongodb://wk:pa55word@127.0.0.1:{port}/?serverSelectionTimeoutMS=300"
     code, out, err = _run(tmp_path, run_env(tmp_path, 0, MONGODB_URI=uri))
     line = _one_line_error(code, out, err)
