@@ -221,6 +221,24 @@ async def wait_until(predicate: Callable[[], bool], within: float, what: str) ->
         await asyncio.sleep(0.005)
 
 
+def watchkeeper_run(env: dict[str, str], cwd: Path, out: Any) -> subprocess.Popen[bytes]:
+    """``watchkeeper run`` as a process, its output to ``out``; the caller times from here."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "agent", "run"],
+        cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+    )  # fmt: skip
+
+
+async def stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, as a user's Ctrl-C or service stop; killed if not gone within 30 s."""
+    process.send_signal(signal.SIGTERM)
+    try:
+        await asyncio.to_thread(process.wait, 30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        await asyncio.to_thread(process.wait)
+
+
 async def one_run(args: argparse.Namespace, tmp: Path) -> Run:
     chats = [FIRST_CHAT + i for i in range(args.chats)]
     async with TimedTelegram() as telegram, TimedOpenAI() as model:
@@ -228,11 +246,7 @@ async def one_run(args: argparse.Namespace, tmp: Path) -> Run:
         env = environment(tmp / "data", telegram.url, model.base_url, [HI_CHAT, *chats])
         log_path = tmp / "run.log"
         with log_path.open("wb") as log_file:
-            spawned = time.perf_counter()
-            process = subprocess.Popen(  # noqa: ASYNC220 - timed from this very call
-                [sys.executable, "-m", "agent", "run"],
-                cwd=tmp, env=env, stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file,
-            )  # fmt: skip
+            spawned, process = time.perf_counter(), watchkeeper_run(env, tmp, log_file)
         try:
             await wait_until(lambda: telegram.first_poll is not None, 60, "the first getUpdates")
             assert telegram.first_poll is not None
@@ -267,12 +281,7 @@ async def one_run(args: argparse.Namespace, tmp: Path) -> Run:
             sys.stderr.write(log_path.read_text(errors="replace")[-4000:])
             raise
         finally:
-            process.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.to_thread(process.wait, 30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                await asyncio.to_thread(process.wait)
+            await stop(process)
     return Run(
         start_s=start_s,
         idle_mib=idle_mib,
@@ -291,18 +300,13 @@ async def start_only(tmp: Path) -> float:
     """Seconds from spawning ``watchkeeper run`` to its first ``getUpdates``; then stop."""
     async with TimedTelegram() as telegram, TimedOpenAI() as model:
         env = environment(tmp / "data", telegram.url, model.base_url, [HI_CHAT])
-        spawned = time.perf_counter()
-        process = subprocess.Popen(  # noqa: ASYNC220 - timed from this very call
-            [sys.executable, "-m", "agent", "run"], cwd=tmp, env=env,
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+        spawned, process = time.perf_counter(), watchkeeper_run(env, tmp, subprocess.DEVNULL)
         try:
             await wait_until(lambda: telegram.first_poll is not None, 60, "the first getUpdates")
             assert telegram.first_poll is not None
             return telegram.first_poll - spawned
         finally:
-            process.send_signal(signal.SIGTERM)
-            await asyncio.to_thread(process.wait, 30)
+            await stop(process)
 
 
 def show(runs: list[Run], chats: int, model_seconds: float) -> None:
