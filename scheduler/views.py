@@ -138,9 +138,8 @@ def pulse_view(state: PulseState, tz: ZoneInfo, now: datetime) -> Doc:
         "last_pulse_at": local_iso(state.last_pulse_at, tz),
         "today": {"slots_passed": [], "slots_left": []},
     }
-    try:
-        schedule = state.schedule(tz)
-    except PulseConfigError:
+    schedule = _schedule(state, tz)
+    if schedule is None:
         view["remaining_today"], view["next_pulse_at"] = 0, None
         return view
     view["spacing"] = spacing_text(schedule)
@@ -149,6 +148,14 @@ def pulse_view(state: PulseState, tz: ZoneInfo, now: datetime) -> Doc:
     for slot in grid_slots(schedule, local_day(now, tz)):
         view["today"]["slots_left" if slot > now else "slots_passed"].append(local_iso(slot, tz))
     return view
+
+
+def _schedule(state: PulseState, tz: ZoneInfo) -> PulseSchedule | None:
+    """The day's grid the settings make; None when they are invalid."""
+    try:
+        return state.schedule(tz)
+    except PulseConfigError:
+        return None
 
 
 def spacing_text(schedule: PulseSchedule) -> str:
@@ -168,10 +175,7 @@ def spacing_text(schedule: PulseSchedule) -> str:
 def pulse_status_text(state: PulseState, tz: ZoneInfo, now: datetime, *, notes: bool) -> str:
     """Two short lines for the system prompt and ``/pulse``: ``pulse_view``'s figures,
     without the day's slot list it does not show (it is in every owner's prompt)."""
-    try:
-        schedule: PulseSchedule | None = state.schedule(tz)
-    except PulseConfigError:
-        schedule = None
+    schedule = _schedule(state, tz)
     if not state.enabled:
         head = "off"
     else:
