@@ -154,12 +154,12 @@ def _parser() -> argparse.ArgumentParser:
 def _await_assignment(stop: threading.Event) -> list[str] | None:
     """A spare's options, one JSON list on stdin; None at EOF (dismissed, or the owner
     died and its end of the pipe closed) or on a stop signal."""
-    line = b""
+    line, stdin = b"", sys.stdin.fileno()
     while not stop.is_set():
-        ready, _, _ = select.select([sys.stdin.buffer], [], [], 0.2)
+        ready, _, _ = select.select([stdin], [], [], 0.2)
         if not ready:
             continue
-        chunk = os.read(sys.stdin.fileno(), 65536)
+        chunk = os.read(stdin, 65536)
         if not chunk:
             return None
         line += chunk
