@@ -61,7 +61,9 @@ def inbox_key(channel: str, external_id: str) -> ObjectId:
 
 async def retire_legacy_keys(db: AsyncDatabase[Doc], now: datetime) -> None:
     """Bring a store written by an earlier version to ``_id`` keys (module docstring);
-    on a store that has none left, one indexed read that finds nothing."""
+    on a store that has none left, three small commands at start-up (an indexed read
+    that finds nothing, a drop of an index that is gone, a list of the inbox's indexes),
+    beside the index builds."""
     cutoff = now - REPLAY_WINDOW
     await _rekey_outbox(db[c.OUTBOX], cutoff)
     await _retire_inbox_index(db[c.INBOX], cutoff)
