@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from storage.embedded_catalog import read_catalogue_once_per_write
 from storage.embedded_geo import defer_geo
 from storage.heap import freeze_heap
 from storage.no_tls import without_openssl
@@ -191,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     openssl_kept = not without_openssl()
     defer_geo()  # Shapely and NumPy only if a geo query ever comes
     from secantus import SecantusDBServer
+
+    read_catalogue_once_per_write()
 
     if args.spare:  # loaded while the owner read its settings; now told which store
         options = _await_assignment(stop)

@@ -22,6 +22,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from agent.cli.deferred import OPENAI_TYPES, defer_package_inits
 from agent.config import Settings
 from agent.context import AgentDeps
+from storage.embedded_catalog import read_catalogue_once_per_write
 from storage.indexes import ensure_indexes
 
 pytest_plugins = ("tests.timeouts",)  # per-test timeouts that dump every stack
@@ -97,6 +98,8 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def mongo_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     from secantus import SecantusDBServer
+
+    read_catalogue_once_per_write()  # as the embedded server runs (storage.embedded_catalog)
 
     server = SecantusDBServer(
         host="127.0.0.1", port=0, storage_path=str(tmp_path_factory.mktemp("secantus"))
