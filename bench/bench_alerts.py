@@ -12,7 +12,6 @@ Run: python bench/bench_alerts.py
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import logging
 import sys
@@ -29,6 +28,7 @@ from bench_directives import main as directives_main  # noqa: E402
 
 from agent.alerts.policy import RoutingPolicy  # noqa: E402
 from agent.alerts.router import AlertRouter  # noqa: E402
+from agent.cli.event_loop import run as run_app_loop  # noqa: E402
 from agent.config import Settings  # noqa: E402
 from channels.outbox import Outbox  # noqa: E402
 from channels.sms import SmsChannel  # noqa: E402
@@ -140,4 +140,4 @@ async def run() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(run())
+    run_app_loop(run())

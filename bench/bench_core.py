@@ -23,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.app.core import build_app
+from agent.cli.event_loop import run as run_app_loop
 from agent.config import Settings
 from agent.context import AgentDeps
 from agent.conversation.agent import Agent
@@ -175,4 +176,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    run_app_loop(main())

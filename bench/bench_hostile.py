@@ -25,6 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from agent.cli.event_loop import run as run_app_loop
 from agent.config import Settings
 from agent.context import AgentDeps, RunContext
 from agent.tools.db import DB_QUERY
@@ -280,4 +281,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    run_app_loop(main())

@@ -18,7 +18,6 @@ Run: python bench/bench_lookups.py [--messages 10000]
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import statistics
 import sys
@@ -33,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a plain script
 
 from agent.alerts.reply_target import last_sent_alert, replied_alert  # noqa: E402
+from agent.cli.event_loop import run as run_app_loop  # noqa: E402
 from agent.runs.pulse_brief import is_news  # noqa: E402
 from storage import collections as c  # noqa: E402
 from storage.db import open_database  # noqa: E402
@@ -191,7 +191,7 @@ async def run(messages: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=10_000)
-    asyncio.run(run(parser.parse_args().messages))
+    run_app_loop(run(parser.parse_args().messages))
 
 
 if __name__ == "__main__":

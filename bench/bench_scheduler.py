@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 from agent.app.core import App, build_app  # noqa: E402
 from agent.app.parts import Scheduling  # noqa: E402
 from agent.app.scheduling_feature import SchedulingOptions, scheduling  # noqa: E402
+from agent.cli.event_loop import run as run_app_loop  # noqa: E402
 from agent.config import Settings  # noqa: E402
 from channels.types import InboundSink, OutboundMessage, SendResult  # noqa: E402
 from scheduler.cron import next_fires  # noqa: E402
@@ -283,4 +284,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    run_app_loop(main())

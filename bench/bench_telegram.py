@@ -31,6 +31,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a plain script
 
+from agent.cli.event_loop import run as run_app_loop
 from agent.config import Settings
 from agent.context import AgentDeps
 from agent.conversation.agent import Agent
@@ -171,4 +172,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    run_app_loop(main())

@@ -39,6 +39,7 @@ from pymongo import monitoring
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a plain script
 
 from agent.app.core import build_app
+from agent.cli.event_loop import run as run_app_loop
 from agent.config import Settings
 from storage.heap import freeze_heap
 from tests.fakes.commands import Commands
@@ -192,7 +193,7 @@ def main() -> None:
     fakes.start()
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            asyncio.run(run(args, fakes, Path(tmp) / "data"))
+            run_app_loop(run(args, fakes, Path(tmp) / "data"))
     finally:
         fakes.stop()
 

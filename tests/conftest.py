@@ -6,9 +6,7 @@ instead of hanging, so a test that would need the internet cannot pass.
 
 from __future__ import annotations
 
-import ipaddress
 import os
-import socket
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -24,55 +22,15 @@ from agent.config import Settings
 from agent.context import AgentDeps
 from storage.embedded_catalog import read_catalogue_once_per_write
 from storage.indexes import ensure_indexes
+from tests.offline import OfflineLoop, block_the_internet
 
 pytest_plugins = ("tests.timeouts",)  # per-test timeouts that dump every stack
-
-
-class BlockedNetwork(RuntimeError):
-    pass
-
-
-def _is_local(host: object) -> bool:
-    if not isinstance(host, str):
-        return True  # AF_UNIX paths and the like
-    if host in ("localhost", ""):
-        return True
-    try:
-        return ipaddress.ip_address(host.split("%")[0]).is_loopback
-    except ValueError:
-        return False
-
-
-_real_connect = socket.socket.connect
-_real_connect_ex = socket.socket.connect_ex
-_real_getaddrinfo = socket.getaddrinfo
-
-
-def _guarded_connect(self: socket.socket, address: Any) -> Any:
-    if isinstance(address, tuple) and not _is_local(address[0]):
-        raise BlockedNetwork(f"test tried to reach {address[0]}: tests must stay offline")
-    return _real_connect(self, address)
-
-
-def _guarded_connect_ex(self: socket.socket, address: Any) -> Any:
-    if isinstance(address, tuple) and not _is_local(address[0]):
-        raise BlockedNetwork(f"test tried to reach {address[0]}: tests must stay offline")
-    return _real_connect_ex(self, address)
-
-
-def _guarded_getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
-    name = host.decode() if isinstance(host, bytes) else host
-    if name is not None and not _is_local(name):
-        raise BlockedNetwork(f"test tried to resolve {name}: tests must stay offline")
-    return _real_getaddrinfo(host, *args, **kwargs)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     assert "openai" not in sys.modules, "conftest's imports must not load the OpenAI SDK"
     defer_package_inits(OPENAI_TYPES)  # as `watchkeeper` does: the SDK as the app runs it
-    socket.socket.connect = _guarded_connect  # type: ignore[method-assign]
-    socket.socket.connect_ex = _guarded_connect_ex  # type: ignore[method-assign]
-    socket.getaddrinfo = _guarded_getaddrinfo
+    block_the_internet()
     for name in list(os.environ):
         # The developer's own keys and settings must never leak into a test.
         if name.split("_")[0] in {
@@ -152,3 +110,9 @@ def settings(tmp_path: Path) -> Settings:
 @pytest.fixture
 def deps(settings: Settings, db: AsyncDatabase[dict[str, Any]]) -> AgentDeps:
     return AgentDeps(settings=settings, db=db)
+
+
+def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> Any:
+    """Every async test runs on the loop ``watchkeeper`` runs on (``agent.cli.event_loop``),
+    with the internet blocked there too."""
+    return {"uvloop": OfflineLoop}

@@ -164,31 +164,33 @@ def _command(args: argparse.Namespace, spare: SpareServer | None) -> int:
     if args.command in ("chat", "doctor") and not args.verbose:
         level = logging.WARNING
     setup_logging(settings, level)
+    from agent.cli.event_loop import run
+
     try:
         if _uses_data_dir(args.command, settings):
             ensure_data_dir(settings.data_dir)
         if args.command == "run":
-            return asyncio.run(_run(settings, spare))
+            return run(_run(settings, spare))
         if args.command == "chat":
-            return asyncio.run(_chat(settings))
+            return run(_chat(settings))
         if args.command == "doctor":
             from agent.cli.doctor import doctor
 
-            return asyncio.run(doctor(settings))
+            return run(doctor(settings))
         if args.command == "schedule":
             from agent.cli.upcoming import print_schedule
 
-            code: int = asyncio.run(print_schedule(settings, args.hours))
+            code: int = run(print_schedule(settings, args.hours))
             return code
         if args.command == "pair":
             from agent.cli.pair import pair
 
-            code = asyncio.run(pair(settings, args.code, list_only=args.list, remove=args.remove))
+            code = run(pair(settings, args.code, list_only=args.list, remove=args.remove))
             return code
         if args.command == "whatsapp":
             from agent.cli.whatsapp_link import link
 
-            code = asyncio.run(link(settings, args.phone))
+            code = run(link(settings, args.phone))
             return code
     except ConfigError as exc:
         print(f"watchkeeper: {exc}", file=sys.stderr)
