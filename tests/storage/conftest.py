@@ -13,6 +13,7 @@ from pymongo import AsyncMongoClient
 from storage.embedded_catalog import read_catalogue_once_per_write
 from tests.fakes.commands import Commands
 from tests.fakes.fixtures import watched
+from tests.fakes.unheard_close import UnheardCloseRelay
 
 Doc = dict[str, Any]
 __all__ = ["Commands", "watched"]  # a fixture, and its listener for the tests' types
@@ -45,15 +46,21 @@ def quiet_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture
 async def bare_client(quiet_server: str) -> AsyncIterator[AsyncMongoClient[Doc]]:
-    """A client that keeps idle connections as long as it likes (pymongo's default)."""
-    client: AsyncMongoClient[Doc] = AsyncMongoClient(
-        quiet_server,
-        directConnection=True,
-        retryWrites=False,
-        tz_aware=True,
-        heartbeatFrequencyMS=60_000,  # no heartbeat failure clears the pool meanwhile
-    )
-    try:
-        yield client
-    finally:
-        await client.close()
+    """A client that keeps idle connections as long as it likes (pymongo's default).
+
+    It reaches the server through ``UnheardCloseRelay``: when the server drops a silent
+    connection the client does not hear of it, as behind a NAT, and its next write on
+    it is reset, whichever event loop runs the test.
+    """
+    async with UnheardCloseRelay(quiet_server) as relay:
+        client: AsyncMongoClient[Doc] = AsyncMongoClient(
+            relay.uri,
+            directConnection=True,
+            retryWrites=False,
+            tz_aware=True,
+            heartbeatFrequencyMS=60_000,  # no heartbeat failure clears the pool meanwhile
+        )
+        try:
+            yield client
+        finally:
+            await client.close()
