@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import socket
 import struct
-from types import TracebackType
 from typing import Self
 from urllib.parse import urlsplit
 
@@ -41,12 +40,7 @@ class UnheardCloseRelay:
         self._server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         assert self._server is not None
         self._server.close()
         for task in list(self._tasks):
