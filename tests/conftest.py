@@ -31,6 +31,8 @@ def pytest_configure(config: pytest.Config) -> None:
     assert "openai" not in sys.modules, "conftest's imports must not load the OpenAI SDK"
     defer_package_inits(OPENAI_TYPES)  # as `watchkeeper` does: the SDK as the app runs it
     block_the_internet()
+    # Every SecantusDB server a test starts in this process runs as the embedded one does.
+    read_catalogue_once_per_write()
     for name in list(os.environ):
         # The developer's own keys and settings must never leak into a test.
         if name.split("_")[0] in {
@@ -56,8 +58,6 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def mongo_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     from secantus import SecantusDBServer
-
-    read_catalogue_once_per_write()  # as the embedded server runs (storage.embedded_catalog)
 
     server = SecantusDBServer(
         host="127.0.0.1", port=0, storage_path=str(tmp_path_factory.mktemp("secantus"))

@@ -80,10 +80,7 @@ class OfflineLoop(uvloop.Loop):  # type: ignore[misc]
     async def create_connection(  # type: ignore[override]
         self, protocol_factory: Any, host: Any = None, port: Any = None, **kwargs: Any
     ) -> Any:
-        _check_name(host)
-        sock = kwargs.get("sock")
-        if sock is not None:
-            _check_address(_peer(sock))
+        _check_name(host)  # a connected ``sock`` passed instead went through socket.connect
         return await super().create_connection(protocol_factory, host, port, **kwargs)
 
     async def sock_connect(self, sock: socket.socket, address: Any) -> None:
@@ -97,10 +94,3 @@ class OfflineLoop(uvloop.Loop):  # type: ignore[misc]
         return await super().create_datagram_endpoint(
             protocol_factory, local_addr, remote_addr, **kwargs
         )
-
-
-def _peer(sock: socket.socket) -> Any:
-    try:
-        return sock.getpeername()
-    except OSError:
-        return None  # not connected: it connects through a guarded door or not at all

@@ -28,7 +28,7 @@ def loop_factory() -> LoopFactory | None:
     return uvloop.new_event_loop
 
 
-def run(main: Coroutine[Any, Any, T], factory: LoopFactory | None = None) -> T:
-    """``asyncio.run(main)`` on ``factory``'s loop (by default ``loop_factory()``'s)."""
-    with asyncio.Runner(loop_factory=factory or loop_factory()) as runner:
+def run(main: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(main)`` on ``loop_factory()``'s loop."""
+    with asyncio.Runner(loop_factory=loop_factory()) as runner:
         return runner.run(main)

@@ -27,8 +27,6 @@ class UnheardCloseRelay:
         self._upstream = (parts.hostname or "127.0.0.1", parts.port or 27017)
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self.resets = 0
-        """Connections the relay reset because the server had closed them unheard."""
 
     @property
     def uri(self) -> str:
@@ -53,10 +51,18 @@ class UnheardCloseRelay:
         assert task is not None
         self._tasks.add(task)
         try:
+            await self._pass_on(client_r, client_w)
+        finally:
+            if not client_w.is_closing():
+                client_w.close()
+            self._tasks.discard(task)
+
+    async def _pass_on(
+        self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter
+    ) -> None:
+        try:
             up_r, up_w = await asyncio.open_connection(*self._upstream)
         except OSError:
-            client_w.close()
-            self._tasks.discard(task)
             return
         closed_unheard = asyncio.Event()
 
@@ -70,7 +76,6 @@ class UnheardCloseRelay:
         try:
             while data := await client_r.read(65536):
                 if closed_unheard.is_set():
-                    self.resets += 1
                     _reset(client_w)
                     return
                 up_w.write(data)
@@ -82,9 +87,6 @@ class UnheardCloseRelay:
             with contextlib.suppress(asyncio.CancelledError, ConnectionError):
                 await downstream
             up_w.close()
-            if not client_w.is_closing():
-                client_w.close()
-            self._tasks.discard(task)
 
 
 def _reset(writer: asyncio.StreamWriter) -> None:

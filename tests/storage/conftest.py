@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from pymongo import AsyncMongoClient
 
-from storage.embedded_catalog import read_catalogue_once_per_write
 from tests.fakes.commands import Commands
 from tests.fakes.fixtures import watched
 from tests.fakes.unheard_close import UnheardCloseRelay
@@ -28,8 +27,6 @@ QUIET = IDLE * 1.7
 def quiet_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A SecantusDB server that closes a connection after ``IDLE`` seconds of silence."""
     from secantus import SecantusDBServer
-
-    read_catalogue_once_per_write()  # as the embedded server runs (storage.embedded_catalog)
 
     server = SecantusDBServer(
         host="127.0.0.1",
