@@ -23,6 +23,7 @@ from agent.llm import textcalls
 from agent.llm.base import UNREADABLE, ModelError, unexpected
 from agent.llm.lazy_sdk import LazyImport
 from agent.llm.limiter import response_retry_after
+from agent.llm.openai_body import RequestBodies
 from agent.llm.openai_client import CONNECTIONS, connection_error, make_client
 from agent.llm.openai_content import (
     blind,
@@ -85,6 +86,7 @@ class OpenAIModel:
         self._blind: set[str] = set()
         """Models that refused images: they get the text markers instead."""
         self._base_url = base_url
+        self._bodies = RequestBodies()
 
     async def warm(self) -> None:
         """Import the SDK and make the client (its TLS context, its transport's
@@ -159,18 +161,7 @@ class OpenAIModel:
     async def _native(
         self, system: str, messages: list[ModelMessage], tools: list[ToolSpec]
     ) -> ModelResponse:
-        wire_tools = [
-            {
-                "type": "function",
-                "function": {
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": t.parameters,
-                },
-            }
-            for t in tools
-        ]
-        completion = await self._create(native_messages(system, messages), wire_tools)
+        completion = await self._create(native_messages(system, messages), tools)
         return parse_completion(completion, {t.name for t in tools}, taken=call_ids(messages))
 
     async def _text(
@@ -184,22 +175,21 @@ class OpenAIModel:
         )
 
     async def _create(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+        self, messages: list[dict[str, Any]], tools: list[ToolSpec] | None
     ) -> dict[str, Any]:
         import openai  # loaded by ``warm``: a lookup in sys.modules
 
         assert self._client is not None  # made by ``warm`` before any request
-        body: dict[str, Any] = {"model": self.model, "messages": messages}
-        if tools:
-            body["tools"] = tools
+        body = self._bodies.encode(self.model, messages, tools)
         try:
             # The SDK's own POST, as ``chat.completions.create`` ends in, without its walk
             # of the body against the typed params: that walk costs more CPU than the
             # rest of a message's handling together (tens of ms with our tool schemas),
-            # and changes nothing in a body already in wire form. Errors are the same; the
-            # answer comes back as its JSON (``cast_to=object``), read by parse_completion
+            # and changes nothing in a body already in wire form. The body goes as
+            # encoded bytes (``agent.llm.openai_body``). Errors are the same; the answer
+            # comes back as its JSON (``cast_to=object``), read by parse_completion
             # without building the SDK's ``ChatCompletion`` objects first.
-            completion = await self._client.post("/chat/completions", body=body, cast_to=object)
+            completion = await self._client.post("/chat/completions", content=body, cast_to=object)
         except openai.APIStatusError as exc:
             detail = self._redact(_detail(exc))
             if tools and textcalls.tools_unsupported(exc.status_code, detail):

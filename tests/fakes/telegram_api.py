@@ -147,6 +147,8 @@ class FakeTelegram:
         self.pushed_at: dict[int, float] = {}
         self.failures: dict[str, deque[Failure | None]] = {}
         self.reject_html = False
+        self.answer_without_ids = False
+        """``sendMessage`` answers with a message that lacks its ``message_id``."""
         self.hanging: set[str] = set()
         self._update_ids = itertools.count(1)
         self._message_ids = itertools.count(1000)
@@ -372,6 +374,8 @@ class FakeTelegram:
             "from": self.me,
             "text": visible,
         }
+        if self.answer_without_ids:
+            del result["message_id"]
         return web.json_response({"ok": True, "result": result})
 
     def _delete_webhook(self, _params: Json) -> bool:

@@ -37,6 +37,7 @@ async def test_openai_wire_shape(openai_api: FakeOpenAI, deps: AgentDeps) -> Non
     first, second = openai_api.requests
     assert first.path == "/v1/chat/completions"
     assert first.headers["Authorization"] == f"Bearer {OPENAI_KEY}"
+    assert first.headers["Content-Type"] == "application/json"
     assert first.body["model"] == "gpt-test"
     assert first.body["messages"][0] == {"role": "system", "content": SYSTEM}
     assert first.body["messages"][1] == {"role": "user", "content": "Weather in Oslo?"}
