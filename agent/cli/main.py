@@ -12,6 +12,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from agent.cli.deferred import OPENAI_TYPES, defer_package_inits
+from agent.cli.lazy_trust import read_trust_store_on_use
 from agent.cli.lean import skip_unused_imports, unused_by
 from storage.embedded_spare import SpareServer
 
@@ -136,6 +137,7 @@ def _uses_data_dir(command: str, settings: Settings) -> bool:
 def main(argv: list[str] | None = None) -> int:
     skip_unused_imports()
     defer_package_inits(OPENAI_TYPES)
+    read_trust_store_on_use()
     args = _parser().parse_args(argv)
     # The database process loads while the settings do (``storage.embedded_spare``):
     # so nothing above imports them.
