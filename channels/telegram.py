@@ -22,9 +22,8 @@ import logging
 import secrets
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
 from telegram import Bot, BotCommand, Update
 from telegram.constants import ChatAction
 from telegram.error import BadRequest, Conflict, InvalidToken, RetryAfter, TelegramError
@@ -44,6 +43,9 @@ from channels.text import clean_inbound
 from channels.types import InboundMessage, InboundSink, OutboundMessage, SendError, SendResult
 from channels.webhook_body import READ_TIMEOUT, BodyRefused, read_body
 from storage.tasks import stop_task
+
+if TYPE_CHECKING:  # aiohttp.web loads with the HTTP server, after the first long poll
+    from aiohttp import web
 
 log = logging.getLogger(__name__)
 
@@ -316,6 +318,8 @@ class TelegramChannel:
 
     async def handle_webhook(self, request: web.Request) -> web.Response:
         """``POST /webhooks/telegram``: 200 only once the update is stored."""
+        from aiohttp import web  # loaded: the HTTP server calls this
+
         if self._sink is None:
             return web.Response(status=503, text="telegram channel not started")
         given = request.headers.get(SECRET_HEADER, "").encode()

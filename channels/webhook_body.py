@@ -13,12 +13,14 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl
 
-from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
-from aiohttp.web_protocol import RequestPayloadError
 from multidict import MultiDict
+
+if TYPE_CHECKING:  # aiohttp.web loads with the HTTP server, after the channels poll
+    from aiohttp import web
 
 FORM_TYPE = "application/x-www-form-urlencoded"
 MAX_FIELDS = 200
@@ -35,6 +37,8 @@ class BodyRefused(Exception):
         self.reason = reason
 
     def response(self) -> web.Response:
+        from aiohttp import web
+
         return web.Response(status=self.status, text=self.reason)
 
 
@@ -47,6 +51,8 @@ def check_form_type(request: web.Request) -> None:
 
 async def read_body(request: web.Request, *, limit: int, within: float = READ_TIMEOUT) -> bytes:
     """The whole body: at most ``limit`` bytes, all of it within ``within`` seconds."""
+    from aiohttp.web_protocol import RequestPayloadError
+
     length = request.content_length
     if length is not None and length > limit:
         raise BodyRefused(413, f"body over {limit} bytes")

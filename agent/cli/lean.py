@@ -14,11 +14,18 @@ Telegram Passport, which the agent does not use: 34 modules, ~7 MiB. It is neede
 only by the MCP client (``mcp`` imports it at once), so it is marked as missing
 unless MCP servers are configured (``unused_by``). google-genai with an API key and
 twilio import without it.
+
+python-telegram-bot imports its httpx transport (``HTTPXRequest``, and with it httpx,
+httpcore and h11) to make a default one; the channel passes its own
+(``channels.telegram_request.AiohttpRequest``) for every request. A stand-in module
+takes its place (``without_ptb_httpx``): ~18% of the ``telegram`` import. httpx
+itself stays importable for whatever else wants it (google-genai, MCP).
 """
 
 from __future__ import annotations
 
 import sys
+import types
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -26,6 +33,18 @@ if TYPE_CHECKING:
     from agent.config import Settings
 
 UNUSED = ("httpx._main", "trio")
+PTB_HTTPX = "telegram.request._httpxrequest"
+NO_HTTPX_REQUEST = (
+    "python-telegram-bot's HTTPXRequest is not loaded in watchkeeper (agent.cli.lean): "
+    "pass request= and get_updates_request= (channels.telegram_request.AiohttpRequest)"
+)
+
+
+class StandInHTTPXRequest:
+    """Takes ``HTTPXRequest``'s name; made only when a ``Bot`` gets no transport."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        raise RuntimeError(NO_HTTPX_REQUEST)
 
 
 def skip_unused_imports(names: Iterable[str] = UNUSED) -> None:
@@ -40,3 +59,12 @@ def unused_by(settings: Settings) -> tuple[str, ...]:
     from agent.tools.mcp_config import mcp_config_path
 
     return () if mcp_config_path(settings) is not None else ("cryptography",)
+
+
+def without_ptb_httpx() -> None:
+    """Call before python-telegram-bot is imported; once it is, nothing changes."""
+    if PTB_HTTPX in sys.modules or "telegram" in sys.modules:
+        return
+    module = types.ModuleType(PTB_HTTPX, "Stand-in for PTB's httpx transport (agent.cli.lean).")
+    module.HTTPXRequest = StandInHTTPXRequest  # type: ignore[attr-defined]
+    sys.modules[PTB_HTTPX] = module
