@@ -9,7 +9,10 @@ copies it first, which costs several times a plain ``json.dumps``. Headers, erro
 retries are the SDK's either way.
 
 The encoding is the SDK's own (``openai._utils._json.openapi_dumps``): UTF-8, no
-ASCII escapes, no spaces.
+ASCII escapes, no spaces. Tool results and inbound text reach here cleaned
+(``agent.conversation.loop``, ``channels.text``); should a lone surrogate slip through
+anyway (valid in JSON as an escape, impossible in UTF-8), the body goes with ASCII
+escapes instead of failing the turn.
 """
 
 from __future__ import annotations
@@ -43,10 +46,13 @@ class RequestBodies:
     ) -> bytes:
         """``{"model", "messages"[, "tools"]}`` as JSON bytes; tools as function tools."""
         head = dumps({"model": model, "messages": messages})
-        if not tools:
+        if tools:
+            listed = ",".join(self._tool(t) for t in tools)
+            head = f'{head[:-1]},"tools":[{listed}]}}'
+        try:
             return head.encode()
-        listed = ",".join(self._tool(t) for t in tools)
-        return f'{head[:-1]},"tools":[{listed}]}}'.encode()
+        except UnicodeEncodeError:  # a lone surrogate: \ud800 in JSON, nothing in UTF-8
+            return json.dumps(json.loads(head), separators=(",", ":")).encode()
 
     def _tool(self, spec: ToolSpec) -> str:
         key = (spec.name, spec.description)

@@ -83,3 +83,12 @@ def test_the_kept_encodings_are_bounded() -> None:
         sent = json.loads(bodies.encode("m", MESSAGES, [spec]))["tools"][0]["function"]
         assert sent["name"] == f"tool_{n}"
     assert len(bodies) == 4
+
+
+def test_a_lone_surrogate_goes_escaped_instead_of_failing_the_turn() -> None:
+    bodies = RequestBodies()
+    messages = [{"role": "tool", "tool_call_id": "c1", "content": "half a pair: \ud83d, é"}]
+    encoded = bodies.encode("m", messages, [weather()])
+    assert b"\\ud83d" in encoded and "é".encode() not in encoded  # ASCII escapes throughout
+    assert json.loads(encoded)["messages"][0]["content"] == "half a pair: \ud83d, é"
+    assert json.loads(encoded)["tools"][0]["function"]["name"] == "get_weather"
