@@ -1,11 +1,15 @@
 """``scripts/run`` on a machine with no ``.env``: it makes one from ``.env.example`` and
-says which line to fill in, before installing anything."""
+says which line to fill in, before installing anything. And ``scripts/_venv.sh``
+compiles the project's modules ahead, again once a source changes."""
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,3 +52,48 @@ def test_a_key_in_the_environment_goes_straight_on(tmp_path: Path) -> None:
     done = _run(root, OPENAI_API_KEY="sk-from-env")
     assert (root / ".env").exists() and "Fill in" not in done.stderr
     assert "no-such-python" in done.stderr  # went on to the install
+
+
+def _installed_checkout(tmp_path: Path) -> Path:
+    """A checkout whose .venv counts as installed (its stamp matches), with one module in
+    each of the project's packages; its ``python`` is this interpreter."""
+    (tmp_path / "scripts").mkdir()
+    shutil.copy2(ROOT / "scripts" / "_venv.sh", tmp_path / "scripts" / "_venv.sh")
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    for package in ("agent", "channels", "scheduler", "storage"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "m.py").write_text("X = 1\n")
+    bin_dir = tmp_path / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "python").symlink_to(sys.executable)
+    digest = hashlib.sha1((tmp_path / "pyproject.toml").read_bytes()).hexdigest()[:12]
+    (tmp_path / ".venv" / f".installed-dev-{digest}").touch()
+    return tmp_path
+
+
+def _source_venv(root: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHON": sys.executable, "PYTHONDONTWRITEBYTECODE": "1"}
+    return subprocess.run(
+        ["bash", "-c", "source scripts/_venv.sh dev"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+
+
+def test_the_modules_are_compiled_ahead_and_again_once_changed(tmp_path: Path) -> None:
+    root = _installed_checkout(tmp_path)
+
+    def compiled(package: str) -> Path:
+        return Path(importlib.util.cache_from_source(str(root / package / "m.py")))
+
+    _source_venv(root)  # PYTHONDONTWRITEBYTECODE set, as some hosts and images do
+    for package in ("agent", "channels", "scheduler", "storage"):
+        assert compiled(package).is_file(), package
+    before = {p: compiled(p).read_bytes() for p in ("agent", "channels")}
+
+    source = root / "agent" / "m.py"
+    source.write_text("X = 2\n")
+    later = (root / ".venv" / ".compiled").stat().st_mtime + 5
+    os.utime(source, (later, later))
+    _source_venv(root)
+    assert compiled("agent").read_bytes() != before["agent"]  # compiled again
+    assert compiled("channels").read_bytes() == before["channels"]
