@@ -9,7 +9,9 @@ reaches the internet). Each run uses a fresh ``DATA_DIR`` and prints:
 2. idle resident memory of every process ``watchkeeper run`` started (the agent and
    the embedded database server), once it has settled;
 3. 100 chats say hello at once: from the updates being available to the last
-   ``sendMessage``, and how far apart the first and last model requests arrived;
+   ``sendMessage``, and its parts: when the first model request arrived, how far
+   apart the first and last arrived, and how long after the last model answer the
+   last reply was sent (storing and sending);
 4. CPU per message of the whole process tree during that burst, idle CPU subtracted
    (and, apart, this process's: the fakes share the machine's cores with the app);
 5. input tokens of the "hi" request as sent on the wire (message texts plus the JSON
@@ -161,6 +163,10 @@ class Run:
     idle_once_mib: float
     burst_s: float
     spread_s: float
+    first_ask_s: float
+    """From the updates being available to the first model request."""
+    tail_s: float
+    """From the last model answer (its request + the model's delay) to the last send."""
     cpu_ms_per_msg: float
     hi_tokens: int
     after_mib: float
@@ -289,6 +295,8 @@ async def one_run(args: argparse.Namespace, tmp: Path) -> Run:
         idle_once_mib=idle_once,
         burst_s=last_sent - pushed,
         spread_s=max(asked) - min(asked),
+        first_ask_s=min(asked) - pushed,
+        tail_s=last_sent - (max(asked) + args.model_seconds),
         cpu_ms_per_msg=max(0.0, used) / len(chats),
         hi_tokens=tokens,
         after_mib=after_mib,
@@ -331,6 +339,10 @@ def show(runs: list[Run], chats: int, model_seconds: float) -> None:
     print(f"{chats} chats at once, {model_seconds:g} s model, all answered: "
           f"{span(burst, '{:.2f}')} s (target <= 1.5 s)")  # fmt: skip
     print(f"model requests spread over: {span(spread, '{:.2f}')} s")
+    first = span([r.first_ask_s for r in runs], "{:.2f}")
+    tail = span([r.tail_s for r in runs], "{:.2f}")
+    print(f"  the first went after {first} s; the last reply was sent {tail} s after the")
+    print("  last model answer (storing and sending: the burst = first + spread + model + this)")
     print(f"CPU per message, all processes: {span(cpu, '{:.1f}')} ms (target <= 8 ms)")
     fakes = med([r.fakes_ms_per_msg for r in runs])
     print(f"  and the fakes' (this process), on the same cores meanwhile: {fakes:.1f} ms")
