@@ -17,9 +17,7 @@ import pytest
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 
-from agent.cli.deferred import OPENAI_TYPES, defer_package_inits
-from agent.cli.lazy_trust import read_trust_store_on_use
-from agent.cli.lean import without_ptb_httpx
+from agent.cli.lean import prepare_interpreter
 from agent.config import Settings
 from agent.context import AgentDeps
 from storage.embedded_catalog import read_catalogue_once_per_write
@@ -31,9 +29,7 @@ pytest_plugins = ("tests.timeouts",)  # per-test timeouts that dump every stack
 
 def pytest_configure(config: pytest.Config) -> None:
     assert "openai" not in sys.modules, "conftest's imports must not load the OpenAI SDK"
-    defer_package_inits(OPENAI_TYPES)  # as `watchkeeper` does: the SDK as the app runs it
-    read_trust_store_on_use()  # as `watchkeeper` does
-    without_ptb_httpx()  # as `watchkeeper` does: telegram without its httpx transport
+    prepare_interpreter()  # as `watchkeeper` does: the SDKs as the app runs them
     block_the_internet()
     # Every SecantusDB server a test starts in this process runs as the embedded one does.
     read_catalogue_once_per_write()

@@ -68,3 +68,17 @@ def without_ptb_httpx() -> None:
     module = types.ModuleType(PTB_HTTPX, "Stand-in for PTB's httpx transport (agent.cli.lean).")
     module.HTTPXRequest = StandInHTTPXRequest  # type: ignore[attr-defined]
     sys.modules[PTB_HTTPX] = module
+
+
+def prepare_interpreter() -> None:
+    """What ``watchkeeper`` does to its interpreter before anything loads, and the test
+    suite too (``tests/conftest.py``), so the tests run the SDKs as the app runs them:
+    python-telegram-bot without its httpx transport, the OpenAI SDK's type indexes
+    deferred (``agent.cli.deferred``), the trust store read on first use
+    (``agent.cli.lazy_trust``)."""
+    from agent.cli.deferred import OPENAI_TYPES, defer_package_inits
+    from agent.cli.lazy_trust import read_trust_store_on_use
+
+    without_ptb_httpx()
+    defer_package_inits(OPENAI_TYPES)
+    read_trust_store_on_use()

@@ -11,9 +11,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING
 
-from agent.cli.deferred import OPENAI_TYPES, defer_package_inits
-from agent.cli.lazy_trust import read_trust_store_on_use
-from agent.cli.lean import skip_unused_imports, unused_by, without_ptb_httpx
+from agent.cli.lean import prepare_interpreter, skip_unused_imports, unused_by
 from storage.embedded_spare import SpareServer
 
 if TYPE_CHECKING:
@@ -136,9 +134,7 @@ def _uses_data_dir(command: str, settings: Settings) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     skip_unused_imports()
-    without_ptb_httpx()
-    defer_package_inits(OPENAI_TYPES)
-    read_trust_store_on_use()
+    prepare_interpreter()
     args = _parser().parse_args(argv)
     # The database process loads while the settings do (``storage.embedded_spare``):
     # so nothing above imports them.
