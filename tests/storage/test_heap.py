@@ -39,7 +39,9 @@ def test_garbage_is_collected_and_the_living_are_frozen(unfrozen: None) -> None:
     frozen = freeze_heap()
 
     assert gone() is None
-    assert frozen == gc.get_freeze_count() > 0
+    # Frozen objects still die by reference count (other threads drop theirs), so
+    # the count can only fall after freeze_heap returned it.
+    assert 0 < gc.get_freeze_count() <= frozen
     # A full collection no longer looks at what was alive when the heap was frozen.
     assert not any(o is alive for o in gc.get_objects())
     assert all(o is not alive for o in gc.get_objects(generation=2))
