@@ -13,16 +13,16 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
 from channels.text import clean_text, clean_value
-from channels.types import Button, Channel, OutboundMessage, SendError
+from channels.types import Button, Channel, OutboundMessage, SendError, SendResult
 from storage import collections as c
 from storage import retry
-from storage.group_commit import GroupCommit, insert_each, set_each
+from storage.group_commit import BOOKKEEPING_LINGER, GroupCommit, insert_each, set_each
 from storage.tasks import stop_task, wait_event
 
 log = logging.getLogger(__name__)
@@ -32,6 +32,14 @@ FailureHook = Callable[[Doc], Awaitable[None]]
 DEFAULT_DELAYS: tuple[float, ...] = (1.0, 4.0, 15.0, 60.0, 300.0)
 STALE_SENDING = timedelta(minutes=2)
 RECOVER_EVERY = STALE_SENDING.total_seconds() / 4
+
+
+class Failure(NamedTuple):
+    """A send that did not go through: why, and whether (and when) to try again."""
+
+    error: str
+    retryable: bool
+    retry_after: float | None = None
 
 
 def to_message(doc: Doc) -> OutboundMessage:
@@ -67,10 +75,57 @@ class Outbox:
         self._timers: set[asyncio.TimerHandle] = set()
         self._insert = GroupCommit(insert_each(self._coll, keyed=True))
         self._mark_sent = GroupCommit(set_each(self._coll))
+        # Written after the send: in a crowd it waits for company (storage.group_commit).
+        self._record = GroupCommit(insert_each(self._coll, keyed=True), linger=BOOKKEEPING_LINGER)
 
     async def enqueue(self, message: OutboundMessage, *, send_now: bool = True) -> bool:
         """Store ``message``; False when its idempotency key was already stored."""
-        doc: Doc = {
+        doc = self._doc(message, send_now=send_now)
+        try:
+            # Together with replies stored meanwhile (storage.group_commit); retried once
+            # on a dropped connection, a retry meeting its own copy (same _id) is success.
+            await self._insert(doc)
+        except DuplicateKeyError:
+            return False
+        if send_now:
+            await self._send_claimed(doc)
+        else:
+            self._wake.set()
+        return True
+
+    async def send_then_record(self, message: OutboundMessage, *, crowded: bool = False) -> None:
+        """Send ``message`` first, then store it as sent: one write instead of two, and
+        none before the send.
+
+        Only for a message its sender can produce again, unchanged and without side
+        effects, if the process dies before it is recorded: the agent's answer, which
+        is stored in the conversation before it is sent (a replay reads it back,
+        ``MessageRepo.answer_for``). The window for a second copy after a crash is the
+        same as ``enqueue``'s (sent, not yet recorded). A failed send is stored as
+        ``enqueue`` would have left it: due again later, or failed and reported.
+
+        ``crowded``: other replies are being sent meanwhile; the record then waits a
+        moment to share their command (``BOOKKEEPING_LINGER``).
+        """
+        doc = self._doc(message, send_now=True)
+        outcome = await self._attempt(doc)
+        if isinstance(outcome, Failure):
+            fields, delay = self._after_failure(doc, outcome)
+            doc.update(fields)
+        else:
+            doc.update(self._sent(outcome))
+            if outcome.info:
+                doc["info"] = dict(outcome.info)
+        try:
+            await self._record(doc, crowded=crowded)
+        except DuplicateKeyError:  # only a second process handling the same message
+            log.warning("outbox %s was recorded twice", doc["idempotency_key"])
+            return
+        if isinstance(outcome, Failure):
+            await self._failure_noted(doc, outcome, delay)
+
+    def _doc(self, message: OutboundMessage, *, send_now: bool) -> Doc:
+        return {
             # Its own key: the same message enqueued again meets it (storage.natural_keys).
             "_id": message.idempotency_key,
             "idempotency_key": message.idempotency_key,
@@ -91,17 +146,6 @@ class Outbox:
             "created_at": self._clock(),
             "next_attempt_at": self._clock(),
         }
-        try:
-            # Together with replies stored meanwhile (storage.group_commit); retried once
-            # on a dropped connection, a retry meeting its own copy (same _id) is success.
-            await self._insert(doc)
-        except DuplicateKeyError:
-            return False
-        if send_now:
-            await self._send_claimed(doc)
-        else:
-            self._wake.set()
-        return True
 
     async def _claim(self, query: Doc) -> Doc | None:
         # A claim tagged with a token, so a retry after a dropped connection finds the
@@ -116,53 +160,64 @@ class Outbox:
     async def _send_claimed(self, doc: Doc | None) -> None:
         if doc is None:
             return
+        outcome = await self._attempt(doc)
+        if isinstance(outcome, Failure):
+            fields, delay = self._after_failure(doc, outcome)
+            await retry.retried(  # $set by _id: safe to repeat
+                lambda: self._coll.update_one({"_id": doc["_id"]}, {"$set": fields}),
+                "requeue" if delay is not None else "mark failed",
+            )
+            await self._failure_noted(doc, outcome, delay)
+            return
+        sent = {**self._sent(outcome), **{f"info.{k}": v for k, v in outcome.info.items()}}
+        # $set by _id, so safe to retry; a lost "sent" would have it sent again. Written
+        # with the other sends that returned meanwhile, in one command.
+        await self._mark_sent((doc["_id"], sent))
+
+    async def _attempt(self, doc: Doc) -> SendResult | Failure:
+        """Send ``doc`` through its channel; what went wrong instead of raising."""
         channel = self._channels.get(doc["channel"])
         try:
             if channel is None:
                 raise SendError(f"channel {doc['channel']!r} is not running", retryable=True)
-            result = await channel.send(to_message(doc))
+            return await channel.send(to_message(doc))
         except SendError as exc:
-            await self._failed_attempt(doc, str(exc), exc.retryable, exc.retry_after)
-            return
+            return Failure(str(exc), exc.retryable, exc.retry_after)
         except Exception as exc:
             log.exception("unexpected error sending outbox %s", doc["idempotency_key"])
-            await self._failed_attempt(doc, type(exc).__name__, True)
-            return
+            return Failure(type(exc).__name__, True)
+
+    def _sent(self, result: SendResult) -> Doc:
         now = self._clock()
-        sent: Doc = {
+        return {
             "status": "sent",
             "sent_at": now,
             # No attempt is due any more: the (status, next_attempt_at) index then also
             # finds what was sent recently (agent.alerts.reply_target.last_sent_alert).
             "next_attempt_at": now,
             "external_ids": list(result.external_ids),
-            **{f"info.{k}": v for k, v in result.info.items()},
         }
-        # $set by _id, so safe to retry; a lost "sent" would have it sent again. Written
-        # with the other sends that returned meanwhile, in one command.
-        await self._mark_sent((doc["_id"], sent))
 
-    async def _failed_attempt(
-        self, doc: Doc, error: str, retryable: bool, retry_after: float | None = None
-    ) -> None:
+    def _after_failure(self, doc: Doc, failure: Failure) -> tuple[Doc, float | None]:
+        """The fields a failed attempt leaves, and the delay before the next (None: the
+        last attempt failed)."""
         attempts = int(doc["attempts"])
-        if retryable and attempts <= len(self._delays):
-            delay = max(self._delays[attempts - 1], retry_after or 0.0)
-            again: Doc = {
+        if failure.retryable and attempts <= len(self._delays):
+            delay = max(self._delays[attempts - 1], failure.retry_after or 0.0)
+            return {
                 "status": "pending",
-                "last_error": error,
+                "last_error": failure.error,
                 "next_attempt_at": self._clock() + timedelta(seconds=delay),
-            }
-            await retry.retried(  # $set by _id: safe to repeat
-                lambda: self._coll.update_one({"_id": doc["_id"]}, {"$set": again}), "requeue"
-            )
+            }, delay
+        return {"status": "failed", "last_error": failure.error, "failed_at": self._clock()}, None
+
+    async def _failure_noted(self, doc: Doc, failure: Failure, delay: float | None) -> None:
+        """Log a stored failure; wake the retry loop when it is due, or report the loss."""
+        attempts, error = int(doc["attempts"]), failure.error
+        if delay is not None:
             log.warning("send to %s failed (attempt %d): %s", doc["channel"], attempts, error)
             self._wake_in(delay)
             return
-        failed = {"status": "failed", "last_error": error, "failed_at": self._clock()}
-        await retry.retried(  # $set by _id: safe to repeat
-            lambda: self._coll.update_one({"_id": doc["_id"]}, {"$set": failed}), "mark failed"
-        )
         log.error(
             "giving up on a %s message after %d attempts: %s", doc["channel"], attempts, error
         )
@@ -218,6 +273,7 @@ class Outbox:
         self._timers.clear()
         await stop_task(self._task)
         self._task = None
+        await self._record.flush()  # the sends' records waiting for company
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()

@@ -8,7 +8,10 @@
    in parallel (optionally bounded; the app leaves model calls to the model's
    adaptive limit).
 3. Replies go to the outbox under ``<inbox id>:<n>`` keys, so a message handled
-   again after a crash produces no second reply.
+   again after a crash produces no second reply. A reply the handler would give
+   again unchanged (``Reply.replayable``: the agent's stored answer) is sent first
+   and recorded after, in one write; a crash in between sends it again, the same
+   window as a crash between a send and its "sent" mark.
 4. On start, messages a dead process left ``processing`` are handled again: at
    once when this process owns the database, else once their claim is stale (another
    instance on the same MongoDB may still be working on them).
@@ -36,6 +39,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bson import ObjectId
+from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
@@ -54,7 +58,7 @@ from channels.text import clean_inbound, clean_text
 from channels.types import Channel, HandlingFailed, InboundMessage, Reply
 from channels.typing_indicator import TypingIndicator
 from storage import collections as c
-from storage.group_commit import GroupCommit, insert_each, set_all
+from storage.group_commit import BOOKKEEPING_LINGER, GroupCommit, insert_each, set_all
 from storage.natural_keys import inbox_key
 from storage.tasks import stop_task, wait_event
 
@@ -98,7 +102,8 @@ class Pipeline:
         self.typing = TypingIndicator(channels)
         self._store = GroupCommit(insert_each(self._inbox, keyed=True))
         self._mark_done = GroupCommit(
-            set_all(self._inbox, lambda: {"status": "done", "done_at": self._clock()})
+            set_all(self._inbox, lambda: {"status": "done", "done_at": self._clock()}),
+            linger=BOOKKEEPING_LINGER,  # in a crowd (after the replies: nobody waits on it)
         )
 
     async def submit(self, message: InboundMessage) -> bool:
@@ -204,6 +209,9 @@ class Pipeline:
                 {"_id": item, **self._recoverable},
                 {"$set": {"claimed_at": self._clock(), "status": "processing"},
                  "$inc": {"attempts": 1}},
+                # As claimed: its attempts count this one, so the handler knows it is a
+                # replay and reads back an answer stored before the crash.
+                return_document=ReturnDocument.AFTER,
             )  # fmt: skip
             if doc is None:
                 return
@@ -235,7 +243,13 @@ class Pipeline:
                 log.exception("handling message %s failed", inbox_id)
                 replies, failure = [], failure_reason(exc)
             for n, reply in enumerate(replies):
-                await self._outbox.enqueue(reply_message(message, inbox_id, n, reply))
+                outbound = reply_message(message, inbox_id, n, reply)
+                if reply.replayable and failure is None:
+                    # Stored after it is sent: a crash before that handles the message
+                    # again, and the handler gives the same reply (no write before it).
+                    await self._outbox.send_then_record(outbound, crowded=self._crowded())
+                else:
+                    await self._outbox.enqueue(outbound)
             if failure is not None:
                 await self._inbox.update_many(
                     {"_id": {"$in": [m["_id"] for m in members]}},
@@ -243,7 +257,11 @@ class Pipeline:
                 )
                 return
         # With the others marked done meanwhile: one $set by _id, safe to repeat.
-        await self._mark_done([m["_id"] for m in members])
+        await self._mark_done([m["_id"] for m in members], crowded=self._crowded())
+
+    def _crowded(self) -> bool:
+        """Other conversations are at work: more replies and "done" marks are coming."""
+        return len(self._workers) > 1
 
     def _window(self, doc: Doc) -> float:
         rule = self.burst_rules.get(doc["channel"])
@@ -338,3 +356,4 @@ class Pipeline:
             _done, pending = await asyncio.wait(workers, timeout=grace)
             for task in pending:
                 await stop_task(task)
+        await self._mark_done.flush()  # "done" marks waiting for company

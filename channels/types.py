@@ -135,3 +135,7 @@ class Reply:
     channel: str | None = None
     chat_id: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    replayable: bool = False
+    """The handler would give this same reply again, with no side effect, if the message
+    were handled anew after a crash (the agent's answer: stored in the conversation
+    before it is returned). The outbox may then send it before storing it."""

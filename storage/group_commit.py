@@ -5,6 +5,9 @@ writes that queue up behind the one in flight go together in ONE command as soon
 it returns. A lone write goes at once (nothing waits for company), so an idle
 process sees no delay, and a burst needs a handful of commands instead of one each.
 
+A write given a ``linger`` waits that long for company even when nothing is in
+flight: for writes no reply waits on (``BOOKKEEPING_LINGER``).
+
 Each caller still awaits its own write and gets its own outcome: ``write`` returns
 one outcome per item (``None``, or the exception that item's own write would have
 raised, say a ``DuplicateKeyError``). If the command for a batch fails as a whole,
@@ -33,23 +36,40 @@ Outcomes = Sequence[BaseException | None] | None
 BatchWrite = Callable[[list[I]], Awaitable[Outcomes]]
 MAX_ITEMS = 200
 """At most this many items in one command (a command stays far below 16 MB)."""
+BOOKKEEPING_LINGER = 0.03
+"""How long a write that answers nobody waits for company while other exchanges are in
+flight: a sent reply's record, a handled message's "done" mark. Under a burst they come
+one every few ms, as answers arrive; ~10 then share a command instead of going one or
+two at a time (profile_burst: ~0.4 fewer commands and ~0.5 ms less database CPU per
+message). A write with no company in sight goes at once."""
 
 
 class GroupCommit(Generic[I]):
     """One command in flight at a time; items queued meanwhile go in the next one."""
 
-    def __init__(self, write: BatchWrite[I], *, max_items: int = MAX_ITEMS) -> None:
+    def __init__(
+        self, write: BatchWrite[I], *, max_items: int = MAX_ITEMS, linger: float = 0.0
+    ) -> None:
         self._write = write
         self._max = max_items
+        self._linger = linger
         self._queue: list[tuple[I, asyncio.Future[None]]] = []
         self._busy = False
         self._drain: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
 
-    async def __call__(self, item: I) -> None:
-        """Write ``item`` (alone at once when nothing is in flight, else with the queue)."""
-        if self._busy:
-            done = asyncio.get_running_loop().create_future()
+    async def __call__(self, item: I, *, crowded: bool = False) -> None:
+        """Write ``item`` (alone at once when nothing is in flight, else with the queue).
+
+        ``crowded``: more writes like this one are on their way (other exchanges are in
+        flight); with a ``linger``, the write then waits that long for them first."""
+        if self._busy or (crowded and self._linger):
+            loop = asyncio.get_running_loop()
+            done = loop.create_future()
             self._queue.append((item, done))
+            if not self._busy:  # lingering: the first write waits for company
+                self._busy = True
+                self._timer = loop.call_later(self._linger, self._start)
             await done
             return
         self._busy = True
@@ -60,6 +80,19 @@ class GroupCommit(Generic[I]):
             if self._queue:
                 self._busy = True
                 self._drain = asyncio.create_task(self._run(), name="group commit")
+
+    def _start(self) -> None:
+        self._timer = None
+        self._drain = asyncio.create_task(self._run(), name="group commit")
+
+    async def flush(self) -> None:
+        """Write what is lingering now and wait for it (stopping: nothing is left behind,
+        even for a caller that was cancelled meanwhile)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._start()
+        if self._drain is not None and not self._drain.done():
+            await asyncio.wait([self._drain])  # neither raises nor cancels it
 
     async def _alone(self, item: I) -> None:
         outcomes = await self._write([item])

@@ -154,7 +154,8 @@ class Dispatcher:
             return [] if tier == "contact" else [Reply("(done; nothing to add)")]
         if not ctx.can_reply:
             return []
-        return [Reply(reply.text)]
+        # A replay reads the stored answer back (Agent.respond) instead of asking again.
+        return [Reply(reply.text, replayable=True)]
 
     async def _stranger(self, message: InboundMessage) -> list[Reply]:
         """Counted by channel, sender, time and size; their words are not kept where the

@@ -22,6 +22,7 @@ from google.genai import types as gt
 
 from agent.llm.base import ModelError, unexpected
 from agent.llm.limiter import response_retry_after, retry_delay_from_details
+from agent.llm.turns import Turns
 from agent.llm.types import (
     MediaPart,
     ModelMessage,
@@ -87,6 +88,7 @@ class GeminiModel:
                 retry_options=gt.HttpRetryOptions(attempts=1),
             ),
         )
+        self._turns = Turns()
 
     async def request(
         self, system: str, messages: list[ModelMessage], tools: list[ToolSpec]
@@ -116,12 +118,16 @@ class GeminiModel:
             else None,
             automatic_function_calling=gt.AutomaticFunctionCallingConfig(disable=True),
         )
-        try:
-            response = await self._client.aio.models.generate_content(
-                model=self.model,
-                contents=to_contents(messages, sign_unsigned=not _OLD_MODEL.match(self.model)),
-                config=config,
+
+        async def generate() -> gt.GenerateContentResponse:
+            contents = to_contents(messages, sign_unsigned=not _OLD_MODEL.match(self.model))
+            return await self._client.aio.models.generate_content(
+                model=self.model, contents=contents, config=config
             )
+
+        try:
+            # Built in turn with the other requests of a burst (``agent.llm.turns``).
+            response = await self._turns.run(generate)
         except errors.APIError as exc:
             code = int(exc.code or 0)
             retryable = code in (408, 429) or code >= 500

@@ -33,6 +33,7 @@ from agent.llm.openai_content import (
     user_content,
 )
 from agent.llm.openai_response import parse_completion
+from agent.llm.turns import Turns
 from agent.llm.types import (
     ModelMessage,
     ModelResponse,
@@ -87,6 +88,7 @@ class OpenAIModel:
         """Models that refused images: they get the text markers instead."""
         self._base_url = base_url
         self._bodies = RequestBodies()
+        self._turns = Turns()
 
     async def warm(self) -> None:
         """Import the SDK and make the client (its TLS context, its transport's
@@ -179,8 +181,13 @@ class OpenAIModel:
     ) -> dict[str, Any]:
         import openai  # loaded by ``warm``: a lookup in sys.modules
 
-        assert self._client is not None  # made by ``warm`` before any request
-        body = self._bodies.encode(self.model, messages, tools)
+        client = self._client
+        assert client is not None  # made by ``warm`` before any request
+
+        async def post() -> object:
+            body = self._bodies.encode(self.model, messages, tools)
+            return await client.post("/chat/completions", content=body, cast_to=object)
+
         try:
             # The SDK's own POST, as ``chat.completions.create`` ends in, without its walk
             # of the body against the typed params: that walk costs more CPU than the
@@ -188,8 +195,9 @@ class OpenAIModel:
             # and changes nothing in a body already in wire form. The body goes as
             # encoded bytes (``agent.llm.openai_body``). Errors are the same; the answer
             # comes back as its JSON (``cast_to=object``), read by parse_completion
-            # without building the SDK's ``ChatCompletion`` objects first.
-            completion = await self._client.post("/chat/completions", content=body, cast_to=object)
+            # without building the SDK's ``ChatCompletion`` objects first. Built in turn
+            # with the other requests of a burst (``agent.llm.turns``).
+            completion = await self._turns.run(post)
         except openai.APIStatusError as exc:
             detail = self._redact(_detail(exc))
             if tools and textcalls.tools_unsupported(exc.status_code, detail):

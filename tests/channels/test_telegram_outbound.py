@@ -87,14 +87,15 @@ async def test_long_reply_is_split_on_paragraphs(build: Build, fake: FakeTelegra
     assert "\n\n".join(s.visible for s in sent) == text
 
 
-async def test_restart_with_reply_already_in_outbox(
+async def test_restart_while_the_answer_was_being_sent(
     build: Build, fake: FakeTelegram, db: AsyncDatabase[Doc]
 ) -> None:
     fake.hanging.add("sendMessage")
     first = await build(ScriptedModel(lambda r: "stored reply"))
     update = fake.push_text(OWNER, "ping")
     await fake.wait_for(lambda: bool(fake.calls_to("sendMessage")))
-    await first.stop()  # died while sending: the outbox entry is left "sending"
+    await first.stop()  # died while sending; the answer was stored before it was sent
+    assert await db["messages"].count_documents({"role": "assistant"}) == 1
     fake.hanging.clear()
     model = ScriptedModel(lambda r: "must not be asked")
     second = await build(model)
@@ -103,6 +104,50 @@ async def test_restart_with_reply_already_in_outbox(
     await fake.wait_sent(1)
     await settle(second, update)
     assert [s.visible for s in fake.sent] == ["stored reply"] and model.requests == []
+    assert await db["outbox"].count_documents({"status": "sent"}) == 1
+
+
+async def test_restart_after_the_answer_was_stored_but_not_sent(
+    build: Build, fake: FakeTelegram, db: AsyncDatabase[Doc]
+) -> None:
+    first = await build(ScriptedModel(lambda r: "the answer"))
+    update = fake.push_text(OWNER, "ping")
+    await fake.wait_sent(1)
+    await settle(first, update)
+    await first.stop()
+    # What a kill between storing the exchange and sending its answer leaves behind.
+    await db["outbox"].delete_many({})
+    await db["inbox"].update_many({}, {"$set": {"status": "processing"}})
+    fake.sent.clear()
+    model = ScriptedModel(lambda r: "must not be asked")
+    second = await build(model)
+    assert await second.pipeline.recover(sole_owner=True) == 1
+    await fake.wait_sent(1)
+    await settle(second, update)
+    assert [s.visible for s in fake.sent] == ["the answer"] and model.requests == []
+    assert await db["messages"].count_documents({"role": "user"}) == 1  # stored once
+    assert await db["outbox"].count_documents({"status": "sent"}) == 1
+
+
+async def test_restart_after_a_delivery_that_was_not_recorded(
+    build: Build, fake: FakeTelegram, db: AsyncDatabase[Doc]
+) -> None:
+    fake.hang_after_delivery = True
+    first = await build(ScriptedModel(lambda r: "the answer"))
+    update = fake.push_text(OWNER, "ping")
+    await fake.wait_sent(1)
+    await first.stop()  # died after Telegram took the message, before it said so
+    fake.hang_after_delivery = False
+    model = ScriptedModel(lambda r: "must not be asked")
+    second = await build(model)
+    await second.outbox.recover(all_sending=True)
+    await second.pipeline.recover(sole_owner=True)
+    await fake.wait_sent(2)
+    await settle(second, update)
+    # The window every outbox has between a send and its record: the same answer goes
+    # again, read back from the conversation (no second model call, no other text).
+    assert [s.visible for s in fake.sent] == ["the answer", "the answer"]
+    assert model.requests == []
     assert await db["outbox"].count_documents({"status": "sent"}) == 1
 
 

@@ -1,10 +1,9 @@
 """A fake Telegram Bot API on 127.0.0.1, spoken to by the real python-telegram-bot.
 
-Routes are ``POST /bot<token>/<method>`` with form-encoded (as PTB sends them) or
-JSON bodies; answers are ``{"ok": true, "result": ...}`` or Telegram's error
-envelope. ``getUpdates`` long-polls like the real one: it waits up to ``timeout``
-seconds for an update, and an ``offset`` confirms (removes) every update below
-it, so a test can see exactly what the bot acknowledged.
+Routes are ``POST /bot<token>/<method>`` with form-encoded (as PTB sends them) or JSON
+bodies; answers are ``{"ok": true, "result": ...}`` or Telegram's error envelope.
+``getUpdates`` long-polls like the real one: it waits up to ``timeout`` seconds for an
+update, and an ``offset`` confirms (removes) every update below it.
 
 ``sendMessage`` is checked the way Telegram checks it: empty text, more than
 4,096 characters after entity parsing, and malformed or unknown HTML tags are
@@ -51,8 +50,7 @@ class Sent:
     reply_markup: Json | None
     reply_to: int | None
     message_id: int
-    at: float
-    """``time.perf_counter()`` when the request arrived."""
+    at: float  # time.perf_counter() when the request arrived
 
     @property
     def visible(self) -> str:
@@ -147,9 +145,9 @@ class FakeTelegram:
         self.pushed_at: dict[int, float] = {}
         self.failures: dict[str, deque[Failure | None]] = {}
         self.reject_html = False
-        self.answer_without_ids = False
-        """``sendMessage`` answers with a message that lacks its ``message_id``."""
-        self.hanging: set[str] = set()
+        self.answer_without_ids = False  # sendMessage answers without a message_id
+        self.hanging: set[str] = set()  # methods that do nothing and never answer
+        self.hang_after_delivery = False  # sendMessage delivers, then never answers
         self._update_ids = itertools.count(1)
         self._message_ids = itertools.count(1000)
         self._wake = asyncio.Event()
@@ -308,7 +306,10 @@ class FakeTelegram:
         method = request.match_info["method"]
         params = await self._params(request)
         self.calls.append((method, params))
-        if method in self.hanging:
+        delivering = method == "sendMessage" and self.hang_after_delivery
+        if method in self.hanging or delivering:
+            if delivering:
+                self._send_message(params)
             await self._closing.wait()
             return _error(500, "Internal Server Error")
         queue = self.failures.get(method)

@@ -106,3 +106,43 @@ async def test_a_lone_write_goes_at_once(watched: tuple[AsyncDatabase[Doc], Comm
         await task
     assert commands.named("update") == [1] * 5  # one command each, none waited for company
     assert await db["items"].count_documents({"status": "done"}) == 5
+
+
+async def test_a_write_in_a_crowd_waits_for_company(
+    watched: tuple[AsyncDatabase[Doc], Commands],
+) -> None:
+    db, commands = watched
+    ids = (await db["items"].insert_many([{"status": "sent"} for _ in range(12)])).inserted_ids
+    mark_done = GroupCommit(set_all(db["items"], lambda: {"status": "done"}), linger=0.2)
+    commands.sent.clear()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    first = asyncio.create_task(mark_done([ids[0]], crowded=True))
+    await asyncio.sleep(0.05)
+    assert commands.named("update") == []  # still waiting for company
+    later = [asyncio.create_task(mark_done([key], crowded=True)) for key in ids[1:]]
+    await asyncio.gather(first, *later)
+    assert loop.time() - started >= 0.2
+    assert commands.named("update") == [1]  # all twelve in one command
+    assert await db["items"].count_documents({"status": "done"}) == 12
+    # With no company in sight a write goes at once, linger or not.
+    commands.sent.clear()
+    started = loop.time()
+    await mark_done([ids[0]])
+    assert commands.named("update") == [1] and loop.time() - started < 0.2
+
+
+async def test_flush_writes_what_lingers_at_once_even_for_a_cancelled_caller(
+    watched: tuple[AsyncDatabase[Doc], Commands],
+) -> None:
+    db, commands = watched
+    ids = (await db["items"].insert_many([{"status": "sent"} for _ in range(3)])).inserted_ids
+    mark_done = GroupCommit(set_all(db["items"], lambda: {"status": "done"}), linger=30)
+    waiting = [asyncio.create_task(mark_done([key], crowded=True)) for key in ids]
+    await asyncio.sleep(0.05)
+    waiting[0].cancel()  # a worker stopped mid-way: its write still goes
+    await asyncio.wait_for(mark_done.flush(), 5)  # not after the 30 s linger
+    assert await db["items"].count_documents({"status": "done"}) == 3
+    assert commands.named("update")[-1:] == [1]
+    await asyncio.gather(*waiting[1:])
+    await mark_done.flush()  # nothing waiting: returns at once
