@@ -109,13 +109,14 @@ class Outbox:
         """
         doc = self._doc(message, send_now=True)
         outcome = await self._attempt(doc)
+        delay: float | None = None
         if isinstance(outcome, Failure):
             fields, delay = self._after_failure(doc, outcome)
-            doc.update(fields)
         else:
-            doc.update(self._sent(outcome))
+            fields = self._sent(outcome)
             if outcome.info:
-                doc["info"] = dict(outcome.info)
+                fields["info"] = dict(outcome.info)
+        doc.update(fields)
         try:
             await self._record(doc, crowded=crowded)
         except DuplicateKeyError:  # only a second process handling the same message

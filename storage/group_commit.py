@@ -79,9 +79,10 @@ class GroupCommit(Generic[I]):
             self._busy = False
             if self._queue:
                 self._busy = True
-                self._drain = asyncio.create_task(self._run(), name="group commit")
+                self._start()
 
     def _start(self) -> None:
+        """Write the queue, in a task of its own (``busy`` is set)."""
         self._timer = None
         self._drain = asyncio.create_task(self._run(), name="group commit")
 
