@@ -14,7 +14,7 @@ from collections.abc import Callable
 import aiohttp
 from yarl import URL
 
-from channels.media import MediaRefused, MediaTooLarge, read_capped
+from channels.media_fetch import MediaRefused, MediaTooLarge, read_capped
 
 MAX_REDIRECTS = 5
 TIMEOUT = aiohttp.ClientTimeout(total=120, connect=10, sock_read=30)

@@ -16,16 +16,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from bson import ObjectId
 from pymongo.asynchronous.database import AsyncDatabase
 
+from channels.media_fetch import MediaRefused, MediaSource, MediaTooLarge, read_capped
 from channels.types import Channel, InboundMessage, MediaItem
 from storage import collections as c
 from storage.media import MediaStore
+
+__all__ = [
+    "MediaCaps",
+    "MediaFetcher",
+    "MediaRefused",
+    "MediaSource",
+    "MediaTooLarge",
+    "read_capped",
+]
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
@@ -33,38 +43,10 @@ FETCH_TIMEOUT = 180.0
 """Seconds one download may take (a stuck transport must not hold the exchange)."""
 
 
-class MediaTooLarge(Exception):
-    """The download went past the byte cap (the announced size was missing or wrong)."""
-
-
-class MediaRefused(Exception):
-    """The channel will not fetch this (an address outside the provider's host)."""
-
-
 @dataclass(frozen=True)
 class MediaCaps:
     max_bytes: int = 20_000_000
     max_audio_seconds: int = 600
-
-
-@runtime_checkable
-class MediaSource(Protocol):
-    """A channel that can download the media it announced."""
-
-    async def fetch_media(self, source: Mapping[str, str], max_bytes: int) -> bytes:
-        """The file's bytes; ``MediaTooLarge`` past ``max_bytes``, ``MediaRefused`` when
-        it will not try."""
-        ...
-
-
-async def read_capped(chunks: AsyncIterable[bytes], max_bytes: int) -> bytes:
-    """Everything ``chunks`` yields, raising ``MediaTooLarge`` as soon as it passes the cap."""
-    data = bytearray()
-    async for chunk in chunks:
-        data += chunk
-        if len(data) > max_bytes:
-            raise MediaTooLarge(f"more than {max_bytes} bytes")
-    return bytes(data)
 
 
 def pending_docs(items: tuple[MediaItem, ...]) -> list[Doc]:

@@ -31,7 +31,7 @@ from twilio.rest import Client
 from yarl import URL
 
 from channels.http_fetch import Hop, fetch_capped, origin
-from channels.media import MediaRefused
+from channels.media_fetch import MediaRefused
 from channels.text import clean_inbound
 from channels.types import (
     SMS_BUDGET_TAKEN,

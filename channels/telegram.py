@@ -91,12 +91,16 @@ class TelegramChannel:
         self._token = token
         self._redact = TokenRedactor(token)
         self._redact.attach()  # before the Bot exists: it logs its URL when built
+        self._requests = (
+            AiohttpRequest(connection_pool_size=pool_size, read_timeout=15.0),
+            AiohttpRequest(connection_pool_size=1),  # the long poll's own
+        )
         self._bot = Bot(
             token,
             base_url=f"{base}/bot",
             base_file_url=f"{base}/file/bot",
-            request=AiohttpRequest(connection_pool_size=pool_size, read_timeout=15.0),
-            get_updates_request=AiohttpRequest(connection_pool_size=1),
+            request=self._requests[0],
+            get_updates_request=self._requests[1],
         )
         self._webhook_url = webhook_url
         self._read_timeout = read_timeout
@@ -144,9 +148,6 @@ class TelegramChannel:
         self._redact.attach()
         self._running = True
         try:
-            if self._prepare_failed is not None:  # ``prepare`` tried: no second wait here
-                failed, self._prepare_failed = self._prepare_failed, None
-                raise failed
             if not self._ready:
                 await self._setup()
         except InvalidToken:
@@ -159,22 +160,13 @@ class TelegramChannel:
         elif not self._ready:
             self._task = asyncio.create_task(self._setup_until_ready(), name="telegram-setup")
 
-    _prepare_failed: TelegramError | None = None
-
-    async def prepare(self) -> None:
-        """``start``'s set-up ahead of it (token check, command menu, webhook or polling),
-        while the app's database starts; ``start`` then polls at once and reports a
-        failure here as its own."""
-        try:
-            await self._setup()
-        except TelegramError as exc:
-            self._prepare_failed = exc
-
     async def _setup(self) -> None:
-        await self._bot.initialize()  # getMe, once
+        for request in self._requests:
+            await request.initialize()  # their sessions: no network
+        # One round trip before the first poll: the token check (``initialize``: getMe,
+        # once), the command menu and the mode together. A refused token fails all three.
+        await asyncio.gather(self._bot.initialize(), self._set_commands(), self._set_mode())
         self._username = self._bot.username
-        # Both at once: one round trip to Telegram fewer before the first poll.
-        await asyncio.gather(self._set_commands(), self._set_mode())
         self._ready = self._connected = True
         log.info("telegram bot @%s ready (%s)", self._username, self.mode)
 
@@ -349,7 +341,7 @@ class TelegramChannel:
         return web.Response(text="ok")
 
     async def fetch_media(self, source: Mapping[str, str], max_bytes: int) -> bytes:
-        """A file a user sent (``channels.media.MediaSource``)."""
+        """A file a user sent (``channels.media_fetch.MediaSource``)."""
         return await fetch_file(self._bot, source, max_bytes, self._slots, self._safe)
 
     # -- outbound --------------------------------------------------------------------

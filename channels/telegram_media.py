@@ -14,7 +14,7 @@ from telegram import Bot
 from telegram.error import BadRequest
 
 from channels.http_fetch import fetch_capped
-from channels.media import MediaTooLarge
+from channels.media_fetch import MediaTooLarge
 
 
 async def fetch_file(

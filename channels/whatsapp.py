@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from channels.media import MediaTooLarge
+from channels.media_fetch import MediaTooLarge
 from channels.types import InboundMessage, InboundSink, OutboundMessage, SendError, SendResult
 from channels.whatsapp_events import (
     WaMessage,
@@ -313,7 +313,7 @@ class WhatsAppChannel:
         await self._sink(message)
 
     async def fetch_media(self, source: Mapping[str, str], max_bytes: int) -> bytes:
-        """A photo or voice note (``channels.media.MediaSource``). neonize downloads and
+        """A photo or voice note (``channels.media_fetch.MediaSource``). neonize downloads and
         decrypts it whole, so only the announced size (checked before) and the result
         are held against the cap."""
         if self._client is None:

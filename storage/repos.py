@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from bson import ObjectId
@@ -20,7 +20,7 @@ from storage import retry
 from storage.cache import TtlCache
 from storage.group_commit import GroupCommit, insert_groups
 from storage.group_load import GroupLoad
-from storage.times import aware
+from storage.times import aware, utcnow
 
 Doc = dict[str, Any]
 MEMORY_LIMIT = 4_000
@@ -42,10 +42,6 @@ LEGACY_DB_SCHEMA = (
 )
 """What ``db_schema`` held before it documented only the model's own collections (the
 built-in ones are now always shown by the prompt); read back as empty."""
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass

@@ -3,9 +3,10 @@
 Nothing else in the project wires concrete channels to the agent: every transport,
 feature, HTTP route and status section is built by this package.
 
-Start-up order: the database, the outbox and the inbound pipeline, then the channels
-(a long poll goes out as soon as what arrives can be stored), then the agent and the
-features (``agent.app.assemble``, imported in a thread meanwhile). A message that
+Start-up order: the channels (their first long poll goes out while the database
+client loads and the database opens), then the outbox and the inbound pipeline, then
+the agent and the features (``agent.app.assemble``, imported in a thread meanwhile).
+A message read before the pipeline exists waits unstored, so unacknowledged; one that
 arrives before the agent exists is stored and acknowledged, and waits for it
 (``agent.app.gate``). This module imports only what the channels need.
 """
@@ -16,24 +17,23 @@ import asyncio
 import contextlib
 import importlib
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
-from agent.app.gate import HandlerGate
+from agent.app.gate import HandlerGate, SinkGate
 from agent.app.parts import TELEGRAM_WEBHOOK, App, Feature, Route
 from agent.config import Settings, ensure_data_dir
 from agent.database import open_configured_database
 from agent.llm.factory import build_model, check_model
 from agent.llm.lazy_sdk import warm_model
-from channels.outbox import Outbox
-from channels.pipeline import Pipeline
 from channels.types import Channel
-from storage.repos import utcnow
 from storage.tasks import stop_task
+from storage.times import utcnow
 
 if TYPE_CHECKING:
     from agent.context import Clock
     from agent.llm.base import ModelClient
+    from storage.db import Database
     from storage.embedded import EmbeddedServer
 
 __all__ = ["App", "Feature", "build_app", "configured_channels", "default_features", "preloaded"]
@@ -41,6 +41,8 @@ __all__ = ["App", "Feature", "build_app", "configured_channels", "default_featur
 log = logging.getLogger(__name__)
 WARM_AFTER = 0.3
 """Seconds after start-up before the model SDK loads: the first long poll goes first."""
+DATABASE_MODULES = ("storage.db", "channels.pipeline")
+"""The database client (pymongo) and the pipeline's: loaded once the channels' are."""
 ASSEMBLY = "agent.app.assemble"
 """The agent's modules (most of the app's), imported once the channels poll."""
 
@@ -100,7 +102,7 @@ async def build_app(
     embedded: EmbeddedServer | None = None,
     on_warm: Callable[[], object] | None = None,
 ) -> AsyncIterator[App]:
-    """Start the database, the pipeline, the channels and the agent; stop in reverse.
+    """Start the channels, the database, the pipeline and the agent; stop in reverse.
 
     ``embedded``: the embedded database server to use when ``MONGODB_URI`` is unset
     (``watchkeeper run`` launches it before its slow imports). ``on_warm``: called
@@ -112,45 +114,47 @@ async def build_app(
             check_model(settings)  # a missing key stops start-up before anything starts
         if settings.embedded_db or settings.whatsapp_enabled:
             ensure_data_dir(settings.data_dir)  # one line, not a traceback from deep inside
-        # The database starts (its process boots, its indexes are built) on the event
-        # loop while the modules of the model and of the channels load in a thread.
-        opening = asyncio.ensure_future(
-            stack.enter_async_context(open_configured_database(settings, server=embedded))
+        # The channels' modules first (a thread: the event loop stays free for signals).
+        modules = preloaded(settings, model=model is None, channels=channels is None)
+        await asyncio.to_thread(_load, modules)
+        if model is None:
+            model = build_model(settings)
+            stack.push_async_callback(model.aclose)
+        parts: list[tuple[Channel, list[Route]]] = (
+            [(channel, []) for channel in channels]
+            if channels is not None
+            else configured_channels(settings)
         )
+        # Closed after the channels have stopped: nothing they read is left half-stored.
+        data = await stack.enter_async_context(contextlib.AsyncExitStack())
+        # While the channels set up and send their first long poll: the database
+        # client's modules load in a thread, then the database opens on the event loop
+        # (mostly waiting for it) and the agent's modules load in the thread meanwhile.
+        client = asyncio.ensure_future(asyncio.to_thread(_load, DATABASE_MODULES))
+        opening = asyncio.ensure_future(_open_database(settings, embedded, data, client))
+        agent_modules = asyncio.ensure_future(_load_after(client, (ASSEMBLY,)))
+        store = SinkGate()
         chans: dict[str, Channel] = {}
         try:
-            modules = preloaded(settings, model=model is None, channels=channels is None)
-            await asyncio.to_thread(_load, modules)
-            if model is None:
-                model = build_model(settings)
-                stack.push_async_callback(model.aclose)
-            parts: list[tuple[Channel, list[Route]]] = (
-                [(channel, []) for channel in channels]
-                if channels is not None
-                else configured_channels(settings)
-            )
-            # Their set-up (Telegram: the token check, the command menu, no webhook)
-            # runs while the database starts; they poll once it can store what arrives.
-            preparing = {
-                channel.name: asyncio.create_task(prepare(), name=f"prepare {channel.name}")
-                for channel, _routes in parts
-                if (prepare := getattr(channel, "prepare", None)) is not None
-            }
-
-            async def unprepare() -> None:
-                """Start-up failed before a prepared channel started: close its client."""
-                for name, task in preparing.items():
-                    await stop_task(task)
-                    if name not in chans:
-                        await next(c for c, _ in parts if c.name == name).stop()
-
-            stack.push_async_callback(unprepare)
+            for channel, _routes in parts:
+                # What a channel reads before the pipeline exists waits at the gate,
+                # unstored and so unacknowledged (``agent.app.gate``).
+                await channel.start(store)
+                stack.push_async_callback(channel.stop)
+                chans[channel.name] = channel
+                note(f"channel: {channel.name}")
             database = await opening
         except BaseException:
-            await stop_task(opening)  # once open, the stack closes it
+            await stop_task(opening)  # once open, ``data`` closes it
+            for loading in (agent_modules, client):
+                await stop_task(loading)  # (a thread's import runs on, unawaited)
             raise
+        stack.push_async_callback(stop_task, agent_modules)  # start-up may fail before it is needed
         where = f"embedded in {settings.data_dir}" if database.embedded else "MongoDB"
         note(f"database: {where} ({settings.mongodb_db})")
+        from channels.outbox import Outbox  # loaded with the database client
+        from channels.pipeline import Pipeline
+
         # What the pipeline's handlers use (HTTP client, usage counts) closes after it.
         late = await stack.enter_async_context(contextlib.AsyncExitStack())
         outbox = Outbox(database.db, chans, clock)
@@ -170,16 +174,10 @@ async def build_app(
                 await pipeline.stop(grace=0)
 
         stack.push_async_callback(stop_waiting)
-        # Before the channels: what a dead process left comes before anything new.
+        # Before what the channels read: what a dead process left comes before anything new.
         await pipeline.recover(sole_owner=database.owns_server)
-        await asyncio.gather(*preparing.values())
-        for channel, _routes in parts:
-            await channel.start(pipeline.submit)
-            stack.push_async_callback(channel.stop)
-            chans[channel.name] = channel
-            note(f"channel: {channel.name}")
-        # Off the event loop: the long poll goes out, and updates are stored, meanwhile.
-        await asyncio.to_thread(importlib.import_module, ASSEMBLY)
+        store.open(pipeline.submit)
+        await agent_modules  # off the event loop: updates are stored meanwhile
         from agent.app.assemble import assemble
 
         app = await assemble(
@@ -205,6 +203,23 @@ async def build_app(
         warming = asyncio.create_task(_warm(model, on_warm), name="warm model")
         stack.push_async_callback(stop_task, warming)
         yield app
+
+
+async def _open_database(
+    settings: Settings,
+    embedded: EmbeddedServer | None,
+    stack: contextlib.AsyncExitStack,
+    client: Awaitable[None],
+) -> Database:
+    """The database, opened into ``stack`` once ``client`` (its modules) has loaded."""
+    await asyncio.shield(client)
+    return await stack.enter_async_context(open_configured_database(settings, server=embedded))
+
+
+async def _load_after(first: Awaitable[None], names: Sequence[str]) -> None:
+    """``names`` imported in a thread once ``first`` is done."""
+    await asyncio.shield(first)
+    await asyncio.to_thread(_load, names)
 
 
 async def _warm(model: ModelClient, then: Callable[[], object] | None) -> None:

@@ -1,38 +1,51 @@
-"""The pipeline's handler while the app starts.
+"""Calls that wait while the app starts, then go through in order.
 
-``build_app`` starts the channels as soon as the database can store what arrives, and
-builds the agent (its modules, tools and features) after that. A message that arrives
-meanwhile is stored and acknowledged as usual; its handling waits here until the
-dispatcher exists, then goes to it, in order.
+``build_app`` starts the channels before the database is open, and builds the agent
+(its modules, tools and features) after that. Two gates hold what arrives meanwhile:
+
+- the channels' sink: a message read before the pipeline exists waits here, unstored
+  and so unacknowledged (Telegram offers it again after a crash), until the pipeline
+  stores it;
+- the pipeline's handler: a stored and acknowledged message's handling waits here
+  until the dispatcher exists.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from typing import Generic, TypeVar
 
 from channels.types import InboundMessage, Reply
 
-Handler = Callable[[InboundMessage], Awaitable[list[Reply]]]
+R = TypeVar("R")
 
 
-class HandlerGate:
-    """Holds messages until ``open`` gives it the real handler."""
+class Gate(Generic[R]):
+    """Holds calls until ``open`` gives it the callee; then passes each on."""
 
     def __init__(self) -> None:
-        self._handler: Handler | None = None
+        self._callee: Callable[[InboundMessage], Awaitable[R]] | None = None
         self._opened = asyncio.Event()
 
     @property
     def opened(self) -> bool:
-        return self._handler is not None
+        return self._callee is not None
 
-    def open(self, handler: Handler) -> None:
-        self._handler = handler
+    def open(self, callee: Callable[[InboundMessage], Awaitable[R]]) -> None:
+        self._callee = callee
         self._opened.set()
 
-    async def __call__(self, message: InboundMessage) -> list[Reply]:
-        if self._handler is None:
+    async def __call__(self, message: InboundMessage) -> R:
+        if self._callee is None:
             await self._opened.wait()
-        assert self._handler is not None
-        return await self._handler(message)
+        assert self._callee is not None
+        return await self._callee(message)
+
+
+class SinkGate(Gate[bool]):
+    """The channels' sink until the pipeline can store what they read."""
+
+
+class HandlerGate(Gate[list[Reply]]):
+    """The pipeline's handler until the dispatcher exists."""

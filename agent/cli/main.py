@@ -45,7 +45,8 @@ async def _run(settings: Settings, spare: SpareServer | None = None) -> int:
         if embedded is not None:
             stack.push_async_callback(embedded.stop)  # build_app stops it; this if it fails first
         # The database process boots while the model's and the channels' modules load;
-        # build_app loads the agent's once the channels poll.
+        # build_app loads the database client's once the first long poll is out, and
+        # the agent's once what the channels read can be stored.
         from agent.app.core import build_app
 
         # Once the model's SDK has loaded, start-up's objects leave the collector's sight.

@@ -9,6 +9,9 @@ the connection and nobody hears anything until the next write, which is then res
 This relay makes every test see that case: when the server closes, the client's side
 stays open and silent; the client's next bytes are answered with a reset (RST), what
 a peer that forgot the connection sends.
+
+``opened``: when given, connections are accepted but reach the server only once it is
+set, as a database still starting (or far away) answers late.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ from urllib.parse import urlsplit
 
 
 class UnheardCloseRelay:
-    def __init__(self, uri: str) -> None:
+    def __init__(self, uri: str, *, opened: asyncio.Event | None = None) -> None:
         parts = urlsplit(uri)
+        self._opened = opened
         self._upstream = (parts.hostname or "127.0.0.1", parts.port or 27017)
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -60,6 +64,8 @@ class UnheardCloseRelay:
     async def _pass_on(
         self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter
     ) -> None:
+        if self._opened is not None:
+            await self._opened.wait()
         try:
             up_r, up_w = await asyncio.open_connection(*self._upstream)
         except OSError:

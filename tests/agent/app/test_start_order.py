@@ -1,9 +1,11 @@
-"""Start-up order: the channels poll before the agent is built (``agent.app.core``).
+"""Start-up order: the channels poll before the database is open and before the agent
+is built (``agent.app.core``).
 
-The whole app against the fake Bot API: an update that arrives while the app starts
-is stored and acknowledged before the agent exists, and answered exactly once when it
-does; what a dead process left unfinished comes before it; a start-up that fails
-leaves it unfinished for the next start, never failed or answered twice.
+The whole app against the fake Bot API: an update read before the database answers
+is acknowledged only once stored; one that arrives while the app starts is stored and
+acknowledged before the agent exists, and answered exactly once when it does; what a
+dead process left unfinished comes before it; a start-up that fails leaves it
+unfinished for the next start, never failed or answered twice.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from tests.fakes.clock import FakeClock
 from tests.fakes.fixtures import fake
 from tests.fakes.scripted import Request, ScriptedModel
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
+from tests.fakes.unheard_close import UnheardCloseRelay
 
 __all__ = ["fake"]  # a fixture, imported for pytest
 
@@ -103,6 +106,42 @@ async def test_an_update_arriving_during_start_up_is_stored_then_answered_once(
         ]
 
 
+async def test_the_first_long_poll_goes_out_before_the_database_answers(
+    fake: FakeTelegram, settings: Settings, db: AsyncDatabase[Doc], mongo_server: str
+) -> None:
+    """The database answers late: the channel polls meanwhile, holds what it read
+    unacknowledged (a crash now loses nothing: Telegram offers it again), then stores,
+    acknowledges and answers it once."""
+    update = fake.push_text(OWNER, "hello before the database")
+    model = ScriptedModel(echo)
+    database_answers = asyncio.Event()
+    async with UnheardCloseRelay(mongo_server, opened=database_answers) as relay:
+        late = settings.model_copy(update={"mongodb_uri": relay.uri + "?directConnection=true"})
+
+        async def run() -> None:
+            async with build_app(late, model=model, channels=[channel(fake)], features=[]) as app:
+                await fake.wait_sent(1)
+                await app.pipeline.join()
+
+        running = asyncio.create_task(run())
+        try:
+            await fake.wait_for(lambda: len(fake.calls_to("getUpdates")) == 1)
+            await asyncio.sleep(0.3)
+            assert update["update_id"] not in fake.confirmed
+            assert len(fake.calls_to("getUpdates")) == 1  # a second poll would confirm it
+            assert await db[c.INBOX].count_documents({}) == 0
+            database_answers.set()
+            await asyncio.wait_for(running, 15)
+        finally:
+            database_answers.set()
+            await asyncio.wait_for(running, 15)
+    assert update["update_id"] in fake.confirmed
+    assert [s.visible for s in fake.sent] == ["you said: hello before the database"]
+    assert len(model.requests) == 1
+    rows = await db[c.INBOX].find({}).to_list()
+    assert [(r["text"], r["status"]) for r in rows] == [("hello before the database", "done")]
+
+
 async def test_what_a_dead_process_left_is_answered_before_what_arrives_at_start(
     fake: FakeTelegram, settings: Settings, db: AsyncDatabase[Doc]
 ) -> None:
@@ -162,3 +201,20 @@ async def test_a_failed_start_leaves_a_stored_update_for_the_next_start(
     assert len(model.requests) == 1
     row = await stored(db, "hello before a crash")
     assert row["status"] == "done"
+
+
+async def test_a_refused_token_stops_start_up_and_the_database_with_it(
+    fake: FakeTelegram, settings: Settings
+) -> None:
+    """The database opens while the channel sets up: a refused token stops both, and
+    nothing of either is left running."""
+    fake.fail("getMe", 401, "Unauthorized")
+    before = asyncio.all_tasks()
+    with pytest.raises(RuntimeError, match="rejected the bot token"):
+        async with build_app(
+            settings, model=ScriptedModel(echo), channels=[channel(fake)], features=[]
+        ):
+            raise AssertionError("started with a refused token")
+    await asyncio.sleep(0.05)
+    assert [t for t in asyncio.all_tasks() - before if not t.done()] == []
+    assert fake.calls_to("getUpdates") == []

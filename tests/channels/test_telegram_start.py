@@ -1,0 +1,163 @@
+"""``TelegramChannel.start`` against the fake Bot API: the set-up (token check, command
+menu, no webhook) once, then the long poll; a refused token fails start, an unreachable
+Telegram does not. While the app starts its sink waits (``agent.app.gate``): what the
+poll read is confirmed to Telegram only once the sink has stored it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import pytest
+
+from channels.telegram import TelegramChannel
+from channels.types import InboundMessage
+from tests.fakes.fixtures import fake
+from tests.fakes.telegram_api import TOKEN, FakeTelegram
+
+__all__ = ["fake"]  # a fixture, imported for pytest
+
+
+def channel(fake: FakeTelegram) -> TelegramChannel:
+    return TelegramChannel(TOKEN, fake.url, poll_timeout=1, retry_delays=(0.01, 0.1))
+
+
+async def test_start_sets_up_once_then_polls_and_stores_before_confirming(
+    fake: FakeTelegram,
+) -> None:
+    stored: list[str] = []
+
+    async def sink(message: InboundMessage) -> bool:
+        stored.append(message.text)
+        return True
+
+    update = fake.push_text(42, "hi")
+    bot = channel(fake)
+    await bot.start(sink)
+    try:
+        await fake.wait_confirmed(update["update_id"])
+        assert stored == ["hi"]
+        methods = [m for m, _ in fake.calls]
+        # One round trip of set-up, then the poll.
+        assert sorted(methods[:3]) == ["deleteWebhook", "getMe", "setMyCommands"]
+        assert methods[3] == "getUpdates"
+        assert len(fake.calls_to("getMe")) == 1 and len(fake.calls_to("deleteWebhook")) == 1
+    finally:
+        await bot.stop()
+
+
+async def test_the_set_up_is_one_round_trip(fake: FakeTelegram) -> None:
+    """The token check, the command menu and the mode go together: with Telegram
+    slow to answer getMe, the other two are already on their way."""
+    fake.hanging.add("getMe")
+
+    async def sink(message: InboundMessage) -> bool:
+        return True
+
+    bot = channel(fake)
+    starting = asyncio.create_task(bot.start(sink))
+    try:
+        await fake.wait_for(
+            lambda: {m for m, _ in fake.calls} == {"getMe", "setMyCommands", "deleteWebhook"}
+        )
+        assert fake.calls_to("getUpdates") == []  # not before the token is known good
+    finally:
+        starting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await starting
+        await bot.stop()
+
+
+async def test_a_refused_token_fails_start_and_never_polls(fake: FakeTelegram) -> None:
+    fake.fail("getMe", 401, "Unauthorized")
+
+    async def sink(message: InboundMessage) -> bool:
+        raise AssertionError("nothing is received with a refused token")
+
+    bot = channel(fake)
+    with pytest.raises(RuntimeError, match="rejected the bot token"):
+        await bot.start(sink)
+    assert len(fake.calls_to("getMe")) == 1
+    assert fake.calls_to("getUpdates") == []
+    assert bot.status()["connected"] is False
+
+
+async def test_telegram_down_at_start_is_retried_by_polling(fake: FakeTelegram) -> None:
+    fake.fail("getMe", 502, "Bad Gateway")
+    stored: list[str] = []
+
+    async def sink(message: InboundMessage) -> bool:
+        stored.append(message.text)
+        return True
+
+    update = fake.push_text(42, "hello again")
+    bot = channel(fake)
+    await bot.start(sink)  # returns: the app starts without Telegram
+    try:
+        assert len(fake.calls_to("getMe")) == 1
+        await fake.wait_confirmed(update["update_id"])
+        assert stored == ["hello again"]
+        assert bot.status()["connected"] is True
+        assert len(fake.calls_to("getMe")) == 2  # the failed one, then the poll loop's
+    finally:
+        await bot.stop()
+
+
+async def test_what_the_poll_read_is_confirmed_only_once_the_sink_returns(
+    fake: FakeTelegram,
+) -> None:
+    """The app's sink is closed while its database opens: the update is read and held,
+    never confirmed, and Telegram is not asked again; once stored, it is confirmed."""
+    store_open = asyncio.Event()
+    stored: list[str] = []
+
+    async def sink(message: InboundMessage) -> bool:
+        await store_open.wait()
+        stored.append(message.text)
+        return True
+
+    first = fake.push_text(42, "one")
+    second = fake.push_text(43, "two")
+    bot = channel(fake)
+    await bot.start(sink)
+    try:
+        await fake.wait_for(lambda: len(fake.calls_to("getUpdates")) == 1)
+        await asyncio.sleep(0.3)
+        assert stored == [] and fake.confirmed == []
+        assert len(fake.calls_to("getUpdates")) == 1  # no second poll: it would confirm
+        store_open.set()
+        await fake.wait_confirmed(second["update_id"])
+        assert sorted(stored) == ["one", "two"]
+        assert first["update_id"] in fake.confirmed
+    finally:
+        await bot.stop()
+
+
+async def test_stopped_while_the_sink_waits_confirms_nothing(fake: FakeTelegram) -> None:
+    """Start-up failed after the first poll (the database never opened): the update
+    read meanwhile is not confirmed, so the next start is offered it again."""
+
+    async def sink(message: InboundMessage) -> bool:
+        await asyncio.Event().wait()  # never opens
+        return True
+
+    update = fake.push_text(42, "keep me")
+    bot = channel(fake)
+    await bot.start(sink)
+    await fake.wait_for(lambda: len(fake.calls_to("getUpdates")) == 1)
+    await bot.stop()
+    assert update["update_id"] not in fake.confirmed
+
+    stored: list[str] = []
+
+    async def storing(message: InboundMessage) -> bool:
+        stored.append(message.text)
+        return True
+
+    again = channel(fake)
+    await again.start(storing)
+    try:
+        await fake.wait_confirmed(update["update_id"])
+        assert stored == ["keep me"]
+    finally:
+        await again.stop()
