@@ -1,0 +1,114 @@
+"""``watchkeeper run`` killed at start-up, between its first long poll and the database
+answering: what that poll read was held unstored, so unacknowledged; the next start is
+offered it again and answers it once.
+
+A real process against the fake Bot API and the fake OpenAI model; its database is the
+test's server behind a relay that holds connections until told (a database that
+answers late), so the kill lands while the update waits at the gate (``agent.app.gate``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pymongo.asynchronous.database import AsyncDatabase
+
+from agent.config import Settings
+from storage import collections as c
+from tests.agent.cli.procs import free_port
+from tests.fakes.fixtures import fake
+from tests.fakes.openai_api import FakeOpenAI
+from tests.fakes.scripted_server import Answer
+from tests.fakes.telegram_api import TOKEN, FakeTelegram
+from tests.fakes.unheard_close import UnheardCloseRelay
+
+__all__ = ["fake"]  # a fixture, imported for pytest
+
+Doc = dict[str, Any]
+OWNER = 4242
+
+
+def environment(
+    tmp: Path, telegram: str, model: str, mongodb_uri: str, db_name: str
+) -> dict[str, str]:
+    ours = {name.upper() for name in Settings.model_fields}
+    env = {k: v for k, v in os.environ.items() if k.upper() not in ours}
+    env.update(
+        DATA_DIR=str(tmp / "data"),
+        TELEGRAM_BOT_TOKEN=TOKEN,
+        TELEGRAM_API_BASE_URL=telegram,
+        OPENAI_API_KEY="sk-test-0123456789",
+        OPENAI_BASE_URL=model,
+        OWNER_TELEGRAM_IDS=str(OWNER),
+        MONGODB_URI=mongodb_uri,
+        MONGODB_DB=db_name,
+        HTTP_PORT=str(free_port()),
+        NO_PROXY="127.0.0.1,localhost",
+    )
+    return env
+
+
+async def until(
+    predicate: Callable[[], object], within: float, what: str, proc: subprocess.Popen[bytes]
+) -> None:
+    deadline = asyncio.get_running_loop().time() + within
+    while not predicate():
+        if proc.poll() is not None:
+            raise AssertionError(f"watchkeeper exited ({proc.returncode}) before {what}")
+        assert asyncio.get_running_loop().time() < deadline, f"no {what} within {within} s"
+        await asyncio.sleep(0.02)
+
+
+def start(env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "agent", "run"],
+        cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+async def test_killed_while_the_first_poll_waits_for_the_database(
+    fake: FakeTelegram, mongo_server: str, db: AsyncDatabase[Doc], tmp_path: Path
+) -> None:
+    update = fake.push_text(OWNER, "are you there?")
+    database_answers = asyncio.Event()
+    async with (
+        FakeOpenAI() as model,
+        UnheardCloseRelay(mongo_server, opened=database_answers) as relay,
+    ):
+        model.default = Answer(200, model.completion("I am here."), 0.0)
+        uri = relay.uri + "?directConnection=true"
+        env = environment(tmp_path, fake.url, model.base_url, uri, db.name)
+
+        first = start(env, tmp_path)
+        try:
+            await until(lambda: fake.calls_to("getUpdates"), 30, "first long poll", first)
+            await asyncio.sleep(0.3)  # the update is read, and waits for the database
+            first.kill()  # SIGKILL: no clean-up, no last confirming poll
+            await asyncio.to_thread(first.wait, 10)
+        finally:
+            if first.poll() is None:
+                first.kill()
+        assert update["update_id"] not in fake.confirmed
+        assert fake.sent == [] and model.requests == []
+        assert await db[c.INBOX].count_documents({}) == 0
+
+        database_answers.set()
+        second = start(env, tmp_path)
+        try:
+            await until(lambda: fake.sent, 60, "answer", second)
+            await until(lambda: update["update_id"] in fake.confirmed, 30, "confirmation", second)
+            await asyncio.sleep(0.5)  # a second answer would have come by now
+        finally:
+            second.terminate()
+            await asyncio.to_thread(second.wait, 30)
+    assert [s.visible for s in fake.sent] == ["I am here."]
+    assert len(model.requests) == 1
+    rows = await db[c.INBOX].find({}).to_list()
+    assert [(r["text"], r["status"]) for r in rows] == [("are you there?", "done")]
