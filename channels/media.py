@@ -23,19 +23,10 @@ from typing import Any
 from bson import ObjectId
 from pymongo.asynchronous.database import AsyncDatabase
 
-from channels.media_fetch import MediaRefused, MediaSource, MediaTooLarge, read_capped
+from channels.media_fetch import MediaRefused, MediaSource, MediaTooLarge
 from channels.types import Channel, InboundMessage, MediaItem
 from storage import collections as c
 from storage.media import MediaStore
-
-__all__ = [
-    "MediaCaps",
-    "MediaFetcher",
-    "MediaRefused",
-    "MediaSource",
-    "MediaTooLarge",
-    "read_capped",
-]
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]

@@ -10,14 +10,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from channels.http_fetch import fetch_capped
-from channels.media import (
-    MediaCaps,
-    MediaRefused,
-    MediaTooLarge,
-    read_capped,
-    too_large_note,
-    too_long_note,
-)
+from channels.media import MediaCaps, too_large_note, too_long_note
+from channels.media_fetch import MediaRefused, MediaTooLarge, read_capped
 
 AUTH = "Basic c2VjcmV0OnNlY3JldA=="
 
