@@ -23,6 +23,7 @@ from agent.context import AgentDeps
 from storage.embedded_catalog import read_catalogue_once_per_write
 from storage.indexes import ensure_indexes
 from tests.offline import OfflineLoop, block_the_internet
+from tests.secantus_lock_order import create_collections_in_lock_order
 
 pytest_plugins = ("tests.timeouts",)  # per-test timeouts that dump every stack
 
@@ -33,6 +34,9 @@ def pytest_configure(config: pytest.Config) -> None:
     block_the_internet()
     # Every SecantusDB server a test starts in this process runs as the embedded one does.
     read_catalogue_once_per_write()
+    # They are replica sets (the embedded one is not): an insert racing a create of the
+    # same new collection would hang them for good (tests/secantus_lock_order.py).
+    create_collections_in_lock_order()
     for name in list(os.environ):
         # The developer's own keys and settings must never leak into a test.
         if name.split("_")[0] in {
