@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 OptionsMap = dict[str, dict[str, Any]]
@@ -85,19 +85,31 @@ class CatalogueMemo:
         return mark_multikey
 
 
-def patch(storage_class: Any) -> bool:
-    """Wrap ``storage_class``'s catalogue reads; False if it was already done."""
-    if getattr(storage_class, _MARK, False):
+def patch_once(
+    storage_class: Any, mark: str, needed: Sequence[str], apply: Callable[[], None]
+) -> bool:
+    """Run ``apply`` (which patches ``storage_class``) once: False if ``mark`` says it
+    ran. A SecantusDB without every method in ``needed`` is refused, not half-patched."""
+    if getattr(storage_class, mark, False):
         return False
-    missing = [name for name in NEEDED if not callable(getattr(storage_class, name, None))]
+    missing = [name for name in needed if not callable(getattr(storage_class, name, None))]
     if missing:
         raise RuntimeError(f"SecantusDB changed: {', '.join(missing)} no longer there")
-    memo = CatalogueMemo()
-    storage_class._batch_transaction = memo.transaction(storage_class._batch_transaction)
-    storage_class._index_options_map = memo.options_map(storage_class._index_options_map)
-    storage_class._maybe_mark_multikey = memo.forgetting(storage_class._maybe_mark_multikey)
-    setattr(storage_class, _MARK, True)
+    apply()
+    setattr(storage_class, mark, True)
     return True
+
+
+def patch(storage_class: Any) -> bool:
+    """Wrap ``storage_class``'s catalogue reads; False if it was already done."""
+    memo = CatalogueMemo()
+
+    def apply() -> None:
+        storage_class._batch_transaction = memo.transaction(storage_class._batch_transaction)
+        storage_class._index_options_map = memo.options_map(storage_class._index_options_map)
+        storage_class._maybe_mark_multikey = memo.forgetting(storage_class._maybe_mark_multikey)
+
+    return patch_once(storage_class, _MARK, NEEDED, apply)
 
 
 def read_catalogue_once_per_write() -> bool:

@@ -30,6 +30,8 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from storage.embedded_catalog import patch_once
+
 _MARK = "_watchkeeper_ddl_lock_order"
 WRAPPED = ("create_collection", "set_collection_options")
 NEEDED = ("_coll_lock", *WRAPPED)
@@ -46,15 +48,12 @@ def _under_collection_lock(method: Callable[..., Any]) -> Callable[..., Any]:
 
 def patch(storage_class: Any) -> bool:
     """Wrap ``storage_class``'s collection creation; False if it was already done."""
-    if getattr(storage_class, _MARK, False):
-        return False
-    missing = [name for name in NEEDED if not callable(getattr(storage_class, name, None))]
-    if missing:
-        raise RuntimeError(f"SecantusDB changed: {', '.join(missing)} no longer there")
-    for name in WRAPPED:
-        setattr(storage_class, name, _under_collection_lock(getattr(storage_class, name)))
-    setattr(storage_class, _MARK, True)
-    return True
+
+    def apply() -> None:
+        for name in WRAPPED:
+            setattr(storage_class, name, _under_collection_lock(getattr(storage_class, name)))
+
+    return patch_once(storage_class, _MARK, NEEDED, apply)
 
 
 def create_collections_in_lock_order() -> bool:

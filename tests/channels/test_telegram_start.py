@@ -22,21 +22,31 @@ def channel(fake: FakeTelegram) -> TelegramChannel:
     return TelegramChannel(TOKEN, fake.url, poll_timeout=1, retry_delays=(0.01, 0.1))
 
 
+class Store:
+    """A sink that keeps the texts it is given; with ``opened``, only once it is set
+    (the app's sink while its database opens)."""
+
+    def __init__(self, opened: asyncio.Event | None = None) -> None:
+        self.texts: list[str] = []
+        self._opened = opened
+
+    async def __call__(self, message: InboundMessage) -> bool:
+        if self._opened is not None:
+            await self._opened.wait()
+        self.texts.append(message.text)
+        return True
+
+
 async def test_start_sets_up_once_then_polls_and_stores_before_confirming(
     fake: FakeTelegram,
 ) -> None:
-    stored: list[str] = []
-
-    async def sink(message: InboundMessage) -> bool:
-        stored.append(message.text)
-        return True
-
+    stored = Store()
     update = fake.push_text(42, "hi")
     bot = channel(fake)
-    await bot.start(sink)
+    await bot.start(stored)
     try:
         await fake.wait_confirmed(update["update_id"])
-        assert stored == ["hi"]
+        assert stored.texts == ["hi"]
         methods = [m for m, _ in fake.calls]
         # One round trip of set-up, then the poll.
         assert sorted(methods[:3]) == ["deleteWebhook", "getMe", "setMyCommands"]
@@ -50,12 +60,8 @@ async def test_the_set_up_is_one_round_trip(fake: FakeTelegram) -> None:
     """The token check, the command menu and the mode go together: with Telegram
     slow to answer getMe, the other two are already on their way."""
     fake.hanging.add("getMe")
-
-    async def sink(message: InboundMessage) -> bool:
-        return True
-
     bot = channel(fake)
-    starting = asyncio.create_task(bot.start(sink))
+    starting = asyncio.create_task(bot.start(Store()))
     try:
         await fake.wait_for(
             lambda: {m for m, _ in fake.calls} == {"getMe", "setMyCommands", "deleteWebhook"}
@@ -84,19 +90,14 @@ async def test_a_refused_token_fails_start_and_never_polls(fake: FakeTelegram) -
 
 async def test_telegram_down_at_start_is_retried_by_polling(fake: FakeTelegram) -> None:
     fake.fail("getMe", 502, "Bad Gateway")
-    stored: list[str] = []
-
-    async def sink(message: InboundMessage) -> bool:
-        stored.append(message.text)
-        return True
-
+    stored = Store()
     update = fake.push_text(42, "hello again")
     bot = channel(fake)
-    await bot.start(sink)  # returns: the app starts without Telegram
+    await bot.start(stored)  # returns: the app starts without Telegram
     try:
         assert len(fake.calls_to("getMe")) == 1
         await fake.wait_confirmed(update["update_id"])
-        assert stored == ["hello again"]
+        assert stored.texts == ["hello again"]
         assert bot.status()["connected"] is True
         assert len(fake.calls_to("getMe")) == 2  # the failed one, then the poll loop's
     finally:
@@ -109,25 +110,19 @@ async def test_what_the_poll_read_is_confirmed_only_once_the_sink_returns(
     """The app's sink is closed while its database opens: the update is read and held,
     never confirmed, and Telegram is not asked again; once stored, it is confirmed."""
     store_open = asyncio.Event()
-    stored: list[str] = []
-
-    async def sink(message: InboundMessage) -> bool:
-        await store_open.wait()
-        stored.append(message.text)
-        return True
-
+    stored = Store(opened=store_open)
     first = fake.push_text(42, "one")
     second = fake.push_text(43, "two")
     bot = channel(fake)
-    await bot.start(sink)
+    await bot.start(stored)
     try:
         await fake.wait_for(lambda: len(fake.calls_to("getUpdates")) == 1)
         await asyncio.sleep(0.3)
-        assert stored == [] and fake.confirmed == []
+        assert stored.texts == [] and fake.confirmed == []
         assert len(fake.calls_to("getUpdates")) == 1  # no second poll: it would confirm
         store_open.set()
         await fake.wait_confirmed(second["update_id"])
-        assert sorted(stored) == ["one", "two"]
+        assert sorted(stored.texts) == ["one", "two"]
         assert first["update_id"] in fake.confirmed
     finally:
         await bot.stop()
@@ -136,28 +131,19 @@ async def test_what_the_poll_read_is_confirmed_only_once_the_sink_returns(
 async def test_stopped_while_the_sink_waits_confirms_nothing(fake: FakeTelegram) -> None:
     """Start-up failed after the first poll (the database never opened): the update
     read meanwhile is not confirmed, so the next start is offered it again."""
-
-    async def sink(message: InboundMessage) -> bool:
-        await asyncio.Event().wait()  # never opens
-        return True
-
+    never_stored = Store(opened=asyncio.Event())  # never opens
     update = fake.push_text(42, "keep me")
     bot = channel(fake)
-    await bot.start(sink)
+    await bot.start(never_stored)
     await fake.wait_for(lambda: len(fake.calls_to("getUpdates")) == 1)
     await bot.stop()
     assert update["update_id"] not in fake.confirmed
 
-    stored: list[str] = []
-
-    async def storing(message: InboundMessage) -> bool:
-        stored.append(message.text)
-        return True
-
+    stored = Store()
     again = channel(fake)
-    await again.start(storing)
+    await again.start(stored)
     try:
         await fake.wait_confirmed(update["update_id"])
-        assert stored == ["keep me"]
+        assert never_stored.texts == [] and stored.texts == ["keep me"]
     finally:
         await again.stop()

@@ -10,18 +10,15 @@ answers late), so the kill lands while the update waits at the gate (``agent.app
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from agent.config import Settings
 from storage import collections as c
-from tests.agent.cli.procs import free_port
+from tests.agent.cli.procs import free_port, output_of, run_env, start
 from tests.fakes.fixtures import fake
 from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.scripted_server import Answer
@@ -34,43 +31,15 @@ Doc = dict[str, Any]
 OWNER = 4242
 
 
-def environment(
-    tmp: Path, telegram: str, model: str, mongodb_uri: str, db_name: str
-) -> dict[str, str]:
-    ours = {name.upper() for name in Settings.model_fields}
-    env = {k: v for k, v in os.environ.items() if k.upper() not in ours}
-    env.update(
-        DATA_DIR=str(tmp / "data"),
-        TELEGRAM_BOT_TOKEN=TOKEN,
-        TELEGRAM_API_BASE_URL=telegram,
-        OPENAI_API_KEY="sk-test-0123456789",
-        OPENAI_BASE_URL=model,
-        OWNER_TELEGRAM_IDS=str(OWNER),
-        MONGODB_URI=mongodb_uri,
-        MONGODB_DB=db_name,
-        HTTP_PORT=str(free_port()),
-        NO_PROXY="127.0.0.1,localhost",
-    )
-    return env
-
-
 async def until(
-    predicate: Callable[[], object], within: float, what: str, proc: subprocess.Popen[bytes]
+    predicate: Callable[[], object], within: float, what: str, proc: subprocess.Popen[str]
 ) -> None:
     deadline = asyncio.get_running_loop().time() + within
     while not predicate():
         if proc.poll() is not None:
-            raise AssertionError(f"watchkeeper exited ({proc.returncode}) before {what}")
+            raise AssertionError(f"exited ({proc.returncode}) before {what}:\n{output_of(proc)}")
         assert asyncio.get_running_loop().time() < deadline, f"no {what} within {within} s"
         await asyncio.sleep(0.02)
-
-
-def start(env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "agent", "run"],
-        cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
 
 
 async def test_killed_while_the_first_poll_waits_for_the_database(
@@ -83,8 +52,17 @@ async def test_killed_while_the_first_poll_waits_for_the_database(
         UnheardCloseRelay(mongo_server, opened=database_answers) as relay,
     ):
         model.default = Answer(200, model.completion("I am here."), 0.0)
-        uri = relay.uri + "?directConnection=true"
-        env = environment(tmp_path, fake.url, model.base_url, uri, db.name)
+        env = run_env(
+            tmp_path,
+            free_port(),
+            TELEGRAM_BOT_TOKEN=TOKEN,
+            TELEGRAM_API_BASE_URL=fake.url,
+            OPENAI_BASE_URL=model.base_url,
+            OWNER_TELEGRAM_IDS=str(OWNER),
+            MONGODB_URI=relay.uri + "?directConnection=true",
+            MONGODB_DB=db.name,
+            NO_PROXY="127.0.0.1,localhost",
+        )
 
         first = start(env, tmp_path)
         try:
