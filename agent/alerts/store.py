@@ -33,6 +33,8 @@ Action = Literal["deliver", "sms", "wake", "unmute"]
 SEVERITIES: tuple[Severity, ...] = ("info", "warning", "critical")
 UNRESOLVED: tuple[Status, ...] = ("open", "acknowledged", "snoozed", "muted")
 CODE_COUNTER = "alert_code"
+CODE_ATTEMPTS = 5
+"""Tries at taking the next code while concurrent first alerts create its counter."""
 LEASE = timedelta(minutes=2)
 """A claimed timer is pushed this far ahead; a process that dies mid-step is retried then."""
 HISTORY_KEEP = 100
@@ -74,16 +76,24 @@ class AlertStore:
         """Short, increasing codes (``#12``): easy to type on a phone."""
         # A retry may skip a number (the first try's $inc landed), never repeat one:
         # codes must be unique, not contiguous.
-        doc = await retry.retried(
-            lambda: self._settings.find_one_and_update(
-                {"_id": CODE_COUNTER},
-                {"$inc": {"value": 1}},
-                upsert=True,
-                return_document=ReturnDocument.AFTER,
-            ),
-            "next alert code",
-        )
-        return str(doc["value"]) if doc else "1"
+        for _ in range(CODE_ATTEMPTS):
+            try:
+                doc = await retry.retried(
+                    lambda: self._settings.find_one_and_update(
+                        {"_id": CODE_COUNTER},
+                        {"$inc": {"value": 1}},
+                        upsert=True,
+                        return_document=ReturnDocument.AFTER,
+                    ),
+                    "next alert code",
+                )
+            except DuplicateKeyError:  # another upsert created the counter first
+                continue
+            # Racing upserts of a missing counter: the loser may get no document (the
+            # embedded server) instead of the incremented one. It exists now: ask again.
+            if doc is not None:
+                return str(doc["value"])
+        raise RuntimeError("the alert code counter could not be incremented")
 
     async def insert(self, doc: Doc) -> Doc | None:
         """Insert a new alert; None when an unresolved one already holds its dedupe key."""
