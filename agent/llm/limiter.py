@@ -7,6 +7,12 @@ it was halved do not halve it again), and a ``Retry-After`` pauses every new cal
 that provider until then (at most ``max_pause``). Each ``grow_after`` successes add
 one back, up to the ceiling. Callers wait their turn in order; nobody is turned away.
 
+Time is counted in integer nanoseconds of a monotonic clock (``time.monotonic_ns`` unless
+one is given), so a pause is exactly as long as it was asked to be, however long the
+machine has been up. The loop's timer only says when to look again: a timer that fires
+a little before the clock reaches the end (the loop's clock is coarser) looks again
+later instead of letting a call through early.
+
 Retrying is not done here: ``agent.llm.resilient`` decides whether and when a failed
 call is tried again, and takes its turn here again like any other call.
 """
@@ -19,8 +25,9 @@ import email.utils
 import logging
 import math
 import re
+import time
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -30,6 +37,9 @@ log = logging.getLogger(__name__)
 OVERLOAD_STATUSES = frozenset({429, 503, 529})
 """Statuses that mean "too much, slow down": rate limits and overloaded servers."""
 _DELAY = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
+_NS = 1_000_000_000
+_RECHECK = 0.001
+"""Least delay, in seconds, before looking again when a timer fired early."""
 
 
 @dataclass
@@ -60,6 +70,7 @@ class AdaptiveLimit:
         floor: int = 1,
         grow_after: int = 4,
         max_pause: float = 60.0,
+        clock: Callable[[], int] = time.monotonic_ns,
     ) -> None:
         if ceiling < 1 or not 1 <= floor <= ceiling or grow_after < 1:
             raise ValueError(f"bad limit for {name}: {floor} <= limit <= {ceiling}")
@@ -68,7 +79,10 @@ class AdaptiveLimit:
         self.floor = floor
         self.limit = ceiling
         self.in_flight = 0
-        self.paused_until = 0.0
+        self.clock = clock
+        """Monotonic nanoseconds; pauses are measured on it."""
+        self.paused_until_ns = 0
+        """Reading of ``clock`` from which new calls may start again."""
         self.grow_after = grow_after
         self.max_pause = max_pause
         self.peak = 0
@@ -78,17 +92,16 @@ class AdaptiveLimit:
         self._waiters: deque[asyncio.Future[int]] = deque()
         self._timer: asyncio.TimerHandle | None = None
 
-    @staticmethod
-    def now() -> float:
-        return asyncio.get_running_loop().time()
-
     @property
     def waiting(self) -> int:
         return sum(1 for w in self._waiters if not w.done())
 
     def paused_for(self) -> float:
         """Seconds until new calls may start again (0: not paused)."""
-        return max(0.0, self.paused_until - self.now())
+        return self._pause_left_ns() / _NS
+
+    def _pause_left_ns(self) -> int:
+        return max(0, self.paused_until_ns - self.clock())
 
     @contextlib.asynccontextmanager
     async def slot(self) -> AsyncIterator[Slot]:
@@ -122,7 +135,7 @@ class AdaptiveLimit:
             raise
 
     def _open(self) -> bool:
-        return self.in_flight < self.limit and self.now() >= self.paused_until
+        return self.in_flight < self.limit and self._pause_left_ns() == 0
 
     def _take(self) -> None:
         self.in_flight += 1
@@ -136,9 +149,11 @@ class AdaptiveLimit:
                 continue
             self._take()
             waiter.set_result(self._generation)
-        if self._waiters and self.now() < self.paused_until and self._timer is None:
-            delay = self.paused_until - self.now()
-            self._timer = asyncio.get_running_loop().call_later(delay, self._resume)
+        if self._waiters and self._timer is None:
+            left = self._pause_left_ns()
+            if left:
+                delay = max(left / _NS, _RECHECK)
+                self._timer = asyncio.get_running_loop().call_later(delay, self._resume)
 
     def _resume(self) -> None:
         self._timer = None
@@ -167,9 +182,10 @@ class AdaptiveLimit:
                 old,
             )
         if slot.retry_after is not None and slot.retry_after > 0:
-            until = self.now() + min(slot.retry_after, self.max_pause)
-            if until > self.paused_until:
-                self.paused_until = until
+            pause_ns = round(min(slot.retry_after, self.max_pause) * _NS)
+            until = self.clock() + pause_ns
+            if until > self.paused_until_ns:
+                self.paused_until_ns = until
                 if self._timer is not None:  # re-armed for the later end
                     self._timer.cancel()
                     self._timer = None

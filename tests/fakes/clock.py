@@ -38,3 +38,20 @@ class FakeClock:
         """``advance(minutes=5)`` or ``advance(timedelta(minutes=5))``."""
         self._now += (delta or timedelta()) + timedelta(**parts)
         return self._now
+
+
+class FakeMonotonic:
+    """Called like ``time.monotonic_ns``: integer nanoseconds that move only on ``advance``.
+
+    Integers, so a test compares durations exactly whatever the machine's uptime.
+    """
+
+    def __init__(self, start_ns: int = 1_000_000_000_000) -> None:
+        self.ns = start_ns
+
+    def __call__(self) -> int:
+        return self.ns
+
+    def advance(self, *, seconds: float = 0, ms: int = 0) -> int:
+        self.ns += round(seconds * 1_000_000_000) + ms * 1_000_000
+        return self.ns

@@ -4,11 +4,15 @@ end on time, growth back to the ceiling, and Retry-After as providers send it.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 from datetime import UTC, datetime
 
 import pytest
 
 from agent.llm.limiter import AdaptiveLimit, retry_after_seconds, retry_delay_from_details
+from tests.fakes.clock import FakeMonotonic
+from tests.waiting import until
 
 
 async def _hold(limit: AdaptiveLimit, release: asyncio.Event, order: list[int], n: int) -> None:
@@ -22,7 +26,7 @@ async def test_starts_at_the_ceiling_and_queues_the_rest_in_order() -> None:
     release = asyncio.Event()
     order: list[int] = []
     tasks = [asyncio.create_task(_hold(limit, release, order, n)) for n in range(12)]
-    await asyncio.sleep(0.01)
+    await until(lambda: limit.in_flight + limit.waiting == 12, "every call asked for a turn")
     assert (limit.in_flight, limit.waiting, order) == (5, 7, [0, 1, 2, 3, 4])
     release.set()
     await asyncio.gather(*tasks)
@@ -40,7 +44,7 @@ async def test_a_round_of_429s_halves_the_limit_once() -> None:
             slot.overloaded()
 
     tasks = [asyncio.create_task(rejected()) for _ in range(16)]
-    await asyncio.sleep(0.01)
+    await until(lambda: limit.in_flight == 16, "16 calls in flight")
     go.set()
     await asyncio.gather(*tasks)
     assert limit.limit == 8  # 16 calls of the same round: halved once, not 16 times
@@ -85,35 +89,53 @@ async def test_neutral_failures_neither_grow_nor_shrink() -> None:
     assert (limit.limit, limit.in_flight) == (4, 0)
 
 
-async def test_retry_after_pauses_new_calls_until_then() -> None:
-    limit = AdaptiveLimit("p", 8)
-    loop = asyncio.get_running_loop()
+async def test_retry_after_pauses_new_calls_for_exactly_that_long() -> None:
+    clock = FakeMonotonic()
+    limit = AdaptiveLimit("p", 8, clock=clock)
     async with limit.slot() as slot:
         slot.overloaded(retry_after=0.3)
-    paused_at = loop.time()
-    # uvloop reads its clock once per loop iteration, so no time may have passed at all.
-    assert 0.2 < limit.paused_for() <= 0.3 + 1e-9
-    started: list[float] = []
+    assert limit.paused_for() == 0.3
+    clock.advance(ms=299)
+    assert limit.paused_for() == 0.001
+    clock.advance(ms=1)
+    assert limit.paused_for() == 0
+    async with asyncio.timeout(0):  # not paused any more: the turn is given without waiting
+        async with limit.slot():
+            pass
+
+
+async def test_calls_made_during_a_pause_start_when_it_ends() -> None:
+    limit = AdaptiveLimit("p", 8)
+    async with limit.slot() as slot:
+        slot.overloaded(retry_after=0.3)
+    end = limit.paused_until_ns
+    started: list[int] = []
 
     async def call() -> None:
         async with limit.slot():
-            started.append(loop.time() - paused_at)
+            started.append(time.monotonic_ns())
 
-    await asyncio.gather(*(call() for _ in range(4)))
+    async with asyncio.timeout(30):  # watchdog: the pause must end
+        await asyncio.gather(*(call() for _ in range(4)))
     assert len(started) == 4
-    assert min(started) >= 0.29  # nobody went before the provider said so
-    assert max(started) < 1.0
+    assert min(started) >= end  # nobody went before the provider said so
     assert limit.paused_for() == 0
 
 
 async def test_a_long_retry_after_is_capped() -> None:
-    limit = AdaptiveLimit("p", 8, max_pause=0.2)
+    clock = FakeMonotonic()
+    limit = AdaptiveLimit("p", 8, max_pause=0.2, clock=clock)
     async with limit.slot() as slot:
         slot.overloaded(retry_after=3600)
-    assert limit.paused_for() <= 0.2
-    async with asyncio.timeout(1):
-        async with limit.slot():
-            pass
+    assert limit.paused_for() == 0.2
+    waiting = asyncio.create_task(_hold(limit, asyncio.Event(), [], 0))
+    await until(lambda: limit.waiting == 1, "the call waits for the pause to end")
+    clock.advance(seconds=0.2)  # the capped pause is over; an hour's would not be
+    await until(lambda: limit.in_flight == 1, "the waiting call got its turn")
+    waiting.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await waiting
+    assert (limit.in_flight, limit.waiting) == (0, 0)
 
 
 async def test_a_cancelled_waiter_gives_its_turn_to_the_next() -> None:
@@ -123,7 +145,7 @@ async def test_a_cancelled_waiter_gives_its_turn_to_the_next() -> None:
     first = asyncio.create_task(_hold(limit, release, order, 0))
     second = asyncio.create_task(_hold(limit, release, order, 1))
     third = asyncio.create_task(_hold(limit, release, order, 2))
-    await asyncio.sleep(0.01)
+    await until(lambda: limit.waiting == 2, "two calls wait behind the first")
     second.cancel()
     release.set()
     await asyncio.gather(first, third)

@@ -1,0 +1,40 @@
+"""Waiting for an event in a test: poll a condition until it holds, under a watchdog.
+
+A test waits for the thing that proves a step finished (a record, a request the fake
+server saw, a counter) and then asserts; it never sleeps a guessed time. ``within`` is
+only a watchdog for a broken build, generous so a busy machine never trips it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+WATCHDOG = 30.0
+"""Seconds a condition may take before the test fails (a hang, not a slow machine)."""
+
+
+async def until(
+    condition: Callable[[], object], what: str = "the condition", within: float = WATCHDOG
+) -> None:
+    """Return once ``condition()`` is true; fail after ``within`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not condition():
+        if loop.time() > deadline:
+            raise AssertionError(f"{what}: not reached within {within} s")
+        await asyncio.sleep(0.005)
+
+
+async def until_async(
+    condition: Callable[[], Awaitable[object]],
+    what: str = "the condition",
+    within: float = WATCHDOG,
+) -> None:
+    """``until`` for a condition that has to await (a database query)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not await condition():
+        if loop.time() > deadline:
+            raise AssertionError(f"{what}: not reached within {within} s")
+        await asyncio.sleep(0.01)
