@@ -146,6 +146,43 @@ def date_wrapper(moment: datetime) -> Any:
     return {"$date": text[:-6] + "Z" if text.endswith("+00:00") else text}
 
 
+INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
+"""The integers BSON can store (int64); Python's and JSON's integers have no bound."""
+
+
+def oversized_int(value: Any, path: str = "") -> str | None:
+    """The dotted path of the first integer in ``value`` that BSON cannot store (outside
+    int64), ``"arguments"`` when ``value`` itself is one; None when there is none."""
+    if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+        return path or "arguments"
+    if isinstance(value, Mapping):
+        items: Iterable[tuple[Any, Any]] = value.items()
+    elif isinstance(value, (list, tuple)):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        found = oversized_int(item, f"{path}.{key}" if path else str(key))
+        if found is not None:
+            return found
+    return None
+
+
+def storable_ints(value: Any) -> Any:
+    """``value`` with every integer BSON cannot store written as its decimal text, so a
+    document holding it can always be stored; anything else is kept as it is."""
+    if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+        return str(value)
+    if isinstance(value, Mapping):
+        return {k: storable_ints(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [storable_ints(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(storable_ints(v) for v in value)
+    return value
+
+
 def rows_within(docs: Iterable[Any], max_chars: int) -> list[Any]:
     """Leading ``docs`` as Extended JSON rows whose JSON list fits in ``max_chars``.
 

@@ -14,13 +14,26 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, TypeAdapter
+from pydantic import BaseModel, Field, TypeAdapter, field_serializer
+
+from storage.ejson import oversized_int, storable_ints
+
+
+def _storable(value: Any) -> Any:
+    """What a part holds, as MongoDB can store it: an integer beyond int64 (a model may
+    write one; a tool may return one) is dumped as its decimal text. The tool itself
+    refused such an argument before it ran (``agent.tools.base``)."""
+    return value if oversized_int(value) is None else storable_ints(value)
 
 
 class TextPart(BaseModel):
     kind: Literal["text"] = "text"
     text: str
     provider_data: dict[str, Any] | None = None
+
+    @field_serializer("provider_data")
+    def _dump_data(self, value: dict[str, Any] | None) -> Any:
+        return _storable(value)
 
 
 class ToolCallPart(BaseModel):
@@ -30,12 +43,20 @@ class ToolCallPart(BaseModel):
     arguments: dict[str, Any] = Field(default_factory=dict)
     provider_data: dict[str, Any] | None = None
 
+    @field_serializer("arguments", "provider_data")
+    def _dump_values(self, value: dict[str, Any] | None) -> Any:
+        return _storable(value)
+
 
 class ToolResultPart(BaseModel):
     kind: Literal["tool_result"] = "tool_result"
     call_id: str
     name: str
     result: dict[str, Any]
+
+    @field_serializer("result")
+    def _dump_result(self, value: dict[str, Any]) -> Any:
+        return _storable(value)
 
 
 class MediaPart(BaseModel):

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from agent.context import RunContext
 from agent.llm.types import ToolSpec
+from storage.ejson import INT64_MAX, oversized_int
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,12 @@ class Tool(Generic[A]):
         )
 
     async def invoke(self, raw: dict[str, Any], ctx: RunContext) -> ToolResult:
+        huge = oversized_int(raw)
+        if huge is not None:  # nothing could store it: refused before the tool runs
+            return {
+                "error": f"invalid arguments for {self.name}: {huge}: integer too large "
+                f"(max {INT64_MAX}); send it as a string"
+            }
         try:
             args = self.args.model_validate(raw)
         except ValidationError as exc:
