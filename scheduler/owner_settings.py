@@ -38,6 +38,9 @@ PULSE_ID = "pulse"
 CHANNELS = ("telegram", "whatsapp", "sms")
 DEFAULT_QUIET: tuple[QuietHours, ...] = (QuietHours(time(22, 0), time(7, 0)),)
 QUIET_SEARCH = timedelta(days=1, minutes=1)
+MAX_QUIET_WINDOWS = 7
+"""Quiet-hour windows a day may have (DESIGN.md, manage_settings): every held alert and
+pulse checks each of them, minute by minute over a day, to find when quiet hours end."""
 CACHE_SECONDS = 5.0
 """``fresh`` re-reads the document at most this often (another process's change)."""
 
@@ -66,6 +69,11 @@ Listener = Callable[[OwnerPrefs, OwnerPrefs], Awaitable[None]]
 
 
 def check_quiet_hours(items: Sequence[Mapping[str, object]]) -> tuple[QuietHours, ...]:
+    if isinstance(items, list | tuple) and len(items) > MAX_QUIET_WINDOWS:
+        raise SettingsError(
+            f"quiet_hours has {len(items)} windows; at most {MAX_QUIET_WINDOWS} are allowed "
+            "(join overlapping or adjacent ones)"
+        )
     try:
         return tuple(parse_quiet_hours(items))
     except PulseConfigError as exc:
@@ -111,6 +119,24 @@ class OwnerSettings:
         self.listeners: list[Listener] = []
         self._loaded_at: float | None = None
         self._migrated = False
+        self._told_truncated = False
+
+    def _stored_quiet_hours(self, raw: Any, where: str) -> tuple[QuietHours, ...]:
+        """Windows stored before there was a limit: the first ``MAX_QUIET_WINDOWS`` are
+        used (logged once), so no alert or pulse pays for a thousand of them."""
+        items = raw or []
+        if isinstance(items, list) and len(items) > MAX_QUIET_WINDOWS:
+            if not self._told_truncated:
+                self._told_truncated = True
+                log.warning(
+                    "%s has %d quiet-hour windows; only the first %d are used (the limit); "
+                    "set them again with manage_settings",
+                    where,
+                    len(items),
+                    MAX_QUIET_WINDOWS,
+                )
+            items = items[:MAX_QUIET_WINDOWS]
+        return check_quiet_hours(items)
 
     @property
     def tz(self) -> ZoneInfo:
@@ -123,7 +149,8 @@ class OwnerSettings:
         prefs = OwnerPrefs(timezone=self.default_timezone, quiet_hours=DEFAULT_QUIET)
         if "quiet_hours" in doc:
             try:
-                prefs = replace(prefs, quiet_hours=check_quiet_hours(doc["quiet_hours"] or []))
+                windows = self._stored_quiet_hours(doc["quiet_hours"], "the owner's settings")
+                prefs = replace(prefs, quiet_hours=windows)
             except SettingsError as exc:
                 log.warning("stored quiet_hours ignored: %s", exc)
         if doc.get("timezone"):
@@ -143,9 +170,8 @@ class OwnerSettings:
         pulse = await self._coll.find_one({"_id": PULSE_ID}, projection={"quiet_hours": 1})
         if pulse is None or "quiet_hours" not in pulse:
             return
-        raw = pulse["quiet_hours"] or []
         try:
-            windows = check_quiet_hours(raw)
+            windows = self._stored_quiet_hours(pulse["quiet_hours"], "the pulse's settings")
         except SettingsError as exc:
             log.warning("the pulse's quiet_hours were not moved (%s); the default applies", exc)
         else:

@@ -14,7 +14,13 @@ from pydantic import BaseModel, Field
 
 from agent.context import RunContext
 from agent.tools.base import Tool, ToolError, ToolResult
-from scheduler.owner_settings import CHANNELS, OwnerPrefs, OwnerSettings, SettingsError
+from scheduler.owner_settings import (
+    CHANNELS,
+    MAX_QUIET_WINDOWS,
+    OwnerPrefs,
+    OwnerSettings,
+    SettingsError,
+)
 from scheduler.views import local_iso
 
 DURING_QUIET = (
@@ -30,7 +36,11 @@ class QuietWindow(BaseModel):
 
 class SettingsArgs(BaseModel):
     action: Literal["get", "update"]
-    quiet_hours: list[QuietWindow] | None = None
+    quiet_hours: list[QuietWindow] | None = Field(
+        default=None, json_schema_extra={"maxItems": MAX_QUIET_WINDOWS}
+    )
+    """At most ``MAX_QUIET_WINDOWS``: more are refused by ``OwnerSettings`` with a message
+    the model can act on (the schema says so up front)."""
     timezone: str | None = None
     primary_channel: str | None = Field(default=None, json_schema_extra={"enum": list(CHANNELS)})
 
@@ -118,7 +128,8 @@ MANAGE_SETTINGS: Tool[Any] = Tool(
     description=(
         "The owner's settings. Quiet hours hold info/warning alerts (sent when they end) "
         "and the pulse; critical alerts, cron jobs and reminders go out. get: no fields. "
-        "update: any of quiet_hours (HH:MM; [] = off), timezone (IANA), primary_channel."
+        f"update: any of quiet_hours (HH:MM, at most {MAX_QUIET_WINDOWS} windows; [] = off), "
+        "timezone (IANA), primary_channel."
     ),
     args=SettingsArgs,
     handler=_manage,
