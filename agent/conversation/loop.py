@@ -6,6 +6,9 @@ run again; the model is told to use the earlier result instead. A call that acts
 the world is keyed by (exchange, call index): when a replayed exchange makes the same
 call again, its stored result is returned and nothing is done twice.
 
+Sends held for the owner's approval are asked about as the loop ends, whatever ends
+it: one message per exchange, not one per send (``agent.tools.sending.ask_owner``).
+
 Nothing else leaves the loop: a model failure is a ``ModelError`` (the agent answers
 with an apology), a tool that fails or arguments that cannot be used are a tool error
 (``{"error": ...}``) the model reads. What the model wrote and what tools returned is
@@ -29,6 +32,7 @@ from agent.llm.types import (
     Usage,
 )
 from agent.tools.base import Toolset
+from agent.tools.sending import ask_owner, held_codes
 from channels.text import MAX_DEPTH, TooDeep, clean_text, clean_value
 from storage.effects import call_digest
 
@@ -150,32 +154,49 @@ async def run_loop(
     result = LoopResult(text="", messages=[])
     specs = tools.specs()
     seen: set[str] = set()
-    for _ in range(max_turns):
-        try:
-            response = await model.request(system, [*history, *result.messages], specs)
-        except ModelError:
-            raise
-        except Exception as exc:  # an adapter that let something else through
-            raise unexpected(model.name, exc) from exc
-        result.turns += 1
-        result.usage = result.usage + response.usage
-        result.model = response.model or model.name
-        reply = storable_reply(response.message)
-        result.messages.append(reply)
-        calls = reply.tool_calls
-        if not calls:
-            result.text = reply.text.strip()
-            return result
-        parts: list[TextPart | ToolResultPart] = []
-        for call in calls:
-            outcome = await _answer(tools, call, ctx, len(result.tool_calls), seen)
-            result.tool_calls.append(call.name)
-            parts.append(ToolResultPart(call_id=call.id, name=call.name, result=outcome))
-        result.messages.append(ModelMessage(role="tool", parts=list(parts)))
+    outcomes: list[dict[str, Any]] = []
+    try:
+        for _ in range(max_turns):
+            try:
+                response = await model.request(system, [*history, *result.messages], specs)
+            except ModelError:
+                raise
+            except Exception as exc:  # an adapter that let something else through
+                raise unexpected(model.name, exc) from exc
+            result.turns += 1
+            result.usage = result.usage + response.usage
+            result.model = response.model or model.name
+            reply = storable_reply(response.message)
+            result.messages.append(reply)
+            calls = reply.tool_calls
+            if not calls:
+                result.text = reply.text.strip()
+                return result
+            parts: list[TextPart | ToolResultPart] = []
+            for call in calls:
+                outcome = await _answer(tools, call, ctx, len(result.tool_calls), seen)
+                outcomes.append(outcome)
+                result.tool_calls.append(call.name)
+                parts.append(ToolResultPart(call_id=call.id, name=call.name, result=outcome))
+            result.messages.append(ModelMessage(role="tool", parts=list(parts)))
+    finally:
+        await _ask_about_held(ctx, outcomes)
     result.exhausted = True
     result.text = _exhausted_reply(result)
     log.warning("turn cap reached after %d tool calls", len(result.tool_calls))
     return result
+
+
+async def _ask_about_held(ctx: RunContext, outcomes: list[dict[str, Any]]) -> None:
+    """The owner's one question about the sends this exchange held, if it held any;
+    never raised: the exchange's own outcome stands either way."""
+    codes = held_codes(outcomes)
+    if not codes:
+        return
+    try:
+        await ask_owner(ctx, codes)
+    except Exception:
+        log.exception("could not ask the owner about held sends %s", ", ".join(codes))
 
 
 def _exhausted_reply(result: LoopResult) -> str:

@@ -2,8 +2,9 @@
 new recipients, the shared SMS budget, and the outbox (stored, retried, sent once).
 
 A message to someone who is neither the owner nor a WhatsApp contact with
-``can_reply`` is not sent: it is held, and the owner is asked in their main chat to
-reply ``send <code>``. Text the model read (a web page, a contact's message, a
+``can_reply`` is not sent: it is held (``storage.held_sends``), and when the exchange
+ends the owner is asked in their main chat, in one message for all the exchange held,
+to reply ``send <code>``. Text the model read (a web page, a contact's message, a
 database row) can therefore never make it write to a stranger on its own.
 """
 
@@ -11,16 +12,19 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from agent.context import RunContext
 from agent.owner import owner_address, owner_chat
 from agent.tools.base import ToolError, ToolResult
 from channels.types import SMS_BUDGET_TAKEN, OutboundMessage
-from storage.held_sends import HeldSends
+from storage.held_sends import HeldGroup, HeldSend, HeldSends
 from storage.sms_budget import take_sms
 from storage.whatsapp_permissions import WhatsAppPermissions
 
 CONFIRM_WORD = "send"
+DECLINE_WORD = "cancel"
 
 
 async def _approved(ctx: RunContext, channel: str, chat_id: str) -> bool:
@@ -67,20 +71,65 @@ async def deliver(ctx: RunContext, channel: str, chat_id: str, text: str) -> Too
 
 
 async def _hold(ctx: RunContext, channel: str, chat_id: str, text: str) -> ToolResult:
-    held = await HeldSends(ctx.deps.db).hold(channel, chat_id, text, ctx.now)
-    target = owner_chat(ctx.deps.settings, ctx.deps.channels, primary=ctx.deps.primary_channel)
-    ask = (
-        f"✋ I would like to send a {channel} message to {chat_id}, who is not one of your "
-        f"approved contacts:\n“{text}”\nReply '{CONFIRM_WORD} {held.code}' to send it."
-    )
-    assert ctx.deps.outbox is not None  # checked by deliver
-    await ctx.deps.outbox.enqueue(
-        OutboundMessage(target.channel, target.chat_id, ask, f"held:{held.code}")
+    group = await HeldSends(ctx.deps.db).hold(
+        HeldSend(channel, chat_id, text), ctx.now, exchange=ctx.run_id
     )
     return {
         "queued": False,
         "needs_owner_confirmation": True,
-        "code": held.code,
-        "note": f"Not sent yet: {chat_id} is not an approved recipient. The owner was asked "
-        f"to reply '{CONFIRM_WORD} {held.code}' to send it; say so in your answer.",
+        "code": group.code,
+        "note": f"Not sent yet: {chat_id} is not an approved recipient. Once you finish, the "
+        f"owner is asked in one message about every message held now, and replies "
+        f"'{CONFIRM_WORD} {group.code}' to send them; say so in your answer.",
     }
+
+
+def held_codes(results: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The approval codes that tool ``results`` name (sends held in one exchange)."""
+    codes = (r.get("code") for r in results if r.get("needs_owner_confirmation") is True)
+    return list(dict.fromkeys(c for c in codes if isinstance(c, str)))
+
+
+async def ask_owner(ctx: RunContext, codes: Sequence[str]) -> None:
+    """Ask the owner, in their main chat, about each group of held sends: one message
+    per group, listing every send in it. Keyed by group and size: a replayed exchange
+    asks again only if its group grew."""
+    outbox = ctx.deps.outbox
+    if outbox is None:
+        return
+    held = HeldSends(ctx.deps.db)
+    target = owner_chat(ctx.deps.settings, ctx.deps.channels, primary=ctx.deps.primary_channel)
+    for code in codes:
+        group = await held.waiting(code, ctx.now)
+        if group is None:
+            continue  # answered or expired meanwhile
+        key = f"held:{group.key}:{len(group.sends)}"
+        await outbox.enqueue(OutboundMessage(target.channel, target.chat_id, ask_text(group), key))
+
+
+def ask_text(group: HeldGroup) -> str:
+    """The owner's question: each recipient, the text once when all share it."""
+    code, sends = group.code, group.sends
+    if len(sends) == 1:
+        [send] = sends
+        return (
+            f"✋ I would like to send a {send.channel} message to {send.chat_id}, who is not "
+            f"one of your approved contacts:\n“{send.text}”\nReply '{CONFIRM_WORD} {code}' "
+            f"to send it, or '{DECLINE_WORD} {code}' to drop it."
+        )
+    lines = [
+        f"✋ I would like to send {len(sends)} messages to recipients who are not among your "
+        "approved contacts:"
+    ]
+    texts = {send.text for send in sends}
+    if len(texts) == 1:
+        lines += [f"• {send.chat_id} ({send.channel})" for send in sends]
+        lines.append(f"The same text to each:\n“{sends[0].text}”")
+    else:
+        lines += [f"• {send.chat_id} ({send.channel}): “{send.text}”" for send in sends]
+    every = "both" if len(sends) == 2 else f"all {len(sends)}"
+    lines.append(
+        f"Reply '{CONFIRM_WORD} {code}' to send {every}, or '{DECLINE_WORD} {code}' to drop "
+        "them all."
+    )
+    return "\n".join(lines)

@@ -77,9 +77,12 @@ async def test_one_hourly_sms_budget_for_sends_and_alerts(mongo_server: str) -> 
 
 async def test_a_new_recipient_waits_for_the_owners_send_code(mongo_server: str) -> None:
     async with _app(mongo_server) as h:
-        held = await call_tool(
-            h.app, "send_message", channel="sms", to=STRANGER_PHONE, text="Your parcel is here"
-        )
+        send = ("send_message", {"channel": "sms", "to": STRANGER_PHONE,
+                                 "text": "Your parcel is here"})  # fmt: skip
+        h.model.responder = lambda r: "asked" if r.messages[-1].role == "tool" else _calls(send)
+        await h.chat.say("tell them the parcel is here")
+        await h.settle()
+        [held] = [p.result for p in h.model.requests[-1].messages[-1].parts]
         assert held["queued"] is False and held["needs_owner_confirmation"] is True
         assert h.sms == []
         [ask] = [t for t in h.chat.texts() if t.startswith("✋")]
@@ -95,7 +98,7 @@ async def test_a_new_recipient_waits_for_the_owners_send_code(mongo_server: str)
         await h.settle()
         assert "No message is waiting" in h.chat.texts()[-1]
         assert len([s for s in h.twilio.sent if s.fields["To"] == STRANGER_PHONE]) == 1
-        assert h.model.requests == []  # confirmations never reach the model
+        assert len(h.model.requests) == 2  # confirmations never reach the model
 
 
 async def test_owner_and_approved_recipients_need_no_confirmation(mongo_server: str) -> None:
