@@ -1,17 +1,22 @@
-"""Cubic-or-worse backtracking from quantifiers in a row, estimated on the tree (pure).
+"""Quadratic-or-worse backtracking from quantifiers, estimated on the tree (pure).
 
 A backtracking engine tries every way to share a value among quantifiers that can take
 the same characters: two of them in a row cost O(n²) per start position, and a pattern
 without ``^`` is tried at every position, one more factor of n. ``\\w+\\s?\\w+@`` took
-17 s on a 2,000-character value, an unanchored ``\\S+@\\S+\\.\\S+`` 19 s on 3,000.
+17 s on a 2,000-character value, an unanchored ``\\S+@\\S+\\.\\S+`` 19 s on 3,000, and the
+quadratic ``[a-z]+[0-9]`` froze the embedded database for 35 s on a 60,000-character
+value: no server can stop one match halfway, so only linear patterns are let through.
 
-The estimate: degree = 1 for an unanchored pattern (0 when it starts with ``^`` or
-``\\A`` and the ``m`` option is off) + the longest chain of growing quantifiers (open-ended
-or above ``GROWING`` passes) where each can hand characters to the next: the next can
-start with a character the previous can end with, and everything between them is
-optional or can be taken by the previous. Each way through the alternatives is a path
-of its own. A quantifier with nothing after it that can fail never gives anything back
-and does not count. Degree 3 or more is refused.
+The estimate: degree = the longest chain of growing quantifiers (open-ended or above
+``GROWING`` passes) where each can hand characters to the next: the next can start with
+a character the previous can end with, and everything between them is optional or can
+be taken by the previous; + 1 when the pattern is tried at every position and the
+chain's first quantifier can run over the same characters from several of them. It
+cannot when the pattern starts with ``^`` or ``\\A`` (the ``m`` option off), or when a
+required character the quantifier cannot take comes before it with no growing
+quantifier in front (``@[a-z]+\\.``: each ``@`` starts a run of its own). Each way through
+the alternatives is a path of its own. A quantifier with nothing after it that can fail
+never gives anything back and does not count. Degree 2 or more is refused.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from storage.sandbox_regex_parse import parse
 from storage.sandbox_regex_tree import (
     Alt,
     Anchor,
@@ -33,6 +39,7 @@ from storage.sandbox_regex_tree import (
     nullable,
     rewrite,
     sequences,
+    show,
     starts,
     unwrap,
     walk,
@@ -40,8 +47,9 @@ from storage.sandbox_regex_tree import (
 from storage.sandbox_rules import SandboxError
 
 GROWING = 20
-MAX_DEGREE = 2
+MAX_DEGREE = 1
 MAX_PATHS = 256
+QUADRATIC = "which takes quadratic time on a long value"
 CUBIC = "which takes cubic time or worse on a long value"
 
 
@@ -76,34 +84,101 @@ class _Leaf:
 Path = list[_Leaf]
 
 
-def check_cost(tree: Node, pattern: str, *, multiline: bool) -> None:
-    """Refuse ``tree`` when its estimated backtracking degree is above ``MAX_DEGREE``."""
+def check_cost(tree: Node, pattern: str, options: str = "") -> None:
+    """Refuse ``tree`` (``pattern`` under MongoDB ``options``) when its estimated
+    backtracking degree is above ``MAX_DEGREE``; see the module docstring."""
     for path in _paths(tree, optional=False):
-        anchored = bool(path) and _anchors_start(path[0], pattern, multiline)
-        chain = _longest_chain(path)
-        if (not anchored) + len(chain) > MAX_DEGREE:
-            _refuse(pattern, path, chain, anchored)
+        anchored = bool(path) and _anchors_start(path[0], pattern, "m" in options)
+        for chain in _chains(path):
+            every_start = not anchored and not _fenced(path, chain[0])
+            if every_start + len(chain) > MAX_DEGREE:
+                _refuse(pattern, options, tree, (path, chain), every_start=every_start)
 
 
-def _refuse(pattern: str, path: Path, chain: list[int], anchored: bool) -> None:
-    head, tail = path[chain[0]].node, path[chain[1]].node
-    assert isinstance(head, Repeat) and isinstance(tail, Repeat)
+def _refuse(
+    pattern: str, options: str, tree: Node, found: tuple[Path, list[int]], *, every_start: bool
+) -> None:
+    path, chain = found
+    cost = CUBIC if every_start + len(chain) > 2 else QUADRATIC
+    head = path[chain[0]].node
+    assert isinstance(head, Repeat)
+    if len(chain) == 1:
+        shown = pattern[head.start : head.end]
+        fixed = _without_leading_repeat(pattern, tree, head, options)
+        if fixed:
+            advice = f"use {show(fixed)} instead of {show(pattern)}: it finds the same values"
+        else:
+            advice = (
+                "start the pattern with ^ if the value begins with it, or put a character "
+                f"{shown} cannot take right before it (e.g. @[a-z]+ rather than [a-z]+)"
+            )
+        raise SandboxError(
+            f"it is tried at every position of the value, and from each one {shown} runs "
+            f"over the same characters again before what follows it fails, {cost}; {advice}"
+        )
+    tail = path[chain[1]].node
+    assert isinstance(tail, Repeat)
     part = pattern[min(head.start, tail.start) : max(head.end, tail.end)]
     if chain[1] == chain[0] + 1 and head.end <= tail.start:
         span = Repeat(head.start, tail.end, head, 1, None)
         advice = rewrite(pattern, span, atoms(Seq((head, tail))), False)
+    elif fixed := _excluding_separator(pattern, options, path, chain):
+        advice = f"use {show(fixed)} instead of {show(pattern)}"
     else:
         advice = (
             "write the first so it cannot take what follows it, e.g. [^@\\s]+@[^@\\s]+ "
             "instead of \\S+@\\S+"
         )
-    if not anchored:
-        advice += ", or start the pattern with ^ if the value begins with it"
+    if every_start:
+        advice += ", and start the pattern with ^ if the value begins with it"
     raise SandboxError(
         f"in {part} {pattern[head.start : head.end]} and {pattern[tail.start : tail.end]} can "
-        f"take the same characters with nothing between them that stops the first, {CUBIC}; "
+        f"take the same characters with nothing between them that stops the first, {cost}; "
         f"{advice}"
     )
+
+
+def _without_leading_repeat(pattern: str, tree: Node, head: Repeat, options: str) -> str | None:
+    """``pattern`` with the quantifier of its first item dropped (``[a-z]+x`` → ``[a-z]x``,
+    ``.*x`` → ``x``) when ``head`` is that item: a search finds the same values without it.
+    None otherwise, or when the result would be refused too."""
+    first = tree.items[0] if isinstance(tree, Seq) else tree
+    if first is not head:
+        return None
+    body = pattern[head.body.start : head.body.end] if isinstance(head.body, Atom | Group) else ""
+    if not body:
+        return None
+    kept = body * head.low if head.low <= 3 else f"{body}{{{head.low}}}"
+    fixed = pattern[: head.start] + kept + pattern[head.end :]
+    if not fixed.strip() or fixed == pattern:
+        return None
+    try:
+        check_cost(parse(fixed, options), fixed, options)
+    except SandboxError:
+        return None
+    return fixed
+
+
+def _excluding_separator(pattern: str, options: str, path: Path, chain: list[int]) -> str | None:
+    """``pattern`` with the character between the first two quantifiers of ``chain`` left
+    out of the first one's negated class (``[^@\\s]+\\.[^@\\s]+`` → ``[^@\\s.]+\\.[^@\\s]+``),
+    when that is possible and the result is accepted."""
+    head = path[chain[0]].node
+    assert isinstance(head, Repeat)
+    body = head.body
+    between = [leaf.node for leaf in path[chain[0] + 1 : chain[1]] if not leaf.optional]
+    if not (isinstance(body, Atom) and between and isinstance(between[0], Atom)):
+        return None
+    char = pattern[between[0].start : between[0].end].removeprefix("\\")
+    if not pattern.startswith("[^", body.start) or len(char) != 1 or char.isalnum():
+        return None
+    end = body.end - 1  # the class's closing bracket
+    fixed = pattern[:end] + ("\\" + char if char in "]\\^-" else char) + pattern[end:]
+    try:
+        check_cost(parse(fixed, options), fixed, options)
+    except SandboxError:
+        return None
+    return fixed
 
 
 def refuse_neighbours(tree: Node, pattern: str, counts: Callable[[Repeat], bool]) -> None:
@@ -178,8 +253,9 @@ def _anchors_start(leaf: _Leaf, pattern: str, multiline: bool) -> bool:
     return text == "\\A" or (text == "^" and not multiline)
 
 
-def _longest_chain(leaves: Path) -> list[int]:
-    """Indexes of the longest chain of growing leaves that hand characters on."""
+def _chains(leaves: Path) -> list[list[int]]:
+    """For each growing leaf that must give back, the indexes of the longest chain of
+    growing leaves that hand characters on, starting with it."""
     best: dict[int, list[int]] = {}
     for i in reversed(range(len(leaves))):
         leaf = leaves[i]
@@ -190,7 +266,21 @@ def _longest_chain(leaves: Path) -> list[int]:
             if j in best and len(best[j]) + 1 > len(chain):
                 chain = [i, *best[j]]
         best[i] = chain
-    return max(best.values(), key=len, default=[])
+    return [best[i] for i in sorted(best)]
+
+
+def _fenced(leaves: Path, i: int) -> bool:
+    """A required character leaf ``i`` cannot take comes before it, with no growing leaf
+    in front of that character: each place the pattern can start from reaches leaf ``i``
+    after a character of its own, so the runs it takes from them do not overlap."""
+    taken = leaves[i].takes
+    for leaf in leaves[:i]:
+        if leaf.growing:
+            return False
+        fence = isinstance(leaf.node, Atom | _Gate) and not leaf.optional
+        if fence and not any_overlap(leaf.takes, taken):
+            return True
+    return False
 
 
 def _must_give_back(leaves: Path, i: int) -> bool:
