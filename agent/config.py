@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from ipaddress import IPv4Network, IPv6Network, ip_network
 from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
@@ -93,6 +94,12 @@ class Settings(BaseSettings):
     """How long a client may take to send a request's headers (slow senders are cut
     off), and a webhook or API request its body."""
     admin_token: SecretStr | None = None
+    trusted_proxies: Annotated[list[IPv4Network | IPv6Network], NoDecode] = Field(
+        default_factory=list
+    )
+    """Reverse proxies in front of the HTTP server (IPs or CIDRs, comma-separated): only a
+    request from one of them has its client taken from ``X-Forwarded-For`` (wrong-token
+    throttling is per client). Empty: the connecting address is the client."""
 
     history_token_budget: int = Field(default=12_000, ge=1_000)
     max_concurrent_model_calls: int = Field(default=100, ge=1)
@@ -141,6 +148,23 @@ class Settings(BaseSettings):
         if isinstance(v, int):
             return [v]
         return v
+
+    @field_validator("trusted_proxies", mode="before")
+    @classmethod
+    def _split_networks(cls, v: object) -> object:
+        if not isinstance(v, str):
+            return v
+        networks: list[IPv4Network | IPv6Network] = []
+        for item in (x.strip() for x in v.split(",")):
+            if not item:
+                continue
+            try:
+                networks.append(ip_network(item, strict=False))
+            except ValueError:
+                raise ValueError(
+                    f"{item[:60]!r} is not an IP address or CIDR (e.g. 10.0.0.1, 10.0.0.0/8, ::1)"
+                ) from None
+        return networks
 
     @field_validator("timezone")
     @classmethod

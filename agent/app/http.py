@@ -11,8 +11,10 @@ from typing import Any
 
 from aiohttp import web
 
-from agent.app.bearer import bearer_matches
+from agent.app.bearer import AdminGate, TooManyTries
+from agent.app.bearer import bearer_matches as bearer_matches  # where tests found it
 from agent.app.dashboard import setup_dashboard
+from agent.app.dashboard.context import secured
 from agent.app.listen import BACKLOG
 from agent.app.listen import bind as bind  # where callers found it; cli uses listen
 from agent.app.parts import App
@@ -20,6 +22,7 @@ from agent.app.status import status_data
 
 log = logging.getLogger(__name__)
 APP_KEY: web.AppKey[App] = web.AppKey("watchkeeper", App)
+GATE_KEY: web.AppKey[AdminGate] = web.AppKey("admin_gate", AdminGate)
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -39,15 +42,31 @@ async def healthz(request: web.Request) -> web.Response:
     return _json(body, 200 if db_ok else 503)
 
 
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
 @web.middleware
-async def admin_auth(
-    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-) -> web.StreamResponse:
+async def held_clients(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A client held for wrong tokens (``TooManyTries``, from ``/api/*``, the dashboard
+    or ``POST /login``) gets 429 with ``Retry-After``: JSON on ``/api/*``, else text."""
+    try:
+        return await handler(request)
+    except TooManyTries as exc:
+        text = f"Too many wrong tokens; try again in {exc.wait} s"
+        if request.path.startswith("/api/"):
+            response: web.StreamResponse = _json({"error": text}, 429)
+        else:
+            response = secured(web.Response(text=text, status=429, content_type="text/plain"))
+        response.headers["Retry-After"] = str(exc.wait)
+        return response
+
+
+@web.middleware
+async def admin_auth(request: web.Request, handler: Handler) -> web.StreamResponse:
     if request.path.startswith("/api/"):
-        token = request.app[APP_KEY].settings.admin_token
-        if token is None:
+        if request.app[APP_KEY].settings.admin_token is None:
             return _json({"error": "ADMIN_TOKEN is not configured"}, 503)
-        if not bearer_matches(request.headers.get("Authorization", ""), token.get_secret_value()):
+        if not request.app[GATE_KEY].bearer(request):
             return _json({"error": "unauthorized"}, 401)
     return await handler(request)
 
@@ -57,13 +76,15 @@ async def api_status(request: web.Request) -> web.Response:
 
 
 def make_web_app(app: App) -> web.Application:
-    web_app = web.Application(middlewares=[admin_auth], client_max_size=1024 * 1024)
+    web_app = web.Application(middlewares=[held_clients, admin_auth], client_max_size=1024 * 1024)
+    gate = AdminGate(app.settings, app.clock)
     web_app[APP_KEY] = app
+    web_app[GATE_KEY] = gate
     web_app.router.add_get("/healthz", healthz)
     web_app.router.add_get("/api/status", api_status)
     for method, path, handler in app.routes:
         web_app.router.add_route(method, path, handler)
-    setup_dashboard(web_app, app)
+    setup_dashboard(web_app, app, gate)
     return web_app
 
 

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from agent.app.bearer import AdminGate
 from agent.app.dashboard.auth import Sessions
 from agent.app.dashboard.context import BY, DASHBOARD_KEY, Dashboard
 from agent.app.dashboard.revoked import RevokedStore
@@ -48,10 +49,11 @@ STATIC = Path(__file__).parent / "static"
 __all__ = ["BY", "PAGES", "Dashboard", "setup_dashboard"]
 
 
-def setup_dashboard(web_app: web.Application, app: App) -> Dashboard:
+def setup_dashboard(web_app: web.Application, app: App, gate: AdminGate) -> Dashboard:
     """Mount the dashboard's routes and static files on ``web_app``; its templates load on
-    the first page rendered (``Dashboard.render``)."""
-    dash = Dashboard(app, Sessions(app.settings, RevokedStore(app.database.db)))
+    the first page rendered (``Dashboard.render``). ``gate`` checks admin tokens, with
+    the same per-client throttle as ``/api/*``."""
+    dash = Dashboard(app, Sessions(app.settings, gate, RevokedStore(app.database.db)))
     web_app[DASHBOARD_KEY] = dash
 
     async def load_logouts(_web_app: web.Application) -> None:

@@ -1,6 +1,6 @@
 """Who may see the dashboard: ``Authorization: Bearer <ADMIN_TOKEN>`` or a session cookie.
 
-``POST /login`` with the right token (constant-time compare) sets a session cookie
+``POST /login`` with the right token (constant-time compare, ``AdminGate``) sets a session cookie
 (HttpOnly, SameSite=Strict, Secure over https, expiring after ``SESSION_HOURS``). The
 cookie is ``<session id>.<expiry>.<signature>``, signed with a key derived from
 ``ADMIN_TOKEN`` by HMAC, so changing the token logs every session out; logging out
@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 
 from aiohttp import web
 
-from agent.app.bearer import bearer_matches
+from agent.app.bearer import AdminGate
 from agent.app.dashboard.revoked import RevokedStore
 from agent.config import Settings
 
@@ -53,6 +53,8 @@ class Sessions:
     """Issues and checks session cookies, CSRF tokens and flash messages."""
 
     settings: Settings
+    gate: AdminGate
+    """The bearer check and the per-client throttle on wrong tokens."""
     store: RevokedStore | None = None
     """Where logouts are kept across restarts (None: in memory only)."""
     revoked: dict[str, datetime] = field(default_factory=dict)
@@ -68,12 +70,6 @@ class Sessions:
         secret = self.settings.admin_token
         return secret.get_secret_value() if secret is not None else None
 
-    def token_matches(self, given: str) -> bool:
-        token = self.token
-        if token is None:
-            return False
-        return hmac.compare_digest(given.encode("utf-8", "replace"), token.encode())
-
     def new_cookie(self, now: datetime) -> str:
         token = self.token
         assert token is not None
@@ -83,13 +79,18 @@ class Sessions:
         return f"{body}.{_sign(_key(token, 'session'), body)}"
 
     def session_of(self, request: web.Request, now: datetime) -> str | None:
-        """The session id the request is authorised by, or None."""
+        """The session id the request is authorised by, or None: its session cookie if
+        that is valid (a session logged in is never held back), else its bearer header
+        (``AdminGate.bearer``: ``TooManyTries`` when the client is held)."""
         token = self.token
         if token is None:
             return None
-        header = request.headers.get("Authorization", "")
-        if header and bearer_matches(header, token):
-            return BEARER_SESSION
+        sid = self._cookie_session(request, token, now)
+        if sid is not None:
+            return sid
+        return BEARER_SESSION if self.gate.bearer(request) else None
+
+    def _cookie_session(self, request: web.Request, token: str, now: datetime) -> str | None:
         sid, _, rest = request.cookies.get(SESSION_COOKIE, "").partition(".")
         expires, _, signature = rest.partition(".")
         if not sid or not expires.isdigit() or not signature:

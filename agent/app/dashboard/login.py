@@ -8,7 +8,6 @@ from aiohttp import web
 
 from agent.app.dashboard.auth import CSRF_FIELD, SESSION_COOKIE, SESSION_KEY, set_session
 from agent.app.dashboard.context import Dashboard, plain, secured, see_other
-from agent.app.dashboard.throttle import LoginThrottle
 
 MAX_TOKEN_CHARS = 1000
 MAX_NEXT_CHARS = 2000
@@ -39,8 +38,6 @@ def same_site_path(raw: str | None) -> str:
 
 
 def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
-    throttle = LoginThrottle()
-
     async def login_page(request: web.Request) -> web.StreamResponse:
         if dash.sessions.token is None:
             return secured(plain("ADMIN_TOKEN is not configured", 503))
@@ -52,19 +49,10 @@ def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
     async def login(request: web.Request) -> web.StreamResponse:
         if dash.sessions.token is None:
             return secured(plain("ADMIN_TOKEN is not configured", 503))
-        wait = throttle.retry_after(dash.now())
-        if wait is not None:
-            response = plain(f"Too many wrong tokens; try again in {wait} s", 429)
-            response.headers["Retry-After"] = str(wait)
-            return secured(response)
+        client = dash.sessions.gate.admit(request)  # held: 429, the form not even read
         form = await request.post()
         given, target = form.get("token"), same_site_path(str(form.get("next") or ""))
-        if (
-            not isinstance(given, str)
-            or len(given) > MAX_TOKEN_CHARS
-            or not dash.sessions.token_matches(given.strip())
-        ):
-            throttle.failed(dash.now())
+        if not dash.sessions.gate.form_token(client, given, MAX_TOKEN_CHARS):
             context = {"error": "That token is not right.", "next": target}
             return secured(dash.render(request, "login.html", context, status=401))
         response = see_other(target)
