@@ -134,6 +134,9 @@ class Settings(BaseSettings):
     media_max_audio_seconds: int = Field(default=600, ge=0)
     media_image_max_edge: int = Field(default=1568, ge=64)
     """Photos are downscaled to this longest edge before a model sees them."""
+    media_max_pixels: int = Field(default=40_000_000, ge=1)
+    """A photo with more pixels than this (read from its header) is not decoded: the
+    model is told it was too large. A few hundred kB can announce 100 megapixels."""
 
     @field_validator("llm_provider", "llm_fallback", mode="before")
     @classmethod

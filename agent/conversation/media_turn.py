@@ -3,9 +3,11 @@
 The channels store each file in GridFS and list it in the inbox row's ``media``
 (``channels.media``). Here the stored items of the exchange's inbox row(s) become
 ``MediaPart``s with their bytes, for this exchange only: photos downscaled
-(``agent.llm.images``); a voice note for a model that cannot hear is transcribed once
-(``agent.llm.transcribe``, only when an OpenAI client is configured; else a marker)
-and the transcript kept with the message, so a replay or a later turn reuses it.
+(``agent.llm.images``), one with more pixels than ``media_max_pixels`` not decoded at
+all and a line in the text saying so instead; a voice note for a model that cannot
+hear is transcribed once (``agent.llm.transcribe``, only when an OpenAI client is
+configured; else a marker) and the transcript kept with the message, so a replay or a
+later turn reuses it.
 When the primary hears (Gemini) and the fallback cannot (OpenAI), the note goes as
 audio and is transcribed only if the fallback is used. What history stores is
 ``without_media(turn)``: the text and one line per item, never the bytes.
@@ -19,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from bson import ObjectId
@@ -26,7 +29,12 @@ from bson import ObjectId
 from agent.context import RunContext
 from agent.conversation.prompt import mark_untrusted
 from agent.llm.base import ModelClient
-from agent.llm.images import gemini_image_tokens, openai_image_tokens, prepare_image
+from agent.llm.images import (
+    OversizedImage,
+    gemini_image_tokens,
+    openai_image_tokens,
+    prepare_image,
+)
 from agent.llm.transcribe import Transcriber, adapters, native_media, transcriber_for
 from agent.llm.types import MediaPart, ModelMessage, TextPart, user_message
 from storage import collections as c
@@ -69,17 +77,21 @@ async def user_turn(text: str, ctx: RunContext, model: ModelClient) -> ModelMess
     transcriber = transcriber_for(model, transcribe_model) if needs_text and not hears else None
     store = MediaStore(ctx.deps.db)
     try:
-        parts = [await _media_part(store, transcriber, item, ctx, hears=hears) for item in items]
+        made = [await _media_part(store, transcriber, item, ctx, hears=hears) for item in items]
     finally:
         if transcriber is not None:
             await transcriber.aclose()
     if hears and needs_text and any("audio" not in native_media(a) for a in adapters(model)):
-        for part, item in zip(parts, items, strict=True):
+        for part, item in zip(made, items, strict=True):
+            if not isinstance(part, MediaPart):
+                continue  # a photo too large to look at
             if part.media_kind == "audio" and part.transcript is None and part.data is not None:
                 part.transcribe_later = functools.partial(
                     _transcribe_late, part, store, model, item, ctx
                 )
-    return assemble(text, parts, contact=ctx.tier == "contact")
+    parts = [p for p in made if isinstance(p, MediaPart)]
+    notes = [p for p in made if isinstance(p, str)]
+    return assemble(text, parts, contact=ctx.tier == "contact", notes=notes)
 
 
 async def _transcribe_late(
@@ -108,7 +120,8 @@ async def _media_part(
     ctx: RunContext,
     *,
     hears: bool,
-) -> MediaPart:
+) -> MediaPart | str:
+    """The item as a part; a photo with too many pixels (not decoded) as its note."""
     inbox_id, index, doc = item
     kind: Literal["image", "audio"] = "audio" if doc.get("kind") == "audio" else "image"
     mime = str(doc.get("mime") or "")
@@ -118,11 +131,17 @@ async def _media_part(
     if kind == "image" or hears or (transcript is None and transcriber is not None):
         data = await _load(store, doc["file_id"])
     if kind == "image" and data is not None:
+        settings = ctx.deps.settings
         prepared = await asyncio.to_thread(
-            prepare_image, data, ctx.deps.settings.media_image_max_edge
+            prepare_image, data, settings.media_image_max_edge, max_pixels=settings.media_max_pixels
         )
-        data, mime = (prepared.data, prepared.mime) if prepared else (None, mime)
-        if prepared is not None:
+        if isinstance(prepared, OversizedImage):
+            log.warning("photo %s not decoded: %s", doc["file_id"], prepared.note)
+            return prepared.note
+        if prepared is None:
+            data = None
+        else:
+            data, mime = prepared.data, prepared.mime
             log.info(
                 "photo %dx%d, %d bytes: about %d tokens (OpenAI), %d (Gemini)",
                 prepared.width,
@@ -168,12 +187,16 @@ def _defused(text: str) -> str:
     return wrapped.split("\n", 1)[1].rsplit("\n", 1)[0]
 
 
-def assemble(text: str, media: list[MediaPart], *, contact: bool) -> ModelMessage:
-    """Text then media; a contact's media goes inside its block, before the closing tag."""
+def assemble(
+    text: str, media: list[MediaPart], *, contact: bool, notes: Sequence[str] = ()
+) -> ModelMessage:
+    """Text (with a line per note on media the model cannot have) then media; a
+    contact's media goes inside its block, before the closing tag."""
     head, tail = text, ""
     closing = _closing_tag()
     if contact and text.endswith(closing):
         head, tail = text[: -len(closing)].rstrip("\n"), closing
+    head = "\n".join(line for line in (head, *notes) if line)
     parts: list[Any] = [TextPart(text=head)] if head else []
     parts.extend(media)
     if tail:

@@ -1,4 +1,4 @@
-"""Photos made small enough for a model: bounded edge, no EXIF, a format both take.
+"""Photos made small enough for a model: bounded pixels and edge, no EXIF, a format both take.
 
 A phone photo (4000x3000, 3-5 MB) would cost thousands of input tokens and a large
 request. ``prepare_image`` turns EXIF orientation into pixels, drops the EXIF (and
@@ -6,6 +6,15 @@ its GPS position), and re-encodes as JPEG (quality 85) when the image is larger 
 ``max_edge`` or not a JPEG, PNG or WebP. What is already small and clean is sent as
 it came. ``openai_image_tokens`` and ``gemini_image_tokens`` are the providers'
 published per-image formulas, for logs and estimates.
+
+A file of a few hundred kB can announce a hundred million pixels, and decoding holds
+every one of them in memory. So the pixel count is read from the header first
+(``Image.open`` decodes nothing) and a photo over ``max_pixels`` is never decoded: the
+model gets ``OversizedImage.note`` instead. One within the cap is decoded as small as
+the format allows: a JPEG at 1/2, 1/4 or 1/8 scale (``draft``), the others in full and
+then reduced; it is turned upright only once small. Pillow's own decompression-bomb
+limit (``Image.MAX_IMAGE_PIXELS``, process-wide and not ours to set) stays as it is;
+its error, and its warning where a filter makes that an error, count as over the cap.
 """
 
 from __future__ import annotations
@@ -23,6 +32,8 @@ log = logging.getLogger(__name__)
 
 JPEG_QUALITY = 85
 KEPT_FORMATS = {"JPEG": "image/jpeg", "PNG": "image/png", "WEBP": "image/webp"}
+DRAFT_FORMATS = {"JPEG", "MPO"}
+"""Formats Pillow can decode at a reduced scale (an MPO is a phone's multi-picture JPEG)."""
 
 
 @dataclass(frozen=True)
@@ -33,15 +44,42 @@ class PreparedImage:
     height: int
 
 
-def prepare_image(data: bytes, max_edge: int) -> PreparedImage | None:
+@dataclass(frozen=True)
+class OversizedImage:
+    """A photo with more pixels than the cap: not decoded. ``size`` is what its header
+    says (``None`` when Pillow refused it before telling)."""
+
+    size: tuple[int, int] | None
+    max_pixels: int
+
+    @property
+    def note(self) -> str:
+        """The one line the model gets instead of the photo."""
+        of = f" of {self.size[0]}x{self.size[1]} pixels" if self.size is not None else ""
+        return f"[photo{of}: too large to look at; limit {megapixels(self.max_pixels)}]"
+
+
+def megapixels(pixels: int) -> str:
+    return f"{pixels / 1_000_000:.1f}".removesuffix(".0") + " megapixels"
+
+
+def prepare_image(
+    data: bytes, max_edge: int, *, max_pixels: int
+) -> PreparedImage | OversizedImage | None:
     """``data`` bounded to ``max_edge`` px on its longest side, upright, without EXIF;
-    None when it is not an image Pillow can read (the model gets a marker instead)."""
+    ``OversizedImage`` (not decoded) past ``max_pixels``; None when it is not an image
+    Pillow can read. Either way the model gets a marker instead."""
     from PIL import Image, UnidentifiedImageError
 
     try:
         with Image.open(io.BytesIO(data)) as image:
+            if image.width * image.height > max_pixels:
+                return OversizedImage(image.size, max_pixels)
             return _prepare(image, data, max_edge)
-    except (UnidentifiedImageError, Image.DecompressionBombError, OSError, ValueError) as exc:
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        log.warning("an image was refused by Pillow's pixel limit: %s", exc)
+        return OversizedImage(None, max_pixels)
+    except (UnidentifiedImageError, OSError, ValueError) as exc:
         log.warning("an image could not be read (%s: %s)", type(exc).__name__, exc)
         return None
 
@@ -53,19 +91,22 @@ def _prepare(image: Image.Image, data: bytes, max_edge: int) -> PreparedImage:
     has_exif = bool(image.getexif()) or "exif" in image.info
     if fmt in KEPT_FORMATS and not has_exif and max(image.size) <= max_edge:
         return PreparedImage(data, KEPT_FORMATS[fmt], image.width, image.height)
-    if fmt == "JPEG":
+    fits = max(image.size) <= max_edge
+    if fmt in DRAFT_FORMATS:
         # Decode at a reduced scale (1/2, 1/4, 1/8) still at least the target size.
         scale = min(1.0, max_edge / max(image.size))
         image.draft("RGB", (round(image.width * scale), round(image.height * scale)))
-    upright = ImageOps.exif_transpose(image)
-    upright.thumbnail((max_edge, max_edge), Image.Resampling.LANCZOS)
+    # Reduced first (the box is square, so turning it later gives the same size), then
+    # turned upright: the full-size pixels are never copied.
+    image.thumbnail((max_edge, max_edge), Image.Resampling.LANCZOS)
+    ImageOps.exif_transpose(image, in_place=True)
     out = io.BytesIO()
-    if fmt in ("PNG", "WEBP") and max(image.size) <= max_edge:
+    if fmt in ("PNG", "WEBP") and fits:
         # Only the EXIF had to go: keep the format (and any transparency).
-        upright.save(out, format=fmt)
-        return PreparedImage(out.getvalue(), KEPT_FORMATS[fmt], upright.width, upright.height)
-    _flatten(upright).save(out, format="JPEG", quality=JPEG_QUALITY, optimize=True)
-    return PreparedImage(out.getvalue(), "image/jpeg", upright.width, upright.height)
+        image.save(out, format=fmt)
+        return PreparedImage(out.getvalue(), KEPT_FORMATS[fmt], image.width, image.height)
+    _flatten(image).save(out, format="JPEG", quality=JPEG_QUALITY, optimize=True)
+    return PreparedImage(out.getvalue(), "image/jpeg", image.width, image.height)
 
 
 def _flatten(image: Image.Image) -> Image.Image:

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import itertools
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -200,9 +200,14 @@ def provider_settings(provider: Provider, gemini: FakeGemini, openai: FakeOpenAI
 
 @contextlib.asynccontextmanager
 async def media_rig(
-    mongo_server: str, tmp_path: Path, channel: ChannelName, provider: Provider
+    mongo_server: str,
+    tmp_path: Path,
+    channel: ChannelName,
+    provider: Provider,
+    settings: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[Rig]:
-    """The app from ``build_app`` with only ``channel`` and a model on ``provider``."""
+    """The app from ``build_app`` with only ``channel`` and a model on ``provider``
+    (``settings``: more values for its settings)."""
     async with contextlib.AsyncExitStack() as stack:
         gemini = await stack.enter_async_context(FakeGemini())
         openai = await stack.enter_async_context(FakeOpenAI())
@@ -212,6 +217,7 @@ async def media_rig(
             "mongodb_db": db_name,
             "data_dir": tmp_path,
             **provider_settings(provider, gemini, openai),
+            **(settings or {}),
         }
         features: list[Feature] = []
         clients: list[FakeClient] = []
