@@ -23,7 +23,6 @@ from agent.context import AgentDeps
 from storage.embedded_catalog import read_catalogue_once_per_write
 from storage.indexes import ensure_indexes
 from tests.offline import OfflineLoop, block_the_internet
-from tests.secantus_lock_order import create_collections_in_lock_order
 
 pytest_plugins = ("tests.timeouts",)  # per-test timeouts that dump every stack
 
@@ -34,9 +33,6 @@ def pytest_configure(config: pytest.Config) -> None:
     block_the_internet()
     # Every SecantusDB server a test starts in this process runs as the embedded one does.
     read_catalogue_once_per_write()
-    # They are replica sets (the embedded one is not): an insert racing a create of the
-    # same new collection would hang them for good (tests/secantus_lock_order.py).
-    create_collections_in_lock_order()
     for name in list(os.environ):
         # The developer's own keys and settings must never leak into a test.
         if name.split("_")[0] in {
@@ -64,7 +60,10 @@ def mongo_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     from secantus import SecantusDBServer
 
     server = SecantusDBServer(
-        host="127.0.0.1", port=0, storage_path=str(tmp_path_factory.mktemp("secantus"))
+        host="127.0.0.1",
+        port=0,
+        storage_path=str(tmp_path_factory.mktemp("secantus")),
+        replica_set_name=None,  # a standalone node, as the embedded server runs
     )
     server.start()
     try:

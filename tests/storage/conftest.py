@@ -33,6 +33,7 @@ def quiet_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         port=0,
         storage_path=str(tmp_path_factory.mktemp("quiet")),
         client_idle_timeout_s=IDLE,
+        replica_set_name=None,
     )
     server.start()
     try:

@@ -23,7 +23,7 @@ found["at_start"] = [m for m in sys.argv[1:] if m in sys.modules]
 from pymongo import MongoClient
 from pymongo.errors import OperationFailure
 with tempfile.TemporaryDirectory() as path:
-    server = SecantusDBServer(host="127.0.0.1", port=0, storage_path=path)
+    server = SecantusDBServer(host="127.0.0.1", port=0, storage_path=path, replica_set_name=None)
     server.start()
     client = MongoClient(server.uri, directConnection=True)
     places = client.t.places

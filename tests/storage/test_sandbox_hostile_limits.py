@@ -155,7 +155,8 @@ async def stalled(tmp_path: Path) -> AsyncIterator[Db]:
     """A SecantusDB server in its own process, with one document, frozen with SIGSTOP."""
     script = (
         "import sys, time; from secantus import SecantusDBServer; "
-        "s = SecantusDBServer(host='127.0.0.1', port=0, storage_path=sys.argv[1]); s.start(); "
+        "s = SecantusDBServer(host='127.0.0.1', port=0, storage_path=sys.argv[1], "
+        "replica_set_name=None); s.start(); "
         "print(s.uri, flush=True); time.sleep(600)"
     )
     child = await asyncio.create_subprocess_exec(
