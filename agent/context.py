@@ -47,6 +47,10 @@ class McpManager(Protocol):
 
     def connected(self) -> list[str]: ...
 
+    async def until_settled(self) -> None:
+        """Return once the servers still starting have connected or failed (bounded)."""
+        ...
+
     async def call(self, server: str, tool: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """``{"content": text}``, ``{"structured": value}`` or ``{"error": text}``."""
         ...

@@ -121,7 +121,10 @@ class Agent:
         history = [] if isolated else self._history(docs, ctx)
         # This exchange's photos and voice notes ride along as parts; history keeps
         # their text fallback (``without_media``), never the bytes.
-        incoming = await user_turn(text, ctx, self.model)
+        # Meanwhile, tools still on their way (MCP servers connecting at start-up).
+        incoming, _ = await asyncio.gather(
+            user_turn(text, ctx, self.model), self.catalog.until_ready(ctx)
+        )
         toolset = self.catalog.for_context(ctx)
         if not instruction.memory_enabled:
             toolset = toolset.only(lambda _: False)

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from agent.context import RunContext
 from agent.tools.base import Tool, Toolset
 from agent.tools.db import DB_QUERY
-from agent.tools.mcp_tools import mcp_tools
+from agent.tools.mcp_tools import mcp_ready, mcp_tools
 from agent.tools.memory import SAVE_MEMORY, UPDATE_DB_SCHEMA
 from agent.tools.settings import MANAGE_SETTINGS
 from agent.tools.web import WEB_SEARCH
@@ -17,6 +18,8 @@ from agent.tools.web import WEB_SEARCH
 Availability = Callable[[RunContext], bool]
 Source = Callable[[RunContext], Iterable[Tool[Any]]]
 """Tools that change while the app runs (an MCP server's), asked for at every run."""
+Ready = Callable[[RunContext], Awaitable[None]]
+"""Waits until a source can answer for a run (MCP servers still connecting at start)."""
 
 
 def always(_: RunContext) -> bool:
@@ -34,13 +37,22 @@ class ToolCatalog:
 
     _entries: list[tuple[Tool[Any], Availability]] = field(default_factory=list)
     _sources: list[Source] = field(default_factory=list)
+    _ready: list[Ready] = field(default_factory=list)
 
     def add(self, tool: Tool[Any], available: Availability = always) -> None:
         self._entries = [(t, a) for t, a in self._entries if t.name != tool.name]
         self._entries.append((tool, available))
 
-    def add_source(self, source: Source) -> None:
+    def add_source(self, source: Source, ready: Ready | None = None) -> None:
+        """``ready``, when given, is awaited by ``until_ready`` before a run's tools are chosen."""
         self._sources.append(source)
+        if ready is not None:
+            self._ready.append(ready)
+
+    async def until_ready(self, ctx: RunContext) -> None:
+        """Wait until every source can say which tools ``ctx`` gets (each bounds its wait)."""
+        if self._ready:
+            await asyncio.gather(*(ready(ctx) for ready in self._ready))
 
     def __contains__(self, name: str) -> bool:
         return any(tool.name == name for tool, _ in self._entries)
@@ -67,5 +79,5 @@ def core_catalog() -> ToolCatalog:
     catalog.add(DB_QUERY)
     catalog.add(WEB_SEARCH, lambda ctx: ctx.deps.settings.brave_api_key is not None)
     catalog.add(MANAGE_SETTINGS, settings_offered)
-    catalog.add_source(mcp_tools)
+    catalog.add_source(mcp_tools, mcp_ready)
     return catalog

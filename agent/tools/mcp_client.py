@@ -123,6 +123,30 @@ class McpServers:
                 async with asyncio.timeout(self.start_timeout + 1):
                     await asyncio.gather(*waits)
 
+    async def until_settled(self) -> None:
+        """Wait, at most the start timeout, for the servers still on their first try.
+
+        A turn that starts while servers are connecting (the first message after start,
+        a message replayed after a restart) gets their tools this way. A server that
+        fails or is still starting when the wait ends is left out of the turn, with a
+        log line; one that has connected or failed once is never waited for again."""
+        waiting = [s for s in self._servers.values() if not s.settled.is_set()]
+        if not waiting or self._stopping:
+            return
+        names = ", ".join(s.config.name for s in waiting)
+        log.info(
+            "waiting up to %gs for MCP server(s) still starting: %s", self.start_timeout, names
+        )
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.start_timeout):
+                await asyncio.gather(*(s.settled.wait() for s in waiting))
+        missing = [s for s in waiting if s.state != "connected"]
+        if missing:
+            log.warning(
+                "answering without MCP server(s) %s",
+                ", ".join(f"{s.config.name} ({s.error or s.state})" for s in missing),
+            )
+
     def tools(self) -> list[McpTool]:
         """The tools of the servers connected now (by server, then as the server lists them)."""
         return [t for s in self._servers.values() if s.state == "connected" for t in s.tools]
@@ -169,6 +193,7 @@ class McpServers:
         tasks = [s.task for s in self._servers.values() if s.task is not None]
         for server in self._servers.values():
             server.lost.set()
+            server.settled.set()  # a turn waiting for it goes on
             if server.state != "connected" and server.task is not None:
                 server.task.cancel()  # connecting or waiting to retry: nothing to close
         if tasks:

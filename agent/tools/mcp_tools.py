@@ -240,6 +240,15 @@ MCP_CALL = Tool(
 )
 
 
+async def mcp_ready(ctx: RunContext) -> None:
+    """Before an owner's run picks its tools: the servers still connecting at start-up
+    have connected or failed (at most ``MCP_START_TIMEOUT_SECONDS``). A contact's run
+    gets no MCP tools, so it never waits."""
+    manager = ctx.deps.mcp
+    if manager is not None and ctx.tier == "owner":
+        await manager.until_settled()
+
+
 def mcp_tools(ctx: RunContext) -> list[Tool[Any]]:
     """The MCP tools this run gets: none for a contact or without connected servers."""
     manager = ctx.deps.mcp

@@ -1,5 +1,6 @@
 """Running the fake MCP server (tests/fakes/mcp_server.py) for a test: over stdio as a
-child of the manager, or over streamable HTTP as a process on a loopback port."""
+child of the manager, or over streamable HTTP as a process on a loopback port; a
+``Gate`` holds a server's start until the test opens it."""
 
 from __future__ import annotations
 
@@ -17,12 +18,55 @@ from agent.tools.mcp_config import HttpServer, StdioServer
 SERVER_SCRIPT = str(Path(__file__).with_name("mcp_server.py"))
 
 
-def stdio_server(name: str, effects: Path | None = None, extra: int = 0) -> StdioServer:
-    """The fake server's config for the manager to start over stdio."""
+def stdio_server(
+    name: str, effects: Path | None = None, extra: int = 0, gate: Gate | None = None
+) -> StdioServer:
+    """The fake server's config for the manager to start over stdio (held at ``gate``)."""
     args = [SERVER_SCRIPT, "stdio", "--name", name, "--extra", str(extra)]
     if effects is not None:
         args += ["--effects", str(effects)]
+    if gate is not None:
+        args += ["--gate", str(gate.port)]
     return StdioServer(name=name, command=sys.executable, args=tuple(args))
+
+
+class Gate:
+    """A loopback port a fake server started with ``--gate`` reports to before it serves.
+
+    ``reached`` is set when the server is waiting there; ``open()`` lets it go on.
+    Closed unopened, the server goes on too (if it still runs)."""
+
+    def __init__(self) -> None:
+        self.reached = asyncio.Event()
+        self._go = asyncio.Event()
+        self._server: asyncio.Server | None = None
+        self.port = 0
+
+    def open(self) -> None:
+        self._go.set()
+
+    async def _hold(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.readline()
+            self.reached.set()
+            await self._go.wait()
+            writer.write(b"go\n")
+            await writer.drain()
+        except OSError:
+            pass  # the server process is gone
+        finally:
+            writer.close()
+
+    async def __aenter__(self) -> Gate:
+        self._server = await asyncio.start_server(self._hold, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._go.set()
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
 
 
 def free_port() -> int:

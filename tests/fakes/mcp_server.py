@@ -4,7 +4,9 @@ Run it as a process: ``python tests/fakes/mcp_server.py stdio`` or
 ``python tests/fakes/mcp_server.py http --port N``. Options:
 ``--effects FILE`` (``record`` appends one line per call, so a test can count side
 effects), ``--extra N`` (N more filler tools, for the token-budget tests),
-``--name NAME``.
+``--name NAME``, ``--gate PORT`` (before serving, connect to that loopback port, say
+``waiting`` and wait for a line or the end of the connection: a test decides when the
+server is ready, as a slow server would be).
 
 Tools: ``echo``, ``add`` (structured result), ``record``, ``slow`` (sleeps),
 ``fail`` (raises), ``die`` (the process exits mid-call), plus ``tool_0``..``tool_{N-1}``.
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import socket
 from collections.abc import Callable
 from pathlib import Path
 
@@ -77,7 +80,12 @@ def main() -> None:
     parser.add_argument("--name", default="fake")
     parser.add_argument("--effects", type=Path)
     parser.add_argument("--extra", type=int, default=0)
+    parser.add_argument("--gate", type=int)
     args = parser.parse_args()
+    if args.gate is not None:
+        with socket.create_connection(("127.0.0.1", args.gate)) as gate:
+            gate.sendall(b"waiting\n")
+            gate.makefile("rb").readline()
     server = build_server(args.name, args.effects, args.extra)
     if args.transport == "stdio":
         server.run("stdio")

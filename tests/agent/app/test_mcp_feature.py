@@ -1,23 +1,32 @@
 """MCP servers start with the app in the background, show in ``/status`` and
-``/api/status``, and stop with it; a bad file or server never blocks start-up."""
+``/api/status``, and stop with it; a bad file or server never blocks start-up. A turn
+that starts while they connect (the first message, a message replayed after a restart)
+waits for them, at most the start timeout."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import os
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from agent.app.mcp_feature import mcp_feature
 from agent.app.status import status_data, status_text
+from agent.llm.openai_model import OpenAIModel
 from agent.tools.mcp_config import StdioServer
+from tests.agent.llm.llm_kit import OPENAI_KEY
 from tests.agent.tools.test_mcp_client import our_server_processes
-from tests.fakes.chat_app import chat_app
-from tests.fakes.mcp_kit import stdio_server
+from tests.fakes.chat_app import ChatApp, chat_app
+from tests.fakes.mcp_kit import Gate, stdio_server
+from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.scripted import ScriptedModel
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -110,3 +119,144 @@ def test_without_servers_the_sdk_is_not_imported(tmp_path: Path) -> None:
         timeout=60,
     )
     assert done.stdout.strip() == "False", done.stderr
+
+
+class Logged(logging.Handler):
+    """Sets ``seen`` when the MCP client logs a line containing ``text``."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(logging.INFO)
+        self.text = text
+        self.seen = asyncio.Event()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        line = record.getMessage()
+        self.lines.append(line)
+        if self.text in line:
+            self.seen.set()
+
+
+@contextlib.contextmanager
+def logged(text: str) -> Iterator[Logged]:
+    logger = logging.getLogger("agent.tools.mcp_client")
+    handler, level = Logged(text), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+@contextlib.asynccontextmanager
+async def app_with(
+    mongo_server: str, db_name: str, data: Path, api: FakeOpenAI, *servers: StdioServer, **kw: float
+) -> AsyncIterator[ChatApp]:
+    """The app on the OpenAI adapter (pointed at ``api``) with ``servers`` in its file."""
+    config = write_config(data.parent / f"{db_name}-mcp.json", *servers)
+    model = OpenAIModel(OPENAI_KEY, "gpt-test", base_url=api.base_url)
+    try:
+        async with chat_app(
+            mongo_server, db_name, model, data, features=[mcp_feature], mcp_config=config, **kw
+        ) as chat:
+            yield chat
+    finally:
+        await model.aclose()
+
+
+def offered(api: FakeOpenAI, index: int) -> list[str]:
+    return [t["function"]["name"] for t in api.bodies[index].get("tools", [])]
+
+
+async def open_once_waiting(gate: Gate, chat: ChatApp, waiting: Logged) -> None:
+    """Open ``gate`` once the turn waits for the server, or once it is answered
+    without waiting (then the test's assertions say what went wrong)."""
+    answered = asyncio.ensure_future(chat.app.pipeline.join())
+    told = asyncio.ensure_future(waiting.seen.wait())
+    await asyncio.wait([answered, told], return_when=asyncio.FIRST_COMPLETED)
+    gate.open()
+    await answered
+    told.cancel()
+
+
+SPECIAL = 'a < b && c > "d" — <b>bold</b> &amp; 5 > 3'
+
+
+async def test_the_first_message_after_start_waits_for_a_slow_server_and_gets_its_tools(
+    mongo_server: str, tmp_path: Path
+) -> None:
+    async with FakeOpenAI() as api, Gate() as gate:
+        api.reply_tool_calls(("slow__echo", {"text": SPECIAL}))
+        api.reply_text("done")
+        with logged("waiting up to") as waiting:
+            async with app_with(
+                mongo_server,
+                f"t_{uuid.uuid4().hex[:8]}",
+                tmp_path / "data",
+                api,
+                stdio_server("slow", gate=gate),
+                mcp_start_timeout_seconds=60,
+            ) as chat:
+                await chat.chat.say("echo it")  # right after start: the server is held
+                await open_once_waiting(gate, chat, waiting)
+                assert chat.chat.texts() == ["done"]
+        assert "slow__echo" in offered(api, 0)
+        [(_, result)] = api.tool_results(1)
+        # As the server said it: no HTML entities, inside the untrusted block.
+        assert result == {
+            "result": f'<external_content from="MCP slow/echo" trust="untrusted">\n'
+            f"{SPECIAL}\n</external_content>"
+        }
+
+
+async def test_a_message_replayed_after_a_restart_gets_the_tools_of_a_slow_server(
+    mongo_server: str, tmp_path: Path
+) -> None:
+    db_name, data = f"t_{uuid.uuid4().hex[:8]}", tmp_path / "data"
+    async with FakeOpenAI() as api, Gate() as gate:
+        api.reply_text("first answer")
+        async with app_with(mongo_server, db_name, data, api) as chat:
+            assert await chat.ask("echo it") == ["first answer"]
+            db = chat.app.deps.db
+            # What a process killed before storing its answer leaves behind.
+            stale = datetime.now(UTC) - timedelta(hours=1)
+            await db["inbox"].update_many(
+                {}, {"$set": {"status": "processing", "claimed_at": stale}}
+            )
+            await db["messages"].delete_many({})
+            await db["outbox"].delete_many({})
+        api.reply_text("answered with tools")
+        with logged("waiting up to") as waiting:
+            async with app_with(
+                mongo_server,
+                db_name,
+                data,
+                api,
+                stdio_server("slow", gate=gate),
+                mcp_start_timeout_seconds=60,
+            ) as chat:
+                await open_once_waiting(gate, chat, waiting)
+                assert chat.chat.texts() == ["answered with tools"]
+        assert "slow__echo" not in offered(api, 0)
+        assert "slow__echo" in offered(api, 1), offered(api, 1)
+
+
+async def test_a_server_that_never_starts_holds_the_turn_only_until_the_start_timeout(
+    mongo_server: str, tmp_path: Path
+) -> None:
+    async with FakeOpenAI() as api, Gate() as gate:
+        api.reply_text("answered without it")
+        with logged("answering without MCP server(s) stuck") as skipped:
+            async with app_with(
+                mongo_server,
+                f"t_{uuid.uuid4().hex[:8]}",
+                tmp_path / "data",
+                api,
+                stdio_server("stuck", gate=gate),  # never opened
+                mcp_start_timeout_seconds=2,
+            ) as chat:
+                assert await chat.ask("hello") == ["answered without it"]
+                assert skipped.seen.is_set(), skipped.lines
+        assert not any(name.startswith("stuck__") for name in offered(api, 0))
