@@ -9,7 +9,12 @@ The child dies with its owner (``storage.embedded_server``), but closing the sto
 takes it a moment, and meanwhile ``db.lock`` is already free: a new owner started
 right after a crash finds WiredTiger's own lock on ``DATA_DIR/db`` still held. It
 waits for that, bounded by ``RELEASE_TIMEOUT`` and logged, before it starts its own
-server; if the store is never released it fails with one line.
+server; if the store is never released it fails with one line. A child busy in one
+long operation cannot act on the parent-death signal (one regex match holds its
+interpreter lock for as long as it runs), so when the holder is still there after
+``KILL_AFTER`` and is an orphaned Watchkeeper database server, it is ended with
+SIGKILL: the store is journaled, so nothing committed is lost. Any other holder is
+left alone.
 """
 
 from __future__ import annotations
@@ -19,8 +24,10 @@ import contextlib
 import errno
 import fcntl
 import importlib.util
+import itertools
 import logging
 import os
+import signal
 import struct
 import subprocess
 import sys
@@ -42,6 +49,9 @@ STOP_TIMEOUT = 20.0
 RELEASE_TIMEOUT = 15.0
 """How long a new owner waits for an old server (say, of a killed process) to close
 the store."""
+KILL_AFTER = 2.0
+"""How long an orphaned server of ours may take to close the store before it is killed
+(it closes within a fraction of a second unless it is stuck in an operation)."""
 ATTACH_TIMEOUT = 25.0
 """How long a second command waits for the owner to publish its address (the owner
 may be waiting for a release itself)."""
@@ -73,6 +83,33 @@ def store_holder(lock_file: Path) -> int | None:
         return None
     finally:
         os.close(fd)  # also drops the probe's lock
+
+
+def orphaned_server(pid: int, store: Path) -> bool:
+    """Whether ``pid`` is a Watchkeeper database server (``storage.embedded_server``) whose
+    owner is gone: the process that started it (``--parent-pid``) is no longer its parent.
+
+    Asked about the process the kernel names as holding ``store``'s lock, while we hold
+    ``DATA_DIR/db.lock``, so no live owner can be using it. A server started with
+    ``--storage-path`` must name ``store``; a spare's path came on its stdin."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    args = [os.fsdecode(arg) for arg in argv if arg]
+    if "storage.embedded_server" not in args or "--parent-pid" not in args:
+        return False
+    options = dict(itertools.pairwise(args))
+    if "--storage-path" in options:
+        try:
+            named = Path(os.readlink(f"/proc/{pid}/cwd")) / options["--storage-path"]
+        except OSError:
+            return False
+        if named.resolve() != store.resolve():
+            return False
+    parent = stat.rsplit(")", 1)[-1].split()[1]  # after the command name: state, ppid
+    return options["--parent-pid"] != parent
 
 
 def _lock_owner(fd: int) -> int:
@@ -232,10 +269,27 @@ class EmbeddedServer:
     def _wait_for_release(self, deadline: float, waiting_since: float | None) -> float | None:
         """Block until no process holds the store; returns when waiting began, if it did."""
         lock_file = self._store_path / STORE_LOCK
+        killed: int | None = None
         while (holder := store_holder(lock_file)) is not None:
             if waiting_since is None:
                 waiting_since = time.monotonic()
                 self._log_waiting(holder)
+            if (
+                holder
+                and holder != killed
+                and time.monotonic() - waiting_since >= KILL_AFTER
+                and orphaned_server(holder, self._store_path)
+            ):
+                log.warning(
+                    "the previous database server (pid %d) still holds %s %.0f s after its "
+                    "owner died, busy in an operation; ending it",
+                    holder,
+                    self._store_path,
+                    time.monotonic() - waiting_since,
+                )
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(holder, signal.SIGKILL)
+                killed = holder
             if time.monotonic() >= deadline:
                 raise self._not_released(holder)
             time.sleep(POLL)

@@ -85,6 +85,7 @@ async def test_a_store_never_released_is_one_line_after_a_bounded_wait(
         with pytest.raises(EmbeddedUnavailable) as info:
             await server.start()
         assert time.monotonic() - began < 5
+        assert holder.poll() is None, "a holder that is not our database server was killed"
     message = str(info.value)
     assert "\n" not in message
     assert str(data_dir / "db") in message and f"pid {holder.pid}" in message
@@ -172,3 +173,93 @@ async def test_a_storm_of_stop_signals_stops_the_server_cleanly(tmp_path: Path) 
     finally:
         await server.stop()
     assert "Traceback" not in await asyncio.to_thread((tmp_path / "data" / "db.log").read_text)
+
+
+BUSY_OWNER = """
+import asyncio, sys, threading
+from pathlib import Path
+from pymongo import MongoClient
+from storage.embedded import EmbeddedServer
+
+async def main():
+    server = EmbeddedServer(Path(sys.argv[1]))
+    client = MongoClient(await server.start(), directConnection=True)
+    client.w.ai_t.insert_one({"_id": 1, "s": "a" * 256_000})
+
+    def quadratic():  # straight to the server, past the sandbox: hours on this value
+        client.w.ai_t.find_one({"s": {"$regex": "[a-z]+[0-9]"}})
+
+    threading.Thread(target=quadratic, daemon=True).start()
+    print(server.pid, flush=True)
+    await asyncio.sleep(600)
+
+asyncio.run(main())
+"""
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def _busy_owner(data_dir: Path) -> tuple[subprocess.Popen[str], int]:
+    """An owner process and its database server, once the match has had a second of the
+    server's CPU."""
+    owner = subprocess.Popen(
+        [sys.executable, "-c", BUSY_OWNER, str(data_dir)],
+        stdout=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+    child = 0
+    try:
+        assert owner.stdout is not None
+        child = int(owner.stdout.readline())  # bounded by the per-test timeout
+        idle = _cpu_seconds(child)
+        while _cpu_seconds(child) < idle + 1.0:
+            time.sleep(0.05)
+    except BaseException:
+        owner.kill()
+        if child:  # busy for hours otherwise
+            os.kill(child, signal.SIGKILL)
+        raise
+    return owner, child
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+async def test_a_restart_after_kill_9_ends_a_server_stuck_in_a_match(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 28: the owner killed with SIGKILL while its database matched a quadratic
+    regex on a 256,000-character value; the server could not act on its parent-death
+    signal, and the restart gave up after 15 s. Now the restart ends it and starts."""
+    from pymongo import AsyncMongoClient
+
+    from tests.agent.cli.procs import gone, wait_gone
+
+    data_dir = tmp_path / "data"
+    owner, child = await asyncio.to_thread(_busy_owner, data_dir)
+    try:
+        owner.kill()
+        owner.wait(5)
+        server = EmbeddedServer(data_dir)
+        with caplog.at_level(logging.INFO, "storage.embedded"):
+            uri = await server.start()
+        try:
+            assert server.owner
+            ended = [r.getMessage() for r in caplog.records if "ending it" in r.getMessage()]
+            assert len(ended) == 1 and f"pid {child}" in ended[0], caplog.text
+            assert await asyncio.to_thread(wait_gone, child, 10.0) is not None
+            client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(
+                uri, directConnection=True
+            )
+            try:  # the store is journaled: what was committed is still there
+                stored = await client.w.ai_t.find_one({"_id": 1})
+            finally:
+                await client.close()
+            assert stored is not None and stored["s"] == "a" * 256_000
+        finally:
+            await server.stop()
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+        if not gone(child):
+            os.kill(child, signal.SIGKILL)
