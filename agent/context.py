@@ -52,7 +52,8 @@ class McpManager(Protocol):
         ...
 
     async def call(self, server: str, tool: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """``{"content": text}``, ``{"structured": value}`` or ``{"error": text}``."""
+        """``{"content": text}``, ``{"structured": value}``, ``{"tool_error": text}`` (the
+        failure the server reported, its words) or ``{"error": text}`` (ours)."""
         ...
 
 

@@ -59,6 +59,9 @@ class _Server:
         self.log_dir = log_dir
         self.state: ServerState = "starting"
         self.error: str | None = None
+        """What went wrong, in our words (the model may read it)."""
+        self.stderr = ""
+        """The end of what a stdio server wrote before it failed to start (its words)."""
         self.tools: list[McpTool] = []
         self.session: ClientSession | None = None
         self.lost = asyncio.Event()
@@ -72,7 +75,10 @@ class _Server:
         transport: Literal["stdio", "http"] = (
             "stdio" if isinstance(self.config, StdioServer) else "http"
         )
-        return ServerStatus(self.config.name, transport, self.state, self.error, len(self.tools))
+        error = self.error
+        if error and self.stderr:
+            error += f"; its stderr ends: {self.stderr}"
+        return ServerStatus(self.config.name, transport, self.state, error, len(self.tools))
 
 
 class McpServers:
@@ -166,15 +172,16 @@ class McpServers:
         timeout: float | None = None,  # noqa: ASYNC109
     ) -> dict[str, Any]:
         """``{"content": "<the text parts>"}`` (``"structured"`` instead when the server
-        sent only structured content) or ``{"error": "..."}``: unknown server or tool, not
-        connected, the tool's own error, timeout, the server dying mid-call."""
+        sent only structured content), ``{"tool_error": "..."}`` with the failure the
+        server reported (its words), or our own ``{"error": "..."}``: unknown server or
+        tool, not connected, timeout, the server dying mid-call."""
         entry = self._servers.get(server)
         if entry is None:
             known = ", ".join(self._servers) or "none"
             return {"error": f"no MCP server named {server!r} (configured: {known})"}
         session = entry.session
         if session is None or entry.state != "connected":
-            why = f": {entry.error}" if entry.error else ""
+            why = f": {entry.error}" if entry.error else ""  # ours; its stderr is not
             return {"error": f"MCP server {server!r} is not connected ({entry.state}{why})"}
         if not any(t.name == tool for t in entry.tools):
             return {"error": f"MCP server {server!r} has no tool {tool!r}"}
@@ -223,7 +230,7 @@ class McpServers:
                 raise
             except Exception as exc:
                 server.error = describe(exc)
-                log.warning("MCP server %s: %s", server.config.name, server.error)
+                log.warning("MCP server %s: %s", server.config.name, server.status().error)
             server.session, server.tools = None, []
             server.settled.set()
             if self._stopping:
@@ -246,6 +253,7 @@ class McpServers:
         start = stderr.tell() if stderr is not None else 0
         too_slow = f"did not start within {self.start_timeout:g} seconds"
         timed_out = False
+        server.stderr = ""
 
         def expire() -> None:  # reported at once; the process may take a while to end
             nonlocal timed_out
@@ -273,17 +281,17 @@ class McpServers:
                         await self._watch(server, session)
                 finally:
                     timer.cancel()
-        except Exception as exc:
-            tail = _tail(stderr, start)
-            if server.connected_at is None and tail:
-                raise RuntimeError(f"{describe(exc)}; its stderr ends: {tail}") from exc
+        except Exception:
+            if server.connected_at is None:
+                server.stderr = _tail(stderr, start)
             raise
         finally:
             tail = _tail(stderr, start)
             if stderr is not None:
                 stderr.close()
         if timed_out:
-            raise TimeoutError(too_slow + (f"; its stderr ends: {tail}" if tail else ""))
+            server.stderr = tail
+            raise TimeoutError(too_slow)
         if not self._stopping:
             raise ConnectionError("the connection was lost")
 

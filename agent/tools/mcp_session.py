@@ -86,7 +86,10 @@ async def alive(session: ClientSession, timeout: float) -> bool:  # noqa: ASYNC1
 async def call(
     session: ClientSession, server: str, tool: str, arguments: Mapping[str, Any], limit: float
 ) -> tuple[dict[str, Any], bool]:
-    """The tool's answer for the model, and whether the connection was lost."""
+    """The tool's answer for the model, and whether the connection was lost.
+
+    ``{"tool_error": ...}`` holds what the server said went wrong (its words);
+    ``{"error": ...}`` what we saw go wrong (a timeout, the connection lost)."""
     slow = {"error": f"{server}__{tool} did not answer within {limit:g} seconds"}
     try:
         with anyio.fail_after(limit + 1):
@@ -96,7 +99,7 @@ async def call(
             return {"error": f"MCP server {server!r} stopped during the call to {tool!r}"}, True
         if exc.code == REQUEST_TIMEOUT:
             return slow, False
-        return {"error": f"{server}__{tool} failed: {exc.message}"}, False
+        return {"tool_error": exc.message or f"error {exc.code}"}, False
     except TimeoutError:
         return slow, False
     except Exception as exc:  # a transport failure must not escape to the model loop
@@ -114,7 +117,7 @@ def _result(result: CallToolResult) -> dict[str, Any]:
             parts.append(f"[{block.type}{' ' + mime if mime else ''} omitted]")
     text = "\n".join(parts)
     if result.is_error:
-        return {"error": text or "the tool reported an error"}
+        return {"tool_error": text or "the tool reported an error"}
     if not text and result.structured_content is not None:
         return {"structured": result.structured_content}
     return {"content": text}

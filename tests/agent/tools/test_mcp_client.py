@@ -75,8 +75,9 @@ async def test_both_transports_list_and_call_and_stop_leaves_no_process(tmp_path
                 "content": "recorded (1 in all)"
             }
             assert effects.read_text().splitlines() == ["one"]
+            # The tool's own failure is the server's words, kept apart from ours.
             failed = await servers.call("web", "fail", {"message": "disk full"})
-            assert "disk full" in failed["error"]
+            assert set(failed) == {"tool_error"} and "disk full" in failed["tool_error"]
             assert "no tool 'nope'" in (await servers.call("web", "nope", {}))["error"]
             assert "no MCP server named 'x'" in (await servers.call("x", "echo", {}))["error"]
             assert our_server_processes()
@@ -115,6 +116,12 @@ async def test_a_server_that_fails_to_start_is_reported_and_does_not_block(
         assert {t.server for t in servers.tools()} == {"local"}
         answer = await servers.call("missing", "echo", {})
         assert "'missing' is not connected (failed: command not found" in answer["error"]
+        # What a server wrote to stderr is its words: shown in the status, never in
+        # an error of ours the model reads.
+        refused = await servers.call("crashes", "echo", {})
+        assert refused == {
+            "error": "MCP server 'crashes' is not connected (failed: Connection closed)"
+        }
     finally:
         await servers.stop()
     assert our_server_processes() == []

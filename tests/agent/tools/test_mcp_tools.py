@@ -119,7 +119,7 @@ async def test_past_the_budget_the_model_finds_then_calls(
     assert "no MCP server named 'nowhere'" in unknown["error"]
 
 
-async def test_a_slow_tool_times_out_and_a_failing_tool_is_an_error(
+async def test_a_timeout_is_our_plain_error_and_a_failing_tool_is_the_servers_words(
     servers: McpServers, db: AsyncDatabase[dict[str, Any]]
 ) -> None:
     model = ScriptedModel(lambda r: "")
@@ -129,8 +129,11 @@ async def test_a_slow_tool_times_out_and_a_failing_tool_is_an_error(
     deps = make_deps(db, servers, budget=100_000)
     reply = await Agent(model, core_catalog()).respond("slow", owner_ctx(deps))
     slow, failed = results(model.requests[-1])
-    assert set(slow) == {"error"} and "did not answer within 5 seconds" in slow["error"]
-    assert set(failed) == {"error"} and "boom" in failed["error"]
+    assert slow == {"error": "web__slow did not answer within 5 seconds"}  # ours: plain
+    assert failed == {
+        "error": 'MCP files/fail failed: <external_content from="MCP files/fail" '
+        'trust="untrusted">\nError executing tool fail: boom\n</external_content>'
+    }
     assert reply.text == "ok"
 
 
@@ -192,8 +195,8 @@ async def test_a_server_that_dies_mid_call_is_an_error_not_a_crash(
     async with running(stdio_server("doomed"), call_timeout=10) as manager:
         deps = make_deps(db, manager, budget=100_000)
         reply = await Agent(model, core_catalog()).respond("die", owner_ctx(deps))
-        died = last_result(model)
-        assert set(died) == {"error"} and "doomed" in died["error"], died
+        died = last_result(model)  # ours, plain: not marked as the server's words
+        assert died == {"error": "MCP server 'doomed' stopped during the call to 'die'"}
         assert reply.text == "it died"
         async with asyncio.timeout(30):  # restarted with backoff; its tools come back
             while manager.connected() != ["doomed"]:  # noqa: ASYNC110 (no event to wait on)
