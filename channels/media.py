@@ -3,8 +3,9 @@
 1. The pipeline stores each item in the inbox row as ``pending`` (with ``source``,
    how the channel fetches it) before the transport is acknowledged; nothing is
    downloaded yet, so a crash loses nothing.
-2. ``MediaFetcher`` runs once the sender's trust tier is known to be owner or
-   contact (the dispatcher calls it): a stranger's media is never downloaded.
+2. ``MediaFetcher`` runs only for a message the model is about to read, as the
+   agent builds its turn (``agent.conversation.media_turn``): a stranger's media, or
+   a directive's, is never downloaded.
 3. Announced size and duration are checked before any download; the bytes are
    counted while downloading and reading stops past ``max_bytes``. Either way the
    item ends ``too_large`` with a polite note for the model.
@@ -17,14 +18,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from bson import ObjectId
 from pymongo.asynchronous.database import AsyncDatabase
 
 from channels.media_fetch import MediaRefused, MediaSource, MediaTooLarge
-from channels.types import Channel, InboundMessage, MediaItem
+from channels.types import Channel, MediaItem
 from storage import collections as c
 from storage.media import MediaStore
 
@@ -97,30 +97,6 @@ class MediaFetcher:
         self._store = store
         self._channels = channels
         self._caps = caps
-
-    async def __call__(self, message: InboundMessage) -> InboundMessage:
-        """Fetch what is pending for ``message`` (and the rest of its burst); the message
-        comes back with a note in its text for each item the model cannot have."""
-        if not message.has_media:
-            return message  # the pipeline saw no media in its stored row(s)
-        if message.inbox_id is None or not ObjectId.is_valid(message.inbox_id):
-            return message  # not a stored message (a run, a test's own id)
-        lead = await self._inbox.find_one(
-            {"_id": ObjectId(message.inbox_id)}, projection={"burst_ids": 1}
-        )
-        if lead is None:
-            return message
-        ids = lead.get("burst_ids") or [lead["_id"]]
-        found = self._inbox.find({"_id": {"$in": ids}, "media": {"$exists": True}})
-        docs = {d["_id"]: d async for d in found}
-        notes: list[str] = []
-        for inbox_id in ids:
-            doc = docs.get(inbox_id)
-            if doc is not None and doc.get("media"):
-                notes += await self.fetch_doc(doc)
-        if not notes:
-            return message
-        return replace(message, text="\n".join([message.text, *notes]))
 
     async def fetch_doc(self, doc: Doc) -> list[str]:
         """Fetch every pending item of one inbox row; the notes of those not stored."""

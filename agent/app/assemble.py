@@ -74,13 +74,13 @@ async def assemble(
     late.push_async_callback(deps.usage.close)  # counts written before the DB closes
     note(f"model: {model.name}")
     catalog = core_catalog()
-    agent = Agent(model, catalog)
+    caps = MediaCaps(settings.media_max_bytes, settings.media_max_audio_seconds)
+    media = MediaFetcher(database.db, MediaStore(database.db), channels, caps)
+    agent = Agent(model, catalog, media=media)
     dispatcher = Dispatcher(deps=deps, agent=agent)
     # Paired owners known before the dispatcher handles a message from one.
     dispatcher.pairing = Pairing(PairingStore(database.db, clock), settings)
     await dispatcher.pairing.refresh()
-    caps = MediaCaps(settings.media_max_bytes, settings.media_max_audio_seconds)
-    dispatcher.media = MediaFetcher(database.db, MediaStore(database.db), channels, caps)
     app = App(
         settings, database, deps, agent, dispatcher, outbox, pipeline, catalog, channels, clock
     )

@@ -18,7 +18,7 @@ from bson import ObjectId
 from agent.context import RunContext
 from agent.conversation.history import fit_history, message_tokens
 from agent.conversation.loop import MAX_TURNS, LoopResult, run_loop
-from agent.conversation.media_turn import user_turn
+from agent.conversation.media_turn import MediaFetch, user_turn
 from agent.conversation.prompt import PromptSection, build_system_prompt
 from agent.llm.base import ModelClient, ModelError
 from agent.llm.types import MessagesAdapter, ModelMessage, TextPart, Usage, without_media
@@ -87,11 +87,15 @@ class Agent:
         catalog: ToolCatalog,
         sections: Sequence[PromptSection] = (),
         max_turns: int = MAX_TURNS,
+        *,
+        media: MediaFetch | None = None,
     ) -> None:
         self.model = model
         self.catalog = catalog
         self.sections = list(sections)
         self.max_turns = max_turns
+        self.media = media
+        """Fetches a message's pending photos and voice notes as its turn is built."""
 
     async def respond(self, text: str, ctx: RunContext, *, isolated: bool = False) -> AgentReply:
         """Answer ``text`` in the conversation named by ``ctx.conversation_key``.
@@ -123,7 +127,7 @@ class Agent:
         # their text fallback (``without_media``), never the bytes.
         # Meanwhile, tools still on their way (MCP servers connecting at start-up).
         incoming, _ = await asyncio.gather(
-            user_turn(text, ctx, self.model), self.catalog.until_ready(ctx)
+            user_turn(text, ctx, self.model, self.media), self.catalog.until_ready(ctx)
         )
         toolset = self.catalog.for_context(ctx)
         if not instruction.memory_enabled:

@@ -69,9 +69,6 @@ class Dispatcher:
         field(default_factory=list)
     )
     """Tried before the agent (alert directives); the first non-None answer wins."""
-    media: Callable[[InboundMessage], Awaitable[InboundMessage]] | None = None
-    """Fetches the photos and voice notes of a message from an owner or a contact (never
-    a stranger's); the message comes back with a note for each one not stored."""
     pairing: Pairing | None = None
     """Telegram pairing while no owner is known; it also keeps paired owners current."""
 
@@ -142,9 +139,7 @@ class Dispatcher:
                     return replies
         if tier == "contact" and await self._too_fast(message):
             return await self._slow_down(message, ctx)
-        if self.media is not None:  # only for a message the model will read
-            message = await self.media(message)
-        text = message.text
+        text = message.text  # its photos and voice notes are fetched as its turn is built
         if tier == "contact":
             text = mark_untrusted(text, message.sender_id, message.sender_name)
         reply = await self.agent.respond(text, ctx)

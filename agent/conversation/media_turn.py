@@ -14,6 +14,11 @@ audio and is transcribed only if the fallback is used. What history stores is
 
 A contact's media sits inside its ``third_party_message`` block, like its text, and
 its transcript is defused the same way (it cannot close the block).
+
+Items still pending (announced, not yet downloaded) are fetched here first
+(``fetch_pending``): every exchange that reaches the model builds its turn here, so a
+plain message and a reply about an alert alike get their media, and nothing that
+never reaches the model (a stranger, a command, a directive) downloads any.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import asyncio
 import functools
 import logging
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from bson import ObjectId
 
@@ -46,28 +51,70 @@ Item = tuple[ObjectId, int, Doc]
 """An inbox row's id, the item's index in its ``media`` list, and the item."""
 
 
-async def stored_media(ctx: RunContext) -> list[Item]:
-    """The stored media of the exchange's message, or of every message of its burst."""
+class MediaFetch(Protocol):
+    """Downloads and stores the pending media of one inbox row (``channels.media``'s
+    ``MediaFetcher``); returns a note for each item the model cannot have."""
+
+    async def fetch_doc(self, doc: Doc) -> list[str]: ...
+
+
+async def _rows(ctx: RunContext, fields: Doc) -> list[Doc]:
+    """The inbox rows of the exchange's message, or of every message of its burst."""
     if not ctx.has_media or ctx.inbox_id is None or not ObjectId.is_valid(ctx.inbox_id):
         return []
     inbox = ctx.deps.db[c.INBOX]
-    lead = await inbox.find_one({"_id": ObjectId(ctx.inbox_id)}, {"media": 1, "burst_ids": 1})
+    lead = await inbox.find_one({"_id": ObjectId(ctx.inbox_id)}, {**fields, "burst_ids": 1})
     if lead is None:
         return []
     ids: list[ObjectId] = lead.get("burst_ids") or [lead["_id"]]
     docs = {lead["_id"]: lead}
     if len(ids) > 1:
-        docs |= {d["_id"]: d async for d in inbox.find({"_id": {"$in": ids}}, {"media": 1})}
+        docs |= {d["_id"]: d async for d in inbox.find({"_id": {"$in": ids}}, fields)}
+    return [docs[inbox_id] for inbox_id in ids if inbox_id in docs]
+
+
+async def fetch_pending(ctx: RunContext, fetch: MediaFetch) -> list[str]:
+    """Fetch what the exchange's message (or burst) still has pending: the media of a
+    message the model is about to read, and only then (never a stranger's, never for
+    a directive). The notes of the items not stored."""
+    rows = await _rows(ctx, {"media": 1, "channel": 1, "external_id": 1})
+    notes: list[str] = []
+    for row in rows:
+        if row.get("media"):
+            notes += await fetch.fetch_doc(row)
+    return notes
+
+
+async def stored_media(ctx: RunContext) -> list[Item]:
+    """The stored media of the exchange's message, or of every message of its burst."""
     return [
-        (inbox_id, index, item)
-        for inbox_id in ids
-        for index, item in enumerate(docs.get(inbox_id, {}).get("media") or [])
+        (row["_id"], index, item)
+        for row in await _rows(ctx, {"media": 1})
+        for index, item in enumerate(row.get("media") or [])
         if isinstance(item, dict) and item.get("status") == "stored" and item.get("file_id")
     ]
 
 
-async def user_turn(text: str, ctx: RunContext, model: ModelClient) -> ModelMessage:
-    """The user's message for this exchange: ``text`` and its media as parts."""
+def with_notes(text: str, notes: Sequence[str], *, contact: bool) -> str:
+    """``text`` with a line per note; inside a contact's block, defused like its text."""
+    if not notes:
+        return text
+    closing = _closing_tag()
+    if contact and text.endswith(closing):
+        body = text[: -len(closing)].rstrip("\n")
+        return "\n".join([body, *(_defused(note) for note in notes), closing])
+    return "\n".join([text, *notes])
+
+
+async def user_turn(
+    text: str, ctx: RunContext, model: ModelClient, fetch: MediaFetch | None = None
+) -> ModelMessage:
+    """The user's message for this exchange: ``text`` and its media as parts. With
+    ``fetch``, what is still pending is fetched first: every exchange that reaches the
+    model comes through here, whichever way it came (a plain message, a reply about
+    an alert)."""
+    if fetch is not None:
+        text = with_notes(text, await fetch_pending(ctx, fetch), contact=ctx.tier == "contact")
     items = await stored_media(ctx)
     if not items:
         return user_message(text)

@@ -3,7 +3,7 @@ fetcher), outbox and agent (scripted model) on a real database, for any channels
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -15,17 +15,18 @@ from agent.config import Settings
 from agent.context import AgentDeps
 from agent.conversation.agent import Agent
 from agent.conversation.dispatch import Dispatcher, TierResolver
+from agent.conversation.media_turn import MediaFetch
 from agent.llm.base import ModelClient
 from agent.tools.catalog import core_catalog
 from channels.media import MediaCaps, MediaFetcher
 from channels.outbox import Outbox
 from channels.pipeline import Pipeline
-from channels.types import Channel, InboundMessage
+from channels.types import Channel
 from storage.media import MediaStore
 
 Doc = dict[str, Any]
 Db = AsyncDatabase[Doc]
-Hook = Callable[[InboundMessage], Awaitable[InboundMessage]]
+Hook = Callable[[MediaFetch], MediaFetch]
 
 
 class Killed(BaseException):
@@ -56,25 +57,28 @@ async def media_stack(
     *,
     caps: MediaCaps | None = None,
     store: MediaStore | None = None,
-    hook: Callable[[Hook], Hook] = lambda fetch: fetch,
+    hook: Hook = lambda fetch: fetch,
     resolvers: Mapping[str, TierResolver] | None = None,
 ) -> MediaStack:
     deps = AgentDeps(settings=settings, db=db, clock=utcnow)
     outbox = Outbox(db, dict(channels), utcnow, delays=(0.01, 0.01), poll_seconds=0.02)
-    dispatcher = Dispatcher(deps, Agent(model, core_catalog()))
-    dispatcher.resolvers.update(resolvers or {})
     fetcher = MediaFetcher(db, store or MediaStore(db), channels, caps or MediaCaps())
-    dispatcher.media = hook(fetcher)
+    dispatcher = Dispatcher(deps, Agent(model, core_catalog(), media=hook(fetcher)))
+    dispatcher.resolvers.update(resolvers or {})
     pipeline = Pipeline(db, dispatcher.handle, outbox, channels, utcnow)
     await outbox.start()
     return MediaStack(pipeline, outbox, dispatcher, fetcher)
 
 
-def crash_before_fetch(_fetch: Hook) -> Hook:
-    async def killed(message: InboundMessage) -> InboundMessage:
+class CrashBeforeFetch:
+    """A fetcher that dies before it downloads anything."""
+
+    async def fetch_doc(self, doc: Doc) -> list[str]:
         raise Killed("between the inbox write and the download")
 
-    return killed
+
+def crash_before_fetch(_fetch: MediaFetch) -> MediaFetch:
+    return CrashBeforeFetch()
 
 
 class CrashAfterPut(MediaStore):
