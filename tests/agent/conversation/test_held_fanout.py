@@ -170,6 +170,45 @@ async def test_a_confirmation_replayed_after_a_crash_half_way_sends_each_once(
         assert Counter(s.fields["To"] for s in h.twilio.sent) == Counter(NUMBERS[:6])
 
 
+async def test_an_exchange_replayed_after_a_crash_asks_once_and_holds_each_once(
+    mongo_server: str,
+) -> None:
+    async with _app(mongo_server) as h:
+        calls = _sends("sms", NUMBERS[:5], ["Closed today."] * 5)
+        attempts: list[int] = []
+
+        def respond(request: Request) -> Any:
+            if request.messages[-1].role != "tool":
+                attempts.append(1)
+                return calls
+            if len(attempts) == 1:
+                raise Killed("after the sends were held, before the answer was stored")
+            return "I asked you first."
+
+        h.model.responder = respond
+        ctx = owner_ctx(h.app.deps, channel="telegram", chat_id=str(OWNER_TG),
+                        sender=str(OWNER_TG), conversation_key=f"telegram:{OWNER_TG}",
+                        run_id="exchange-1")  # fmt: skip
+        try:
+            await h.app.agent.respond("tell them", ctx)
+        except Killed:
+            pass
+        else:
+            raise AssertionError("the first attempt was to die")
+        assert len(_asks(h)) == 1  # asked as the loop ended, even by a crash
+        reply = await h.app.agent.respond("tell them", dataclasses.replace(ctx, replay=True))
+        assert reply.text == "I asked you first." and len(attempts) == 2
+        [ask] = _asks(h)  # the replay's question is the same one
+        code = re.findall(r"'send (\d{4})'", ask)[0]
+        assert {r["code"] for r in _results(h)} == {code}
+        [group] = [g async for g in h.app.deps.db["settings"].find({"_id": f"held_send:{code}"})]
+        assert len(group["sends"]) == 5
+
+        await h.chat.say(f"send {code}")
+        await h.settle()
+        assert Counter(s.fields["To"] for s in h.twilio.sent) == Counter(NUMBERS[:5])
+
+
 class Killed(BaseException):
     """The process dies here: nothing of ours catches it, as with a real crash."""
 
