@@ -36,10 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from storage.embedded_catalog import read_catalogue_once_per_write
-from storage.embedded_geo import defer_geo
 from storage.heap import freeze_heap
-from storage.no_tls import without_openssl
 
 BUSY_EXIT = 75  # EX_TEMPFAIL
 PR_SET_PDEATHSIG = 1
@@ -49,6 +46,8 @@ PIPELINE_DOCS = 200_000
 heap capped (``--memory-mb``)."""
 FREEZE_AFTER = 2.0
 """Seconds after start before the heap is frozen (``storage.heap``)."""
+KNOCK_EVERY = 0.05
+"""Seconds between the connections that wake the accept thread at stop."""
 
 log = logging.getLogger("watchkeeper-db")
 
@@ -101,16 +100,28 @@ def _is_busy(exc: BaseException) -> bool:
     return os.strerror(errno.EBUSY) in str(exc)
 
 
-def _wake_accept(server: Any) -> None:
-    """Wake the accept thread so ``stop`` need not wait out its 2 s join.
+def _stop_server(server: Any) -> None:
+    """``server.stop()``, without waiting out the 2 s its accept thread may take.
 
-    Closing a listening socket does not interrupt an ``accept`` blocked on it
-    (Linux); shutting it down does. Best effort: without it ``stop`` is slower only.
+    ``stop`` closes the listening socket and joins the accept thread, but closing a
+    socket does not interrupt an ``accept`` blocked on it (Linux), so the join would
+    time out. A connection to the server's own address is what wakes an ``accept``:
+    one is made every ``KNOCK_EVERY`` seconds until ``stop`` returns; the thread then
+    sees it is stopping and exits. Best effort: without it ``stop`` is slower only.
     """
-    sock = getattr(server, "_socket", None)
-    if isinstance(sock, socket.socket):
-        with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)
+    address = server.address
+    stopped = threading.Event()
+
+    def knock() -> None:
+        while not stopped.wait(KNOCK_EVERY):
+            with contextlib.suppress(OSError):
+                socket.create_connection(address, timeout=KNOCK_EVERY).close()
+
+    threading.Thread(target=knock, name="wake-accept", daemon=True).start()
+    try:
+        server.stop()
+    finally:
+        stopped.set()
 
 
 def _unpublish(uri_file: Path, uri: str) -> None:
@@ -189,11 +200,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.spare or args.memory_mb > 0:  # read as SecantusDB loads (a spare's is 1024)
         os.environ.setdefault("SECANTUS_MAX_PIPELINE_DOCS", str(PIPELINE_DOCS))
-    openssl_kept = not without_openssl()
-    defer_geo()  # Shapely and NumPy only if a geo query ever comes
     from secantus import SecantusDBServer
-
-    read_catalogue_once_per_write()
 
     if args.spare:  # loaded while the owner read its settings; now told which store
         options = _await_assignment(stop)
@@ -207,8 +214,6 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     for noisy in ("secantus",):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    if openssl_kept:
-        log.info("OpenSSL was loaded before the server: it stays (storage.no_tls)")
     _limit_memory(args.memory_mb)
 
     try:
@@ -244,8 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         pass
     started = time.monotonic()
     _unpublish(uri_file, uri)
-    _wake_accept(server)
-    server.stop()
+    _stop_server(server)
     log.info("stopped in %.2f s", time.monotonic() - started)
     return 0
 

@@ -20,7 +20,6 @@ from pymongo.asynchronous.database import AsyncDatabase
 from agent.cli.lean import prepare_interpreter
 from agent.config import Settings
 from agent.context import AgentDeps
-from storage.embedded_catalog import read_catalogue_once_per_write
 from storage.indexes import ensure_indexes
 from tests.offline import OfflineLoop, block_the_internet
 
@@ -31,8 +30,6 @@ def pytest_configure(config: pytest.Config) -> None:
     assert "openai" not in sys.modules, "conftest's imports must not load the OpenAI SDK"
     prepare_interpreter()  # as `watchkeeper` does: the SDKs as the app runs them
     block_the_internet()
-    # Every SecantusDB server a test starts in this process runs as the embedded one does.
-    read_catalogue_once_per_write()
     for name in list(os.environ):
         # The developer's own keys and settings must never leak into a test.
         if name.split("_")[0] in {
