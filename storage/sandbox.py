@@ -4,7 +4,8 @@ Everything the model sends is checked before it reaches MongoDB: a fixed list of
 operations, writes only to model-writable collections, no server-side JavaScript,
 no other databases, no admin stages (``sandbox_rules``); regular expressions that
 cannot backtrack for ever (``sandbox_patterns``); no expression that grows a value
-without bound (``sandbox_growth``); numbers, nesting and stage counts within range
+without bound (``sandbox_growth``), and no write that leaves a value longer than one
+answer can show (``sandbox_strings``); numbers, nesting and stage counts within range
 (``sandbox_limits``). The same checks run whatever the server is.
 
 Every answer is bounded: rows and characters (``sandbox_read`` stops reading the
@@ -55,6 +56,12 @@ from storage.sandbox_rules import (
     check_writable,
     output_target,
     scan,
+)
+from storage.sandbox_strings import (
+    builds,
+    check_built_sizes,
+    check_untried_building,
+    check_written_strings,
 )
 
 __all__ = [
@@ -132,10 +139,20 @@ def check_request(op: DbOperation, db_name: str) -> None:
         check_regexes(value, name)
     for name in EXPRESSIONS:
         check_growth(values[name], name)
+    writes_output = op.operation == "aggregate" and _writes(op.pipeline)
+    for name in ("data", "update", *(("pipeline",) if writes_output else ())):
+        check_written_strings(values[name], name)
+    check_untried_building(op.update, bool(op.upsert), op.pipeline if writes_output else None)
     check_stage_count(op.pipeline, "pipeline")
     check_stage_count(op.update if isinstance(op.update, list) else None, "update")
     if op.pipeline is not None:
         check_pipeline(op.pipeline, db_name)
+
+
+def _writes(pipeline: list[Doc] | None) -> bool:
+    """The pipeline ends in ``$out`` or ``$merge``."""
+    last = pipeline[-1] if pipeline else None
+    return isinstance(last, dict) and bool(last.keys() & OUTPUT_STAGES)
 
 
 def _check_operation(op: DbOperation) -> None:
@@ -220,6 +237,8 @@ async def _aggregate(db: AsyncDatabase[Doc], op: DbOperation) -> Doc:
     writes = last in OUTPUT_STAGES
     if not writes:
         pipeline = [*pipeline, {"$limit": MAX_ROWS + 1}]
+    elif builds(pipeline[:-1]):
+        await check_built_sizes(db, op.collection, pipeline[:-1], f"this {last}", COMMENT)
     cursor = await raw_collection(db, op.collection).aggregate(
         pipeline, batchSize=BATCH_SIZE, comment=COMMENT
     )
@@ -278,6 +297,9 @@ async def _update(db: AsyncDatabase[Doc], op: DbOperation) -> Doc:
     method = coll.update_one if op.operation == "updateOne" else coll.update_many
     update = _update_spec(op)
     query = _convert(op.filter or {}, "filter")
+    if isinstance(update, list) and builds(update):
+        stages = [{"$match": query}, *update]
+        await check_built_sizes(db, op.collection, stages, "this update", COMMENT)
 
     async def send() -> Any:
         with pymongo.timeout(MAX_TIME_MS / 1000):
