@@ -8,11 +8,16 @@ One collection, ``pairing``, protected from ``db_query`` writes:
 - ``busy:<user id>``: "too many pending requests" was said to this user (``expires_at``);
 - ``owner:<user id>``: a paired owner, kept until removed by hand.
 
+Names come in two kinds, never mixed up: a Telegram ``handle`` (the username field:
+shown as ``@handle``) and a display ``name`` (anybody can call themselves "@realowner":
+shown quoted, as ``name='@realowner'``).
+
 No document holds what anybody wrote.
 """
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +35,7 @@ CODE_TTL = timedelta(minutes=10)
 MAX_PENDING = 3
 SHOW_EVERY = timedelta(minutes=1)
 """At most one pairing message per person per minute; more messages get silence."""
+_NOT_HANDLE = re.compile(r"[^A-Za-z0-9_]")
 
 
 @dataclass(frozen=True)
@@ -39,9 +45,10 @@ class PendingCode:
     chat_id: str
     name: str
     expires_at: datetime
+    handle: str = ""
 
     def who(self) -> str:
-        return who(self.user_id, self.name)
+        return who(self.user_id, self.name, self.handle)
 
     def command(self) -> str:
         """The line the log and ``doctor`` show for this request."""
@@ -54,9 +61,14 @@ class PairedOwner:
     name: str
     chat_id: str
     paired_at: datetime
+    handle: str = ""
 
     def who(self) -> str:
-        return who(self.user_id, self.name)
+        return who(self.user_id, self.name, self.handle)
+
+    def label(self) -> str:
+        """``@handle``, else the quoted display name, else empty (``/status``)."""
+        return label(self.name, self.handle)
 
 
 Outcome = Literal["new", "again", "quiet", "full"]
@@ -72,21 +84,42 @@ class Offer:
     pending: PendingCode | None = None
 
 
-def who(user_id: int, name: str) -> str:
-    """``@name (id 4242)``, or ``id 4242`` without a name."""
-    name = "".join(ch for ch in " ".join(name.split()) if ch.isprintable())[:64]
-    return f"{name} (id {user_id})" if name else f"id {user_id}"
+def who(user_id: int, name: str, handle: str = "") -> str:
+    """``@ann (id 4242)`` for a Telegram handle, ``name='Ann Lee' (id 4242)`` for a
+    display name (quoted: a name "@realowner" cannot pass for the handle), else
+    ``id 4242``. One line whatever the name holds."""
+    shown = label(name, handle)
+    return f"{shown} (id {user_id})" if shown else f"id {user_id}"
+
+
+def label(name: str, handle: str = "") -> str:
+    """``@handle``, else ``name='...'`` (quoted, one line, at most 64 characters), else
+    empty."""
+    handle = _NOT_HANDLE.sub("", handle)[:32]  # what Telegram allows in a username
+    if handle:
+        return f"@{handle}"
+    flat = "".join(ch for ch in " ".join(name.split()) if ch.isprintable())[:64]
+    return f"name={flat!r}" if flat else ""
 
 
 def _pending(doc: Doc) -> PendingCode:
     return PendingCode(
-        doc["code"], int(doc["user_id"]), str(doc["chat_id"]), doc["name"], doc["expires_at"]
+        doc["code"],
+        int(doc["user_id"]),
+        str(doc["chat_id"]),
+        doc["name"],
+        doc["expires_at"],
+        str(doc.get("handle", "")),
     )
 
 
 def _owner(doc: Doc) -> PairedOwner:
     return PairedOwner(
-        int(doc["user_id"]), doc.get("name", ""), str(doc.get("chat_id", "")), doc["paired_at"]
+        int(doc["user_id"]),
+        doc.get("name", ""),
+        str(doc.get("chat_id", "")),
+        doc["paired_at"],
+        str(doc.get("handle", "")),
     )
 
 
@@ -107,7 +140,7 @@ class PairingStore:
         cursor = self._coll.find(query, sort=[("created_at", 1), ("_id", 1)])
         return [_pending(doc) async for doc in cursor]
 
-    async def offer(self, user_id: int, chat_id: str, name: str) -> Offer:
+    async def offer(self, user_id: int, chat_id: str, name: str, *, handle: str = "") -> Offer:
         """The code for ``user_id``: their pending one (shown at most once a minute) or
         a new one, unless ``MAX_PENDING`` other people are waiting already."""
         now = self._clock()
@@ -130,6 +163,7 @@ class PairingStore:
             "user_id": user_id,
             "chat_id": chat_id,
             "name": name,
+            "handle": handle,
             "created_at": now,
             "shown_at": now,
             "expires_at": now + CODE_TTL,
@@ -164,11 +198,12 @@ class PairingStore:
         )
         if doc is None:
             return None
-        owner = PairedOwner(int(doc["user_id"]), doc["name"], str(doc["chat_id"]), now)
+        pending = _pending(doc)
+        owner = PairedOwner(pending.user_id, pending.name, pending.chat_id, now, pending.handle)
         await self._coll.update_one(
             {"_id": f"owner:{owner.user_id}"},
             {
-                "$set": {"name": owner.name, "chat_id": owner.chat_id},
+                "$set": {"name": owner.name, "handle": owner.handle, "chat_id": owner.chat_id},
                 "$setOnInsert": {"kind": "owner", "user_id": owner.user_id, "paired_at": now},
             },
             upsert=True,

@@ -50,7 +50,7 @@ async def owners_status(app: App, pairing: Pairing) -> dict[str, Any]:
         {"id": user_id, "source": "OWNER_TELEGRAM_IDS"} for user_id in configured
     ]
     telegram += [
-        {"id": o.user_id, "name": o.name or f"id {o.user_id}", "source": "paired"}
+        {"id": o.user_id, "name": o.label() or f"id {o.user_id}", "source": "paired"}
         for o in paired
         if o.user_id not in configured
     ]

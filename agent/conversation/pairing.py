@@ -61,13 +61,14 @@ class Pairing:
         except ValueError:
             return None
         username = message.meta.get("username")
-        name = f"@{username}" if isinstance(username, str) and username else message.sender_name
-        offer = await self.store.offer(user_id, message.chat_id, name)
+        handle = username if isinstance(username, str) else ""
+        name = message.sender_name
+        offer = await self.store.offer(user_id, message.chat_id, name, handle=handle)
         if offer.outcome == "full":
             log.info(
                 "pairing: %d requests pending already; %s was told to try later",
                 MAX_PENDING,
-                who(user_id, name),
+                who(user_id, name, handle),
             )
             return [Reply(BUSY)]
         if offer.pending is None or offer.outcome == "quiet":

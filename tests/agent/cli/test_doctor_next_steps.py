@@ -64,7 +64,9 @@ async def test_doctor_names_the_pending_code_and_fails_on_a_dead_model(
 ) -> None:
     data = tmp_path / "data"
     async with open_database(None, "watchkeeper", data) as db:
-        offer = await PairingStore(db.db, lambda: datetime.now(UTC)).offer(5, "5", "@ann")
+        offer = await PairingStore(db.db, lambda: datetime.now(UTC)).offer(
+            5, "5", "Ann", handle="ann"
+        )
     assert offer.pending is not None
     line = f"run `watchkeeper pair {offer.pending.code}` to make @ann (id 5) the owner"
     base = dict(

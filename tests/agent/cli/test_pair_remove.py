@@ -27,9 +27,9 @@ def settings_for(mongo_server: str, db: Db, **more: Any) -> Settings:
     )
 
 
-async def paired(db: Db, clock: FakeClock, user_id: int, name: str) -> None:
+async def paired(db: Db, clock: FakeClock, user_id: int, name: str, handle: str = "") -> None:
     store = PairingStore(db, clock)
-    offer = (await store.offer(user_id, str(user_id), name)).pending
+    offer = (await store.offer(user_id, str(user_id), name, handle=handle)).pending
     assert offer is not None
     assert await store.approve(offer.code) is not None
 
@@ -38,7 +38,7 @@ async def test_removing_a_paired_owner(
     mongo_server: str, db: Db, capsys: pytest.CaptureFixture[str]
 ) -> None:
     clock = FakeClock(datetime.now(UTC))
-    await paired(db, clock, 77, "@ann")
+    await paired(db, clock, 77, "Ann", "ann")
     settings = settings_for(mongo_server, db)
     pairing = Pairing(PairingStore(db, clock), settings)
     await pairing.refresh()
