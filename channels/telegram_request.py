@@ -37,8 +37,6 @@ import urllib.request
 from typing import IO, Final
 
 import aiohttp
-from telegram._utils.defaultvalue import DefaultValue
-from telegram._utils.types import ODVInput
 from telegram.error import NetworkError, TimedOut
 from telegram.request import BaseRequest, RequestData
 
@@ -59,15 +57,22 @@ def _proxy_in_env() -> bool:
     return any(scheme in PROXY_VARIABLES for scheme in urllib.request.getproxies_environment())
 
 
-def _pick(value: ODVInput[float], default: float | None) -> float | None:
-    """``value`` unless it is PTB's "not passed" sentinel."""
-    if isinstance(value, DefaultValue):
+Timeout = object
+"""A timeout argument as PTB passes it: seconds, ``None`` (no limit), or
+``BaseRequest.DEFAULT_NONE`` (not passed: this object's default)."""
+
+
+def _pick(value: Timeout, default: float | None) -> float | None:
+    """``value`` unless it is PTB's "not passed" sentinel, ``BaseRequest.DEFAULT_NONE``."""
+    if value is BaseRequest.DEFAULT_NONE:
         return default
-    return value
+    if value is None or isinstance(value, int | float):
+        return value
+    raise TypeError(f"a timeout is a number of seconds or None, not {value!r}")
 
 
-def _all_default(*values: ODVInput[float]) -> bool:
-    return all(isinstance(value, DefaultValue) for value in values)
+def _all_default(*values: Timeout) -> bool:
+    return all(value is BaseRequest.DEFAULT_NONE for value in values)
 
 
 def _multipart(
@@ -168,9 +173,9 @@ class AiohttpRequest(BaseRequest):
     def _timeout(
         self,
         has_files: bool,
-        read: ODVInput[float],
-        write: ODVInput[float],
-        connect: ODVInput[float],
+        read: Timeout,
+        write: Timeout,
+        connect: Timeout,
     ) -> aiohttp.ClientTimeout:
         read_s = _pick(read, self._read_timeout)
         connect_s = _pick(connect, self._connect_timeout)
@@ -190,10 +195,10 @@ class AiohttpRequest(BaseRequest):
         url: str,
         method: str,
         request_data: RequestData | None = None,
-        read_timeout: ODVInput[float] = BaseRequest.DEFAULT_NONE,
-        write_timeout: ODVInput[float] = BaseRequest.DEFAULT_NONE,
-        connect_timeout: ODVInput[float] = BaseRequest.DEFAULT_NONE,
-        pool_timeout: ODVInput[float] = BaseRequest.DEFAULT_NONE,
+        read_timeout: Timeout = BaseRequest.DEFAULT_NONE,
+        write_timeout: Timeout = BaseRequest.DEFAULT_NONE,
+        connect_timeout: Timeout = BaseRequest.DEFAULT_NONE,
+        pool_timeout: Timeout = BaseRequest.DEFAULT_NONE,
     ) -> tuple[int, bytes]:
         """See ``BaseRequest.do_request``: the status code and the body of the answer."""
         session, slots = self._session, self._slots

@@ -144,19 +144,21 @@ class TelegramSender:
         return await self._send_message({"text": text, **params})
 
     async def _send_message(self, params: dict[str, Any]) -> str:
-        """``sendMessage``; the new message's id, "" if the answer lacks it (the message
-        went: a retry would send it twice).
+        """``sendMessage``; the new message's id, "" if the answer is not a message with
+        one (the message went: a retry would send it twice).
 
-        ``Bot.send_message`` ends in the same ``Bot._post`` (defaults inserted, parameters
-        serialised, errors raised as ``TelegramError``s), then builds a ``Message`` from
-        the answer: a quarter of a millisecond per send, for an id. python-telegram-bot is
-        pinned to one version, and the outbound tests go through it to a fake Bot API.
+        Every failure of the request itself reaches us as a ``TelegramError`` (the
+        transport's included: ``BaseRequest.post`` wraps whatever else it raises); what
+        else ``send_message`` raises comes from reading an answer Telegram accepted.
         """
-        sent = await self._bot._post("sendMessage", params)
-        if isinstance(sent, dict) and isinstance(sent.get("message_id"), int):
-            return str(sent["message_id"])
-        log.warning("telegram accepted a message but gave no id for it: %.200r", sent)
-        return ""
+        try:
+            sent = await self._bot.send_message(**params)
+        except TelegramError:
+            raise
+        except (TypeError, KeyError, ValueError, AttributeError) as exc:
+            log.warning("telegram accepted a message but gave no id for it: %s", exc)
+            return ""
+        return str(sent.message_id)
 
     def _send_error(self, exc: TelegramError) -> SendError:
         text = self._describe(exc)
