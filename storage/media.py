@@ -63,7 +63,8 @@ class MediaStore:
         from gridfs.errors import FileExists
 
         metadata = {"key": key, "mime": mime, "kind": kind}
-        upload = self._bucket.open_upload_stream(key, metadata=metadata)
+        file_id = ObjectId()
+        upload = self._bucket.open_upload_stream_with_id(file_id, key, metadata=metadata)
         try:
             await upload.write(data)
             await upload.close()
@@ -76,7 +77,7 @@ class MediaStore:
         except Exception:
             await upload.abort()
             raise
-        return ObjectId(upload._id)
+        return file_id
 
     async def get(self, file_id: ObjectId | str) -> bytes:
         """The bytes of a stored file; ``gridfs.NoFile`` when there is none."""
