@@ -91,8 +91,8 @@ class Settings(BaseSettings):
     http_host: str = "127.0.0.1"
     http_port: int = Field(default=8080, ge=0, le=65535)
     http_read_timeout_seconds: float = Field(default=10.0, gt=0)
-    """How long a client may take to send a request's headers (slow senders are cut
-    off), and a webhook or API request its body."""
+    """How long a client may take to send a request's headers, and then its body, on
+    every route (slow senders are cut off: 408 or a closed connection)."""
     admin_token: SecretStr | None = None
     trusted_proxies: Annotated[list[IPv4Network | IPv6Network], NoDecode] = Field(
         default_factory=list

@@ -1,7 +1,15 @@
-"""The HTTP server: health, admin API and webhooks, bound to 127.0.0.1 by default."""
+"""The HTTP server: health, admin API and webhooks, bound to 127.0.0.1 by default.
+
+Untrusted clients are bounded in three places: the request line and headers must
+arrive within ``HTTP_READ_TIMEOUT_SECONDS`` (``serve``), so must the body, on every
+route (``body_deadline``), and the open connections are capped
+(``agent.app.connections``), so slow clients can neither pile up nor take the
+descriptors the rest of the process needs.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -13,6 +21,7 @@ from aiohttp import web
 
 from agent.app.bearer import AdminGate, TooManyTries
 from agent.app.bearer import bearer_matches as bearer_matches  # where tests found it
+from agent.app.connections import PER_PEER, ConnectionCap, default_most
 from agent.app.dashboard import setup_dashboard
 from agent.app.dashboard.context import secured
 from agent.app.listen import BACKLOG
@@ -43,6 +52,38 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class BodyTimeout(TimeoutError):
+    """Set on a request's body stream when it is not all there in time: every read of
+    it raises this, in whatever handler. A ``TimeoutError``, so handlers that bound
+    their own reads (``channels.webhook_body.read_body``) answer 408 as for their own
+    deadline, and aiohttp closes the connection instead of lingering to drain it."""
+
+
+@web.middleware
+async def body_deadline(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The whole body must arrive within ``HTTP_READ_TIMEOUT_SECONDS`` of the headers,
+    on every route (dashboard forms as much as webhooks): a client that sends part of
+    one and stalls gets 408 and its connection closed at the deadline."""
+    content = request.content
+    if content.is_eof():  # no body, or all of it here already
+        return await handler(request)
+    within = request.app[APP_KEY].settings.http_read_timeout_seconds
+
+    def expire() -> None:
+        if not content.is_eof():
+            content.set_exception(BodyTimeout(f"body not received within {within:g} s"))
+
+    timer = asyncio.get_running_loop().call_later(within, expire)
+    try:
+        return await handler(request)
+    except BodyTimeout as exc:
+        response = web.Response(status=408, text=str(exc))
+        response.force_close()
+        return response
+    finally:
+        timer.cancel()
 
 
 @web.middleware
@@ -76,7 +117,9 @@ async def api_status(request: web.Request) -> web.Response:
 
 
 def make_web_app(app: App) -> web.Application:
-    web_app = web.Application(middlewares=[held_clients, admin_auth], client_max_size=1024 * 1024)
+    web_app = web.Application(
+        middlewares=[body_deadline, held_clients, admin_auth], client_max_size=1024 * 1024
+    )
     gate = AdminGate(app.settings, app.clock)
     web_app[APP_KEY] = app
     web_app[GATE_KEY] = gate
@@ -90,7 +133,12 @@ def make_web_app(app: App) -> web.Application:
 
 @contextlib.asynccontextmanager
 async def serve(
-    web_app: web.Application, sockets: list[socket.socket], *, header_timeout: float
+    web_app: web.Application,
+    sockets: list[socket.socket],
+    *,
+    header_timeout: float,
+    max_connections: int | None = None,
+    per_peer: int = PER_PEER,
 ) -> AsyncIterator[int]:
     """Serve on ``sockets`` (from ``bind``); yields the port (useful when it was 0).
 
@@ -100,14 +148,26 @@ async def serve(
     name, but its keep-alive timer is exactly this: armed when a connection opens and
     after each response, not pushed back by bytes of an unfinished request, and at
     expiry it closes the connection unless a whole request has arrived. A request
-    being handled is never cut (a slow body is the handler's to bound). Idle
+    being handled is not cut, except when its body stalls (``body_deadline``). Idle
     kept-alive connections close after the same time, which webhook senders expect.
+
+    At most ``max_connections`` are open at once (default: ``default_most()``, half
+    the descriptor limit), and ``per_peer`` from one address (``agent.app.connections``).
     """
+    app = web_app.get(APP_KEY)
+    exempt = app.settings.trusted_proxies if app is not None else []
     runner = web.AppRunner(web_app, access_log=None, keepalive_timeout=header_timeout)
     await runner.setup()
+    listening: list[asyncio.Server] = []
     try:
+        assert runner.server is not None  # set up above
+        most = max_connections or default_most()
+        cap = ConnectionCap(runner.server, most=most, per_peer=per_peer, exempt=exempt)
+        loop = asyncio.get_running_loop()
         for sock in sockets:
-            await web.SockSite(runner, sock, backlog=BACKLOG).start()
+            listening.append(await loop.create_server(cap, sock=sock, backlog=BACKLOG))
         yield int(sockets[0].getsockname()[1]) if sockets else 0
     finally:
+        for server in listening:
+            server.close()
         await runner.cleanup()
