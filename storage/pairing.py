@@ -1,11 +1,17 @@
-"""Telegram pairing: codes shown to people who write while the bot has no owner, and
-the owners approved with ``watchkeeper pair CODE`` (DESIGN.md, Trust tiers).
+"""Telegram pairing: codes shown to people who write while the bot has no owner, the
+owners approved with ``watchkeeper pair CODE``, and the codes the owner makes with
+``watchkeeper pair --new`` (DESIGN.md, Trust tiers).
 
 One collection, ``pairing``, protected from ``db_query`` writes:
 
 - ``code:<user id>``: one pending code per Telegram user (``expires_at``; a TTL index
-  removes it later, every read checks the time itself);
+  removes it later, every read checks the time itself); writing again shows the same
+  code and never extends it;
 - ``busy:<user id>``: "too many pending requests" was said to this user (``expires_at``);
+- ``invite:<sha256 of the code>``: a code made by the owner on the server, not counted
+  against the ``MAX_PENDING`` strangers' codes, so strangers cannot keep the owner out;
+  the first Telegram user who sends it becomes an owner. Only its hash is stored (the
+  model may read this collection);
 - ``owner:<user id>``: a paired owner, kept until removed by hand.
 
 Names come in two kinds, never mixed up: a Telegram ``handle`` (the username field:
@@ -17,6 +23,7 @@ No document holds what anybody wrote.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 from collections.abc import Callable
@@ -35,6 +42,8 @@ CODE_TTL = timedelta(minutes=10)
 MAX_PENDING = 3
 SHOW_EVERY = timedelta(minutes=1)
 """At most one pairing message per person per minute; more messages get silence."""
+INVITE_DIGITS = 12
+"""An owner's code is longer than a stranger's: anybody may send the bot guesses."""
 _NOT_HANDLE = re.compile(r"[^A-Za-z0-9_]")
 
 
@@ -71,6 +80,15 @@ class PairedOwner:
         return label(self.name, self.handle)
 
 
+@dataclass(frozen=True)
+class Invite:
+    """A code the owner made on the server: whoever sends it to the bot first becomes
+    an owner."""
+
+    code: str
+    expires_at: datetime
+
+
 Outcome = Literal["new", "again", "quiet", "full"]
 
 
@@ -100,6 +118,20 @@ def label(name: str, handle: str = "") -> str:
         return f"@{handle}"
     flat = "".join(ch for ch in " ".join(name.split()) if ch.isprintable())[:64]
     return f"name={flat!r}" if flat else ""
+
+
+def invite_code_in(text: str) -> str | None:
+    """The owner's code in a message (``/start CODE`` or the bare code, spaces and
+    dashes allowed), or None."""
+    words = text.split()
+    if words and words[0].split("@")[0].lower() == "/start":
+        words = words[1:]
+    code = "".join(words).replace("-", "")
+    return code if len(code) == INVITE_DIGITS and code.isascii() and code.isdigit() else None
+
+
+def _invite_key(code: str) -> str:
+    return "invite:" + hashlib.sha256(code.encode()).hexdigest()
 
 
 def _pending(doc: Doc) -> PendingCode:
@@ -141,8 +173,9 @@ class PairingStore:
         return [_pending(doc) async for doc in cursor]
 
     async def offer(self, user_id: int, chat_id: str, name: str, *, handle: str = "") -> Offer:
-        """The code for ``user_id``: their pending one (shown at most once a minute) or
-        a new one, unless ``MAX_PENDING`` other people are waiting already."""
+        """The code for ``user_id``: their pending one (shown at most once a minute, and
+        never extended) or a new one, unless ``MAX_PENDING`` other people are waiting
+        already."""
         now = self._clock()
         key = f"code:{user_id}"
         doc = await self._coll.find_one({"_id": key, "expires_at": {"$gt": now}})
@@ -200,6 +233,47 @@ class PairingStore:
             return None
         pending = _pending(doc)
         owner = PairedOwner(pending.user_id, pending.name, pending.chat_id, now, pending.handle)
+        await self._make_owner(owner)
+        return owner
+
+    async def invite(self) -> Invite:
+        """A new owner's code, valid ``CODE_TTL``; it takes no stranger's slot."""
+        now = self._clock()
+        while True:
+            code = f"{secrets.randbelow(10**INVITE_DIGITS):0{INVITE_DIGITS}d}"
+            doc = {"_id": _invite_key(code), "kind": "invite", "created_at": now}
+            try:
+                await self._coll.insert_one(doc | {"expires_at": now + CODE_TTL})
+            except DuplicateKeyError:  # the same 12 digits twice: draw again
+                continue
+            return Invite(code, now + CODE_TTL)
+
+    async def invites_waiting(self) -> list[datetime]:
+        """When each owner's code not yet used expires, soonest first (their digits are
+        not stored, so they cannot be shown again)."""
+        query = {"kind": "invite", "expires_at": {"$gt": self._clock()}}
+        cursor = self._coll.find(query, sort=[("expires_at", 1), ("_id", 1)])
+        return [doc["expires_at"] async for doc in cursor]
+
+    async def claim(
+        self, code: str, user_id: int, chat_id: str, name: str, *, handle: str = ""
+    ) -> PairedOwner | None:
+        """Make ``user_id`` an owner when ``code`` is an owner's code still valid; the
+        code is used up at once (of two people sending it, one wins). None otherwise."""
+        now = self._clock()
+        used = await self._coll.find_one_and_delete(
+            {"_id": _invite_key(code), "kind": "invite", "expires_at": {"$gt": now}}
+        )
+        if used is None:
+            return None
+        owner = PairedOwner(user_id, name, chat_id, now, handle)
+        await self._make_owner(owner)
+        return owner
+
+    async def _make_owner(self, owner: PairedOwner) -> None:
+        """Store ``owner``, drop the strangers' pending codes, and empty what the new
+        owner wrote as a stranger."""
+        now = owner.paired_at
         await self._coll.update_one(
             {"_id": f"owner:{owner.user_id}"},
             {
@@ -219,7 +293,6 @@ class PairingStore:
                 "$unset": {"reply_to": "", "media": ""},
             },
         )
-        return owner
 
     async def remove(self, user_id: int) -> PairedOwner | None:
         """Stop ``user_id`` being a paired owner; None when they were not one."""

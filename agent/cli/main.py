@@ -117,6 +117,11 @@ def _parser() -> argparse.ArgumentParser:
     pair.add_argument("code", nargs="?", help="the 6-digit code the bot sent")
     pair.add_argument("--list", action="store_true", help="show owners and pending codes")
     pair.add_argument(
+        "--new",
+        action="store_true",
+        help="print a code to send to the bot yourself (strangers cannot block it)",
+    )
+    pair.add_argument(
         "--remove", type=int, metavar="USER_ID", help="unpair an owner (their Telegram user id)"
     )
     return parser
@@ -185,7 +190,9 @@ def _command(args: argparse.Namespace, spare: SpareServer | None) -> int:
         if args.command == "pair":
             from agent.cli.pair import pair
 
-            code = run(pair(settings, args.code, list_only=args.list, remove=args.remove))
+            code = run(
+                pair(settings, args.code, list_only=args.list, remove=args.remove, new=args.new)
+            )
             return code
         if args.command == "whatsapp":
             from agent.cli.whatsapp_link import link

@@ -1,6 +1,7 @@
 """``watchkeeper pair CODE``: approve a pending Telegram pairing; ``--list`` shows them;
-``--remove USER_ID`` unpairs an owner (a running process stops answering them as the
-owner within ``agent.conversation.pairing.REFRESH_EVERY``, 30 s).
+``--new`` prints a code the owner sends to the bot (strangers' requests cannot block
+it); ``--remove USER_ID`` unpairs an owner (a running process stops answering them as
+the owner within ``agent.conversation.pairing.REFRESH_EVERY``, 30 s).
 
 Works beside a running ``watchkeeper run`` (it attaches to its embedded database) and
 without one. The running process sees the new owner at their next message, and greets
@@ -15,13 +16,13 @@ from typing import TextIO
 
 from agent.config import Settings
 from agent.context import Clock, system_clock
+from agent.conversation.pairing import WELCOME
 from agent.database import open_configured_database
 from channels.outbox import Outbox
 from channels.types import OutboundMessage
-from storage.pairing import PairedOwner, PairingStore
+from storage.pairing import CODE_TTL, PairedOwner, PairingStore, invite_code_in
 
 CODE = re.compile(r"\d{6}")
-WELCOME = "You are now the owner of this assistant. Write to me any time; /help lists the commands."
 
 
 async def pair(
@@ -30,13 +31,27 @@ async def pair(
     *,
     list_only: bool = False,
     remove: int | None = None,
+    new: bool = False,
     out: TextIO | None = None,
     clock: Clock = system_clock,
 ) -> int:
-    """Approve ``code``, or list pairings; returns the process exit code."""
+    """Approve ``code``, list pairings, make an owner's code (``new``) or unpair;
+    returns the process exit code."""
     stream = out or sys.stdout
+    if sum([code is not None, list_only, remove is not None, new]) > 1:
+        print("watchkeeper: give one of CODE, --list, --new or --remove USER_ID", file=sys.stderr)
+        return 2
     if remove is not None:
         return await _remove(settings, remove, stream, clock)
+    if new:
+        return await _new(settings, stream, clock)
+    if code is not None and invite_code_in(code) is not None:
+        print(
+            "watchkeeper: that is an owner's code from `watchkeeper pair --new`: send it to "
+            "the bot on Telegram instead",
+            file=sys.stderr,
+        )
+        return 2
     if not list_only and (code is None or not CODE.fullmatch(code.strip())):
         print(
             "watchkeeper: a pairing code is the 6 digits the bot sent on Telegram, "
@@ -67,6 +82,20 @@ async def pair(
         await _welcome(Outbox(db.db, {}, clock), owner)
     print(
         f"{owner.who()} is now an owner on Telegram; other pending codes were dropped.", file=stream
+    )
+    return 0
+
+
+async def _new(settings: Settings, stream: TextIO, clock: Clock) -> int:
+    async with open_configured_database(settings) as db:
+        invite = await PairingStore(db.db, clock).invite()
+    minutes = int(CODE_TTL.total_seconds() // 60)
+    print(
+        f"Send this to the bot on Telegram, from the account that should be an owner, "
+        f"within {minutes} minutes:\n\n    /start {invite.code}\n\n"
+        "(the code alone works too). The first person who sends it becomes an owner; "
+        "it works once, and strangers' pairing requests do not stand in its way.",
+        file=stream,
     )
     return 0
 
@@ -105,6 +134,10 @@ async def listing(store: PairingStore, settings: Settings) -> list[str]:
     ]
     pending = await store.pending()
     lines += [f"pending: {p.command()}" for p in pending]
+    lines += [
+        f"owner's code (watchkeeper pair --new) waiting, valid until {until:%H:%M} UTC"
+        for until in await store.invites_waiting()
+    ]
     if not lines:
         lines.append("no owner and no pending pairing: write to the bot on Telegram")
     return lines

@@ -183,7 +183,7 @@ class Dispatcher:
             "ignored a telegram message from unknown sender id %s (not in OWNER_TELEGRAM_IDS)",
             _as_int(message.sender_id),
         )
-        if self.pairing is not None and not self.deps.settings.telegram_owner_ids:
+        if self.pairing is not None:  # codes while no owner is known; owner's codes always
             offered = await self.pairing.offer(message)
             if offered is not None:
                 return offered

@@ -4,6 +4,11 @@ While no Telegram owner is known (none in ``OWNER_TELEGRAM_IDS``, none paired), 
 person who writes gets a 6-digit code and the log says how to approve it with
 ``watchkeeper pair CODE``. Their text is not kept and never reaches the model.
 
+Strangers can fill the few pending slots; the owner is never kept out by them:
+``watchkeeper pair --new`` makes a code on the server, and whoever sends it to the bot
+(``/start CODE`` or the code alone) becomes an owner, whether or not an owner is
+known already.
+
 The paired owners are kept on ``Settings`` (``telegram_owner_ids``), so every place that
 asks who the owner is sees them without a database query: ``refresh`` reloads them at
 start, every ``REFRESH_EVERY`` and whenever an unknown Telegram user writes.
@@ -16,7 +21,7 @@ from datetime import timedelta
 
 from agent.config import Settings
 from channels.types import InboundMessage, Reply
-from storage.pairing import CODE_TTL, MAX_PENDING, PairedOwner, PairingStore, who
+from storage.pairing import CODE_TTL, MAX_PENDING, PairedOwner, PairingStore, invite_code_in, who
 
 log = logging.getLogger(__name__)
 REFRESH_EVERY = timedelta(seconds=30)
@@ -35,8 +40,10 @@ def code_text(code: str) -> str:
 
 BUSY = (
     "Hello! This assistant has no owner yet and other pairing requests are waiting. "
-    "Try again in a few minutes. Your message was not read."
+    "Try again in a few minutes. Your message was not read. If you are setting it up: "
+    "run watchkeeper pair --new where it runs, and send me the code it prints."
 )
+WELCOME = "You are now the owner of this assistant. Write to me any time; /help lists the commands."
 
 
 class Pairing:
@@ -51,9 +58,11 @@ class Pairing:
         return owners
 
     async def offer(self, message: InboundMessage) -> list[Reply] | None:
-        """The answer to a Telegram stranger while no owner is known: their code (at
-        most once a minute), "try later" when ``MAX_PENDING`` others wait, or nothing.
-        None outside a private chat: codes are not handed out in groups."""
+        """The answer to a Telegram stranger: the welcome when they sent an owner's code
+        (``watchkeeper pair --new``); while no owner is known, their own code (at most
+        once a minute), "try later" when ``MAX_PENDING`` others wait, or nothing. None
+        outside a private chat (codes are neither handed out nor taken in groups) and,
+        once an owner is known, for anything but an owner's code."""
         if message.meta.get("chat_type", "private") != "private":
             return None
         try:
@@ -63,10 +72,25 @@ class Pairing:
         username = message.meta.get("username")
         handle = username if isinstance(username, str) else ""
         name = message.sender_name
+        code = invite_code_in(message.text)
+        if code is not None:
+            owner = await self.store.claim(code, user_id, message.chat_id, name, handle=handle)
+            if owner is not None:
+                await self.refresh()
+                log.warning(
+                    "pairing: %s sent the code from `watchkeeper pair --new` and is now "
+                    "an owner on Telegram",
+                    owner.who(),
+                )
+                return [Reply(WELCOME)]
+            log.info("pairing: %s sent a code that is no owner's code", who(user_id, name, handle))
+        if self._settings.telegram_owner_ids:
+            return None
         offer = await self.store.offer(user_id, message.chat_id, name, handle=handle)
         if offer.outcome == "full":
             log.info(
-                "pairing: %d requests pending already; %s was told to try later",
+                "pairing: %d requests pending already; %s was told to try later (the "
+                "owner can run `watchkeeper pair --new`)",
                 MAX_PENDING,
                 who(user_id, name, handle),
             )

@@ -3,13 +3,14 @@ pending at most, ten minutes valid; approving one makes an owner and drops the r
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
-from storage.pairing import PairingStore, who
+from storage.pairing import PairingStore, invite_code_in, who
 from tests.fakes.clock import FakeClock
 
 Db = AsyncDatabase[dict[str, Any]]
@@ -129,3 +130,49 @@ async def test_writing_again_never_extends_a_strangers_code(db: Db, clock: FakeC
         assert await store.pending() == [stored]  # the same expiry
     clock.advance(minutes=1)
     assert await store.pending() == []  # ten minutes after the first message, gone
+
+
+def test_an_owners_code_is_read_from_start_or_alone() -> None:
+    for text in (
+        "/start 123456789012",
+        "/start@watch_bot 1234 5678 9012",
+        "  123456789012 ",
+        "1234-5678-9012",
+    ):
+        assert invite_code_in(text) == "123456789012", text
+    full_width = "１２３４５６７８９０１２"
+    for text in ("123456", "/start", "12345678901", "code 123456789012", full_width):
+        assert invite_code_in(text) is None, text
+
+
+async def test_an_owners_code_takes_no_slot_works_once_and_is_kept_as_a_hash(
+    db: Db, clock: FakeClock
+) -> None:
+    store = PairingStore(db, clock)
+    for user in (1, 2, 3):
+        assert (await store.offer(user, str(user), "")).outcome == "new"
+    invite = await store.invite()
+    assert len(invite.code) == 12 and invite.code.isdigit()
+    assert (await store.offer(4, "4", "")).outcome == "full"  # the slots are the strangers'
+    assert not [doc async for doc in db["pairing"].find() if invite.code in str(doc)]
+    assert await store.claim("0" * 12 if invite.code != "0" * 12 else "1" * 12, 8, "8", "") is None
+    # Two people send it at once: one becomes the owner.
+    won = await asyncio.gather(
+        store.claim(invite.code, 8, "8", "Ann", handle="ann"),
+        store.claim(invite.code, 9, "9", "@ann"),
+    )
+    [owner] = [o for o in won if o is not None]
+    assert [o.user_id for o in await store.owners()] == [owner.user_id]
+    assert await store.pending() == [] and await store.invites_waiting() == []
+    assert await store.claim(invite.code, 10, "10", "") is None
+
+
+async def test_an_owners_code_expires_after_ten_minutes(db: Db, clock: FakeClock) -> None:
+    store = PairingStore(db, clock)
+    invite = await store.invite()
+    clock.advance(minutes=9, seconds=59)
+    assert len(await store.invites_waiting()) == 1
+    clock.advance(seconds=1)
+    assert await store.invites_waiting() == []
+    assert await store.claim(invite.code, 8, "8", "") is None
+    assert await store.owners() == []
