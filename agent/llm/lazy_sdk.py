@@ -1,9 +1,8 @@
 """A provider SDK imported on first need, in a thread: never on the event loop.
 
-The OpenAI SDK is about 140 modules even with its type indexes deferred
-(``agent.cli.deferred``; ~500 without), ~0.3 s to import: start-up does not wait
-for it (``warm`` runs once polling has begun), and a request that comes first
-awaits the same import instead of blocking the loop on it.
+The OpenAI SDK is several hundred modules (the pydantic models of every API it
+covers): start-up does not wait for it (``warm`` runs once polling has begun), and a
+request that comes first awaits the same import instead of blocking the loop on it.
 """
 
 from __future__ import annotations

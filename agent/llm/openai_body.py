@@ -8,7 +8,7 @@ the SDK as the request's ``content``: its own encoding of a ``body`` dict walks 
 copies it first, which costs several times a plain ``json.dumps``. Headers, errors and
 retries are the SDK's either way.
 
-The encoding is the SDK's own (``openai._utils._json.openapi_dumps``): UTF-8, no
+The encoding is ``json.dumps``, written as the SDK writes its own bodies: UTF-8, no
 ASCII escapes, no spaces. Tool results and inbound text reach here cleaned
 (``agent.conversation.loop``, ``channels.text``); should a lone surrogate slip through
 anyway (valid in JSON as an escape, impossible in UTF-8), the body goes with ASCII

@@ -179,7 +179,7 @@ class OpenAIModel:
     async def _create(
         self, messages: list[dict[str, Any]], tools: list[ToolSpec] | None
     ) -> dict[str, Any]:
-        import openai  # loaded by ``warm``: a lookup in sys.modules
+        import openai  # imported by ``warm`` already: this import costs nothing
 
         client = self._client
         assert client is not None  # made by ``warm`` before any request
@@ -189,11 +189,12 @@ class OpenAIModel:
             return await client.post("/chat/completions", content=body, cast_to=object)
 
         try:
-            # The SDK's own POST, as ``chat.completions.create`` ends in, without its walk
-            # of the body against the typed params: that walk costs more CPU than the
-            # rest of a message's handling together (tens of ms with our tool schemas),
-            # and changes nothing in a body already in wire form. The body goes as
-            # encoded bytes (``agent.llm.openai_body``). Errors are the same; the answer
+            # The SDK's public ``client.post`` (its documented door for requests its typed
+            # methods do not shape), which ``chat.completions.create`` ends in, without
+            # create's walk of the body against the typed params: that walk costs more
+            # CPU than the rest of a message's handling together (tens of ms with our tool
+            # schemas), and changes nothing in a body already in wire form. The body goes
+            # as encoded bytes (``agent.llm.openai_body``). Errors are the same; the answer
             # comes back as its JSON (``cast_to=object``), read by parse_completion
             # without building the SDK's ``ChatCompletion`` objects first. Built in turn
             # with the other requests of a burst (``agent.llm.turns``).
