@@ -1,12 +1,10 @@
-"""Request bodies encoded with each tool's schema encoded once: the same bytes the SDK
-would send for the body as a dict."""
+"""Request bodies encoded with each tool's schema encoded once: the same bytes as the
+whole body encoded at once, as the SDK encodes a body (UTF-8, no spaces)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
-
-from openai._utils._json import openapi_dumps
 
 from agent.llm.openai_body import RequestBodies
 from agent.llm.types import ToolSpec
@@ -26,7 +24,7 @@ def weather(schema: dict[str, Any] = SCHEMA, description: str = "Weather now.") 
     return ToolSpec(name="get_weather", description=description, parameters=schema)
 
 
-def sdk_body(model: str, messages: list[dict[str, Any]], tools: list[ToolSpec]) -> bytes:
+def whole_body(model: str, messages: list[dict[str, Any]], tools: list[ToolSpec]) -> bytes:
     body: dict[str, Any] = {"model": model, "messages": messages}
     if tools:
         body["tools"] = [
@@ -40,14 +38,14 @@ def sdk_body(model: str, messages: list[dict[str, Any]], tools: list[ToolSpec]) 
             }
             for t in tools
         ]
-    return openapi_dumps(body)
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def test_the_bytes_are_the_sdks_own() -> None:
+def test_the_bytes_are_the_whole_body_encoded_at_once() -> None:
     bodies = RequestBodies()
     other = ToolSpec(name="noop", description="", parameters={"type": "object"})
     for tools in ([weather(), other], [], [other]):
-        assert bodies.encode("gpt-x", MESSAGES, tools) == sdk_body("gpt-x", MESSAGES, tools)
+        assert bodies.encode("gpt-x", MESSAGES, tools) == whole_body("gpt-x", MESSAGES, tools)
     encoded = bodies.encode("gpt-x", MESSAGES, [weather()])
     assert "Zürich".encode() in encoded  # UTF-8, not \\u escapes
     assert json.loads(encoded)["tools"][0]["function"]["parameters"] == SCHEMA
