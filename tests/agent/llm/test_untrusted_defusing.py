@@ -21,6 +21,7 @@ import pytest
 
 from agent.conversation.prompt import mark_untrusted
 from agent.llm.untrusted import DEFUSED, OPENERS, defuse
+from agent.tools.mcp_results import mark_external
 
 INVISIBLE = [
     "\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad", "\u180e", "\u2061",
@@ -95,7 +96,11 @@ def _contact(text: str) -> str:
     return mark_untrusted(text, "+15550100777", "Mallory")
 
 
-@pytest.mark.parametrize(("tag", "wrap"), [(BLOCKS[0], _contact)])
+def _external(text: str) -> str:
+    return mark_external(text, "MCP web/fetch")
+
+
+@pytest.mark.parametrize(("tag", "wrap"), [(BLOCKS[0], _contact), (BLOCKS[1], _external)])
 def test_no_variant_closes_or_opens_the_block(tag: str, wrap: Wrap) -> None:
     hostile = 0
     for text in variants(tag, 3_000, seed=len(tag)):
