@@ -13,7 +13,10 @@ fire twice or forget one:
 * the cursor moves to the next fire after now *before* the run starts, and the timer
   is re-armed, so a long run never delays the next one;
 * a fire that cannot start or be recorded is tried again in its grace window, else
-  recorded ``failed`` and reported (``scheduler.retries``); so is a failed sweep.
+  recorded ``failed`` and reported (``scheduler.retries``); so is a failed sweep;
+* a run cut off with its process (its lease lapsed, or this process owns the database
+  and started after it) is closed ``interrupted`` and tried again in its window or
+  reported (``scheduler.reclaim``), at start-up or as soon as its lease lapses.
 
 Timers that fire together are handled by one sweep with a few batched round trips,
 so 200 jobs due in the same minute start together. The engine never imports the
@@ -36,6 +39,7 @@ from scheduler.leases import LeaseStore
 from scheduler.once_recovery import recover_once
 from scheduler.planning import Shared, plan_cron, plan_pulse
 from scheduler.pulse_state import PulseStore
+from scheduler.reclaim import Reclaimer
 from scheduler.recorder import RunRecorder
 from scheduler.retries import Retries, group_of
 from scheduler.runs import RunStore, Trigger, skipped_doc
@@ -63,6 +67,9 @@ class EngineConfig:
     """Seconds runs in flight may take to finish when the engine stops."""
     retry_seconds: float = 15.0
     """How soon a sweep that failed (say, the database was unreachable) is tried again."""
+    sole_owner: bool = False
+    """This process started the only server of its database (the embedded one): runs
+    other processes left ``running`` before it started are reclaimed at once."""
 
 
 @dataclass
@@ -103,6 +110,7 @@ class Engine:
         config = self.config
         self.retries = Retries(runs, jobs, recorder, clock, config.grace, self._timers.arm_retry)
         self.retries.soon = timedelta(seconds=config.retry_seconds)
+        self.reclaim = Reclaimer(runs, jobs, recorder, config.grace, sole_owner=config.sole_owner)
         self._last_ok: datetime | None = None
         """When a sweep last reached the database (``_unreachable``: one failed since)."""
         self._unreachable = False
@@ -129,13 +137,14 @@ class Engine:
 
     async def stop(self) -> None:
         """Stop the timers; runs in flight get ``stop_grace`` to finish, then are cancelled
-        (their records are closed as interrupted on the next start)."""
+        (their leases are let go, so the next start reclaims them at once)."""
         self.state = "stopped"
         self._timers.stop()
         if held := self.retries.held:  # in memory only: the log is all that is left of them
             log.warning("stopping with %d fire(s) never started: %s", len(held), ", ".join(held))
         await stop_task(self._sweeper)
         await self._pool.stop(self.config.stop_grace)
+        await self.recorder.leases.release()
 
     async def load(self) -> int:
         """(Re)arm timers from the database, the source of truth."""
@@ -143,6 +152,7 @@ class Engine:
         # (the default for new jobs) or the quiet hours.
         owner = await self.pulse.owner.load()
         self.jobs.default_timezone = owner.timezone
+        await self.reclaim.scan(self.clock())
         await recover_once(self.jobs, self.recorder, self.leases, self.clock(), self.config.grace)
         await self.pulse.ensure_next(self.clock())
         times = await self.jobs.armed_times()
@@ -155,6 +165,8 @@ class Engine:
         retry_at = await self.runs.next_retry()
         if retry_at is not None:
             self._timers.arm_retry(retry_at)
+        if self.reclaim.next_check is not None:
+            self._timers.arm_retry(self.reclaim.next_check)
         return len(self._timers.armed)
 
     async def resync(self) -> None:
@@ -253,6 +265,8 @@ class Engine:
         return fires
 
     async def _due(self, now: datetime) -> list[Fire]:
+        if self.reclaim.due(now):  # another process's lease lapsed: its runs, tried again
+            await self.reclaim.scan(now)
         jobs = {job.id: job for job in await self.jobs.enabled_jobs(due_by=now)}
         shared: Shared = {}
         grace, records = self.config.grace, self.config.skip_records
@@ -274,6 +288,8 @@ class Engine:
             self._timers.arm_retry(retry_at)
         if self.retries.waiting:
             self._timers.arm_retry(now + self.retries.soon)
+        if self.reclaim.next_check is not None:
+            self._timers.arm_retry(self.reclaim.next_check)
         return fires
 
     async def _commit(self, plans: list[Plan], now: datetime) -> list[Fire]:

@@ -47,7 +47,8 @@ class LeaseStore:
     def __init__(self, db: AsyncDatabase[Doc], owner: str) -> None:
         self._coll = db[c.LEASES]
         self.owner = owner
-        """Which process holds a lease (host and pid): for diagnosis only."""
+        """Which process holds a lease (its boot id, ``scheduler.run_leases``): for
+        diagnosis only."""
 
     def _lease(self, key: str, now: datetime) -> Doc:
         return {

@@ -5,13 +5,16 @@ fire while it runs. ``recover_once`` (called on every load: start-up and each re
 finds those jobs and finishes what a crash or a lost write left behind:
 
 * the run is over (no try left): the job is kept as done, with the run's status;
-* the run was interrupted (the process stopped mid-run): it is tried once more, as a
-  retry due now (the same run id, so acting tool calls already made are not repeated);
-  interrupted a second time, it is given up and the owner is told;
+* the run was interrupted (the process stopped mid-run) and its record closed without
+  a decision (``scheduler.reclaim`` decides in the same write; this covers records
+  closed by earlier versions): it is tried once more, as a retry due now (the same run
+  id, so acting tool calls already made are not repeated); interrupted a second time,
+  it is given up and the owner is told;
 * no run was recorded and the claim is older than the grace window (the process
   stopped between claiming and recording): the claim is released and the fire put
   back, so it runs, late, rather than never;
-* a run in flight or a retry pending: left alone.
+* a run in flight or a retry pending: left alone (a run whose process died is
+  reclaimed first, ``scheduler.reclaim``).
 
 It also prunes one-time jobs done more than 30 days ago.
 """
@@ -66,7 +69,7 @@ async def _recover(
         return
     if last.get("status") == "running" or last.get("retry_at"):
         return
-    if last.get("reason") == "interrupted":
+    if last.get("reason") == "interrupted" and not last.get("gave_up"):
         if not last.get("resumed"):
             if await recorder.runs.resume(last, now, now + grace):
                 log.warning("one-time job %s was interrupted; trying it again", job.id)

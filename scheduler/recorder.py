@@ -15,6 +15,9 @@ each try whether a failure will be retried (``RunTicket.will_retry``). A fire wh
 tries run out is marked ``gave_up`` and reported to ``on_failures`` at once, streak
 or not. A fire whose record cannot even be opened raises ``NotStarted``, and the
 engine tries it again; one that never could run is recorded by ``lost``.
+
+Each try holds a lease on its record while it runs (``scheduler.run_leases``), so a
+try cut off with its process is found and finished by another (``scheduler.reclaim``).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from scheduler.jobs import CronJob
+from scheduler.run_leases import RunLeases
 from scheduler.runs import (
     FAILED,
     PASSING,
@@ -99,8 +103,11 @@ class RunRecorder:
         pulse: PulsePlanner,
         on_failures: FailureStreak | None = None,
         retry_delays: Sequence[float] = RETRY_DELAYS,
+        leases: RunLeases | None = None,
     ) -> None:
         self.runs = runs
+        self.leases = leases or RunLeases(runs, clock)
+        """This process's hold on the runs it has in flight."""
         self._clock = clock
         self._cron = cron
         self._pulse = pulse
@@ -179,7 +186,7 @@ class RunRecorder:
                     skipped = Outcome("skipped", error=plan.detail, reason=plan.reason)
                     return await self.runs.finish(run, skipped, now)
                 work = plan.work
-            run = await self.runs.reopen(run, now)
+            run = await self.runs.reopen(run, now, self.leases.fields(now))
             return await self._attempt(run, work, job)
 
     async def give_up(self, run: Doc, job: CronJob | None, note: str, *, tell: bool) -> Doc:
@@ -189,6 +196,11 @@ class RunRecorder:
         if tell:
             await self._report(done, job, first_close=False)
         return done
+
+    async def reclaimed(self, done: Doc, job: CronJob | None) -> None:
+        """A run whose process died, closed with no try left (``scheduler.reclaim``): the
+        owner hears as the job's ``on_failure`` says."""
+        await self._report(done, job, first_close=False)
 
     async def lost(
         self, kind: RunKindName, job: CronJob | None, moments: Sequence[datetime], detail: str
@@ -218,12 +230,13 @@ class RunRecorder:
         retry_until: datetime | None,
         now: datetime | None = None,
     ) -> Doc:
-        fields = {**extra, "attempts": 1}
+        now = now or self._clock()
+        fields = {**extra, "attempts": 1, **self.leases.fields(now)}
         if retry_until is not None:
             fields["retry_until"] = retry_until
         try:
             return await self.runs.start(
-                kind, job_id, scheduled_for, now or self._clock(), trigger=trigger, extra=fields
+                kind, job_id, scheduled_for, now, trigger=trigger, extra=fields
             )
         except Exception as exc:
             if unreachable(exc):
@@ -242,8 +255,16 @@ class RunRecorder:
             attempt=attempt,
             will_retry=self.retry_at(attempt, until, self._clock()) is not None,
         )
-        outcome = await self._guard(work(ticket), ticket)
-        return await self._close(run, outcome, job, ticket, until)
+        self.leases.hold(run["_id"])
+        unsaved = False
+        try:
+            outcome = await self._guard(work(ticket), ticket)
+            done = await self._close(run, outcome, job, ticket, until)
+            unsaved = bool(done.get("unsaved"))  # held until its outcome is written
+            return done
+        finally:
+            if not unsaved:
+                self.leases.drop(run["_id"])
 
     async def _guard(self, work: Awaitable[Outcome], ticket: RunTicket) -> Outcome:
         try:
@@ -295,6 +316,13 @@ class RunRecorder:
             retry_at=closing.retry_at,
             gave_up=closing.gave_up,
         )
+        self.leases.drop(closing.run["_id"])
+        if done.get("reclaimed"):  # taken for dead meanwhile: the reclaimer has spoken
+            log.warning(
+                "run %s was reclaimed by another process before it ended; its outcome "
+                "(%s) is not recorded", closing.run["_id"], closing.outcome.status,
+            )  # fmt: skip
+            return done
         await self._report(done, closing.job, first_close=closing.attempt == 1)
         return done
 
@@ -313,6 +341,7 @@ class RunRecorder:
             except Exception as exc:
                 if not unreachable(exc):
                     log.exception("could not record run %s", closing.run.get("_id"))
+                    self.leases.drop(closing.run["_id"])  # its lease lapses: reclaimed
                     continue
                 self._unsaved.append(closing)
         return saved

@@ -69,6 +69,7 @@ def is_final(run: Doc) -> bool:
         run.get("status") in ("success", "failed", "timeout", "skipped")
         and not run.get("retry_at")
         and not run.get("unsaved")
+        and not run.get("reclaimed")
     )
 
 

@@ -1,9 +1,11 @@
 """Run records in ``runs``: every cron and pulse execution, including the ones skipped.
 
 Status is set here, by the system, never by the model: ``running`` while it runs, then
-``success``, ``failed``, ``timeout`` or ``skipped``. A record left ``running`` by a
-process that died is closed as ``failed`` on the next start, so nothing claims success
-for work that never finished.
+``success``, ``failed``, ``timeout`` or ``skipped``. A ``running`` record names the
+process doing it and carries a lease it renews (``scheduler.run_leases``); one left by
+a process that died is reclaimed as ``failed`` (``interrupted``) and tried again or
+reported (``scheduler.reclaim``), so nothing claims success for work that never
+finished and nothing stays ``running`` for ever.
 
 A scheduled fire that failed for a passing reason (``PASSING``: the model or the
 database could not be reached) keeps its record and is tried again inside its grace
@@ -176,18 +178,27 @@ class RunStore:
             update["$unset"] = {"retry_at": ""}
         if gave_up:
             fields["gave_up"] = True
-        # $set/$unset by _id: the same record whichever try of the write lands.
+        # $set/$unset by _id: the same record whichever try of the write lands. Only
+        # while its holder still holds it: a record reclaimed meanwhile (this process
+        # was taken for dead) belongs to whoever reclaimed it.
+        query = {"_id": run["_id"], "owner": run.get("owner")}
         done = await retry.retried(
             lambda: self._coll.find_one_and_update(
-                {"_id": run["_id"]}, update, return_document=ReturnDocument.AFTER
+                query, update, return_document=ReturnDocument.AFTER
             ),
             "close a run record",
         )
-        return done if done is not None else {**run, **fields}
+        return done if done is not None else {**run, **fields, "reclaimed": True}
 
-    async def reopen(self, run: Doc, now: datetime) -> Doc:
-        """A retry starts: the record is ``running`` again, one try more."""
-        fields: Doc = {"status": "running", "retried_at": now, "attempts": _tries(run) + 1}
+    async def reopen(self, run: Doc, now: datetime, holder: Doc | None = None) -> Doc:
+        """A retry starts: the record is ``running`` again, one try more, held by
+        ``holder`` (``owner`` and ``lease_until``, ``scheduler.run_leases``)."""
+        fields: Doc = {
+            "status": "running",
+            "retried_at": now,
+            "attempts": _tries(run) + 1,
+            **(holder or {}),
+        }
         await retry.retried(  # $set by _id (the count is set, not incremented)
             lambda: self._coll.update_one({"_id": run["_id"]}, {"$set": fields}),
             "reopen a run record",
@@ -308,26 +319,71 @@ class RunStore:
         cursor = self._coll.find(query, sort=[("started_at", -1)], limit=limit)
         return await cursor.to_list()
 
-    async def close_interrupted(self, before: datetime, now: datetime) -> int:
-        """Runs still ``running`` that started before ``before`` died with their process."""
-        # A $set on the records still running: a retry finds none left (the count is
-        # only logged).
-        result = await retry.retried(
+    # --- leases (scheduler.run_leases, scheduler.reclaim) ------------------------------
+
+    async def renew(self, run_ids: list[Any], owner: str, until: datetime) -> None:
+        """Move the leases of ``owner``'s running records among ``run_ids`` to ``until``."""
+        if not run_ids:
+            return
+        query = {"_id": {"$in": run_ids}, "status": "running", "owner": owner}
+        await retry.retried(  # a $set: safe to repeat
+            lambda: self._coll.update_many(query, {"$set": {"lease_until": until}}),
+            "renew run leases",
+        )
+
+    async def release(self, owner: str, now: datetime) -> int:
+        """Let the leases of ``owner``'s records still running lapse at ``now``."""
+        result = await retry.retried(  # a $set: safe to repeat
             lambda: self._coll.update_many(
-                {"status": "running", "started_at": {"$lt": before}},
-                {
-                    "$set": {
-                        "status": "failed",
-                        "ended_at": now,
-                        "error": "interrupted: the process stopped during the run",
-                        "reason": "interrupted",
-                    },
-                    "$unset": {"retry_at": ""},
-                },
+                {"status": "running", "owner": owner}, {"$set": {"lease_until": now}}
             ),
-            "close interrupted runs",
+            "release run leases",
         )
         return result.modified_count
+
+    async def running(self, limit: int = 1_000) -> list[Doc]:
+        """Records ``running`` now, in this process or any other (a handful)."""
+        cursor = self._coll.find({"status": "running"}, sort=[("started_at", 1)], limit=limit)
+        return await cursor.to_list()
+
+    async def reclaim(
+        self, run: Doc, now: datetime, by: str, *, retry_until: datetime | None, note: str
+    ) -> Doc | None:
+        """Close a record whose holder is gone as ``failed`` (``interrupted``), in one
+        compare-and-set on its holder and lease (a holder that renewed meanwhile keeps
+        it): tried again now, until ``retry_until``, or else given up with ``note``.
+        None when it was not this call that closed it."""
+        fields: Doc = {
+            "status": "failed",
+            "ended_at": now,
+            "error": "interrupted: the process stopped during the run",
+            "reason": "interrupted",
+            "reclaimed_by": by,
+            "reclaim_token": ObjectId(),  # which call closed it, should its answer be lost
+        }
+        unset: Doc = {"owner": "", "lease_until": ""}
+        if retry_until is not None:
+            fields |= {"retry_at": now, "retry_until": retry_until, "resumed": True}
+        else:
+            fields |= {"gave_up": True, "retry_note": note}
+            unset["retry_at"] = ""
+        query = {
+            "_id": run["_id"],
+            "status": "running",
+            "owner": run.get("owner"),
+            "lease_until": run.get("lease_until"),
+        }
+        done = await retry.retried(  # a repeat finds it closed and changes nothing
+            lambda: self._coll.find_one_and_update(
+                query, {"$set": fields, "$unset": unset}, return_document=ReturnDocument.AFTER
+            ),
+            "reclaim a run record",
+        )
+        if done is None:  # closed by another call, or by this one's lost first try
+            done = await self._coll.find_one(
+                {"_id": run["_id"], "reclaim_token": fields["reclaim_token"]}
+            )
+        return done
 
 
 def _tries(run: Doc) -> int:

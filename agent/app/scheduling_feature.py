@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -31,6 +29,7 @@ from scheduler.leases import LeaseStore
 from scheduler.owner_settings import OwnerPrefs, OwnerSettings
 from scheduler.pulse_state import PulseStore
 from scheduler.recorder import RunRecorder
+from scheduler.run_leases import LeaseTerms, RunLeases
 from scheduler.runs import RunStore
 from scheduler.views import (
     job_line,
@@ -59,6 +58,8 @@ class SchedulingOptions:
     grace: timedelta = timedelta(minutes=10)
     resync_seconds: float = 60.0
     max_parallel: int = 256
+    lease: LeaseTerms = field(default_factory=LeaseTerms)
+    """How long a run's lease lasts unrenewed (``scheduler.run_leases``)."""
 
 
 def build_parts(app: App, options: SchedulingOptions) -> Scheduling:
@@ -94,24 +95,28 @@ def build_parts(app: App, options: SchedulingOptions) -> Scheduling:
             pulse_timeout=options.pulse_timeout or settings.pulse_timeout_seconds,
         ),
     )
+    # This start of this process, as the holder of its runs and fires.
+    holder = RunLeases(runs, app.clock, terms=options.lease)
     recorder = RunRecorder(
         runs,
         app.clock,
         cron=runner.run_cron,
         pulse=runner.plan_pulse,
         on_failures=runner.warn_failures,
+        leases=holder,
     )
     engine = Engine(
         jobs=jobs,
         pulse=pulse,
         runs=runs,
-        leases=LeaseStore(deps.db, owner=f"{socket.gethostname()}:{os.getpid()}"),
+        leases=LeaseStore(deps.db, owner=holder.owner),
         clock=app.clock,
         recorder=recorder,
         config=EngineConfig(
             grace=options.grace,
             resync_seconds=options.resync_seconds,
             max_parallel=options.max_parallel,
+            sole_owner=app.database.owns_server,
         ),
         timer=options.timer,
     )
@@ -180,9 +185,7 @@ def scheduling(options: SchedulingOptions | None = None) -> Feature:
     async def feature(app: App, stack: contextlib.AsyncExitStack) -> None:
         parts = build_parts(app, chosen)
         _register(app, parts)
-        now = app.clock()
-        longest = max(parts.runner.config.cron_timeout, parts.runner.config.pulse_timeout)
-        await parts.runs.close_interrupted(now - timedelta(seconds=longest + 60), now)
+        # Runs a dead process left "running" are reclaimed as the engine loads.
         armed = await parts.engine.start()
         stack.push_async_callback(parts.engine.stop)
         log.info("scheduler: %d timer(s) armed%s", armed, "" if chosen.timer else " (manual)")

@@ -1,0 +1,159 @@
+"""Runs left ``running`` by a process that is gone: found, closed, tried again or reported.
+
+A ``running`` record is orphaned when no live process holds it
+(``scheduler.run_leases``):
+
+* its lease has lapsed: its holder stopped renewing it (it died, or stopped and let it
+  lapse); a run this process holds is never taken; or
+* this process started the only server of its database (the embedded one: one process
+  owns ``DATA_DIR``), and the run began, in another process, before this one started:
+  its process is gone, whatever its lease says, so it is reclaimed at once.
+
+Each orphan is closed ``failed`` (``interrupted``) in one compare-and-set, so one
+process handles it, and in the same write either tried again now (once per record;
+a one-time job gets a grace window from now, a recurring job or the pulse keeps its
+fire's) or given up: the owner hears of it as the job's ``on_failure`` says, and a
+one-time job is kept as done. A try again keeps the run id, so acting tool calls and
+an answer already delivered are not repeated. Records of a job disabled or deleted are
+closed quietly. Nothing stays ``running`` for ever, and nothing ends silently.
+
+``orphaned`` is the pure part; ``Reclaimer.scan`` runs at every (re)load and again when
+the next lease of another process lapses (``next_check``), so a restart after a crash
+is noticed within one lease.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from scheduler.jobs import CronJob, CronService, JobError
+from scheduler.recorder import RunRecorder
+from scheduler.runs import RunStore
+from storage.times import aware
+
+log = logging.getLogger(__name__)
+Doc = dict[str, Any]
+UNLEASED_HOLD = timedelta(minutes=5)
+"""A record written before runs had leases is taken as held this long after its try
+began (the longest default run time, 180 s, and a margin)."""
+
+
+@dataclass(frozen=True)
+class Orphans:
+    runs: list[Doc]
+    next_lapse: datetime | None
+    """When the earliest lease of another process still running lapses, if any."""
+
+
+def began(run: Doc) -> datetime | None:
+    """When the record's current try began."""
+    moments = [aware(run.get("started_at")), aware(run.get("retried_at"))]
+    return max((moment for moment in moments if moment is not None), default=None)
+
+
+def orphaned(
+    records: Iterable[Doc],
+    now: datetime,
+    *,
+    held: Collection[Any] = (),
+    sole_since: datetime | None = None,
+) -> Orphans:
+    """The ``running`` records no live process holds; ``held``: the ids of those this
+    process holds; ``sole_since``: this process started the database's only server then."""
+    found: list[Doc] = []
+    lapse: datetime | None = None
+    for run in records:
+        if run.get("_id") in held:
+            continue  # in flight here, or its outcome waits for the database
+        start = began(run)
+        until = aware(run.get("lease_until"))
+        if until is None and start is not None:
+            until = start + UNLEASED_HOLD
+        cut_off = sole_since is not None and (start is None or start < sole_since)
+        if cut_off or until is None or until <= now:
+            found.append(run)
+        elif lapse is None or until < lapse:
+            lapse = until
+    return Orphans(found, lapse)
+
+
+class Reclaimer:
+    def __init__(
+        self,
+        runs: RunStore,
+        jobs: CronService,
+        recorder: RunRecorder,
+        grace: timedelta,
+        *,
+        sole_owner: bool = False,
+    ) -> None:
+        self.runs = runs
+        self.jobs = jobs
+        self.recorder = recorder
+        self.grace = grace
+        self._sole_since = recorder.leases.started_at if sole_owner else None
+        """Only for the first scan: later records of other processes are theirs (a
+        command attached to this process's database), lease or not."""
+        self.next_check: datetime | None = None
+        """When the next scan may find an orphan (another process's lease lapses)."""
+
+    def due(self, now: datetime) -> bool:
+        return self.next_check is not None and now >= self.next_check
+
+    async def scan(self, now: datetime) -> list[Doc]:
+        """Reclaim every orphan now; returns the records closed by this call."""
+        records = await self.runs.running()
+        held = self.recorder.leases.held  # after the read: a run it shows is held by now
+        found = orphaned(records, now, held=held, sole_since=self._sole_since)
+        self._sole_since = None
+        self.next_check = found.next_lapse
+        closed: list[Doc] = []
+        for run in found.runs:
+            try:
+                done = await self._reclaim(run, now)
+            except Exception:  # still running and lapsed: the next scan finds it again
+                log.exception("run %s not reclaimed now", run.get("_id"))
+                continue
+            if done is not None:
+                closed.append(done)
+        return closed
+
+    async def _reclaim(self, run: Doc, now: datetime) -> Doc | None:
+        job = await self._job(run)
+        until: datetime | None = None
+        note = "interrupted twice: the process stopped during the run"
+        if run.get("kind") == "cron" and job is None:
+            note = "not retried: the job was disabled or deleted"
+        elif not run.get("resumed"):
+            until = now + self.grace if job is not None and job.once else None
+            until = until or aware(run.get("retry_until"))
+            if until is None or now > until:
+                note, until = "interrupted, and its grace window has ended", None
+        owner = self.recorder.leases.owner
+        done = await self.runs.reclaim(run, now, owner, retry_until=until, note=note)
+        if done is None:
+            return None  # renewed meanwhile, or another process took it
+        what = f"{run.get('kind')} run {run['_id']}" + (f" of job {job.id}" if job else "")
+        if until is not None:
+            log.warning("%s was interrupted (held by %s); trying it again", what, run.get("owner"))
+            return done
+        log.warning("%s was interrupted (held by %s); %s", what, run.get("owner"), note)
+        if job is not None or run.get("kind") == "pulse":
+            await self.recorder.reclaimed(done, job)
+        if job is not None and job.once:
+            scheduled = aware(done.get("scheduled_for")) or now
+            await self.jobs.finish_once(job.id, scheduled, str(done.get("status")), now)
+        return done
+
+    async def _job(self, run: Doc) -> CronJob | None:
+        if run.get("kind") != "cron":
+            return None
+        try:
+            job = await self.jobs.get(run.get("job_id"))
+        except JobError:
+            return None
+        return job if job.enabled else None
