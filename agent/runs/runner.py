@@ -5,6 +5,10 @@ module decides *what happens*: the instruction or pulse brief goes to the agent 
 its own conversation, a timeout cancels the work for real, a cron result goes to
 the chat that created the job, and the engine's failure streaks reach the owner as
 a warning. Each outcome carries a typed reason, and the owner's words come from it.
+
+A run's answer is delivered once, whatever happens to its tries: it goes out under
+the run's one key (``run:<id>``), and a try after one cut off with its process
+(``scheduler.reclaim``) first looks whether the answer already went out.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from scheduler.pulse_grid import local_day
 from scheduler.pulse_state import PulseStore
 from scheduler.recorder import Go, RunTicket, Skip
 from scheduler.runs import PASSING, Outcome, Reason, RunStore, Trigger
+from storage import collections as c
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
@@ -53,6 +58,12 @@ def reason_text(reason: Reason | None, timeout: float) -> str:
     if reason == "out_of_steps":
         return "it ran out of steps before finishing"
     return "an internal error stopped it"
+
+
+def answer_key(ticket: RunTicket) -> str:
+    """The outbox key of a run's answer: one per run, whichever try gives it; the
+    notices of a try (``:retrying``, ``:failed``) add a suffix."""
+    return f"run:{ticket.id}"
 
 
 class Runner:
@@ -125,6 +136,8 @@ class Runner:
 
     async def run_cron(self, job: CronJob, ticket: RunTicket) -> Outcome:
         """One fire of ``job`` in its own conversation; the answer is delivered."""
+        if ticket.attempt > 1 and (earlier := await self._answer_sent(ticket)) is not None:
+            return earlier  # an earlier try delivered it before it was cut off
         ctx = self._context("cron", ticket, job.origin_channel, job.origin_chat_id)
         timeout = self.config.cron_timeout
         outcome = await self._execute(cron_prompt(job, ticket, self.now()), ctx, timeout)
@@ -132,7 +145,9 @@ class Runner:
             text = outcome.result.strip()
             if text:
                 head = delivery_head(job, ticket, self.now())
-                outcome.extra["delivery"] = await self._deliver(job, f"{head}\n{text}", ticket)
+                outcome.extra["delivery"] = await self._deliver(
+                    job, f"{head}\n{text}", answer_key(ticket)
+                )
             else:
                 outcome.extra["delivery"] = None  # empty answer: nothing worth reporting
         elif ticket.will_retry and outcome.reason in PASSING:
@@ -140,23 +155,38 @@ class Runner:
             if ticket.attempt == 1:
                 reason = reason_text(outcome.reason, timeout)
                 notice = f"⚠️ {job.name}: {reason}; I will try again shortly."
-                outcome.extra["delivery"] = await self._deliver(job, notice, ticket)
+                key = f"{answer_key(ticket)}:retrying"
+                outcome.extra["delivery"] = await self._deliver(job, notice, key)
         else:
             reason = reason_text(outcome.reason, timeout)
             tries = f" (tried {ticket.attempt} times)" if ticket.attempt > 1 else ""
             notice = f"⚠️ {job.name}: this run did not complete — {reason}{tries}."
-            outcome.extra["delivery"] = await self._deliver(job, notice, ticket)
+            key = f"{answer_key(ticket)}:failed"
+            outcome.extra["delivery"] = await self._deliver(job, notice, key)
         return outcome
 
-    async def _deliver(self, job: CronJob, text: str, ticket: RunTicket) -> Doc:
+    async def _answer_sent(self, ticket: RunTicket) -> Outcome | None:
+        """The outcome of an earlier try of this run whose answer is already in the
+        outbox (the outbox sends what it holds), or None."""
+        key = answer_key(ticket)
+        sent = await self.deps.db[c.OUTBOX].find_one(
+            {"_id": key}, projection={"text": 1, "channel": 1, "chat_id": 1}
+        )
+        if sent is None:
+            return None
+        log.info("run %s: its answer went out before try %d; not asked again",
+                 ticket.id, ticket.attempt)  # fmt: skip
+        delivery = {"channel": sent.get("channel"), "chat_id": sent.get("chat_id"),
+                    "idempotency_key": key, "earlier_try": True}  # fmt: skip
+        return Outcome("success", result=str(sent.get("text", "")), extra={"delivery": delivery})
+
+    async def _deliver(self, job: CronJob, text: str, key: str) -> Doc:
         channel, chat = job.origin_channel, job.origin_chat_id
         if channel not in self.deps.channels:  # the job's chat is not running here
             target = owner_chat(
                 self.deps.settings, self.deps.channels, primary=self.deps.primary_channel
             )
             channel, chat = target.channel, target.chat_id
-        # One message per try at most: a retry's answer is not the first try's notice.
-        key = f"run:{ticket.id}" if ticket.attempt == 1 else f"run:{ticket.id}:{ticket.attempt}"
         delivery: Doc = {"channel": channel, "chat_id": chat, "idempotency_key": key}
         try:
             await self._outbox().enqueue(

@@ -11,11 +11,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from pymongo.asynchronous.database import AsyncDatabase
 
+from agent.app.scheduling_feature import SchedulingOptions, build_parts
+from channels.types import OutboundMessage, SendResult
 from scheduler.engine import Engine, EngineConfig, Fire
 from scheduler.jobs import CronJob, CronService
 from scheduler.leases import LeaseStore
@@ -26,7 +29,11 @@ from scheduler.run_leases import LeaseTerms, RunLeases
 from scheduler.runs import Outcome, RunStore, Trigger
 from scheduler.timers import RETRY_TIMER
 from storage.times import aware
+from tests.contexts import owner_ctx
+from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import FakeClock
+from tests.fakes.scripted import Request, ScriptedModel
+from tests.scheduling_kit import call_tool, parts_of, scheduled_app
 
 Doc = dict[str, Any]
 T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
@@ -309,3 +316,59 @@ def test_which_running_records_are_orphaned() -> None:
     found = orphaned(records, now, held={1}, sole_since=now - timedelta(seconds=1))
     assert [r["_id"] for r in found.runs] == [2, 4, 5]
     assert found.next_lapse == now + UNLEASED_HOLD
+
+
+class SendsThenHangs(RecordingChannel):
+    """Delivers, then never returns: the process dies before the send is recorded."""
+
+    hang = True
+
+    async def send(self, message: OutboundMessage) -> SendResult:
+        result = await super().send(message)
+        if self.hang:
+            await asyncio.Event().wait()
+        return result
+
+
+async def test_an_answer_sent_before_the_crash_is_not_asked_for_or_sent_again(
+    mongo_server: str, tmp_path: Path
+) -> None:
+    clock = FakeClock(T0)
+
+    def answer(request: Request) -> str:
+        return "Time to stretch!" if "Task: Remind me" in request.messages[-1].text else ""
+
+    model = ScriptedModel(answer)
+    telegram = SendsThenHangs(name="telegram")
+    async with scheduled_app(mongo_server, tmp_path, model, clock, channels=[telegram]) as app:
+        ctx = owner_ctx(app.deps, channel="telegram", chat_id="777")
+        created = await call_tool(
+            app, "manage_cronjob", ctx, action="create", name="Stretch",
+            instruction="Remind me to stretch", in_minutes=5,
+        )  # fmt: skip
+        job_id = created["created"]["job_id"]
+        first = parts_of(app).engine
+        clock.advance(minutes=5, seconds=1)
+        fires = await first.run_due(wait=False)
+        async with asyncio.timeout(WATCHDOG):
+            await telegram.delivered.wait()
+        for fire in fires:  # killed after the answer went out, before anything was recorded
+            assert fire.task is not None
+            fire.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await fire.task
+        telegram.hang = False
+        second = build_parts(app, SchedulingOptions(timer=False))
+        await second.engine.start()
+        try:
+            clock.advance(LEASE)  # the first process's lease lapses
+            assert [f.action for f in await second.engine.run_due()] == ["retry"]
+        finally:
+            await second.engine.stop()
+        run = await app.deps.db["runs"].find_one({"job_id": job_id})
+        job = (await call_tool(app, "manage_cronjob", action="list"))["jobs"][0]
+    assert [m.text for m in telegram.sent] == ["Stretch\nTime to stretch!"]
+    assert len(model.requests) == 1
+    assert run is not None and (run["status"], run["attempts"]) == ("success", 2)
+    assert run["result"] == "Stretch\nTime to stretch!"
+    assert job["job_id"] == job_id and job["state"] == "done"
