@@ -23,7 +23,7 @@ from agent.context import AgentDeps
 from storage.indexes import ensure_indexes
 from tests.offline import OfflineLoop, block_the_internet
 
-pytest_plugins = ("tests.timeouts",)  # per-test timeouts that dump every stack
+pytest_plugins = ("tests.timeout_tasks",)  # pytest-timeout, with the asyncio tasks
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -14,7 +14,7 @@ from tests.fakes.mcp_kit import stdio_server
 from tests.fakes.scripted import Request, ScriptedModel
 from tests.scheduling_kit import parts_of, scheduled_app, tool_call, tool_results
 
-pytestmark = pytest.mark.timeout_seconds(90)
+pytestmark = pytest.mark.timeout(90)
 NOW = datetime(2026, 3, 6, 17, 0, tzinfo=UTC)
 
 

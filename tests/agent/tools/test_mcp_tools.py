@@ -27,7 +27,7 @@ from tests.contexts import contact_ctx, owner_ctx
 from tests.fakes.mcp_kit import http_server, stdio_server
 from tests.fakes.scripted import Request, ScriptedModel, sequence
 
-pytestmark = pytest.mark.timeout_seconds(120)
+pytestmark = pytest.mark.timeout(120)
 
 
 @asynccontextmanager
