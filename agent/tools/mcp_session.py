@@ -10,11 +10,11 @@ from contextlib import asynccontextmanager
 from typing import Any, TextIO
 
 import anyio
+import httpx2
 from anyio import CancelScope
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
     CONNECTION_CLOSED,
@@ -33,6 +33,14 @@ MAX_PAGES = 50
 """A server that keeps paging its tool list is cut off here."""
 
 
+def _http_client(headers: Mapping[str, str]) -> httpx2.AsyncClient:
+    """The HTTP client the MCP SDK would make for itself (30 s to connect, write and
+    wait for a connection; 5 minutes to read, as a server may hold a stream open;
+    redirects left to the SDK, which follows them only within the server's origin),
+    with the server's configured headers."""
+    return httpx2.AsyncClient(headers=dict(headers), timeout=httpx2.Timeout(30.0, read=300.0))
+
+
 @asynccontextmanager
 async def open_session(config: ServerConfig, stderr: TextIO | None) -> AsyncIterator[ClientSession]:
     """A started and initialised session; the server process (stdio) ends with it."""
@@ -46,7 +54,7 @@ async def open_session(config: ServerConfig, stderr: TextIO | None) -> AsyncIter
             yield session
         return
     async with (
-        create_mcp_http_client(headers=dict(config.headers)) as client,
+        _http_client(config.headers) as client,
         streamable_http_client(config.url, http_client=client) as (read, write),
         ClientSession(read, write) as session,
     ):
