@@ -17,7 +17,6 @@ import pytest
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 
-from agent.cli.lean import prepare_interpreter
 from agent.config import Settings
 from agent.context import AgentDeps
 from storage.indexes import ensure_indexes
@@ -28,7 +27,6 @@ pytest_plugins = ("tests.timeout_tasks",)  # pytest-timeout, with the asyncio ta
 
 def pytest_configure(config: pytest.Config) -> None:
     assert "openai" not in sys.modules, "conftest's imports must not load the OpenAI SDK"
-    prepare_interpreter()  # as `watchkeeper` does: the SDKs as the app runs them
     block_the_internet()
     for name in list(os.environ):
         # The developer's own keys and settings must never leak into a test.

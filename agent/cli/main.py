@@ -11,7 +11,6 @@ import signal
 import sys
 from typing import TYPE_CHECKING
 
-from agent.cli.lean import prepare_interpreter, skip_unused_imports, unused_by
 from storage.embedded_spare import SpareServer
 
 if TYPE_CHECKING:
@@ -139,8 +138,6 @@ def _uses_data_dir(command: str, settings: Settings) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    skip_unused_imports()
-    prepare_interpreter()
     args = _parser().parse_args(argv)
     # The database process loads while the settings do (``storage.embedded_spare``):
     # so nothing above imports them.
@@ -164,7 +161,6 @@ def _command(args: argparse.Namespace, spare: SpareServer | None) -> int:
     except ConfigError as exc:
         print(f"watchkeeper: {exc}", file=sys.stderr)
         return 2
-    skip_unused_imports(unused_by(settings))
     level = logging.DEBUG if args.verbose else logging.INFO
     if args.command in ("chat", "doctor") and not args.verbose:
         level = logging.WARNING
