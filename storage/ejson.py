@@ -151,36 +151,68 @@ INT64_MIN = -(2**63)
 """The integers BSON can store (int64); Python's and JSON's integers have no bound."""
 
 
+_Crumbs = tuple[Any, "_Crumbs"] | None
+"""A path of keys, innermost first, as nested pairs (shared by siblings)."""
+
+
 def oversized_int(value: Any, path: str = "") -> str | None:
     """The dotted path of the first integer in ``value`` that BSON cannot store (outside
-    int64), ``"arguments"`` when ``value`` itself is one; None when there is none."""
-    if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
-        return path or "arguments"
-    if isinstance(value, Mapping):
-        items: Iterable[tuple[Any, Any]] = value.items()
-    elif isinstance(value, (list, tuple)):
-        items = enumerate(value)
-    else:
-        return None
-    for key, item in items:
-        found = oversized_int(item, f"{path}.{key}" if path else str(key))
-        if found is not None:
-            return found
+    int64), ``"arguments"`` when ``value`` itself is one; None when there is none.
+
+    Walks with its own stack: a hostile value may nest deeper than Python's recursion
+    limit, and that must come back as the tool's own error, not a RecursionError."""
+    # The path rides along as a linked list of keys, joined only for the one found.
+    stack: list[tuple[Any, _Crumbs]] = [(value, None)]
+    while stack:
+        item, crumbs = stack.pop()
+        if isinstance(item, int) and not INT64_MIN <= item <= INT64_MAX:
+            keys: list[str] = []
+            while crumbs is not None:
+                keys.append(str(crumbs[0]))
+                crumbs = crumbs[1]
+            return ".".join([path] * bool(path) + keys[::-1]) or "arguments"
+        if isinstance(item, Mapping):
+            children: list[tuple[Any, Any]] = list(item.items())
+        elif isinstance(item, (list, tuple)):
+            children = list(enumerate(item))
+        else:
+            continue
+        # Reversed, so the first child is looked at first and the path found is the first.
+        stack.extend((child, (key, crumbs)) for key, child in reversed(children))
     return None
 
 
 def storable_ints(value: Any) -> Any:
     """``value`` with every integer BSON cannot store written as its decimal text, so a
-    document holding it can always be stored; anything else is kept as it is."""
-    if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+    document holding it can always be stored; anything else is kept as it is.
+
+    ``value`` itself comes back when it holds no such integer (the usual case); otherwise
+    a copy is built without recursion, however deep ``value`` nests (tuples become lists,
+    as BSON stores them anyway)."""
+    if oversized_int(value) is None:
+        return value
+    if isinstance(value, int):
         return str(value)
-    if isinstance(value, Mapping):
-        return {k: storable_ints(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [storable_ints(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(storable_ints(v) for v in value)
-    return value
+    root: list[Any] = [None]
+    # Each entry: (source, the container that receives the copy, its key there).
+    stack: list[tuple[Any, Any, Any]] = [(value, root, 0)]
+    while stack:
+        item, into, key = stack.pop()
+        if isinstance(item, int) and not INT64_MIN <= item <= INT64_MAX:
+            into[key] = str(item)
+        elif isinstance(item, Mapping):
+            copy: dict[Any, Any] = {}
+            into[key] = copy
+            for k, v in item.items():
+                copy[k] = None
+                stack.append((v, copy, k))
+        elif isinstance(item, (list, tuple)):
+            items: list[Any] = [None] * len(item)
+            into[key] = items
+            stack.extend((v, items, i) for i, v in enumerate(item))
+        else:
+            into[key] = item
+    return root[0]
 
 
 def rows_within(docs: Iterable[Any], max_chars: int) -> list[Any]:

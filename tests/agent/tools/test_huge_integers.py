@@ -82,3 +82,23 @@ async def test_a_tool_result_with_a_huge_integer_is_stored_as_text(db: Any) -> N
         "ok": True,
     }
     assert message.parts[0].result["id"] == HUGE  # type: ignore[union-attr]  # in memory: as sent
+
+
+def test_a_value_nested_past_the_recursion_limit_is_walked_without_recursion() -> None:
+    """A hostile argument nested 20,000 deep is checked and made storable, not a
+    RecursionError out of the turn."""
+    from storage.ejson import oversized_int, storable_ints
+
+    deep: dict[str, Any] = {}
+    inner = deep
+    for _ in range(20_000):
+        inner["a"] = {}
+        inner = inner["a"]
+    assert oversized_int(deep) is None
+    assert storable_ints(deep) is deep  # nothing to change: the value itself
+    inner["n"] = [1, HUGE]
+    assert oversized_int(deep) == ".".join(["a"] * 20_000 + ["n", "1"])
+    stored = storable_ints(deep)
+    for _ in range(20_000):
+        stored = stored["a"]
+    assert stored == {"n": [1, str(HUGE)]}
