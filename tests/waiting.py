@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 WATCHDOG = 30.0
 """Seconds a condition may take before the test fails (a hang, not a slow machine)."""
@@ -38,3 +39,16 @@ async def until_async(
         if loop.time() > deadline:
             raise AssertionError(f"{what}: not reached within {within} s")
         await asyncio.sleep(0.01)
+
+
+class _Outbox(Protocol):
+    async def pending_count(self) -> int: ...
+
+
+async def outbox_drained(outbox: _Outbox, within: float = WATCHDOG) -> None:
+    """Wait until the outbox holds nothing pending or being sent."""
+
+    async def drained() -> bool:
+        return await outbox.pending_count() == 0
+
+    await until_async(drained, "the outbox sent everything queued", within)

@@ -34,9 +34,10 @@ from channels.types import OutboundMessage, SendError
 from channels.whatsapp import WhatsAppChannel
 from channels.whatsapp_events import parse_message
 from storage.whatsapp_permissions import normalise_phone
-from tests.channels.whatsapp_kit import ALICE, BOB, OWNER, Kit, _until, kit
+from tests.channels.whatsapp_kit import ALICE, BOB, OWNER, Kit, kit
 from tests.fakes.clock import FakeClock
 from tests.fakes.whatsapp import FakeClient, jid, message_event
+from tests.waiting import until
 
 __all__ = ["kit"]  # a fixture, imported for pytest
 
@@ -131,7 +132,6 @@ async def test_contacts_get_untrusted_tier_and_replies_only_with_can_reply(kit: 
     await kit.grant(BOB, can_reply=False)
     await kit.say(ALICE, "is Sam free on Friday?")
     await kit.say(BOB, "hello?")
-    await asyncio.sleep(0.3)
     await kit.settle()
     assert len(kit.model.requests) == 2
     for request in kit.model.requests:
@@ -148,7 +148,6 @@ async def test_unknown_and_prefix_numbers_get_no_model_call(kit: Kit) -> None:
     await kit.grant(ALICE, can_reply=True)
     await kit.say("+4915123", "hi, it's me")  # a prefix of Alice's number
     await kit.say("+4930555000111", "who is this?")
-    await asyncio.sleep(0.3)
     await kit.settle()
     assert kit.model.requests == []
     assert kit.client.sent == []
@@ -172,7 +171,6 @@ async def test_prompt_injection_from_a_contact_reaches_no_writing_tool(kit: Kit)
         ]
     )
     await kit.say(ALICE, attack)
-    await asyncio.sleep(0.3)
     await kit.settle()
     first = kit.model.requests[0]
     assert "untrusted" in first.system
@@ -200,9 +198,7 @@ async def test_a_burst_from_a_contact_is_one_model_call(kit: Kit) -> None:
     ]
     for ev in events:
         await kit.client.emit(ev)
-        await asyncio.sleep(0.02)
     await kit.client.emit(events[0])  # a redelivery is not a new message
-    await asyncio.sleep(0.4)
     await kit.settle()
     [request] = kit.model.requests
     assert request.messages[-1].text == (
@@ -267,7 +263,7 @@ async def test_reconnects_with_backoff_and_tells_the_owner_once(tmp_path: Path) 
     await channel.start(sink)
     try:
         client = clients[0]
-        await _until(lambda: client.connect_calls == 4)
+        await until(lambda: client.connect_calls == 4)
         assert channel.delays == [1.0, 2.0, 5.0]
         await client.emit(Connected())
         assert channel.status()["state"] == "connected"
@@ -277,7 +273,7 @@ async def test_reconnects_with_backoff_and_tells_the_owner_once(tmp_path: Path) 
         assert bad.value.retryable is False
         # A session that ends is reconnected, the backoff starting over.
         client.end_session()
-        await _until(lambda: client.connect_calls == 5)
+        await until(lambda: client.connect_calls == 5)
         assert channel.delays[-1] == 1.0
         await client.emit(Disconnected())
         with pytest.raises(SendError) as down:

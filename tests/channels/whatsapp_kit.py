@@ -7,7 +7,6 @@ attempt to reach the internet.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from tests.conftest import make_settings
 from tests.contexts import owner_ctx
 from tests.fakes.scripted import Request, ScriptedModel
 from tests.fakes.whatsapp import FakeClient, jid, message_event
+from tests.waiting import outbox_drained
 
 OWNER = "+4915100000001"  # the linked account is the owner's own number
 ALICE = "+49151234567"
@@ -49,9 +49,14 @@ class Kit:
         await self.client.emit(message_event(chat, jid(sender), text, **kw))
 
     async def settle(self) -> None:
-        await asyncio.sleep(0.01)
+        """Wait until every message said so far is handled and its replies are sent.
+
+        ``say`` returns once the message is stored and queued, so the pipeline's
+        workers (a contact's burst window included) hold all there is to handle; what
+        they queued in the outbox is sent by its own task.
+        """
         await self.app.pipeline.join()
-        await asyncio.sleep(0.05)  # the outbox sends right after enqueue, in a task
+        await outbox_drained(self.app.outbox)
 
     async def grant(self, phone: str, *, can_reply: bool) -> None:
         ctx = owner_ctx(self.app.deps)
@@ -61,14 +66,6 @@ class Kit:
             ctx,
         )
         assert "error" not in result, result
-
-
-async def _until(predicate: Callable[[], bool], within: float = 3.0) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + within
-    while not predicate():
-        assert loop.time() < end, "condition not reached in time"
-        await asyncio.sleep(0.01)
 
 
 def _responder(kit_answers: list[Any]) -> Callable[[Request], Any]:

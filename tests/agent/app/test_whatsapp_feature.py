@@ -16,11 +16,12 @@ from agent.app.core import build_app
 from agent.app.whatsapp_feature import make_notifier, make_whatsapp_feature
 from agent.cli.whatsapp_link import link
 from storage.whatsapp_permissions import WhatsAppPermissions
-from tests.channels.whatsapp_kit import ALICE, BOB, OWNER, Kit, _until, kit
+from tests.channels.whatsapp_kit import ALICE, BOB, OWNER, Kit, kit
 from tests.conftest import make_settings
 from tests.contexts import contact_ctx, owner_ctx
 from tests.fakes.scripted import ScriptedModel
 from tests.fakes.whatsapp import FakeClient
+from tests.waiting import until
 
 __all__ = ["kit"]  # a fixture, imported for pytest
 
@@ -77,11 +78,10 @@ async def test_send_and_read_tools_respect_permissions(kit: Kit) -> None:
     await kit.grant(ALICE, can_reply=True)
     sent = await tools.call("whatsapp_send_message", {"phone": ALICE, "message": "hi"}, ctx)
     assert sent["queued"] is True
-    await _until(lambda: bool(kit.client.sent))
+    await until(lambda: bool(kit.client.sent))
     assert kit.client.sent == [(f"{ALICE[1:]}@s.whatsapp.net", "hi")]
     await kit.say(ALICE, "thanks!")
     await kit.say(BOB, "secret from an unknown")
-    await asyncio.sleep(0.3)
     await kit.settle()
     read = await tools.call("whatsapp_read_messages", {}, ctx)
     assert [m["text"] for m in read["messages"]] == ["thanks!"]
@@ -167,7 +167,7 @@ async def test_link_validates_the_phone_and_pairs(tmp_path: Path) -> None:
         return clients[-1]
 
     async def drive() -> None:
-        await _until(lambda: bool(clients) and clients[0].session is not None)
+        await until(lambda: bool(clients) and clients[0].session is not None)
         await clients[0].emit_qr(b"2@qr-data")
         await clients[0].emit(Connected())
 
@@ -254,7 +254,7 @@ async def test_whatsapp_logging_out_is_reported_on_another_channel(alert_kit: Ki
     alert_kit.app.channels["console"] = console  # WhatsApp stays first in preference
     try:
         await alert_kit.client.emit(LoggedOut())
-        await _until(lambda: "WhatsApp is logged out" in out.getvalue())
+        await until(lambda: "WhatsApp is logged out" in out.getvalue())
     finally:
         await console.stop()
     assert not any("logged out" in text for _, text in alert_kit.client.sent)
