@@ -20,16 +20,20 @@ DEADLINE = 1.0
 """``HTTP_READ_TIMEOUT_SECONDS`` here, shortened from 10."""
 WATCHDOG = 15.0
 STALLED = 30
+HELD = 120.0
+"""Idle time of kept-alive connections in the cap tests: longer than any test."""
 
 
 @contextlib.asynccontextmanager
 async def _served(
-    web_app: web.Application, **limits: int
+    web_app: web.Application, header_timeout: float = DEADLINE * 5, **limits: int
 ) -> AsyncIterator[tuple[int, aiohttp.ClientSession]]:
+    """Served on a real socket; kept-alive connections idle ``header_timeout`` (the cap
+    tests hold theirs open for the whole test)."""
     sockets = bind("127.0.0.1", 0)
     try:
         async with (
-            serve(web_app, sockets, header_timeout=DEADLINE * 5, **limits) as port,
+            serve(web_app, sockets, header_timeout=header_timeout, **limits) as port,
             aiohttp.ClientSession(
                 f"http://127.0.0.1:{port}", cookie_jar=aiohttp.CookieJar(unsafe=True)
             ) as owner,
@@ -113,9 +117,11 @@ async def test_a_prompt_body_and_a_slow_handler_are_not_cut(mongo_server: str) -
             assert await resp.text() == "abc 9"
 
 
-async def _open_and_served(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+async def _open_and_served(
+    port: int, source: str = "127.0.0.1"
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """A kept-alive connection that has been answered once: the server holds it open."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
     writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
     await writer.drain()
     head = await asyncio.wait_for(reader.readuntil(b"\r\n"), WATCHDOG)
@@ -123,8 +129,8 @@ async def _open_and_served(port: int) -> tuple[asyncio.StreamReader, asyncio.Str
     return reader, writer
 
 
-async def _answer(port: int) -> bytes:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+async def _answer(port: int, source: str = "127.0.0.1") -> bytes:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
     try:
         writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         await writer.drain()
@@ -135,10 +141,10 @@ async def _answer(port: int) -> bytes:
         writer.close()
 
 
-async def _refused(port: int) -> bytes:
+async def _refused(port: int, source: str = "127.0.0.1") -> bytes:
     """What a new connection hears before it sends anything: past the cap, a 503 and
     the close, at once (a client that had sent its request may see a reset instead)."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
     try:
         return await asyncio.wait_for(reader.read(), WATCHDOG)
     finally:
@@ -158,7 +164,7 @@ async def test_past_the_cap_new_connections_are_refused_until_there_is_room(
 ) -> None:
     async with (
         alert_app(mongo_server) as h,
-        _served(make_web_app(h.app), max_connections=4) as (port, _owner),
+        _served(make_web_app(h.app), HELD, max_connections=4) as (port, _owner),
     ):
         held = [await _open_and_served(port) for _ in range(4)]
         refused = await _refused(port)
@@ -176,7 +182,7 @@ async def test_one_address_cannot_take_every_connection(mongo_server: str) -> No
     ``TRUSTED_PROXIES`` carries many clients, so it is not."""
     async with (
         alert_app(mongo_server) as h,
-        _served(make_web_app(h.app), max_connections=50, per_peer=3) as (port, _owner),
+        _served(make_web_app(h.app), HELD, max_connections=50, per_peer=3) as (port, _owner),
     ):
         held = [await _open_and_served(port) for _ in range(3)]
         assert (await _refused(port)).startswith(b"HTTP/1.1 503")
@@ -185,9 +191,30 @@ async def test_one_address_cannot_take_every_connection(mongo_server: str) -> No
         await _served_again(port)
     async with (
         alert_app(mongo_server, trusted_proxies="127.0.0.0/8") as h,
-        _served(make_web_app(h.app), max_connections=50, per_peer=3) as (port, _owner),
+        _served(make_web_app(h.app), HELD, max_connections=50, per_peer=3) as (port, _owner),
     ):
         held = [await _open_and_served(port) for _ in range(6)]
         assert (await _answer(port)).startswith(b"HTTP/1.1 200")
         for _reader, writer in held:
+            writer.close()
+
+
+async def test_at_the_cap_the_busiest_address_makes_room_for_another(mongo_server: str) -> None:
+    """A flood over a few addresses fills the cap; the owner's monitor, from an address
+    of its own, is still served: the busiest address loses its oldest connection."""
+    async with (
+        alert_app(mongo_server) as h,
+        _served(make_web_app(h.app), HELD, max_connections=6, per_peer=10) as (port, _owner),
+    ):
+        flood = [await _open_and_served(port, source="127.0.0.2") for _ in range(6)]
+        answer = await _answer(port, source="127.0.0.1")
+        assert answer.startswith(b"HTTP/1.1 200"), answer[:80]
+        oldest_reader, _writer = flood[0]
+        await asyncio.wait_for(oldest_reader.read(), WATCHDOG)  # the rest of its answer
+        assert oldest_reader.at_eof()  # then closed: given up
+        # The flood's own address gains nothing: at the cap, it is refused.
+        await _served_again(port)  # the owner's connection closed: room for one
+        flood.append(await _open_and_served(port, source="127.0.0.2"))
+        assert (await _refused(port, source="127.0.0.2")).startswith(b"HTTP/1.1 503")
+        for _reader, writer in flood:
             writer.close()
