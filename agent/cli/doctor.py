@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import difflib
+import importlib
 import sys
 from base64 import b64encode
 from collections.abc import Awaitable, Callable
@@ -15,11 +17,17 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from agent.cli.doctor_mcp import check_mcp
 from agent.cli.doctor_steps import Owners, next_steps, owner_detail
-from agent.config import ConfigError, Settings, ensure_data_dir
+from agent.config import ConfigError, Provider, Settings, ensure_data_dir
+from agent.llm.factory import provider_key
 from storage.db import make_client
 from storage.embedded import EmbeddedServer, EmbeddedUnavailable
 
 TIMEOUT = aiohttp.ClientTimeout(total=8)
+MODEL_LIST_SECONDS = 10.0
+DATABASE_SECONDS = 20.0
+"""Each check's bound: with the checks run at once, doctor answers within a minute
+even when a service accepts the connection and never answers."""
+NO_ANSWER = f"no answer within {MODEL_LIST_SECONDS:g} s"
 
 
 @dataclass
@@ -28,6 +36,9 @@ class Check:
     ok: bool
     detail: str
     fatal: bool = False
+    step: str | None = None
+    """What to do about it (a ``next:`` line), when the check knows better than
+    ``next_steps``."""
 
 
 async def _http_ok(session: aiohttp.ClientSession, url: str, **kw: object) -> tuple[bool, str]:
@@ -54,14 +65,18 @@ async def check_database(
             uri = await embedded.start()
         client = make_client(uri, embedded=embedded is not None)
         try:
-            await client.admin.command("ping")
-            if also is not None:
-                with contextlib.suppress(Exception):  # it answered; what it read is extra
-                    await also(client[settings.mongodb_db])
+            async with asyncio.timeout(DATABASE_SECONDS):
+                await client.admin.command("ping")
+                if also is not None:
+                    with contextlib.suppress(Exception):  # it answered; what it read is extra
+                        await also(client[settings.mongodb_db])
         finally:
             await client.close()
     except (ConfigError, EmbeddedUnavailable) as exc:
         return Check("database", False, str(exc), fatal=True)
+    except TimeoutError:
+        why = f"no answer within {DATABASE_SECONDS:g} s"
+        return Check("database", False, f"unreachable ({why})", fatal=True)
     except Exception as exc:
         return Check("database", False, f"unreachable ({type(exc).__name__})", fatal=True)
     finally:
@@ -71,36 +86,117 @@ async def check_database(
     return Check("database", True, f"{where}: reachable")
 
 
-async def check_model(settings: Settings, session: aiohttp.ClientSession) -> list[Check]:
-    checks = []
+async def check_model(settings: Settings) -> list[Check]:
+    """The provider answers and has the configured model (``MODEL``, and ``fallback``
+    when set), both asked at once. Not answering is fatal for the model, not for the
+    fallback; a model the provider does not have is fatal for either."""
     if settings.llm_provider is None:
         return [Check("model", False, "no model: set GEMINI_API_KEY or OPENAI_API_KEY", True)]
-    for role, name in (("model", settings.llm_provider), ("fallback", settings.llm_fallback)):
-        if name is None:
-            continue
-        if name == "openai":
-            key = settings.openai_api_key
-            base = (settings.openai_base_url or "https://api.openai.com/v1").rstrip("/")
-            url, headers = (
-                base + "/models",
-                {"Authorization": f"Bearer {key.get_secret_value() if key else ''}"},
-            )
-        else:
-            key = settings.gemini_api_key
-            base = settings.gemini_base_url or "https://generativelanguage.googleapis.com"
-            base = base.rstrip("/")
-            url, headers = (
-                base + "/v1beta/models",
-                {"x-goog-api-key": key.get_secret_value() if key else ""},
-            )
-        keyless_ok = name == "openai" and settings.openai_base_url is not None
-        if key is None and not keyless_ok:
-            checks.append(Check(role, False, f"{name}: API key missing", fatal=role == "model"))
-            continue
-        ok, detail = await _http_ok(session, url, headers=headers)
-        # The model not answering is a problem (a bad key, a wrong URL); the fallback not.
-        checks.append(Check(role, ok, f"{name}: {detail}", fatal=role == "model"))
-    return checks
+    roles = [("model", settings.llm_provider)]
+    if settings.llm_fallback is not None:
+        roles.append(("fallback", settings.llm_fallback))
+    return list(await asyncio.gather(*(_check_provider(settings, r, p) for r, p in roles)))
+
+
+class ModelListError(Exception):
+    """The provider's model list could not be read; the message says why, in one line."""
+
+
+async def _check_provider(settings: Settings, role: str, provider: Provider) -> Check:
+    fatal = role == "model"
+    try:
+        key = provider_key(settings, provider)
+    except ConfigError:
+        return Check(role, False, f"{provider}: API key missing", fatal=fatal)
+    wanted, setting = (
+        (settings.openai_model, "OPENAI_MODEL")
+        if provider == "openai"
+        else (settings.gemini_model, "GEMINI_MODEL")
+    )
+    wanted = wanted.removeprefix("models/")  # Gemini's own spelling of a name
+    listing = _openai_models if provider == "openai" else _gemini_models
+    try:
+        async with asyncio.timeout(MODEL_LIST_SECONDS + 2):  # the SDK's own limit, and ours
+            models = await listing(settings, key)
+    except TimeoutError:
+        return Check(role, False, f"{provider}: {NO_ANSWER}", fatal=fatal)
+    except ModelListError as exc:
+        return Check(role, False, f"{provider}: {exc}", fatal=fatal)
+    if models is None:
+        return Check(role, True, f"{provider}: reachable (no model list: {wanted} not checked)")
+    if not models:
+        return Check(role, True, f"{provider}: reachable (empty model list: {wanted} not checked)")
+    if wanted in models:
+        return Check(role, True, f"{provider}: reachable, {wanted} available")
+    close = difflib.get_close_matches(wanted, models, n=5, cutoff=0.3) or sorted(models)[:5]
+    return Check(
+        role,
+        False,
+        f"{provider}: model {wanted!r} not found; close: {', '.join(close)}",
+        fatal=True,
+        step=f"set {setting} to a model {provider} has (close to {wanted!r}: {', '.join(close)})",
+    )
+
+
+async def _openai_models(settings: Settings, key: str) -> list[str] | None:
+    """The ids ``models.list`` gives (None: the server has no model list)."""
+    await asyncio.to_thread(importlib.import_module, "openai")  # off the event loop
+    import openai
+
+    from agent.llm.openai_client import make_client, timed_out
+
+    client = make_client(key, settings.openai_base_url, timeout=MODEL_LIST_SECONDS, max_retries=0)
+    try:
+        return [model.id async for model in client.models.list()]
+    except openai.NotFoundError:
+        return None
+    except openai.APIStatusError as exc:
+        raise ModelListError(f"HTTP {exc.status_code}") from None
+    except openai.APIConnectionError as exc:
+        raise ModelListError(NO_ANSWER if timed_out(exc) else _unreachable(exc)) from None
+    finally:
+        await client.close()
+
+
+async def _gemini_models(settings: Settings, key: str) -> list[str] | None:
+    """The names ``models.list`` gives, without ``models/`` (None: no model list)."""
+    await asyncio.to_thread(importlib.import_module, "google.genai")  # off the event loop
+    import httpx2
+    from google import genai
+    from google.genai import errors
+    from google.genai import types as gt
+
+    client = genai.Client(
+        api_key=key,
+        http_options=gt.HttpOptions(
+            base_url=settings.gemini_base_url or None,
+            timeout=int(MODEL_LIST_SECONDS * 1000),
+            retry_options=gt.HttpRetryOptions(attempts=1),
+        ),
+    )
+    try:
+        pager = await client.aio.models.list(config=gt.ListModelsConfig(page_size=1000))
+        return [(model.name or "").removeprefix("models/") async for model in pager]
+    except errors.APIError as exc:
+        if exc.code == 404:
+            return None
+        raise ModelListError(f"HTTP {exc.code}") from None
+    except (TimeoutError, httpx2.TimeoutException):
+        raise ModelListError(NO_ANSWER) from None
+    except Exception as exc:  # the transport's own errors (httpx2, aiohttp)
+        raise ModelListError(_unreachable(exc)) from None
+    finally:
+        await client.aio.aclose()
+
+
+def _unreachable(exc: BaseException) -> str:
+    """One short line for a connection that failed (no TLS context, no key)."""
+    from agent.llm.openai_client import transport_error
+
+    cause = transport_error(exc)
+    if isinstance(cause, aiohttp.ClientConnectorError):
+        return f"unreachable (cannot connect to {cause.host}:{cause.port})"
+    return f"unreachable ({type(cause).__name__})"
 
 
 async def check_twilio(settings: Settings, session: aiohttp.ClientSession) -> Check:
@@ -168,7 +264,7 @@ async def doctor(settings: Settings) -> int:
     async with aiohttp.ClientSession() as session:
         database, models, channels, mcp = await asyncio.gather(
             check_database(settings, also=owners.load),
-            check_model(settings, session),
+            check_model(settings),
             check_channels(settings, session),
             check_mcp(settings),
         )
@@ -184,7 +280,8 @@ async def doctor(settings: Settings) -> int:
     fatal = [c for c in checks if c.fatal and not c.ok]
     if fatal:
         lines.append(f"{len(fatal)} fatal problem(s)")
-    steps = next_steps(settings, checks, owners)
+    steps = next_steps(settings, [c for c in checks if c.step is None], owners)
+    steps += [c.step for c in checks if c.step is not None and not c.ok]
     lines.extend(f"next: {step}" for step in steps)
     if not steps:
         lines.append("next: nothing missing; `watchkeeper run` starts everything configured")

@@ -5,7 +5,8 @@ Answers use the real wire shape: ``candidates[0].content.parts`` holding
 ``finishReason``, ``usageMetadata`` and ``modelVersion``. Errors use Google's
 envelope ``{"error": {"code", "message", "status"}}``. Requests may carry photos and
 voice notes as ``inlineData`` parts (``mimeType`` and base64 ``data``), read back
-with ``inline_data``.
+with ``inline_data``. ``GET /{version}/models`` lists ``models`` (the SDK's
+``models.list``), in pages of ``pageSize``.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class FakeGemini(ScriptedServer):
     def __init__(self, model_version: str = "gemini-fake-001") -> None:
         super().__init__()
         self.model_version = model_version
+        self.models = ["gemini-2.5-flash", "gemini-2.5-pro", "gemini-2.0-flash", model_version]
 
     @property
     def base_url(self) -> str:
@@ -51,6 +53,23 @@ class FakeGemini(ScriptedServer):
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/{version}/models/{model}:generateContent", self.answer)
+        app.router.add_get("/{version}/models", self.list_models)
+
+    async def list_models(self, request: web.Request) -> web.Response:
+        size = int(request.query.get("pageSize", "50"))
+        start = int(request.query.get("pageToken") or 0)
+        page = [
+            {
+                "name": f"models/{m}",
+                "displayName": m,
+                "supportedGenerationMethods": ["generateContent"],
+            }
+            for m in self.models[start : start + size]
+        ]
+        body: dict[str, Any] = {"models": page}
+        if start + size < len(self.models):
+            body["nextPageToken"] = str(start + size)
+        return web.json_response(body)
 
     def answer_body(self, parts: list[dict[str, Any]], finish: str = "STOP") -> dict[str, Any]:
         return {

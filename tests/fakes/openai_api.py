@@ -6,6 +6,8 @@ string), ``finish_reason`` and ``usage``. Errors use OpenAI's envelope
 ``{"error": {"message", "type", "param", "code"}}``. A user message may carry photos
 as ``image_url`` content parts (data URLs, read back with ``image_urls``).
 
+``GET /v1/models`` lists ``models`` (the SDK's ``models.list``); a test may change it.
+
 ``POST /v1/audio/transcriptions`` takes the SDK's multipart form (``file``, ``model``,
 ``response_format``), records it in ``transcriptions`` and answers ``{"text": ...}``
 from ``transcripts`` (queued) or ``default_transcript``.
@@ -22,7 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.fakes.scripted_server import Answer, ScriptedServer
+from tests.fakes.scripted_server import Answer, Recorded, ScriptedServer
 
 Call = tuple[str, dict[str, Any] | str]
 """A scripted tool call: name and arguments (a dict, or a raw string sent verbatim)."""
@@ -47,6 +49,7 @@ class FakeOpenAI(ScriptedServer):
         self.transcriptions: list[Transcription] = []
         self.transcripts: deque[str | Answer] = deque()
         self.default_transcript = "(fake transcript)"
+        self.models = [model, "gpt-4.1", "gpt-4.1-mini", "gpt-4o-mini-transcribe"]
 
     @property
     def base_url(self) -> str:
@@ -56,6 +59,15 @@ class FakeOpenAI(ScriptedServer):
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/chat/completions", self.answer)
         app.router.add_post("/v1/audio/transcriptions", self.transcribe)
+        app.router.add_get("/v1/models", self.list_models)
+
+    async def list_models(self, request: web.Request) -> web.Response:
+        self.requests.append(Recorded(request.method, request.path, dict(request.headers), {}))
+        data = [
+            {"id": m, "object": "model", "created": 1_700_000_000, "owned_by": "fake"}
+            for m in self.models
+        ]
+        return web.json_response({"object": "list", "data": data})
 
     async def transcribe(self, request: web.Request) -> web.Response:
         form = await request.post()
