@@ -268,7 +268,8 @@ async def doctor(settings: Settings) -> int:
             check_channels(settings, session),
             check_mcp(settings),
         )
-    checks = [database, *models, *channels, *(Check(*c) for c in mcp)]
+    checks = [database, *models, *channels]
+    checks += [Check(c.name, c.ok, c.detail, c.fatal, c.step) for c in mcp]
     if settings.telegram_bot_token is not None:  # right after the telegram line
         at = next(i for i, c in enumerate(checks) if c.name == "telegram") + 1
         checks.insert(at, Check("owner", *owner_detail(settings, owners)))

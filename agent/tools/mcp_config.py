@@ -26,7 +26,17 @@ _COMMON_KEYS = {"type", "disabled", "description"}
 
 
 class McpConfigError(Exception):
-    """The MCP servers file is wrong; the message names the file, server and field."""
+    """The MCP servers file is wrong; the message names the file, server and field.
+
+    ``server`` is the server it is about (None: the file as a whole); ``variable`` the
+    ``${VAR}`` that is not set, when that is the problem."""
+
+    def __init__(
+        self, message: str, *, server: str | None = None, variable: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.server = server
+        self.variable = variable
 
 
 @dataclass(frozen=True)
@@ -64,20 +74,49 @@ def mcp_config_path(settings: Settings) -> Path | None:
     return default if default.is_file() else None
 
 
+@dataclass(frozen=True)
+class McpSurvey:
+    """The servers file read server by server (``doctor``): the servers that are right,
+    and every problem, each naming its server."""
+
+    path: Path | None
+    servers: list[ServerConfig]
+    problems: list[McpConfigError]
+
+
 def load_mcp_config(
     settings: Settings, environ: Mapping[str, str] | None = None
 ) -> list[ServerConfig]:
-    """The configured servers (none without a file); ``McpConfigError`` when it is wrong."""
+    """The configured servers (none without a file); ``McpConfigError`` (the first
+    problem) when it is wrong."""
     path = mcp_config_path(settings)
     if path is None:
         return []
+    text = _read(path)
+    return parse_mcp_config(text, str(path), _environment() if environ is None else environ)
+
+
+def survey_mcp_config(settings: Settings, environ: Mapping[str, str] | None = None) -> McpSurvey:
+    """Every server of the file and every problem, instead of stopping at the first."""
+    path = mcp_config_path(settings)
+    if path is None:
+        return McpSurvey(None, [], [])
     try:
-        text = path.read_text(encoding="utf-8")
+        servers, problems = _parse_all(
+            _read(path), str(path), _environment() if environ is None else environ
+        )
+    except McpConfigError as exc:
+        return McpSurvey(path, [], [exc])
+    return McpSurvey(path, servers, problems)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise McpConfigError(f"MCP_CONFIG: {path} does not exist") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise McpConfigError(f"MCP_CONFIG: cannot read {path} ({exc})") from None
-    return parse_mcp_config(text, str(path), _environment() if environ is None else environ)
 
 
 def _environment() -> dict[str, str]:
@@ -92,7 +131,17 @@ def _environment() -> dict[str, str]:
 def parse_mcp_config(
     text: str, source: str = "MCP_CONFIG", environ: Mapping[str, str] | None = None
 ) -> list[ServerConfig]:
-    env = os.environ if environ is None else environ
+    servers, problems = _parse_all(text, source, os.environ if environ is None else environ)
+    if problems:
+        raise problems[0]
+    return servers
+
+
+def _parse_all(
+    text: str, source: str, env: Mapping[str, str]
+) -> tuple[list[ServerConfig], list[McpConfigError]]:
+    """The servers that are right and the problems of the others, in the file's order;
+    raises when the file as a whole is wrong."""
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -102,11 +151,17 @@ def parse_mcp_config(
     if not isinstance(doc, dict) or not isinstance(doc.get("mcpServers"), dict):
         raise McpConfigError(f'{source}: must be an object with "mcpServers": {{name: server}}')
     servers: list[ServerConfig] = []
+    problems: list[McpConfigError] = []
     for name, entry in doc["mcpServers"].items():
-        server = _parse_server(name, entry, f"{source}: server {name!r}", env)
+        try:
+            server = _parse_server(name, entry, f"{source}: server {name!r}", env)
+        except McpConfigError as exc:
+            exc.server = name
+            problems.append(exc)
+            continue
         if server is not None:
             servers.append(server)
-    return servers
+    return servers, problems
 
 
 def _parse_server(
@@ -173,7 +228,9 @@ def _text(value: Any, where: str, env: Mapping[str, str]) -> str:
     def expand(match: re.Match[str]) -> str:
         var = match.group(1)
         if var not in env:
-            raise McpConfigError(f"{where} uses ${{{var}}}, which is not set in the environment")
+            raise McpConfigError(
+                f"{where} uses ${{{var}}}, which is not set in the environment", variable=var
+            )
         return env[var]
 
     return _VAR.sub(expand, str(value))
