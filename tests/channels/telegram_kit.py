@@ -3,7 +3,6 @@ pipeline, outbox, dispatcher and agent (scripted model) on a real database."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -23,6 +22,7 @@ from channels.telegram import TelegramChannel
 from tests.conftest import make_settings
 from tests.fakes.fixtures import fake
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
+from tests.waiting import outbox_drained
 
 __all__ = ["fake"]  # a fixture, imported for pytest
 
@@ -110,4 +110,4 @@ async def settle(stack: Stack, update: Doc) -> None:
     """Wait until ``update`` was confirmed and everything it caused is done."""
     await stack.fake.wait_confirmed(update["update_id"])
     await stack.pipeline.join()
-    await asyncio.sleep(0.05)
+    await outbox_drained(stack.outbox)

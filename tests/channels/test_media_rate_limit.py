@@ -3,7 +3,6 @@ either: media is fetched only for a message the model will read."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 
@@ -21,8 +20,7 @@ async def _photo(kit: Kit, id: str) -> bytes:
     now = int(time.time())  # the rate counts what arrived in the last minute
     event = message_event(jid(ALICE), jid(ALICE), message=image_message(data), id=id, timestamp=now)
     await kit.client.emit(event)
-    await asyncio.sleep(0.4)  # past the burst window: an exchange of its own
-    await kit.settle()
+    await kit.settle()  # handled before the next one arrives: an exchange of its own
     return data
 
 

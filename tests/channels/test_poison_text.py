@@ -32,6 +32,7 @@ from tests.fakes.fixtures import openai_api
 from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
 from tests.fakes.whatsapp import FakeClient, jid, message_event
+from tests.waiting import until
 
 __all__ = ["openai_api"]  # a fixture, imported for pytest
 
@@ -205,10 +206,7 @@ async def test_invalid_utf8_in_a_whatsapp_message_reaches_the_agent_replaced(
         client = clients[0]
         await client.emit(Connected())
         await client.emit(message_event(jid(owner), jid(owner), message=broken))
-        for _ in range(300):
-            if client.sent:
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: client.sent, "the answer sent")
         await app.pipeline.join()
         row = await app.deps.db["inbox"].find_one({"channel": "whatsapp"})
     await model.aclose()

@@ -3,8 +3,6 @@ fake Bot API (splitting, formatting, buttons, retries, failures), and the signed
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
@@ -78,10 +76,10 @@ async def test_long_reply_is_split_on_paragraphs(build: Build, fake: FakeTelegra
     paragraphs = [f"Paragraph {i}. " + "word " * 178 for i in range(10)]
     text = "\n\n".join(p.strip() for p in paragraphs)
     assert len(text) > 9000
-    await build(ScriptedModel(lambda r: text))
-    fake.push_text(OWNER, "tell me everything")
+    stack = await build(ScriptedModel(lambda r: text))
+    update = fake.push_text(OWNER, "tell me everything")
     sent = await fake.wait_sent(3)
-    await asyncio.sleep(0.1)
+    await settle(stack, update)
     assert len(fake.sent) == 3
     assert all(utf16_length(s.visible) <= 4096 for s in sent)
     assert "\n\n".join(s.visible for s in sent) == text

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +27,8 @@ class Api:
     """What the fake Bot API saw, and how it should behave."""
 
     delay: float = 0.0
+    stalled: asyncio.Event | None = None
+    """Answer nothing until this is set."""
     hold_until: int = 0
     """Answer nothing until this many requests are open at once (then all of them)."""
     all_in: asyncio.Event = field(default_factory=asyncio.Event)
@@ -66,6 +67,8 @@ async def _handle(api: Api, request: web.Request) -> web.Response:
             await asyncio.wait_for(api.all_in.wait(), timeout=10)
         if api.delay:
             await asyncio.sleep(api.delay)
+        if api.stalled is not None:
+            await api.stalled.wait()
         if method == "getMe":
             return web.json_response({"ok": True, "result": ME})
         if method == "sendMessage":
@@ -128,11 +131,13 @@ async def test_calls_reach_the_api_and_errors_keep_their_meaning(api: Api) -> No
 
 async def test_a_slow_answer_times_out(api: Api) -> None:
     async with _bot(api.url, AiohttpRequest(read_timeout=5.0)) as bot:
-        api.delay = 1.0
-        started = time.monotonic()
-        with pytest.raises(TimedOut):
-            await bot.send_message(42, "hi", read_timeout=0.2)
-        assert time.monotonic() - started < 0.9
+        api.stalled = asyncio.Event()  # the answer would never come
+        try:
+            async with asyncio.timeout(30):  # watchdog: the read timeout must end it
+                with pytest.raises(TimedOut):
+                    await bot.send_message(42, "hi", read_timeout=0.2)
+        finally:
+            api.stalled.set()
 
 
 async def test_the_long_poll_waits_longer_than_the_read_timeout(api: Api) -> None:
@@ -165,10 +170,14 @@ async def test_a_hundred_concurrent_sends_all_complete(api: Api) -> None:
 async def test_a_full_pool_times_out_without_sending(api: Api) -> None:
     request = AiohttpRequest(connection_pool_size=2, pool_timeout=0.2)
     async with _bot(api.url, request) as bot:
-        api.delay = 1.0
-        results = await asyncio.gather(
-            *(bot.send_message(1, f"m{i}") for i in range(3)), return_exceptions=True
-        )
+        api.stalled = asyncio.Event()  # two requests hold both connections
+        sends = [asyncio.create_task(bot.send_message(1, f"m{i}")) for i in range(3)]
+        try:
+            async with asyncio.timeout(30):  # watchdog: the pool timeout must end one
+                await asyncio.wait(sends, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            api.stalled.set()
+        results = await asyncio.gather(*sends, return_exceptions=True)
     timed_out = [r for r in results if isinstance(r, TimedOut)]
     assert len(timed_out) == 1 and "Pool timeout" in timed_out[0].message
     assert api.calls.count("sendMessage") == 2  # the third never left

@@ -14,6 +14,7 @@ from channels.telegram import TelegramChannel
 from channels.types import InboundMessage
 from tests.fakes.fixtures import fake
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
+from tests.waiting import until
 
 __all__ = ["fake"]  # a fixture, imported for pytest
 
@@ -27,10 +28,13 @@ class Store:
     (the app's sink while its database opens)."""
 
     def __init__(self, opened: asyncio.Event | None = None) -> None:
+        self.offered: list[str] = []
+        """Texts handed over, stored or still waiting for ``opened``."""
         self.texts: list[str] = []
         self._opened = opened
 
     async def __call__(self, message: InboundMessage) -> bool:
+        self.offered.append(message.text)
         if self._opened is not None:
             await self._opened.wait()
         self.texts.append(message.text)
@@ -116,8 +120,7 @@ async def test_what_the_poll_read_is_confirmed_only_once_the_sink_returns(
     bot = channel(fake)
     await bot.start(stored)
     try:
-        await fake.wait_for(lambda: len(fake.calls_to("getUpdates")) == 1)
-        await asyncio.sleep(0.3)
+        await until(lambda: stored.offered, "the poll's update handed to the sink")
         assert stored.texts == [] and fake.confirmed == []
         assert len(fake.calls_to("getUpdates")) == 1  # no second poll: it would confirm
         store_open.set()

@@ -49,7 +49,8 @@ async def test_a_quick_reply_shows_no_typing(db: AsyncDatabase[Doc]) -> None:
     for n in range(3):
         await pipeline.submit(inbound("a", n))
     await pipeline.join()
-    await asyncio.sleep(0.15)
+    typing = [t for t in asyncio.all_tasks() if "keep_typing" in repr(t.get_coro())]
+    assert typing == []  # every indicator ended with its reply: none can type later
     assert len(channel.sent) == 3
     assert channel.typing_in == []
 
