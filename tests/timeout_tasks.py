@@ -77,12 +77,12 @@ def tasks_report() -> str:
         out.write(f"---- {len(tasks)} pending asyncio task(s) on {loop!r} ----\n")
         for task in tasks:
             out.write(f"{task!r}\n")
-            frames = list(_await_chain(task.get_coro()))
+            frames = list(await_chain(task.get_coro()))
             out.write("".join(traceback.format_list(traceback.StackSummary.extract(frames))))
     return out.getvalue() or "---- no event loop running ----\n"
 
 
-def _awaited_by(obj: Any) -> Any:
+def awaited_by(obj: Any) -> Any:
     """What a coroutine, generator or async generator waits on, if anything."""
     for attr in ("cr_await", "gi_yieldfrom", "ag_await"):
         awaited = getattr(obj, attr, None)
@@ -95,7 +95,7 @@ def _awaited_by(obj: Any) -> Any:
     return None
 
 
-def _await_chain(obj: Any) -> Iterator[tuple[FrameType, int]]:
+def await_chain(obj: Any) -> Iterator[tuple[FrameType, int]]:
     """The frames of a coroutine and of everything it awaits, outermost first."""
     seen: set[int] = set()
     while obj is not None and id(obj) not in seen:
@@ -105,4 +105,4 @@ def _await_chain(obj: Any) -> Iterator[tuple[FrameType, int]]:
             if frame is not None:
                 yield frame, frame.f_lineno
                 break
-        obj = _awaited_by(obj)
+        obj = awaited_by(obj)

@@ -11,6 +11,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+from tests.timeout_tasks import await_chain
+
 WATCHDOG = 30.0
 """Seconds a condition may take before the test fails (a hang, not a slow machine)."""
 
@@ -52,3 +54,12 @@ async def outbox_drained(outbox: _Outbox, within: float = WATCHDOG) -> None:
         return await outbox.pending_count() == 0
 
     await until_async(drained, "the outbox sent everything queued", within)
+
+
+def waiting_in(qualname: str) -> bool:
+    """Whether a pending task is suspended inside the function ``qualname``
+    (``"Gate.__call__"``): the event "that step is reached and held there"."""
+    for task in asyncio.all_tasks():
+        if any(f.f_code.co_qualname == qualname for f, _ in await_chain(task.get_coro())):
+            return True
+    return False
