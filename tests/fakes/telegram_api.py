@@ -30,6 +30,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from tests.fakes.telegram_files import TelegramFiles
+from tests.waiting import WATCHDOG
 
 Json = dict[str, Any]
 TOKEN = "123456789:AAFakeTokenForTests-xyz"
@@ -251,18 +252,18 @@ class FakeTelegram:
     def calls_to(self, method: str) -> list[Json]:
         return [params for name, params in self.calls if name == method]
 
-    async def wait_for(self, predicate: Callable[[], bool], within: float = 5.0) -> None:
+    async def wait_for(self, predicate: Callable[[], bool], within: float = WATCHDOG) -> None:
         deadline = time.monotonic() + within
         while not predicate():
             if time.monotonic() > deadline:
                 raise TimeoutError("fake Telegram: condition not met in time")
             await asyncio.sleep(0.005)
 
-    async def wait_sent(self, count: int, within: float = 5.0) -> list[Sent]:
+    async def wait_sent(self, count: int, within: float = WATCHDOG) -> list[Sent]:
         await self.wait_for(lambda: len(self.sent) >= count, within)
         return self.sent
 
-    async def wait_confirmed(self, update_id: int, within: float = 5.0) -> None:
+    async def wait_confirmed(self, update_id: int, within: float = WATCHDOG) -> None:
         await self.wait_for(lambda: update_id in self.confirmed, within)
 
     # -- lifecycle ---------------------------------------------------------
