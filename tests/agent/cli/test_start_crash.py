@@ -24,6 +24,7 @@ from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.scripted_server import Answer
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
 from tests.fakes.unheard_close import UnheardCloseRelay
+from tests.waiting import until_async
 
 __all__ = ["fake"]  # a fixture, imported for pytest
 
@@ -40,6 +41,12 @@ async def until(
             raise AssertionError(f"exited ({proc.returncode}) before {what}:\n{output_of(proc)}")
         assert asyncio.get_running_loop().time() < deadline, f"no {what} within {within} s"
         await asyncio.sleep(0.02)
+
+
+async def _finished(db: AsyncDatabase[Doc]) -> bool:
+    done = await db[c.INBOX].count_documents({"status": "done"})
+    unsent = await db[c.OUTBOX].count_documents({"status": {"$in": ["pending", "sending"]}})
+    return done == 1 and unsent == 0
 
 
 async def test_killed_while_the_first_poll_waits_for_the_database(
@@ -82,7 +89,8 @@ async def test_killed_while_the_first_poll_waits_for_the_database(
         try:
             await until(lambda: fake.sent, 60, "answer", second)
             await until(lambda: update["update_id"] in fake.confirmed, 30, "confirmation", second)
-            await asyncio.sleep(0.5)  # a second answer would have come by now
+            # Handled to the end: a second answer would have been sent before this.
+            await until_async(lambda: _finished(db), "the update marked done")
         finally:
             second.terminate()
             await asyncio.to_thread(second.wait, 30)
