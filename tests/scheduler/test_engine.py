@@ -17,6 +17,7 @@ from scheduler.pulse_state import PulseStore
 from scheduler.recorder import Go, RunRecorder, RunTicket
 from scheduler.runs import Outcome, RunStore, Trigger
 from tests.fakes.clock import FakeClock
+from tests.waiting import until
 
 Doc = dict[str, Any]
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -216,10 +217,7 @@ async def test_the_real_timer_wakes_the_engine(db: AsyncDatabase[Doc]) -> None:
     await h.engine.start()
     try:
         job = await h.job("* * * * *", tz="UTC")
-        for _ in range(300):
-            if h.cron_calls:
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: h.cron_calls, "the timer fired the job")
         await h.engine.join()
         assert len(h.cron_calls) == 1 and h.cron_calls[0][0] == job.id
         assert h.engine.armed[f"cron:{job.id}"] == h.cron_calls[0][1] + timedelta(minutes=1)

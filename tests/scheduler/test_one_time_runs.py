@@ -20,6 +20,7 @@ from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import FakeClock
 from tests.fakes.scripted import ScriptedModel
 from tests.scheduling_kit import call_tool, parts_of, scheduled_app
+from tests.waiting import until
 
 BERLIN = ZoneInfo("Europe/Berlin")
 START = datetime(2026, 11, 26, 14, 0, tzinfo=BERLIN)
@@ -153,7 +154,7 @@ async def test_a_run_cut_short_by_a_crash_runs_again_after_restart(
         first.config = replace(first.config, stop_grace=0.05)
         clock.advance(minutes=5, seconds=1)
         await first.run_due(wait=False)
-        await asyncio.sleep(0.1)
+        await until(lambda: model.requests, "the run's model call under way")
         await first.stop()  # the run is cut off; its record stays "running"
         assert (await app.deps.db["runs"].find_one({}))["status"] == "running"  # type: ignore[index]
         clock.advance(minutes=10)

@@ -3,15 +3,19 @@ written together within a couple of seconds, before a read, and when the app sto
 
 from __future__ import annotations
 
-import asyncio
 from datetime import date
 from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
 from storage.usage import UsageLog
+from tests.waiting import until_async
 
 DAY = date(2026, 11, 26)
+
+
+async def _rows(db: AsyncDatabase[dict[str, Any]], count: int) -> bool:
+    return await db["usage"].count_documents({}) == count
 
 
 async def test_many_exchanges_are_one_write_within_the_flush_window(
@@ -22,7 +26,7 @@ async def test_many_exchanges_are_one_write_within_the_flush_window(
         await usage.add(DAY, "chat", 10, 2)
     await usage.add(DAY, "pulse", 7, 1)
     assert await db["usage"].count_documents({}) == 0  # nothing on the hot path
-    await asyncio.sleep(0.5)
+    await until_async(lambda: _rows(db, 2), "the flush window's one write")
     chat = await db["usage"].find_one({"_id": "2026-11-26:chat"})
     assert chat is not None and (chat["input"], chat["output"], chat["exchanges"]) == (500, 100, 50)
     assert await db["usage"].count_documents({}) == 2
