@@ -56,12 +56,13 @@ async def outbox_drained(outbox: _Outbox, within: float = WATCHDOG) -> None:
     await until_async(drained, "the outbox sent everything queued", within)
 
 
-def waiting_in(qualname: str, task_prefix: str = "") -> bool:
-    """Whether a pending task (named ``task_prefix...``) is suspended inside the function
+def waiting_in(qualname: str, task_prefix: str = "") -> int:
+    """How many pending tasks (named ``task_prefix...``) are suspended inside the function
     ``qualname`` (``"Gate.__call__"``): the event "that step is reached and held there"."""
+    found = 0
     for task in asyncio.all_tasks():
         if not task.get_name().startswith(task_prefix):
             continue
         if any(f.f_code.co_qualname == qualname for f, _ in await_chain(task.get_coro())):
-            return True
-    return False
+            found += 1
+    return found

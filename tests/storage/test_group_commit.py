@@ -12,6 +12,7 @@ from pymongo.errors import DuplicateKeyError
 
 from storage.group_commit import GroupCommit, insert_each, set_all, set_each
 from tests.storage.conftest import Commands
+from tests.waiting import until, waiting_in
 
 Doc = dict[str, Any]
 
@@ -113,23 +114,22 @@ async def test_a_write_in_a_crowd_waits_for_company(
 ) -> None:
     db, commands = watched
     ids = (await db["items"].insert_many([{"status": "sent"} for _ in range(12)])).inserted_ids
-    mark_done = GroupCommit(set_all(db["items"], lambda: {"status": "done"}), linger=0.5)
+    # Long enough that a busy machine adds the others while the first still waits.
+    mark_done = GroupCommit(set_all(db["items"], lambda: {"status": "done"}), linger=2.0)
     commands.sent.clear()
-    loop = asyncio.get_running_loop()
-    started = loop.time()
     first = asyncio.create_task(mark_done([ids[0]], crowded=True))
-    await asyncio.sleep(0.05)
-    assert commands.named("update") == []  # still waiting for company
+    await until(lambda: waiting_in("GroupCommit.__call__"), "the first write lingering")
+    assert commands.named("update") == []  # waiting for company, though none is in flight
     later = [asyncio.create_task(mark_done([key], crowded=True)) for key in ids[1:]]
     await asyncio.gather(first, *later)
-    assert loop.time() - started >= 0.5
     assert commands.named("update") == [1]  # all twelve in one command
     assert await db["items"].count_documents({"status": "done"}) == 12
     # With no company in sight a write goes at once, linger or not.
+    patient = GroupCommit(set_all(db["items"], lambda: {"status": "done"}), linger=3600)
     commands.sent.clear()
-    started = loop.time()
-    await mark_done([ids[0]])
-    assert commands.named("update") == [1] and loop.time() - started < 0.5  # not lingering
+    async with asyncio.timeout(30):  # watchdog: lingering would take an hour
+        await patient([ids[0]])
+    assert commands.named("update") == [1]
 
 
 async def test_flush_writes_what_lingers_at_once_even_for_a_cancelled_caller(
@@ -137,11 +137,11 @@ async def test_flush_writes_what_lingers_at_once_even_for_a_cancelled_caller(
 ) -> None:
     db, commands = watched
     ids = (await db["items"].insert_many([{"status": "sent"} for _ in range(3)])).inserted_ids
-    mark_done = GroupCommit(set_all(db["items"], lambda: {"status": "done"}), linger=30)
+    mark_done = GroupCommit(set_all(db["items"], lambda: {"status": "done"}), linger=3600)
     waiting = [asyncio.create_task(mark_done([key], crowded=True)) for key in ids]
-    await asyncio.sleep(0.05)
+    await until(lambda: waiting_in("GroupCommit.__call__") == 3, "all three lingering")
     waiting[0].cancel()  # a worker stopped mid-way: its write still goes
-    await asyncio.wait_for(mark_done.flush(), 5)  # not after the 30 s linger
+    await asyncio.wait_for(mark_done.flush(), 30)  # not after the hour's linger
     assert await db["items"].count_documents({"status": "done"}) == 3
     assert commands.named("update")[-1:] == [1]
     await asyncio.gather(*waiting[1:])
