@@ -8,7 +8,9 @@ only a watchdog for a broken build, generous so a busy machine never trips it.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Awaitable, Callable
+from inspect import CORO_CREATED
 from typing import Protocol
 
 from tests.timeout_tasks import await_chain
@@ -63,6 +65,9 @@ def waiting_in(qualname: str, task_prefix: str = "") -> int:
     for task in asyncio.all_tasks():
         if not task.get_name().startswith(task_prefix):
             continue
+        coro = task.get_coro()
+        if inspect.iscoroutine(coro) and inspect.getcoroutinestate(coro) == CORO_CREATED:
+            continue  # not started: its frame is there, but it is not inside yet
         if any(f.f_code.co_qualname == qualname for f, _ in await_chain(task.get_coro())):
             found += 1
     return found
