@@ -1,4 +1,5 @@
-"""The owner's own settings: quiet hours, timezone, primary channel.
+"""The owner's own settings: quiet hours, timezone, primary channel, and how long an
+unacknowledged warning waits before it goes by SMS.
 
 One ``settings`` document (``_id: "owner"``), changed through ``manage_settings``.
 The environment's ``TIMEZONE`` is the default until the owner sets one; quiet hours
@@ -41,6 +42,8 @@ QUIET_SEARCH = timedelta(days=1, minutes=1)
 MAX_QUIET_WINDOWS = 7
 """Quiet-hour windows a day may have (DESIGN.md, manage_settings): every held alert and
 pulse checks each of them, minute by minute over a day, to find when quiet hours end."""
+MAX_WARNING_SMS_AFTER_MINUTES = 10_080
+"""``warning_sms_after_minutes`` at most a week: a longer wait is "never", which is 0."""
 CACHE_SECONDS = 5.0
 """``fresh`` re-reads the document at most this often (another process's change)."""
 
@@ -54,6 +57,9 @@ class OwnerPrefs:
     timezone: str
     quiet_hours: tuple[QuietHours, ...] = ()
     primary_channel: str | None = None
+    warning_sms_after_minutes: int | None = None
+    """Minutes an unacknowledged warning waits before its SMS (0: never by SMS); None
+    until the owner sets it, when the alert routing's default applies."""
 
     @property
     def tz(self) -> ZoneInfo:
@@ -94,6 +100,17 @@ def check_channel(name: str) -> str:
             f"primary_channel {name!r} is not a channel; use one of {', '.join(CHANNELS)}"
         )
     return str(value)
+
+
+def check_warning_sms_after(minutes: object) -> int:
+    if isinstance(minutes, bool) or not isinstance(minutes, int):
+        raise SettingsError(f"warning_sms_after_minutes {minutes!r} is not a whole number")
+    if not 0 <= minutes <= MAX_WARNING_SMS_AFTER_MINUTES:
+        raise SettingsError(
+            f"warning_sms_after_minutes {minutes} is out of range: 0 (warnings never go by "
+            f"SMS) to {MAX_WARNING_SMS_AFTER_MINUTES} (a week)"
+        )
+    return minutes
 
 
 def quiet_end(windows: Sequence[QuietHours], now: datetime, tz: ZoneInfo) -> datetime | None:
@@ -163,6 +180,12 @@ class OwnerSettings:
                 prefs = replace(prefs, primary_channel=check_channel(doc["primary_channel"]))
             except SettingsError as exc:
                 log.warning("stored primary_channel ignored: %s", exc)
+        if doc.get("warning_sms_after_minutes") is not None:
+            try:
+                minutes = check_warning_sms_after(doc["warning_sms_after_minutes"])
+                prefs = replace(prefs, warning_sms_after_minutes=minutes)
+            except SettingsError as exc:
+                log.warning("stored warning_sms_after_minutes ignored: %s", exc)
         return prefs
 
     async def _migrate(self) -> None:
@@ -216,6 +239,7 @@ class OwnerSettings:
         quiet_hours: Sequence[Mapping[str, object]] | None = None,
         timezone: str | None = None,
         primary_channel: str | None = None,
+        warning_sms_after_minutes: int | None = None,
     ) -> OwnerPrefs:
         """Validate every given value first (nothing is stored when one is bad), store
         them with ``$set``, then tell the listeners (pulse re-plan, cron jobs' timezone)."""
@@ -226,8 +250,14 @@ class OwnerSettings:
             fields["timezone"] = check_timezone(timezone)
         if primary_channel is not None:
             fields["primary_channel"] = check_channel(primary_channel)
+        if warning_sms_after_minutes is not None:
+            minutes = check_warning_sms_after(warning_sms_after_minutes)
+            fields["warning_sms_after_minutes"] = minutes
         if not fields:
-            raise SettingsError("nothing to update: give quiet_hours, timezone or primary_channel")
+            raise SettingsError(
+                "nothing to update: give quiet_hours, timezone, primary_channel or "
+                "warning_sms_after_minutes"
+            )
         old = await self.load()
         fields["updated_at"] = self._clock()
         await retry.retried(  # a $set by _id: repeating it changes nothing more

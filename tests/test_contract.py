@@ -40,7 +40,9 @@ ARGUMENTS = {
     "manage_pulse": {
         "action", "notes", "enabled", "active_days", "pulses_per_day",
     },
-    "manage_settings": {"action", "quiet_hours", "timezone", "primary_channel"},
+    "manage_settings": {
+        "action", "quiet_hours", "timezone", "primary_channel", "warning_sms_after_minutes",
+    },
     "raise_alert": {"severity", "title", "body", "dedupe_key"},
     "manage_alerts": {"action", "code", "duration"},
     "web_search": {"query", "count"},

@@ -163,9 +163,12 @@ class Lifecycle:
 
 
 def escalation_after(alert: Doc, now: datetime, policy: RoutingPolicy, *, delivered: bool) -> Doc:
-    """The next timer once an alert was sent (or unmuted): per severity, DESIGN.md."""
+    """The next timer once an alert was sent (or unmuted): per severity, DESIGN.md. A
+    warning's SMS waits ``warning_sms_after``; zero means it never goes by SMS."""
     severity = alert["severity"]
     if severity == "warning" and int(alert.get("sms_rounds") or 0) == 0:
+        if not policy.warnings_page:
+            return dict(STOP_TIMER)
         return {
             "next_action": "sms",
             "next_escalation_at": now + _at_least(policy.warning_sms_after),

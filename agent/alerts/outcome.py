@@ -111,6 +111,8 @@ def _sms(severity: str, facts: Mapping[str, Any], now: datetime, tz: tzinfo) -> 
         return "not configured"
     if severity == "info":
         return "not used for info alerts"
+    if severity == "warning" and not facts["warning_sms_after"]:
+        return "never for warnings: warning_sms_after_minutes is 0 (manage_settings)"
     held = facts.get("held_until")
     if severity == "warning" and held is not None:
         at = _at(held + facts["warning_sms_after"], now, tz)

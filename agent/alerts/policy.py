@@ -3,7 +3,8 @@ are the owner's: ``scheduler.owner_settings``).
 
 The defaults are DESIGN.md's; a ``settings`` document ``{"_id": "alert_routing"}`` may
 override the numbers (validated, with the bad field named in the log), so routing
-can be tuned without a redeploy.
+can be tuned without a redeploy. The owner's own ``warning_sms_after_minutes``
+(``manage_settings``) wins over both (``RoutingPolicy.for_owner``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from agent.alerts.directives import format_duration, help_text
 from channels.types import Button
+from scheduler.owner_settings import OwnerPrefs
 from storage import collections as c
 
 log = logging.getLogger(__name__)
@@ -39,6 +41,7 @@ class RoutingPolicy:
     """Severity routing numbers (DESIGN.md defaults)."""
 
     warning_sms_after: timedelta = timedelta(minutes=30)
+    """An unacknowledged warning goes by SMS this long after it was sent; zero: never."""
     critical_repeat_every: timedelta = timedelta(minutes=15)
     critical_max_sms: int = 4
     """SMS pages per escalation round of a critical alert, the first one included."""
@@ -72,6 +75,18 @@ class RoutingPolicy:
                 continue
             overrides[f.name] = timedelta(minutes=value) if f.name in minutes else value
         return replace(cls(), **overrides)
+
+    def for_owner(self, prefs: OwnerPrefs) -> RoutingPolicy:
+        """This policy with the owner's own settings over it."""
+        minutes = prefs.warning_sms_after_minutes
+        if minutes is None:
+            return self
+        return replace(self, warning_sms_after=timedelta(minutes=minutes))
+
+    @property
+    def warnings_page(self) -> bool:
+        """Whether an unacknowledged warning goes by SMS at all."""
+        return self.warning_sms_after > timedelta(0)
 
 
 async def load_policy(db: AsyncDatabase[Doc]) -> RoutingPolicy:

@@ -1,5 +1,8 @@
 """The alert router: takes alerts in, routes them by severity, escalates until acknowledged.
 
+The routing policy in force is ``routing``: the loaded policy with the owner's own
+settings over it (how long a warning waits for its SMS, or that it never gets one).
+
 Everything goes through one timer per alert kept in MongoDB (``next_action`` at
 ``next_escalation_at``): a new alert is stored with a ``deliver`` timer due now and
 handled at once; repeats, snooze ends and mute ends are later timers. ``tick(now)``
@@ -20,7 +23,7 @@ from typing import Any
 from pymongo.asynchronous.database import AsyncDatabase
 
 from agent.alerts import policy as r
-from agent.alerts.directives import Directive
+from agent.alerts.directives import Directive, format_duration
 from agent.alerts.fields import AlertError, validate
 from agent.alerts.lifecycle import STOP_TIMER, Lifecycle, Outcome
 from agent.alerts.outcome import routing_facts
@@ -39,6 +42,7 @@ Doc = dict[str, Any]
 RANK: Mapping[str, int] = MappingProxyType({name: i for i, name in enumerate(SEVERITIES)})
 MAX_POLL = 30.0
 MAX_STEPS_PER_TICK = 10_000
+NO_WARNING_SMS = "warnings never go by SMS (warning_sms_after_minutes is 0)"
 
 
 class AlertRouter:
@@ -62,12 +66,18 @@ class AlertRouter:
         )
         self._clock = clock
         self.policy = policy or r.RoutingPolicy()
-        self._sender = Sender(self.store, self._pager, lambda: self.policy)
+        self._sender = Sender(self.store, self._pager, lambda: self.routing)
         self._fixed_policy = policy is not None
         self.lifecycle = Lifecycle(self.store, lambda: self.owner.tz)
         self.owner.listeners.append(self._quiet_changed)
+        self.owner.listeners.append(self._warning_wait_changed)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+
+    @property
+    def routing(self) -> r.RoutingPolicy:
+        """The policy in force: ``policy`` with the owner's settings over it."""
+        return self.policy.for_owner(self.owner.current)
 
     @property
     def sms_per_hour(self) -> int:
@@ -187,7 +197,7 @@ class AlertRouter:
         return routing_facts(
             alert,
             now,
-            self.policy,
+            self.routing,
             sent_now=sent_now,
             sms_ready=self._pager.sms_ready(),
             sms_per_hour=self.sms_per_hour,
@@ -205,7 +215,7 @@ class AlertRouter:
         alert = await self.store.by_code(code)
         if alert is None:
             return Outcome(f"There is no alert #{code.lstrip('#')}.")
-        outcome = await self.lifecycle.apply(alert, directive, by, self._clock(), self.policy)
+        outcome = await self.lifecycle.apply(alert, directive, by, self._clock(), self.routing)
         if outcome.changed:
             self._wake.set()
         return outcome
@@ -272,6 +282,8 @@ class AlertRouter:
         elif action == "unmute" and status == "muted":
             await self._mute_over(alert, now)
         elif action in ("deliver", "sms") and status == "open":
+            if action == "sms" and await self._warning_stays_off_sms(alert, now):
+                return
             if alert["severity"] != "critical":
                 until = await self.owner.quiet_until(now)
                 if until is not None:
@@ -283,6 +295,45 @@ class AlertRouter:
                 await self._sender.escalate(alert, now)
         else:
             await self.store.change(alert["_id"], set_=dict(STOP_TIMER))
+
+    async def _warning_stays_off_sms(self, alert: Doc, now: datetime) -> bool:
+        """A warning's SMS step after the owner turned warning SMS off: stopped here."""
+        if alert["severity"] != "warning" or int(alert.get("sms_rounds") or 0) > 0:
+            return False
+        await self.owner.fresh()  # the change may come from another process
+        if self.routing.warnings_page:
+            return False
+        await self.store.change(
+            alert["_id"],
+            set_={"held": False} | STOP_TIMER,
+            history=[entry(now, "router", "not paged", NO_WARNING_SMS)],
+        )
+        return True
+
+    async def _warning_wait_changed(self, old: OwnerPrefs, new: OwnerPrefs) -> None:
+        """A new wait before a warning's SMS: the timers already armed move by the
+        difference (a page due by now goes at once), or stop when warning SMS is off."""
+        before = self.policy.for_owner(old).warning_sms_after
+        after = self.policy.for_owner(new).warning_sms_after
+        if before == after:
+            return
+        now = self._clock()
+        detail = f"{format_duration(before)} -> {format_duration(after)}" if after else None
+        for alert in await self.store.waiting_warning_pages():
+            due = alert["next_escalation_at"]
+            timer = (
+                dict(STOP_TIMER)
+                if not after
+                else {"next_escalation_at": max(now, due - before + after)}
+            )
+            await self.store.change(  # skipped if a step took the timer meanwhile
+                alert["_id"],
+                when_status=("open",),
+                when_due=due,
+                set_=timer,
+                history=[entry(now, "owner", "sms wait changed", detail or NO_WARNING_SMS)],
+            )
+        self._wake.set()
 
     async def _quiet_changed(self, old: OwnerPrefs, new: OwnerPrefs) -> None:
         """New quiet hours: held alerts are looked at now (held again if still quiet)."""

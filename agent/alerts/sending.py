@@ -43,7 +43,7 @@ class Sender:
             first = await self._pager.send_first(alert, seq, lead)
             if first is not None:
                 sent.append(first.channel)
-            elif alert["severity"] == "warning":
+            elif alert["severity"] == "warning" and self._policy().warnings_page:
                 paged = await self._pager.page(alert, now, seq, lead)
         await self._sent(alert, now, sent, paged, delivered=True)
 

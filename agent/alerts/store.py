@@ -193,6 +193,20 @@ class AlertStore:
             self._forget()
         return result.modified_count
 
+    async def waiting_warning_pages(self) -> list[Doc]:
+        """Open warnings whose timer waits to page them by SMS (not held for quiet hours)."""
+        cursor = self._alerts.find(
+            {
+                "severity": "warning",
+                "status": "open",
+                "next_action": "sms",
+                "sms_rounds": 0,
+                "held": {"$ne": True},
+                "next_escalation_at": {"$ne": None},
+            }
+        )
+        return await cursor.to_list()
+
     async def next_due(self) -> datetime | None:
         doc = await self._alerts.find_one(
             {"next_escalation_at": {"$ne": None}},
@@ -213,11 +227,15 @@ class AlertStore:
         inc: Doc | None = None,
         history: Sequence[Doc] = (),
         delivered: Sequence[Doc] = (),
+        when_due: datetime | None = None,
     ) -> Doc | None:
-        """One atomic change, applied only while the status is one of ``when_status``."""
+        """One atomic change, applied only while the status is one of ``when_status``
+        (and the timer is still at ``when_due``, when given)."""
         query: Doc = {"_id": alert_id}
         if when_status is not None:
             query["status"] = {"$in": list(when_status)}
+        if when_due is not None:
+            query["next_escalation_at"] = when_due
         update: Doc = {}
         if set_:
             update["$set"] = set_

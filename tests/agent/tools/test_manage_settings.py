@@ -55,6 +55,9 @@ async def test_get_shows_the_defaults_in_the_owners_time(
         "local_time": "2026-03-06T18:00+01:00",
         "quiet_hours": [{"start": "22:00", "end": "07:00"}],
         "primary_channel": None,
+        "warning_sms_after_minutes": 30,
+        "warning_sms": "a warning not acknowledged within 30 min is sent again as a reminder "
+        "on every chat (SMS is not set up)",
         "quiet_now": False,
         "quiet": "during quiet hours info and warning alerts are held and delivered when "
         "quiet hours end, and the pulse waits; critical alerts, cron jobs and one-time "
@@ -94,7 +97,21 @@ async def test_update_while_quiet_says_until_when(
             "primary_channel 'email' is not a channel; use one of telegram, whatsapp, sms. "
             "Nothing was changed.",
         ),
-        ({}, "update needs quiet_hours, timezone and/or primary_channel"),
+        (
+            {"warning_sms_after_minutes": 10081},
+            "warning_sms_after_minutes 10081 is out of range: 0 (warnings never go by SMS) "
+            "to 10080 (a week). Nothing was changed.",
+        ),
+        (
+            {"warning_sms_after_minutes": -1, "timezone": "UTC"},
+            "warning_sms_after_minutes -1 is out of range: 0 (warnings never go by SMS) "
+            "to 10080 (a week). Nothing was changed.",
+        ),
+        (
+            {},
+            "update needs one or more of quiet_hours, timezone, primary_channel, "
+            "warning_sms_after_minutes",
+        ),
     ],
 )
 async def test_bad_values_are_refused_by_name_and_nothing_changes(
