@@ -3,6 +3,7 @@ modules at ``agent/``'s top level. (Layer order is import-linter's, in pyproject
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import grimp
@@ -39,3 +40,123 @@ def test_agent_keeps_at_most_eight_modules_at_its_top_level() -> None:
     assert len(modules) <= 8, modules
     concerns = {"conversation", "runs", "alerts", "tools", "llm", "app", "cli"}
     assert concerns <= {p.name for p in (ROOT / "agent").iterdir() if p.is_dir()}
+
+
+def _imported_roots(tree: ast.Module) -> dict[str, str]:
+    """Names bound by imports of modules from outside the project: name -> module."""
+    bound: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] not in PACKAGES:
+                    bound[alias.asname or alias.name.split(".")[0]] = alias.name
+        elif isinstance(node, ast.ImportFrom) and _outside(node):
+            for alias in node.names:
+                bound[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    for node in ast.walk(tree):  # an alias of one: ``cls = ssl.SSLContext``
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Attribute | ast.Name)
+            and (root := _root(node.value)) in bound
+        ):
+            bound[node.targets[0].id] = f"{bound[root or '']} ({ast.unparse(node.value)})"
+    return bound
+
+
+def _outside(node: ast.ImportFrom) -> bool:
+    """An absolute import from a module that is not the project's."""
+    module = node.module or ""
+    return node.level == 0 and module.split(".")[0] not in (*PACKAGES, "", "__future__")
+
+
+def _private(dotted: str) -> bool:
+    return any(p.startswith("_") and not p.endswith("__") for p in dotted.split("."))
+
+
+def _root(node: ast.expr) -> str | None:
+    while isinstance(node, ast.Attribute | ast.Subscript):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _is_sys_modules(node: ast.expr) -> bool:
+    """``sys.modules``, or the finders that decide what an import loads."""
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr in ("modules", "meta_path", "path_hooks")
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "sys"
+    )
+
+
+MUTATORS = {
+    *("update", "setdefault", "pop", "popitem", "clear", "__setitem__", "__delitem__"),
+    *("insert", "append", "extend", "remove"),
+}
+
+
+def _dependency_misuse(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    found: list[str] = []
+    imported = _imported_roots(tree)
+    for node in ast.walk(tree):
+        where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.Import):
+            found += [f"{where} imports {a.name}" for a in node.names if _private(a.name)]
+        elif isinstance(node, ast.ImportFrom) and _outside(node):
+            names = [f"{node.module}.{a.name}" for a in node.names]
+            found += [f"{where} imports {name}" for name in names if _private(name)]
+        elif isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete):
+            targets = node.targets if isinstance(node, ast.Assign | ast.Delete) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Subscript) and _is_sys_modules(target.value):
+                    found.append(f"{where} writes {ast.unparse(target.value)}")
+                elif isinstance(target, ast.Attribute) and (root := _root(target)) in imported:
+                    found.append(f"{where} sets an attribute of {imported[root or '']}")
+                elif (
+                    isinstance(target, ast.Attribute)
+                    and _private(target.attr)
+                    and _root(target) not in ("self", "cls")
+                ):
+                    found.append(f"{where} sets {ast.unparse(target)} from outside")
+        elif (
+            isinstance(node, ast.Attribute)
+            and _private(node.attr)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in imported
+        ):
+            found.append(f"{where} uses {imported[node.value.id]}.{node.attr}")
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in MUTATORS
+            and _is_sys_modules(node.func.value)
+        ):
+            found.append(f"{where} writes {ast.unparse(node.func.value)}")
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("setattr", "delattr")
+            and node.args
+            and (_root(node.args[0]) in imported or _is_sys_modules(node.args[0]))
+        ):
+            found.append(f"{where} calls {node.func.id} on {ast.unparse(node.args[0])}")
+    return found
+
+
+def test_dependencies_are_used_through_their_public_api() -> None:
+    """Product code imports no underscore module or name of another package, never
+    writes ``sys.modules`` (nor the import finders), and sets no attribute of an
+    imported module or class, nor an underscore attribute of another object: an
+    upgrade of a dependency must not need a reading of its internals. (A private
+    attribute read on an object, ``bot._post``, is beyond this scan: types, not
+    syntax, say whose it is.)"""
+    found = [
+        problem
+        for package in PACKAGES
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for problem in _dependency_misuse(path)
+    ]
+    assert found == []
