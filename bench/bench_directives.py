@@ -45,6 +45,9 @@ TEMPLATES = (
 )
 
 
+ADVERSARIAL = ("snooze " + "1m" * 5000 + "x", "#1 " * 3000, "every " + "1" * 10000, "a" * 50000)
+
+
 def make_replies(n: int, seed: int = 7) -> list[str]:
     """Varied replies, reproducible, with codes and numbers filled in."""
     rng = random.Random(seed)
@@ -68,6 +71,11 @@ def main() -> None:
         best = min(best, time.perf_counter() - start)
     directives = sum(parse_reply(t).directive is not None for t in replies)
     print(f"directive parse: {N} replies, {best / N * 1e6:.1f} µs/parse ({directives} directives)")
+    for text in ADVERSARIAL:  # long hostile replies stay linear (tests keep a watchdog)
+        start = time.perf_counter()
+        parse_reply(text)
+        took = time.perf_counter() - start
+        print(f"adversarial reply of {len(text):,} chars ({text[:10]!r}...): {took * 1e3:.2f} ms")
 
 
 if __name__ == "__main__":

@@ -60,11 +60,9 @@ async def test_a_new_owner_waits_for_the_old_server_to_release_the_store(
     await _make_store(data_dir)
     server = EmbeddedServer(data_dir)
     with _holding(data_dir, 1.5) as holder, caplog.at_level(logging.INFO, "storage.embedded"):
-        began = time.monotonic()
         await server.start()
-        waited = time.monotonic() - began
     try:
-        assert server.owner and waited >= 1.0
+        assert server.owner  # once the holder let go: "released" below
         waiting = [r.getMessage() for r in caplog.records if "waiting" in r.getMessage()]
         assert len(waiting) == 1, caplog.text
         assert f"pid {holder.pid}" in waiting[0] and str(data_dir / "db") in waiting[0]
@@ -81,10 +79,9 @@ async def test_a_store_never_released_is_one_line_after_a_bounded_wait(
     monkeypatch.setattr(embedded, "RELEASE_TIMEOUT", 1.0)
     server = EmbeddedServer(data_dir)
     with _holding(data_dir, 60) as holder:
-        began = time.monotonic()
         with pytest.raises(EmbeddedUnavailable) as info:
-            await server.start()
-        assert time.monotonic() - began < 5
+            async with asyncio.timeout(30):  # watchdog: the holder stays for 60 s
+                await server.start()
         assert holder.poll() is None, "a holder that is not our database server was killed"
     message = str(info.value)
     assert "\n" not in message

@@ -8,7 +8,7 @@ nesting, and a stalled server, are in ``test_sandbox_hostile_limits``.
 
 from __future__ import annotations
 
-import time
+import asyncio
 from typing import Any
 
 import pytest
@@ -80,9 +80,8 @@ async def titles(db: Db) -> Db:
 async def test_a_nested_quantifier_is_refused_wherever_it_hides(
     titles: Db, operation: str, args: dict[str, Any]
 ) -> None:
-    started = time.perf_counter()
-    message = await refused(titles, "exponential time", operation, "ai_t", **args)
-    assert time.perf_counter() - started < 1.0
+    async with asyncio.timeout(30):  # watchdog; figures: python bench/bench_hostile.py
+        message = await refused(titles, "exponential time", operation, "ai_t", **args)
     assert r"use ^[\w\s]*$ instead of ^(\w+\s?)*$" in message
     assert await titles.ai_t.count_documents({"x": 1}) == 0
 
@@ -219,12 +218,11 @@ DOUBLING = {
 async def test_growing_expressions_are_refused(
     titles: Db, expression: dict[str, Any], match: str
 ) -> None:
-    started = time.perf_counter()
-    await refused(titles, match, "aggregate", "ai_t", pipeline=[{"$project": {"s": expression}}])
-    await refused(
-        titles, match, "updateMany", "ai_t", filter={}, update=[{"$set": {"s": expression}}]
-    )
-    assert time.perf_counter() - started < 1.0
+    async with asyncio.timeout(30):  # watchdog; figures: python bench/bench_hostile.py
+        pipeline = [{"$project": {"s": expression}}]
+        await refused(titles, match, "aggregate", "ai_t", pipeline=pipeline)
+        update = [{"$set": {"s": expression}}]
+        await refused(titles, match, "updateMany", "ai_t", filter={}, update=update)
 
 
 async def test_doubling_through_an_alias_over_stages_is_refused(titles: Db) -> None:

@@ -391,4 +391,5 @@ def test_long_adversarial_input_is_fast() -> None:
     start = clock.perf_counter()
     for text in texts:
         parse_reply(text)
-    assert clock.perf_counter() - start < 0.5
+    # A watchdog against a quadratic blow-up; the figure: python bench/bench_directives.py
+    assert clock.perf_counter() - start < 20

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import socket
-import time
 import warnings
 
 from agent.llm.base import ModelError
@@ -54,12 +53,11 @@ async def test_a_429_is_retryable_and_carries_its_retry_after(openai_api: FakeOp
 async def test_a_refused_connection_says_so_at_once() -> None:
     port = _closed_port()
     model = OpenAIModel(OPENAI_KEY, "gpt-test", base_url=f"http://127.0.0.1:{port}/v1")
-    started = time.monotonic()
     try:
-        error = await _error(model)
+        async with asyncio.timeout(30):  # watchdog: refused, not waited for
+            error = await _error(model)
     finally:
         await model.aclose()
-    assert time.monotonic() - started < 5
     assert error.retryable and error.status is None
     assert str(error).startswith("openai: connection failed: ")
     assert f"127.0.0.1:{port}" in str(error) and "timed out" not in str(error)
@@ -68,14 +66,13 @@ async def test_a_refused_connection_says_so_at_once() -> None:
 async def test_a_hung_server_times_out_after_the_request_timeout(openai_api: FakeOpenAI) -> None:
     openai_api.hang(5.0)
     model = OpenAIModel(OPENAI_KEY, "gpt-test", base_url=openai_api.base_url, timeout=0.3)
-    started = time.monotonic()
     try:
-        error = await _error(model)
+        async with asyncio.timeout(30):  # watchdog; the server would answer after 5 s
+            error = await _error(model)
     finally:
         await model.aclose()
-    took = time.monotonic() - started
+    # Only the 0.3 s request timeout can fail it: the server does answer, later.
     assert str(error) == "openai: request timed out" and error.retryable
-    assert 0.25 <= took < 2.0
 
 
 async def test_more_calls_at_once_than_aiohttps_default_pool(openai_api: FakeOpenAI) -> None:
