@@ -20,6 +20,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from agent.alerts.router import AlertRouter
 from agent.config import Settings
+from agent.llm.images import ImageDecoder
 from channels.outbox import Outbox
 from channels.types import Channel
 from scheduler.engine import Engine
@@ -80,6 +81,8 @@ class AgentDeps:
     """The owner's quiet hours, timezone and primary channel (``manage_settings``)."""
     mcp: McpManager | None = None
     """The MCP servers from ``MCP_CONFIG``, when any are configured."""
+    images: ImageDecoder = field(default_factory=ImageDecoder)
+    """Decodes the photos of every chat, one at a time (``agent.llm.images``)."""
     instructions: SystemInstructionRepo = field(init=False)
     conversations: ConversationRepo = field(init=False)
     messages: MessageRepo = field(init=False)

@@ -22,6 +22,7 @@ from agent.conversation.dispatch import Dispatcher
 from agent.conversation.held_sends import confirm_held_send
 from agent.conversation.pairing import Pairing
 from agent.llm.base import ModelClient
+from agent.llm.images import ImageDecoder
 from agent.tools.catalog import core_catalog
 from channels.media import MediaCaps, MediaFetcher
 from channels.outbox import Outbox
@@ -62,6 +63,8 @@ async def assemble(
     http = await late.enter_async_context(aiohttp.ClientSession())
     owner = OwnerSettings(database.db, clock, settings.timezone)
     await owner.load()  # quiet hours, timezone, primary channel (manage_settings)
+    images = ImageDecoder()  # one photo decoded at a time, whatever the number of chats
+    late.callback(images.close)
     deps = AgentDeps(
         settings=settings,
         db=database.db,
@@ -70,6 +73,7 @@ async def assemble(
         outbox=outbox,
         channels=channels,
         owner=owner,
+        images=images,
     )
     late.push_async_callback(deps.usage.close)  # counts written before the DB closes
     note(f"model: {model.name}")

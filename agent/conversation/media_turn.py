@@ -3,7 +3,8 @@
 The channels store each file in GridFS and list it in the inbox row's ``media``
 (``channels.media``). Here the stored items of the exchange's inbox row(s) become
 ``MediaPart``s with their bytes, for this exchange only: photos downscaled
-(``agent.llm.images``), one with more pixels than ``media_max_pixels`` not decoded at
+(``agent.llm.images``, one decode at a time across the agent: ``AgentDeps.images``),
+one with more pixels than ``media_max_pixels`` not decoded at
 all and a line in the text saying so instead; a voice note for a model that cannot
 hear is transcribed once (``agent.llm.transcribe``, only when an OpenAI client is
 configured; else a marker) and the transcript kept with the message, so a replay or a
@@ -23,7 +24,6 @@ never reaches the model (a stranger, a command, a directive) downloads any.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 from collections.abc import Sequence
@@ -38,7 +38,6 @@ from agent.llm.images import (
     OversizedImage,
     gemini_image_tokens,
     openai_image_tokens,
-    prepare_image,
 )
 from agent.llm.transcribe import Transcriber, adapters, native_media, transcriber_for
 from agent.llm.types import MediaPart, ModelMessage, TextPart, user_message
@@ -179,8 +178,8 @@ async def _media_part(
         data = await _load(store, doc["file_id"])
     if kind == "image" and data is not None:
         settings = ctx.deps.settings
-        prepared = await asyncio.to_thread(
-            prepare_image, data, settings.media_image_max_edge, max_pixels=settings.media_max_pixels
+        prepared = await ctx.deps.images.prepare(
+            data, settings.media_image_max_edge, max_pixels=settings.media_max_pixels
         )
         if isinstance(prepared, OversizedImage):
             log.warning("photo %s not decoded: %s", doc["file_id"], prepared.note)

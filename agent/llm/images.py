@@ -15,15 +15,22 @@ the format allows: a JPEG at 1/2, 1/4 or 1/8 scale (``draft``), the others in fu
 then reduced; it is turned upright only once small. Pillow's own decompression-bomb
 limit (``Image.MAX_IMAGE_PIXELS``, process-wide and not ours to set) stays as it is;
 its error, and its warning where a filter makes that an error, count as over the cap.
+
+Within the cap one decode still holds every pixel of its photo while it runs, so photos
+arriving together in several chats would add up: ``ImageDecoder`` runs the decodes of
+the whole agent one at a time (``AgentDeps.images``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import io
 import logging
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # Pillow loads with the first photo: an idle agent does without it
     from PIL import Image
@@ -82,6 +89,40 @@ def prepare_image(
     except (UnidentifiedImageError, OSError, ValueError) as exc:
         log.warning("an image could not be read (%s: %s)", type(exc).__name__, exc)
         return None
+
+
+class Prepare(Protocol):
+    """``prepare_image``'s signature (a test may wrap it to watch the decodes)."""
+
+    def __call__(
+        self, data: bytes, max_edge: int, *, max_pixels: int
+    ) -> PreparedImage | OversizedImage | None: ...
+
+
+class ImageDecoder:
+    """Prepares photos off the event loop, ``workers`` at a time (one by default).
+
+    The bound is the decoder's own thread pool, so it holds whatever the callers do: a
+    photo waits its turn in the pool's queue, and one whose turn was cancelled while it
+    waited is dropped from it; one already decoding finishes (a thread cannot be
+    stopped) while still holding its worker. Built once by the composition root and
+    closed there; the worker thread starts with the first photo.
+    """
+
+    def __init__(self, workers: int = 1, decode: Prepare = prepare_image) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="image-decode")
+        self._decode = decode
+
+    async def prepare(
+        self, data: bytes, max_edge: int, *, max_pixels: int
+    ) -> PreparedImage | OversizedImage | None:
+        """``prepare_image(data, max_edge, max_pixels=...)`` in the decoder's turn."""
+        job = functools.partial(self._decode, data, max_edge, max_pixels=max_pixels)
+        return await asyncio.get_running_loop().run_in_executor(self._pool, job)
+
+    def close(self) -> None:
+        """Photos still waiting are dropped; one being decoded finishes on its own."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _prepare(image: Image.Image, data: bytes, max_edge: int) -> PreparedImage:
