@@ -1,17 +1,20 @@
 """Photos with many pixels in few bytes: peak memory of three decoded at once (issue 28).
 
-Each scenario runs in a fresh child process: it reads three copies of one photo, notes
-its resident memory, then prepares the three concurrently the way a turn does
-(``asyncio.to_thread(prepare_image, ...)`` with the default ``MEDIA_IMAGE_MAX_EDGE`` and
-``MEDIA_MAX_PIXELS``, ``agent.conversation.media_turn``) and prints the peak
-(``VmHWM``) and what the model would get. The files are real: PNGs are written row
-by row through zlib (an 88.8-megapixel RGB PNG is about 270 kB, as in the field report),
-JPEGs by Pillow.
+Each scenario runs in a fresh child process per path: it reads three copies of one
+photo, notes its resident memory, then asks for the three at once with the default
+``MEDIA_IMAGE_MAX_EDGE`` and ``MEDIA_MAX_PIXELS`` and prints the peak (``VmHWM``) and
+what the model would get. Two paths: ``threads`` decodes each in its own thread
+(``asyncio.to_thread(prepare_image, ...)``, how turns did it before), ``decoder``
+goes through ``ImageDecoder`` as turns do now (``AgentDeps.images``, one at a time).
+The files are real: PNGs are written row by row through zlib (an 88.8-megapixel RGB
+PNG is about 270 kB, as in the field report), JPEGs by Pillow.
 
-    .venv/bin/python bench/bench_images.py [--only NAME ...] [--images-from PATH]
+    .venv/bin/python bench/bench_images.py [--only NAME ...] [--path threads|decoder ...]
+        [--images-from PATH]
 
-``--images-from`` loads ``prepare_image`` from another copy of ``agent/llm/images.py``
-(for instance ``git show <commit>:agent/llm/images.py > /tmp/old_images.py``) to compare.
+``--images-from`` loads ``prepare_image`` (and ``ImageDecoder``, where it has one) from
+another copy of ``agent/llm/images.py`` (for instance
+``git show <commit>:agent/llm/images.py > /tmp/old_images.py``) to compare.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a plain s
 from agent.config import Settings
 
 COPIES = 3
+PATHS = ("threads", "decoder")
 # name: (format, width, height, PNG colour type or JPEG progressive)
 SCENARIOS: dict[str, tuple[str, int, int, Any]] = {
     "png-rgb-88.8mp": ("png", 9424, 9424, "rgb"),
@@ -99,31 +103,38 @@ def peak_mb() -> float:
     raise RuntimeError("no VmHWM in /proc/self/status")
 
 
-def load_prepare(images_from: str | None) -> Callable[..., Any]:
+def load_images(images_from: str | None) -> dict[str, Any]:
+    """The module's names: this tree's ``agent.llm.images`` or the file given."""
     if images_from is None:
-        from agent.llm.images import prepare_image
+        from agent.llm import images
 
-        return prepare_image
-    found: Callable[..., Any] = runpy.run_path(images_from, run_name="images_under_test")[
-        "prepare_image"
-    ]
-    return found
+        return vars(images)
+    return runpy.run_path(images_from, run_name="images_under_test")
 
 
-async def child(photos: list[bytes], images_from: str | None) -> dict[str, Any]:
-    """Three concurrent preparations of ``photos``, as a turn makes them."""
+def ask_all(
+    path: str, names: dict[str, Any], photos: list[bytes], edge: int, cap: int
+) -> list[Any]:
+    """The coroutines of three preparations asked for at once, by ``path``."""
+    prepare: Callable[..., Any] = names["prepare_image"]
+    kwargs = {"max_pixels": cap} if "max_pixels" in inspect.signature(prepare).parameters else {}
+    if path == "threads":
+        return [asyncio.to_thread(prepare, data, edge, **kwargs) for data in photos]
+    decoder = names["ImageDecoder"]()
+    return [decoder.prepare(data, edge, **kwargs) for data in photos]
+
+
+async def child(photos: list[bytes], images_from: str | None, path: str) -> dict[str, Any]:
+    """Three concurrent preparations of ``photos``, as three turns ask for them."""
     from PIL import Image  # loaded before the baseline: the agent has it after one photo
 
     assert Image.__name__
-    prepare = load_prepare(images_from)
+    names = load_images(images_from)
     defaults = Settings.model_fields
     edge, cap = defaults["media_image_max_edge"].default, defaults["media_max_pixels"].default
-    kwargs = {"max_pixels": cap} if "max_pixels" in inspect.signature(prepare).parameters else {}
     before = rss_mb()
     started = time.perf_counter()
-    results = await asyncio.gather(
-        *(asyncio.to_thread(prepare, data, edge, **kwargs) for data in photos)
-    )
+    results = await asyncio.gather(*ask_all(path, names, photos, edge, cap))
     seconds = time.perf_counter() - started
     first = results[0]
     if hasattr(first, "note"):
@@ -135,8 +146,8 @@ async def child(photos: list[bytes], images_from: str | None) -> dict[str, Any]:
     return {"before": before, "peak": peak_mb(), "seconds": seconds, "got": got}
 
 
-def run_child(name: str, path: Path, images_from: str | None) -> dict[str, Any]:
-    command = [sys.executable, __file__, "--child", str(path)]
+def run_child(name: str, path: Path, images_from: str | None, way: str) -> dict[str, Any]:
+    command = [sys.executable, __file__, "--child", str(path), "--path", way]
     if images_from:
         command += ["--images-from", images_from]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -149,26 +160,33 @@ def run_child(name: str, path: Path, images_from: str | None) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--only", nargs="*", choices=sorted(SCENARIOS))
+    parser.add_argument("--path", nargs="*", choices=PATHS, help="default: both")
     parser.add_argument("--images-from", help="another copy of agent/llm/images.py")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         photos = [Path(args.child).read_bytes() for _ in range(COPIES)]
-        print(json.dumps(asyncio.run(child(photos, args.images_from))))
+        print(json.dumps(asyncio.run(child(photos, args.images_from, args.path[0]))))
         return
     source = args.images_from or "agent/llm/images.py (this tree)"
-    print(f"{COPIES} copies prepared at once per scenario; prepare_image from {source}")
-    print(f"{'scenario':30} {'file':>8} {'before':>9} {'peak':>9} {'time':>7}  model gets")
+    ways = list(args.path or PATHS)
+    if "decoder" in ways and "ImageDecoder" not in load_images(args.images_from):
+        ways.remove("decoder")  # an older copy decoded in each turn's own thread
+    print(f"{COPIES} copies asked for at once per scenario; images from {source}")
+    print(
+        f"{'scenario':30} {'path':8} {'file':>8} {'before':>9} {'peak':>9} {'time':>7}  model gets"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.only or SCENARIOS:
             path = make_file(name, Path(tmp))
-            figures = run_child(name, path, args.images_from)
             size = path.stat().st_size
             shown = f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{size // 1000} kB"
-            print(
-                f"{name:30} {shown:>8} {figures['before']:>6.0f} MB {figures['peak']:>6.0f} MB"
-                f" {figures['seconds']:>6.2f}s  {figures['got']}"
-            )
+            for way in ways:
+                figures = run_child(name, path, args.images_from, way)
+                print(
+                    f"{name:30} {way:8} {shown:>8} {figures['before']:>6.0f} MB"
+                    f" {figures['peak']:>6.0f} MB {figures['seconds']:>6.2f}s  {figures['got']}"
+                )
 
 
 if __name__ == "__main__":
