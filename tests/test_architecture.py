@@ -1,5 +1,7 @@
-"""The layout the README describes, checked: no import cycles, small modules, few
-modules at ``agent/``'s top level. (Layer order is import-linter's, in pyproject.)"""
+"""The layout the README describes, checked: no import cycles, no module past the hard
+limit of 800 lines, few modules at ``agent/``'s top level. (Layer order is
+import-linter's, in pyproject.) Modules are split by concern, not by size: a module may
+be long when it is one thing."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import grimp
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("agent", "channels", "scheduler", "storage")
-MAX_LINES = 400
+MAX_LINES = 800
 
 
 def test_no_module_imports_itself_through_others() -> None:
@@ -25,7 +27,7 @@ def test_no_module_imports_itself_through_others() -> None:
     assert cycles == []
 
 
-def test_no_module_is_over_400_lines() -> None:
+def test_no_module_is_over_800_lines() -> None:
     long = {
         str(path.relative_to(ROOT)): n
         for package in (*PACKAGES, "tests", "bench")
