@@ -14,6 +14,7 @@ import aiohttp
 
 from agent.app.features import FEATURES
 from agent.app.parts import App, Feature, Route
+from agent.app.shutdown import Shutdown
 from agent.app.status import install_status_command
 from agent.config import Settings
 from agent.context import AgentDeps, Clock
@@ -54,11 +55,13 @@ async def assemble(
     features: Sequence[Feature] | None,
     routes: Sequence[Route],
     exclusive_transports: bool,
+    shutdown: Shutdown,
 ) -> App:
     """The agent, its dispatcher and every feature, on the started core.
 
     ``stack`` takes what stops before the channels (the features); ``late`` what
     must outlive the pipeline's last handler (the HTTP client, the usage counts).
+    ``shutdown``: the stop's deadline, which ``stack`` keeps to (kept on the app).
     """
     http = await late.enter_async_context(aiohttp.ClientSession())
     owner = OwnerSettings(database.db, clock, settings.timezone)
@@ -86,7 +89,17 @@ async def assemble(
     dispatcher.pairing = Pairing(PairingStore(database.db, clock), settings)
     await dispatcher.pairing.refresh()
     app = App(
-        settings, database, deps, agent, dispatcher, outbox, pipeline, catalog, channels, clock
+        settings,
+        database,
+        deps,
+        agent,
+        dispatcher,
+        outbox,
+        pipeline,
+        catalog,
+        channels,
+        clock,
+        shutdown=shutdown,
     )
     app.exclusive_transports = exclusive_transports
     app.routes.extend(routes)

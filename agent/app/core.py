@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from agent.app.gate import HandlerGate, SinkGate
 from agent.app.parts import TELEGRAM_WEBHOOK, App, Feature, Route
+from agent.app.shutdown import Shutdown, ShutdownStack
 from agent.config import Settings, ensure_data_dir
 from agent.database import open_configured_database
 from agent.llm.factory import build_model, check_model
@@ -45,6 +46,9 @@ DATABASE_MODULES = ("storage.db", "channels.pipeline")
 """The database client (pymongo) and the pipeline's: loaded once the channels' are."""
 ASSEMBLY = "agent.app.assemble"
 """The agent's modules (most of the app's), imported once the channels poll."""
+AFTER_PIPELINE = 1.0
+"""Seconds of the stop budget kept for what stops after the pipeline (the outbox, the
+channels): the pipeline's handlers get the rest."""
 
 
 def configured_channels(settings: Settings) -> list[tuple[Channel, list[Route]]]:
@@ -101,15 +105,20 @@ async def build_app(
     exclusive_transports: bool = True,
     embedded: EmbeddedServer | None = None,
     on_warm: Callable[[], object] | None = None,
+    shutdown: Shutdown | None = None,
 ) -> AsyncIterator[App]:
     """Start the channels, the database, the pipeline and the agent; stop in reverse.
 
     ``embedded``: the embedded database server to use when ``MONGODB_URI`` is unset
     (``watchkeeper run`` launches it before its slow imports). ``on_warm``: called
-    once the model's SDK has loaded (``watchkeeper run`` freezes its heap then)."""
+    once the model's SDK has loaded (``watchkeeper run`` freezes its heap then).
+    ``shutdown``: the stop's shared deadline (``agent.app.shutdown``), kept on the app
+    so the HTTP server's stop shares it; the database closes after it, within its own
+    bounds, so a database that does not answer cannot hold the stop."""
     note = on_part or (lambda text: log.info("%s", text))
     clock = clock or utcnow  # the system clock (agent.context's, without its imports)
-    async with contextlib.AsyncExitStack() as stack:
+    shutdown = shutdown or Shutdown()
+    async with contextlib.AsyncExitStack() as base:
         if model is None:
             check_model(settings)  # a missing key stops start-up before anything starts
         if settings.embedded_db or settings.whatsapp_enabled:
@@ -119,14 +128,17 @@ async def build_app(
         await asyncio.to_thread(_load, modules)
         if model is None:
             model = build_model(settings)
-            stack.push_async_callback(model.aclose)
+            base.push_async_callback(shutdown.bounded("the model client", model.aclose))
         parts: list[tuple[Channel, list[Route]]] = (
             [(channel, []) for channel in channels]
             if channels is not None
             else configured_channels(settings)
         )
         # Closed after the channels have stopped: nothing they read is left half-stored.
-        data = await stack.enter_async_context(contextlib.AsyncExitStack())
+        # Not on the shared deadline: it closes within its own bounds, after every part.
+        data = await base.enter_async_context(contextlib.AsyncExitStack())
+        # Every part's stop from here on keeps to the shared deadline.
+        stack = await base.enter_async_context(ShutdownStack(shutdown))
         # While the channels set up and send their first long poll: the database
         # client's modules load in a thread, then the database opens on the event loop
         # (mostly waiting for it) and the agent's modules load in the thread meanwhile.
@@ -156,7 +168,9 @@ async def build_app(
         from channels.pipeline import Pipeline
 
         # What the pipeline's handlers use (HTTP client, usage counts) closes after it.
-        late = await stack.enter_async_context(contextlib.AsyncExitStack())
+        late = await stack.enter_async_context(
+            contextlib.AsyncExitStack(), name="the agent's HTTP client and token counts"
+        )
         outbox = Outbox(database.db, chans, clock)
         gate = HandlerGate()
         # No cap here: the model's adaptive limit paces model calls.
@@ -165,7 +179,13 @@ async def build_app(
         # can have been sending; anywhere else a send may still be in flight.
         await outbox.start(sole_owner=database.owns_server)
         stack.push_async_callback(outbox.stop)
-        stack.push_async_callback(pipeline.stop)
+
+        async def stop_pipeline() -> None:
+            """Messages being handled get what the deadline leaves the parts after it;
+            one cut off stays unfinished, and the next start handles it again."""
+            await pipeline.stop(grace=shutdown.left(keep=AFTER_PIPELINE))
+
+        stack.push_async_callback(stop_pipeline)
 
         async def stop_waiting() -> None:
             """Start-up failed: messages waiting at the gate stay stored, unfinished,
@@ -194,6 +214,7 @@ async def build_app(
             features=features,
             routes=[route for _channel, routes in parts for route in routes],
             exclusive_transports=exclusive_transports,
+            shutdown=shutdown,
         )
         gate.open(app.dispatcher.handle)
         # The parts' tasks take their first step (WhatsApp's supervisor: connect) before

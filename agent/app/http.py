@@ -27,9 +27,13 @@ from agent.app.dashboard.context import secured
 from agent.app.listen import BACKLOG
 from agent.app.listen import bind as bind  # where callers found it; cli uses listen
 from agent.app.parts import App
+from agent.app.shutdown import Shutdown
 from agent.app.status import status_data
 
 log = logging.getLogger(__name__)
+REQUEST_GRACE = 2.0
+"""Seconds a request being handled when the server stops gets to finish (a webhook
+stores its message in milliseconds); then it is cancelled."""
 APP_KEY: web.AppKey[App] = web.AppKey("watchkeeper", App)
 GATE_KEY: web.AppKey[AdminGate] = web.AppKey("admin_gate", AdminGate)
 
@@ -156,7 +160,14 @@ async def serve(
     """
     app = web_app.get(APP_KEY)
     exempt = app.settings.trusted_proxies if app is not None else []
-    runner = web.AppRunner(web_app, access_log=None, keepalive_timeout=header_timeout)
+    # Requests in flight at the stop get REQUEST_GRACE, within the app's stop deadline.
+    shutdown = app.shutdown if app is not None else Shutdown()
+    runner = web.AppRunner(
+        web_app,
+        access_log=None,
+        keepalive_timeout=header_timeout,
+        shutdown_timeout=REQUEST_GRACE,
+    )
     await runner.setup()
     listening: list[asyncio.Server] = []
     try:
@@ -170,4 +181,4 @@ async def serve(
     finally:
         for server in listening:
             server.close()
-        await runner.cleanup()
+        await shutdown.step("the HTTP server", runner.cleanup)

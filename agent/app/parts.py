@@ -11,6 +11,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agent.app.shutdown import Shutdown
+
 if TYPE_CHECKING:  # the agent's modules load after the first long poll (``agent.app.core``)
     from aiohttp import web
 
@@ -71,6 +73,8 @@ class App:
     exclusive_transports: bool = True
     """Start transports one account allows only one client of (the WhatsApp session).
     False for ``watchkeeper chat``, which may run beside ``watchkeeper run``."""
+    shutdown: Shutdown = field(default_factory=Shutdown)
+    """The stop's deadline, shared by every part's stop (``agent.app.shutdown``)."""
 
     def status(self) -> dict[str, Any]:
         return {name: ch.status() for name, ch in self.channels.items()}
