@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+import pymongo
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import ConfigurationError, OperationFailure, ServerSelectionTimeoutError
@@ -25,6 +26,10 @@ log = logging.getLogger(__name__)
 Doc = dict[str, Any]
 DbHealth = Literal["ok", "busy", "unreachable"]
 SELECTION_TIMEOUT_MS = 5000
+CLOSE_TIMEOUT = 1.0
+"""Seconds closing the client may take. Closing ends the server's sessions with one
+command; a server stuck in a long operation never answers it (pymongo waits out its
+socket timeout, ~30 s), and the sessions expire on the server anyway."""
 
 
 @dataclass
@@ -173,7 +178,30 @@ async def open_database(
                 raise DatabaseUnavailable(_unreachable(uri, exc)) from None
             yield database
         finally:
-            await client.close()
+            await close_client(client)
     finally:
         if embedded is not None:
             await embedded.stop()
+
+
+async def close_client(client: AsyncMongoClient[Doc], seconds: float = CLOSE_TIMEOUT) -> None:
+    """Close ``client`` within ``seconds``, whatever the server does: pymongo's own
+    timeout bounds the command that ends the sessions, then the pools close (no
+    operation can use the client after). Logged when the server did not answer."""
+    began = asyncio.get_running_loop().time()
+    try:
+        with pymongo.timeout(seconds):
+            async with asyncio.timeout(2 * seconds):  # should pymongo not keep to it
+                await client.close()
+    except TimeoutError:
+        log.warning(
+            "database client: not closed within %.0f s; left to the process exit", 2 * seconds
+        )
+        return
+    took = asyncio.get_running_loop().time() - began
+    if took >= seconds:
+        log.warning(
+            "database client: the server did not answer as it closed (%.1f s); its "
+            "sessions expire there by themselves",
+            took,
+        )
