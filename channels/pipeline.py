@@ -353,7 +353,13 @@ class Pipeline:
         self._stopping = True
         workers = list(self._workers.values())
         if workers:
-            _done, pending = await asyncio.wait(workers, timeout=grace)
-            for task in pending:
+            try:
+                await asyncio.wait(workers, timeout=grace)
+            finally:
+                # All at once, and also when this stop is itself cancelled (the app's
+                # stop deadline passed): a message cut off stays unfinished (4.).
+                for task in workers:
+                    task.cancel()
+            for task in workers:
                 await stop_task(task)
         await self._mark_done.flush()  # "done" marks waiting for company

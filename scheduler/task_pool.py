@@ -42,9 +42,14 @@ class TaskPool:
         await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def stop(self, grace: float) -> None:
-        """Give the runs in flight ``grace`` seconds to finish, then cancel them."""
+        """Give the runs in flight ``grace`` seconds to finish, then cancel them (at once
+        too when this stop is itself cancelled: the app's stop deadline passed)."""
         tasks = list(self._tasks)
-        if tasks:
-            await asyncio.wait(tasks, timeout=grace)
+        try:
+            if tasks:
+                await asyncio.wait(tasks, timeout=grace)
+        finally:
+            for task in tasks:
+                task.cancel()  # all at once: one run slow to end does not hold the others
         for task in tasks:
             await stop_task(task)
