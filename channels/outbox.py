@@ -272,9 +272,16 @@ class Outbox:
         for handle in self._timers:
             handle.cancel()
         self._timers.clear()
-        await stop_task(self._task)
-        self._task = None
-        await self._record.flush()  # the sends' records waiting for company
+        try:
+            await stop_task(self._task)
+            self._task = None
+            await self._record.flush()  # the sends' records waiting for company
+        except asyncio.CancelledError:  # the app's stop deadline passed (a stuck database)
+            log.warning(
+                "outbox: stopped before the last sent replies were recorded; "
+                "the next start may send them again"
+            )
+            raise
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()

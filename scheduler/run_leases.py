@@ -108,5 +108,11 @@ class RunLeases:
         self._held.clear()
         try:
             await self._runs.release(self.owner, self._clock())
+        except asyncio.CancelledError:  # the app's stop deadline passed (a stuck database)
+            log.warning(
+                "run leases not released before the stop's deadline; they lapse within %.0f s",
+                self.terms.ttl.total_seconds(),
+            )
+            raise
         except Exception as exc:  # they lapse by themselves within ttl
             log.warning("could not release run leases: %s", exc)
