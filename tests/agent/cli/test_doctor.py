@@ -115,7 +115,7 @@ async def test_a_model_the_provider_does_not_have_fails_naming_it_and_close_ones
     assert "the model does not answer" not in out  # it answered
 
 
-@pytest.mark.timeout_seconds(120)
+@pytest.mark.timeout(120)
 async def test_a_provider_that_never_answers_does_not_hold_the_report(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

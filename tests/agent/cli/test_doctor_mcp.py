@@ -127,7 +127,7 @@ GOOD = stdio_server("notes")
 CASES = broken_files({"command": GOOD.command, "args": list(GOOD.args)})
 
 
-@pytest.mark.timeout_seconds(90)
+@pytest.mark.timeout(90)
 @pytest.mark.parametrize(
     ("text", "lines", "steps"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
 )

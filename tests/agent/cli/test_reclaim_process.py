@@ -103,7 +103,7 @@ async def closed(data_dir: Path, within: float, proc: subprocess.Popen[str]) -> 
     return run, job
 
 
-@pytest.mark.timeout_seconds(180)  # two starts of a real process on a busy machine
+@pytest.mark.timeout(180)  # two starts of a real process on a busy machine
 async def test_a_reminder_killed_mid_run_is_delivered_once_after_an_immediate_restart(
     fake: FakeTelegram, tmp_path: Path
 ) -> None:
