@@ -12,6 +12,11 @@ a peer that forgot the connection sends.
 
 ``opened``: when given, connections are accepted but reach the server only once it is
 set, as a database still starting (or far away) answers late.
+
+``quiet()`` is the event a test of a quiet stretch waits for: the server has closed
+every relayed connection that sat idle (its last request answered). A connection whose
+request is still unanswered (a monitor's long-polling ``hello``) is not idle, and the
+server does not time it out. ``server_closes`` counts the closes so far.
 """
 
 from __future__ import annotations
@@ -20,8 +25,19 @@ import asyncio
 import contextlib
 import socket
 import struct
+from dataclasses import dataclass
 from typing import Self
 from urllib.parse import urlsplit
+
+
+@dataclass(eq=False)
+class _Link:
+    """One relayed connection as the server sees it."""
+
+    awaiting: bool = False
+    """The client sent bytes the server has not answered yet."""
+    closed: bool = False
+    """The server closed its side (the client was not told)."""
 
 
 class UnheardCloseRelay:
@@ -31,12 +47,28 @@ class UnheardCloseRelay:
         self._upstream = (parts.hostname or "127.0.0.1", parts.port or 27017)
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._links: set[_Link] = set()
+        self._changed = asyncio.Event()
+        self.server_closes = 0
+        """Connections the server has closed so far."""
 
     @property
     def uri(self) -> str:
         assert self._server is not None
         port = self._server.sockets[0].getsockname()[1]
         return f"mongodb://127.0.0.1:{port}/"
+
+    async def quiet(self) -> None:
+        """Return once the server has closed every relayed connection that sat idle
+        (or the client closed it first): after this, a client that kept such a
+        connection pooled meets a dead one on its next write."""
+        while not all(link.closed or link.awaiting for link in self._links):
+            await self._changed.wait()
+
+    def _note(self) -> None:
+        """Wake whoever waits in ``quiet()`` to look again."""
+        self._changed.set()
+        self._changed = asyncio.Event()
 
     async def __aenter__(self) -> Self:
         self._server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
@@ -70,29 +102,37 @@ class UnheardCloseRelay:
             up_r, up_w = await asyncio.open_connection(*self._upstream)
         except OSError:
             return
-        closed_unheard = asyncio.Event()
+        link = _Link()
+        self._links.add(link)
 
         async def down() -> None:
-            while data := await up_r.read(65536):
-                client_w.write(data)
-                await client_w.drain()
-            closed_unheard.set()  # the server closed: the client is not told
+            with contextlib.suppress(ConnectionError):
+                while data := await up_r.read(65536):
+                    link.awaiting = False
+                    client_w.write(data)
+                    await client_w.drain()
+            link.closed = True  # the server closed: the client is not told
+            self.server_closes += 1
+            self._note()
 
         downstream = asyncio.create_task(down())
         try:
             while data := await client_r.read(65536):
-                if closed_unheard.is_set():
+                if link.closed:
                     _reset(client_w)
                     return
+                link.awaiting = True
                 up_w.write(data)
                 await up_w.drain()
         except (ConnectionError, asyncio.CancelledError):
             pass
         finally:
+            self._links.discard(link)
             downstream.cancel()
             with contextlib.suppress(asyncio.CancelledError, ConnectionError):
                 await downstream
             up_w.close()
+            self._note()
 
 
 def _reset(writer: asyncio.StreamWriter) -> None:

@@ -1,6 +1,8 @@
 """Fixtures of the storage tests: ``watched`` (``tests.fakes.commands``), a database on the
 test server whose client records every command it sends; ``quiet_server``, a server that
-closes a connection after ``IDLE`` seconds of silence, and ``bare_client`` on it."""
+closes a connection after ``IDLE`` seconds of silence, ``relay`` in front of it (its
+``quiet()`` is the event "the server closed every idle connection") and ``bare_client``
+through that relay."""
 
 from __future__ import annotations
 
@@ -20,7 +22,6 @@ __all__ = ["Commands", "watched"]  # a fixture, and its listener for the tests' 
 
 IDLE = 0.6
 """The server's client idle timeout in these tests, in seconds."""
-QUIET = IDLE * 1.7
 
 
 @pytest.fixture(scope="module")
@@ -43,22 +44,26 @@ def quiet_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture
-async def bare_client(quiet_server: str) -> AsyncIterator[AsyncMongoClient[Doc]]:
-    """A client that keeps idle connections as long as it likes (pymongo's default).
-
-    It reaches the server through ``UnheardCloseRelay``: when the server drops a silent
+async def relay(quiet_server: str) -> AsyncIterator[UnheardCloseRelay]:
+    """``quiet_server`` behind ``UnheardCloseRelay``: when the server drops a silent
     connection the client does not hear of it, as behind a NAT, and its next write on
-    it is reset, whichever event loop runs the test.
-    """
+    it is reset, whichever event loop runs the test."""
     async with UnheardCloseRelay(quiet_server) as relay:
-        client: AsyncMongoClient[Doc] = AsyncMongoClient(
-            relay.uri,
-            directConnection=True,
-            retryWrites=False,
-            tz_aware=True,
-            heartbeatFrequencyMS=60_000,  # no heartbeat failure clears the pool meanwhile
-        )
-        try:
-            yield client
-        finally:
-            await client.close()
+        yield relay
+
+
+@pytest.fixture
+async def bare_client(relay: UnheardCloseRelay) -> AsyncIterator[AsyncMongoClient[Doc]]:
+    """A client that keeps idle connections as long as it likes (pymongo's default),
+    reaching the quiet server through ``relay``."""
+    client: AsyncMongoClient[Doc] = AsyncMongoClient(
+        relay.uri,
+        directConnection=True,
+        retryWrites=False,
+        tz_aware=True,
+        heartbeatFrequencyMS=60_000,  # no heartbeat failure clears the pool meanwhile
+    )
+    try:
+        yield client
+    finally:
+        await client.close()

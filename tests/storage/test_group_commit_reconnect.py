@@ -13,25 +13,27 @@ from pymongo import AsyncMongoClient
 from pymongo.errors import DuplicateKeyError
 
 from storage.group_commit import insert_each, set_all, set_each
-from tests.storage.conftest import QUIET
+from tests.fakes.unheard_close import UnheardCloseRelay
 
 Doc = dict[str, Any]
 
 
-async def _go_quiet(client: AsyncMongoClient[Doc], name: str) -> None:
+async def _go_quiet(client: AsyncMongoClient[Doc], relay: UnheardCloseRelay, name: str) -> None:
     """Pool a few connections, then stay silent until the server has closed them all."""
     coll = client["quiet"][name]
     await asyncio.gather(*(coll.insert_one({"warm": i}) for i in range(4)))
-    await asyncio.sleep(QUIET)
+    await relay.quiet()
 
 
 async def test_each_batch_write_survives_a_dropped_connection(
-    bare_client: AsyncMongoClient[Doc], caplog: pytest.LogCaptureFixture
+    bare_client: AsyncMongoClient[Doc],
+    relay: UnheardCloseRelay,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     coll = bare_client["quiet"][f"g_{uuid.uuid4().hex[:8]}"]
     await coll.create_index("key", unique=True, sparse=True)
     b, c, d = (await coll.insert_many([{"key": k} for k in "bcd"])).inserted_ids
-    await _go_quiet(bare_client, coll.name)
+    await _go_quiet(bare_client, relay, coll.name)
     inserted, *_ = await asyncio.gather(
         insert_each(coll)([{"key": "x"}, {"key": "y"}, {"key": "b"}]),
         set_each(coll)([(b, {"n": 1}), (c, {"n": 2})]),

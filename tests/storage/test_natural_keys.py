@@ -25,7 +25,7 @@ from storage.group_commit import insert_each
 from storage.natural_keys import LEGACY_INBOX_INDEX, LEGACY_OUTBOX_INDEX, inbox_key
 from storage.retry import INSERT_FIELD
 from tests.fakes.channel import RecordingChannel
-from tests.storage.conftest import QUIET
+from tests.fakes.unheard_close import UnheardCloseRelay
 
 Doc = dict[str, Any]
 NOW = datetime.now(UTC)
@@ -68,12 +68,12 @@ async def test_a_keyed_batch_tells_its_own_earlier_copy_from_another_document(
 
 
 async def test_a_keyed_insert_after_a_dropped_connection_still_refuses_another_document(
-    bare_client: AsyncMongoClient[Doc],
+    bare_client: AsyncMongoClient[Doc], relay: UnheardCloseRelay
 ) -> None:
     coll = bare_client["quiet"][f"k_{uuid.uuid4().hex[:8]}"]
     await coll.insert_one({"_id": "taken", INSERT_FIELD: ObjectId()})  # another writer's
     await asyncio.gather(*(coll.insert_one({"warm": i}) for i in range(4)))
-    await asyncio.sleep(QUIET)  # the server closes the pooled connections meanwhile
+    await relay.quiet()  # the server has closed the pooled connections
     outcomes = await insert_each(coll, keyed=True)([{"_id": "taken"}, {"_id": "free"}])
     assert outcomes is not None and [type(o) for o in outcomes] == [
         DuplicateKeyError,

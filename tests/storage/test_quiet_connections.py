@@ -3,7 +3,8 @@
 SecantusDB closes a client connection that has been silent for its idle timeout (300 s
 by default); pymongo keeps the dead connection pooled and the next write on it fails
 with ``AutoReconnect``. Here the server's idle timeout is 0.6 s, so a quiet stretch
-takes a second instead of six minutes.
+takes a second instead of six minutes. Each stretch lasts until the server has closed
+every idle connection (``UnheardCloseRelay.quiet``), however long a busy machine takes.
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ from tests.conftest import make_settings
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import FakeClock
 from tests.fakes.scripted import ScriptedModel
+from tests.fakes.unheard_close import UnheardCloseRelay
 from tests.scheduling_kit import call_tool, inbound, parts_of
-from tests.storage.conftest import IDLE, QUIET
+from tests.storage.conftest import IDLE
+from tests.waiting import WATCHDOG
 
 Doc = dict[str, Any]
 
@@ -40,23 +43,24 @@ async def _warm(client: AsyncMongoClient[Doc], name: str, connections: int = 4) 
 
 
 async def test_a_bare_client_loses_its_first_write_after_a_quiet_stretch(
-    bare_client: AsyncMongoClient[Doc],
+    bare_client: AsyncMongoClient[Doc], relay: UnheardCloseRelay
 ) -> None:
     """The failure itself, so the tests below are known to exercise it."""
     await _warm(bare_client, "bare")
-    await asyncio.sleep(QUIET)
+    await relay.quiet()
+    assert relay.server_closes >= 4  # the four pooled connections, at least
     with pytest.raises(AutoReconnect):
         await bare_client["quiet"]["bare"].insert_one({"after": "quiet"})
 
 
 async def test_our_client_drops_idle_connections_before_the_server_closes_them(
-    quiet_server: str,
+    relay: UnheardCloseRelay,
 ) -> None:
-    client = make_client(quiet_server, embedded=True, server_idle_timeout=IDLE)
+    client = make_client(relay.uri, embedded=True, server_idle_timeout=IDLE)
     try:
         await _warm(client, "ours")
         for round_ in range(2):
-            await asyncio.sleep(QUIET)
+            await relay.quiet()  # whatever the client kept pooled, the server closed
             await client["quiet"]["ours"].insert_one({"after": "quiet", "round": round_})
     finally:
         await client.close()
@@ -87,24 +91,24 @@ async def test_the_embedded_server_takes_the_idle_timeout_and_its_client_stays_u
         host, port = next(iter(database.client.topology_description.server_descriptions()))
         reader, writer = await asyncio.open_connection(host, port)
         try:
-            async with asyncio.timeout(QUIET + 5):
+            async with asyncio.timeout(WATCHDOG):
                 assert await reader.read(1) == b""  # its FIN, some IDLE seconds later
         finally:
             writer.close()
-        # ...and the app's own client never hands out one of those.
-        await asyncio.sleep(QUIET)
+        # ...and the app's own client never hands out one of those: its pooled
+        # connections went silent before this one opened, so they are closed too.
         await coll.insert_one({"after": "quiet"})
         assert await coll.count_documents({}) == 4
 
 
 async def test_each_kind_of_write_survives_a_dropped_connection_once(
-    bare_client: AsyncMongoClient[Doc],
+    bare_client: AsyncMongoClient[Doc], relay: UnheardCloseRelay
 ) -> None:
     coll = bare_client["quiet"][f"w_{uuid.uuid4().hex[:8]}"]
     await coll.create_index("key", unique=True, sparse=True)
     await coll.insert_many([{"key": "b"}, {"key": "c"}])
     await _warm(bare_client, coll.name, connections=6)
-    await asyncio.sleep(QUIET)  # every pooled connection is closed by the server now
+    await relay.quiet()  # every pooled connection is closed by the server now
     taken, updated, *_ = await asyncio.gather(
         retry.claim(coll, {"key": "b"}, {"$inc": {"n": 1}}),
         retry.retried(lambda: coll.update_one({"key": "c"}, {"$set": {"seen": True}}), "mark"),
@@ -119,7 +123,7 @@ async def test_each_kind_of_write_survives_a_dropped_connection_once(
 
 
 async def test_a_retried_insert_that_landed_the_first_time_is_not_a_duplicate(
-    bare_client: AsyncMongoClient[Doc],
+    bare_client: AsyncMongoClient[Doc], relay: UnheardCloseRelay
 ) -> None:
     """The reply of a write can be lost after the server applied it: the retry must see
     its own document there, not report a duplicate."""
@@ -128,18 +132,18 @@ async def test_a_retried_insert_that_landed_the_first_time_is_not_a_duplicate(
     doc: Doc = {"key": "x"}
     await coll.insert_one(dict(doc, _id="landed"))  # what the lost first try stored
     await _warm(bare_client, coll.name)
-    await asyncio.sleep(QUIET)
+    await relay.quiet()
     await retry.insert(coll, dict(doc, _id="landed"))  # dropped, retried, found: fine
     many = [{"_id": "m1", "key": "m1"}, {"_id": "m2", "key": "m2"}]
     await coll.insert_one(dict(many[0]))
     await _warm(bare_client, coll.name)
-    await asyncio.sleep(QUIET)
+    await relay.quiet()
     await retry.insert_many(coll, many)  # only the missing one is inserted on the retry
     assert await coll.count_documents({"_id": {"$in": ["m1", "m2"]}}) == 2
 
 
 async def test_the_app_keeps_watch_through_quiet_stretches(
-    quiet_server: str, tmp_path: Path
+    relay: UnheardCloseRelay, tmp_path: Path
 ) -> None:
     """An inbox write, a cron fire and an alert tick, each after a quiet stretch longer
     than the server's idle timeout, on the app's own client."""
@@ -148,7 +152,7 @@ async def test_the_app_keeps_watch_through_quiet_stretches(
     model = ScriptedModel(lambda _request: "All backups are fine.")
     settings = make_settings(
         # As the embedded database's client connects: no retryable writes (storage.db).
-        mongodb_uri=f"{quiet_server}?directConnection=true&retryWrites=false",
+        mongodb_uri=f"{relay.uri}?directConnection=true&retryWrites=false",
         mongodb_db=f"quiet_{uuid.uuid4().hex[:10]}",
         data_dir=tmp_path,
         openai_api_key="sk-test",
@@ -180,12 +184,12 @@ async def test_the_app_keeps_watch_through_quiet_stretches(
         # connection goes stale, the worst case. Replies are still sent at once.
         await app.outbox.stop()
 
-        await asyncio.sleep(QUIET)
+        await relay.quiet()
         assert await app.pipeline.submit(inbound("hello after a quiet night")) is True
         await app.pipeline.join()
         assert "All backups are fine." in channel.texts()
 
-        await asyncio.sleep(QUIET)
+        await relay.quiet()
         clock.advance(minutes=6)  # the job came due a minute ago
         fires = await parts.engine.run_due()
         assert [f.action for f in fires] == ["run"]
@@ -201,6 +205,6 @@ async def test_the_app_keeps_watch_through_quiet_stretches(
             (await router.store.unresolved())[0]["_id"],
             set_={"next_action": "deliver", "next_escalation_at": clock() + timedelta(minutes=1)},
         )
-        await asyncio.sleep(QUIET)
+        await relay.quiet()
         assert await router.tick(clock.advance(minutes=2)) == 1
         assert len(channel.sent) == delivered + 1

@@ -13,13 +13,13 @@ from pymongo import AsyncMongoClient
 
 from storage import collections as c
 from storage.repos import ConversationRepo
-from tests.storage.conftest import QUIET
+from tests.fakes.unheard_close import UnheardCloseRelay
 
 Doc = dict[str, Any]
 
 
 async def test_a_burst_after_a_quiet_stretch_opens_one_conversation_per_chat(
-    bare_client: AsyncMongoClient[Doc],
+    bare_client: AsyncMongoClient[Doc], relay: UnheardCloseRelay
 ) -> None:
     db = bare_client[f"quiet_conv_{uuid.uuid4().hex[:8]}"]
     await db[c.CONVERSATIONS].create_index([("key", 1), ("active", 1)])
@@ -27,7 +27,7 @@ async def test_a_burst_after_a_quiet_stretch_opens_one_conversation_per_chat(
     # Some chats talked before the quiet stretch; their connections are in the pool.
     warm = ConversationRepo(db)
     before = await asyncio.gather(*(warm.active(key) for key in keys[:6]))
-    await asyncio.sleep(QUIET)  # every pooled connection is closed by the server now
+    await relay.quiet()  # every pooled connection is closed by the server now
 
     repo = ConversationRepo(db)  # a fresh cache: every chat is read from the database
     opened = await asyncio.gather(*(repo.active(key, channel="telegram") for key in keys))
@@ -37,7 +37,7 @@ async def test_a_burst_after_a_quiet_stretch_opens_one_conversation_per_chat(
     stored = Counter([d["key"] async for d in db[c.CONVERSATIONS].find({"active": True})])
     assert stored == Counter(keys)  # nobody got a second conversation from a retry
 
-    await asyncio.sleep(QUIET)  # and once more, all of them known now
+    await relay.quiet()  # and once more, all of them known now
     later = ConversationRepo(db)
     again = await asyncio.gather(*(later.active(key) for key in keys))
     assert [doc["_id"] for doc in again] == [doc["_id"] for doc in opened]
