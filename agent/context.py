@@ -42,7 +42,7 @@ def system_clock() -> datetime:
 
 
 class McpManager(Protocol):
-    """The MCP servers (``agent.tools.mcp_client.McpServers``), as runs see them."""
+    """The MCP servers (``agent.tools.mcp.client.McpServers``), as runs see them."""
 
     def tools(self) -> Sequence[Any]: ...
 

@@ -10,8 +10,8 @@ from typing import Any
 
 from agent.app.parts import App
 from agent.config import Settings
-from agent.tools.mcp_client import McpServers, ServerStatus
-from agent.tools.mcp_config import McpConfigError, load_mcp_config
+from agent.tools.mcp.client import McpServers, ServerStatus
+from agent.tools.mcp.config import McpConfigError, load_mcp_config
 
 log = logging.getLogger(__name__)
 

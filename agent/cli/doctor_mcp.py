@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.config import Settings
-from agent.tools.mcp_client import McpServers, ServerStatus
-from agent.tools.mcp_config import (
+from agent.tools.mcp.client import McpServers, ServerStatus
+from agent.tools.mcp.config import (
     HttpServer,
     McpConfigError,
     ServerConfig,

@@ -10,7 +10,7 @@ from typing import Any
 from agent.context import RunContext
 from agent.tools.base import Tool, Toolset
 from agent.tools.db import DB_QUERY
-from agent.tools.mcp_tools import mcp_ready, mcp_tools
+from agent.tools.mcp.tools import mcp_ready, mcp_tools
 from agent.tools.memory import SAVE_MEMORY, UPDATE_DB_SCHEMA
 from agent.tools.settings import MANAGE_SETTINGS
 from agent.tools.web import WEB_SEARCH

@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.tools.mcp_config import HttpServer, StdioServer
+from agent.tools.mcp.config import HttpServer, StdioServer
 
 SERVER_SCRIPT = str(Path(__file__).with_name("mcp_server.py"))
 

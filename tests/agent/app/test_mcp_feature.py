@@ -21,7 +21,7 @@ from pathlib import Path
 from agent.app.mcp_feature import mcp_feature
 from agent.app.status import status_data, status_text
 from agent.llm.openai_model import OpenAIModel
-from agent.tools.mcp_config import StdioServer
+from agent.tools.mcp.config import StdioServer
 from tests.agent.llm.llm_kit import OPENAI_KEY
 from tests.agent.tools.test_mcp_client import our_server_processes
 from tests.fakes.chat_app import ChatApp, chat_app
@@ -139,7 +139,7 @@ class Logged(logging.Handler):
 
 @contextlib.contextmanager
 def logged(text: str) -> Iterator[Logged]:
-    logger = logging.getLogger("agent.tools.mcp_client")
+    logger = logging.getLogger("agent.tools.mcp.client")
     handler, level = Logged(text), logger.level
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.tools.mcp_client import McpServers
+from agent.tools.mcp.client import McpServers
 from tests.agent.conversation.test_hi_tokens import OWNER_TOOLS, hi_tokens, owner_app
 from tests.contexts import owner_ctx
 from tests.fakes.mcp_kit import http_server, stdio_server

@@ -21,7 +21,7 @@ import pytest
 
 from agent.conversation.prompt import mark_untrusted
 from agent.llm.untrusted import DEFUSED, OPENERS, defuse
-from agent.tools.mcp_results import mark_external
+from agent.tools.mcp.tools import mark_external
 
 INVISIBLE = [
     "\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad", "\u180e", "\u2061",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.tools.mcp_client import McpServers
+from agent.tools.mcp.client import McpServers
 from tests.fakes.clock import FakeClock
 from tests.fakes.mcp_kit import stdio_server
 from tests.fakes.scripted import Request, ScriptedModel

@@ -10,9 +10,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from agent.tools import mcp_session  # noqa: F401  (the SDK loaded: timings are the servers')
-from agent.tools.mcp_client import Backoff, McpServers
-from agent.tools.mcp_config import StdioServer
+from agent.tools.mcp import session  # noqa: F401  (the SDK loaded: timings are the servers')
+from agent.tools.mcp.client import Backoff, McpServers
+from agent.tools.mcp.config import StdioServer
 from tests.fakes.mcp_kit import http_server, stdio_server
 
 FAST = Backoff(initial=0.2, cap=1.0)

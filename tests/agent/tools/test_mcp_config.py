@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.tools.mcp_config import (
+from agent.tools.mcp.config import (
     HttpServer,
     McpConfigError,
     StdioServer,

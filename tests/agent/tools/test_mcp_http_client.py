@@ -1,5 +1,5 @@
 """An HTTP MCP server gets the headers its configuration names, on the client we make
-with the MCP SDK's own timeouts (``agent.tools.mcp_session``)."""
+with the MCP SDK's own timeouts (``agent.tools.mcp.session``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from mcp.shared.exceptions import MCPError
 
-from agent.tools.mcp_config import HttpServer
-from agent.tools.mcp_session import open_session
+from agent.tools.mcp.config import HttpServer
+from agent.tools.mcp.session import open_session
 
 
 async def test_the_configured_headers_reach_the_server() -> None:

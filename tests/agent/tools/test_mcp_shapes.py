@@ -5,9 +5,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agent.tools.mcp_results import RESULT_CAP, model_result
-from agent.tools.mcp_shapes import McpTool
-from agent.tools.mcp_tools import direct_names, find_matches, server_schema
+from agent.tools.mcp import McpTool
+from agent.tools.mcp.tools import (
+    RESULT_CAP,
+    direct_names,
+    find_matches,
+    model_result,
+    server_schema,
+)
 
 PROVIDER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 

@@ -20,8 +20,8 @@ from agent.context import AgentDeps
 from agent.conversation.agent import Agent
 from agent.llm.types import ModelMessage
 from agent.tools.catalog import core_catalog
-from agent.tools.mcp_client import McpServers
-from agent.tools.mcp_config import ServerConfig
+from agent.tools.mcp.client import McpServers
+from agent.tools.mcp.config import ServerConfig
 from tests.conftest import make_settings
 from tests.contexts import contact_ctx, owner_ctx
 from tests.fakes.mcp_kit import http_server, stdio_server

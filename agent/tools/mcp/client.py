@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
-from agent.tools.mcp_config import ServerConfig, StdioServer
-from agent.tools.mcp_shapes import McpTool, describe
+from agent.tools.mcp import McpTool, describe
+from agent.tools.mcp.config import ServerConfig, StdioServer
 
 if TYPE_CHECKING:  # the SDK (~1.4 s to import) loads only when a server is configured
     from mcp import ClientSession
@@ -109,7 +109,7 @@ class McpServers:
         if self._sdk is None and self._servers:
             # In a thread: the import takes over a second, the loop keeps serving.
             self._sdk = asyncio.create_task(
-                asyncio.to_thread(importlib.import_module, "agent.tools.mcp_session")
+                asyncio.to_thread(importlib.import_module, "agent.tools.mcp.session")
             )
         for server in self._servers.values():
             if server.task is None:
@@ -186,7 +186,7 @@ class McpServers:
         if not any(t.name == tool for t in entry.tools):
             return {"error": f"MCP server {server!r} has no tool {tool!r}"}
         limit = self.call_timeout if timeout is None else timeout
-        from agent.tools import mcp_session
+        from agent.tools.mcp import session as mcp_session
 
         answer, lost = await mcp_session.call(session, server, tool, arguments, limit)
         if lost:
@@ -263,7 +263,7 @@ class McpServers:
             scope.cancel()
 
         try:
-            from agent.tools import mcp_session
+            from agent.tools.mcp import session as mcp_session
 
             with mcp_session.CancelScope() as scope:
                 timer = asyncio.get_running_loop().call_later(self.start_timeout, expire)
@@ -303,7 +303,7 @@ class McpServers:
                     await server.lost.wait()
             if server.lost.is_set():
                 return
-            from agent.tools import mcp_session
+            from agent.tools.mcp import session as mcp_session
 
             if not await mcp_session.alive(session, min(self._ping_interval, 10.0)):
                 return

@@ -1,4 +1,4 @@
-"""The MCP SDK's side of ``mcp_client``: one connection, its tools, one call.
+"""The MCP SDK's side of ``agent.tools.mcp.client``: one connection, its tools, one call.
 
 Imported only when a server is configured: the SDK takes over a second to import.
 """
@@ -25,8 +25,8 @@ from mcp_types import (
     Tool,
 )
 
-from agent.tools.mcp_config import ServerConfig, StdioServer
-from agent.tools.mcp_shapes import McpTool, describe
+from agent.tools.mcp import McpTool, describe
+from agent.tools.mcp.config import ServerConfig, StdioServer
 
 __all__ = ["CancelScope", "alive", "call", "list_tools", "open_session"]
 MAX_PAGES = 50

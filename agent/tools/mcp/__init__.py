@@ -1,5 +1,10 @@
-"""What the MCP client and the model-facing tools share: a server's tool as it
-describes itself, and one line for an SDK failure (no SDK import here)."""
+"""MCP servers (``MCP_CONFIG``) and their tools for the agent.
+
+``config`` reads the servers file, ``client`` keeps each server connected, ``session``
+is the SDK's side of one connection (imported only when a server is configured: the
+SDK takes over a second to import), ``tools`` offers the servers' tools to the model.
+Here: what the client and the model-facing tools share, a server's tool as it
+describes itself and one line for an SDK failure (no SDK import here)."""
 
 from __future__ import annotations
 
