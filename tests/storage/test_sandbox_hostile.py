@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from pymongo import AsyncMongoClient, monitoring
 
-from storage.sandbox_read import MAX_ROW_BYTES
+from storage.sandbox.read import MAX_ROW_BYTES
 from tests.storage.sandbox_kit import Db, q, refused
 
 NESTED = r"^(\w+\s?)*$"

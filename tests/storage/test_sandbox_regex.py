@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-from storage.sandbox_regex import check_pattern
-from storage.sandbox_rules import SandboxError
+from storage.sandbox.regex import check_pattern
+from storage.sandbox.rules import SandboxError
 
 ACCEPTED = [
     "^meeting", "dentist|doctor", r"(?i)^dr\.? smith", r"^\d{4}-\d{2}-\d{2}$", r"\bcall\b",

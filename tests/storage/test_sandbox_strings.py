@@ -11,7 +11,7 @@ import asyncio
 from typing import Any
 
 from storage.sandbox import SandboxError
-from storage.sandbox_strings import MAX_BUILT_BYTES, MAX_STRING_CHARS
+from storage.sandbox.growth import MAX_BUILT_BYTES, MAX_STRING_CHARS
 from tests.storage.sandbox_kit import Db, q, refused
 
 DOUBLE = [{"$set": {"t": "$s"}}, {"$set": {"s": {"$concat": ["$s", "$t"]}}}, {"$unset": "t"}]

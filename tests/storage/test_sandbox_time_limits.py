@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from pymongo import AsyncMongoClient, monitoring
 
-from storage.sandbox import MAX_TIME_MS
+from storage.sandbox.execute import MAX_TIME_MS
 from tests.storage.sandbox_kit import Db, q
 
 # Sent by the driver about the connection or cursor, not about new work. A getMore of a

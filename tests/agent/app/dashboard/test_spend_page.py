@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from storage.sandbox_rules import SandboxError, check_writable
+from storage.sandbox.rules import SandboxError, check_writable
 from tests.agent.app.dashboard.pages_kit import BERLIN, NOW, client_of, dash_app, page
 from tests.fakes.clock import FakeClock
 from tests.scheduling_kit import inbound, parts_of

@@ -28,7 +28,7 @@ from pymongo.asynchronous.cursor import AsyncCursor
 from pymongo.asynchronous.database import AsyncDatabase
 
 from storage.ejson import to_ejson
-from storage.sandbox_rules import SandboxError
+from storage.sandbox.rules import SandboxError
 
 Doc = dict[str, Any]
 Raw = RawBSONDocument

@@ -1,16 +1,10 @@
-"""The ``db_query`` sandbox: what the model may do to the database, and doing it.
+"""Running a ``db_query``: every check of the sandbox, then the operation, in bounded time.
 
-Everything the model sends is checked before it reaches MongoDB: a fixed list of
-operations, writes only to model-writable collections, no server-side JavaScript,
-no other databases, no admin stages (``sandbox_rules``); regular expressions that
-cannot backtrack for ever (``sandbox_patterns``); no expression that grows a value
-without bound (``sandbox_growth``), and no write that leaves a value longer than one
-answer can show (``sandbox_strings``); numbers, nesting and stage counts within range
-(``sandbox_limits``). The same checks run whatever the server is.
-
-Every answer is bounded: rows and characters (``sandbox_read`` stops reading the
-cursor at the cap), and time: the server gets ``maxTimeMS`` on every command and the
-call itself gives up after ``CALL_TIMEOUT`` seconds even if the server stalls.
+``check_request`` runs the pure checks (``storage.sandbox.rules``, ``regex``, ``growth``)
+in an order that bounds the later walks; ``OPERATIONS`` is the table of operations, the
+arguments each takes and the function that runs it. Every command gets the server's
+``maxTimeMS`` and the call itself gives up after ``CALL_TIMEOUT`` seconds even if the
+server stalls; answers are read within ``storage.sandbox.read``'s caps.
 """
 
 from __future__ import annotations
@@ -26,53 +20,40 @@ from pymongo.errors import ExecutionTimeout, NetworkTimeout
 
 from storage import retry
 from storage.ejson import from_ejson, from_ejson_document, to_ejson
-from storage.sandbox_args import DbOperation, IndexOptions, IndexSpec
-from storage.sandbox_growth import check_growth
-from storage.sandbox_limits import (
-    check_document_depth,
-    check_paging,
-    check_shape,
-    check_stage_count,
-    check_ttl,
-    check_update_depth,
+from storage.sandbox.growth import (
+    builds,
+    check_built_sizes,
+    check_growth,
+    check_untried_building,
+    check_written_strings,
 )
-from storage.sandbox_patterns import check_regexes
-from storage.sandbox_read import (
+from storage.sandbox.read import (
     BATCH_SIZE,
-    MAX_CHARS,
     answer,
     fit_json,
     fit_names,
     raw_collection,
     read,
 )
-from storage.sandbox_rules import (
+from storage.sandbox.regex import check_regexes
+from storage.sandbox.rules import (
     EMPTY,
     OUTPUT_STAGES,
     READS,
+    DbOperation,
     SandboxError,
     check_collection_name,
+    check_document_depth,
+    check_paging,
     check_pipeline,
+    check_shape,
+    check_stage_count,
+    check_ttl,
+    check_update_depth,
     check_writable,
     output_target,
     scan,
 )
-from storage.sandbox_strings import (
-    builds,
-    check_built_sizes,
-    check_untried_building,
-    check_written_strings,
-)
-
-__all__ = [
-    "MAX_CHARS",
-    "DbOperation",
-    "IndexOptions",
-    "IndexSpec",
-    "QueryTimeout",
-    "SandboxError",
-    "run_db_query",
-]
 
 Doc = dict[str, Any]
 
