@@ -73,6 +73,7 @@ def _watch_parent(parent: int, stop: threading.Event) -> None:
     """Fallback where there is no parent-death signal: poll for being orphaned."""
     while not stop.wait(1.0):
         if os.getppid() != parent:
+            log.info("stopping: parent %d is gone", parent)
             stop.set()
 
 
@@ -89,7 +90,8 @@ def _stop_on_signals(stop: threading.Event) -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, signals)
 
     def wait() -> None:
-        signal.sigwait(signals)
+        signum = signal.sigwait(signals)
+        log.info("stopping on %s", signal.Signals(signum).name)
         stop.set()
 
     threading.Thread(target=wait, name="stop-signals", daemon=True).start()

@@ -70,11 +70,14 @@ def test_the_database_child_dies_with_its_killed_parent(tmp_path: Path) -> None:
         assert len(children) == 1, children
         run.kill()
         run.wait(5)
-        took = wait_gone(children[0], within=5.0)
+        took = wait_gone(children[0], within=30.0)
         print(f"\ndatabase child gone {took} s after its parent was killed")
-        assert took is not None, "the database child outlived its parent by 5 s"
-        # Told by the kernel at once, not found by the once-a-second poll.
-        assert took < 1.5
+        assert took is not None, "the database child outlived its parent by 30 s"
+        # Told by the kernel at once (its parent-death SIGTERM: nobody else sent one
+        # to a SIGKILLed owner's child), not found by the once-a-second poll.
+        log = (tmp_path / "data" / "db.log").read_text()
+        assert "stopping on SIGTERM" in log, log
+        assert "is gone" not in log, log
     finally:
         if run.poll() is None:
             run.kill()
@@ -160,13 +163,11 @@ def test_run_gives_up_with_one_line_when_the_store_is_never_released(tmp_path: P
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        began = time.monotonic()
         run = subprocess.run(
             [sys.executable, "-c", RUN_WITH_SHORT_WAIT],
             cwd=tmp_path, env=run_env(tmp_path, free_port()), stdin=subprocess.DEVNULL,
-            capture_output=True, text=True, timeout=20,
+            capture_output=True, text=True, timeout=60,  # a watchdog: the wait is 2 s
         )  # fmt: skip
-        took = time.monotonic() - began
     finally:
         holder.kill()
         holder.wait(5)
@@ -177,4 +178,3 @@ def test_run_gives_up_with_one_line_when_the_store_is_never_released(tmp_path: P
     last = run.stderr.strip().splitlines()[-1]
     assert last.startswith("watchkeeper: the database in ") and f"(pid {holder.pid})" in last
     assert "http:" not in out and "channel:" not in out
-    assert took < 15
