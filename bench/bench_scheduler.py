@@ -33,9 +33,10 @@ from agent.app.scheduling_feature import SchedulingOptions, scheduling  # noqa: 
 from agent.cli.event_loop import run as run_app_loop  # noqa: E402
 from agent.config import Settings  # noqa: E402
 from channels.types import InboundSink, OutboundMessage, SendResult  # noqa: E402
-from scheduler.cron import next_fires  # noqa: E402
+from scheduler.cron.expression import next_fires  # noqa: E402
+from scheduler.cron.job import CronJob  # noqa: E402
+from scheduler.cron.service import CronService  # noqa: E402
 from scheduler.engine import Engine  # noqa: E402
-from scheduler.jobs import CronJob, CronService  # noqa: E402
 from scheduler.leases import LeaseStore  # noqa: E402
 from scheduler.pulse_state import PulseStore  # noqa: E402
 from scheduler.recorder import RunRecorder, Skip  # noqa: E402

@@ -34,7 +34,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from scheduler.backlog import Plan
-from scheduler.jobs import CronService
+from scheduler.cron.service import CronService
 from scheduler.leases import LeaseStore
 from scheduler.once_recovery import recover_once
 from scheduler.planning import Shared, plan_cron, plan_pulse

@@ -25,7 +25,8 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any
 
-from scheduler.jobs import CronJob, CronService
+from scheduler.cron.job import CronJob
+from scheduler.cron.service import CronService
 from scheduler.leases import LeaseStore, cron_key
 from scheduler.recorder import RunRecorder
 from storage.times import aware

@@ -26,7 +26,7 @@ from zoneinfo import ZoneInfo
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
-from scheduler.cron import CronError, validate_timezone
+from scheduler.cron.expression import CronError, validate_timezone
 from scheduler.pulse_grid import PulseConfigError, QuietHours, in_quiet_hours, parse_quiet_hours
 from storage import collections as c
 from storage import retry

@@ -10,8 +10,8 @@ import logging
 from datetime import datetime, timedelta
 
 from scheduler.backlog import Due, Plan, split_due
-from scheduler.cron import CronError, next_fires, validate_timezone
-from scheduler.jobs import CronJob
+from scheduler.cron.expression import CronError, next_fires, validate_timezone
+from scheduler.cron.job import CronJob
 from scheduler.pulse_grid import PulseConfigError, next_pulse
 from scheduler.pulse_state import PulseStore
 

@@ -25,7 +25,7 @@ from functools import lru_cache
 from typing import Final
 from zoneinfo import ZoneInfo
 
-from scheduler.cron import CronError, gap_end, resolve_wall_time, validate_timezone
+from scheduler.cron.expression import CronError, gap_end, resolve_wall_time, validate_timezone
 
 __all__ = [
     "ALL_DAYS",

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from scheduler.jobs import CronJob, CronService, JobError
+from scheduler.cron.job import CronJob, JobError
+from scheduler.cron.service import CronService
 from scheduler.recorder import RunRecorder
 from scheduler.runs import RunStore
 from storage.times import aware

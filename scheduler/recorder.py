@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from scheduler.jobs import CronJob
+from scheduler.cron.job import CronJob
 from scheduler.run_leases import RunLeases
 from scheduler.runs import (
     FAILED,

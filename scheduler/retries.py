@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from scheduler.jobs import CronJob, CronService, JobError
+from scheduler.cron.job import CronJob, JobError
+from scheduler.cron.service import CronService
 from scheduler.leases import cron_key, pulse_key
 from scheduler.recorder import NotStarted, RunRecorder
 from scheduler.runs import RunKindName, RunStore, Trigger

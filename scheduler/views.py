@@ -12,9 +12,8 @@ from zoneinfo import ZoneInfo
 
 from bson import ObjectId
 
-from scheduler.cron import CronError
-from scheduler.cron_words import describe
-from scheduler.jobs import CronJob
+from scheduler.cron.expression import CronError, describe
+from scheduler.cron.job import CronJob
 from scheduler.pulse_grid import (
     PulseConfigError,
     PulseSchedule,

@@ -22,9 +22,9 @@ from agent.alerts.directives import (
     SetPulseRate,
     SetTime,
 )
-from scheduler.cron import CronError
-from scheduler.cron_words import describe, reschedule
-from scheduler.jobs import CronService, JobError
+from scheduler.cron.expression import CronError, describe, reschedule
+from scheduler.cron.job import JobError
+from scheduler.cron.service import CronService
 from scheduler.pulse_grid import PulseConfigError
 from scheduler.pulse_state import PulseStore
 

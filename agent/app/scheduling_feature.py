@@ -23,8 +23,9 @@ from agent.tools.cron import MANAGE_CRONJOB
 from agent.tools.pulse import MANAGE_PULSE
 from agent.tools.send import SEND_MESSAGE, any_sender_running
 from channels.types import InboundMessage, Reply
+from scheduler.cron.job import JobLimits
+from scheduler.cron.service import CronService
 from scheduler.engine import Engine, EngineConfig
-from scheduler.jobs import CronService, JobLimits
 from scheduler.leases import LeaseStore
 from scheduler.owner_settings import OwnerPrefs, OwnerSettings
 from scheduler.pulse_state import PulseStore

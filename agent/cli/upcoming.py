@@ -14,9 +14,9 @@ from zoneinfo import ZoneInfo
 from agent.config import Settings
 from agent.context import Clock, system_clock
 from agent.database import open_configured_database
-from scheduler.cron import CronError
-from scheduler.cron_words import describe
-from scheduler.jobs import CronJob, CronService, fires_window
+from scheduler.cron.expression import CronError, describe
+from scheduler.cron.job import CronJob
+from scheduler.cron.service import CronService, fires_window
 from scheduler.owner_settings import OwnerSettings
 from scheduler.pulse_grid import PulseConfigError, upcoming_pulses
 from scheduler.pulse_state import PulseState, PulseStore

@@ -10,9 +10,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from scheduler.cron_words import describe
-from scheduler.jobs import CronJob
-from scheduler.once import local_text
+from scheduler.cron.expression import describe
+from scheduler.cron.job import CronJob, local_text
 from scheduler.recorder import RunTicket
 
 LATE = timedelta(minutes=10)

@@ -15,7 +15,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from agent.context import AgentDeps
-from scheduler.jobs import CronService
+from scheduler.cron.service import CronService
 from scheduler.pulse_grid import PulseConfigError, next_pulse, remaining_today
 from scheduler.pulse_state import PulseState
 from scheduler.runs import RunStore

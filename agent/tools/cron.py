@@ -13,7 +13,8 @@ from pydantic import BaseModel, Field
 
 from agent.context import RunContext
 from agent.tools.base import Tool, ToolError, ToolResult
-from scheduler.jobs import CronService, JobError
+from scheduler.cron.job import JobError
+from scheduler.cron.service import CronService
 from scheduler.views import job_view
 
 LIST_LIMIT = 50

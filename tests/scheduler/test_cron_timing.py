@@ -11,15 +11,16 @@ from datetime import date, datetime, timedelta
 
 import pytest
 
-from scheduler.cron import (
+from scheduler.cron.expression import (
     CronError,
+    describe,
     fires_between,
     next_fires,
+    reschedule,
     resolve_wall_time,
     validate_cron,
     validate_timezone,
 )
-from scheduler.cron_words import describe, reschedule
 from scheduler.pulse_grid import day_bounds
 from tests.scheduler.timing_kit import AUTUMN, BERLIN, SPRING, berlin, steps, utc
 

@@ -10,8 +10,9 @@ from zoneinfo import ZoneInfo
 
 from pymongo.asynchronous.database import AsyncDatabase
 
+from scheduler.cron.job import CronJob
+from scheduler.cron.service import CronService
 from scheduler.engine import Engine, EngineConfig
-from scheduler.jobs import CronJob, CronService
 from scheduler.leases import LeaseStore, cron_key, pulse_key
 from scheduler.pulse_state import PulseStore
 from scheduler.recorder import Go, RunRecorder, RunTicket

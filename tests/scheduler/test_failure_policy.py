@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from agent.app.scheduling_feature import SchedulingOptions, scheduling
-from scheduler.jobs import CronJob
+from scheduler.cron.job import CronJob
 from tests.fakes.alert_app import Harness, alert_app
 from tests.fakes.scripted import ScriptedModel
 from tests.scheduling_kit import parts_of

@@ -29,8 +29,9 @@ from agent.app.core import build_app
 from agent.app.parts import App
 from agent.app.scheduling_feature import SchedulingOptions, scheduling
 from agent.llm.types import ModelMessage, ModelResponse, ToolSpec
+from scheduler.cron.job import CronJob
+from scheduler.cron.service import CronService
 from scheduler.engine import Engine
-from scheduler.jobs import CronJob, CronService
 from scheduler.leases import LeaseStore
 from scheduler.pulse_state import PulseStore
 from scheduler.recorder import RunRecorder, RunTicket, Skip

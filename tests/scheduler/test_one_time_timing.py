@@ -1,4 +1,4 @@
-"""One-time job times (``scheduler.once``) and cron syntax that would not repeat itself."""
+"""One-time job times (``scheduler.cron.job``) and cron syntax that would not repeat itself."""
 
 from __future__ import annotations
 
@@ -7,10 +7,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from scheduler.cron import CronError, next_fires, validate_cron
-from scheduler.cron_words import describe, reschedule
-from scheduler.job_model import JobError
-from scheduler.once import one_time_at, parse_run_at
+from scheduler.cron.expression import CronError, describe, next_fires, reschedule, validate_cron
+from scheduler.cron.job import JobError, one_time_at, parse_run_at
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NOW = datetime(2026, 11, 26, 13, 5, 30, tzinfo=UTC)  # Thursday 14:05:30 in Berlin

@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
-from scheduler.jobs import CronService
+from scheduler.cron.service import CronService
 from scheduler.owner_settings import OwnerPrefs, OwnerSettings, SettingsError
 from scheduler.pulse_grid import QuietHours
 from scheduler.pulse_state import PulseStore

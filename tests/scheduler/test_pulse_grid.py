@@ -9,7 +9,7 @@ from datetime import UTC, date, datetime, time, timedelta
 
 import pytest
 
-from scheduler.cron import next_fires
+from scheduler.cron.expression import next_fires
 from scheduler.pulse_grid import (
     PULSES_PER_DAY,
     PulseConfigError,

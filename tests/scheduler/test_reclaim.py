@@ -19,8 +19,9 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from agent.app.scheduling_feature import SchedulingOptions, build_parts
 from channels.types import OutboundMessage, SendResult
+from scheduler.cron.job import CronJob
+from scheduler.cron.service import CronService
 from scheduler.engine import Engine, EngineConfig, Fire
-from scheduler.jobs import CronJob, CronService
 from scheduler.leases import LeaseStore
 from scheduler.pulse_state import PulseStore
 from scheduler.reclaim import UNLEASED_HOLD, orphaned

@@ -8,7 +8,8 @@ from typing import Any
 from bson import ObjectId
 from pymongo.asynchronous.database import AsyncDatabase
 
-from scheduler.jobs import CronJob, CronService
+from scheduler.cron.job import CronJob
+from scheduler.cron.service import CronService
 from scheduler.recorder import Go, RunRecorder, RunTicket, Skip
 from scheduler.runs import Outcome, RunStore, Trigger
 from tests.fakes.clock import FakeClock

@@ -15,7 +15,8 @@ from aiohttp import web
 
 from agent.app.dashboard import BY
 from agent.app.dashboard.context import Dashboard
-from scheduler.jobs import CronJob, CronService, JobError
+from scheduler.cron.job import CronJob, JobError
+from scheduler.cron.service import CronService
 from scheduler.views import job_view, upcoming
 
 Doc = dict[str, Any]

@@ -7,7 +7,7 @@ manual clock; escalation steps run through ``router.tick()``.
 
 from __future__ import annotations
 
-from scheduler.jobs import CronService
+from scheduler.cron.service import CronService
 from tests.agent.alerts.alert_kit import _alert
 from tests.fakes.alert_app import alert_app
 from tests.fakes.scripted import ScriptedModel, sequence

@@ -12,7 +12,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from agent.app.parts import App
-from scheduler.jobs import CronJob
+from scheduler.cron.job import CronJob
 from tests.agent.app.dashboard.pages_kit import AUTH, NOW, client_of, csrf_of, dash_app, page
 from tests.fakes.clock import FakeClock
 from tests.scheduling_kit import call_tool, parts_of

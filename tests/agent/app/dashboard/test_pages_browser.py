@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from agent.app.dashboard.timeline import STATUS_COLOURS
-from scheduler.jobs import CronJob
+from scheduler.cron.job import CronJob
 from tests.agent.app.dashboard.browser_kit import PHONE, Browser
 from tests.agent.app.dashboard.conftest import TOKEN
 from tests.fakes.alert_app import Harness

@@ -1,4 +1,5 @@
-"""Cron jobs in ``cronjobs``: validated create/update/delete, and each job's next fire.
+"""``CronService``: cron jobs in ``cronjobs``, validated create/update/delete, and each
+job's next fire.
 
 Every write goes through ``CronService`` (the ``manage_cronjob`` tool, the alert
 router's "make this weekly"), so a stored job always has a valid expression and
@@ -19,30 +20,34 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
 from scheduler.backlog import window
-from scheduler.cron import CronError, next_fires, validate_timezone
-from scheduler.job_model import DONE_KEPT, CronJob, JobError, on_failure_of
-from scheduler.job_rules import (
+from scheduler.cron.expression import CronError, next_fires, validate_timezone
+from scheduler.cron.job import (
     CHOICES,
+    DONE_KEPT,
     INSTRUCTION_LIMIT,
     NAME_LIMIT,
     NO_LIMITS,
     PENDING,
     UPDATABLE,
+    CronJob,
+    JobError,
     JobLimits,
     check_interval,
     checked_schedule,
     done_text,
+    local_text,
+    now_text,
+    on_failure_of,
+    one_time_at,
     text_field,
     which_schedule,
     zone_of,
 )
-from scheduler.once import local_text, now_text, one_time_at
 from storage import collections as c
 from storage import retry
 from storage.times import aware
 
 log = logging.getLogger(__name__)
-__all__ = ["CronJob", "CronService", "JobError", "JobLimits", "fires_window"]
 Doc = dict[str, Any]
 Clock = Callable[[], datetime]
 Listener = Callable[[str], Awaitable[None]]

@@ -1,0 +1,278 @@
+"""A cron job as a value, and the rules its fields follow: recurring (a cron expression)
+or one-time (``run_at``).
+
+A one-time job keeps ``next_fire_at = run_at`` while pending. Once its run is over
+(success or failure, after its retries) it is kept as done: ``done_at``,
+``last_status``, ``enabled`` false, no next fire, and ``prune_at`` 30 days later.
+
+When a one-time job runs (``run_at`` in ISO 8601, or ``in_minutes``) is checked against
+now here, purely (no clock, no I/O). A ``run_at`` without an offset is a wall time in the
+job's timezone: one that does not exist (spring forward) runs at the end of the gap, one
+that occurs twice (fall back) at its first occurrence, like a fixed-time cron job.
+
+``CronService`` applies the rules on every write; each refusal says how to fix it, as
+the messages are shown to the model.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal, cast, get_args
+from zoneinfo import ZoneInfo
+
+from scheduler.cron.expression import (
+    CronError,
+    gap_end,
+    next_fires,
+    resolve_wall_time,
+    validate_cron,
+    validate_timezone,
+)
+from storage.times import aware
+
+Doc = dict[str, Any]
+JobKind = Literal["recurring", "once"]
+OnFailure = Literal["warning", "critical", "none"]
+ON_FAILURE: tuple[str, ...] = get_args(OnFailure)
+DONE_KEPT = timedelta(days=30)
+"""How long a done one-time job stays listed before it is pruned."""
+
+
+class JobError(ValueError):
+    """A job request that cannot be done; the message says why (shown to the model)."""
+
+
+def on_failure_of(value: str | None, default: OnFailure = "warning") -> OnFailure:
+    """A failure policy, or a JobError naming the choices."""
+    if value is None:
+        return default
+    word = str(value).strip().lower()
+    if word not in ON_FAILURE:
+        raise JobError(
+            f"on_failure {value!r} is not known; use 'warning' (alert after two failures in "
+            "a row), 'critical' (a critical alert at the first failure) or 'none' (record only)"
+        )
+    return cast(OnFailure, word)
+
+
+@dataclass(frozen=True)
+class CronJob:
+    id: str
+    name: str
+    instruction: str
+    cron_expression: str
+    """Empty for a one-time job."""
+    timezone: str
+    enabled: bool
+    origin_channel: str
+    origin_chat_id: str
+    created_at: datetime
+    next_fire_at: datetime | None
+    kind: JobKind = "recurring"
+    run_at: datetime | None = None
+    on_failure: OnFailure = "warning"
+    done_at: datetime | None = None
+    last_status: str | None = None
+    updated_by: str | None = None
+    """Who made the latest change when not the model or the owner's chat (``dashboard``)."""
+
+    @property
+    def once(self) -> bool:
+        return self.kind == "once"
+
+    @property
+    def done(self) -> bool:
+        return self.done_at is not None
+
+    @classmethod
+    def from_doc(cls, doc: Doc) -> CronJob:
+        kind: JobKind = "once" if doc.get("kind") == "once" else "recurring"
+        policy = doc.get("on_failure")
+        return cls(
+            id=str(doc["_id"]),
+            name=doc.get("name", ""),
+            instruction=doc.get("instruction", ""),
+            cron_expression=doc.get("cron_expression") or "",
+            timezone=doc.get("timezone", "UTC"),
+            enabled=bool(doc.get("enabled", True)),
+            origin_channel=doc.get("origin_channel", "console"),
+            origin_chat_id=str(doc.get("origin_chat_id", "owner")),
+            created_at=aware(doc.get("created_at")) or datetime.min.replace(tzinfo=UTC),
+            next_fire_at=aware(doc.get("next_fire_at")),
+            kind=kind,
+            run_at=aware(doc.get("run_at")),
+            on_failure=cast(OnFailure, policy) if policy in ON_FAILURE else "warning",
+            done_at=aware(doc.get("done_at")),
+            last_status=doc.get("last_status"),
+            updated_by=doc.get("updated_by"),
+        )
+
+    def next_fires(self, after: datetime, count: int = 3) -> list[datetime]:
+        """The next ``count`` fires in the job's own timezone (a one-time job: its
+        ``run_at`` while it is pending and later than ``after``)."""
+        tz = validate_timezone(self.timezone)
+        if self.once:
+            at = self.run_at
+            if at is None or self.done or at <= after or count <= 0:
+                return []
+            return [at.astimezone(tz)]
+        return next_fires(self.cron_expression, tz, after, count)
+
+
+# --- one-time jobs: when they run ------------------------------------------------
+
+MAX_AHEAD = timedelta(days=366)
+"""The furthest ahead a one-time job may be set."""
+MAX_MINUTES = int(MAX_AHEAD.total_seconds() // 60)
+_HAS_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}")
+_EXAMPLE = "'2026-11-27T08:00' (the job's timezone) or '2026-11-27T08:00+01:00'"
+
+
+def local_text(moment: datetime, tz: ZoneInfo) -> str:
+    """ISO 8601 with the offset, to the minute unless seconds matter."""
+    local = moment.astimezone(tz)
+    return local.isoformat(timespec="minutes" if local.second == 0 else "seconds")
+
+
+def now_text(now: datetime, tz: ZoneInfo) -> str:
+    return f"it is now {local_text(now.replace(second=0, microsecond=0), tz)} ({tz.key})"
+
+
+def parse_run_at(text: str, tz: ZoneInfo) -> datetime:
+    """An ISO 8601 date and time as an aware instant (naive: a wall time in ``tz``)."""
+    raw = str(text).strip()
+    if not _HAS_TIME.match(raw):
+        raise JobError(f"run_at {text!r} needs a date and a time of day, e.g. {_EXAMPLE}")
+    try:
+        parsed = datetime.fromisoformat(raw.replace("z", "Z"))
+    except ValueError:
+        raise JobError(f"run_at {text!r} is not an ISO 8601 time; use e.g. {_EXAMPLE}") from None
+    parsed = parsed.replace(microsecond=0)
+    if parsed.tzinfo is not None:
+        return parsed
+    instants = resolve_wall_time(parsed, tz)
+    return (instants[0] if instants else gap_end(parsed, tz)).astimezone(tz)
+
+
+def one_time_at(
+    run_at: str | None, in_minutes: int | None, tz: ZoneInfo, now: datetime
+) -> datetime:
+    """The instant a one-time job runs; refused when past or more than a year ahead,
+    with the current local time in the message so the model can correct itself."""
+    if in_minutes is not None:
+        if isinstance(in_minutes, bool) or not isinstance(in_minutes, int):
+            raise JobError(f"in_minutes must be a whole number of minutes (got {in_minutes!r})")
+        if in_minutes < 1:
+            raise JobError(
+                f"in_minutes {in_minutes} is in the past; it must be at least 1; "
+                f"{now_text(now, tz)}"
+            )
+        if in_minutes > MAX_MINUTES:
+            raise JobError(f"in_minutes {in_minutes} is more than a year; at most {MAX_MINUTES}")
+        return (now + timedelta(minutes=in_minutes)).replace(microsecond=0)
+    if run_at is None:
+        raise JobError(f"run_at or in_minutes is required for a one-time job, e.g. {_EXAMPLE}")
+    when = parse_run_at(run_at, tz)
+    if when <= now:
+        raise JobError(f"run_at {local_text(when, tz)} is in the past; {now_text(now, tz)}")
+    if when > now + MAX_AHEAD:
+        raise JobError(
+            f"run_at {local_text(when, tz)} is more than a year ahead; {now_text(now, tz)}"
+        )
+    return when
+
+
+# --- the rules of a job's fields -------------------------------------------------
+
+NAME_LIMIT = 100
+INSTRUCTION_LIMIT = 2_000
+
+
+def text_field(value: str | None, what: str, limit: int) -> str:
+    text = (value or "").strip()
+    if not text:
+        raise JobError(f"{what} is required")
+    if len(text) > limit:
+        raise JobError(f"{what} is {len(text)} characters; the limit is {limit}")
+    return text
+
+
+def checked_schedule(expression: str, timezone: str) -> tuple[str, str]:
+    try:
+        return validate_cron(expression), validate_timezone(timezone).key
+    except CronError as exc:
+        raise JobError(str(exc)) from None
+
+
+@dataclass(frozen=True)
+class JobLimits:
+    """What the model may set up (DESIGN.md, limits); ``None`` fields are unlimited."""
+
+    max_jobs: int | None = 50
+    min_interval: timedelta = timedelta(minutes=5)
+
+
+NO_LIMITS = JobLimits(max_jobs=None, min_interval=timedelta(0))
+
+
+def check_interval(expression: str, timezone: str, now: datetime, least: timedelta) -> None:
+    """A recurring job fires at most every ``least`` (any two fires in the next week)."""
+    if least <= timedelta(0):
+        return
+    fires = next_fires(expression, validate_timezone(timezone), now, 64)
+    gaps = [b - a for a, b in itertools.pairwise(fires)]
+    if gaps and min(gaps) < least:
+        shortest = int(min(gaps).total_seconds() // 60)
+        most = int(least.total_seconds() // 60)
+        raise JobError(
+            f"{expression!r} fires {shortest} minute(s) apart; a recurring job may fire at "
+            f"most every {most} minutes, e.g. '*/{most} * * * *'"
+        )
+
+
+CHOICES = (
+    "give exactly one of cron_expression (recurring, e.g. '0 9 * * 1-5'), run_at (one-time, "
+    "ISO 8601 such as '2026-11-27T08:00', the owner's timezone when it has no offset) or "
+    "in_minutes (one-time, minutes from now)"
+)
+UPDATABLE = (
+    "name, instruction, cron_expression, run_at, in_minutes, timezone, enabled or on_failure"
+)
+PENDING: Doc = {"done_at": {"$exists": False}}
+"""Jobs that count toward the limit: done one-time jobs do not."""
+
+
+def which_schedule(
+    cron_expression: str | None, run_at: str | None, in_minutes: int | None
+) -> str | None:
+    """Which schedule argument was given: at most one of the three."""
+    given = [
+        label
+        for label, value in (
+            ("cron_expression", cron_expression),
+            ("run_at", run_at),
+            ("in_minutes", in_minutes),
+        )
+        if value is not None and value != ""
+    ]
+    if len(given) > 1:
+        raise JobError(f"{' and '.join(given)} were given together; {CHOICES}")
+    return given[0] if given else None
+
+
+def zone_of(timezone: str) -> ZoneInfo:
+    try:
+        return validate_timezone(timezone)
+    except CronError as exc:
+        raise JobError(str(exc)) from None
+
+
+def done_text(job: CronJob) -> str:
+    done = local_text(job.done_at, zone_of(job.timezone)) if job.done_at else "?"
+    return (
+        f"job {job.id!r} is a one-time job that already ran (done {done}, {job.last_status}); "
+        "it cannot be changed or toggled: create a new job instead (or delete this one)"
+    )
