@@ -142,6 +142,8 @@ class FakeTelegram:
         self.webhook: Json | None = None
         self.answered_callbacks: list[str] = []
         self.confirmed: list[int] = []
+        self.handed_out: list[int] = []
+        """Update ids of ``getUpdates`` answers written out in full to the bot."""
         self.pending: list[Json] = []
         self.pushed_at: dict[int, float] = {}
         self.failures: dict[str, deque[Failure | None]] = {}
@@ -318,7 +320,12 @@ class FakeTelegram:
         if failure is not None:
             return _error(failure.status, failure.description, failure.retry_after)
         if method == "getUpdates":
-            return web.json_response({"ok": True, "result": await self._get_updates(params)})
+            updates = await self._get_updates(params)
+            answer = web.json_response({"ok": True, "result": updates})
+            await answer.prepare(request)
+            await answer.write_eof()
+            self.handed_out.extend(u["update_id"] for u in updates)
+            return answer
         if method == "sendMessage":
             return self._send_message(params)
         handler = self._methods.get(method)

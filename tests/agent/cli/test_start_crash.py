@@ -73,8 +73,10 @@ async def test_killed_while_the_first_poll_waits_for_the_database(
 
         first = start(env, tmp_path)
         try:
-            await until(lambda: fake.calls_to("getUpdates"), 30, "first long poll", first)
-            await asyncio.sleep(0.3)  # the update is read, and waits for the database
+            # The first long poll's answer, the update, is in the process's hands; the
+            # database does not answer yet, so it waits at the gate, unstored.
+            taken = update["update_id"]
+            await until(lambda: taken in fake.handed_out, 30, "the update handed out", first)
             first.kill()  # SIGKILL: no clean-up, no last confirming poll
             await asyncio.to_thread(first.wait, 10)
         finally:
