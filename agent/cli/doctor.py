@@ -143,7 +143,7 @@ async def _openai_models(settings: Settings, key: str) -> list[str] | None:
     await asyncio.to_thread(importlib.import_module, "openai")  # off the event loop
     import openai
 
-    from agent.llm.openai_client import make_client, timed_out
+    from agent.llm.openai.model import make_client, timed_out
 
     client = make_client(key, settings.openai_base_url, timeout=MODEL_LIST_SECONDS, max_retries=0)
     try:
@@ -191,7 +191,7 @@ async def _gemini_models(settings: Settings, key: str) -> list[str] | None:
 
 def _unreachable(exc: BaseException) -> str:
     """One short line for a connection that failed (no TLS context, no key)."""
-    from agent.llm.openai_client import transport_error
+    from agent.llm.openai.model import transport_error
 
     cause = transport_error(exc)
     if isinstance(cause, aiohttp.ClientConnectorError):

@@ -54,7 +54,7 @@ def build_provider(settings: Settings, provider: Provider) -> ModelClient:
         from agent.llm.gemini_model import GeminiModel
 
         return GeminiModel(key, settings.gemini_model, base_url=settings.gemini_base_url or None)
-    from agent.llm.openai_model import OpenAIModel
+    from agent.llm.openai.model import OpenAIModel
 
     return OpenAIModel(
         key,

@@ -15,8 +15,7 @@ import mimetypes
 from types import TracebackType
 from typing import Self
 
-from agent.llm.openai_client import describe, make_client
-from agent.llm.openai_model import OpenAIModel
+from agent.llm.openai.model import OpenAIModel, describe, make_client
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from pymongo import AsyncMongoClient
 from agent.app.core import build_app
 from agent.app.whatsapp_feature import make_whatsapp_feature
 from agent.conversation.dispatch import refusal
-from agent.llm.openai_model import OpenAIModel
+from agent.llm.openai.model import OpenAIModel
 from channels.console import ConsoleChannel
 from channels.text import clean_text
 from tests.conftest import make_settings

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from agent.app.mcp_feature import mcp_feature
 from agent.app.status import status_data, status_text
-from agent.llm.openai_model import OpenAIModel
+from agent.llm.openai.model import OpenAIModel
 from agent.tools.mcp.config import StdioServer
 from tests.agent.llm.llm_kit import OPENAI_KEY
 from tests.agent.tools.test_mcp_client import our_server_processes

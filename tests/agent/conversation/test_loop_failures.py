@@ -17,7 +17,7 @@ import pytest
 from pymongo import AsyncMongoClient
 
 from agent.llm.gemini_model import GeminiModel
-from agent.llm.openai_model import OpenAIModel
+from agent.llm.openai.model import OpenAIModel
 from tests.fakes.chat_app import ChatApp, chat_app
 from tests.fakes.scripted_server import Answer
 from tests.fakes.strict_models import StrictGemini, StrictOpenAI

@@ -16,7 +16,7 @@ from agent.conversation.agent import Agent
 from agent.conversation.prompt import mark_untrusted
 from agent.llm.factory import build_model
 from agent.llm.gemini_model import GeminiModel
-from agent.llm.openai_model import OpenAIModel
+from agent.llm.openai.model import OpenAIModel
 from agent.llm.resilient import ResilientModel
 from agent.llm.transcribe import transcriber_for
 from agent.tools.catalog import core_catalog

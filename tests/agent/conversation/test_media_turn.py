@@ -18,7 +18,7 @@ from agent.conversation.agent import Agent
 from agent.conversation.media_turn import user_turn
 from agent.conversation.prompt import mark_untrusted
 from agent.llm.gemini_model import GeminiModel
-from agent.llm.openai_model import OpenAIModel
+from agent.llm.openai.model import OpenAIModel
 from agent.tools.catalog import core_catalog
 from storage import collections as c
 from tests.agent.conversation.media_kit import (

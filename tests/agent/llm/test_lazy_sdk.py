@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agent.llm.lazy_sdk import LazyImport, warm_model
-from agent.llm.openai_model import OpenAIModel
+from agent.llm.openai.model import OpenAIModel
 from agent.llm.resilient import ResilientModel
 from agent.llm.types import user_message
 from tests.agent.llm.llm_kit import OPENAI_KEY

@@ -1,4 +1,4 @@
-"""The OpenAI adapter on the SDK's aiohttp transport (``agent.llm.openai_client``):
+"""The OpenAI adapter on the SDK's aiohttp transport (``agent.llm.openai.model``):
 rate limits with Retry-After, a refused connection, a server that hangs, a burst wider
 than aiohttp's default pool, and a close that leaves nothing open."""
 
@@ -10,7 +10,7 @@ import socket
 import warnings
 
 from agent.llm.base import ModelError
-from agent.llm.openai_model import OpenAIModel
+from agent.llm.openai.model import OpenAIModel
 from agent.llm.types import user_message
 from tests.agent.llm.llm_kit import OPENAI_KEY, SYSTEM
 from tests.fakes.fixtures import openai_api

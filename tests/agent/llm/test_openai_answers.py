@@ -1,5 +1,5 @@
 """What an OpenAI-compatible server answers, read through the real SDK from its JSON
-(``agent.llm.openai_response``): the usual shape, the variants compatible servers send,
+(``agent.llm.openai.wire``): the usual shape, the variants compatible servers send,
 and answers that are no chat completion at all, each a clear ``ModelError``."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from agent.llm.base import ModelError
-from agent.llm.openai_model import OpenAIModel
+from agent.llm.openai.model import OpenAIModel
 from agent.llm.types import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolSpec
 from tests.fakes.fixtures import openai_api
 from tests.fakes.openai_api import FakeOpenAI

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agent.llm.openai_body import RequestBodies
+from agent.llm.openai.wire import RequestBodies
 from agent.llm.types import ToolSpec
 
 SCHEMA: dict[str, Any] = {

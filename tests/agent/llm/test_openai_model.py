@@ -10,8 +10,8 @@ import pytest
 from agent.context import AgentDeps
 from agent.llm import textcalls
 from agent.llm.base import ModelError
-from agent.llm.openai_model import OpenAIModel
-from agent.llm.openai_response import RAW_ARGUMENTS_KEY
+from agent.llm.openai.model import OpenAIModel
+from agent.llm.openai.wire import RAW_ARGUMENTS_KEY
 from tests.agent.llm.llm_kit import OPENAI_KEY, SYSTEM, make_kit, run
 from tests.fakes.fixtures import openai_api
 from tests.fakes.openai_api import FakeOpenAI

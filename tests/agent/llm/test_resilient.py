@@ -10,7 +10,7 @@ import pytest
 from agent.context import AgentDeps
 from agent.llm.base import ModelClient, ModelError
 from agent.llm.gemini_model import GeminiModel
-from agent.llm.openai_model import OpenAIModel
+from agent.llm.openai.model import OpenAIModel
 from agent.llm.resilient import ResilientModel
 from agent.llm.types import user_message
 from tests.agent.llm.llm_kit import GEMINI_KEY, OPENAI_KEY, SYSTEM, Sleeps, make_kit, run

@@ -7,8 +7,18 @@ tools with a 400 is switched, once and for good, to the text protocol in
 voice note goes as its transcript (made before, ``agent.llm.transcribe``) or a
 marker. A server that refuses images with a 400 gets the turn again with markers,
 and a model that says it cannot see images gets markers from then on.
-The SDK is imported on first use, in a thread (``agent.llm.lazy_sdk``); its client
-runs on aiohttp (``agent.llm.openai_client``).
+The SDK is imported on first use, in a thread (``agent.llm.lazy_sdk``). The wire
+format, both ways, is ``agent.llm.openai.wire``.
+
+The ``AsyncOpenAI`` client (``make_client``, also used for transcription and by
+``watchkeeper doctor``) is the real SDK over aiohttp (``openai.DefaultAioHttpClient``,
+an ``httpx2.AsyncClient`` whose transport is the SDK's vendored httpx-aiohttp) instead
+of httpx2's own httpcore/anyio transport: the same requests for less CPU per call, and
+aiohttp is loaded by the app already. The aiohttp session is made on the first
+request, inside the running loop, and closed with the client (``AsyncOpenAI.close``).
+That transport maps every ``aiohttp.ClientConnectionError`` it does not know better to
+``httpx2.ConnectTimeout``, so a refused connection reaches us as an
+``APITimeoutError``: ``connection_error`` looks at the aiohttp error underneath.
 """
 
 from __future__ import annotations
@@ -17,32 +27,25 @@ import asyncio
 import json
 import logging
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import aiohttp
 
 from agent.llm import textcalls
 from agent.llm.base import UNREADABLE, ModelError, unexpected
 from agent.llm.lazy_sdk import LazyImport
 from agent.llm.limiter import response_retry_after
-from agent.llm.openai_body import RequestBodies
-from agent.llm.openai_client import CONNECTIONS, connection_error, make_client
-from agent.llm.openai_content import (
-    blind,
-    joined,
+from agent.llm.openai.wire import (
+    RequestBodies,
+    native_messages,
+    parse_completion,
     sends_images,
-    transcribe_pending,
-    user_content,
+    text_messages,
 )
-from agent.llm.openai_response import parse_completion
 from agent.llm.turns import Turns
-from agent.llm.types import (
-    ModelMessage,
-    ModelResponse,
-    TextPart,
-    ToolCallPart,
-    ToolResultPart,
-    ToolSpec,
-    call_ids,
-)
+from agent.llm.types import ModelMessage, ModelResponse, ToolSpec, call_ids, without_media
 
 if TYPE_CHECKING:
     import openai
@@ -55,6 +58,101 @@ _NO_VISION = re.compile(
     r"|images? (?:is|are) not supported",
     re.IGNORECASE,
 )
+CONNECTIONS = 1000
+"""Connections one client may hold open, at least (the SDK's own default): above any
+likely ``MAX_CONCURRENT_MODEL_CALLS``; aiohttp's own default (100) would queue past it."""
+KEEPALIVE_S = 5.0
+"""Idle pooled connections close after this (httpx2's default)."""
+
+
+def api_base(base_url: str | None) -> str | None:
+    """``OPENAI_BASE_URL`` as the SDK wants it: a bare host gets ``/v1`` appended.
+
+    Both spellings are common (``http://localhost:11434`` and
+    ``http://localhost:11434/v1``); any explicit path is left as given.
+    """
+    if not base_url:
+        return None
+    if urlsplit(base_url).path.strip("/") == "":
+        return base_url.rstrip("/") + "/v1"
+    return base_url
+
+
+def make_client(
+    api_key: str,
+    base_url: str | None,
+    *,
+    timeout: float,
+    max_retries: int,
+    max_connections: int = CONNECTIONS,
+) -> openai.AsyncOpenAI:
+    """An ``AsyncOpenAI`` on aiohttp; ``timeout`` bounds connecting, each read and the
+    wait for a pooled connection (no total), as httpx2's transport does."""
+    import httpx2
+    import openai
+
+    limits = httpx2.Limits(
+        max_connections=max(max_connections, CONNECTIONS),
+        max_keepalive_connections=None,
+        keepalive_expiry=KEEPALIVE_S,
+    )
+    http_client = openai.DefaultAioHttpClient(timeout=timeout, limits=limits)
+    return openai.AsyncOpenAI(
+        api_key=api_key,
+        base_url=api_base(base_url),
+        timeout=timeout,
+        max_retries=max_retries,
+        http_client=http_client,
+    )
+
+
+def transport_error(exc: BaseException) -> BaseException:
+    """The aiohttp error under the SDK's and httpx2's, else the innermost ``__cause__``."""
+    seen = {id(exc)}
+    while exc.__cause__ is not None and id(exc.__cause__) not in seen:
+        if isinstance(exc, aiohttp.ClientError):
+            return exc
+        exc = exc.__cause__
+        seen.add(id(exc))
+    return exc
+
+
+def timed_out(exc: openai.APIConnectionError) -> bool:
+    """Whether the request ran out of time (not: the server could not be reached)."""
+    import openai
+
+    if not isinstance(exc, openai.APITimeoutError):
+        return False
+    cause = transport_error(exc)
+    return isinstance(cause, TimeoutError) or not isinstance(cause, aiohttp.ClientConnectionError)
+
+
+def describe(exc: openai.APIConnectionError) -> str:
+    """What went wrong, as the transport said it (``Cannot connect to host ...``)."""
+    cause = transport_error(exc)
+    return str(cause) or type(cause).__name__
+
+
+def connection_error(
+    provider: str, exc: openai.APIConnectionError, redact: Callable[[str], str]
+) -> ModelError:
+    """The retryable ``ModelError`` for a request that timed out or never connected."""
+    if timed_out(exc):
+        return ModelError(f"{provider}: request timed out", retryable=True)
+    return ModelError(f"{provider}: connection failed: {redact(describe(exc))}", retryable=True)
+
+
+def blind(messages: list[ModelMessage]) -> list[ModelMessage]:
+    return [without_media(m) for m in messages]
+
+
+async def transcribe_pending(messages: list[ModelMessage]) -> None:
+    """Voice notes left for this model to transcribe (it is the fallback of one that
+    hears them): transcribed now, once, so it gets the words rather than a marker."""
+    for part in (p for m in messages if m.role == "user" for p in m.media):
+        hook, part.transcribe_later = part.transcribe_later, None
+        if hook is not None and part.transcript is None:
+            await hook()
 
 
 class _ToolsUnsupported(Exception):
@@ -194,7 +292,7 @@ class OpenAIModel:
             # create's walk of the body against the typed params: that walk costs more
             # CPU than the rest of a message's handling together (tens of ms with our tool
             # schemas), and changes nothing in a body already in wire form. The body goes
-            # as encoded bytes (``agent.llm.openai_body``). Errors are the same; the answer
+            # as encoded bytes (``agent.llm.openai.wire``). Errors are the same; the answer
             # comes back as its JSON (``cast_to=object``), read by parse_completion
             # without building the SDK's ``ChatCompletion`` objects first. Built in turn
             # with the other requests of a burst (``agent.llm.turns``).
@@ -241,72 +339,3 @@ def _detail(exc: openai.APIStatusError) -> str:
     else:
         text = exc.message
     return text[:_DETAIL_LIMIT]
-
-
-def native_messages(system: str, messages: list[ModelMessage]) -> list[dict[str, Any]]:
-    """Neutral history → chat completions messages with native tool calls and results."""
-    out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
-    for message in messages:
-        if message.role == "user":
-            out.append({"role": "user", "content": user_content(message)})
-        elif message.role == "assistant":
-            entry: dict[str, Any] = {"role": "assistant", "content": message.text or None}
-            calls = [
-                {
-                    "id": call.id,
-                    "type": "function",
-                    "function": {
-                        "name": call.name,
-                        "arguments": json.dumps(call.arguments, ensure_ascii=False),
-                    },
-                }
-                for call in message.tool_calls
-            ]
-            if calls:
-                entry["tool_calls"] = calls
-            elif entry["content"] is None:
-                entry["content"] = ""
-            out.append(entry)
-        else:
-            for part in message.parts:
-                if isinstance(part, ToolResultPart):
-                    out.append(
-                        {
-                            "role": "tool",
-                            "tool_call_id": part.call_id,
-                            "content": json.dumps(part.result, ensure_ascii=False, default=str),
-                        }
-                    )
-            if message.text:
-                out.append({"role": "user", "content": message.text})
-    return out
-
-
-def text_messages(system: str, messages: list[ModelMessage]) -> list[dict[str, Any]]:
-    """Neutral history → plain chat messages, tool traffic rendered as text blocks.
-
-    Consecutive messages of one role are merged: many chat templates insist on
-    alternating user and assistant turns.
-    """
-    out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
-    for message in messages:
-        role = "assistant" if message.role == "assistant" else "user"
-        chunks: list[str] = []
-        for part in message.parts:
-            if isinstance(part, TextPart):
-                if part.text:
-                    chunks.append(part.text)
-            elif isinstance(part, ToolCallPart):
-                chunks.append(textcalls.render_tool_call(part.name, part.arguments))
-            elif isinstance(part, ToolResultPart):
-                chunks.append(textcalls.render_tool_result(part.name, part.result))
-            else:
-                chunks.append(part.fallback_text())
-        content: str | list[dict[str, Any]] = "\n".join(chunks)
-        if message.role == "user" and sends_images([message]):
-            content = user_content(message)
-        if out and out[-1]["role"] == role and role != "system":
-            out[-1]["content"] = joined(out[-1]["content"], content)
-        else:
-            out.append({"role": role, "content": content})
-    return out
