@@ -16,17 +16,17 @@ from typing import Any, Literal, Protocol
 from zoneinfo import ZoneInfo
 
 import aiohttp
-from channels.outbox import Outbox
 from pymongo.asynchronous.database import AsyncDatabase
 
 from agent.alerts.router import AlertRouter
 from agent.config import Settings
 from agent.llm.images import ImageDecoder
+from channels.outbox import Outbox
 from channels.types import Channel
 from scheduler.cron.service import CronService
 from scheduler.engine import Engine
 from scheduler.owner_settings import OwnerSettings
-from scheduler.pulse_state import PulseStore
+from scheduler.pulse.store import PulseStore
 from storage.effects import EffectLog
 from storage.repos import ConversationRepo, MessageRepo, SystemInstructionRepo
 from storage.usage import UsageLog

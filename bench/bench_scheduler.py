@@ -38,7 +38,7 @@ from scheduler.cron.job import CronJob  # noqa: E402
 from scheduler.cron.service import CronService  # noqa: E402
 from scheduler.engine import Engine  # noqa: E402
 from scheduler.leases import LeaseStore  # noqa: E402
-from scheduler.pulse_state import PulseStore  # noqa: E402
+from scheduler.pulse.store import PulseStore  # noqa: E402
 from scheduler.recorder import RunRecorder, Skip  # noqa: E402
 from scheduler.runs import RunStore  # noqa: E402
 from storage.db import open_database  # noqa: E402

@@ -38,7 +38,7 @@ from scheduler.cron.service import CronService
 from scheduler.leases import LeaseStore
 from scheduler.once_recovery import recover_once
 from scheduler.planning import Shared, plan_cron, plan_pulse
-from scheduler.pulse_state import PulseStore
+from scheduler.pulse.store import PulseStore
 from scheduler.reclaim import Reclaimer
 from scheduler.recorder import RunRecorder
 from scheduler.retries import Retries, group_of

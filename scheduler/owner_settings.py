@@ -27,7 +27,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
 from scheduler.cron.expression import CronError, validate_timezone
-from scheduler.pulse_grid import PulseConfigError, QuietHours, in_quiet_hours, parse_quiet_hours
+from scheduler.pulse.grid import PulseConfigError, QuietHours, in_quiet_hours, parse_quiet_hours
 from storage import collections as c
 from storage import retry
 

@@ -12,8 +12,8 @@ from datetime import datetime, timedelta
 from scheduler.backlog import Due, Plan, split_due
 from scheduler.cron.expression import CronError, next_fires, validate_timezone
 from scheduler.cron.job import CronJob
-from scheduler.pulse_grid import PulseConfigError, next_pulse
-from scheduler.pulse_state import PulseStore
+from scheduler.pulse.grid import PulseConfigError, next_pulse
+from scheduler.pulse.store import PulseStore
 
 log = logging.getLogger(__name__)
 Shared = dict[tuple[str, str, datetime], Due | None]

@@ -14,7 +14,7 @@ from bson import ObjectId
 
 from scheduler.cron.expression import CronError, describe
 from scheduler.cron.job import CronJob
-from scheduler.pulse_grid import (
+from scheduler.pulse.grid import (
     PulseConfigError,
     PulseSchedule,
     active_spans,
@@ -24,7 +24,7 @@ from scheduler.pulse_grid import (
     next_pulse,
     remaining_today,
 )
-from scheduler.pulse_state import PulseState
+from scheduler.pulse.store import PulseState
 
 Doc = dict[str, Any]
 DAY_NAMES = ("Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat")

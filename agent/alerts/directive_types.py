@@ -17,7 +17,7 @@ MAX_HOLD: Final = timedelta(days=30)
 DEFAULT_SNOOZE: Final = timedelta(hours=1)
 DEFAULT_MUTE: Final = timedelta(days=1)
 PULSES_PER_DAY: Final = range(1, 49)
-"""Any whole number 1-48, as ``scheduler.pulse_grid.PULSES_PER_DAY``."""
+"""Any whole number 1-48, as ``scheduler.pulse.grid.PULSES_PER_DAY``."""
 MAX_INTERVAL_DAYS: Final = 31
 
 

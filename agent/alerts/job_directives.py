@@ -25,8 +25,8 @@ from agent.alerts.directives import (
 from scheduler.cron.expression import CronError, describe, reschedule
 from scheduler.cron.job import JobError
 from scheduler.cron.service import CronService
-from scheduler.pulse_grid import PulseConfigError
-from scheduler.pulse_state import PulseStore
+from scheduler.pulse.grid import PulseConfigError
+from scheduler.pulse.store import PulseStore
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
@@ -42,7 +42,7 @@ def job_id_of(alert: Doc) -> str | None:
 
 
 def rewrite_words(directive: Directive) -> str | None:
-    """The directive in the words ``scheduler.cron.reschedule`` understands."""
+    """The directive in the words ``scheduler.cron.expression.reschedule`` understands."""
     if isinstance(directive, SetCadence):
         return directive.cadence
     if isinstance(directive, SetInterval):

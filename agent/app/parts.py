@@ -15,8 +15,6 @@ from agent.app.shutdown import Shutdown
 
 if TYPE_CHECKING:  # the agent's modules load after the first long poll (``agent.app.core``)
     from aiohttp import web
-    from channels.outbox import Outbox
-    from channels.pipeline import Pipeline
 
     from agent.config import Settings
     from agent.context import AgentDeps, Clock
@@ -24,10 +22,12 @@ if TYPE_CHECKING:  # the agent's modules load after the first long poll (``agent
     from agent.conversation.dispatch import Dispatcher
     from agent.runs.runner import Runner
     from agent.tools.catalog import ToolCatalog
+    from channels.outbox import Outbox
+    from channels.pipeline import Pipeline
     from channels.types import Channel
     from scheduler.cron.service import CronService
     from scheduler.engine import Engine
-    from scheduler.pulse_state import PulseStore
+    from scheduler.pulse.store import PulseStore
     from scheduler.runs import RunStore
     from storage.db import Database
 

@@ -28,7 +28,7 @@ from scheduler.cron.service import CronService
 from scheduler.engine import Engine, EngineConfig
 from scheduler.leases import LeaseStore
 from scheduler.owner_settings import OwnerPrefs, OwnerSettings
-from scheduler.pulse_state import PulseStore
+from scheduler.pulse.store import PulseStore
 from scheduler.recorder import RunRecorder
 from scheduler.run_leases import LeaseTerms, RunLeases
 from scheduler.runs import RunStore

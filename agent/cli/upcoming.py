@@ -18,8 +18,8 @@ from scheduler.cron.expression import CronError, describe
 from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService, fires_window
 from scheduler.owner_settings import OwnerSettings
-from scheduler.pulse_grid import PulseConfigError, upcoming_pulses
-from scheduler.pulse_state import PulseState, PulseStore
+from scheduler.pulse.grid import PulseConfigError, upcoming_pulses
+from scheduler.pulse.store import PulseState, PulseStore
 from scheduler.views import days_text, quiet_text
 
 PER_JOB_LIMIT = 200

@@ -16,8 +16,8 @@ from zoneinfo import ZoneInfo
 
 from agent.context import AgentDeps
 from scheduler.cron.service import CronService
-from scheduler.pulse_grid import PulseConfigError, next_pulse, remaining_today
-from scheduler.pulse_state import PulseState
+from scheduler.pulse.grid import PulseConfigError, next_pulse, remaining_today
+from scheduler.pulse.store import PulseState
 from scheduler.runs import RunStore
 from scheduler.views import short_time
 from storage import collections as c

@@ -20,19 +20,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from channels.outbox import Outbox
-
 from agent.context import AgentDeps, RunContext
 from agent.conversation.agent import Agent
 from agent.owner import owner_chat
 from agent.runs.cron_prompt import cron_prompt, delivery_head
 from agent.runs.pulse_brief import build_brief
 from agent.runs.run_calls import call_summaries
+from channels.outbox import Outbox
 from channels.types import OutboundMessage
 from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
-from scheduler.pulse_grid import local_day
-from scheduler.pulse_state import PulseStore
+from scheduler.pulse.grid import local_day
+from scheduler.pulse.store import PulseStore
 from scheduler.recorder import Go, RunTicket, Skip
 from scheduler.runs import PASSING, Outcome, Reason, RunStore, Trigger
 from storage import collections as c

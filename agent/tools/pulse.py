@@ -13,8 +13,8 @@ from pydantic import BaseModel, Field, model_validator
 
 from agent.context import RunContext
 from agent.tools.base import Tool, ToolError, ToolResult
-from scheduler.pulse_grid import PulseConfigError
-from scheduler.pulse_state import PulseStore
+from scheduler.pulse.grid import PulseConfigError
+from scheduler.pulse.store import PulseStore
 from scheduler.views import pulse_view, run_view
 
 QUIET_MOVED = (

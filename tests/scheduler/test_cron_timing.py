@@ -21,7 +21,7 @@ from scheduler.cron.expression import (
     validate_cron,
     validate_timezone,
 )
-from scheduler.pulse_grid import day_bounds
+from scheduler.pulse.grid import day_bounds
 from tests.scheduler.timing_kit import AUTUMN, BERLIN, SPRING, berlin, steps, utc
 
 

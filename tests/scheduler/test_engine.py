@@ -14,7 +14,7 @@ from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
 from scheduler.engine import Engine, EngineConfig
 from scheduler.leases import LeaseStore, cron_key, pulse_key
-from scheduler.pulse_state import PulseStore
+from scheduler.pulse.store import PulseStore
 from scheduler.recorder import Go, RunRecorder, RunTicket
 from scheduler.runs import Outcome, RunStore, Trigger
 from tests.fakes.clock import FakeClock

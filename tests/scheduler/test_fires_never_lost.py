@@ -33,7 +33,7 @@ from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
 from scheduler.engine import Engine
 from scheduler.leases import LeaseStore
-from scheduler.pulse_state import PulseStore
+from scheduler.pulse.store import PulseStore
 from scheduler.recorder import RunRecorder, RunTicket, Skip
 from scheduler.runs import Outcome, RunStore, Trigger
 from tests.conftest import make_settings

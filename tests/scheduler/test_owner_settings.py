@@ -12,8 +12,8 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from scheduler.cron.service import CronService
 from scheduler.owner_settings import OwnerPrefs, OwnerSettings, SettingsError
-from scheduler.pulse_grid import QuietHours
-from scheduler.pulse_state import PulseStore
+from scheduler.pulse.grid import QuietHours
+from scheduler.pulse.store import PulseStore
 from tests.fakes.clock import FakeClock
 
 Doc = dict[str, Any]

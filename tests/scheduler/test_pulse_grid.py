@@ -10,7 +10,7 @@ from datetime import UTC, date, datetime, time, timedelta
 import pytest
 
 from scheduler.cron.expression import next_fires
-from scheduler.pulse_grid import (
+from scheduler.pulse.grid import (
     PULSES_PER_DAY,
     PulseConfigError,
     QuietHours,

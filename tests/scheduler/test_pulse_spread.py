@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from scheduler.pulse_grid import (
+from scheduler.pulse.grid import (
     QuietHours,
     active_spans,
     average_spacing,

@@ -12,7 +12,7 @@ import random
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-from scheduler.pulse_grid import (
+from scheduler.pulse.grid import (
     PulseSchedule,
     QuietHours,
     day_bounds,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC
 
-from scheduler.pulse_state import PulseState
+from scheduler.pulse.store import PulseState
 from scheduler.views import pulse_status_text, pulse_view
 from tests.scheduler.timing_kit import BERLIN, berlin
 

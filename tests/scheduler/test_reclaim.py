@@ -23,7 +23,7 @@ from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
 from scheduler.engine import Engine, EngineConfig, Fire
 from scheduler.leases import LeaseStore
-from scheduler.pulse_state import PulseStore
+from scheduler.pulse.store import PulseStore
 from scheduler.reclaim import UNLEASED_HOLD, orphaned
 from scheduler.recorder import Go, RunRecorder, RunTicket
 from scheduler.run_leases import LeaseTerms, RunLeases

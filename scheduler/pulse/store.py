@@ -22,7 +22,7 @@ from zoneinfo import ZoneInfo
 from pymongo.asynchronous.database import AsyncDatabase
 
 from scheduler.owner_settings import DEFAULT_QUIET, OwnerPrefs, OwnerSettings
-from scheduler.pulse_grid import (
+from scheduler.pulse.grid import (
     PulseConfigError,
     PulseSchedule,
     local_day,
