@@ -51,7 +51,7 @@ def build_provider(settings: Settings, provider: Provider) -> ModelClient:
     """One bare adapter (no retries), e.g. for ``watchkeeper doctor`` to probe."""
     key = provider_key(settings, provider)  # before the SDK's import: it is slow
     if provider == "gemini":
-        from agent.llm.gemini_model import GeminiModel
+        from agent.llm.gemini import GeminiModel
 
         return GeminiModel(key, settings.gemini_model, base_url=settings.gemini_base_url or None)
     from agent.llm.openai.model import OpenAIModel

@@ -15,7 +15,7 @@ from agent.context import AgentDeps
 from agent.conversation.agent import Agent
 from agent.conversation.prompt import mark_untrusted
 from agent.llm.factory import build_model
-from agent.llm.gemini_model import GeminiModel
+from agent.llm.gemini import GeminiModel
 from agent.llm.openai.model import OpenAIModel
 from agent.llm.resilient import ResilientModel
 from agent.llm.transcribe import transcriber_for

@@ -17,7 +17,7 @@ from agent.context import AgentDeps
 from agent.conversation.agent import Agent
 from agent.conversation.media_turn import user_turn
 from agent.conversation.prompt import mark_untrusted
-from agent.llm.gemini_model import GeminiModel
+from agent.llm.gemini import GeminiModel
 from agent.llm.openai.model import OpenAIModel
 from agent.tools.catalog import core_catalog
 from storage import collections as c

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from pymongo import AsyncMongoClient
 
-from agent.llm.gemini_model import CALL_ID_KEY, GeminiModel
+from agent.llm.gemini import CALL_ID_KEY, GeminiModel
 from agent.llm.openai.model import OpenAIModel
 from tests.fakes.chat_app import ChatApp, chat_app
 from tests.fakes.strict_models import StrictGemini, StrictOpenAI

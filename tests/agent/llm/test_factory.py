@@ -6,7 +6,7 @@ import pytest
 
 from agent.config import ConfigError
 from agent.llm.factory import NO_MODEL, build_model
-from agent.llm.gemini_model import GeminiModel
+from agent.llm.gemini import GeminiModel
 from agent.llm.openai.model import OpenAIModel
 from agent.llm.resilient import ResilientModel
 from tests.conftest import make_settings

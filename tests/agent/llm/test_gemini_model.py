@@ -11,7 +11,7 @@ import pytest
 from agent.context import AgentDeps
 from agent.conversation.loop import run_loop
 from agent.llm.base import ModelError
-from agent.llm.gemini_model import (
+from agent.llm.gemini import (
     CALL_ID_KEY,
     SIGNATURE_KEY,
     SKIP_SIGNATURE,

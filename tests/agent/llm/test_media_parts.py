@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.llm.gemini_model import GeminiModel
+from agent.llm.gemini import GeminiModel
 from agent.llm.openai.model import OpenAIModel
 from agent.llm.openai.wire import text_messages
 from agent.llm.transcribe import Transcriber, file_name, native_media

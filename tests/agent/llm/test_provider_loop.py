@@ -15,7 +15,7 @@ import pytest
 
 from agent.context import AgentDeps
 from agent.llm.base import ModelClient
-from agent.llm.gemini_model import GeminiModel
+from agent.llm.gemini import GeminiModel
 from agent.llm.openai.model import OpenAIModel
 from tests.agent.llm.llm_kit import GEMINI_KEY, OPENAI_KEY, make_kit, run
 from tests.fakes.fixtures import gemini_api, openai_api

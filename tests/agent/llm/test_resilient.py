@@ -9,7 +9,7 @@ import pytest
 
 from agent.context import AgentDeps
 from agent.llm.base import ModelClient, ModelError
-from agent.llm.gemini_model import GeminiModel
+from agent.llm.gemini import GeminiModel
 from agent.llm.openai.model import OpenAIModel
 from agent.llm.resilient import ResilientModel
 from agent.llm.types import user_message

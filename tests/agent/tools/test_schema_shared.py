@@ -10,7 +10,7 @@ import pytest
 
 from agent.context import AgentDeps
 from agent.llm.base import ModelClient
-from agent.llm.gemini_model import GeminiModel
+from agent.llm.gemini import GeminiModel
 from agent.llm.openai.model import OpenAIModel
 from agent.tools.alerts import MANAGE_ALERTS, RAISE_ALERT
 from agent.tools.base import Toolset, compact_schema
