@@ -127,7 +127,7 @@ class Outbox:
 
     def _doc(self, message: OutboundMessage, *, send_now: bool) -> Doc:
         return {
-            # Its own key: the same message enqueued again meets it (storage.natural_keys).
+            # Its own key: the same message enqueued again meets it (storage.collections).
             "_id": message.idempotency_key,
             "idempotency_key": message.idempotency_key,
             "channel": message.channel,

@@ -1,7 +1,7 @@
 """The inbound pipeline shared by every channel.
 
 1. ``submit`` stores the message in ``inbox`` under an ``_id`` made of its channel and
-   external id (``storage.natural_keys``) before the channel acknowledges its
+   external id (``storage.collections``) before the channel acknowledges its
    transport: a redelivery is a no-op. Under
    load, inbox writes of one kind share one command (``storage.group_commit``).
 2. One worker per conversation handles its messages in order; conversations run
@@ -58,8 +58,8 @@ from channels.text import clean_inbound, clean_text
 from channels.types import Channel, HandlingFailed, InboundMessage, Reply
 from channels.typing_indicator import TypingIndicator
 from storage import collections as c
+from storage.collections import inbox_key
 from storage.group_commit import BOOKKEEPING_LINGER, GroupCommit, insert_each, set_all
-from storage.natural_keys import inbox_key
 from storage.tasks import stop_task, wait_event
 
 log = logging.getLogger(__name__)
@@ -118,7 +118,7 @@ class Pipeline:
         except Exception as exc:  # meta nested absurdly deep, say
             return await self._keep_as_failed(message, exc)
         doc: Doc = {
-            # Its own key: a transport's second delivery meets the first (storage.natural_keys).
+            # Its own key: a transport's second delivery meets the first (storage.collections).
             "_id": inbox_key(message.channel, message.external_id),
             "channel": message.channel,
             "external_id": message.external_id,

@@ -16,10 +16,9 @@ from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import ConfigurationError, OperationFailure, ServerSelectionTimeoutError
 
+from storage.collections import INDEXES, drop_obsolete, retire_legacy_keys
 from storage.embedded import EmbeddedServer
 from storage.errors import DatabaseUnavailable as DatabaseUnavailable  # where callers found it
-from storage.indexes import INDEXES, drop_obsolete
-from storage.natural_keys import retire_legacy_keys
 
 log = logging.getLogger(__name__)
 
@@ -121,10 +120,10 @@ def _unreachable(uri: str, exc: Exception) -> str:
 
 
 async def _ensure_indexes(db: AsyncDatabase[Doc]) -> None:
-    """``storage.indexes.ensure_indexes``, every collection at once: on a new store
+    """``storage.collections.ensure_indexes``, every collection at once: on a new store
     (each collection created, each index built) a third faster than one by one; indexes
     earlier versions built and nothing reads are dropped, and rows they wrote re-keyed
-    (``storage.natural_keys``), meanwhile. The first failure is raised once all have
+    (``storage.collections``), meanwhile. The first failure is raised once all have
     finished (none is left running)."""
     done = await asyncio.gather(
         *(db[name].create_indexes(list(models)) for name, models in INDEXES.items()),

@@ -149,7 +149,7 @@ def insert_each(coll: AsyncCollection[Doc], *, keyed: bool = False) -> BatchWrit
     duplicates are looked up (one ``find``, only when there are duplicates).
 
     ``keyed``: the caller sets each ``_id`` to the document's own key
-    (``storage.natural_keys``), so a stored ``_id`` may be another document's, even one
+    (``storage.collections``), so a stored ``_id`` may be another document's, even one
     in the same batch. Each document then also carries a fresh token
     (``retry.INSERT_FIELD``), and only a stored copy with its token is its own.
     """

@@ -19,7 +19,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from agent.config import Settings
 from agent.context import AgentDeps
-from storage.indexes import ensure_indexes
+from storage.collections import ensure_indexes
 from tests.offline import OfflineLoop, block_the_internet
 
 pytest_plugins = ("tests.timeout_tasks",)  # pytest-timeout, with the asyncio tasks

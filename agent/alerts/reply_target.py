@@ -23,7 +23,7 @@ Doc = dict[str, Any]
 ALERT_KEY_PREFIX = "alert:"
 """Outbox keys of alert deliveries and pages (``alert:<code>:<seq>:<channel>``)."""
 ALERT_CODE = "meta.alert_code"
-"""Set on the outbox messages that carry an alert (sparse index, ``storage.indexes``)."""
+"""Set on the outbox messages that carry an alert (sparse index, ``storage.collections``)."""
 LOOKUP_BATCH = 50
 
 
@@ -78,7 +78,7 @@ async def last_sent_alert(
     cursor = db[c.OUTBOX].find(
         {"status": "sent", "next_attempt_at": {"$gte": since}},
         # Sent in the same millisecond: the later insert first (retry.INSERT_FIELD, an
-        # ObjectId; _id is the idempotency key, storage.natural_keys).
+        # ObjectId; _id is the idempotency key, storage.collections).
         sort=[("next_attempt_at", DESCENDING), (INSERT_FIELD, DESCENDING), ("_id", DESCENDING)],
         projection={"channel": 1, "chat_id": 1, "meta": 1, "idempotency_key": 1},
         batch_size=LOOKUP_BATCH,

@@ -7,12 +7,12 @@ import random
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pymongo.asynchronous.database import AsyncDatabase
-
 from channels.outbox import Outbox
 from channels.pipeline import Pipeline
+from pymongo.asynchronous.database import AsyncDatabase
+
 from channels.types import InboundMessage, OutboundMessage, Reply, SendError
-from storage.natural_keys import inbox_key
+from storage.collections import inbox_key
 from tests.fakes.channel import RecordingChannel
 from tests.waiting import until_async
 
@@ -73,7 +73,7 @@ async def test_a_duplicate_delivery_is_handled_once(db: AsyncDatabase[Doc]) -> N
     await pipeline.join()
     assert sorted(both) == [False, True]
     assert calls == ["a-1", "a-2"] and len(channel.sent) == 2
-    # Stored under its key (storage.natural_keys), its reply under the row's id.
+    # Stored under its key (storage.collections), its reply under the row's id.
     row = await db["inbox"].find_one({"_id": inbox_key("rec", "a-2")})
     assert row is not None and row["external_id"] == "a-2"
     assert await db["outbox"].count_documents({"_id": f"{row['_id']}:0"}) == 1

@@ -8,7 +8,7 @@ from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from storage.indexes import ensure_indexes
+from storage.collections import ensure_indexes
 from storage.repos import ConversationRepo
 from tests.storage.conftest import Commands
 

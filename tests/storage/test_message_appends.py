@@ -11,7 +11,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
 from storage import collections as c
-from storage.indexes import ensure_indexes
+from storage.collections import ensure_indexes
 from storage.repos import MessageRepo
 from tests.storage.conftest import Commands
 

@@ -1,4 +1,4 @@
-"""Inbox and outbox rows keyed by ``_id`` (``storage.natural_keys``): a message is
+"""Inbox and outbox rows keyed by ``_id`` (``storage.collections``): a message is
 stored once and a send enqueued once without a unique index, and a store written by
 an earlier version (random ``_id``s, the old unique indexes) keeps both promises
 across the upgrade. A message delivered twice at once: ``tests/channels/test_pipeline.py``."""
@@ -12,17 +12,17 @@ from pathlib import Path
 from typing import Any
 
 from bson import ObjectId
+from channels.outbox import Outbox
+from channels.pipeline import Pipeline
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
-from channels.outbox import Outbox
-from channels.pipeline import Pipeline
 from channels.types import InboundMessage, OutboundMessage, Reply
 from storage import collections as c
+from storage.collections import LEGACY_INBOX_INDEX, LEGACY_OUTBOX_INDEX, inbox_key
 from storage.db import open_database
 from storage.group_commit import insert_each
-from storage.natural_keys import LEGACY_INBOX_INDEX, LEGACY_OUTBOX_INDEX, inbox_key
 from storage.retry import INSERT_FIELD
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.unheard_close import UnheardCloseRelay

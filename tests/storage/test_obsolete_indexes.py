@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from storage import collections as c
+from storage.collections import OBSOLETE
 from storage.db import open_database
-from storage.indexes import OBSOLETE
 
 
 async def test_an_upgraded_store_loses_its_obsolete_indexes(
