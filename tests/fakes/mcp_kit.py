@@ -5,6 +5,7 @@ child of the manager, or over streamable HTTP as a process on a loopback port; a
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.tools.mcp.config import HttpServer, StdioServer
+from tests.waiting import WATCHDOG
 
 SERVER_SCRIPT = str(Path(__file__).with_name("mcp_server.py"))
 
@@ -69,6 +71,23 @@ class Gate:
             await self._server.wait_closed()
 
 
+def our_server_processes() -> list[int]:
+    """Children of this test process running the fake MCP server over stdio (Linux)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == os.getpid() and b"mcp_server.py\x00stdio" in cmd:
+            found.append(int(pid))
+    return found
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -103,9 +122,11 @@ class HttpProcess:
         )
 
     async def start(self) -> None:
-        """Start the process; return once it listens."""
+        """Start the process; return once it listens (fail if it does not within the
+        watchdog: a hang, not a slow machine)."""
         self.process = self._spawn()
-        for _ in range(200):
+        deadline = asyncio.get_running_loop().time() + WATCHDOG
+        while asyncio.get_running_loop().time() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"the fake MCP server exited ({self.process.returncode})")
             try:
@@ -116,7 +137,7 @@ class HttpProcess:
             writer.close()
             await writer.wait_closed()
             return
-        raise RuntimeError("the fake MCP server did not listen within 10 seconds")
+        raise RuntimeError(f"the fake MCP server did not listen within {WATCHDOG:g} seconds")
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:

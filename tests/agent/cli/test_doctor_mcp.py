@@ -4,19 +4,17 @@ server and says what to fix."""
 
 from __future__ import annotations
 
+import asyncio
 import json
-import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from agent.cli.doctor import doctor
-from agent.cli.doctor_mcp import McpCheck, check_mcp
-from tests.agent.tools.test_mcp_client import our_server_processes
+from agent.cli.doctor import Check, check_mcp, doctor
 from tests.conftest import make_settings
-from tests.fakes.mcp_kit import http_server, stdio_server
+from tests.fakes.mcp_kit import http_server, our_server_processes, stdio_server
 from tests.fakes.openai_api import FakeOpenAI
 
 UNSET = f"WK_TEST_UNSET_{uuid.uuid4().hex[:8].upper()}"
@@ -40,14 +38,13 @@ async def test_each_server_is_tried_within_the_start_timeout(tmp_path: Path) -> 
         settings = make_settings(
             data_dir=tmp_path / "data", mcp_config=config, mcp_start_timeout_seconds=20
         )
-        began = time.monotonic()
-        checks = await check_mcp(settings)
-        assert time.monotonic() - began < 25
-    assert checks[0] == McpCheck("mcp", True, f"3 server(s) in {config}")
+        async with asyncio.timeout(60):  # a watchdog: each start is bounded by 20 s
+            checks = await check_mcp(settings)
+    assert checks[0] == Check("mcp", True, f"3 server(s) in {config}")
     found = {c.name: c for c in checks[1:]}
     assert (found["mcp local"].ok, found["mcp local"].detail) == (True, "stdio: connected, 6 tools")
     assert (found["mcp web"].ok, found["mcp web"].detail) == (True, "http: connected, 8 tools")
-    assert found["mcp mail"] == McpCheck(
+    assert found["mcp mail"] == Check(
         "mcp mail",
         False,
         "stdio: command not found: /nonexistent/imap-mcp",
@@ -61,13 +58,13 @@ async def test_each_server_is_tried_within_the_start_timeout(tmp_path: Path) -> 
 async def test_file_problems_and_no_file(tmp_path: Path) -> None:
     settings = make_settings(data_dir=tmp_path)
     assert await check_mcp(settings) == [
-        McpCheck("mcp", False, "no servers (MCP_CONFIG unset and no DATA_DIR/mcp.json)")
+        Check("mcp", False, "no servers (MCP_CONFIG unset and no DATA_DIR/mcp.json)")
     ]
     (tmp_path / "mcp.json").write_text('{"mcpServers": {"a": {"url": "ftp://x"}}}')
     summary, server = await check_mcp(settings)
     assert (summary.name, summary.ok, summary.fatal) == ("mcp", False, True)
     assert "while 1 of them is wrong, none starts" in summary.detail
-    assert server == McpCheck(
+    assert server == Check(
         "mcp a",
         False,
         "url must start with http:// or https://",
