@@ -31,15 +31,14 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a plain script
 
-from channels.outbox import Outbox
-from channels.pipeline import Pipeline
-
 from agent.cli.event_loop import run as run_app_loop
 from agent.config import Settings
 from agent.context import AgentDeps
 from agent.conversation.agent import Agent
 from agent.conversation.dispatch import Dispatcher
 from agent.tools.catalog import ToolCatalog
+from channels.outbox import Outbox
+from channels.pipeline import Pipeline
 from channels.telegram import TelegramChannel
 from storage.collections import ensure_indexes
 from storage.db import open_database

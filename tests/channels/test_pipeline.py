@@ -7,10 +7,10 @@ import random
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from channels.outbox import Outbox
-from channels.pipeline import Pipeline
 from pymongo.asynchronous.database import AsyncDatabase
 
+from channels.outbox import Outbox
+from channels.pipeline import Pipeline
 from channels.types import InboundMessage, OutboundMessage, Reply, SendError
 from storage.collections import inbox_key
 from tests.fakes.channel import RecordingChannel
