@@ -129,7 +129,7 @@ class Settings(BaseSettings):
     min_cron_interval_minutes: int = Field(default=5, ge=0)
     contact_messages_per_minute: int = Field(default=10, ge=1)
 
-    # Inbound photos and voice notes (channels.media): over a cap, no download.
+    # Inbound photos and voice notes (channels.delivery.media): over a cap, no download.
     media_max_bytes: int = Field(default=20_000_000, ge=0)
     media_max_audio_seconds: int = Field(default=600, ge=0)
     media_image_max_edge: int = Field(default=1568, ge=64)

@@ -17,15 +17,15 @@ from zoneinfo import ZoneInfo
 
 import aiohttp
 from pymongo.asynchronous.database import AsyncDatabase
+from scheduler.owner_settings import OwnerSettings
 
 from agent.alerts.router import AlertRouter
 from agent.config import Settings
 from agent.llm.images import ImageDecoder
-from channels.outbox import Outbox
+from channels.delivery.outbox import Outbox
 from channels.types import Channel
 from scheduler.cron.service import CronService
 from scheduler.engine import Engine
-from scheduler.owner_settings import OwnerSettings
 from scheduler.pulse.store import PulseStore
 from storage.effects import EffectLog
 from storage.repos import ConversationRepo, MessageRepo, SystemInstructionRepo

@@ -30,8 +30,8 @@ from agent.conversation.agent import Agent
 from agent.conversation.dispatch import Dispatcher, Trust
 from agent.llm.types import ModelMessage, ModelResponse, TextPart, ToolSpec, Usage
 from agent.tools.catalog import core_catalog
-from channels.outbox import Outbox
-from channels.pipeline import Pipeline
+from channels.delivery.outbox import Outbox
+from channels.delivery.pipeline import Pipeline
 from channels.types import InboundMessage, OutboundMessage, SendResult
 from storage.db import open_database
 from tests.contexts import owner_ctx

@@ -37,8 +37,8 @@ from agent.context import AgentDeps
 from agent.conversation.agent import Agent
 from agent.conversation.dispatch import Dispatcher
 from agent.tools.catalog import ToolCatalog
-from channels.outbox import Outbox
-from channels.pipeline import Pipeline
+from channels.delivery.outbox import Outbox
+from channels.delivery.pipeline import Pipeline
 from channels.telegram import TelegramChannel
 from storage.collections import ensure_indexes
 from storage.db import open_database

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from channels.text import clean_text
+from channels.delivery.text import clean_text
 from channels.types import InboundMessage, InboundSink, OutboundMessage, SendResult
 from storage.tasks import stop_task
 

@@ -9,12 +9,12 @@ to another host).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterable, Callable
 
 import aiohttp
 from yarl import URL
 
-from channels.media_fetch import MediaRefused, MediaTooLarge, read_capped
+from channels.types import MediaRefused, MediaTooLarge
 
 MAX_REDIRECTS = 5
 TIMEOUT = aiohttp.ClientTimeout(total=120, connect=10, sock_read=30)
@@ -25,6 +25,16 @@ Hop = Callable[[URL, URL], bool]
 
 def origin(url: URL) -> tuple[str, str | None, int | None]:
     return (url.scheme, url.host, url.port)
+
+
+async def read_capped(chunks: AsyncIterable[bytes], max_bytes: int) -> bytes:
+    """Everything ``chunks`` yields, raising ``MediaTooLarge`` as soon as it passes the cap."""
+    data = bytearray()
+    async for chunk in chunks:
+        data += chunk
+        if len(data) > max_bytes:
+            raise MediaTooLarge(f"more than {max_bytes} bytes")
+    return bytes(data)
 
 
 async def fetch_capped(

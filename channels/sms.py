@@ -30,14 +30,14 @@ from twilio.request_validator import RequestValidator, get_signature_algorithm
 from twilio.rest import Client
 from yarl import URL
 
+from channels.delivery.text import clean_inbound
 from channels.http_fetch import Hop, fetch_capped, origin
-from channels.media_fetch import MediaRefused
-from channels.text import clean_inbound
 from channels.types import (
     SMS_BUDGET_TAKEN,
     InboundMessage,
     InboundSink,
     MediaItem,
+    MediaRefused,
     OutboundMessage,
     SendError,
     SendResult,

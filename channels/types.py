@@ -1,4 +1,5 @@
-"""Messages shared by every channel, and the interface a channel implements.
+"""Messages shared by every channel, and the interfaces a channel implements (``Channel``;
+``MediaSource`` for one that downloads the media it announced).
 
 Channels only turn transport events into ``InboundMessage`` and send
 ``OutboundMessage``; they never decide what the agent does.
@@ -6,10 +7,10 @@ Channels only turn transport events into ``InboundMessage`` and send
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 MediaKind = Literal["image", "audio"]
 
@@ -29,6 +30,24 @@ class MediaItem:
     size: int | None = None
     duration_s: int | None = None
     name: str = ""
+
+
+class MediaTooLarge(Exception):
+    """The download went past the byte cap (the announced size was missing or wrong)."""
+
+
+class MediaRefused(Exception):
+    """The channel will not fetch this (an address outside the provider's host)."""
+
+
+@runtime_checkable
+class MediaSource(Protocol):
+    """A channel that can download the media it announced."""
+
+    async def fetch_media(self, source: Mapping[str, str], max_bytes: int) -> bytes:
+        """The file's bytes; ``MediaTooLarge`` past ``max_bytes``, ``MediaRefused`` when
+        it will not try."""
+        ...
 
 
 @dataclass(frozen=True)

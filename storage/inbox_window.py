@@ -19,7 +19,7 @@ from pymongo.asynchronous.collection import AsyncCollection
 
 Doc = dict[str, Any]
 STATUSES = ("pending", "processing", "done", "failed")
-"""Every status an inbox row can have (``channels.pipeline`` writes them)."""
+"""Every status an inbox row can have (``channels.delivery.pipeline`` writes them)."""
 SPANS = (
     timedelta(hours=1),
     timedelta(days=1),

@@ -70,7 +70,7 @@ async def last_sent_alert(
     message was an alert sent since ``since``; None when anything else came after it.
 
     Read through the (status, next_attempt_at) index, which for a sent message holds
-    the time it was sent (``channels.outbox``): only what was sent since ``since`` is
+    the time it was sent (``channels.delivery.outbox``): only what was sent since ``since`` is
     read, newest first, whatever the outbox holds. The filter names only the index's
     fields: SecantusDB scans the whole collection when a filter adds others.
     """

@@ -21,6 +21,7 @@ from types import MappingProxyType
 from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
+from scheduler.owner_settings import OwnerPrefs, OwnerSettings
 
 from agent.alerts import policy as r
 from agent.alerts.directives import Directive, format_duration
@@ -31,9 +32,8 @@ from agent.alerts.paging import Pager
 from agent.alerts.sending import Sender
 from agent.alerts.store import LEASE, SEVERITIES, AlertStore, entry
 from agent.config import Settings
-from channels.outbox import Outbox
+from channels.delivery.outbox import Outbox
 from channels.types import Channel
-from scheduler.owner_settings import OwnerPrefs, OwnerSettings
 from storage.tasks import stop_task, wait_event
 
 log = logging.getLogger(__name__)

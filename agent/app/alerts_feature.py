@@ -23,7 +23,7 @@ from agent.config import Settings
 from agent.context import RunContext
 from agent.conversation.alert_replies import AlertReplies, alert_prompt_section
 from agent.tools.alerts import MANAGE_ALERTS, RAISE_ALERT
-from channels.text import clean_text, clean_value
+from channels.delivery.text import clean_text, clean_value
 from channels.types import InboundMessage, Reply
 from channels.webhook_body import BodyRefused, read_body
 from storage.sms_budget import take_sms

@@ -11,6 +11,7 @@ import contextlib
 from collections.abc import Callable, Sequence
 
 import aiohttp
+from scheduler.owner_settings import OwnerSettings
 
 from agent.app.features import FEATURES
 from agent.app.parts import App, Feature, Route
@@ -25,13 +26,11 @@ from agent.conversation.pairing import Pairing
 from agent.llm.base import ModelClient
 from agent.llm.images import ImageDecoder
 from agent.tools.catalog import core_catalog
-from channels.media import MediaCaps, MediaFetcher
-from channels.outbox import Outbox
-from channels.pipeline import Pipeline
+from channels.delivery.media import MediaCaps, MediaFetcher, MediaStore
+from channels.delivery.outbox import Outbox
+from channels.delivery.pipeline import Pipeline
 from channels.types import Channel
-from scheduler.owner_settings import OwnerSettings
 from storage.db import Database
-from storage.media import MediaStore
 from storage.pairing import PairingStore
 
 

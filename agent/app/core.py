@@ -42,7 +42,7 @@ __all__ = ["App", "Feature", "build_app", "configured_channels", "default_featur
 log = logging.getLogger(__name__)
 WARM_AFTER = 0.3
 """Seconds after start-up before the model SDK loads: the first long poll goes first."""
-DATABASE_MODULES = ("storage.db", "channels.pipeline")
+DATABASE_MODULES = ("storage.db", "channels.delivery.pipeline")
 """The database client (pymongo) and the pipeline's: loaded once the channels' are."""
 ASSEMBLY = "agent.app.assemble"
 """The agent's modules (most of the app's), imported once the channels poll."""
@@ -164,8 +164,8 @@ async def build_app(
         stack.push_async_callback(stop_task, agent_modules)  # start-up may fail before it is needed
         where = f"embedded in {settings.data_dir}" if database.embedded else "MongoDB"
         note(f"database: {where} ({settings.mongodb_db})")
-        from channels.outbox import Outbox  # loaded with the database client
-        from channels.pipeline import Pipeline
+        from channels.delivery.outbox import Outbox  # loaded with the database client
+        from channels.delivery.pipeline import Pipeline
 
         # What the pipeline's handlers use (HTTP client, usage counts) closes after it.
         late = await stack.enter_async_context(

@@ -22,8 +22,8 @@ if TYPE_CHECKING:  # the agent's modules load after the first long poll (``agent
     from agent.conversation.dispatch import Dispatcher
     from agent.runs.runner import Runner
     from agent.tools.catalog import ToolCatalog
-    from channels.outbox import Outbox
-    from channels.pipeline import Pipeline
+    from channels.delivery.outbox import Outbox
+    from channels.delivery.pipeline import Pipeline
     from channels.types import Channel
     from scheduler.cron.service import CronService
     from scheduler.engine import Engine

@@ -12,8 +12,8 @@ its own (``storage.db``, ``storage.embedded``).
 What a step cut short would have written is not lost; the next start finds it:
 
 * a message being handled, or handled but not yet marked done, stays ``processing``
-  and is handled again, its replies under the same keys (``channels.pipeline``);
-* a reply sent but not yet recorded is sent again (``channels.outbox``: at least once);
+  and is handled again, its replies under the same keys (``channels.delivery.pipeline``);
+* a reply sent but not yet recorded is sent again (``channels.delivery.outbox``: at least once);
 * a run cut off stays ``running`` under a lease that lapses, and is reclaimed
   (``scheduler.run_leases``);
 * a Telegram update not yet stored was not acknowledged and comes again.

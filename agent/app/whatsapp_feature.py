@@ -17,7 +17,7 @@ from agent.config import Settings
 from agent.conversation.dispatch import TierResolver, Trust
 from agent.owner import owner_chat
 from agent.tools.whatsapp import WHATSAPP_TOOLS, permissions_section, whatsapp_connected
-from channels.pipeline import BurstRule
+from channels.delivery.pipeline import BurstRule
 from channels.types import InboundMessage, OutboundMessage
 from storage.whatsapp_permissions import WhatsAppPermissions, normalise_address
 

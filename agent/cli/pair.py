@@ -18,7 +18,7 @@ from agent.config import Settings
 from agent.context import Clock, system_clock
 from agent.conversation.pairing import WELCOME
 from agent.database import open_configured_database
-from channels.outbox import Outbox
+from channels.delivery.outbox import Outbox
 from channels.types import OutboundMessage
 from storage.pairing import CODE_TTL, PairedOwner, PairingStore, invite_code_in
 

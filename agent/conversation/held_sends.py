@@ -15,7 +15,7 @@ import re
 from collections import defaultdict
 
 from agent.context import RunContext
-from channels.outbox import Outbox
+from channels.delivery.outbox import Outbox
 from channels.types import InboundMessage, OutboundMessage, Reply
 from storage.held_sends import HeldGroup, HeldSend, HeldSends
 

@@ -1,7 +1,7 @@
 """The user's turn with the photos and voice notes of its message (or burst).
 
 The channels store each file in GridFS and list it in the inbox row's ``media``
-(``channels.media``). Here the stored items of the exchange's inbox row(s) become
+(``channels.delivery.media``). Here the stored items of the exchange's inbox row(s) become
 ``MediaPart``s with their bytes, for this exchange only: photos downscaled
 (``agent.llm.images``, one decode at a time across the agent: ``AgentDeps.images``),
 one with more pixels than ``media_max_pixels`` not decoded at
@@ -41,8 +41,8 @@ from agent.llm.images import (
 )
 from agent.llm.transcribe import Transcriber, adapters, native_media, transcriber_for
 from agent.llm.types import MediaPart, ModelMessage, TextPart, user_message
+from channels.delivery.media import MediaStore
 from storage import collections as c
-from storage.media import MediaStore
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
@@ -51,7 +51,7 @@ Item = tuple[ObjectId, int, Doc]
 
 
 class MediaFetch(Protocol):
-    """Downloads and stores the pending media of one inbox row (``channels.media``'s
+    """Downloads and stores the pending media of one inbox row (``channels.delivery.media``'s
     ``MediaFetcher``); returns a note for each item the model cannot have."""
 
     async def fetch_doc(self, doc: Doc) -> list[str]: ...

@@ -26,7 +26,7 @@ from agent.owner import owner_chat
 from agent.runs.cron_prompt import cron_prompt, delivery_head
 from agent.runs.pulse_brief import build_brief
 from agent.runs.run_calls import call_summaries
-from channels.outbox import Outbox
+from channels.delivery.outbox import Outbox
 from channels.types import OutboundMessage
 from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService

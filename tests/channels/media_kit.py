@@ -18,11 +18,10 @@ from agent.conversation.dispatch import Dispatcher, TierResolver
 from agent.conversation.media_turn import MediaFetch
 from agent.llm.base import ModelClient
 from agent.tools.catalog import core_catalog
-from channels.media import MediaCaps, MediaFetcher
-from channels.outbox import Outbox
-from channels.pipeline import Pipeline
+from channels.delivery.media import MediaCaps, MediaFetcher, MediaStore
+from channels.delivery.outbox import Outbox
+from channels.delivery.pipeline import Pipeline
 from channels.types import Channel
-from storage.media import MediaStore
 
 Doc = dict[str, Any]
 Db = AsyncDatabase[Doc]

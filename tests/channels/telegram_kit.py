@@ -16,8 +16,8 @@ from agent.conversation.agent import Agent
 from agent.conversation.dispatch import Dispatcher
 from agent.llm.base import ModelClient
 from agent.tools.catalog import ToolCatalog
-from channels.outbox import Outbox
-from channels.pipeline import Pipeline
+from channels.delivery.outbox import Outbox
+from channels.delivery.pipeline import Pipeline
 from channels.telegram import TelegramChannel
 from tests.conftest import make_settings
 from tests.fakes.fixtures import fake

@@ -9,9 +9,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from channels.http_fetch import fetch_capped
-from channels.media import MediaCaps, too_large_note, too_long_note
-from channels.media_fetch import MediaRefused, MediaTooLarge, read_capped
+from channels.delivery.media import MediaCaps, too_large_note, too_long_note
+from channels.http_fetch import fetch_capped, read_capped
+from channels.types import MediaRefused, MediaTooLarge
 
 AUTH = "Basic c2VjcmV0OnNlY3JldA=="
 

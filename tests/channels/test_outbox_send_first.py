@@ -12,8 +12,8 @@ from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from channels.outbox import Outbox
-from channels.pipeline import Pipeline
+from channels.delivery.outbox import Outbox
+from channels.delivery.pipeline import Pipeline
 from channels.types import (
     HandlingFailed,
     InboundMessage,

@@ -9,8 +9,8 @@ from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from channels.outbox import Outbox
-from channels.pipeline import Pipeline
+from channels.delivery.outbox import Outbox
+from channels.delivery.pipeline import Pipeline
 from channels.types import InboundMessage, Reply
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.commands import Commands

@@ -25,7 +25,7 @@ from agent.app.whatsapp_feature import make_whatsapp_feature
 from agent.conversation.dispatch import refusal
 from agent.llm.openai.model import OpenAIModel
 from channels.console import ConsoleChannel
-from channels.text import clean_text
+from channels.delivery.text import clean_text
 from tests.conftest import make_settings
 from tests.fakes.alert_app import ADMIN, alert_app
 from tests.fakes.fixtures import openai_api

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from channels.telegram import SECRET_HEADER, TelegramChannel
+from channels.telegram.channel import SECRET_HEADER, TelegramChannel
 from channels.types import InboundMessage
 from tests.channels.telegram_kit import SECRET, fake
 from tests.fakes.telegram_api import TOKEN, FakeTelegram

@@ -17,7 +17,7 @@ from agent.conversation.agent import APOLOGY
 from agent.conversation.dispatch import refusal
 from agent.llm.types import ModelMessage, ModelResponse, ToolSpec
 from channels.telegram import TelegramChannel
-from channels.telegram_inbound import describe
+from channels.telegram.inbound import describe
 from channels.types import InboundMessage
 from tests.channels.telegram_kit import OWNER, STRANGER, Build, Doc, build, fake, settle
 from tests.fakes.scripted import ScriptedModel, unavailable

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from channels.media import MediaCaps
+from channels.delivery.media import MediaCaps
 from channels.telegram import TelegramChannel
 from tests.channels.media_kit import (
     CrashAfterPut,

@@ -8,8 +8,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from pymongo.asynchronous.database import AsyncDatabase
 
-from channels.telegram import SECRET_HEADER, TelegramChannel
-from channels.telegram_format import split_text, to_html, utf16_length
+from channels.telegram.channel import SECRET_HEADER, TelegramChannel
+from channels.telegram.outbound import split_text, to_html, utf16_length
 from channels.types import Button, InboundMessage, OutboundMessage, SendError
 from tests.channels.telegram_kit import HOOK_URL, OWNER, SECRET, Build, Doc, build, fake, settle
 from tests.fakes.scripted import ScriptedModel

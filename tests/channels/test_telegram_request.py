@@ -16,7 +16,7 @@ from aiohttp.test_utils import BaseTestServer, TestServer
 from telegram import Bot
 from telegram.error import BadRequest, NetworkError, TimedOut
 
-from channels.telegram_request import AiohttpRequest
+from channels.telegram.request import AiohttpRequest
 
 TOKEN = "123456789:AAFakeTokenForRequestTests"
 ME = {"id": 123456789, "is_bot": True, "first_name": "Keeper", "username": "keeper_bot"}

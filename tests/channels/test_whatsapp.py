@@ -32,7 +32,7 @@ from neonize.proto.waE2E.WAWebProtobufsE2E_pb2 import (
 
 from channels.types import OutboundMessage, SendError
 from channels.whatsapp import WhatsAppChannel
-from channels.whatsapp_events import parse_message
+from channels.whatsapp.events import parse_message
 from storage.whatsapp_permissions import normalise_phone
 from tests.channels.whatsapp_kit import ALICE, BOB, OWNER, Kit, kit
 from tests.fakes.clock import FakeClock

@@ -9,8 +9,8 @@ from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from channels.outbox import Outbox
-from channels.pipeline import Pipeline
+from channels.delivery.outbox import Outbox
+from channels.delivery.pipeline import Pipeline
 from channels.types import HandlingFailed, InboundMessage, Reply
 from storage import collections as c
 from storage.inbox_window import STATUSES, newest_received, received_since

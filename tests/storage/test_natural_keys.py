@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from bson import ObjectId
-from channels.outbox import Outbox
-from channels.pipeline import Pipeline
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
+from channels.delivery.outbox import Outbox
+from channels.delivery.pipeline import Pipeline
 from channels.types import InboundMessage, OutboundMessage, Reply
 from storage import collections as c
 from storage.collections import LEGACY_INBOX_INDEX, LEGACY_OUTBOX_INDEX, inbox_key

@@ -14,7 +14,7 @@ from typing import Any
 from pymongo.asynchronous.database import AsyncDatabase
 
 from agent.alerts.reply_target import last_sent_alert, replied_alert
-from channels.outbox import Outbox
+from channels.delivery.outbox import Outbox
 from channels.types import OutboundMessage
 from storage import collections as c
 from tests.fakes.channel import RecordingChannel

@@ -1,4 +1,4 @@
-"""Seeding inbox rows with stored media (as ``channels.media`` leaves them) for tests."""
+"""Seeding inbox rows with stored media (as ``channels.delivery.media`` leaves them) for tests."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from bson import ObjectId
 from PIL import Image
 
 from agent.context import AgentDeps
+from channels.delivery.media import MediaStore
 from storage import collections as c
-from storage.media import MediaStore
 
 OGG = b"OggS\x00\x02fake-opus-voice-note"
 

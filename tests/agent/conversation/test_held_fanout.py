@@ -16,7 +16,7 @@ from typing import Any
 from agent.app.scheduling_feature import SchedulingOptions, scheduling
 from agent.conversation.held_sends import confirm_held_send
 from agent.llm.types import ModelMessage, ToolCallPart
-from channels.outbox import Outbox
+from channels.delivery.outbox import Outbox
 from channels.types import InboundMessage, OutboundMessage
 from storage.held_sends import HeldSends
 from tests.contexts import owner_ctx

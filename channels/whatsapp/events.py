@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from channels.text import clean_text
+from channels.delivery.text import clean_text
 from channels.types import MediaItem
 
 log = logging.getLogger(__name__)

@@ -24,9 +24,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from channels.media_fetch import MediaTooLarge
-from channels.types import InboundMessage, InboundSink, OutboundMessage, SendError, SendResult
-from channels.whatsapp_events import (
+from channels.types import (
+    InboundMessage,
+    InboundSink,
+    MediaTooLarge,
+    OutboundMessage,
+    SendError,
+    SendResult,
+)
+from channels.whatsapp.events import (
     WaMessage,
     jid_string,
     parse_message,
@@ -313,7 +319,7 @@ class WhatsAppChannel:
         await self._sink(message)
 
     async def fetch_media(self, source: Mapping[str, str], max_bytes: int) -> bytes:
-        """A photo or voice note (``channels.media_fetch.MediaSource``). neonize downloads and
+        """A photo or voice note (``channels.types.MediaSource``). neonize downloads and
         decrypts it whole, so only the announced size (checked before) and the result
         are held against the cap."""
         if self._client is None:

@@ -13,7 +13,7 @@ from bson import ObjectId
 from bson.errors import BSONError
 from pymongo.errors import OperationFailure
 
-from channels.text import clean_text
+from channels.delivery.text import clean_text
 from channels.types import InboundMessage, OutboundMessage, Reply
 
 Doc = dict[str, Any]

@@ -28,18 +28,17 @@ from telegram import Bot, BotCommand, Update
 from telegram.constants import ChatAction
 from telegram.error import BadRequest, Conflict, InvalidToken, RetryAfter, TelegramError
 
-from channels.telegram_inbound import (
+from channels.delivery.text import clean_inbound
+from channels.telegram.inbound import (
     ALLOWED_UPDATES,
     CHANNEL,
     DEFAULT_MAX_BYTES,
+    fetch_file,
     to_inbound,
     update_kind,
 )
-from channels.telegram_media import fetch_file
-from channels.telegram_request import AiohttpRequest
-from channels.telegram_send import TelegramSender, retry_after_seconds
-from channels.telegram_support import Backoff, TokenRedactor
-from channels.text import clean_inbound
+from channels.telegram.outbound import TelegramSender, retry_after_seconds
+from channels.telegram.request import AiohttpRequest
 from channels.types import InboundMessage, InboundSink, OutboundMessage, SendError, SendResult
 from channels.webhook_body import READ_TIMEOUT, BodyRefused, read_body
 from storage.tasks import stop_task
@@ -63,6 +62,61 @@ DEFAULT_COMMANDS: tuple[tuple[str, str], ...] = (
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+REDACTED_LOGGERS = ("telegram.Bot", "telegram.BaseRequest", "telegram.AiohttpRequest", "httpx")
+"""Loggers that write URLs with the token in them: ``AiohttpRequest`` logs every request at
+DEBUG (as httpx did at INFO) and PTB logs its base URL at DEBUG. Filters apply only to
+the logger they are attached to."""
+
+
+class TokenRedactor(logging.Filter):
+    """Blanks the token out of log records; never fails (a filter error would break the
+    HTTP call that logged)."""
+
+    def __init__(self, token: str) -> None:
+        super().__init__()
+        self._token = token
+
+    def _clean(self, value: Any) -> Any:
+        text = str(value)
+        return text.replace(self._token, "<token>") if self._token in text else value
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            record.msg = self._clean(record.msg)
+            if isinstance(record.args, tuple):
+                record.args = tuple(self._clean(a) for a in record.args)
+        except Exception:
+            record.msg, record.args = "(log record withheld: it may contain the token)", ()
+        return True
+
+    def attach(self) -> None:
+        for name in REDACTED_LOGGERS:
+            logging.getLogger(name).addFilter(self)
+
+    def detach(self) -> None:
+        for name in REDACTED_LOGGERS:
+            logging.getLogger(name).removeFilter(self)
+
+
+class Backoff:
+    """Doubling delays between ``low`` and ``high`` seconds, reset after a success."""
+
+    def __init__(self, low: float, high: float) -> None:
+        self._low, self._high = low, high
+        self._next = low
+
+    def reset(self) -> None:
+        self._next = self._low
+
+    async def sleep(self) -> None:
+        delay, self._next = self._next, min(self._next * 2, self._high)
+        await asyncio.sleep(delay)
+
+    @property
+    def upcoming(self) -> float:
+        return self._next
 
 
 class TelegramChannel:
@@ -341,7 +395,7 @@ class TelegramChannel:
         return web.Response(text="ok")
 
     async def fetch_media(self, source: Mapping[str, str], max_bytes: int) -> bytes:
-        """A file a user sent (``channels.media_fetch.MediaSource``)."""
+        """A file a user sent (``channels.types.MediaSource``)."""
         return await fetch_file(self._bot, source, max_bytes, self._slots, self._safe)
 
     # -- outbound --------------------------------------------------------------------

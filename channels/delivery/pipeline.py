@@ -22,7 +22,7 @@
    leads: it lists the burst (``burst_ids``) and the others point at it
    (``burst_leader``), so after a crash the leader handles them together again and
    nothing is answered twice or held only in memory.
-6. Text is made storable before the inbox write (``channels.text``); a message that
+6. Text is made storable before the inbox write (``channels.delivery.text``); a message that
    still cannot be stored is kept as ``failed`` and acknowledged. One whose handling
    fails ends ``failed`` with the reason, after any apology (``HandlingFailed``).
 """
@@ -43,7 +43,7 @@ from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
-from channels.inbox_rows import (
+from channels.delivery.inbox import (
     REASON_LIMIT,
     failure_reason,
     merged,
@@ -52,9 +52,9 @@ from channels.inbox_rows import (
     reply_message,
     unstorable,
 )
-from channels.media import pending_docs
-from channels.outbox import Outbox
-from channels.text import clean_inbound, clean_text
+from channels.delivery.media import pending_docs
+from channels.delivery.outbox import Outbox
+from channels.delivery.text import clean_inbound, clean_text
 from channels.types import Channel, HandlingFailed, InboundMessage, Reply
 from channels.typing_indicator import TypingIndicator
 from storage import collections as c
@@ -135,7 +135,8 @@ class Pipeline:
             "claimed_at": self._clock(),
             "attempts": 1,
         }
-        if message.media:  # fetched later, once the sender's tier is known (channels.media)
+        if message.media:
+            # Fetched later, once the sender's tier is known (channels.delivery.media).
             doc["media"] = pending_docs(message.media)
         try:
             # Stored together with the messages that arrive while a write is in flight

@@ -1,20 +1,28 @@
-"""Turning a Telegram update into an ``InboundMessage``.
+"""Turning a Telegram update into an ``InboundMessage``, and fetching the files it announced.
 
 Media the agent cannot look at still reaches it as a short marker plus the
 caption (``[Photo] caption``, ``[Voice note 0:12]``), so nothing the person
 sent is dropped without a word. Updates that carry nothing a person wrote
 (service messages, edits, reactions) give ``None`` and the caller logs them.
+
+A file a user sent is downloaded later, for a message the agent reads: ``getFile``,
+then the Bot API file URL ``<TELEGRAM_API_BASE_URL>/file/bot<token>/<file_path>``; the
+bot was built with that base (``Bot(base_file_url=...)``), so PTB's ``File.file_path``
+is the full URL. The token is in it: failures are reported with it blanked out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from telegram import CallbackQuery, Message, Update, User
+from telegram import Bot, CallbackQuery, Message, Update, User
+from telegram.error import BadRequest
 
-from channels.types import InboundMessage, MediaItem, MediaKind
+from channels.http_fetch import fetch_capped
+from channels.types import InboundMessage, MediaItem, MediaKind, MediaTooLarge
 
 CHANNEL = "telegram"
 DEFAULT_MAX_BYTES = 20_000_000
@@ -107,7 +115,7 @@ def _item(kind: MediaKind, att: Any, mime: str, name: str = "") -> MediaItem:
 
 def media_of(message: Message, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[MediaItem, ...]:
     """The photo (its largest size under ``max_bytes``), voice note, audio file or image
-    document the message carries, to be fetched later (``channels.media``)."""
+    document the message carries, to be fetched later (``channels.delivery.media``)."""
     if message.photo:
         sizes = sorted(message.photo, key=lambda p: (p.file_size or 0, p.width * p.height))
         fitting = [p for p in sizes if (p.file_size or 0) <= max_bytes]
@@ -190,3 +198,33 @@ def update_kind(update: Update) -> str:
     """The update's type (``edited_message``, ``my_chat_member``...), for logs."""
     kinds = [k for k in update.to_dict() if k != "update_id"]
     return kinds[0] if kinds else "empty"
+
+
+async def fetch_file(
+    bot: Bot,
+    source: Mapping[str, str],
+    max_bytes: int,
+    slots: asyncio.Semaphore,
+    safe: Callable[[BaseException], str],
+) -> bytes:
+    """The bytes of a file a user sent (``source``: its ``file_id``), at most ``max_bytes``."""
+    file_id = source.get("file_id")
+    if not file_id:
+        raise ValueError("no file_id to fetch")
+    try:
+        async with slots:
+            file = await bot.get_file(file_id)
+    except BadRequest as exc:
+        if "too big" in str(exc).lower():  # over the Bot API's own download limit
+            raise MediaTooLarge(safe(exc)) from None
+        raise RuntimeError(safe(exc)) from None
+    if file.file_size is not None and file.file_size > max_bytes:
+        raise MediaTooLarge(f"getFile says {file.file_size} bytes")
+    if not file.file_path:
+        raise RuntimeError("getFile gave no file_path")
+    try:
+        return await fetch_capped(file.file_path, max_bytes)
+    except MediaTooLarge:
+        raise
+    except Exception as exc:
+        raise RuntimeError(safe(exc)) from None

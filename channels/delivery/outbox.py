@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
-from channels.text import clean_text, clean_value
+from channels.delivery.text import clean_text, clean_value
 from channels.types import Button, Channel, OutboundMessage, SendError, SendResult
 from storage import collections as c
 from storage import retry
