@@ -43,8 +43,6 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError, OperationFailure
 
-from storage.inbox_window import received_since
-
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
 
@@ -230,8 +228,13 @@ async def _retire_inbox_index(inbox: AsyncCollection[Doc], cutoff: datetime) -> 
     if LEGACY_INBOX_INDEX not in await inbox.index_information():
         return
     projection = {"channel": 1, "external_id": 1}
-    async for doc in received_since(inbox, cutoff, projection=projection):
-        if doc["_id"] != inbox_key(str(doc.get("channel")), str(doc.get("external_id"))):
-            return  # may still be delivered again: the old index keeps refusing it
+    # Status by status: the (status, received_at) index answers a range on received_at
+    # only under an equality on status. The statuses are the pipeline's to name, so
+    # they are read from the rows.
+    for status in await inbox.distinct("status"):
+        recent = {"status": status, "received_at": {"$gt": cutoff}}
+        async for doc in inbox.find(recent, projection=projection):
+            if doc["_id"] != inbox_key(str(doc.get("channel")), str(doc.get("external_id"))):
+                return  # may still be delivered again: the old index keeps refusing it
     await drop_index(inbox, LEGACY_INBOX_INDEX)
     log.info("inbox: the (channel, external_id) index is no longer needed; dropped")
