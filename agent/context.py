@@ -17,7 +17,6 @@ from zoneinfo import ZoneInfo
 
 import aiohttp
 from pymongo.asynchronous.database import AsyncDatabase
-from scheduler.owner_settings import OwnerSettings
 
 from agent.alerts.router import AlertRouter
 from agent.config import Settings
@@ -26,6 +25,7 @@ from channels.delivery.outbox import Outbox
 from channels.types import Channel
 from scheduler.cron.service import CronService
 from scheduler.engine import Engine
+from scheduler.owner_settings import OwnerSettings
 from scheduler.pulse.store import PulseStore
 from storage.effects import EffectLog
 from storage.repos import ConversationRepo, MessageRepo, SystemInstructionRepo

@@ -21,7 +21,6 @@ from types import MappingProxyType
 from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
-from scheduler.owner_settings import OwnerPrefs, OwnerSettings
 
 from agent.alerts import policy as r
 from agent.alerts.directives import Directive, format_duration
@@ -34,6 +33,7 @@ from agent.alerts.store import LEASE, SEVERITIES, AlertStore, entry
 from agent.config import Settings
 from channels.delivery.outbox import Outbox
 from channels.types import Channel
+from scheduler.owner_settings import OwnerPrefs, OwnerSettings
 from storage.tasks import stop_task, wait_event
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,6 @@ import contextlib
 from collections.abc import Callable, Sequence
 
 import aiohttp
-from scheduler.owner_settings import OwnerSettings
 
 from agent.app.features import FEATURES
 from agent.app.parts import App, Feature, Route
@@ -30,6 +29,7 @@ from channels.delivery.media import MediaCaps, MediaFetcher, MediaStore
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
 from channels.types import Channel
+from scheduler.owner_settings import OwnerSettings
 from storage.db import Database
 from storage.pairing import PairingStore
 
