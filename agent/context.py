@@ -21,11 +21,11 @@ from pymongo.asynchronous.database import AsyncDatabase
 from agent.alerts.router import AlertRouter
 from agent.config import Settings
 from agent.llm.images import ImageDecoder
+from agent.owner import OwnerSettings
 from channels.delivery.outbox import Outbox
 from channels.types import Channel
 from scheduler.cron.service import CronService
 from scheduler.engine import Engine
-from scheduler.owner_settings import OwnerSettings
 from scheduler.pulse.store import PulseStore
 from storage.effects import EffectLog
 from storage.repos import ConversationRepo, MessageRepo, SystemInstructionRepo

@@ -1,13 +1,46 @@
-"""Where the owner is reached: one answer for cron delivery, notices, ``send_message``
-and alert routing alike."""
+"""The owner: where they are reached, and their own settings.
+
+Where: one answer for cron delivery, notices, ``send_message`` and alert routing alike.
+
+Settings: quiet hours, timezone, primary channel, and how long an unacknowledged
+warning waits before it goes by SMS, in one ``settings`` document (``_id: "owner"``),
+changed through ``manage_settings``. The environment's ``TIMEZONE`` is the default
+until the owner sets one; quiet hours default to 22:00-07:00 until the owner sets them
+(an empty list turns them off). Everything that needs the owner's clock reads
+``OwnerSettings.tz`` (kept current in memory, refreshed from the database by ``load``),
+so a change applies at once in this process and within a resync in another. The
+scheduler's pulse reads them through its ``OwnerClock`` protocol, which
+``OwnerSettings`` is.
+
+Quiet hours used to belong to the pulse (``settings`` ``_id: "pulse"``); ``load``
+moves them here once, the first time it finds them there.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Protocol
+import contextlib
+import logging
+import time as monotonic
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+from zoneinfo import ZoneInfo
+
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import DuplicateKeyError
 
 from agent.config import Settings
+from scheduler.cron.expression import CronError, validate_timezone
+from scheduler.pulse.grid import (
+    DEFAULT_QUIET,
+    PulseConfigError,
+    QuietHours,
+    in_quiet_hours,
+    parse_quiet_hours,
+)
+from storage import collections as c
+from storage import retry
 
 CHAT_PREFERENCE = ("telegram", "whatsapp", "console")
 """The owner's chat channels, most preferred first."""
@@ -84,3 +117,259 @@ def owner_chat(
         if target.channel != avoid:
             return target
     return Target("console", "owner")
+
+
+# --- the owner's own settings -------------------------------------------------------
+
+log = logging.getLogger(__name__)
+Doc = dict[str, Any]
+Clock = Callable[[], datetime]
+OWNER_ID = "owner"
+PULSE_ID = "pulse"
+CHANNELS = ("telegram", "whatsapp", "sms")
+QUIET_SEARCH = timedelta(days=1, minutes=1)
+MAX_QUIET_WINDOWS = 7
+"""Quiet-hour windows a day may have (DESIGN.md, manage_settings): every held alert and
+pulse checks each of them, minute by minute over a day, to find when quiet hours end."""
+MAX_WARNING_SMS_AFTER_MINUTES = 10_080
+"""``warning_sms_after_minutes`` at most a week: a longer wait is "never", which is 0."""
+CACHE_SECONDS = 5.0
+"""``fresh`` re-reads the document at most this often (another process's change)."""
+
+
+class SettingsError(ValueError):
+    """A setting that cannot be used; the message names the bad value."""
+
+
+@dataclass(frozen=True)
+class OwnerPrefs:
+    timezone: str
+    quiet_hours: tuple[QuietHours, ...] = ()
+    primary_channel: str | None = None
+    warning_sms_after_minutes: int | None = None
+    """Minutes an unacknowledged warning waits before its SMS (0: never by SMS); None
+    until the owner sets it, when the alert routing's default applies."""
+
+    @property
+    def tz(self) -> ZoneInfo:
+        return ZoneInfo(self.timezone)
+
+    def quiet_dicts(self) -> list[dict[str, str]]:
+        """The ``[{"start": "HH:MM", "end": "HH:MM"}]`` shape of the tool and storage."""
+        return [window.as_dict() for window in self.quiet_hours]
+
+
+Listener = Callable[[OwnerPrefs, OwnerPrefs], Awaitable[None]]
+"""Called with (old, new) after ``update`` stored a change."""
+
+
+def check_quiet_hours(items: Sequence[Mapping[str, object]]) -> tuple[QuietHours, ...]:
+    if isinstance(items, list | tuple) and len(items) > MAX_QUIET_WINDOWS:
+        raise SettingsError(
+            f"quiet_hours has {len(items)} windows; at most {MAX_QUIET_WINDOWS} are allowed "
+            "(join overlapping or adjacent ones)"
+        )
+    try:
+        return tuple(parse_quiet_hours(items))
+    except PulseConfigError as exc:
+        raise SettingsError(str(exc)) from None
+
+
+def check_timezone(name: str) -> str:
+    try:
+        return validate_timezone(name).key
+    except CronError as exc:
+        raise SettingsError(str(exc)) from None
+
+
+def check_channel(name: str) -> str:
+    value = name.strip().lower() if isinstance(name, str) else name
+    if value not in CHANNELS:
+        raise SettingsError(
+            f"primary_channel {name!r} is not a channel; use one of {', '.join(CHANNELS)}"
+        )
+    return str(value)
+
+
+def check_warning_sms_after(minutes: object) -> int:
+    if isinstance(minutes, bool) or not isinstance(minutes, int):
+        raise SettingsError(f"warning_sms_after_minutes {minutes!r} is not a whole number")
+    if not 0 <= minutes <= MAX_WARNING_SMS_AFTER_MINUTES:
+        raise SettingsError(
+            f"warning_sms_after_minutes {minutes} is out of range: 0 (warnings never go by "
+            f"SMS) to {MAX_WARNING_SMS_AFTER_MINUTES} (a week)"
+        )
+    return minutes
+
+
+def quiet_end(windows: Sequence[QuietHours], now: datetime, tz: ZoneInfo) -> datetime | None:
+    """When the quiet hours that hold ``now`` end, or None when ``now`` is not quiet."""
+    if not windows or not in_quiet_hours(windows, now, tz):
+        return None
+    step = now.replace(second=0, microsecond=0)
+    limit = now + QUIET_SEARCH
+    while step < limit:  # minute steps: windows may chain and cross midnight or DST
+        step += timedelta(minutes=1)
+        if not in_quiet_hours(windows, step, tz):
+            return step
+    return None  # quiet all day: configured so on purpose; do not hold forever
+
+
+class OwnerSettings:
+    def __init__(self, db: AsyncDatabase[Doc], clock: Clock, default_timezone: str) -> None:
+        self._db = db
+        self._coll = db[c.SETTINGS]
+        self._clock = clock
+        self.default_timezone = default_timezone
+        self.current = OwnerPrefs(timezone=default_timezone, quiet_hours=DEFAULT_QUIET)
+        self.listeners: list[Listener] = []
+        self._loaded_at: float | None = None
+        self._migrated = False
+        self._told_truncated = False
+
+    def listen(self, listener: Listener) -> None:
+        """Call ``listener`` with (old, new) after every stored change."""
+        self.listeners.append(listener)
+
+    def _stored_quiet_hours(self, raw: Any, where: str) -> tuple[QuietHours, ...]:
+        """Windows stored before there was a limit: the first ``MAX_QUIET_WINDOWS`` are
+        used (logged once), so no alert or pulse pays for a thousand of them."""
+        items = raw or []
+        if isinstance(items, list) and len(items) > MAX_QUIET_WINDOWS:
+            if not self._told_truncated:
+                self._told_truncated = True
+                log.warning(
+                    "%s has %d quiet-hour windows; only the first %d are used (the limit); "
+                    "set them again with manage_settings",
+                    where,
+                    len(items),
+                    MAX_QUIET_WINDOWS,
+                )
+            items = items[:MAX_QUIET_WINDOWS]
+        return check_quiet_hours(items)
+
+    @property
+    def tz(self) -> ZoneInfo:
+        """The owner's timezone now (sync: for formatting and prompts)."""
+        return self.current.tz
+
+    def _parse(self, doc: Doc | None) -> OwnerPrefs:
+        """The stored document over the defaults; a bad stored value keeps its default."""
+        doc = doc or {}
+        prefs = OwnerPrefs(timezone=self.default_timezone, quiet_hours=DEFAULT_QUIET)
+        if "quiet_hours" in doc:
+            try:
+                windows = self._stored_quiet_hours(doc["quiet_hours"], "the owner's settings")
+                prefs = replace(prefs, quiet_hours=windows)
+            except SettingsError as exc:
+                log.warning("stored quiet_hours ignored: %s", exc)
+        if doc.get("timezone"):
+            try:
+                prefs = replace(prefs, timezone=check_timezone(str(doc["timezone"])))
+            except SettingsError as exc:
+                log.warning("stored timezone ignored: %s", exc)
+        if doc.get("primary_channel"):
+            try:
+                prefs = replace(prefs, primary_channel=check_channel(doc["primary_channel"]))
+            except SettingsError as exc:
+                log.warning("stored primary_channel ignored: %s", exc)
+        if doc.get("warning_sms_after_minutes") is not None:
+            try:
+                minutes = check_warning_sms_after(doc["warning_sms_after_minutes"])
+                prefs = replace(prefs, warning_sms_after_minutes=minutes)
+            except SettingsError as exc:
+                log.warning("stored warning_sms_after_minutes ignored: %s", exc)
+        return prefs
+
+    async def _migrate(self) -> None:
+        """Quiet hours the pulse kept move here once (if none are set here yet)."""
+        pulse = await self._coll.find_one({"_id": PULSE_ID}, projection={"quiet_hours": 1})
+        if pulse is None or "quiet_hours" not in pulse:
+            return
+        try:
+            windows = self._stored_quiet_hours(pulse["quiet_hours"], "the pulse's settings")
+        except SettingsError as exc:
+            log.warning("the pulse's quiet_hours were not moved (%s); the default applies", exc)
+        else:
+            # DuplicateKeyError: the owner document has quiet hours already; those win.
+            with contextlib.suppress(DuplicateKeyError):
+                await retry.retried(  # a repeat finds quiet_hours set and changes nothing
+                    lambda: self._coll.update_one(
+                        {"_id": OWNER_ID, "quiet_hours": {"$exists": False}},
+                        {"$set": {"quiet_hours": [w.as_dict() for w in windows]}},
+                        upsert=True,
+                    ),
+                    "move quiet hours to the owner's settings",
+                )
+            log.info("quiet hours moved from the pulse to the owner's settings")
+        await retry.retried(
+            lambda: self._coll.update_one({"_id": PULSE_ID}, {"$unset": {"quiet_hours": ""}}),
+            "drop the pulse's quiet hours",
+        )
+
+    async def load(self) -> OwnerPrefs:
+        """Re-read the stored settings into ``current`` (start-up, resync)."""
+        if not self._migrated:
+            await self._migrate()
+            self._migrated = True
+        self.current = self._parse(await self._coll.find_one({"_id": OWNER_ID}))
+        self._loaded_at = monotonic.monotonic()
+        return self.current
+
+    async def fresh(self) -> OwnerPrefs:
+        """``current``, re-read when older than ``CACHE_SECONDS`` (cheap; for every alert)."""
+        loaded = self._loaded_at
+        if loaded is None or monotonic.monotonic() - loaded >= CACHE_SECONDS:
+            try:
+                return await self.load()
+            except Exception:
+                log.exception("owner settings could not be read; using the last known")
+        return self.current
+
+    async def update(
+        self,
+        *,
+        quiet_hours: Sequence[Mapping[str, object]] | None = None,
+        timezone: str | None = None,
+        primary_channel: str | None = None,
+        warning_sms_after_minutes: int | None = None,
+    ) -> OwnerPrefs:
+        """Validate every given value first (nothing is stored when one is bad), store
+        them with ``$set``, then tell the listeners (pulse re-plan, cron jobs' timezone)."""
+        fields: Doc = {}
+        if quiet_hours is not None:
+            fields["quiet_hours"] = [w.as_dict() for w in check_quiet_hours(quiet_hours)]
+        if timezone is not None:
+            fields["timezone"] = check_timezone(timezone)
+        if primary_channel is not None:
+            fields["primary_channel"] = check_channel(primary_channel)
+        if warning_sms_after_minutes is not None:
+            minutes = check_warning_sms_after(warning_sms_after_minutes)
+            fields["warning_sms_after_minutes"] = minutes
+        if not fields:
+            raise SettingsError(
+                "nothing to update: give quiet_hours, timezone, primary_channel or "
+                "warning_sms_after_minutes"
+            )
+        old = await self.load()
+        fields["updated_at"] = self._clock()
+        await retry.retried(  # a $set by _id: repeating it changes nothing more
+            lambda: self._coll.update_one({"_id": OWNER_ID}, {"$set": fields}, upsert=True),
+            "update the owner's settings",
+        )
+        new = await self.load()
+        for listener in self.listeners:
+            try:
+                await listener(old, new)
+            except Exception:
+                log.exception("owner settings listener failed")
+        return new
+
+    def quiet_end(self, now: datetime) -> datetime | None:
+        """``quiet_until`` from the settings in memory (sync)."""
+        return quiet_end(self.current.quiet_hours, now, self.tz)
+
+    async def quiet_until(self, now: datetime) -> datetime | None:
+        """When the current quiet hours end, or None when it is not quiet at ``now``."""
+        await self.fresh()
+        return self.quiet_end(now)

@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -32,6 +33,7 @@ from agent.app.parts import Scheduling  # noqa: E402
 from agent.app.scheduling_feature import SchedulingOptions, scheduling  # noqa: E402
 from agent.cli.event_loop import run as run_app_loop  # noqa: E402
 from agent.config import Settings  # noqa: E402
+from agent.owner import OwnerSettings  # noqa: E402
 from channels.types import InboundSink, OutboundMessage, SendResult  # noqa: E402
 from scheduler.cron.expression import next_fires  # noqa: E402
 from scheduler.cron.job import CronJob  # noqa: E402
@@ -129,10 +131,11 @@ async def bench_load(data: Path) -> None:
             return Skip("idle", "benchmark")
 
         runs = RunStore(db)
+        wall_clock = partial(datetime.now, UTC)
         before = rss_mb()
         engine = Engine(
             jobs=CronService(db, lambda: datetime.now(UTC), "UTC"),
-            pulse=PulseStore(db, lambda: datetime.now(UTC), UTC_TZ),
+            pulse=PulseStore(db, wall_clock, OwnerSettings(db, wall_clock, "UTC")),
             runs=runs,
             leases=LeaseStore(db, "bench"),
             clock=lambda: datetime.now(UTC),

@@ -16,10 +16,9 @@ from zoneinfo import ZoneInfo
 from agent.alerts import policy as r
 from agent.alerts.store import AlertStore
 from agent.config import Settings
-from agent.owner import Target, can_page, owner_address, owner_chats
+from agent.owner import OwnerSettings, Target, can_page, owner_address, owner_chats
 from channels.delivery.outbox import Outbox
 from channels.types import SMS_BUDGET_TAKEN, Channel, OutboundMessage
-from scheduler.owner_settings import OwnerSettings
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]

@@ -1,5 +1,5 @@
 """Where and when an alert goes: the routing policy, targets, and the texts (quiet hours
-are the owner's: ``scheduler.owner_settings``).
+are the owner's: ``agent.owner``).
 
 The defaults are DESIGN.md's; a ``settings`` document ``{"_id": "alert_routing"}`` may
 override the numbers (validated, with the bad field named in the log), so routing
@@ -20,8 +20,8 @@ from zoneinfo import ZoneInfo
 from pymongo.asynchronous.database import AsyncDatabase
 
 from agent.alerts.directives import format_duration, help_text
+from agent.owner import OwnerPrefs
 from channels.types import Button
-from scheduler.owner_settings import OwnerPrefs
 from storage import collections as c
 
 log = logging.getLogger(__name__)

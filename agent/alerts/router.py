@@ -31,9 +31,9 @@ from agent.alerts.paging import Pager
 from agent.alerts.sending import Sender
 from agent.alerts.store import LEASE, SEVERITIES, AlertStore, entry
 from agent.config import Settings
+from agent.owner import OwnerPrefs, OwnerSettings
 from channels.delivery.outbox import Outbox
 from channels.types import Channel
-from scheduler.owner_settings import OwnerPrefs, OwnerSettings
 from storage.tasks import stop_task, wait_event
 
 log = logging.getLogger(__name__)

@@ -24,12 +24,12 @@ from agent.conversation.held_sends import confirm_held_send
 from agent.conversation.pairing import Pairing
 from agent.llm.base import ModelClient
 from agent.llm.images import ImageDecoder
+from agent.owner import OwnerSettings
 from agent.tools.catalog import core_catalog
 from channels.delivery.media import MediaCaps, MediaFetcher, MediaStore
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
 from channels.types import Channel
-from scheduler.owner_settings import OwnerSettings
 from storage.db import Database
 from storage.pairing import PairingStore
 

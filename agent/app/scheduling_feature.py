@@ -18,6 +18,7 @@ from aiohttp import web
 
 from agent.app.parts import App, Feature, Scheduling
 from agent.context import RunContext
+from agent.owner import OwnerPrefs, OwnerSettings
 from agent.runs.runner import Runner, RunnerConfig
 from agent.tools.cron import MANAGE_CRONJOB
 from agent.tools.pulse import MANAGE_PULSE
@@ -27,7 +28,6 @@ from scheduler.cron.job import JobLimits
 from scheduler.cron.service import CronService
 from scheduler.engine import Engine, EngineConfig
 from scheduler.leases import LeaseStore
-from scheduler.owner_settings import OwnerPrefs, OwnerSettings
 from scheduler.pulse.store import PulseStore
 from scheduler.recorder import RunRecorder
 from scheduler.run_leases import LeaseTerms, RunLeases

@@ -14,10 +14,10 @@ from zoneinfo import ZoneInfo
 from agent.config import Settings
 from agent.context import Clock, system_clock
 from agent.database import open_configured_database
+from agent.owner import OwnerSettings
 from scheduler.cron.expression import CronError, describe
 from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService, fires_window
-from scheduler.owner_settings import OwnerSettings
 from scheduler.pulse.grid import PulseConfigError, upcoming_pulses
 from scheduler.pulse.store import PulseState, PulseStore
 from scheduler.views import days_text, quiet_text

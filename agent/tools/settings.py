@@ -16,15 +16,15 @@ from pydantic import BaseModel, Field
 
 from agent.alerts.policy import RoutingPolicy, load_policy
 from agent.context import RunContext
-from agent.owner import can_page
-from agent.tools.base import Tool, ToolError, ToolResult
-from scheduler.owner_settings import (
+from agent.owner import (
     CHANNELS,
     MAX_QUIET_WINDOWS,
     OwnerPrefs,
     OwnerSettings,
     SettingsError,
+    can_page,
 )
+from agent.tools.base import Tool, ToolError, ToolResult
 from scheduler.views import local_iso
 
 DURING_QUIET = (

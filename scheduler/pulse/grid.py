@@ -84,6 +84,10 @@ class QuietHours:
         return {"start": self.start.strftime("%H:%M"), "end": self.end.strftime("%H:%M")}
 
 
+DEFAULT_QUIET: tuple[QuietHours, ...] = (QuietHours(time(22, 0), time(7, 0)),)
+"""The owner's quiet hours until they set their own (``manage_settings``)."""
+
+
 @dataclass(frozen=True)
 class PulseSchedule:
     """A validated pulse configuration; build it with ``make_schedule``."""

@@ -1,7 +1,9 @@
 """The pulse's settings and counters: one ``settings`` document, ``_id: "pulse"``.
 
-Quiet hours and the timezone are the owner's (``OwnerSettings``, ``manage_settings``):
-a ``PulseState`` carries the owner's quiet hours as read, and a change to them re-plans
+Quiet hours and the timezone are the owner's (``manage_settings``): the pulse reads
+them through an ``OwnerClock`` (the owner's settings, ``agent.owner.OwnerSettings``,
+handed in by the composition root, so the scheduler never imports the agent). A
+``PulseState`` carries the owner's quiet hours as read, and a change to them re-plans
 the next pulse at once.
 
 Every write is a ``$set``/``$inc`` of named fields, never a whole-document overwrite:
@@ -16,22 +18,23 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Any
+from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from scheduler.owner_settings import DEFAULT_QUIET, OwnerPrefs, OwnerSettings
 from scheduler.pulse.grid import (
+    DEFAULT_QUIET,
     PulseConfigError,
     PulseSchedule,
+    QuietHours,
     local_day,
     make_schedule,
     next_pulse,
 )
 from storage import collections as c
 from storage import retry
-from storage.cache import TtlCache
+from storage.coalesce import TtlCache
 from storage.times import aware
 
 log = logging.getLogger(__name__)
@@ -42,13 +45,44 @@ PULSE_ID = "pulse"
 NOTES_LIMIT = 2_000
 
 
+class OwnerHours(Protocol):
+    """The owner's settings the pulse depends on."""
+
+    @property
+    def timezone(self) -> str: ...
+
+    @property
+    def quiet_hours(self) -> tuple[QuietHours, ...]: ...
+
+
+class OwnerClock(Protocol):
+    """Where the owner's timezone and quiet hours are kept, current."""
+
+    @property
+    def tz(self) -> ZoneInfo:
+        """The owner's timezone now."""
+        ...
+
+    async def load(self) -> OwnerHours:
+        """Re-read from the database (start-up, resync)."""
+        ...
+
+    async def fresh(self) -> OwnerHours:
+        """The settings, re-read when a little old (cheap enough for every read)."""
+        ...
+
+    def listen(self, listener: Callable[[OwnerHours, OwnerHours], Awaitable[None]]) -> None:
+        """Call ``listener`` with (old, new) after every stored change."""
+        ...
+
+
 @dataclass(frozen=True)
 class PulseState:
     enabled: bool = True
     pulses_per_day: int = 12
     active_days: tuple[int, ...] = (0, 1, 2, 3, 4, 5, 6)
     quiet_hours: tuple[dict[str, str], ...] = tuple(q.as_dict() for q in DEFAULT_QUIET)
-    """The owner's quiet hours (``OwnerSettings``), not stored with the pulse."""
+    """The owner's quiet hours (``OwnerClock``), not stored with the pulse."""
     notes: str = ""
     done_today: int = 0
     done_day: str | None = None
@@ -61,9 +95,9 @@ class PulseState:
     extra: Doc = field(default_factory=dict)
 
     @classmethod
-    def from_doc(cls, doc: Doc | None, owner: OwnerPrefs | None = None) -> PulseState:
+    def from_doc(cls, doc: Doc | None, owner: OwnerHours | None = None) -> PulseState:
         base = cls()
-        quiet = base.quiet_hours if owner is None else tuple(owner.quiet_dicts())
+        quiet = base.quiet_hours if owner is None else tuple(w.as_dict() for w in owner.quiet_hours)
         if not doc:
             return cls(quiet_hours=quiet)
         return cls(
@@ -105,17 +139,12 @@ def check_notes(notes: str) -> str:
 class PulseStore:
     CACHE_SECONDS = 2.0
 
-    def __init__(
-        self, db: AsyncDatabase[Doc], clock: Clock, owner: OwnerSettings | ZoneInfo
-    ) -> None:
-        """``owner`` gives the quiet hours and timezone; a bare timezone (tests, tools
-        that only read) makes settings of its own with that default."""
+    def __init__(self, db: AsyncDatabase[Doc], clock: Clock, owner: OwnerClock) -> None:
+        """``owner`` gives the quiet hours and timezone, and says when they change."""
         self._coll = db[c.SETTINGS]
         self._clock = clock
-        if isinstance(owner, ZoneInfo):
-            owner = OwnerSettings(db, clock, owner.key)
         self.owner = owner
-        owner.listeners.append(self._owner_changed)
+        owner.listen(self._owner_changed)
         self.listeners: list[Listener] = []
         self._cache: TtlCache[str, PulseState] = TtlCache(self.CACHE_SECONDS)
 
@@ -157,7 +186,7 @@ class PulseStore:
         self._cache.invalidate()
         return result.matched_count == 1 or result.upserted_id is not None
 
-    async def _owner_changed(self, old: OwnerPrefs, new: OwnerPrefs) -> None:
+    async def _owner_changed(self, old: OwnerHours, new: OwnerHours) -> None:
         """New quiet hours or timezone: the next pulse is planned again from now."""
         if old.quiet_hours == new.quiet_hours and old.timezone == new.timezone:
             return

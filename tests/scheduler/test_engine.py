@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo
 
 from pymongo.asynchronous.database import AsyncDatabase
 
+from agent.owner import OwnerSettings
 from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
 from scheduler.engine import Engine, EngineConfig
@@ -32,7 +33,7 @@ class Harness:
     ) -> None:
         self.clock = clock
         self.jobs = CronService(db, clock, "Europe/Berlin")
-        self.pulse = PulseStore(db, clock, BERLIN)
+        self.pulse = PulseStore(db, clock, OwnerSettings(db, clock, BERLIN.key))
         self.runs = RunStore(db)
         self.cron_calls: list[tuple[str, datetime]] = []
         self.pulse_calls: list[datetime] = []

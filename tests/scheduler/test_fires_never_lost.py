@@ -29,6 +29,7 @@ from agent.app.core import build_app
 from agent.app.parts import App
 from agent.app.scheduling_feature import SchedulingOptions, scheduling
 from agent.llm.types import ModelMessage, ModelResponse, ToolSpec
+from agent.owner import OwnerSettings
 from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
 from scheduler.engine import Engine
@@ -374,7 +375,7 @@ async def test_the_engine_wakes_itself_for_a_retry(db: AsyncDatabase[Doc]) -> No
 
     runs = RunStore(db)
     jobs = CronService(db, clock, "UTC")
-    pulse = PulseStore(db, clock, ZoneInfo("UTC"))
+    pulse = PulseStore(db, clock, OwnerSettings(db, clock, "UTC"))
     await pulse.update_config(enabled=False)
     recorder = RunRecorder(runs, clock, cron=work, pulse=no_pulse, retry_delays=(0.3,))
     engine = Engine(

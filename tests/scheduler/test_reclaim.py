@@ -18,6 +18,7 @@ from zoneinfo import ZoneInfo
 from pymongo.asynchronous.database import AsyncDatabase
 
 from agent.app.scheduling_feature import SchedulingOptions, build_parts
+from agent.owner import OwnerSettings
 from channels.types import OutboundMessage, SendResult
 from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
@@ -56,7 +57,7 @@ class Process:
         self.answer = asyncio.Event()
         """Set: the model answers the hanging runs."""
         self.jobs = CronService(db, clock, "UTC")
-        self.pulse = PulseStore(db, clock, ZoneInfo("UTC"))
+        self.pulse = PulseStore(db, clock, OwnerSettings(db, clock, "UTC"))
         self.runs = RunStore(db)
         # Renewed by hand in these tests (``renew``), as its renewer would every 10 s.
         self.leases = RunLeases(self.runs, clock, terms=LeaseTerms(ttl=LEASE, renew_every=3600))

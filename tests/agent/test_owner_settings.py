@@ -10,8 +10,8 @@ from zoneinfo import ZoneInfo
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
+from agent.owner import OwnerPrefs, OwnerSettings, SettingsError
 from scheduler.cron.service import CronService
-from scheduler.owner_settings import OwnerPrefs, OwnerSettings, SettingsError
 from scheduler.pulse.grid import QuietHours
 from scheduler.pulse.store import PulseStore
 from tests.fakes.clock import FakeClock

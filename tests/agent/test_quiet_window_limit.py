@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
-from scheduler.owner_settings import MAX_QUIET_WINDOWS, OwnerSettings, SettingsError
+from agent.owner import MAX_QUIET_WINDOWS, OwnerSettings, SettingsError
 from tests.fakes.clock import FakeClock
 
 Doc = dict[str, Any]
@@ -51,7 +51,7 @@ async def test_a_thousand_stored_windows_are_read_as_the_first_seven(
 ) -> None:
     await db["settings"].insert_one({"_id": "owner", "quiet_hours": minute_windows(1002)})
     owner = OwnerSettings(db, clock, "UTC")
-    with caplog.at_level(logging.WARNING, logger="scheduler.owner_settings"):
+    with caplog.at_level(logging.WARNING, logger="agent.owner"):
         prefs = await owner.load()
         await owner.load()  # every few seconds in a running process: said once
     assert prefs.quiet_dicts() == minute_windows(MAX_QUIET_WINDOWS)
