@@ -1,4 +1,14 @@
-"""``watchkeeper doctor``: what is configured, what is reachable, what is missing."""
+"""``watchkeeper doctor``: what is configured, what is reachable, what is missing.
+
+Every check runs at once and is bounded, so doctor answers within a minute. The report
+ends with ``next:`` lines, one per missing step, most urgent first.
+
+MCP: the servers file is read server by server, each command looked up, then each
+server started (within the start timeout, at most ``START_LIMIT``), listed and stopped
+again. Every problem is a ``[FAIL]`` line naming its server (or the file) with a
+``next:`` line saying what to fix, and fails ``doctor``: the agent runs without the
+servers, but the setup the owner wrote is broken. No servers file is not a problem.
+"""
 
 from __future__ import annotations
 
@@ -15,8 +25,6 @@ from typing import Any
 import aiohttp
 from pymongo.asynchronous.database import AsyncDatabase
 
-from agent.cli.doctor_mcp import check_mcp
-from agent.cli.doctor_steps import Owners, next_steps, owner_detail
 from agent.config import ConfigError, Provider, Settings, ensure_data_dir
 from agent.llm.factory import provider_key
 from storage.db import make_client
@@ -41,6 +49,10 @@ class Check:
     ``next_steps``."""
 
 
+START_LIMIT = 25.0
+"""The longest doctor waits for a server to start, whatever MCP_START_TIMEOUT_SECONDS
+says: doctor answers within a minute."""
+STDERR_MARK = "; its stderr ends: "
 async def _http_ok(session: aiohttp.ClientSession, url: str, **kw: object) -> tuple[bool, str]:
     try:
         async with session.get(url, timeout=TIMEOUT, **kw) as resp:  # type: ignore[arg-type]
@@ -269,9 +281,180 @@ async def doctor(settings: Settings) -> int:
             check_mcp(settings),
         )
     checks = [database, *models, *channels]
-    checks += [Check(c.name, c.ok, c.detail, c.fatal, c.step) for c in mcp]
+    checks += mcp
     if settings.telegram_bot_token is not None:  # right after the telegram line
         at = next(i for i, c in enumerate(checks) if c.name == "telegram") + 1
+async def check_mcp(settings: Settings) -> list[Check]:
+    survey = survey_mcp_config(settings)
+    path = survey.path
+    if path is None:
+        return [Check("mcp", False, "no servers (MCP_CONFIG unset and no DATA_DIR/mcp.json)")]
+    whole = [p for p in survey.problems if p.server is None]
+    if whole:  # unreadable, not JSON, not an "mcpServers" object
+        problem = str(whole[0])
+        return [Check("mcp", False, problem, True, f"fix the MCP servers file: {problem}")]
+    count = len(survey.servers) + len(survey.problems)
+    checks = [_summary(path, count, len(survey.problems))]
+    checks += [_config_problem(path, p) for p in survey.problems]
+    startable: list[ServerConfig] = []
+    for config in survey.servers:
+        if isinstance(config, StdioServer) and _find_command(config) is None:
+            checks.append(_missing_command(path, config))
+        else:
+            startable.append(config)
+    if startable:
+        log_dir = settings.data_dir / "mcp-logs"
+        found = await _start(
+            startable, min(settings.mcp_start_timeout_seconds, START_LIMIT), log_dir
+        )
+        by_name = {c.name: c for c in startable}
+        checks += [_started(path, by_name[s.name], s, log_dir) for s in found]
+    return checks
+
+
+def _summary(path: Path, count: int, wrong: int) -> Check:
+    if not wrong:
+        return Check("mcp", True, f"{count} server(s) in {path}")
+    return Check(
+        "mcp",
+        False,
+        f"{count} server(s) in {path}; while {wrong} of them is wrong, none starts",
+        fatal=True,
+    )
+
+
+def _config_problem(path: Path, problem: McpConfigError) -> Check:
+    name = problem.server or "?"
+    detail = str(problem).removeprefix(f"{path}: server {name!r}: ")
+    if problem.variable is not None:
+        step = (
+            f"set {problem.variable} (in the environment or .env): "
+            f"MCP server {name} uses ${{{problem.variable}}}"
+        )
+    else:
+        step = f"fix MCP server {name} in {path}: {detail}"
+    return Check(f"mcp {name}", False, detail, True, step)
+
+
+def _find_command(config: StdioServer) -> str | None:
+    """Where the server's command is, looked up as it would be started (its own PATH
+    first, when its env sets one)."""
+    search = config.env.get("PATH", os.environ.get("PATH", os.defpath))
+    if config.cwd and os.sep in config.command and not os.path.isabs(config.command):
+        return shutil.which(os.path.join(config.cwd, config.command))
+    return shutil.which(config.command, path=search)
+
+
+def _missing_command(path: Path, config: StdioServer) -> Check:
+    return Check(
+        f"mcp {config.name}",
+        False,
+        f"stdio: command not found: {config.command}",
+        fatal=True,
+        step=f'install {config.command}, or put its full path in the "command" of MCP '
+        f"server {config.name} in {path}",
+    )
+
+
+async def _start(configs: list[ServerConfig], timeout: float, log_dir: Path) -> list[ServerStatus]:  # noqa: ASYNC109
+    servers = McpServers(configs, start_timeout=timeout, log_dir=log_dir)
+    try:
+        await servers.start()
+        return servers.status()
+    finally:
+        await servers.stop()
+
+
+def _started(path: Path, config: ServerConfig, status: ServerStatus, log_dir: Path) -> Check:
+    name = f"mcp {status.name}"
+    if status.state == "connected":
+        return Check(name, True, f"{status.transport}: connected, {status.tools} tools")
+    error = status.error or f"still {status.state}"
+    why = error.split(STDERR_MARK, 1)[0]
+    if isinstance(config, HttpServer):
+        step = (
+            f"MCP server {status.name} does not answer at {config.url} ({why}): check that "
+            f"it runs, and its url and headers in {path}"
+        )
+    else:
+        step = (
+            f"MCP server {status.name} does not start ({why}): see what it wrote in "
+            f"{log_dir / (status.name + '.log')}"
+        )
+    return Check(name, False, f"{status.transport}: {error}", True, step)
+
+
+@dataclass
+class Owners:
+    """Who owns the bot on Telegram, as the database says (``loaded`` once read)."""
+
+    paired: list[PairedOwner] = field(default_factory=list)
+    pending: list[PendingCode] = field(default_factory=list)
+    loaded: bool = False
+
+    async def load(self, db: AsyncDatabase[dict[str, Any]]) -> None:
+        store = PairingStore(db, system_clock)
+        self.paired, self.pending = await store.owners(), await store.pending()
+        self.loaded = True
+
+
+def owner_detail(settings: Settings, owners: Owners) -> tuple[bool, str]:
+    """The ``owner`` line: (ok, text)."""
+    known = [f"{i} (OWNER_TELEGRAM_IDS)" for i in settings.owner_telegram_ids]
+    known += [
+        f"{o.who()}, paired" for o in owners.paired if o.user_id not in settings.owner_telegram_ids
+    ]
+    if known:
+        return True, "Telegram: " + ", ".join(known)
+    if not owners.loaded:
+        return False, "Telegram: none in OWNER_TELEGRAM_IDS (paired owners unknown: no database)"
+    if owners.pending:
+        return False, "Telegram: none yet; " + "; ".join(p.command() for p in owners.pending)
+    return False, "Telegram: none yet (no OWNER_TELEGRAM_IDS, nobody paired)"
+
+
+def next_steps(settings: Settings, checks: Sequence[Check], owners: Owners) -> list[str]:
+    """What to do next, one line each, most urgent first; empty when nothing is missing."""
+    failed = {c.name: c.detail for c in checks if not c.ok}
+    steps: list[str] = []
+    if "database" in failed:
+        where = "MONGODB_URI" if settings.mongodb_uri else "DATA_DIR (embedded database)"
+        steps.append(f"fix the database: {failed['database']} (check {where})")
+    if settings.llm_provider is None:
+        steps.append(
+            "put a model key in .env: OPENAI_API_KEY=sk-... (or GEMINI_API_KEY=...), "
+            "then start again"
+        )
+    elif "model" in failed:
+        steps.append(
+            f"the model does not answer ({failed['model']}): check the key and base URL "
+            f"of {settings.llm_provider.upper()}_API_KEY / {settings.llm_provider.upper()}_BASE_URL"
+        )
+    telegram = settings.telegram_bot_token is not None
+    if not telegram and not settings.whatsapp_enabled and not settings.twilio_account_sid:
+        steps.append(
+            "to chat from your phone, set TELEGRAM_BOT_TOKEN (from @BotFather on Telegram); "
+            "meanwhile `watchkeeper chat` talks in the terminal"
+        )
+    has_owner = bool(settings.owner_telegram_ids or owners.paired)
+    if telegram and not has_owner:
+        if owners.pending:
+            steps.extend(p.command() for p in owners.pending)
+        else:
+            steps.append(
+                "with `watchkeeper run` up, write to your bot on Telegram, then run "
+                "`watchkeeper pair CODE` with the code it answers"
+            )
+    if settings.twilio_account_sid and not settings.public_base_url:
+        steps.append(
+            "set PUBLIC_BASE_URL to this server's public https URL, so Twilio's webhook "
+            "(inbound SMS) is accepted"
+        )
+    if settings.whatsapp_enabled and not settings.whatsapp_session_path.exists():
+        steps.append("link WhatsApp: run `watchkeeper whatsapp link` and scan the QR code")
+    return steps
+
+
         checks.insert(at, Check("owner", *owner_detail(settings, owners)))
     bind = f"{settings.http_host}:{settings.http_port}"
     lines = [f"settings: ok (timezone {settings.timezone}, http {bind})"]

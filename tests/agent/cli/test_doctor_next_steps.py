@@ -12,8 +12,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from agent.cli.doctor import Check, doctor
-from agent.cli.doctor_steps import Owners, next_steps
+from agent.cli.doctor import Check, Owners, doctor, next_steps
 from storage.db import open_database
 from storage.pairing import PairingStore
 from tests.agent.cli.procs import run_env
