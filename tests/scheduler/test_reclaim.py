@@ -13,7 +13,6 @@ import contextlib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from pymongo.asynchronous.database import AsyncDatabase
 
