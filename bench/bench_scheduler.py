@@ -33,7 +33,7 @@ from agent.app.parts import Scheduling  # noqa: E402
 from agent.app.scheduling_feature import SchedulingOptions, scheduling  # noqa: E402
 from agent.cli.event_loop import run as run_app_loop  # noqa: E402
 from agent.config import Settings  # noqa: E402
-from agent.owner import OwnerSettings  # noqa: E402  # noqa: E402
+from agent.owner import OwnerSettings  # noqa: E402
 from channels.types import InboundSink, OutboundMessage, SendResult  # noqa: E402
 from scheduler.cron.expression import next_fires  # noqa: E402
 from scheduler.cron.job import CronJob  # noqa: E402
