@@ -16,19 +16,32 @@ import asyncio
 import contextlib
 import difflib
 import importlib
+import os
+import shutil
 import sys
 from base64 import b64encode
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 from pymongo.asynchronous.database import AsyncDatabase
 
 from agent.config import ConfigError, Provider, Settings, ensure_data_dir
+from agent.context import system_clock
 from agent.llm.factory import provider_key
+from agent.tools.mcp.client import McpServers, ServerStatus
+from agent.tools.mcp.config import (
+    HttpServer,
+    McpConfigError,
+    ServerConfig,
+    StdioServer,
+    survey_mcp_config,
+)
 from storage.db import make_client
 from storage.embedded import EmbeddedServer, EmbeddedUnavailable
+from storage.pairing import PairedOwner, PairingStore, PendingCode
 
 TIMEOUT = aiohttp.ClientTimeout(total=8)
 MODEL_LIST_SECONDS = 10.0
@@ -36,6 +49,10 @@ DATABASE_SECONDS = 20.0
 """Each check's bound: with the checks run at once, doctor answers within a minute
 even when a service accepts the connection and never answers."""
 NO_ANSWER = f"no answer within {MODEL_LIST_SECONDS:g} s"
+START_LIMIT = 25.0
+"""The longest doctor waits for a server to start, whatever MCP_START_TIMEOUT_SECONDS
+says: doctor answers within a minute."""
+STDERR_MARK = "; its stderr ends: "
 
 
 @dataclass
@@ -49,10 +66,6 @@ class Check:
     ``next_steps``."""
 
 
-START_LIMIT = 25.0
-"""The longest doctor waits for a server to start, whatever MCP_START_TIMEOUT_SECONDS
-says: doctor answers within a minute."""
-STDERR_MARK = "; its stderr ends: "
 async def _http_ok(session: aiohttp.ClientSession, url: str, **kw: object) -> tuple[bool, str]:
     try:
         async with session.get(url, timeout=TIMEOUT, **kw) as resp:  # type: ignore[arg-type]
@@ -271,19 +284,6 @@ async def check_channels(settings: Settings, session: aiohttp.ClientSession) -> 
     return checks
 
 
-async def doctor(settings: Settings) -> int:
-    owners = Owners()
-    async with aiohttp.ClientSession() as session:
-        database, models, channels, mcp = await asyncio.gather(
-            check_database(settings, also=owners.load),
-            check_model(settings),
-            check_channels(settings, session),
-            check_mcp(settings),
-        )
-    checks = [database, *models, *channels]
-    checks += mcp
-    if settings.telegram_bot_token is not None:  # right after the telegram line
-        at = next(i for i, c in enumerate(checks) if c.name == "telegram") + 1
 async def check_mcp(settings: Settings) -> list[Check]:
     survey = survey_mcp_config(settings)
     path = survey.path
@@ -455,6 +455,19 @@ def next_steps(settings: Settings, checks: Sequence[Check], owners: Owners) -> l
     return steps
 
 
+async def doctor(settings: Settings) -> int:
+    owners = Owners()
+    async with aiohttp.ClientSession() as session:
+        database, models, channels, mcp = await asyncio.gather(
+            check_database(settings, also=owners.load),
+            check_model(settings),
+            check_channels(settings, session),
+            check_mcp(settings),
+        )
+    checks = [database, *models, *channels]
+    checks += mcp
+    if settings.telegram_bot_token is not None:  # right after the telegram line
+        at = next(i for i, c in enumerate(checks) if c.name == "telegram") + 1
         checks.insert(at, Check("owner", *owner_detail(settings, owners)))
     bind = f"{settings.http_host}:{settings.http_port}"
     lines = [f"settings: ok (timezone {settings.timezone}, http {bind})"]
