@@ -17,9 +17,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from storage import collections as c
 from storage import retry
-from storage.cache import TtlCache
-from storage.group_commit import GroupCommit, insert_groups
-from storage.group_load import GroupLoad
+from storage.coalesce import GroupCommit, GroupLoad, TtlCache, insert_groups
 from storage.times import aware, utcnow
 
 Doc = dict[str, Any]

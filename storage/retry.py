@@ -45,7 +45,7 @@ Doc = dict[str, Any]
 CLAIM_FIELD = "claim_id"
 """Set by ``claim`` on the document it takes: the token of the claim that took it."""
 INSERT_FIELD = "insert_id"
-"""Set on a document whose ``_id`` is its own key (``storage.group_commit.insert_each``
+"""Set on a document whose ``_id`` is its own key (``storage.coalesce.insert_each``
 with ``keyed``): which insert stored it, so a retry can tell its own copy from another."""
 
 

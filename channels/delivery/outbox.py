@@ -4,7 +4,7 @@ A reply is claimed atomically (``pending`` -> ``sending``) before it is sent, so
 the fast path (send right after enqueue) and the retry loop never send it twice.
 One that finally fails stays in the collection as ``failed`` with its error and
 is reported; nothing is dropped silently. Under load, replies stored and sends
-recorded meanwhile share one command each (``storage.group_commit``).
+recorded meanwhile share one command each (``storage.coalesce``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from channels.delivery.text import clean_text, clean_value
 from channels.types import Button, Channel, OutboundMessage, SendError, SendResult
 from storage import collections as c
 from storage import retry
-from storage.group_commit import BOOKKEEPING_LINGER, GroupCommit, insert_each, set_each
+from storage.coalesce import BOOKKEEPING_LINGER, GroupCommit, insert_each, set_each
 from storage.tasks import stop_task, wait_event
 
 log = logging.getLogger(__name__)
@@ -75,14 +75,14 @@ class Outbox:
         self._timers: set[asyncio.TimerHandle] = set()
         self._insert = GroupCommit(insert_each(self._coll, keyed=True))
         self._mark_sent = GroupCommit(set_each(self._coll))
-        # Written after the send: in a crowd it waits for company (storage.group_commit).
+        # Written after the send: in a crowd it waits for company (storage.coalesce).
         self._record = GroupCommit(insert_each(self._coll, keyed=True), linger=BOOKKEEPING_LINGER)
 
     async def enqueue(self, message: OutboundMessage, *, send_now: bool = True) -> bool:
         """Store ``message``; False when its idempotency key was already stored."""
         doc = self._doc(message, send_now=send_now)
         try:
-            # Together with replies stored meanwhile (storage.group_commit); retried once
+            # Together with replies stored meanwhile (storage.coalesce); retried once
             # on a dropped connection, a retry meeting its own copy (same _id) is success.
             await self._insert(doc)
         except DuplicateKeyError:

@@ -3,7 +3,7 @@
 1. ``submit`` stores the message in ``inbox`` under an ``_id`` made of its channel and
    external id (``storage.collections``) before the channel acknowledges its
    transport: a redelivery is a no-op. Under
-   load, inbox writes of one kind share one command (``storage.group_commit``).
+   load, inbox writes of one kind share one command (``storage.coalesce``).
 2. One worker per conversation handles its messages in order; conversations run
    in parallel (optionally bounded; the app leaves model calls to the model's
    adaptive limit).
@@ -58,8 +58,8 @@ from channels.delivery.text import clean_inbound, clean_text
 from channels.types import Channel, HandlingFailed, InboundMessage, Reply
 from channels.typing_indicator import TypingIndicator
 from storage import collections as c
+from storage.coalesce import BOOKKEEPING_LINGER, GroupCommit, insert_each, set_all
 from storage.collections import inbox_key
-from storage.group_commit import BOOKKEEPING_LINGER, GroupCommit, insert_each, set_all
 from storage.tasks import stop_task, wait_event
 
 log = logging.getLogger(__name__)
@@ -140,7 +140,7 @@ class Pipeline:
             doc["media"] = pending_docs(message.media)
         try:
             # Stored together with the messages that arrive while a write is in flight
-            # (storage.group_commit); each one's duplicate key is still its own.
+            # (storage.coalesce); each one's duplicate key is still its own.
             await self._store(doc)
         except DuplicateKeyError:
             log.info("duplicate %s message %s ignored", message.channel, message.external_id)

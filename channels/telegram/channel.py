@@ -307,7 +307,7 @@ class TelegramChannel:
 
     async def _take_all(self, updates: Sequence[Update]) -> None:
         """Store a batch: chats at once (their inbox writes share one database command,
-        ``storage.group_commit``), each chat's updates in order. ``_take`` retries until
+        ``storage.coalesce``), each chat's updates in order. ``_take`` retries until
         stored, so the offset moves past the batch only once every update in it is."""
         by_chat: dict[int | None, list[Update]] = {}
         for update in updates:

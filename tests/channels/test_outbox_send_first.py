@@ -125,7 +125,7 @@ async def test_a_failed_send_is_stored_due_again_and_the_retry_loop_sends_it(
         assert channel.sent == []
         # Woken when it falls due, not at the 30 s poll.
         await asyncio.wait_for(channel.delivered.wait(), 5)
-        # Its "sent" mark lingers for company (storage.group_commit): no event to wait on.
+        # Its "sent" mark lingers for company (storage.coalesce): no event to wait on.
         sent = {"_id": "k1", "status": "sent"}
         async with asyncio.timeout(5):
             while await db["outbox"].find_one(sent) is None:  # noqa: ASYNC110

@@ -68,7 +68,7 @@ async def test_a_duplicate_delivery_is_handled_once(db: AsyncDatabase[Doc]) -> N
     pipeline = Pipeline(db, handler, outbox, {"rec": channel}, now)
     assert await pipeline.submit(inbound("a", 1))
     assert not await pipeline.submit(inbound("a", 1))
-    # Twice at once: both in one inbox write (storage.group_commit), one stored.
+    # Twice at once: both in one inbox write (storage.coalesce), one stored.
     both = await asyncio.gather(*(pipeline.submit(inbound("a", 2)) for _ in range(2)))
     await pipeline.join()
     assert sorted(both) == [False, True]

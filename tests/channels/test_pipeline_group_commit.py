@@ -1,4 +1,4 @@
-"""Under a burst the pipeline and outbox share database commands (storage.group_commit),
+"""Under a burst the pipeline and outbox share database commands (storage.coalesce),
 and every message is still stored, answered, recorded sent and marked done."""
 
 from __future__ import annotations

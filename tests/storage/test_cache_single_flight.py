@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from storage.cache import TtlCache
+from storage.coalesce import TtlCache
 
 
 class Loader:

@@ -12,8 +12,8 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from storage import collections as c
+from storage.coalesce import GroupLoad
 from storage.collections import ensure_indexes
-from storage.group_load import GroupLoad
 from storage.repos import ConversationRepo
 from tests.storage.conftest import Commands
 

@@ -10,7 +10,7 @@ from bson.errors import InvalidDocument
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
-from storage.group_commit import GroupCommit, insert_each, set_all, set_each
+from storage.coalesce import GroupCommit, insert_each, set_all, set_each
 from tests.storage.conftest import Commands
 from tests.waiting import until, waiting_in
 

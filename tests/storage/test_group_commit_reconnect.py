@@ -12,7 +12,7 @@ import pytest
 from pymongo import AsyncMongoClient
 from pymongo.errors import DuplicateKeyError
 
-from storage.group_commit import insert_each, set_all, set_each
+from storage.coalesce import insert_each, set_all, set_each
 from tests.fakes.unheard_close import UnheardCloseRelay
 
 Doc = dict[str, Any]

@@ -20,9 +20,9 @@ from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
 from channels.types import InboundMessage, OutboundMessage, Reply
 from storage import collections as c
+from storage.coalesce import insert_each
 from storage.collections import LEGACY_INBOX_INDEX, LEGACY_OUTBOX_INDEX, inbox_key
 from storage.db import open_database
-from storage.group_commit import insert_each
 from storage.retry import INSERT_FIELD
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.unheard_close import UnheardCloseRelay

@@ -1,6 +1,6 @@
 """Conversations opened together after a quiet stretch: the server has closed every
 pooled connection, and a burst of chats opens (the first alone, the others in one
-batch: ``storage.group_load``). Each chat gets exactly one conversation, new or found."""
+batch: ``storage.coalesce``). Each chat gets exactly one conversation, new or found."""
 
 from __future__ import annotations
 

@@ -1,25 +1,38 @@
-"""Group commit: writes of one kind share a database command while one is in flight.
+"""Concurrent callers sharing database work: writes of one kind share a command, reads
+of one kind share a query, and small documents read on every exchange are remembered.
 
-The embedded server pays a large fixed cost per command, so under a burst the
-writes that queue up behind the one in flight go together in ONE command as soon as
-it returns. A lone write goes at once (nothing waits for company), so an idle
-process sees no delay, and a burst needs a handful of commands instead of one each.
+Group commit (``GroupCommit``): the embedded server pays a large fixed cost per
+command, so under a burst the writes that queue up behind the one in flight go together
+in ONE command as soon as it returns. A lone write goes at once (nothing waits for
+company), so an idle process sees no delay, and a burst needs a handful of commands
+instead of one each. A write given a ``linger`` waits that long for company even when
+nothing is in flight: for writes no reply waits on (``BOOKKEEPING_LINGER``). Each caller
+still awaits its own write and gets its own outcome: ``write`` returns one outcome per
+item (``None``, or the exception that item's own write would have raised, say a
+``DuplicateKeyError``). If the command for a batch fails as a whole, each item is
+written again alone, so one bad document cannot fail the others; only an unreachable
+database fails them all at once (writing each alone would only wait for it once per
+item).
 
-A write given a ``linger`` waits that long for company even when nothing is in
-flight: for writes no reply waits on (``BOOKKEEPING_LINGER``).
+Group load (``GroupLoad``), the read-side twin: a lone load goes at once with its own
+query; loads that queue up behind it go together, as soon as it returns, in one call of
+``load_many`` (a query by ``$in``, say). Each caller gets its own value or error;
+callers asking for the same key in one batch share its answer.
 
-Each caller still awaits its own write and gets its own outcome: ``write`` returns
-one outcome per item (``None``, or the exception that item's own write would have
-raised, say a ``DuplicateKeyError``). If the command for a batch fails as a whole,
-each item is written again alone, so one bad document cannot fail the others; only
-an unreachable database fails them all at once (writing each alone would only wait
-for it once per item).
+A read-through cache (``TtlCache``), owned by the repository that writes the document,
+so every write through it invalidates at once; a write by another process is seen
+within ``ttl`` seconds. Used only for data where that short lag is harmless (the system
+instruction, the pulse settings shown in the prompt, the active conversation of a
+chat). Concurrent misses of one key share one load (a burst of chats arriving together
+reads the document once, not once each). An ``invalidate`` during a load makes later
+callers load afresh, and the stale answer is not kept.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from bson import ObjectId
@@ -30,7 +43,13 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError, WriteError
 from storage import retry
 
 I = TypeVar("I")  # noqa: E741 - the item type
+K = TypeVar("K", bound=Hashable)
+A = TypeVar("A")  # what a caller passes besides the key
+V = TypeVar("V")
 Doc = dict[str, Any]
+
+# Group commit.
+
 Outcomes = Sequence[BaseException | None] | None
 """Per item, in order: None (written) or its own error; None as a whole: all written."""
 BatchWrite = Callable[[list[I]], Awaitable[Outcomes]]
@@ -39,9 +58,8 @@ MAX_ITEMS = 200
 BOOKKEEPING_LINGER = 0.03
 """How long a write that answers nobody waits for company while other exchanges are in
 flight: a sent reply's record, a handled message's "done" mark. Under a burst they come
-one every few ms, as answers arrive; ~10 then share a command instead of going one or
-two at a time (profile_burst: ~0.4 fewer commands and ~0.5 ms less database CPU per
-message). A write with no company in sight goes at once."""
+one every few ms, as answers arrive, and then share a command instead of going one or
+two at a time. A write with no company in sight goes at once."""
 
 
 class GroupCommit(Generic[I]):
@@ -245,3 +263,131 @@ def insert_groups(coll: AsyncCollection[Doc]) -> BatchWrite[list[Doc]]:
         return found
 
     return write
+
+
+# Group load.
+
+LoadOne = Callable[[K, A], Awaitable[V]]
+LoadMany = Callable[[Sequence[tuple[K, A]]], Awaitable[Mapping[K, V]]]
+MAX_KEYS = 200
+
+
+class GroupLoad(Generic[K, A, V]):
+    def __init__(
+        self, load_one: LoadOne[K, A, V], load_many: LoadMany[K, A, V], *, max_keys: int = MAX_KEYS
+    ) -> None:
+        self._one = load_one
+        self._many = load_many
+        self._max = max_keys
+        self._queue: dict[K, tuple[A, list[asyncio.Future[V]]]] = {}
+        self._busy = False
+        self._drain_task: asyncio.Task[None] | None = None  # held: the loop keeps weak refs
+
+    async def __call__(self, key: K, arg: A) -> V:
+        if self._busy:
+            done: asyncio.Future[V] = asyncio.get_running_loop().create_future()
+            self._queue.setdefault(key, (arg, []))[1].append(done)
+            return await done
+        self._busy = True
+        try:
+            return await self._one(key, arg)
+        finally:
+            self._busy = False
+            if self._queue:
+                self._busy = True
+                self._drain_task = asyncio.create_task(self._drain(), name="group load")
+
+    async def _drain(self) -> None:
+        try:
+            while self._queue:
+                keys = list(self._queue)[: self._max]
+                batch = {key: self._queue.pop(key) for key in keys}
+                try:
+                    found = await self._many([(key, arg) for key, (arg, _w) in batch.items()])
+                except Exception as exc:
+                    for _arg, waiters in batch.values():
+                        _settle(waiters, exc)
+                    continue
+                for key, (_arg, waiters) in batch.items():
+                    if key in found:
+                        _settle(waiters, found[key])
+                    else:
+                        _settle(waiters, KeyError(f"group load: nothing for {key!r}"))
+        finally:
+            self._busy = False
+            for _arg, waiters in self._queue.values():  # cancelled: nobody hears a result
+                for waiter in waiters:
+                    waiter.cancel()
+            self._queue = {}
+
+
+def _settle(waiters: list[asyncio.Future[V]], outcome: V | Exception) -> None:
+    for waiter in waiters:
+        if waiter.done():
+            continue  # its caller was cancelled
+        if isinstance(outcome, Exception):
+            waiter.set_exception(outcome)
+        else:
+            waiter.set_result(outcome)
+
+
+# The read-through cache.
+
+
+class TtlCache(Generic[K, V]):
+    def __init__(
+        self, ttl: float, max_entries: int = 10_000, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._ttl = ttl
+        self._max = max_entries
+        self._clock = clock
+        self._entries: dict[K, tuple[float, V]] = {}
+        self._loading: dict[K, asyncio.Future[V]] = {}
+
+    async def get(self, key: K, load: Callable[[], Awaitable[V]]) -> V:
+        while True:
+            now = self._clock()
+            hit = self._entries.get(key)
+            if hit is not None and now - hit[0] < self._ttl:
+                return hit[1]
+            pending = self._loading.get(key)
+            if pending is None:
+                break
+            try:
+                return await asyncio.shield(pending)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if not pending.cancelled() or (task is not None and task.cancelling()):
+                    raise  # this caller was cancelled, not the load it waited for
+        future: asyncio.Future[V] = asyncio.get_running_loop().create_future()
+        self._loading[key] = future
+        try:
+            value = await load()
+        except BaseException as exc:
+            self._settle(key, future, exc)
+            raise
+        if self._loading.get(key) is future:  # not invalidated meanwhile
+            if len(self._entries) >= self._max:
+                self._entries.clear()  # rare; cheaper than tracking recency
+            self._entries[key] = (now, value)
+        self._settle(key, future, value)
+        return value
+
+    def _settle(self, key: K, future: asyncio.Future[V], outcome: V | BaseException) -> None:
+        if self._loading.get(key) is future:
+            del self._loading[key]
+        if isinstance(outcome, asyncio.CancelledError):
+            future.cancel()  # waiters load for themselves (see ``get``)
+        elif isinstance(outcome, BaseException):
+            future.set_exception(outcome)
+            future.exception()  # retrieved: no "never retrieved" warning without waiters
+        else:
+            future.set_result(outcome)
+
+    def invalidate(self, key: K | None = None) -> None:
+        if key is None:
+            self._entries.clear()
+            self._loading.clear()
+        else:
+            self._entries.pop(key, None)
+            self._loading.pop(key, None)
