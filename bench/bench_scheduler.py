@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from agent.app.core import App, build_app  # noqa: E402
+from agent.app.features.scheduling import SchedulingOptions, scheduling  # noqa: E402
 from agent.app.parts import Scheduling  # noqa: E402
-from agent.app.scheduling_feature import SchedulingOptions, scheduling  # noqa: E402
 from agent.cli.event_loop import run as run_app_loop  # noqa: E402
 from agent.config import Settings  # noqa: E402
 from agent.owner import OwnerSettings  # noqa: E402
@@ -39,10 +39,10 @@ from scheduler.cron.expression import next_fires  # noqa: E402
 from scheduler.cron.job import CronJob  # noqa: E402
 from scheduler.cron.service import CronService  # noqa: E402
 from scheduler.engine import Engine  # noqa: E402
-from scheduler.leases import LeaseStore  # noqa: E402
+from scheduler.fires.claims import LeaseStore  # noqa: E402
+from scheduler.fires.recorder import RunRecorder, Skip  # noqa: E402
+from scheduler.fires.records import RunStore  # noqa: E402
 from scheduler.pulse.store import PulseStore  # noqa: E402
-from scheduler.recorder import RunRecorder, Skip  # noqa: E402
-from scheduler.runs import RunStore  # noqa: E402
 from storage.db import open_database  # noqa: E402
 from tests.fakes.scripted import Request, ScriptedModel  # noqa: E402
 from tests.tokens import count_tokens  # noqa: E402

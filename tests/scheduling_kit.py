@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.app.core import App, build_app
-from agent.app.scheduling_feature import Scheduling, SchedulingOptions, scheduling
+from agent.app.features.scheduling import Scheduling, SchedulingOptions, scheduling
 from agent.context import RunContext
 from agent.llm.types import ModelMessage, ToolCallPart, ToolResultPart
 from channels.types import Channel, InboundMessage

@@ -21,7 +21,7 @@ from neonize.proto.waE2E.WAWebProtobufsE2E_pb2 import Message
 from pymongo import AsyncMongoClient
 
 from agent.app.core import build_app
-from agent.app.whatsapp_feature import make_whatsapp_feature
+from agent.app.features.whatsapp import make_whatsapp_feature
 from agent.conversation.dispatch import refusal
 from agent.llm.openai.model import OpenAIModel
 from channels.console import ConsoleChannel

@@ -17,7 +17,7 @@ import pytest
 from neonize.proto.Neonize_pb2 import Connected
 
 from agent.app.core import App, build_app
-from agent.app.whatsapp_feature import make_whatsapp_feature
+from agent.app.features.whatsapp import make_whatsapp_feature
 from agent.tools.cron import MANAGE_CRONJOB
 from channels.whatsapp import WhatsAppChannel
 from tests.conftest import make_settings

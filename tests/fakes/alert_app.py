@@ -18,8 +18,8 @@ from twilio.request_validator import RequestValidator
 
 from agent.alerts.policy import RoutingPolicy
 from agent.alerts.router import AlertRouter
-from agent.app.alerts_feature import AlertingOptions, alerting
 from agent.app.core import App, Feature, build_app
+from agent.app.features.alerts import AlertingOptions, alerting
 from agent.app.http import make_web_app
 from tests.conftest import make_settings
 from tests.fakes.channel import RecordingChannel

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agent.app.scheduling_feature import SchedulingOptions, scheduling
+from agent.app.features.scheduling import SchedulingOptions, scheduling
 from scheduler.cron.job import CronJob
 from tests.fakes.alert_app import Harness, alert_app
 from tests.fakes.scripted import ScriptedModel

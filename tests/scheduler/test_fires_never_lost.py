@@ -25,17 +25,17 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import AutoReconnect
 
 from agent.app.core import build_app
+from agent.app.features.scheduling import SchedulingOptions, scheduling
 from agent.app.parts import App
-from agent.app.scheduling_feature import SchedulingOptions, scheduling
 from agent.llm.types import ModelMessage, ModelResponse, ToolSpec
 from agent.owner import OwnerSettings
 from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
 from scheduler.engine import Engine
-from scheduler.leases import LeaseStore
+from scheduler.fires.claims import LeaseStore
+from scheduler.fires.recorder import RunRecorder, RunTicket, Skip
+from scheduler.fires.records import Outcome, RunStore, Trigger
 from scheduler.pulse.store import PulseStore
-from scheduler.recorder import RunRecorder, RunTicket, Skip
-from scheduler.runs import Outcome, RunStore, Trigger
 from tests.conftest import make_settings
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import FakeClock

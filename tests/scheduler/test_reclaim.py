@@ -16,18 +16,17 @@ from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from agent.app.scheduling_feature import SchedulingOptions, build_parts
+from agent.app.features.scheduling import SchedulingOptions, build_parts
 from agent.owner import OwnerSettings
 from channels.types import OutboundMessage, SendResult
 from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
 from scheduler.engine import Engine, EngineConfig, Fire
-from scheduler.leases import LeaseStore
+from scheduler.fires.claims import LeaseStore
+from scheduler.fires.recorder import Go, RunRecorder, RunTicket
+from scheduler.fires.records import LeaseTerms, Outcome, RunLeases, RunStore, Trigger
+from scheduler.fires.recovery import UNLEASED_HOLD, orphaned
 from scheduler.pulse.store import PulseStore
-from scheduler.reclaim import UNLEASED_HOLD, orphaned
-from scheduler.recorder import Go, RunRecorder, RunTicket
-from scheduler.run_leases import LeaseTerms, RunLeases
-from scheduler.runs import Outcome, RunStore, Trigger
 from scheduler.timers import RETRY_TIMER
 from storage.times import aware
 from tests.contexts import owner_ctx

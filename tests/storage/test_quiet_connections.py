@@ -19,9 +19,9 @@ import pytest
 from pymongo import AsyncMongoClient
 from pymongo.errors import AutoReconnect, DuplicateKeyError
 
-from agent.app.alerts_feature import AlertingOptions, alerting
 from agent.app.core import build_app
-from agent.app.scheduling_feature import SchedulingOptions, scheduling
+from agent.app.features.alerts import AlertingOptions, alerting
+from agent.app.features.scheduling import SchedulingOptions, scheduling
 from storage import retry
 from storage.db import make_client, open_database
 from tests.conftest import make_settings

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from agent.app.scheduling_feature import SchedulingOptions, scheduling
+from agent.app.features.scheduling import SchedulingOptions, scheduling
 from tests.fakes.alert_app import OWNER_PHONE, OWNER_TG, START, alert_app
 from tests.scheduling_kit import call_tool
 

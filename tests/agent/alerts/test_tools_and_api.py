@@ -10,8 +10,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from agent.app.alerts_feature import AlertingOptions, alerting
 from agent.app.core import App
+from agent.app.features.alerts import AlertingOptions, alerting
 from tests.agent.alerts.alert_kit import _alert
 from tests.contexts import owner_ctx
 from tests.fakes.alert_app import ADMIN, alert_app
@@ -119,7 +119,7 @@ async def test_feature_without_twilio_settings_has_no_sms(mongo_server: str) -> 
 async def test_with_the_scheduler_a_failing_job_alert_takes_schedule_replies(
     mongo_server: str,
 ) -> None:
-    from agent.app.scheduling_feature import SchedulingOptions, scheduling
+    from agent.app.features.scheduling import SchedulingOptions, scheduling
 
     feature = scheduling(SchedulingOptions(timer=False))
     async with alert_app(mongo_server, features=(feature,)) as h:

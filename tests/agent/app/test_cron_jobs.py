@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from agent.app.core import App
-from agent.app.scheduling_feature import SchedulingOptions
+from agent.app.features.scheduling import SchedulingOptions
 from agent.cli.upcoming import print_schedule
 from agent.llm.types import ModelMessage
 from channels.telegram import TelegramChannel

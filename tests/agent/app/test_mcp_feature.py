@@ -12,22 +12,21 @@ import logging
 import os
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from agent.app.mcp_feature import mcp_feature
+from agent.app.features.mcp import mcp_feature
 from agent.app.status import status_data, status_text
 from agent.llm.openai.model import OpenAIModel
 from agent.tools.mcp.config import StdioServer
 from tests.agent.llm.llm_kit import OPENAI_KEY
-from tests.agent.tools.test_mcp_client import our_server_processes
 from tests.fakes.chat_app import ChatApp, chat_app
-from tests.fakes.mcp_kit import Gate, stdio_server
+from tests.fakes.mcp_kit import Gate, our_server_processes, stdio_server
 from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.scripted import ScriptedModel
+from tests.waiting import until
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -54,32 +53,37 @@ async def test_servers_start_in_the_background_and_stop_with_the_app(
         StdioServer("broken", "/nonexistent/imap-mcp"),
     )
     model = ScriptedModel(lambda r: "ok")
-    began = time.monotonic()
-    async with chat_app(
-        mongo_server, f"t_{uuid.uuid4().hex[:8]}", model, data, features=[mcp_feature]
-    ) as chat:
-        assert time.monotonic() - began < 10
-        servers = chat.app.deps.mcp
-        assert servers is not None
-        deadline = time.monotonic() + 20
-        while "local" not in servers.connected():
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.05)
-        data_now = await status_data(chat.app)  # what GET /api/status answers
-        by_name = {s["name"]: s for s in data_now["mcp"]["servers"]}
-        assert by_name["local"] == {
-            "name": "local",
-            "transport": "stdio",
-            "state": "connected",
-            "tools": 6,
-            "error": None,
-        }
-        assert by_name["broken"]["state"] == "failed"
-        assert "command not found" in by_name["broken"]["error"]
-        text = status_text(data_now, "m")
-        assert "MCP: local connected (6 tools), broken failed (command not found" in text
-        assert [r for r in await chat.ask("/status") if "MCP: local connected" in r]
-        assert our_server_processes()
+    async with Gate() as gate:
+        write_config(
+            data / "mcp.json",  # the default place
+            stdio_server("local", gate=gate),  # held until the app has started
+            StdioServer("broken", "/nonexistent/imap-mcp"),
+        )
+        async with chat_app(
+            mongo_server, f"t_{uuid.uuid4().hex[:8]}", model, data, features=[mcp_feature]
+        ) as chat:
+            servers = chat.app.deps.mcp
+            assert servers is not None
+            # Started with the server held at its gate: start-up did not wait for it
+            # (nor out its start timeout: it would have failed then).
+            assert [s.state for s in servers.status() if s.name == "local"] == ["starting"]
+            gate.open()
+            await until(lambda: "local" in servers.connected(), "local connected")
+            data_now = await status_data(chat.app)  # what GET /api/status answers
+            by_name = {s["name"]: s for s in data_now["mcp"]["servers"]}
+            assert by_name["local"] == {
+                "name": "local",
+                "transport": "stdio",
+                "state": "connected",
+                "tools": 6,
+                "error": None,
+            }
+            assert by_name["broken"]["state"] == "failed"
+            assert "command not found" in by_name["broken"]["error"]
+            text = status_text(data_now, "m")
+            assert "MCP: local connected (6 tools), broken failed (command not found" in text
+            assert [r for r in await chat.ask("/status") if "MCP: local connected" in r]
+            assert our_server_processes()
     assert our_server_processes() == []
 
 

@@ -16,7 +16,7 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from agent.app.core import build_app
-from agent.app.pairing_feature import pairing_feature
+from agent.app.features.pairing import pairing_feature
 from agent.app.parts import App
 from agent.cli.pair import WELCOME, pair
 from agent.config import Settings

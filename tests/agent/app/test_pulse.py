@@ -12,8 +12,8 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from agent.app.core import App
+from agent.app.features.scheduling import SchedulingOptions
 from agent.app.http import make_web_app
-from agent.app.scheduling_feature import SchedulingOptions
 from tests.contexts import contact_ctx, owner_ctx
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import FakeClock

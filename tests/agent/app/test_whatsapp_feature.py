@@ -13,7 +13,7 @@ import pytest
 from neonize.proto.Neonize_pb2 import Connected, Disconnected, LoggedOut
 
 from agent.app.core import build_app
-from agent.app.whatsapp_feature import make_notifier, make_whatsapp_feature
+from agent.app.features.whatsapp import make_notifier, make_whatsapp_feature
 from agent.cli.whatsapp_link import link
 from storage.whatsapp_permissions import WhatsAppPermissions
 from tests.channels.whatsapp_kit import ALICE, BOB, OWNER, Kit, kit
@@ -190,7 +190,7 @@ async def test_link_validates_the_phone_and_pairs(tmp_path: Path) -> None:
 @pytest.fixture
 async def alert_kit(mongo_server: str, tmp_path: Path) -> AsyncIterator[Kit]:
     """WhatsApp as the owner's only chat channel, with the real alert router."""
-    from agent.app.alerts_feature import AlertingOptions, alerting
+    from agent.app.features.alerts import AlertingOptions, alerting
 
     clients: list[FakeClient] = []
 

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from agent.app.scheduling_feature import SchedulingOptions, scheduling
+from agent.app.features.scheduling import SchedulingOptions, scheduling
 from agent.conversation.held_sends import confirm_held_send
 from agent.llm.types import ModelMessage, ToolCallPart
 from channels.delivery.outbox import Outbox

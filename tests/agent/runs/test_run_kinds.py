@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from agent.app.scheduling_feature import SchedulingOptions, scheduling
+from agent.app.features.scheduling import SchedulingOptions, scheduling
 from agent.context import RunContext
 from agent.conversation.dispatch import Trust
 from channels.types import InboundMessage

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agent.app.scheduling_feature import SchedulingOptions, scheduling
+from agent.app.features.scheduling import SchedulingOptions, scheduling
 from agent.conversation.dispatch import SLOW_DOWN, Trust
 from agent.llm.types import ModelMessage, ToolCallPart
 from channels.types import InboundMessage

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.app.scheduling_feature import SchedulingOptions, scheduling
+from agent.app.features.scheduling import SchedulingOptions, scheduling
 from agent.llm.types import ModelMessage, ToolCallPart
 from tests.fakes.alert_app import alert_app
 from tests.fakes.scripted import Request

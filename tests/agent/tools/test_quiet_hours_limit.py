@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from agent.app.scheduling_feature import SchedulingOptions, scheduling
+from agent.app.features.scheduling import SchedulingOptions, scheduling
 from tests.contexts import owner_ctx
 from tests.fakes.alert_app import alert_app
 from tests.scheduler.test_quiet_window_limit import minute_windows

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agent.app.scheduling_feature import SchedulingOptions, scheduling
+from agent.app.features.scheduling import SchedulingOptions, scheduling
 from tests.agent.app.dashboard.browser_kit import Browser, start_driver
 from tests.fakes.alert_app import ADMIN, Harness, alert_app
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agent.app.scheduling_feature import SchedulingOptions, scheduling
+from agent.app.features.scheduling import SchedulingOptions, scheduling
 from tests.agent.app.dashboard.conftest import TOKEN
 from tests.agent.app.dashboard.test_auth import fresh_client, log_in
 from tests.fakes.alert_app import Harness, alert_app

@@ -27,11 +27,10 @@ from channels.types import InboundMessage, Reply
 from scheduler.cron.job import JobLimits
 from scheduler.cron.service import CronService
 from scheduler.engine import Engine, EngineConfig
-from scheduler.leases import LeaseStore
+from scheduler.fires.claims import LeaseStore
+from scheduler.fires.recorder import RunRecorder
+from scheduler.fires.records import LeaseTerms, RunLeases, RunStore
 from scheduler.pulse.store import PulseStore
-from scheduler.recorder import RunRecorder
-from scheduler.run_leases import LeaseTerms, RunLeases
-from scheduler.runs import RunStore
 from scheduler.views import (
     job_line,
     job_view,
@@ -60,7 +59,7 @@ class SchedulingOptions:
     resync_seconds: float = 60.0
     max_parallel: int = 256
     lease: LeaseTerms = field(default_factory=LeaseTerms)
-    """How long a run's lease lasts unrenewed (``scheduler.run_leases``)."""
+    """How long a run's lease lasts unrenewed (``scheduler.fires.records``)."""
 
 
 def build_parts(app: App, options: SchedulingOptions) -> Scheduling:
