@@ -7,7 +7,7 @@ how many that contact sent in the last minute, every pulse how many messages cam
 the last one, and the model's WhatsApp read tool its contacts' last messages. The
 outbox keeps every message ever sent and the inbox every one received, so each must
 read only what it needs: alert-carrying messages (a sparse index), what was sent or
-received within the window (``storage.inbox_window``).
+received within the window (``channels.delivery.inbox``).
 Fills the embedded database with ``--messages`` sent and as many received messages,
 one a minute, then times each lookup beside the same question asked as a plain filter
 (which SecantusDB answers with a full scan).
@@ -34,9 +34,9 @@ sys.path.insert(0, str(ROOT))  # run as a plain script
 from agent.alerts.reply_target import last_sent_alert, replied_alert  # noqa: E402
 from agent.cli.event_loop import run as run_app_loop  # noqa: E402
 from agent.runs.pulse_brief import is_news  # noqa: E402
+from channels.delivery.inbox import STATUSES, newest_received, received_since  # noqa: E402
 from storage import collections as c  # noqa: E402
 from storage.db import open_database  # noqa: E402
-from storage.inbox_window import STATUSES, newest_received, received_since  # noqa: E402
 
 NOW = datetime(2026, 11, 26, 10, 0, tzinfo=UTC)
 OWNER = "+15550100100"

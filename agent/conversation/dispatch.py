@@ -20,9 +20,9 @@ from agent.conversation.agent import Agent, apology
 from agent.conversation.commands import COMMAND_HELP
 from agent.conversation.pairing import Pairing
 from agent.conversation.prompt import mark_untrusted
+from channels.delivery.inbox import received_since
 from channels.types import HandlingFailed, InboundMessage, Reply
 from storage import collections as c
-from storage.inbox_window import received_since
 
 log = logging.getLogger(__name__)
 

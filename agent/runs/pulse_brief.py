@@ -15,13 +15,13 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from agent.context import AgentDeps
+from channels.delivery.inbox import STATUSES, received_since
 from scheduler.cron.service import CronService
 from scheduler.pulse.grid import PulseConfigError, next_pulse, remaining_today
 from scheduler.pulse.store import PulseState
 from scheduler.runs import RunStore
 from scheduler.views import short_time
 from storage import collections as c
-from storage.inbox_window import STATUSES, received_since
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]

@@ -15,8 +15,8 @@ from pydantic import BaseModel, Field, StrictBool
 from agent.context import RunContext
 from agent.tools.base import Tool, ToolError, ToolResult
 from agent.tools.sending import deliver
+from channels.delivery.inbox import newest_received
 from storage import collections as c
-from storage.inbox_window import newest_received
 from storage.whatsapp_permissions import (
     Permission,
     WhatsAppPermissions,

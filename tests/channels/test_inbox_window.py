@@ -9,11 +9,11 @@ from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
+from channels.delivery.inbox import STATUSES, newest_received, received_since
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
 from channels.types import HandlingFailed, InboundMessage, Reply
 from storage import collections as c
-from storage.inbox_window import STATUSES, newest_received, received_since
 from tests.fakes.channel import RecordingChannel
 
 Doc = dict[str, Any]
