@@ -29,7 +29,7 @@ from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
 from scheduler.leases import LeaseStore, cron_key
 from scheduler.recorder import RunRecorder
-from storage.times import aware
+from storage.ejson import aware
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]

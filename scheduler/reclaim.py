@@ -34,7 +34,7 @@ from scheduler.cron.job import CronJob, JobError
 from scheduler.cron.service import CronService
 from scheduler.recorder import RunRecorder
 from scheduler.runs import RunStore
-from storage.times import aware
+from storage.ejson import aware
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]

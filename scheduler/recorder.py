@@ -41,8 +41,8 @@ from scheduler.runs import (
     Trigger,
     lost_doc,
 )
+from storage.ejson import aware
 from storage.retry import unreachable
-from storage.times import aware
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]

@@ -29,8 +29,8 @@ from scheduler.cron.service import CronService
 from scheduler.leases import cron_key, pulse_key
 from scheduler.recorder import NotStarted, RunRecorder
 from scheduler.runs import RunKindName, RunStore, Trigger
+from storage.ejson import aware
 from storage.retry import unreachable
-from storage.times import aware
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]

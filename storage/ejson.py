@@ -1,9 +1,13 @@
-"""Extended JSON at the ``db_query`` boundary.
+"""BSON values as the project and the model see them.
 
-The model only speaks JSON, so ObjectIds and dates travel as relaxed Extended JSON
-(``{"$oid": ...}``, ``{"$date": ...}``). Values coming in are turned into BSON types
-before they reach MongoDB, and documents going out are turned back, so that an ``_id``
-the model has read can be pasted straight into its next filter.
+Dates: BSON dates come back from MongoDB naive, and they are UTC; ``aware`` reads one
+back as an aware UTC datetime, as the rest of the project uses them (``utcnow``).
+
+Extended JSON at the ``db_query`` boundary: the model only speaks JSON, so ObjectIds
+and dates travel as relaxed Extended JSON (``{"$oid": ...}``, ``{"$date": ...}``).
+Values coming in are turned into BSON types before they reach MongoDB, and documents
+going out are turned back, so that an ``_id`` the model has read can be pasted straight
+into its next filter.
 """
 
 from __future__ import annotations
@@ -38,6 +42,18 @@ EJSON_KEYS: frozenset[str] = frozenset(
 )
 """Wrappers converted on input. ``$regex`` is left alone because it is also the query
 operator, and ``$code``/``$symbol``/``$dbPointer`` because the model has no use for them."""
+
+
+def utcnow() -> datetime:
+    """The system clock, aware and in UTC."""
+    return datetime.now(UTC)
+
+
+def aware(value: Any) -> datetime | None:
+    """A stored date as an aware UTC datetime; anything that is not a date is None."""
+    if not isinstance(value, datetime):
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def from_ejson(value: Any) -> Any:

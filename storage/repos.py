@@ -18,7 +18,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from storage import collections as c
 from storage import retry
 from storage.coalesce import GroupCommit, GroupLoad, TtlCache, insert_groups
-from storage.times import aware, utcnow
+from storage.ejson import aware, utcnow
 
 Doc = dict[str, Any]
 MEMORY_LIMIT = 4_000

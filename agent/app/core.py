@@ -28,8 +28,8 @@ from agent.database import open_configured_database
 from agent.llm.factory import build_model, check_model
 from agent.llm.lazy_sdk import warm_model
 from channels.types import Channel
+from storage.ejson import utcnow
 from storage.tasks import stop_task
-from storage.times import utcnow
 
 if TYPE_CHECKING:
     from agent.context import Clock

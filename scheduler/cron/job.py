@@ -31,7 +31,7 @@ from scheduler.cron.expression import (
     validate_cron,
     validate_timezone,
 )
-from storage.times import aware
+from storage.ejson import aware
 
 Doc = dict[str, Any]
 JobKind = Literal["recurring", "once"]

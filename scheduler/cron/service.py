@@ -45,7 +45,7 @@ from scheduler.cron.job import (
 )
 from storage import collections as c
 from storage import retry
-from storage.times import aware
+from storage.ejson import aware
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]

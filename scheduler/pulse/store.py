@@ -35,7 +35,7 @@ from scheduler.pulse.grid import (
 from storage import collections as c
 from storage import retry
 from storage.coalesce import TtlCache
-from storage.times import aware
+from storage.ejson import aware
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]

@@ -28,7 +28,7 @@ from scheduler.fires.records import LeaseTerms, Outcome, RunLeases, RunStore, Tr
 from scheduler.fires.recovery import UNLEASED_HOLD, orphaned
 from scheduler.pulse.store import PulseStore
 from scheduler.timers import RETRY_TIMER
-from storage.times import aware
+from storage.ejson import aware
 from tests.contexts import owner_ctx
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import FakeClock

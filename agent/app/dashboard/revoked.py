@@ -12,7 +12,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from storage import collections as c
 from storage import retry
-from storage.times import aware
+from storage.ejson import aware
 
 DOC_ID = "dashboard_sessions"
 MAX_REVOKED = 1000
