@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
-from scheduler.leases import cron_key, pulse_key
+from scheduler.fires.claims import cron_key, pulse_key
 
 NextAfter = Callable[[datetime, int], list[datetime]]
 """The next ``count`` fires strictly after an instant, ascending."""

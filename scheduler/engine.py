@@ -13,10 +13,10 @@ fire twice or forget one:
 * the cursor moves to the next fire after now *before* the run starts, and the timer
   is re-armed, so a long run never delays the next one;
 * a fire that cannot start or be recorded is tried again in its grace window, else
-  recorded ``failed`` and reported (``scheduler.retries``); so is a failed sweep;
+  recorded ``failed`` and reported (``scheduler.fires.retries``); so is a failed sweep;
 * a run cut off with its process (its lease lapsed, or this process owns the database
   and started after it) is closed ``interrupted`` and tried again in its window or
-  reported (``scheduler.reclaim``), at start-up or as soon as its lease lapses.
+  reported (``scheduler.fires.recovery``), at start-up or as soon as its lease lapses.
 
 Timers that fire together are handled by one sweep with a few batched round trips,
 so 200 jobs due in the same minute start together. The engine never imports the
@@ -35,14 +35,13 @@ from typing import Literal
 
 from scheduler.backlog import Plan
 from scheduler.cron.service import CronService
-from scheduler.leases import LeaseStore
-from scheduler.once_recovery import recover_once
+from scheduler.fires.claims import LeaseStore
+from scheduler.fires.recorder import RunRecorder
+from scheduler.fires.records import RunStore, Trigger, skipped_doc
+from scheduler.fires.recovery import Reclaimer, recover_once
+from scheduler.fires.retries import Retries, group_of
 from scheduler.planning import Shared, plan_cron, plan_pulse
 from scheduler.pulse.store import PulseStore
-from scheduler.reclaim import Reclaimer
-from scheduler.recorder import RunRecorder
-from scheduler.retries import Retries, group_of
-from scheduler.runs import RunStore, Trigger, skipped_doc
 from scheduler.task_pool import TaskPool
 from scheduler.timers import Timers
 from storage.retry import unreachable

@@ -27,8 +27,8 @@ if TYPE_CHECKING:  # the agent's modules load after the first long poll (``agent
     from channels.types import Channel
     from scheduler.cron.service import CronService
     from scheduler.engine import Engine
+    from scheduler.fires.records import RunStore
     from scheduler.pulse.store import PulseStore
-    from scheduler.runs import RunStore
     from storage.db import Database
 
 Handler = Callable[["web.Request"], Awaitable["web.StreamResponse"]]

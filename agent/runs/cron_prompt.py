@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 
 from scheduler.cron.expression import describe
 from scheduler.cron.job import CronJob, local_text
-from scheduler.recorder import RunTicket
+from scheduler.fires.recorder import RunTicket
 
 LATE = timedelta(minutes=10)
 """A fire that starts this long after its time is called late."""

@@ -17,9 +17,9 @@ from zoneinfo import ZoneInfo
 from agent.context import AgentDeps
 from channels.delivery.inbox import STATUSES, received_since
 from scheduler.cron.service import CronService
+from scheduler.fires.records import RunStore
 from scheduler.pulse.grid import PulseConfigError, next_pulse, remaining_today
 from scheduler.pulse.store import PulseState
-from scheduler.runs import RunStore
 from scheduler.views import short_time
 from storage import collections as c
 

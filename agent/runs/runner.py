@@ -1,6 +1,6 @@
 """Cron and pulse runs through the agent: time-boxed, delivered, never silent.
 
-The engine decides *when* and keeps the run records (``scheduler.recorder``); this
+The engine decides *when* and keeps the run records (``scheduler.fires.recorder``); this
 module decides *what happens*: the instruction or pulse brief goes to the agent in
 its own conversation, a timeout cancels the work for real, a cron result goes to
 the chat that created the job, and the engine's failure streaks reach the owner as
@@ -8,7 +8,7 @@ a warning. Each outcome carries a typed reason, and the owner's words come from 
 
 A run's answer is delivered once, whatever happens to its tries: it goes out under
 the run's one key (``run:<id>``), and a try after one cut off with its process
-(``scheduler.reclaim``) first looks whether the answer already went out.
+(``scheduler.fires.recovery``) first looks whether the answer already went out.
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from channels.delivery.outbox import Outbox
 from channels.types import OutboundMessage
 from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
+from scheduler.fires.recorder import Go, RunTicket, Skip
+from scheduler.fires.records import PASSING, Outcome, Reason, RunStore, Trigger
 from scheduler.pulse.grid import local_day
 from scheduler.pulse.store import PulseStore
-from scheduler.recorder import Go, RunTicket, Skip
-from scheduler.runs import PASSING, Outcome, Reason, RunStore, Trigger
 from storage import collections as c
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ def answer_key(ticket: RunTicket) -> str:
 
 
 class Runner:
-    """The work of a scheduled run; ``scheduler.recorder.RunRecorder`` calls it."""
+    """The work of a scheduled run; ``scheduler.fires.recorder.RunRecorder`` calls it."""
 
     def __init__(
         self,

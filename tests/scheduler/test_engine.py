@@ -14,10 +14,10 @@ from agent.owner import OwnerSettings
 from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
 from scheduler.engine import Engine, EngineConfig
-from scheduler.leases import LeaseStore, cron_key, pulse_key
+from scheduler.fires.claims import LeaseStore, cron_key, pulse_key
+from scheduler.fires.recorder import Go, RunRecorder, RunTicket
+from scheduler.fires.records import Outcome, RunStore, Trigger
 from scheduler.pulse.store import PulseStore
-from scheduler.recorder import Go, RunRecorder, RunTicket
-from scheduler.runs import Outcome, RunStore, Trigger
 from tests.fakes.clock import FakeClock
 from tests.waiting import until
 

@@ -10,8 +10,8 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
-from scheduler.recorder import Go, RunRecorder, RunTicket, Skip
-from scheduler.runs import Outcome, RunStore, Trigger
+from scheduler.fires.recorder import Go, RunRecorder, RunTicket, Skip
+from scheduler.fires.records import Outcome, RunStore, Trigger
 from tests.fakes.clock import FakeClock
 
 Doc = dict[str, Any]

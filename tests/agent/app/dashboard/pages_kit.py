@@ -15,7 +15,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from agent.app.http import make_web_app
 from agent.app.parts import App
-from scheduler.runs import Outcome, RunKindName, Status
+from scheduler.fires.records import Outcome, RunKindName, Status
 from tests.fakes.clock import FakeClock
 from tests.fakes.scripted import ScriptedModel
 from tests.scheduling_kit import parts_of, scheduled_app

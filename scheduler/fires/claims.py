@@ -1,4 +1,5 @@
-"""Run leases: one document per fire under a unique ``key``, so a fire runs once.
+"""Fire claims: one ``leases`` document per fire under a unique ``key``, so a fire runs
+once.
 
 Two processes on one database may both wake for the same fire; whichever inserts
 ``cron:<job_id>:<scheduled iso>`` (or ``pulse:<scheduled iso>``) first owns it and the
@@ -47,7 +48,7 @@ class LeaseStore:
     def __init__(self, db: AsyncDatabase[Doc], owner: str) -> None:
         self._coll = db[c.LEASES]
         self.owner = owner
-        """Which process holds a lease (its boot id, ``scheduler.run_leases``): for
+        """Which process holds a lease (its boot id, ``scheduler.fires.records``): for
         diagnosis only."""
 
     def _lease(self, key: str, now: datetime) -> Doc:

@@ -16,8 +16,8 @@ tries run out is marked ``gave_up`` and reported to ``on_failures`` at once, str
 or not. A fire whose record cannot even be opened raises ``NotStarted``, and the
 engine tries it again; one that never could run is recorded by ``lost``.
 
-Each try holds a lease on its record while it runs (``scheduler.run_leases``), so a
-try cut off with its process is found and finished by another (``scheduler.reclaim``).
+Each try holds a lease on its record while it runs (``scheduler.fires.records``), so a
+try cut off with its process is found and finished by another (``scheduler.fires.recovery``).
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from scheduler.cron.job import CronJob
-from scheduler.run_leases import RunLeases
-from scheduler.runs import (
+from scheduler.fires.records import (
     FAILED,
     PASSING,
     Outcome,
     Reason,
     RunKindName,
+    RunLeases,
     RunStore,
     Trigger,
     lost_doc,
@@ -198,7 +198,7 @@ class RunRecorder:
         return done
 
     async def reclaimed(self, done: Doc, job: CronJob | None) -> None:
-        """A run whose process died, closed with no try left (``scheduler.reclaim``): the
+        """A run whose process died, closed with no try left (``scheduler.fires.recovery``): the
         owner hears as the job's ``on_failure`` says."""
         await self._report(done, job, first_close=False)
 

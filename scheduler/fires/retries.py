@@ -3,7 +3,7 @@
 A fire can fail to run when due in three ways, each handled inside its grace window
 (``EngineConfig.grace``, given to the recorder as ``retry_until``):
 
-* its try failed for a passing reason (``scheduler.runs.PASSING``): the recorder
+* its try failed for a passing reason (``scheduler.fires.records.PASSING``): the recorder
   closed the record with ``retry_at``, and ``due`` claims it when that time comes;
 * its record could not be opened (``NotStarted``): ``start`` keeps it here, in memory
   (``hold_fire``), and ``due`` starts it again on the next sweep;
@@ -26,9 +26,9 @@ from typing import Any, Literal
 
 from scheduler.cron.job import CronJob, JobError
 from scheduler.cron.service import CronService
-from scheduler.leases import cron_key, pulse_key
-from scheduler.recorder import NotStarted, RunRecorder
-from scheduler.runs import RunKindName, RunStore, Trigger
+from scheduler.fires.claims import cron_key, pulse_key
+from scheduler.fires.recorder import NotStarted, RunRecorder
+from scheduler.fires.records import RunKindName, RunStore, Trigger
 from storage.ejson import aware
 from storage.retry import unreachable
 
@@ -227,7 +227,7 @@ class Retries:
         try:
             await self.jobs.finish_once(job.id, aware(done["scheduled_for"]) or self._clock(),
                                         str(done["status"]), self._clock())  # fmt: skip
-        except Exception:  # the engine's resync settles it (scheduler.once_recovery)
+        except Exception:  # the engine's resync settles it (scheduler.fires.recovery)
             log.exception("could not mark one-time job %s done", job.id)
 
     async def _lose(self, items: list[tuple[str, Unstarted]], job: CronJob | None) -> object:

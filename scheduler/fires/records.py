@@ -1,11 +1,12 @@
-"""Run records in ``runs``: every cron and pulse execution, including the ones skipped.
+"""Run records in ``runs``: every cron and pulse execution, including the ones skipped,
+and the leases that say which process is doing a ``running`` one.
 
 Status is set here, by the system, never by the model: ``running`` while it runs, then
 ``success``, ``failed``, ``timeout`` or ``skipped``. A ``running`` record names the
-process doing it and carries a lease it renews (``scheduler.run_leases``); one left by
-a process that died is reclaimed as ``failed`` (``interrupted``) and tried again or
-reported (``scheduler.reclaim``), so nothing claims success for work that never
-finished and nothing stays ``running`` for ever.
+process doing it and carries a lease it renews (``RunLeases``); one left by a process
+that died is reclaimed as ``failed`` (``interrupted``) and tried again or reported
+(``scheduler.fires.recovery``), so nothing claims success for work that never finished
+and nothing stays ``running`` for ever.
 
 A scheduled fire that failed for a passing reason (``PASSING``: the model or the
 database could not be reached) keeps its record and is tried again inside its grace
@@ -14,10 +15,25 @@ window: ``retry_at`` says when (the engine claims it then), ``retry_until`` unti
 
 Every write here survives one dropped connection (``storage.retry``): inserts carry
 their ``_id`` from the first try, updates are ``$set`` by ``_id`` or claims.
+
+Leases: a run record carries its holder (``owner``: this process's boot id, host, pid
+and a random part, so a restarted process is a new holder even with the same pid, as
+in a container) and ``lease_until``. While its runs are in flight a process renews
+their leases every ``renew_every`` seconds, all in one write. A process that dies
+stops renewing; once a lease has lapsed, any process may reclaim the record. A
+process that stops cleanly lets its leases lapse at once. A run whose outcome could
+not be written (the database was away) stays held until the outcome is written, so
+its record is not reclaimed from under it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import os
+import secrets
+import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -28,7 +44,9 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from storage import collections as c
 from storage import retry
+from storage.tasks import stop_task
 
+log = logging.getLogger(__name__)
 Doc = dict[str, Any]
 RunKindName = Literal["cron", "pulse"]
 Status = Literal["success", "failed", "timeout", "skipped"]
@@ -192,7 +210,7 @@ class RunStore:
 
     async def reopen(self, run: Doc, now: datetime, holder: Doc | None = None) -> Doc:
         """A retry starts: the record is ``running`` again, one try more, held by
-        ``holder`` (``owner`` and ``lease_until``, ``scheduler.run_leases``)."""
+        ``holder`` (``owner`` and ``lease_until``, ``scheduler.fires.records``)."""
         fields: Doc = {
             "status": "running",
             "retried_at": now,
@@ -319,7 +337,7 @@ class RunStore:
         cursor = self._coll.find(query, sort=[("started_at", -1)], limit=limit)
         return await cursor.to_list()
 
-    # --- leases (scheduler.run_leases, scheduler.reclaim) ------------------------------
+    # --- leases (scheduler.fires.records, scheduler.fires.recovery) ------------------------------
 
     async def renew(self, run_ids: list[Any], owner: str, until: datetime) -> None:
         """Move the leases of ``owner``'s running records among ``run_ids`` to ``until``."""
@@ -392,3 +410,94 @@ def _tries(run: Doc) -> int:
 
 def _aware(value: datetime) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+# --- run leases: which process holds a running record ---------------------------------
+
+
+@dataclass(frozen=True)
+class LeaseTerms:
+    ttl: timedelta = timedelta(seconds=30)
+    """How long a run stays held without a renewal: how soon a dead process's run is
+    reclaimed when nothing else tells that it died (another MongoDB client)."""
+    renew_every: float = 10.0
+    """Seconds between renewals; well inside ``ttl``, so a busy moment does not lose it."""
+
+
+def boot_id() -> str:
+    """This process's identity as a holder: unique to this start of this process."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+class RunLeases:
+    """The leases of the runs this process has in flight, kept alive while they run."""
+
+    def __init__(
+        self,
+        runs: RunStore,
+        clock: Callable[[], datetime],
+        *,
+        owner: str | None = None,
+        terms: LeaseTerms | None = None,
+    ) -> None:
+        self._runs = runs
+        self._clock = clock
+        self.owner = owner or boot_id()
+        self.terms = terms or LeaseTerms()
+        self.started_at = clock()
+        """When this holder began: a run another process began before it, on a database
+        only this process can reach, was cut off (``scheduler.fires.recovery``)."""
+        self._held: set[Any] = set()
+        self._renewer: asyncio.Task[None] | None = None
+
+    def fields(self, now: datetime) -> Doc:
+        """What a run record says about its holder when a try starts."""
+        return {"owner": self.owner, "lease_until": now + self.terms.ttl}
+
+    def hold(self, run_id: Any) -> None:
+        """Keep the lease of ``run_id`` alive until ``drop``."""
+        self._held.add(run_id)
+        if self._renewer is None or self._renewer.done():
+            loop = asyncio.get_running_loop()
+            self._renewer = loop.create_task(self._renew(), name="run leases")
+
+    def drop(self, run_id: Any) -> None:
+        self._held.discard(run_id)
+        if not self._held and self._renewer is not None:
+            self._renewer.cancel()  # nothing left to renew; the next hold starts another
+            self._renewer = None
+
+    @property
+    def held(self) -> frozenset[Any]:
+        """The ids of the runs held here now."""
+        return frozenset(self._held)
+
+    async def _renew(self) -> None:
+        while True:
+            await asyncio.sleep(self.terms.renew_every)
+            await self.renew()
+
+    async def renew(self) -> None:
+        """Move the leases of the runs held here ahead by ``ttl``, now."""
+        try:
+            until = self._clock() + self.terms.ttl
+            await self._runs.renew(list(self._held), self.owner, until)
+        except Exception as exc:  # tried again at the next renewal, well inside the lease
+            log.warning("could not renew %d run lease(s): %s", len(self._held), exc)
+
+    async def release(self) -> None:
+        """Stop renewing, and let the leases of this process's runs still ``running``
+        (cut off by a stop) lapse now, so the next start reclaims them at once."""
+        await stop_task(self._renewer)
+        self._renewer = None
+        self._held.clear()
+        try:
+            await self._runs.release(self.owner, self._clock())
+        except asyncio.CancelledError:  # the app's stop deadline passed (a stuck database)
+            log.warning(
+                "run leases not released before the stop's deadline; they lapse within %.0f s",
+                self.terms.ttl.total_seconds(),
+            )
+            raise
+        except Exception as exc:  # they lapse by themselves within ttl
+            log.warning("could not release run leases: %s", exc)
