@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from ipaddress import ip_address
 from typing import cast
 
-from agent.app.client_address import Network, client_key
+from agent.app.access import Network, client_key
 from channels.webhook_body import Throttled
 
 log = logging.getLogger(__name__)

@@ -19,8 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
-from agent.app.bearer import AdminGate, TooManyTries
-from agent.app.bearer import bearer_matches as bearer_matches  # where tests found it
+from agent.app.access import AdminGate, TooManyTries
 from agent.app.connections import PER_PEER, ConnectionCap, default_most
 from agent.app.dashboard import setup_dashboard
 from agent.app.dashboard.context import secured

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from agent.app.bearer import AdminGate
+from agent.app.access import AdminGate
 from agent.app.dashboard.auth import Sessions
 from agent.app.dashboard.context import BY, DASHBOARD_KEY, Dashboard
 from agent.app.dashboard.revoked import RevokedStore

@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 
 from aiohttp import web
 
-from agent.app.bearer import AdminGate
+from agent.app.access import AdminGate
 from agent.app.dashboard.revoked import RevokedStore
 from agent.config import Settings
 

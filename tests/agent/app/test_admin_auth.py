@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.app.http import bearer_matches
+from agent.app.access import bearer_matches
 
 TOKEN = "k3y-0123456789abcdef"
 

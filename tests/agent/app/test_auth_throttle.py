@@ -9,8 +9,7 @@ from ipaddress import ip_network
 
 import pytest
 
-from agent.app.auth_throttle import AuthThrottle
-from agent.app.client_address import client_key
+from agent.app.access import AuthThrottle, client_key
 
 PROXIES = [ip_network("10.0.0.0/8"), ip_network("::1")]
 NOW = datetime(2026, 11, 26, 10, 0, tzinfo=UTC)
