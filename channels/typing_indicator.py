@@ -4,17 +4,20 @@ Nothing for a reply faster than ``after`` (it would only flash); then one action
 chat every ``every`` seconds (Telegram shows one for 5 s), shared by consecutive
 messages of the same chat, so a burst of them does not send one each. A channel
 whose indicator costs nothing (the terminal) says so with its own ``typing_after``.
+Time comes from ``clock`` (monotonic seconds) and ``sleep``, so a test can move it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Awaitable, Callable, Mapping
 
 from channels.types import Channel
 
 log = logging.getLogger(__name__)
+Sleep = Callable[[float], Awaitable[object]]
 TYPING_AFTER = 1.0
 TYPING_EVERY = 4.5
 TYPED_KEEP = 512
@@ -27,25 +30,30 @@ class TypingIndicator:
         channels: Mapping[str, Channel],
         after: float = TYPING_AFTER,
         every: float = TYPING_EVERY,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Sleep = asyncio.sleep,
     ) -> None:
         self._channels = channels
         self.after = after
         self.every = every
+        self._clock = clock
+        self._sleep = sleep
         self._typed: dict[tuple[str, str], float] = {}
-        """When each (channel, chat) last got an action, in loop time."""
+        """When each (channel, chat) last got an action, by ``clock``."""
 
     async def keep_typing(self, channel_name: str, chat_id: str) -> None:
         """Show "typing..." in the chat until cancelled (after ``after`` seconds)."""
         channel = self._channels.get(channel_name)
         if channel is None:
             return
-        await asyncio.sleep(getattr(channel, "typing_after", self.after))
-        loop, chat = asyncio.get_running_loop(), (channel_name, chat_id)
+        await self._sleep(getattr(channel, "typing_after", self.after))
+        chat = (channel_name, chat_id)
         while True:
-            now = loop.time()
+            now = self._clock()
             last = self._typed.get(chat)
             if last is not None and now - last < self.every:
-                await asyncio.sleep(self.every - (now - last))
+                await self._sleep(self.every - (now - last))
                 continue
             self._typed[chat] = now
             if len(self._typed) > TYPED_KEEP:
@@ -54,4 +62,4 @@ class TypingIndicator:
                 await channel.typing(chat_id)
             except Exception:
                 log.debug("typing indicator failed", exc_info=True)
-            await asyncio.sleep(self.every)
+            await self._sleep(self.every)

@@ -81,6 +81,7 @@ class Pipeline:
         channels: Mapping[str, Channel],
         clock: Callable[[], datetime],
         max_concurrency: int | None = None,
+        typing_indicator: TypingIndicator | None = None,
     ) -> None:
         self._inbox = db[c.INBOX]
         self._handler = handler
@@ -99,7 +100,7 @@ class Pipeline:
         self.burst_rules: dict[str, BurstRule] = {}
         """Per channel: how long to gather a burst before handling it."""
         self._arrivals: dict[str, asyncio.Event] = {}
-        self.typing = TypingIndicator(channels)
+        self.typing = typing_indicator or TypingIndicator(channels)
         self._store = GroupCommit(insert_each(self._inbox, keyed=True))
         self._mark_done = GroupCommit(
             set_all(self._inbox, lambda: {"status": "done", "done_at": self._clock()}),

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import heapq
+import itertools
 from datetime import UTC, datetime, timedelta
 
 
@@ -55,3 +58,41 @@ class FakeMonotonic:
     def advance(self, *, seconds: float = 0, ms: int = 0) -> int:
         self.ns += round(seconds * 1_000_000_000) + ms * 1_000_000
         return self.ns
+
+
+class FakeTimers:
+    """Monotonic seconds and a ``sleep`` for code that takes them (``clock=timers,
+    sleep=timers.sleep``): time moves only on ``advance``, which ends every sleep that
+    has come due, earliest first. ``due`` tells when the pending sleeps end, so a test
+    sees what the code waits for without letting any time pass.
+    """
+
+    def __init__(self, start: float = 0.0) -> None:
+        self.now = start
+        self._sleeps: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._order = itertools.count()
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        if seconds <= 0:
+            await asyncio.sleep(0)  # as asyncio.sleep(0): let others run, no time passes
+            return
+        ends = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._sleeps, (self.now + seconds, next(self._order), ends))
+        await ends
+
+    @property
+    def due(self) -> list[float]:
+        """When each pending sleep ends, earliest first (a cancelled one is not pending)."""
+        return sorted(at for at, _, ends in self._sleeps if not ends.done())
+
+    def advance(self, seconds: float) -> float:
+        """Move time on and end the sleeps now due; their tasks run at the next await."""
+        self.now += seconds
+        while self._sleeps and self._sleeps[0][0] <= self.now:
+            _, _, ends = heapq.heappop(self._sleeps)
+            if not ends.done():
+                ends.set_result(None)
+        return self.now
