@@ -18,7 +18,10 @@ fire twice or forget one:
   and started after it) is closed ``interrupted`` and tried again in its window or
   reported (``scheduler.fires.recovery``), at start-up or as soon as its lease lapses.
 
-Timers that fire together are handled by one sweep with a few batched round trips,
+Timers (one APScheduler ``DateTrigger`` per key: ``cron:<id>``, ``pulse``, ``retry``,
+plus the periodic resync) only call ``wake`` with their key; what is due is read from
+the database. Timers that fire together are handled by one sweep with a few batched
+round trips,
 so 200 jobs due in the same minute start together. The engine never imports the
 agent: runs go through a ``RunRecorder``, which owns their records end to end and
 calls the agent's runner for the work.
@@ -27,29 +30,33 @@ calls the agent's runner for the work.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
-from scheduler.backlog import Plan
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.date import DateTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+
+from scheduler.backlog import Plan, Shared, plan_cron, plan_pulse
 from scheduler.cron.service import CronService
 from scheduler.fires.claims import LeaseStore
 from scheduler.fires.recorder import RunRecorder
 from scheduler.fires.records import RunStore, Trigger, skipped_doc
 from scheduler.fires.recovery import Reclaimer, recover_once
 from scheduler.fires.retries import Retries, group_of
-from scheduler.planning import Shared, plan_cron, plan_pulse
 from scheduler.pulse.store import PulseStore
-from scheduler.task_pool import TaskPool
-from scheduler.timers import Timers
 from storage.retry import unreachable
 from storage.tasks import stop_task
 
 log = logging.getLogger(__name__)
 Clock = Callable[[], datetime]
 PULSE_TIMER = "pulse"
+RESYNC_TIMER = "resync"
+RETRY_TIMER = "retry"
 
 
 @dataclass(frozen=True)
@@ -270,7 +277,7 @@ class Engine:
         shared: Shared = {}
         grace, records = self.config.grace, self.config.skip_records
         plans = [p for j in jobs.values() if (p := plan_cron(j, now, shared, grace, records))]
-        pulse_plan = await plan_pulse(self.pulse, now, grace, records)
+        pulse_plan = plan_pulse(await self.pulse.get(), self.pulse.tz, now, grace, records)
         if pulse_plan is not None:
             plans.append(pulse_plan)
         fires = await self._commit(plans, now) if plans else []
@@ -342,3 +349,128 @@ class Engine:
                 await self.pulse.advance(plan.cursor, plan.due.upcoming)
                 self._timers.armed.pop(PULSE_TIMER, None)
                 self._timers.arm(PULSE_TIMER, (await self.pulse.get()).next_pulse_at)
+
+
+# --- timers: one per key, armed for a moment ------------------------------------------
+
+
+class Timers:
+    """One APScheduler ``DateTrigger`` per key plus the periodic resync, and the moment
+    each key is armed for. A timer firing only calls ``wake`` with its key."""
+
+    def __init__(self, clock: Clock, wake: Callable[[str], Awaitable[None]]) -> None:
+        self.clock = clock
+        self._wake = wake
+        self._scheduler: AsyncIOScheduler | None = None
+        self.armed: dict[str, datetime] = {}
+        """Timers this process holds, by key; kept even with APScheduler off (``timer=False``)."""
+
+    def start(
+        self, resync: Callable[[], Awaitable[None]], seconds: float, logger: logging.Logger
+    ) -> None:
+        """Start APScheduler, with ``resync`` every ``seconds``."""
+        self._scheduler = AsyncIOScheduler(timezone=UTC, logger=logger)
+        self._scheduler.start()
+        self._scheduler.add_job(
+            resync,
+            IntervalTrigger(seconds=seconds),
+            id=RESYNC_TIMER,
+            coalesce=True,
+            max_instances=1,
+            misfire_grace_time=None,
+        )
+
+    def stop(self) -> None:
+        if self._scheduler is not None:
+            self._scheduler.shutdown(wait=False)
+            self._scheduler = None
+        self.armed.clear()
+
+    @property
+    def on(self) -> bool:
+        return self._scheduler is not None
+
+    def arm_retry(self, at: datetime) -> None:
+        """Wake for retries at ``at``, unless already woken earlier."""
+        current = self.armed.get(RETRY_TIMER)
+        if current is None or at < current:
+            self.armed.pop(RETRY_TIMER, None)
+            self.arm(RETRY_TIMER, at)
+
+    def arm(self, key: str, at: datetime | None) -> None:
+        if at is None:
+            self.disarm(key)
+            return
+        if self.armed.get(key) == at:
+            return
+        self.armed[key] = at
+        if self._scheduler is None:
+            return
+        # Wait as long as the injectable clock says: the same instant in production.
+        delay = max(timedelta(0), at - self.clock())
+        self._scheduler.add_job(
+            self._wake,
+            DateTrigger(run_date=datetime.now(UTC) + delay),
+            args=[key],
+            id=key,
+            replace_existing=True,
+            misfire_grace_time=None,
+            coalesce=True,
+        )
+
+    def disarm(self, key: str) -> None:
+        self.armed.pop(key, None)
+        if self._scheduler is not None:
+            with contextlib.suppress(Exception):
+                self._scheduler.remove_job(key)
+
+
+# --- runs in flight -------------------------------------------------------------------
+
+
+class TaskPool:
+    """The engine's runs in flight: at most ``max_parallel`` at once, logged if one
+    raises, and given a grace period to finish when the engine stops."""
+
+    def __init__(self, max_parallel: int, log: logging.Logger) -> None:
+        self._slots = asyncio.Semaphore(max_parallel)
+        self._tasks: set[asyncio.Task[object]] = set()
+        self._log = log
+        """The engine's logger, so a run that raised is reported under its name."""
+
+    @property
+    def busy(self) -> bool:
+        """Whether any run is still in flight."""
+        return bool(self._tasks)
+
+    def spawn(self, work: Awaitable[object]) -> asyncio.Task[object]:
+        async def bounded() -> object:
+            async with self._slots:
+                return await work
+
+        task: asyncio.Task[object] = asyncio.get_running_loop().create_task(bounded())
+        self._tasks.add(task)
+        task.add_done_callback(self._finished)
+        return task
+
+    def _finished(self, task: asyncio.Task[object]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self._log.error("scheduled run raised", exc_info=task.exception())
+
+    async def join(self) -> None:
+        """Wait for every run in flight now."""
+        await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def stop(self, grace: float) -> None:
+        """Give the runs in flight ``grace`` seconds to finish, then cancel them (at once
+        too when this stop is itself cancelled: the app's stop deadline passed)."""
+        tasks = list(self._tasks)
+        try:
+            if tasks:
+                await asyncio.wait(tasks, timeout=grace)
+        finally:
+            for task in tasks:
+                task.cancel()  # all at once: one run slow to end does not hold the others
+        for task in tasks:
+            await stop_task(task)

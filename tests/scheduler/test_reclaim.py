@@ -21,13 +21,12 @@ from agent.owner import OwnerSettings
 from channels.types import OutboundMessage, SendResult
 from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
-from scheduler.engine import Engine, EngineConfig, Fire
+from scheduler.engine import RETRY_TIMER, Engine, EngineConfig, Fire
 from scheduler.fires.claims import LeaseStore
 from scheduler.fires.recorder import Go, RunRecorder, RunTicket
 from scheduler.fires.records import LeaseTerms, Outcome, RunLeases, RunStore, Trigger
 from scheduler.fires.recovery import UNLEASED_HOLD, orphaned
 from scheduler.pulse.store import PulseStore
-from scheduler.timers import RETRY_TIMER
 from storage.ejson import aware
 from tests.contexts import owner_ctx
 from tests.fakes.channel import RecordingChannel
