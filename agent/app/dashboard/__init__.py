@@ -36,9 +36,8 @@ from pathlib import Path
 from aiohttp import web
 
 from agent.app.access import AdminGate
-from agent.app.dashboard.auth import Sessions
+from agent.app.dashboard.auth import RevokedStore, Sessions
 from agent.app.dashboard.context import BY, DASHBOARD_KEY, Dashboard
-from agent.app.dashboard.revoked import RevokedStore
 from agent.app.parts import App
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ from typing import Any
 
 from aiohttp import web
 
-from agent.app.dashboard.alert_actions import open_alerts
+from agent.app.dashboard.alerts import open_alerts
 from agent.app.dashboard.context import Dashboard
 from scheduler.views import pulse_view, quiet_text
 

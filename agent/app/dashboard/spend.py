@@ -2,15 +2,154 @@
 pulse, as two stacked bar charts (inline SVG) with totals and a table of every day.
 
 Read from ``usage`` (``storage.usage``): at most 90 small documents for the month.
+``spend_table`` turns the counts into one row per day (days with no tokens included,
+as zeros) and totals; ``spend_svg`` draws one stacked bar per day as inline SVG
+(``viewBox``, ``width="100%"``), a segment per kind with a ``<title>`` in words.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+from types import MappingProxyType
+from typing import Literal
+
 from aiohttp import web
+from markupsafe import Markup, escape
 
 from agent.app.dashboard.context import Dashboard
-from agent.app.dashboard.spend_chart import DAYS, KIND_COLOURS, first_day, spend_svg, spend_table
-from storage.usage import KINDS
+from storage.usage import KINDS, DayUsage, UsageKind
+
+DAYS = 30
+Side = Literal["input", "output"]
+KIND_COLOURS: Mapping[str, str] = MappingProxyType(
+    {"chat": "#1976d2", "cron": "#8e24aa", "pulse": "#00897b"}
+)
+LEFT = 56
+WIDTH = 720
+PLOT_H = 160
+TOP = 10
+SLOT = (WIDTH - LEFT - 8) / DAYS
+BAR_W = SLOT * 0.7
+
+
+@dataclass
+class DayRow:
+    day: date
+    input: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
+    output: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
+
+    def side(self, side: Side) -> dict[str, int]:
+        return self.input if side == "input" else self.output
+
+    @property
+    def total(self) -> int:
+        return sum(self.input.values()) + sum(self.output.values())
+
+
+@dataclass
+class Spend:
+    rows: list[DayRow]
+    """Oldest day first, ``DAYS`` of them, ending today."""
+    totals: dict[str, dict[str, int]]
+    """kind (and ``all``) -> {"input", "output", "total"}."""
+
+
+def first_day(today: date) -> date:
+    return today - timedelta(days=DAYS - 1)
+
+
+def spend_table(counts: Iterable[DayUsage], today: date) -> Spend:
+    start = first_day(today)
+    rows = [DayRow(start + timedelta(days=i)) for i in range(DAYS)]
+    for count in counts:
+        index = (count.day - start).days
+        if 0 <= index < DAYS:
+            rows[index].input[count.kind] += count.input
+            rows[index].output[count.kind] += count.output
+    totals: dict[str, dict[str, int]] = {}
+    for kind in (*KINDS, "all"):
+        kinds: tuple[str, ...] = KINDS if kind == "all" else (kind,)
+        spent_in = sum(row.input[k] for row in rows for k in kinds)
+        spent_out = sum(row.output[k] for row in rows for k in kinds)
+        totals[kind] = {"input": spent_in, "output": spent_out, "total": spent_in + spent_out}
+    return Spend(rows, totals)
+
+
+def compact(number: float) -> str:
+    """``950``, ``12.3k``, ``4.1M``."""
+    if number >= 1_000_000:
+        return f"{number / 1_000_000:.1f}M"
+    if number >= 1_000:
+        return f"{number / 1_000:.1f}k"
+    return f"{number:.0f}"
+
+
+def _scale_top(largest: int) -> int:
+    """A round number at or above ``largest`` for the y axis."""
+    if largest <= 0:
+        return 100
+    step: int = 10 ** (len(str(largest)) - 1)
+    for factor in (1.0, 2.0, 2.5, 5.0, 10.0):
+        top = int(step * factor)
+        if top >= largest:
+            return top
+    return int(step * 10)
+
+
+def spend_svg(spend: Spend, side: Side) -> Markup:
+    rows = spend.rows
+    top = _scale_top(max((sum(r.side(side).values()) for r in rows), default=0))
+    height = TOP + PLOT_H + 22
+    base = TOP + PLOT_H
+    parts = [
+        f'<svg class="spend-chart" viewBox="0 0 {WIDTH} {height}" width="100%" role="img" '
+        f'aria-labelledby="spend-{side}-title" xmlns="http://www.w3.org/2000/svg">',
+        f'<title id="spend-{side}-title">{side.capitalize()} tokens per day, last {DAYS} '
+        "days, by chat, cron and pulse</title>",
+    ]
+    for fraction in (0, 0.5, 1):
+        y = base - fraction * PLOT_H
+        parts.append(
+            f'<line x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - 8}" y2="{y:.1f}" '
+            'stroke="currentColor" stroke-opacity="0.18"/>'
+            f'<text x="{LEFT - 4}" y="{y + 4:.1f}" font-size="11" text-anchor="end" '
+            f'fill="currentColor" fill-opacity="0.75">{compact(top * fraction)}</text>'
+        )
+    for i, row in enumerate(rows):
+        x = LEFT + i * SLOT + (SLOT - BAR_W) / 2
+        day = row.day.strftime("%a %d %b")
+        values = row.side(side)
+        y = base
+        total = sum(values.values())
+        parts.append(f'<g class="day" data-day="{row.day.isoformat()}" data-total="{total}">')
+        parts.append(f"<title>{escape(day)}: {total:,} {side} tokens</title>")
+        for kind in KINDS:
+            value = values[kind]
+            if not value:
+                continue
+            h = value / top * PLOT_H
+            y -= h
+            words = escape(f"{day}: {kind} {value:,} {side} tokens")
+            parts.append(
+                f'<rect class="seg seg-{kind}" data-kind="{kind}" data-value="{value}" '
+                f'x="{x:.1f}" y="{y:.1f}" width="{BAR_W:.1f}" height="{h:.1f}" '
+                f'fill="{KIND_COLOURS[kind]}"><title>{words}</title></rect>'
+            )
+        parts.append("</g>")
+        if i % 5 == 4 or i == len(rows) - 1:
+            parts.append(
+                f'<text x="{x + BAR_W / 2:.1f}" y="{base + 16}" font-size="10" '
+                'text-anchor="middle" fill="currentColor" fill-opacity="0.75">'
+                f"{row.day.strftime('%d %b')}</text>"
+            )
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+def kind_colour(kind: UsageKind | str) -> str:
+    return KIND_COLOURS.get(kind, "#777")
 
 
 def register(router: web.UrlDispatcher, dash: Dashboard) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from agent.app.dashboard.timeline import STATUS_COLOURS
+from agent.app.dashboard.runs import STATUS_COLOURS
 from scheduler.cron.job import CronJob
 from tests.agent.app.dashboard.browser_kit import PHONE, Browser
 from tests.agent.app.dashboard.conftest import TOKEN

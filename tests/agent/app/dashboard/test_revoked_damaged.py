@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agent.app.dashboard.revoked import DOC_ID, RevokedStore
+from agent.app.dashboard.auth import DOC_ID, RevokedStore
 from storage import collections as c
 from tests.agent.app.dashboard.test_auth import fresh_client, log_in, session_cookie
 from tests.fakes.alert_app import Harness

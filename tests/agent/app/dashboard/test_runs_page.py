@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.app.dashboard.timeline import STATUS_COLOURS
+from agent.app.dashboard.runs import STATUS_COLOURS
 from tests.agent.app.dashboard.pages_kit import (
     AUTH,
     BERLIN,
@@ -139,7 +139,7 @@ async def test_unknown_or_malformed_run_ids_are_not_found(
 
 
 def test_marks_fall_on_the_owner_local_day() -> None:
-    from agent.app.dashboard.timeline import marks
+    from agent.app.dashboard.runs import marks
 
     late = NOW.replace(hour=0, minute=30).astimezone(BERLIN)  # 23:30 UTC the day before
     [mark] = marks([{"_id": "r1", "kind": "pulse", "status": "success", "started_at": late}],
