@@ -11,7 +11,7 @@ from agent.config import Settings
 
 if TYPE_CHECKING:
     from storage.db import Database
-    from storage.embedded import EmbeddedServer
+    from storage.embedded.owner import EmbeddedServer
 
 
 def open_configured_database(

@@ -167,7 +167,7 @@ def memory_mb(pid: int) -> tuple[int, int]:
 
 
 def database_pid() -> int:
-    """The embedded database: our child process running ``storage.embedded_server``."""
+    """The embedded database: our child process running ``storage.embedded.server``."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -177,7 +177,7 @@ def database_pid() -> int:
         except OSError:
             continue
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == os.getpid() and "storage.embedded_server" in cmdline:
+        if ppid == os.getpid() and "storage.embedded.server" in cmdline:
             return int(entry.name)
     raise RuntimeError("embedded database process not found")
 

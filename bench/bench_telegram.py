@@ -42,7 +42,7 @@ from channels.delivery.pipeline import Pipeline
 from channels.telegram import TelegramChannel
 from storage.collections import ensure_indexes
 from storage.db import open_database
-from storage.embedded import EmbeddedServer
+from storage.embedded.owner import EmbeddedServer
 from tests.fakes.scripted import Request, ScriptedModel
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
 

@@ -17,7 +17,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import ConfigurationError, OperationFailure, ServerSelectionTimeoutError
 
 from storage.collections import INDEXES, drop_obsolete, retire_legacy_keys
-from storage.embedded import EmbeddedServer
+from storage.embedded.owner import EmbeddedServer
 from storage.errors import DatabaseUnavailable as DatabaseUnavailable  # where callers found it
 
 log = logging.getLogger(__name__)

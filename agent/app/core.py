@@ -20,8 +20,8 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
-from agent.app.application import TELEGRAM_WEBHOOK, App, Feature, Route
 from agent.app.gate import HandlerGate, SinkGate
+from agent.app.parts import TELEGRAM_WEBHOOK, App, Feature, Route
 from agent.app.shutdown import Shutdown, ShutdownStack
 from agent.config import Settings, ensure_data_dir
 from agent.database import open_configured_database
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from agent.context import Clock
     from agent.llm.base import ModelClient
     from storage.db import Database
-    from storage.embedded import EmbeddedServer
+    from storage.embedded.owner import EmbeddedServer
 
 __all__ = ["App", "Feature", "build_app", "configured_channels", "default_features", "preloaded"]
 

@@ -7,7 +7,7 @@ counted from the first step; one still running at the deadline (say, waiting for
 database stuck in a long operation) is cancelled, logged and left behind, and the next
 step begins. A step that begins after the deadline still gets ``STEP_FLOOR`` to cancel
 its tasks and close its sockets. The database is closed after all of them, bounded on
-its own (``storage.db``, ``storage.embedded``).
+its own (``storage.db``, ``storage.embedded.owner``).
 
 What a step cut short would have written is not lost; the next start finds it:
 
@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 STOP_BUDGET = 4.0
 """Seconds for every part's stop together, from the first step on. With the database's
-own bounds after it (``storage.db.CLOSE_TIMEOUT``, ``storage.embedded.STOP_TIMEOUT``) a
+own bounds after it (``storage.db.CLOSE_TIMEOUT``, ``storage.embedded.owner.STOP_TIMEOUT``) a
 stop ends well inside docker's 10 s grace, whatever the database does."""
 STEP_FLOOR = 0.2
 """Seconds a step still gets when it begins after the deadline: enough to cancel its

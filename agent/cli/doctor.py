@@ -40,7 +40,7 @@ from agent.tools.mcp.config import (
     survey_mcp_config,
 )
 from storage.db import make_client
-from storage.embedded import EmbeddedServer, EmbeddedUnavailable
+from storage.embedded.owner import EmbeddedServer, EmbeddedUnavailable
 from storage.pairing import PairedOwner, PairingStore, PendingCode
 
 TIMEOUT = aiohttp.ClientTimeout(total=8)

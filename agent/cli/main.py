@@ -11,11 +11,11 @@ import signal
 import sys
 from typing import TYPE_CHECKING
 
-from storage.embedded_spare import SpareServer
+from storage.embedded.spare import SpareServer
 
 if TYPE_CHECKING:
     from agent.config import Settings
-    from storage.embedded import EmbeddedServer
+    from storage.embedded.owner import EmbeddedServer
 
 log = logging.getLogger("watchkeeper")
 
@@ -76,7 +76,7 @@ def _launch_database(settings: Settings, spare: SpareServer | None) -> EmbeddedS
         if spare is not None:
             spare.dismiss()  # MONGODB_URI came from .env: the spare was started for nothing
         return None
-    from storage.embedded import EmbeddedServer
+    from storage.embedded.owner import EmbeddedServer
 
     server = EmbeddedServer(
         settings.data_dir, idle_timeout=settings.embedded_db_idle_timeout_seconds
@@ -139,7 +139,7 @@ def _uses_data_dir(command: str, settings: Settings) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    # The database process loads while the settings do (``storage.embedded_spare``):
+    # The database process loads while the settings do (``storage.embedded.spare``):
     # so nothing above imports them.
     spare = SpareServer.start() if args.command == "run" else None
     try:
@@ -153,7 +153,7 @@ def _command(args: argparse.Namespace, spare: SpareServer | None) -> int:
     from agent.cli.logs import setup_logging
     from agent.cli.run_lock import AlreadyRunning
     from agent.config import ConfigError, ensure_data_dir, load_settings
-    from storage.embedded import EmbeddedUnavailable
+    from storage.embedded.owner import EmbeddedUnavailable
     from storage.errors import DatabaseUnavailable
 
     try:

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from storage.db import open_database
-from storage.embedded import EmbeddedServer
+from storage.embedded.owner import EmbeddedServer
 
 
 def _wait_for_state(pid: int, stopped: bool) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pymongo import AsyncMongoClient
 
-from storage.embedded import EmbeddedServer
+from storage.embedded.owner import EmbeddedServer
 
 
 async def test_launch_starts_the_process_early_and_start_uses_it(tmp_path: Path) -> None:

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from storage import embedded
-from storage.embedded import EmbeddedServer, EmbeddedUnavailable
+from storage.embedded import owner
+from storage.embedded.owner import EmbeddedServer, EmbeddedUnavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 HOLDER = """
@@ -59,7 +59,7 @@ async def test_a_new_owner_waits_for_the_old_server_to_release_the_store(
     data_dir = tmp_path / "data"
     await _make_store(data_dir)
     server = EmbeddedServer(data_dir)
-    with _holding(data_dir, 1.5) as holder, caplog.at_level(logging.INFO, "storage.embedded"):
+    with _holding(data_dir, 1.5) as holder, caplog.at_level(logging.INFO, "storage.embedded.owner"):
         await server.start()
     try:
         assert server.owner  # once the holder let go: "released" below
@@ -76,7 +76,7 @@ async def test_a_store_never_released_is_one_line_after_a_bounded_wait(
 ) -> None:
     data_dir = tmp_path / "data"
     await _make_store(data_dir)
-    monkeypatch.setattr(embedded, "RELEASE_TIMEOUT", 1.0)
+    monkeypatch.setattr(owner, "RELEASE_TIMEOUT", 1.0)
     server = EmbeddedServer(data_dir)
     with _holding(data_dir, 60) as holder:
         with pytest.raises(EmbeddedUnavailable) as info:
@@ -101,7 +101,7 @@ async def test_a_busy_store_the_probe_misses_is_retried(
     """If the lock probe cannot see the holder, the child's own busy exit is retried."""
     data_dir = tmp_path / "data"
     await _make_store(data_dir)
-    monkeypatch.setattr(embedded, "store_holder", lambda path: None)
+    monkeypatch.setattr(owner, "store_holder", lambda path: None)
     server = EmbeddedServer(data_dir)
     with _holding(data_dir, 3.0):  # outlasts the child's start-up, even on a busy machine
         await server.start()
@@ -115,7 +115,7 @@ async def test_a_busy_store_the_probe_misses_is_retried(
 PARENT = """
 import asyncio, sys, time
 from pathlib import Path
-from storage.embedded import EmbeddedServer
+from storage.embedded.owner import EmbeddedServer
 
 async def main():
     server = EmbeddedServer(Path(sys.argv[1]))
@@ -176,7 +176,7 @@ BUSY_OWNER = """
 import asyncio, sys, threading
 from pathlib import Path
 from pymongo import MongoClient
-from storage.embedded import EmbeddedServer
+from storage.embedded.owner import EmbeddedServer
 
 async def main():
     server = EmbeddedServer(Path(sys.argv[1]))
@@ -238,7 +238,7 @@ async def test_a_restart_after_kill_9_ends_a_server_stuck_in_a_match(
         owner.kill()
         owner.wait(5)
         server = EmbeddedServer(data_dir)
-        with caplog.at_level(logging.INFO, "storage.embedded"):
+        with caplog.at_level(logging.INFO, "storage.embedded.owner"):
             uri = await server.start()
         try:
             assert server.owner

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from pymongo import AsyncMongoClient
 
-from storage.embedded import EmbeddedServer
-from storage.embedded_spare import SpareServer
+from storage.embedded.owner import EmbeddedServer
+from storage.embedded.spare import SpareServer
 from tests.agent.cli.procs import wait_gone
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,7 +82,7 @@ def test_no_spare_when_the_environment_names_a_database(monkeypatch: pytest.Monk
 
 OWNER = """
 import sys, time
-from storage.embedded_spare import SpareServer
+from storage.embedded.spare import SpareServer
 spare = SpareServer.start()
 print(spare.pid, flush=True)
 time.sleep(60)

@@ -1,5 +1,5 @@
 """The embedded server's stop lets go of its port at once: the accept thread is woken
-by a connection to the server's own address (``storage.embedded_server``)."""
+by a connection to the server's own address (``storage.embedded.server``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from pymongo import MongoClient
 from secantus import SecantusDBServer
 
-from storage.embedded_server import _stop_server
+from storage.embedded.server import _stop_server
 
 
 def test_stop_wakes_the_accept_thread_and_frees_the_port(tmp_path: Path) -> None:

@@ -73,7 +73,7 @@ def _stat(pid: int) -> list[str] | None:
     return text[text.rfind(")") + 2 :].split()  # state, ppid, ...
 
 
-def children_of(pid: int, marker: str = "storage.embedded_server") -> list[int]:
+def children_of(pid: int, marker: str = "storage.embedded.server") -> list[int]:
     """Live child processes of ``pid`` whose command line contains ``marker`` (Linux)."""
     found = []
     for entry in Path("/proc").iterdir():

@@ -150,7 +150,7 @@ print("held", flush=True)
 time.sleep(60)
 """
 RUN_WITH_SHORT_WAIT = (
-    "import storage.embedded as e; e.RELEASE_TIMEOUT = 2.0; "
+    "import storage.embedded.owner as e; e.RELEASE_TIMEOUT = 2.0; "
     "from agent.cli.main import main; raise SystemExit(main(['run']))"
 )
 

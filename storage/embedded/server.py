@@ -8,7 +8,7 @@ on Linux the kernel sends it SIGTERM the moment its parent dies (parent-death
 signal), so a restart right after a crash finds the store released within a
 fraction of a second; elsewhere a watch thread notices within a second.
 
-Started with ``--spare`` (``storage.embedded_spare``), it loads first and then reads
+Started with ``--spare`` (``storage.embedded.spare``), it loads first and then reads
 its other options from stdin, so its start-up overlaps its owner's; at the end of
 stdin instead it exits.
 
@@ -56,7 +56,7 @@ def _die_with_parent(parent: int) -> bool:
     """Have Linux send SIGTERM when the parent dies; False if it is already gone.
 
     The kernel sends the signal when the *thread* that started us exits, so the
-    owner starts this process from its event loop's thread (see ``storage.embedded``).
+    owner starts this process from its event loop's thread (see ``storage.embedded.owner``).
     """
     if sys.platform.startswith("linux"):
         try:

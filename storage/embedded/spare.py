@@ -20,7 +20,7 @@ from pathlib import Path
 
 
 class SpareServer:
-    """``storage.embedded_server --spare``: loaded, waiting for its options."""
+    """``storage.embedded.server --spare``: loaded, waiting for its options."""
 
     def __init__(self, process: subprocess.Popen[bytes]) -> None:
         self._process: subprocess.Popen[bytes] | None = process
@@ -36,13 +36,13 @@ class SpareServer:
         ``MONGODB_URI`` in the environment: then no embedded database is wanted).
 
         Call it from the thread that will run the event loop (see
-        ``storage.embedded_server._die_with_parent``).
+        ``storage.embedded.server._die_with_parent``).
         """
         if os.environ.get("MONGODB_URI") or importlib.util.find_spec("secantus") is None:
             return None
         try:
             process = subprocess.Popen(
-                [sys.executable, "-m", "storage.embedded_server", "--spare",
+                [sys.executable, "-m", "storage.embedded.server", "--spare",
                  "--parent-pid", str(os.getpid())],
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True,  # as EmbeddedServer's own: a Ctrl-C reaches us first

@@ -5,7 +5,7 @@ child process and the child writes its URI to ``DATA_DIR/db.uri``; a second
 process on the same directory finds the lock held and connects to that URI
 instead of opening a second copy.
 
-The child dies with its owner (``storage.embedded_server``), but closing the store
+The child dies with its owner (``storage.embedded.server``), but closing the store
 takes it a moment, and meanwhile ``db.lock`` is already free: a new owner started
 right after a crash finds WiredTiger's own lock on ``DATA_DIR/db`` still held. It
 waits for that, bounded by ``RELEASE_TIMEOUT`` and logged, before it starts its own
@@ -38,8 +38,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from storage.embedded_server import BUSY_EXIT
-from storage.embedded_spare import SpareServer
+from storage.embedded.server import BUSY_EXIT
+from storage.embedded.spare import SpareServer
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ def store_holder(lock_file: Path) -> int | None:
 
 
 def orphaned_server(pid: int, store: Path) -> bool:
-    """Whether ``pid`` is a Watchkeeper database server (``storage.embedded_server``) whose
+    """Whether ``pid`` is a Watchkeeper database server (``storage.embedded.server``) whose
     owner is gone: the process that started it (``--parent-pid``) is no longer its parent.
 
     Asked about the process the kernel names as holding ``store``'s lock, while we hold
@@ -106,7 +106,7 @@ def orphaned_server(pid: int, store: Path) -> bool:
     except OSError:
         return False
     args = [os.fsdecode(arg) for arg in argv if arg]
-    if "storage.embedded_server" not in args or "--parent-pid" not in args:
+    if "storage.embedded.server" not in args or "--parent-pid" not in args:
         return False
     options = dict(itertools.pairwise(args))
     if "--storage-path" in options:
@@ -170,7 +170,7 @@ class EmbeddedServer:
         still held, SecantusDB missing) is left to ``start``.
 
         Call it from the thread that will run the event loop (see ``_start_owned``).
-        ``spare``: a server process already loaded (``storage.embedded_spare``), used
+        ``spare``: a server process already loaded (``storage.embedded.spare``), used
         instead of a new one; dismissed if it is not needed.
         """
         try:
@@ -330,7 +330,7 @@ class EmbeddedServer:
             return process
         with log_path.open("ab") as log_file:
             return subprocess.Popen(
-                [sys.executable, "-m", "storage.embedded_server",
+                [sys.executable, "-m", "storage.embedded.server",
                  "--parent-pid", str(os.getpid()), *options],
                 stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file,
                 start_new_session=True,  # a Ctrl-C reaches us, and we stop it in order

@@ -1,5 +1,4 @@
-"""The running application (``App``) as the composition root assembles it, and the
-shapes of what plugs into it: features, HTTP routes, status sections.
+"""The running app's parts, as the composition root assembles them.
 
 Features (alerts, scheduling, WhatsApp) receive the ``App`` and register their
 tools, commands, routes and status sections on it.
