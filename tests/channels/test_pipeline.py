@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import random
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,7 +13,7 @@ from channels.delivery.pipeline import Pipeline
 from channels.types import InboundMessage, OutboundMessage, Reply, SendError
 from storage.collections import inbox_key
 from tests.fakes.channel import RecordingChannel
-from tests.waiting import until_async
+from tests.waiting import until, until_async, waiting_in
 
 Doc = dict[str, Any]
 
@@ -33,13 +32,14 @@ def inbound(chat: str, n: int) -> InboundMessage:
 async def test_one_conversation_in_order_many_in_parallel(db: AsyncDatabase[Doc]) -> None:
     running: set[str] = set()
     peak = 0
+    go = asyncio.Event()
 
     async def handler(message: InboundMessage) -> list[Reply]:
         nonlocal peak
         assert message.chat_id not in running, "two messages of one chat at once"
         running.add(message.chat_id)
         peak = max(peak, len(running))
-        await asyncio.sleep(random.uniform(0.01, 0.05))
+        await go.wait()  # held until the test has seen who runs and who waits
         running.discard(message.chat_id)
         return [Reply(message.text)]
 
@@ -49,6 +49,10 @@ async def test_one_conversation_in_order_many_in_parallel(db: AsyncDatabase[Doc]
     for n in range(5):
         for chat in ("a", "b", "c", "d", "e"):
             assert await pipeline.submit(inbound(chat, n))
+    # Every chat's first message is either being handled or waiting for a place.
+    await until(lambda: len(running) + waiting_in("Semaphore.acquire") == 5, "all placed")
+    assert len(running) == 3
+    go.set()
     await pipeline.join()
     for chat in ("a", "b", "c", "d", "e"):
         texts = [m.text for m in channel.sent if m.chat_id == chat]
