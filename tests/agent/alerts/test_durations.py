@@ -8,8 +8,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from agent.alerts.directives import Mute, ParsedReply, Snooze, parse_reply
-from agent.alerts.durations import duration_minutes, until
-from agent.alerts.reply_text import normalise
+from agent.alerts.reply_text import duration_minutes, normalise, until
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NOW = datetime(2026, 11, 26, 10, 0, tzinfo=UTC)  # Thursday, 11:00 in Berlin
