@@ -28,9 +28,9 @@ from zoneinfo import ZoneInfo
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from agent.app.application import Scheduling  # noqa: E402
 from agent.app.core import App, build_app  # noqa: E402
 from agent.app.features.scheduling import SchedulingOptions, scheduling  # noqa: E402
-from agent.app.parts import Scheduling  # noqa: E402
 from agent.cli.event_loop import run as run_app_loop  # noqa: E402
 from agent.config import Settings  # noqa: E402
 from agent.owner import OwnerSettings  # noqa: E402

@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 
 import aiohttp
 
+from agent.app.application import App, Feature, Route
 from agent.app.features import FEATURES
-from agent.app.parts import App, Feature, Route
 from agent.app.shutdown import Shutdown
 from agent.app.status import install_status_command
 from agent.config import Settings

@@ -20,8 +20,8 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
+from agent.app.application import TELEGRAM_WEBHOOK, App, Feature, Route
 from agent.app.gate import HandlerGate, SinkGate
-from agent.app.parts import TELEGRAM_WEBHOOK, App, Feature, Route
 from agent.app.shutdown import Shutdown, ShutdownStack
 from agent.config import Settings, ensure_data_dir
 from agent.database import open_configured_database

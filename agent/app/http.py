@@ -20,12 +20,12 @@ from typing import Any
 from aiohttp import web
 
 from agent.app.access import AdminGate, TooManyTries
+from agent.app.application import App
 from agent.app.connections import PER_PEER, ConnectionCap, default_most
 from agent.app.dashboard import setup_dashboard
 from agent.app.dashboard.context import secured
 from agent.app.listen import BACKLOG
 from agent.app.listen import bind as bind  # where callers found it; cli uses listen
-from agent.app.parts import App
 from agent.app.shutdown import Shutdown
 from agent.app.status import status_data
 

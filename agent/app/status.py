@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent.app.application import App
 from agent.app.features.mcp import mcp_status_line
-from agent.app.parts import App
 from agent.context import RunContext
 from channels.types import InboundMessage, Reply
 

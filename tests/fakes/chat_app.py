@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent.app.application import App, Feature
 from agent.app.core import build_app
-from agent.app.parts import App, Feature
 from agent.llm.base import ModelClient
 from channels.types import Channel
 from tests.conftest import make_settings

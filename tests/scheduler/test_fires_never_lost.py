@@ -24,9 +24,9 @@ from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import AutoReconnect
 
+from agent.app.application import App
 from agent.app.core import build_app
 from agent.app.features.scheduling import SchedulingOptions, scheduling
-from agent.app.parts import App
 from agent.llm.types import ModelMessage, ModelResponse, ToolSpec
 from agent.owner import OwnerSettings
 from scheduler.cron.job import CronJob

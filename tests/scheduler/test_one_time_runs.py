@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from agent.app.application import App
 from agent.app.features.scheduling import SchedulingOptions, build_parts
-from agent.app.parts import App
 from agent.cli.upcoming import print_schedule
 from agent.llm.types import ModelMessage, ModelResponse, ToolSpec
 from tests.contexts import owner_ctx

@@ -36,9 +36,9 @@ from pathlib import Path
 from aiohttp import web
 
 from agent.app.access import AdminGate
+from agent.app.application import App
 from agent.app.dashboard.auth import RevokedStore, Sessions
 from agent.app.dashboard.context import BY, DASHBOARD_KEY, Dashboard
-from agent.app.parts import App
 
 log = logging.getLogger(__name__)
 PAGES: tuple[str, ...] = ("login", "overview", "alerts", "runs", "jobs", "spend")

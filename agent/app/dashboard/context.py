@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 from aiohttp import web
 from markupsafe import Markup, escape
 
+from agent.app.application import App
 from agent.app.dashboard.auth import (
     BEARER_SESSION,
     CSRF_FIELD,
@@ -20,7 +21,6 @@ from agent.app.dashboard.auth import (
     Sessions,
     set_flash,
 )
-from agent.app.parts import App
 from scheduler.views import short_time
 
 if TYPE_CHECKING:  # jinja2 loads on the first page rendered (``template_env``)

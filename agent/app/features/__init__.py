@@ -2,16 +2,16 @@
 
 A feature decides from the settings whether to start; if it does, it registers its
 tools, commands, routes and status sections on the ``App`` and pushes its own
-teardown (``agent.app.parts.Feature``)."""
+teardown (``agent.app.application.Feature``)."""
 
 from __future__ import annotations
 
+from agent.app.application import Feature
 from agent.app.features.alerts import alerting_feature
 from agent.app.features.mcp import mcp_feature
 from agent.app.features.pairing import pairing_feature
 from agent.app.features.scheduling import scheduling_feature
 from agent.app.features.whatsapp import whatsapp_feature
-from agent.app.parts import Feature
 
 FEATURES: tuple[Feature, ...] = (
     pairing_feature,

@@ -18,7 +18,7 @@ from aiohttp import web
 from agent.alerts.fields import AlertError
 from agent.alerts.policy import RoutingPolicy, summary_line
 from agent.alerts.router import AlertRouter
-from agent.app.parts import App, Feature
+from agent.app.application import App, Feature
 from agent.config import Settings
 from agent.context import RunContext
 from agent.conversation.alert_replies import AlertReplies, alert_prompt_section

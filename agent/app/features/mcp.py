@@ -8,7 +8,7 @@ import contextlib
 import logging
 from typing import Any
 
-from agent.app.parts import App
+from agent.app.application import App
 from agent.config import Settings
 from agent.tools.mcp.client import McpServers, ServerStatus
 from agent.tools.mcp.config import McpConfigError, load_mcp_config

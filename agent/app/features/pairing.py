@@ -8,7 +8,7 @@ import contextlib
 import logging
 from typing import Any
 
-from agent.app.parts import App
+from agent.app.application import App
 from agent.conversation.pairing import REFRESH_EVERY, Pairing
 from storage.pairing import PairingStore
 from storage.tasks import stop_task, wait_event

@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from agent.app.parts import App, Feature, Scheduling
+from agent.app.application import App, Feature, Scheduling
 from agent.context import RunContext
 from agent.owner import OwnerPrefs, OwnerSettings
 from agent.runs.runner import Runner, RunnerConfig

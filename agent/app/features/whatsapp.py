@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from agent.app.parts import App, Feature
+from agent.app.application import App, Feature
 from agent.config import Settings
 from agent.conversation.dispatch import TierResolver, Trust
 from agent.owner import owner_chat

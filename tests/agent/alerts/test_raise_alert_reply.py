@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent.alerts.policy import RoutingPolicy
-from agent.app.parts import App
+from agent.app.application import App
 from agent.tools.alerts import MANAGE_ALERTS, RAISE_ALERT
 from storage import collections as c
 from tests.contexts import owner_ctx

@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 from agent.alerts.directives import Ack
-from agent.app.parts import App
+from agent.app.application import App
 from tests.contexts import owner_ctx
 from tests.fakes.alert_app import START, Harness, alert_app
 from tests.scheduling_kit import call_tool

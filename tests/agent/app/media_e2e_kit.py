@@ -21,11 +21,11 @@ from aiohttp.test_utils import TestClient, TestServer
 from neonize.proto.Neonize_pb2 import Connected
 from twilio.request_validator import RequestValidator
 
+from agent.app.application import App, Feature
 from agent.app.core import build_app
 from agent.app.features.alerts import AlertingOptions, alerting
 from agent.app.features.whatsapp import make_whatsapp_feature
 from agent.app.http import make_web_app
-from agent.app.parts import App, Feature
 from tests.agent.llm.llm_kit import GEMINI_KEY, OPENAI_KEY
 from tests.conftest import make_settings
 from tests.contexts import owner_ctx

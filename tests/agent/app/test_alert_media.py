@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from agent.alerts.router import AlertRouter
+from agent.app.application import App
 from agent.app.core import build_app
 from agent.app.features.alerts import AlertingOptions, alerting
-from agent.app.parts import App
 from tests.agent.app.media_e2e_kit import OWNER_TG, TelegramDriver, provider_settings, until
 from tests.agent.conversation.media_kit import OGG, phone_photo
 from tests.channels.media_kit import media_of, stored_bytes

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from agent.app.application import App
 from agent.app.core import build_app
-from agent.app.parts import App
 from agent.llm.limiter import AdaptiveLimit
 from agent.llm.resilient import ResilientModel
 from tests.conftest import make_settings

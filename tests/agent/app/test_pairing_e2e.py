@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
+from agent.app.application import App
 from agent.app.core import build_app
 from agent.app.features.pairing import pairing_feature
-from agent.app.parts import App
 from agent.cli.pair import WELCOME, pair
 from agent.config import Settings
 from agent.conversation.dispatch import refusal

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
+from agent.app.application import App
 from agent.app.core import build_app
-from agent.app.parts import App
 from agent.config import Settings
 from channels.telegram import TelegramChannel
 from storage import collections as c

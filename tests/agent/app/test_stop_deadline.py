@@ -15,8 +15,8 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import InvalidOperation
 
+from agent.app.application import App
 from agent.app.core import build_app
-from agent.app.parts import App
 from agent.app.shutdown import Shutdown
 from agent.config import Settings
 from agent.llm.types import ModelMessage, ModelResponse, ToolSpec

@@ -12,11 +12,11 @@ from pathlib import Path
 
 from neonize.proto.Neonize_pb2 import Connected
 
+from agent.app.application import App
 from agent.app.core import build_app
 from agent.app.features.alerts import AlertingOptions, alerting
 from agent.app.features.scheduling import SchedulingOptions, scheduling
 from agent.app.features.whatsapp import make_whatsapp_feature
-from agent.app.parts import App
 from tests.conftest import make_settings
 from tests.contexts import owner_ctx
 from tests.fakes.channel import RecordingChannel

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agent.app.parts import App
+from agent.app.application import App
 from storage import collections as c
 from tests.contexts import owner_ctx
 from tests.fakes.channel import RecordingChannel

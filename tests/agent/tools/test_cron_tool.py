@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from agent.app.parts import App
+from agent.app.application import App
 from agent.cli.upcoming import print_schedule
 from agent.tools.cron import MANAGE_CRONJOB
 from tests.contexts import owner_ctx

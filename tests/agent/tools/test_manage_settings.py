@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from agent.app.parts import App
+from agent.app.application import App
 from agent.cli.upcoming import print_schedule
 from agent.conversation.prompt import format_now
 from tests.contexts import contact_ctx, owner_ctx

@@ -13,8 +13,8 @@ from zoneinfo import ZoneInfo
 
 from aiohttp.test_utils import TestClient, TestServer
 
+from agent.app.application import App
 from agent.app.http import make_web_app
-from agent.app.parts import App
 from scheduler.fires.records import Outcome, RunKindName, Status
 from tests.fakes.clock import FakeClock
 from tests.fakes.scripted import ScriptedModel

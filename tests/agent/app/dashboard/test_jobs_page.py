@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
-from agent.app.parts import App
+from agent.app.application import App
 from scheduler.cron.job import CronJob
 from tests.agent.app.dashboard.pages_kit import AUTH, NOW, client_of, csrf_of, dash_app, page
 from tests.fakes.clock import FakeClock

@@ -1,4 +1,5 @@
-"""The running app's parts, as the composition root assembles them.
+"""The running application (``App``) as the composition root assembles it, and the
+shapes of what plugs into it: features, HTTP routes, status sections.
 
 Features (alerts, scheduling, WhatsApp) receive the ``App`` and register their
 tools, commands, routes and status sections on it.
