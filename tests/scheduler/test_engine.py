@@ -29,9 +29,16 @@ class Harness:
     """One engine (one "process") with runners that only record what they were asked."""
 
     def __init__(
-        self, db: AsyncDatabase[Doc], clock: Any, name: str = "a", timer: bool = False
+        self,
+        db: AsyncDatabase[Doc],
+        clock: Any,
+        name: str = "a",
+        timer: bool = False,
+        hold: asyncio.Event | None = None,
     ) -> None:
         self.clock = clock
+        self.hold = hold
+        """When given, a cron run stays in progress until it is set."""
         self.jobs = CronService(db, clock, "Europe/Berlin")
         self.pulse = PulseStore(db, clock, OwnerSettings(db, clock, BERLIN.key))
         self.runs = RunStore(db)
@@ -50,7 +57,8 @@ class Harness:
 
     async def _cron(self, job: CronJob, ticket: RunTicket) -> Outcome:
         self.cron_calls.append((job.id, ticket.scheduled_for))
-        await asyncio.sleep(0.01)  # long enough for a second engine to try the same fire
+        if self.hold is not None:
+            await self.hold.wait()
         return Outcome("success", result="ok")
 
     async def _pulse(self, now: datetime, trigger: Trigger) -> Go:
@@ -78,13 +86,23 @@ async def _pulse_off(h: Harness) -> None:
 
 async def test_two_engines_on_one_database_run_a_fire_once(db: AsyncDatabase[Doc]) -> None:
     clock = FakeClock(utc(2026, 3, 2, 7, 59))  # Monday 08:59 Berlin
-    first, second = Harness(db, clock, "a"), Harness(db, clock, "b")
+    release = asyncio.Event()
+    first, second = Harness(db, clock, "a", hold=release), Harness(db, clock, "b", hold=release)
     await _pulse_off(first)
     job = await first.job("0 9 * * *")
     await first.engine.start()
     await second.engine.start()
     clock.set(utc(2026, 3, 2, 8, 0, 3))
-    await asyncio.gather(first.engine.run_due(), second.engine.run_due())
+    due = [asyncio.create_task(h.engine.run_due()) for h in (first, second)]
+
+    # Both try the fire while one of them is still running it: held there until the
+    # other has given up (or, were the lease broken, has started it too).
+    def started() -> int:
+        return len(first.cron_calls + second.cron_calls)
+
+    await until(lambda: started() == 2 or (started() == 1 and any(t.done() for t in due)))
+    release.set()
+    await asyncio.gather(*due)
     await asyncio.gather(first.engine.run_due(), second.engine.run_due())
     calls = first.cron_calls + second.cron_calls
     assert calls == [(job.id, utc(2026, 3, 2, 8, 0))]
