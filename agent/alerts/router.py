@@ -24,12 +24,10 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from agent.alerts import policy as r
 from agent.alerts.directives import Directive, format_duration
-from agent.alerts.fields import AlertError, validate
 from agent.alerts.lifecycle import STOP_TIMER, Lifecycle, Outcome
 from agent.alerts.outcome import routing_facts
-from agent.alerts.paging import Pager
-from agent.alerts.sending import Sender
-from agent.alerts.store import LEASE, SEVERITIES, AlertStore, entry
+from agent.alerts.sending import Pager, Sender
+from agent.alerts.store import LEASE, SEVERITIES, AlertError, AlertStore, entry, validate
 from agent.config import Settings
 from agent.owner import OwnerPrefs, OwnerSettings
 from channels.delivery.outbox import Outbox

@@ -1,24 +1,138 @@
-"""One round of sending an alert: the first delivery or an escalation step.
+"""Sending an alert: one round (the first delivery or an escalation step), its chat
+copies and its SMS page, through the outbox.
 
 Each round goes through the ``Pager`` (chat copies and the SMS page), then is recorded
-on the alert in one conditional update that also arms the next escalation timer.
+on the alert by the ``Sender`` in one conditional update that also arms the next
+escalation timer. Every message goes under the key ``alert:<code>:<seq>:<channel>``,
+so a step retried after a crash is not sent twice; SMS pages take one unit of the
+hourly budget every SMS shares, and the owner hears once an hour when that budget is
+used up.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
+from zoneinfo import ZoneInfo
 
+from agent.alerts import policy as r
 from agent.alerts.directives import format_duration
 from agent.alerts.lifecycle import escalation_after
-from agent.alerts.paging import Paged, Pager
 from agent.alerts.policy import RoutingPolicy
 from agent.alerts.store import AlertStore, entry
+from agent.config import Settings
+from agent.owner import OwnerSettings, Target, can_page, owner_address, owner_chats
+from channels.delivery.outbox import Outbox
+from channels.types import SMS_BUDGET_TAKEN, Channel, OutboundMessage
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
+Paged = Literal["sent", "budget", "unavailable", "failed"]
+
+
+class Pager:
+    def __init__(
+        self,
+        store: AlertStore,
+        outbox: Outbox,
+        channels: Mapping[str, Channel],
+        settings: Settings,
+        sms_per_hour: Callable[[], int],
+        owner: OwnerSettings | None = None,
+    ) -> None:
+        self._store = store
+        self._outbox = outbox
+        self._channels = channels
+        self._settings = settings
+        self._sms_per_hour = sms_per_hour
+        self._owner = owner
+
+    @property
+    def tz(self) -> ZoneInfo:
+        return self._owner.tz if self._owner is not None else self._settings.tz
+
+    def chats(self) -> list[Target]:
+        """The owner's chats, the primary channel first (``manage_settings``)."""
+        primary = self._owner.current.primary_channel if self._owner is not None else None
+        return owner_chats(self._settings, self._channels, primary)
+
+    def sms_ready(self) -> bool:
+        """Whether a page can go at all: the SMS channel runs and the owner has a number."""
+        return can_page(self._settings, self._channels)
+
+    async def page(self, alert: Doc, now: datetime, seq: int, lead: str) -> Paged:
+        """One SMS to the owner, within the hourly budget."""
+        phone = owner_address(self._settings, "sms")
+        if not self.sms_ready() or phone is None:
+            return "unavailable"
+        if not await self._store.take_sms(now, self._sms_per_hour()):
+            log.warning("sms budget reached; alert #%s not paged", alert["code"])
+            await self._tell_budget(alert, now)
+            return "budget"
+        key = f"alert:{alert['code']}:{seq}:sms"
+        meta = {"alert_code": alert["code"], SMS_BUDGET_TAKEN: True}
+        await self._outbox.enqueue(
+            OutboundMessage("sms", phone, r.sms_text(alert, lead), key, meta=meta)
+        )
+        # A failed first try stays queued and is retried; a refusal (bad number, the
+        # owner replied STOP) is final, and the page must reach a chat instead.
+        status = await self._store.outbox_status(key)
+        return "failed" if status == "failed" else "sent"
+
+    async def _tell_budget(self, alert: Doc, now: datetime) -> None:
+        if not await self._store.claim_budget_notice(now):
+            return
+        frees = await self._store.budget_frees_at()
+        when = r.local_time(frees, now, self.tz) if frees else "within the hour"
+        text = (
+            f"SMS budget reached ({self._sms_per_hour()} per hour): #{alert['code']} "
+            f"{alert['title']} was not sent by SMS. SMS pages resume at {when}."
+        )
+        key = f"sms-budget:{now.isoformat()}"
+        for target in self.chats():
+            message = OutboundMessage(
+                target.channel, target.chat_id, text, f"{key}:{target.channel}"
+            )
+            await self._outbox.enqueue(message)
+            if await self._store.outbox_status(message.idempotency_key) == "sent":
+                return
+
+    async def send(self, target: Target, alert: Doc, seq: int, lead: str) -> bool:
+        """Send the chat copy through the outbox; True once the channel accepted it."""
+        key = f"alert:{alert['code']}:{seq}:{target.channel}"
+        message = OutboundMessage(
+            target.channel,
+            target.chat_id,
+            r.chat_text(alert, lead),
+            key,
+            buttons=r.buttons(alert) if target.channel == "telegram" else (),
+            meta={"alert_code": alert["code"]},
+        )
+        await self._outbox.enqueue(message)
+        return await self._store.outbox_status(key) == "sent"
+
+    async def send_everywhere(self, alert: Doc, seq: int, lead: str) -> list[str]:
+        """The chat copy on every chat channel; the channels that took it."""
+        return [  # the SMS copy is the page, never a second SMS
+            target.channel
+            for target in self.chats()
+            if target.channel != "sms" and await self.send(target, alert, seq, lead)
+        ]
+
+    async def send_first(self, alert: Doc, seq: int, lead: str) -> Target | None:
+        """The first chat that takes the alert; copies that failed on the way stop retrying."""
+        failed: list[str] = []
+        for target in self.chats():
+            if await self.send(target, alert, seq, lead):
+                await self._store.supersede(failed, target.channel)
+                return target
+            log.warning(
+                "alert #%s: %s failed, trying the next channel", alert["code"], target.channel
+            )
+            failed.append(f"alert:{alert['code']}:{seq}:{target.channel}")
+        return None
 
 
 class Sender:

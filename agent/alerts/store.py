@@ -1,4 +1,5 @@
-"""Alerts in MongoDB: codes, dedupe, lifecycle changes with history, timers, SMS budget.
+"""Alerts in MongoDB: codes, dedupe, lifecycle changes with history, timers, SMS budget;
+and the check of what an alert is raised with.
 
 Every state change is one conditional update, so two replies racing (a button press
 and a typed "ack") or two processes ticking cannot apply a change twice. Timers
@@ -8,13 +9,18 @@ a restarted process carry on an escalation where the old one stopped.
 A write cut off by a dropped connection is sent once more (``storage.retry``) where
 that cannot apply it twice: changes and timer claims carry a claim token, inserts
 their own ``_id``, the rest are ``$set`` or compare-and-set.
+
+What an alert is raised with is checked once (``validate``), for every way in (tool,
+API, internal); the messages name the field and the rule, so an API caller or the
+model can fix the request without guessing.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
+from types import MappingProxyType
 from typing import Any, Literal
 
 from pymongo import ASCENDING, DESCENDING, ReturnDocument
@@ -22,8 +28,9 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
 from storage import collections as c
-from storage import retry, sms_budget
-from storage.sms_budget import BUDGET_DOC
+from storage import retry
+from storage.repos import sms_budget
+from storage.repos.sms_budget import BUDGET_DOC
 
 Doc = dict[str, Any]
 Severity = Literal["info", "warning", "critical"]
@@ -43,6 +50,9 @@ HINT_SECONDS = 5.0
 """How long ``latest_sent`` trusts its last look when it found nothing recent: every
 owner message asks, and nearly always no alert is in play. A change through this
 store forgets the hint at once; one made by another process counts within this."""
+LIMITS: Mapping[str, int] = MappingProxyType(
+    {"title": 200, "body": 4000, "dedupe_key": 200, "source": 100}
+)
 
 
 def entry(now: datetime, by: str, action: str, detail: str | None = None) -> Doc:
@@ -284,3 +294,38 @@ class AlertStore:
             "claim the budget notice",
         )
         return result.matched_count == 1
+
+
+class AlertError(ValueError):
+    """An alert that cannot be raised as given; the message says which field and why."""
+
+
+def _text(name: str, value: Any, *, required: bool) -> str | None:
+    if value is None or (isinstance(value, str) and not value.strip() and not required):
+        if required:
+            raise AlertError(f"{name} is required")
+        return None
+    if not isinstance(value, str):
+        raise AlertError(f"{name} must be a string, not {type(value).__name__}")
+    text: str = value.strip()
+    if required and not text:
+        raise AlertError(f"{name} must not be empty")
+    if len(text) > LIMITS[name]:
+        raise AlertError(f"{name} is {len(text)} characters; at most {LIMITS[name]}")
+    return text
+
+
+def validate(severity: Any, title: Any, body: Any, dedupe_key: Any, source: Any) -> dict[str, Any]:
+    """Check raw input (tool, API, internal) once, here, with messages a caller can act on."""
+    if severity not in SEVERITIES:
+        shown = repr(severity)
+        if len(shown) > 40:  # the message goes back to the caller: never echo a huge value
+            shown = shown[:39] + "…"
+        raise AlertError(f"severity must be one of info, warning, critical; got {shown}")
+    return {
+        "severity": severity,
+        "title": _text("title", title, required=True),
+        "body": _text("body", body, required=False) or "",
+        "dedupe_key": _text("dedupe_key", dedupe_key, required=False),
+        "source": _text("source", source, required=False) or "agent",
+    }

@@ -11,9 +11,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from agent.alerts.directives import Ack, Directive, Mute, Resolve, Snooze, parse_reply
-from agent.alerts.fields import AlertError
 from agent.alerts.outcome import describe
 from agent.alerts.router import AlertRouter
+from agent.alerts.store import AlertError
 from agent.context import RunContext
 from agent.owner import can_page
 from agent.tools.base import Tool, ToolError, ToolResult

@@ -15,9 +15,9 @@ from typing import Any
 
 from aiohttp import web
 
-from agent.alerts.fields import AlertError
 from agent.alerts.policy import RoutingPolicy, summary_line
 from agent.alerts.router import AlertRouter
+from agent.alerts.store import AlertError
 from agent.app.application import App, Feature
 from agent.config import Settings
 from agent.context import RunContext
