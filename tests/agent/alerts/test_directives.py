@@ -384,12 +384,9 @@ def test_help_text_options_parse() -> None:
     assert parse_reply("pulse 12 per day").directive == SetPulseRate(12)
 
 
-def test_long_adversarial_input_is_fast() -> None:
-    import time as clock
-
+@pytest.mark.timeout(60)  # a watchdog against a quadratic blow-up, not a speed limit
+def test_long_adversarial_input_is_parsed() -> None:
+    """The figure: python bench/bench_directives.py."""
     texts = ["snooze " + "1m" * 5000 + "x", "#1 " * 3000, "every " + "1" * 10000, "a" * 50000]
-    start = clock.perf_counter()
     for text in texts:
-        parse_reply(text)
-    # A watchdog against a quadratic blow-up; the figure: python bench/bench_directives.py
-    assert clock.perf_counter() - start < 20
+        assert parse_reply(text).directive is None, text[:20]
