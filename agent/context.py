@@ -27,9 +27,9 @@ from channels.types import Channel
 from scheduler.cron.service import CronService
 from scheduler.engine import Engine
 from scheduler.pulse.store import PulseStore
-from storage.effects import EffectLog
-from storage.repos import ConversationRepo, MessageRepo, SystemInstructionRepo
-from storage.usage import UsageLog
+from storage.repos.conversations import ConversationRepo, MessageRepo, SystemInstructionRepo
+from storage.repos.effects import EffectLog
+from storage.repos.usage import UsageLog
 
 Tier = Literal["owner", "contact"]
 RunKind = Literal["chat", "cron", "pulse"]
@@ -88,7 +88,7 @@ class AgentDeps:
     messages: MessageRepo = field(init=False)
     effects: EffectLog = field(init=False)
     usage: UsageLog = field(init=False)
-    """Tokens per day for the dashboard, written in batches (``storage.usage``)."""
+    """Tokens per day for the dashboard, written in batches (``storage.repos.usage``)."""
 
     def __post_init__(self) -> None:
         self.effects = EffectLog(self.db)

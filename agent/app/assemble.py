@@ -31,7 +31,7 @@ from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
 from channels.types import Channel
 from storage.db import Database
-from storage.pairing import PairingStore
+from storage.repos.pairing import PairingStore
 
 
 def default_features() -> list[Feature]:

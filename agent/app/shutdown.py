@@ -18,7 +18,7 @@ What a step cut short would have written is not lost; the next start finds it:
   (``scheduler.fires.records``);
 * a Telegram update not yet stored was not acknowledged and comes again.
 
-Two exceptions: token counts of the last ``storage.usage.FLUSH_SECONDS`` (kept in
+Two exceptions: token counts of the last ``storage.repos.usage.FLUSH_SECONDS`` (kept in
 memory until written), and an SMS webhook still unstored after the HTTP server's
 ``REQUEST_GRACE`` (only when the database does not answer; Twilio does not send it
 again).

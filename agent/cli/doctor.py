@@ -41,7 +41,7 @@ from agent.tools.mcp.config import (
 )
 from storage.db import make_client
 from storage.embedded.owner import EmbeddedServer, EmbeddedUnavailable
-from storage.pairing import PairedOwner, PairingStore, PendingCode
+from storage.repos.pairing import PairedOwner, PairingStore, PendingCode
 
 TIMEOUT = aiohttp.ClientTimeout(total=8)
 MODEL_LIST_SECONDS = 10.0

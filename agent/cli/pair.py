@@ -20,7 +20,7 @@ from agent.conversation.pairing import WELCOME
 from agent.database import open_configured_database
 from channels.delivery.outbox import Outbox
 from channels.types import OutboundMessage
-from storage.pairing import CODE_TTL, PairedOwner, PairingStore, invite_code_in
+from storage.repos.pairing import CODE_TTL, PairedOwner, PairingStore, invite_code_in
 
 CODE = re.compile(r"\d{6}")
 

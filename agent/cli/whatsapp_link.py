@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agent.config import Settings
-from storage.whatsapp_permissions import normalise_phone
+from storage.repos.whatsapp_permissions import normalise_phone
 
 Printer = Callable[[str], None]
 LINK_TIMEOUT = 300.0

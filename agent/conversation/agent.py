@@ -70,7 +70,7 @@ def _to_docs(messages: Sequence[ModelMessage], extra: dict[str, Any] | None = No
 
 
 async def _count_usage(ctx: RunContext, usage: Usage) -> None:
-    """The day's tokens for the dashboard (``storage.usage``); never fails the exchange."""
+    """The day's tokens for the dashboard (``storage.repos.usage``); never fails the exchange."""
     if not (usage.input_tokens or usage.output_tokens):
         return
     try:

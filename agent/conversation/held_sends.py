@@ -4,7 +4,7 @@ once. Tried before alert directives, owner tier only.
 
 Each released message is queued under a key made of its group's key and the message
 itself, so a confirmation replayed after a crash half-way, or sent again, queues what
-is missing and sends nothing twice (``storage.held_sends``, guarantees 2 and 3).
+is missing and sends nothing twice (``storage.repos.held_sends``, guarantees 2 and 3).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections import defaultdict
 from agent.context import RunContext
 from channels.delivery.outbox import Outbox
 from channels.types import InboundMessage, OutboundMessage, Reply
-from storage.held_sends import HeldGroup, HeldSend, HeldSends
+from storage.repos.held_sends import HeldGroup, HeldSend, HeldSends
 
 CONFIRM = re.compile(r"^\W*send\s+#?(\d{4})\W*$", re.IGNORECASE)
 DECLINE = re.compile(

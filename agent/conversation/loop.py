@@ -34,7 +34,7 @@ from agent.llm.types import (
 from agent.tools.base import Toolset
 from agent.tools.sending import ask_owner, held_codes
 from channels.delivery.text import MAX_DEPTH, TooDeep, clean_text, clean_value
-from storage.effects import call_digest
+from storage.repos.effects import call_digest
 
 log = logging.getLogger(__name__)
 MAX_TURNS = 8

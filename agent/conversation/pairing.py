@@ -21,7 +21,14 @@ from datetime import timedelta
 
 from agent.config import Settings
 from channels.types import InboundMessage, Reply
-from storage.pairing import CODE_TTL, MAX_PENDING, PairedOwner, PairingStore, invite_code_in, who
+from storage.repos.pairing import (
+    CODE_TTL,
+    MAX_PENDING,
+    PairedOwner,
+    PairingStore,
+    invite_code_in,
+    who,
+)
 
 log = logging.getLogger(__name__)
 REFRESH_EVERY = timedelta(seconds=30)

@@ -14,7 +14,7 @@ from types import MappingProxyType
 from agent.context import RunContext
 from agent.llm.untrusted import DEFUSED, OPENERS, defuse
 from agent.tools.base import Toolset
-from storage.repos import SystemInstruction
+from storage.repos.conversations import SystemInstruction
 
 PromptSection = Callable[[RunContext], Awaitable[str | None]]
 

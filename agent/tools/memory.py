@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 from agent.context import RunContext
 from agent.tools.base import Tool, ToolError, ToolResult
 from storage.collections import PROTECTED
-from storage.repos import MEMORY_LIMIT, MemoryTooLong
+from storage.repos.conversations import MEMORY_LIMIT, MemoryTooLong
 
 
 class SaveMemoryArgs(BaseModel):

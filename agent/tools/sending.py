@@ -2,7 +2,7 @@
 new recipients, the shared SMS budget, and the outbox (stored, retried, sent once).
 
 A message to someone who is neither the owner nor a WhatsApp contact with
-``can_reply`` is not sent: it is held (``storage.held_sends``), and when the exchange
+``can_reply`` is not sent: it is held (``storage.repos.held_sends``), and when the exchange
 ends the owner is asked in their main chat, in one message for all the exchange held,
 to reply ``send <code>``. Text the model read (a web page, a contact's message, a
 database row) can therefore never make it write to a stranger on its own.
@@ -19,9 +19,9 @@ from agent.context import RunContext
 from agent.owner import owner_address, owner_chat
 from agent.tools.base import ToolError, ToolResult
 from channels.types import SMS_BUDGET_TAKEN, OutboundMessage
-from storage.held_sends import HeldGroup, HeldSend, HeldSends
-from storage.sms_budget import take_sms
-from storage.whatsapp_permissions import WhatsAppPermissions
+from storage.repos.held_sends import HeldGroup, HeldSend, HeldSends
+from storage.repos.sms_budget import take_sms
+from storage.repos.whatsapp_permissions import WhatsAppPermissions
 
 CONFIRM_WORD = "send"
 DECLINE_WORD = "cancel"

@@ -17,7 +17,7 @@ from agent.tools.base import Tool, ToolError, ToolResult
 from agent.tools.sending import deliver
 from channels.delivery.inbox import newest_received
 from storage import collections as c
-from storage.whatsapp_permissions import (
+from storage.repos.whatsapp_permissions import (
     Permission,
     WhatsAppPermissions,
     normalise_address,

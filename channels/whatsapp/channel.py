@@ -39,7 +39,7 @@ from channels.whatsapp.events import (
     phone_of,
     phone_to_jid,
 )
-from storage.whatsapp_permissions import normalise_phone
+from storage.repos.whatsapp_permissions import normalise_phone
 
 log = logging.getLogger(__name__)
 

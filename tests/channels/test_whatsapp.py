@@ -33,7 +33,7 @@ from neonize.proto.waE2E.WAWebProtobufsE2E_pb2 import (
 from channels.types import OutboundMessage, SendError
 from channels.whatsapp import WhatsAppChannel
 from channels.whatsapp.events import parse_message
-from storage.whatsapp_permissions import normalise_phone
+from storage.repos.whatsapp_permissions import normalise_phone
 from tests.channels.whatsapp_kit import ALICE, BOB, OWNER, Kit, kit
 from tests.fakes.clock import FakeClock
 from tests.fakes.whatsapp import FakeClient, jid, message_event

@@ -8,7 +8,7 @@ from typing import Any
 from bson import ObjectId
 from pymongo.asynchronous.database import AsyncDatabase
 
-from storage.repos import REPLAY_LOOKBACK, MessageRepo
+from storage.repos.conversations import REPLAY_LOOKBACK, MessageRepo
 
 Doc = dict[str, Any]
 

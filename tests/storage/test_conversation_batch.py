@@ -14,7 +14,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from storage import collections as c
 from storage.coalesce import GroupLoad
 from storage.collections import ensure_indexes
-from storage.repos import ConversationRepo
+from storage.repos.conversations import ConversationRepo
 from tests.storage.conftest import Commands
 
 Doc = dict[str, Any]

@@ -9,7 +9,7 @@ from typing import Any
 from pymongo.asynchronous.database import AsyncDatabase
 
 from storage.collections import ensure_indexes
-from storage.repos import ConversationRepo
+from storage.repos.conversations import ConversationRepo
 from tests.storage.conftest import Commands
 
 Doc = dict[str, Any]

@@ -12,7 +12,7 @@ from pymongo.errors import DuplicateKeyError
 
 from storage import collections as c
 from storage.collections import ensure_indexes
-from storage.repos import MessageRepo
+from storage.repos.conversations import MessageRepo
 from tests.storage.conftest import Commands
 
 Doc = dict[str, Any]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
-from storage.pairing import PairingStore, invite_code_in, who
+from storage.repos.pairing import PairingStore, invite_code_in, who
 from tests.fakes.clock import FakeClock
 
 Db = AsyncDatabase[dict[str, Any]]

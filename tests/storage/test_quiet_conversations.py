@@ -12,7 +12,7 @@ from typing import Any
 from pymongo import AsyncMongoClient
 
 from storage import collections as c
-from storage.repos import ConversationRepo
+from storage.repos.conversations import ConversationRepo
 from tests.fakes.unheard_close import UnheardCloseRelay
 
 Doc = dict[str, Any]

@@ -8,7 +8,7 @@ from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from storage.usage import UsageLog
+from storage.repos.usage import UsageLog
 from tests.waiting import until_async
 
 DAY = date(2026, 11, 26)

@@ -1,7 +1,7 @@
 """Spend: ``GET /spend``, input and output tokens per day for 30 days, by chat, cron and
 pulse, as two stacked bar charts (inline SVG) with totals and a table of every day.
 
-Read from ``usage`` (``storage.usage``): at most 90 small documents for the month.
+Read from ``usage`` (``storage.repos.usage``): at most 90 small documents for the month.
 ``spend_table`` turns the counts into one row per day (days with no tokens included,
 as zeros) and totals; ``spend_svg`` draws one stacked bar per day as inline SVG
 (``viewBox``, ``width="100%"``), a segment per kind with a ``<title>`` in words.
@@ -19,7 +19,7 @@ from aiohttp import web
 from markupsafe import Markup, escape
 
 from agent.app.dashboard.context import Dashboard
-from storage.usage import KINDS, DayUsage, UsageKind
+from storage.repos.usage import KINDS, DayUsage, UsageKind
 
 DAYS = 30
 Side = Literal["input", "output"]

@@ -26,7 +26,7 @@ from agent.tools.alerts import MANAGE_ALERTS, RAISE_ALERT
 from channels.delivery.text import clean_text, clean_value
 from channels.types import InboundMessage, Reply
 from channels.webhook_body import BodyRefused, read_body
-from storage.sms_budget import take_sms
+from storage.repos.sms_budget import take_sms
 
 log = logging.getLogger(__name__)
 SMS_WEBHOOK = "/webhooks/twilio/sms"

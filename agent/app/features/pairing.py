@@ -10,7 +10,7 @@ from typing import Any
 
 from agent.app.application import App
 from agent.conversation.pairing import REFRESH_EVERY, Pairing
-from storage.pairing import PairingStore
+from storage.repos.pairing import PairingStore
 from storage.tasks import stop_task, wait_event
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from agent.owner import owner_chat
 from agent.tools.whatsapp import WHATSAPP_TOOLS, permissions_section, whatsapp_connected
 from channels.delivery.pipeline import BurstRule
 from channels.types import InboundMessage, OutboundMessage
-from storage.whatsapp_permissions import WhatsAppPermissions, normalise_address
+from storage.repos.whatsapp_permissions import WhatsAppPermissions, normalise_address
 
 if TYPE_CHECKING:
     from channels.whatsapp import ClientFactory

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from storage.sms_budget import BUDGET_DOC
+from storage.repos.sms_budget import BUDGET_DOC
 from tests.fakes.alert_app import Harness
 
 Channel = Literal["telegram", "sms"]

@@ -15,7 +15,7 @@ from neonize.proto.Neonize_pb2 import Connected, Disconnected, LoggedOut
 from agent.app.core import build_app
 from agent.app.features.whatsapp import make_notifier, make_whatsapp_feature
 from agent.cli.whatsapp_link import link
-from storage.whatsapp_permissions import WhatsAppPermissions
+from storage.repos.whatsapp_permissions import WhatsAppPermissions
 from tests.channels.whatsapp_kit import ALICE, BOB, OWNER, Kit, kit
 from tests.conftest import make_settings
 from tests.contexts import contact_ctx, owner_ctx

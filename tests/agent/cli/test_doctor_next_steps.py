@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestServer
 
 from agent.cli.doctor import Check, Owners, doctor, next_steps
 from storage.db import open_database
-from storage.pairing import PairingStore
+from storage.repos.pairing import PairingStore
 from tests.agent.cli.procs import run_env
 from tests.conftest import make_settings
 

@@ -22,7 +22,7 @@ from agent.cli.pair import WELCOME, pair
 from agent.config import Settings
 from agent.conversation.dispatch import refusal
 from agent.conversation.pairing import BUSY
-from storage.pairing import PairingStore
+from storage.repos.pairing import PairingStore
 from tests.agent.app.test_pairing_e2e import Start, code_in, push, settings, settle, start
 from tests.agent.cli.procs import free_port, run_env
 from tests.fakes.clock import FakeClock

@@ -18,7 +18,7 @@ from agent.conversation.held_sends import confirm_held_send
 from agent.llm.types import ModelMessage, ToolCallPart
 from channels.delivery.outbox import Outbox
 from channels.types import InboundMessage, OutboundMessage
-from storage.held_sends import HeldSends
+from storage.repos.held_sends import HeldSends
 from tests.contexts import owner_ctx
 from tests.fakes.alert_app import OWNER_TG, Harness, alert_app
 from tests.fakes.scripted import Request

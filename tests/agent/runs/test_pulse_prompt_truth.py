@@ -148,7 +148,7 @@ async def test_the_prompt_says_inbox_is_chat_not_email_and_keeps_built_in_docs(
 async def test_a_schema_stored_before_keeps_built_in_docs_once(
     mongo_server: str, tmp_path: Path, clock: FakeClock
 ) -> None:
-    from storage.repos import LEGACY_DB_SCHEMA
+    from storage.repos.conversations import LEGACY_DB_SCHEMA
 
     model = ScriptedModel(lambda r: "ok")
     async with scheduled_app(mongo_server, tmp_path, model, clock) as app:
