@@ -19,27 +19,33 @@ import pytest
 from agent.alerts.router import AlertRouter
 from storage.tasks import stop_task, wait_event
 from tests.fakes.alert_app import alert_app
+from tests.waiting import until
 
 Waiter = Callable[[asyncio.Event], Awaitable[object]]
 
 
 async def _stops_when_cancelled_as_woken(waiter: Waiter) -> bool:
+    """Whether the loop ends, or (the cancel swallowed) goes round to wait again."""
     event = asyncio.Event()
+    rounds = 0
 
     async def loop() -> None:
+        nonlocal rounds
         while True:
             event.clear()
+            rounds += 1
             await waiter(event)
 
     task = asyncio.create_task(loop())
-    await asyncio.sleep(0.01)
+    await until(lambda: rounds == 1, "the loop waits")
     event.set()  # woken and cancelled in the same tick, as stop() after enqueue()
     task.cancel()
-    done, _ = await asyncio.wait({task}, timeout=0.5)
-    task.cancel()
+    await until(lambda: task.done() or rounds == 2, "the loop ended or went round")
+    stopped = task.done()
+    task.cancel()  # a second cancel, not woken at once, is not swallowed
     with contextlib.suppress(asyncio.CancelledError):
-        await asyncio.wait_for(asyncio.shield(task), 0.5)
-    return bool(done)
+        await task
+    return stopped
 
 
 async def test_wait_for_on_this_python_can_swallow_a_cancel() -> None:
