@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))  # run as a plain script
 
 from agent.alerts.reply_target import last_sent_alert, replied_alert  # noqa: E402
 from agent.cli.event_loop import run as run_app_loop  # noqa: E402
-from agent.runs.pulse_brief import is_news  # noqa: E402
+from agent.runs.briefs import is_news  # noqa: E402
 from channels.delivery.inbox import STATUSES, newest_received, received_since  # noqa: E402
 from storage import collections as c  # noqa: E402
 from storage.db import open_database  # noqa: E402

@@ -9,23 +9,28 @@ a warning. Each outcome carries a typed reason, and the owner's words come from 
 A run's answer is delivered once, whatever happens to its tries: it goes out under
 the run's one key (``run:<id>``), and a try after one cut off with its process
 (``scheduler.fires.recovery``) first looks whether the answer already went out.
+
+Each run's record keeps its tool calls in short (``call_summaries``): name, arguments
+and result in a line each, not the whole exchange, so the dashboard's run page reads
+one document; the full messages stay in the run's conversation.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from agent.context import AgentDeps, RunContext
 from agent.conversation.agent import Agent
+from agent.llm.types import ModelMessage, ToolCallPart, ToolResultPart
 from agent.owner import owner_chat
-from agent.runs.cron_prompt import cron_prompt, delivery_head
-from agent.runs.pulse_brief import build_brief
-from agent.runs.run_calls import call_summaries
+from agent.runs.briefs import build_brief, cron_prompt, delivery_head
 from channels.delivery.outbox import Outbox
 from channels.types import OutboundMessage
 from scheduler.cron.job import CronJob
@@ -40,6 +45,9 @@ log = logging.getLogger(__name__)
 Doc = dict[str, Any]
 SCHEDULER_SENDER = "scheduler"
 PULSE_CONVERSATION = "pulse"
+MAX_CALLS = 20
+"""Tool calls kept in a run's record, at most."""
+TEXT_LIMIT = 200
 
 
 @dataclass(frozen=True)
@@ -315,3 +323,27 @@ class Runner:
                 idempotency_key=key or f"warn:{uuid.uuid4().hex}",
             )
         )
+
+
+def short_json(value: Any, limit: int = TEXT_LIMIT) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str, separators=(", ", ": "))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def call_summaries(steps: Sequence[ModelMessage]) -> list[Doc]:
+    """Each tool call of ``steps`` in order (at most ``MAX_CALLS``), with its result."""
+    results: dict[str, ToolResultPart] = {}
+    calls: list[ToolCallPart] = []
+    for message in steps:
+        for part in message.parts:
+            if isinstance(part, ToolCallPart):
+                calls.append(part)
+            elif isinstance(part, ToolResultPart):
+                results[part.call_id] = part
+    summaries: list[Doc] = []
+    for call in calls[:MAX_CALLS]:
+        result = results.get(call.id)
+        summary: Doc = {"name": call.name, "args": short_json(call.arguments)}
+        summary["result"] = short_json(result.result) if result is not None else ""
+        summaries.append(summary)
+    return summaries

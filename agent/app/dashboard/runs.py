@@ -3,7 +3,7 @@
 Read straight from ``runs`` with a projection: the timeline needs a few fields of each
 run since the start of the owner's day six days ago (index ``started_at``); a run's
 page reads its one record, whose ``calls`` hold each tool call in short
-(``agent.runs.run_calls``).
+(``agent.runs.runner.call_summaries``).
 
 The timeline is inline SVG drawn on the server: one row per day (today at the top)
 across 24 hours in the owner's timezone; each day has two lanes, pulse above and cron

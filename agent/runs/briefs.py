@@ -1,8 +1,14 @@
-"""What a pulse is told: a light brief instead of chat history.
+"""What a run is told: a cron run's message about itself, and a pulse's light brief.
 
-Only the notes, open alerts, cron jobs due before the next pulse and what happened
-since the last one. When all of that is empty the pulse is idle and no model call is
-made at all: a heartbeat with nothing to look at must cost nothing.
+A cron run's message carries its job id and whether the job is one-time, so the model
+can refer to the job (``manage_cronjob``) and knows a one-time run will not come
+again. A one-time fire that runs late (missed while Watchkeeper was down) says so, and
+so does the head line of what it delivers.
+
+A pulse gets a brief instead of chat history: only the notes, open alerts, cron jobs
+due before the next pulse and what happened since the last one. When all of that is
+empty the pulse is idle and no model call is made at all: a heartbeat with nothing to
+look at must cost nothing.
 """
 
 from __future__ import annotations
@@ -16,7 +22,10 @@ from zoneinfo import ZoneInfo
 
 from agent.context import AgentDeps
 from channels.delivery.inbox import STATUSES, received_since
+from scheduler.cron.expression import describe
+from scheduler.cron.job import CronJob, local_text
 from scheduler.cron.service import CronService
+from scheduler.fires.recorder import RunTicket
 from scheduler.fires.records import RunStore
 from scheduler.pulse.grid import PulseConfigError, next_pulse, remaining_today
 from scheduler.pulse.store import PulseState
@@ -26,6 +35,37 @@ from storage import collections as c
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
 _STAMPS = ("created_at", "raised_at", "updated_at", "last_seen_at")
+LATE = timedelta(minutes=10)
+"""A fire that starts this long after its time is called late."""
+
+
+def is_late(ticket: RunTicket, now: datetime) -> bool:
+    return now - ticket.scheduled_for > LATE
+
+
+def cron_prompt(job: CronJob, ticket: RunTicket, now: datetime) -> str:
+    """The run's message: who it is, then the task."""
+    tz = ZoneInfo(job.timezone)
+    if job.once:
+        due = local_text(ticket.scheduled_for, tz)
+        what = f"one-time (set for {due}; this is its only run)"
+    else:
+        what = f"recurring ({describe(job.cron_expression)}, {job.timezone})"
+    head = f"Scheduled job {job.id} “{job.name}”, {what}."
+    if is_late(ticket, now):
+        head += (
+            f" It runs late: it was due at {local_text(ticket.scheduled_for, tz)} and "
+            "Watchkeeper could not run it then; say so in your answer."
+        )
+    return f"{head}\nTask: {job.instruction}"
+
+
+def delivery_head(job: CronJob, ticket: RunTicket, now: datetime) -> str:
+    """The first line of a delivered result: the job's name, and lateness if any."""
+    if not is_late(ticket, now):
+        return job.name
+    due = ticket.scheduled_for.astimezone(ZoneInfo(job.timezone))
+    return f"{job.name} (late: due {due:%a %H:%M})"
 
 
 @dataclass
