@@ -46,15 +46,22 @@ class BlockingModel:
 
 
 class SlowModel(ScriptedModel):
+    """Answers once the chat shows "typing...": a reply slower than the indicator's
+    ``after``, however slow the machine."""
+
+    def __init__(self, fake: FakeTelegram, responder: Any) -> None:
+        super().__init__(responder)
+        self.fake = fake
+
     async def request(
         self, system: str, messages: list[ModelMessage], tools: list[ToolSpec]
     ) -> ModelResponse:
-        await asyncio.sleep(0.3)
+        await self.fake.wait_for(lambda: (str(OWNER), "typing") in self.fake.chat_actions)
         return await super().request(system, messages, tools)
 
 
 async def test_round_trip(build: Build, fake: FakeTelegram, db: AsyncDatabase[Doc]) -> None:
-    model = SlowModel(lambda r: "Hi there, **owner**.")
+    model = SlowModel(fake, lambda r: "Hi there, **owner**.")
     stack = await build(model)
     stack.pipeline.typing.after = 0.05  # "typing..." only for a reply slower than this
     update = fake.push_text(OWNER, "hello")
