@@ -178,16 +178,19 @@ async def test_answers_arriving_apart_in_a_burst_still_share_their_records(
     db, commands = watched
     channel = RecordingChannel("rec")
     chats = 30
+    all_in = asyncio.Event()
 
     async def agent(message: InboundMessage) -> list[Reply]:
         n = int(message.chat_id[1:])
-        await asyncio.sleep(0.2 + 0.004 * n)  # the model's answers come 4 ms apart
+        await all_in.wait()  # every chat asked, however long the submits took
+        await asyncio.sleep(0.004 * n)  # the model's answers come 4 ms apart
         return [Reply(f"re: {message.text}", replayable=True)]
 
     pipeline = Pipeline(db, agent, Outbox(db, {"rec": channel}, now), {"rec": channel}, now)
     for n in range(chats):
         assert await pipeline.submit(inbound(f"c{n}"))
     commands.counts.clear()
+    all_in.set()
     await pipeline.join()
 
     assert sorted(channel.texts()) == sorted(f"re: c{n} message 0" for n in range(chats))
