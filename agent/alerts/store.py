@@ -29,7 +29,7 @@ from pymongo.errors import DuplicateKeyError
 
 from storage import collections as c
 from storage import retry
-from storage.repos.conversations import sms_budget
+from storage.repos import sms_budget
 from storage.repos.sms_budget import BUDGET_DOC
 
 Doc = dict[str, Any]
