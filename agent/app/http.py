@@ -25,7 +25,6 @@ from agent.app.connections import PER_PEER, ConnectionCap, default_most
 from agent.app.dashboard import setup_dashboard
 from agent.app.dashboard.context import secured
 from agent.app.listen import BACKLOG
-from agent.app.listen import bind as bind  # where callers found it; cli uses listen
 from agent.app.shutdown import Shutdown
 from agent.app.status import status_data
 

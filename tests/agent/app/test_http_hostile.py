@@ -12,7 +12,8 @@ from typing import Any
 
 from aiohttp import web
 
-from agent.app.http import bind, make_web_app, serve
+from agent.app.http import make_web_app, serve
+from agent.app.listen import bind
 from tests.fakes.alert_app import ADMIN, Harness, alert_app
 from tests.waiting import WATCHDOG
 

@@ -13,7 +13,8 @@ from collections.abc import AsyncIterator
 import aiohttp
 from aiohttp import web
 
-from agent.app.http import bind, make_web_app, serve
+from agent.app.http import make_web_app, serve
+from agent.app.listen import bind
 from tests.fakes.alert_app import ADMIN, alert_app
 
 DEADLINE = 1.0
