@@ -47,11 +47,6 @@ async def test_servers_start_in_the_background_and_stop_with_the_app(
 ) -> None:
     data = tmp_path / "data"
     data.mkdir()
-    write_config(
-        data / "mcp.json",  # the default place
-        stdio_server("local"),
-        StdioServer("broken", "/nonexistent/imap-mcp"),
-    )
     model = ScriptedModel(lambda r: "ok")
     async with Gate() as gate:
         write_config(
