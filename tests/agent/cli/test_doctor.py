@@ -9,37 +9,18 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestServer
 
 from agent.cli.doctor import doctor
 from tests.conftest import make_settings
 from tests.fakes.gemini_api import FakeGemini
 from tests.fakes.openai_api import FakeOpenAI
+from tests.fakes.stand_ins import TELEGRAM_TOKEN, TWILIO_SID, stand_ins
 
 
 @pytest.fixture
 async def services() -> AsyncIterator[tuple[str, list[str]]]:
-    seen: list[str] = []
-
-    async def ok(request: web.Request) -> web.Response:
-        seen.append(f"{request.path} {request.headers.get('Authorization', '')}")
-        return web.json_response({"ok": True, "result": {}, "data": []})
-
-    async def refuse(request: web.Request) -> web.Response:
-        seen.append(request.path)
-        return web.json_response({"error": "bad key"}, status=401)
-
-    app = web.Application()
-    app.router.add_get("/gemini/{version}/models", refuse)
-    app.router.add_get("/bot123:abc/getMe", ok)
-    app.router.add_get("/2010-04-01/Accounts/AC1.json", ok)
-    server = TestServer(app)
-    await server.start_server()
-    try:
-        yield str(server.make_url("")).rstrip("/"), seen
-    finally:
-        await server.close()
+    async with stand_ins() as (base, seen):
+        yield base, seen
 
 
 async def test_doctor_reports_each_part(
@@ -70,10 +51,10 @@ async def _doctor(
         gemini_base_url=f"{base}/gemini",
         llm_provider="openai",
         llm_fallback="gemini",
-        telegram_bot_token="123:abc",
+        telegram_bot_token=TELEGRAM_TOKEN,
         telegram_api_base_url=base,
         owner_telegram_ids=[7],
-        twilio_account_sid="AC1",
+        twilio_account_sid=TWILIO_SID,
         twilio_auth_token="tw-secret",
         twilio_from_number="+15550001111",
         twilio_api_base_url=base,

@@ -9,37 +9,26 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestServer
 
 from agent.cli.doctor import Check, Owners, doctor, next_steps
 from storage.db import open_database
 from storage.repos.pairing import PairingStore
 from tests.agent.cli.procs import run_env
 from tests.conftest import make_settings
+from tests.fakes.stand_ins import TELEGRAM_TOKEN, TWILIO_SID, stand_ins
 
 
 @pytest.fixture
 async def services() -> AsyncIterator[str]:
-    async def ok(request: web.Request) -> web.Response:
-        return web.json_response({"ok": True, "result": {}, "data": []})
-
-    app = web.Application()
-    app.router.add_get("/v1/models", ok)
-    app.router.add_get("/bot123:abc/getMe", ok)
-    server = TestServer(app)
-    await server.start_server()
-    try:
-        yield str(server.make_url("")).rstrip("/")
-    finally:
-        await server.close()
+    async with stand_ins() as (base, _seen):
+        yield base
 
 
 def test_each_missing_part_gets_one_next_step(tmp_path: Path) -> None:
     settings = make_settings(
         data_dir=tmp_path,
-        telegram_bot_token="123:abc",
-        twilio_account_sid="AC1",
+        telegram_bot_token=TELEGRAM_TOKEN,
+        twilio_account_sid=TWILIO_SID,
         whatsapp_enabled=True,
     )
     steps = next_steps(settings, [], Owners(loaded=True))
@@ -51,7 +40,7 @@ def test_each_missing_part_gets_one_next_step(tmp_path: Path) -> None:
         "(inbound SMS) is accepted",
         "link WhatsApp: run `watchkeeper whatsapp link` and scan the QR code",
     ]
-    ready = make_settings(data_dir=tmp_path, openai_api_key="k", telegram_bot_token="123:abc")
+    ready = make_settings(data_dir=tmp_path, openai_api_key="k", telegram_bot_token=TELEGRAM_TOKEN)
     unreachable = [Check("model", False, "openai: HTTP 401", fatal=True)]
     assert next_steps(ready.model_copy(update={"owner_telegram_ids": [7]}), [], Owners()) == []
     [step] = next_steps(ready.model_copy(update={"owner_telegram_ids": [7]}), unreachable, Owners())
@@ -71,7 +60,7 @@ async def test_doctor_names_the_pending_code_and_fails_on_a_dead_model(
     base = dict(
         data_dir=data,
         openai_api_key="sk-test",
-        telegram_bot_token="123:abc",
+        telegram_bot_token=TELEGRAM_TOKEN,
         telegram_api_base_url=services,
     )
     assert await doctor(make_settings(**base, openai_base_url=f"{services}/v1")) == 0
