@@ -93,6 +93,12 @@ def store_holder(lock_file: Path) -> int | None:
         os.close(fd)  # also drops the probe's lock
 
 
+SERVER_MODULES = frozenset({"storage.embedded.server", "storage.embedded_server"})
+"""The server's module as started by this version, and by versions before the storage
+package existed: an orphan of the previous version is recognised on the first start
+after an upgrade."""
+
+
 def orphaned_server(pid: int, store: Path) -> bool:
     """Whether ``pid`` is a Watchkeeper database server (``storage.embedded.server``) whose
     owner is gone: the process that started it (``--parent-pid``) is no longer its parent.
@@ -106,7 +112,7 @@ def orphaned_server(pid: int, store: Path) -> bool:
     except OSError:
         return False
     args = [os.fsdecode(arg) for arg in argv if arg]
-    if "storage.embedded.server" not in args or "--parent-pid" not in args:
+    if not SERVER_MODULES & set(args) or "--parent-pid" not in args:
         return False
     options = dict(itertools.pairwise(args))
     if "--storage-path" in options:

@@ -263,3 +263,27 @@ async def test_a_restart_after_kill_9_ends_a_server_stuck_in_a_match(
             owner.kill()
         if not gone(child):
             os.kill(child, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("module", ["storage.embedded.server", "storage.embedded_server"])
+def test_an_orphaned_server_is_recognised_by_this_and_the_previous_module_name(
+    tmp_path: Path, module: str
+) -> None:
+    """The first start after an upgrade must still end a stuck server the previous
+    version started (``storage.embedded_server``), not wait it out and fail."""
+    code = "import sys; sys.stdin.read()"
+
+    def started(parent: int) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-c", code, module, "--parent-pid", str(parent)],
+            stdin=subprocess.PIPE,
+        )
+
+    orphan, owned = started(parent=999_999_999), started(parent=os.getpid())
+    try:
+        assert owner.orphaned_server(orphan.pid, tmp_path)
+        assert not owner.orphaned_server(owned.pid, tmp_path)  # its owner is alive: us
+    finally:
+        for process in (orphan, owned):
+            process.kill()
+            process.wait()
