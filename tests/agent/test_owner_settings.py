@@ -14,10 +14,9 @@ from agent.owner import OwnerPrefs, OwnerSettings, SettingsError
 from scheduler.cron.service import CronService
 from scheduler.pulse.grid import QuietHours
 from scheduler.pulse.store import PulseStore
-from tests.fakes.clock import FakeClock
+from tests.fakes.clock import BERLIN, FakeClock
 
 Doc = dict[str, Any]
-BERLIN = ZoneInfo("Europe/Berlin")
 NIGHT = {"start": "22:00", "end": "07:00"}
 
 

@@ -6,6 +6,10 @@ import asyncio
 import heapq
 import itertools
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+BERLIN = ZoneInfo("Europe/Berlin")
+"""The owner's zone in most tests: it has summer time, so DST edges are real."""
 
 
 def _utc(moment: datetime) -> datetime:

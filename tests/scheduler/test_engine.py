@@ -6,7 +6,6 @@ import asyncio
 import itertools
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from pymongo.asynchronous.database import AsyncDatabase
 
@@ -18,11 +17,10 @@ from scheduler.fires.claims import LeaseStore, cron_key, pulse_key
 from scheduler.fires.recorder import Go, RunRecorder, RunTicket
 from scheduler.fires.records import Outcome, RunStore, Trigger
 from scheduler.pulse.store import PulseStore
-from tests.fakes.clock import FakeClock
+from tests.fakes.clock import BERLIN, FakeClock
 from tests.waiting import until
 
 Doc = dict[str, Any]
-BERLIN = ZoneInfo("Europe/Berlin")
 
 
 class Harness:

@@ -9,7 +9,6 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from agent.app.application import App
 from agent.app.features.scheduling import SchedulingOptions, build_parts
@@ -17,12 +16,11 @@ from agent.cli.upcoming import print_schedule
 from agent.llm.types import ModelMessage, ModelResponse, ToolSpec
 from tests.contexts import owner_ctx
 from tests.fakes.channel import RecordingChannel
-from tests.fakes.clock import FakeClock
+from tests.fakes.clock import BERLIN, FakeClock
 from tests.fakes.scripted import ScriptedModel
 from tests.scheduling_kit import call_tool, parts_of, scheduled_app
 from tests.waiting import until
 
-BERLIN = ZoneInfo("Europe/Berlin")
 START = datetime(2026, 11, 26, 14, 0, tzinfo=BERLIN)
 CHAT = "777"
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from zoneinfo import ZoneInfo
 
 import pytest
 
 from scheduler.cron.expression import CronError, describe, next_fires, reschedule, validate_cron
 from scheduler.cron.job import JobError, one_time_at, parse_run_at
+from tests.fakes.clock import BERLIN
 
-BERLIN = ZoneInfo("Europe/Berlin")
 NOW = datetime(2026, 11, 26, 13, 5, 30, tzinfo=UTC)  # Thursday 14:05:30 in Berlin
 
 

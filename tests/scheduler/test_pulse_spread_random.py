@@ -22,11 +22,12 @@ from scheduler.pulse.grid import (
     next_pulse,
     upcoming_pulses,
 )
+from tests.fakes.clock import BERLIN
 
 ZONES = [ZoneInfo(k) for k in ("UTC", "Europe/Berlin", "America/New_York", "Asia/Kolkata")]
 DST_DAYS = [
-    (ZoneInfo("Europe/Berlin"), date(2026, 3, 29)),
-    (ZoneInfo("Europe/Berlin"), date(2026, 10, 25)),
+    (BERLIN, date(2026, 3, 29)),
+    (BERLIN, date(2026, 10, 25)),
     (ZoneInfo("America/New_York"), date(2026, 3, 8)),
     (ZoneInfo("America/New_York"), date(2026, 11, 1)),
 ]

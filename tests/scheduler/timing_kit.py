@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import itertools
 from datetime import UTC, date, datetime, timedelta
-from zoneinfo import ZoneInfo
 
-BERLIN = ZoneInfo("Europe/Berlin")
+from tests.fakes.clock import BERLIN
+
 SPRING = date(2026, 3, 29)  # Europe/Berlin: 02:00 CET → 03:00 CEST
 AUTUMN = date(2026, 10, 25)  # Europe/Berlin: 03:00 CEST → 02:00 CET
 SUNDAY = date(2026, 3, 1)

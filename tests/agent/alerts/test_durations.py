@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from zoneinfo import ZoneInfo
 
 import pytest
 
 from agent.alerts.directives import Mute, ParsedReply, Snooze, parse_reply
 from agent.alerts.reply_text import duration_minutes, normalise, until
+from tests.fakes.clock import BERLIN
 
-BERLIN = ZoneInfo("Europe/Berlin")
 NOW = datetime(2026, 11, 26, 10, 0, tzinfo=UTC)  # Thursday, 11:00 in Berlin
 M = timedelta(minutes=1)
 H = timedelta(hours=1)

@@ -7,7 +7,6 @@ import io
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -18,7 +17,7 @@ from agent.llm.types import ModelMessage
 from channels.telegram import TelegramChannel
 from tests.contexts import owner_ctx
 from tests.fakes.channel import RecordingChannel
-from tests.fakes.clock import FakeClock
+from tests.fakes.clock import BERLIN, FakeClock
 from tests.fakes.scripted import Request, ScriptedModel, sequence, unavailable
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
 from tests.scheduling_kit import (
@@ -30,7 +29,6 @@ from tests.scheduling_kit import (
     tool_results,
 )
 
-BERLIN = ZoneInfo("Europe/Berlin")
 OWNER = 4242
 FRIDAY_EVENING = datetime(2026, 3, 6, 18, 0, tzinfo=BERLIN)
 

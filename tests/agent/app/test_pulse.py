@@ -6,7 +6,6 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
@@ -16,7 +15,7 @@ from agent.app.features.scheduling import SchedulingOptions
 from agent.app.http import make_web_app
 from tests.contexts import contact_ctx, owner_ctx
 from tests.fakes.channel import RecordingChannel
-from tests.fakes.clock import FakeClock
+from tests.fakes.clock import BERLIN, FakeClock
 from tests.fakes.scripted import Request, ScriptedModel, sequence
 from tests.scheduling_kit import (
     call_tool,
@@ -28,7 +27,6 @@ from tests.scheduling_kit import (
 )
 from tests.tokens import count_tokens
 
-BERLIN = ZoneInfo("Europe/Berlin")
 FRIDAY_EVENING = datetime(2026, 3, 6, 18, 0, tzinfo=BERLIN)
 
 

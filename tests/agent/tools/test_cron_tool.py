@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -16,12 +15,11 @@ from agent.app.application import App
 from agent.cli.upcoming import print_schedule
 from agent.tools.cron import MANAGE_CRONJOB
 from tests.contexts import owner_ctx
-from tests.fakes.clock import FakeClock
+from tests.fakes.clock import BERLIN, FakeClock
 from tests.fakes.scripted import ScriptedModel, sequence
 from tests.scheduling_kit import call_tool, parts_of, scheduled_app, tool_call, tool_results
 from tests.tokens import count_tokens
 
-BERLIN = ZoneInfo("Europe/Berlin")
 NOW = datetime(2026, 11, 26, 14, 5, 30, tzinfo=BERLIN)  # Thursday
 NOW_TEXT = "it is now 2026-11-26T14:05+01:00 (Europe/Berlin)"
 

@@ -16,11 +16,10 @@ from agent.app.application import App
 from agent.cli.upcoming import print_schedule
 from agent.conversation.prompt import format_now
 from tests.contexts import contact_ctx, owner_ctx
-from tests.fakes.clock import FakeClock
+from tests.fakes.clock import BERLIN, FakeClock
 from tests.fakes.scripted import ScriptedModel, sequence
 from tests.scheduling_kit import call_tool, parts_of, scheduled_app, tool_call, tool_results
 
-BERLIN = ZoneInfo("Europe/Berlin")
 FRIDAY_EVENING = datetime(2026, 3, 6, 18, 0, tzinfo=BERLIN)
 
 

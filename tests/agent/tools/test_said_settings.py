@@ -6,15 +6,13 @@ from __future__ import annotations
 import io
 from datetime import UTC, datetime
 from pathlib import Path
-from zoneinfo import ZoneInfo
 
 from agent.cli.upcoming import print_schedule
 from tests.contexts import owner_ctx
-from tests.fakes.clock import FakeClock
+from tests.fakes.clock import BERLIN, FakeClock
 from tests.fakes.scripted import ScriptedModel, sequence
 from tests.scheduling_kit import scheduled_app, tool_call, tool_results
 
-BERLIN = ZoneInfo("Europe/Berlin")
 NOW = datetime(2026, 11, 26, 14, 5, tzinfo=BERLIN)  # Thursday
 
 

@@ -5,13 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
 
-from tests.fakes.clock import FakeClock
+from tests.fakes.clock import BERLIN, FakeClock
 from tests.fakes.scripted import ScriptedModel
 from tests.scheduling_kit import call_tool, scheduled_app
-
-BERLIN = ZoneInfo("Europe/Berlin")
 
 
 async def test_a_value_equal_to_the_stored_one_is_reported_unchanged(

@@ -9,20 +9,18 @@ from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from aiohttp.test_utils import TestClient, TestServer
 
 from agent.app.application import App
 from agent.app.http import make_web_app
 from scheduler.fires.records import Outcome, RunKindName, Status
-from tests.fakes.clock import FakeClock
+from tests.fakes.clock import BERLIN, FakeClock
 from tests.fakes.scripted import ScriptedModel
 from tests.scheduling_kit import parts_of, scheduled_app
 
 ADMIN = "dash-admin-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {ADMIN}"}
-BERLIN = ZoneInfo("Europe/Berlin")
 NOW = datetime(2026, 11, 26, 15, 0, tzinfo=BERLIN)
 """A Thursday afternoon in the owner's timezone."""
 
