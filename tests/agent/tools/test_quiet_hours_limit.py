@@ -7,9 +7,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from agent.app.features.scheduling import SchedulingOptions, scheduling
+from tests.agent.test_quiet_window_limit import minute_windows
 from tests.contexts import owner_ctx
 from tests.fakes.alert_app import alert_app
-from tests.scheduler.test_quiet_window_limit import minute_windows
 from tests.scheduling_kit import call_tool
 
 SCHEDULING = (scheduling(SchedulingOptions(timer=False)),)
