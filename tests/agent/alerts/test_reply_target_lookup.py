@@ -7,7 +7,6 @@ index) or what was sent within the window, and must stay right while doing so.
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,17 +17,11 @@ from channels.delivery.outbox import Outbox
 from channels.types import OutboundMessage
 from storage import collections as c
 from tests.fakes.channel import RecordingChannel
+from tests.fakes.clock import FakeClock
+from tests.waiting import until_async
 
 Doc = dict[str, Any]
 T0 = datetime(2026, 11, 26, 9, 0, tzinfo=UTC)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 def message(chat: str, key: str, *, alert: str | None = None, channel: str = "sms") -> Any:
@@ -37,7 +30,7 @@ def message(chat: str, key: str, *, alert: str | None = None, channel: str = "sm
 
 
 async def test_a_quoted_alert_is_found_among_many_ordinary_messages(db: AsyncDatabase[Doc]) -> None:
-    clock = Clock()
+    clock = FakeClock(T0)
     telegram = RecordingChannel("telegram")
     outbox = Outbox(db, {"telegram": telegram}, clock)
     for i in range(150):
@@ -60,11 +53,11 @@ async def test_a_quoted_alert_is_found_among_many_ordinary_messages(db: AsyncDat
 async def test_a_k_answers_the_alert_last_sent_to_that_chat_whatever_went_elsewhere(
     db: AsyncDatabase[Doc],
 ) -> None:
-    clock = Clock()
+    clock = FakeClock(T0)
     outbox = Outbox(db, {"sms": RecordingChannel("sms")}, clock)
     await outbox.enqueue(message("+15550001", "alert:9:0:sms", alert="9"))
     for i in range(120):  # a busy stretch of replies to other people, after the alert
-        clock.now += timedelta(seconds=1)
+        clock.advance(seconds=1)
         await outbox.enqueue(message(f"+1555{i:04d}9", f"other:{i}"))
     since = T0 - timedelta(minutes=30)
     assert await last_sent_alert(db, "sms", ["+15550001"], since) == "9"
@@ -78,24 +71,28 @@ async def test_a_message_stored_before_the_alert_but_sent_after_it_hides_it(
 ) -> None:
     """The order is the order of sending: a reply that waited for its retry and went out
     after the alert is the last thing the owner saw, so a "k" does not ack the alert."""
-    clock = Clock()
+    clock = FakeClock(T0)
     sms = RecordingChannel("sms")
     outbox = Outbox(db, {"sms": sms}, clock)
     await outbox.enqueue(message("+15550001", "late"), send_now=False)  # waits for the loop
-    clock.now += timedelta(minutes=1)
+    clock.advance(minutes=1)
     await outbox.enqueue(message("+15550001", "alert:3:0:sms", alert="3"))
     since = T0 - timedelta(minutes=30)
     assert await last_sent_alert(db, "sms", ["+15550001"], since) == "3"
 
-    clock.now += timedelta(minutes=1)
+    clock.advance(minutes=1)
     await outbox.start(sole_owner=True)
     try:
-        late: Doc | None = None
-        while late is None or late["status"] != "sent":
-            await asyncio.sleep(0.02)
-            late = await db[c.OUTBOX].find_one({"idempotency_key": "late"})
+        sent = {"idempotency_key": "late", "status": "sent"}
+
+        async def late_sent() -> bool:
+            return await db[c.OUTBOX].count_documents(sent) == 1
+
+        await until_async(late_sent, "the late message sent by the loop")
     finally:
         await outbox.stop()
+    late = await db[c.OUTBOX].find_one(sent)
+    assert late is not None
     assert [m.idempotency_key for m in sms.sent] == ["alert:3:0:sms", "late"]
     assert late["sent_at"] > late["created_at"]
     assert await last_sent_alert(db, "sms", ["+15550001"], since) is None

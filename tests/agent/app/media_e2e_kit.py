@@ -8,7 +8,6 @@ Twilio webhooks with ``MediaUrl0``) and reads back what the app sent on that cha
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import itertools
 import uuid
@@ -34,6 +33,7 @@ from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
 from tests.fakes.twilio_api import FakeTwilio
 from tests.fakes.whatsapp import FakeClient, image_message, jid, message_event, voice_message
+from tests.waiting import until
 
 Provider = Literal["gemini", "openai"]
 ChannelName = Literal["telegram", "whatsapp", "sms"]
@@ -52,14 +52,6 @@ class Driver(Protocol):
     async def voice(self, data: bytes, seconds: int) -> str: ...
     async def text(self, text: str) -> str: ...
     def replies(self) -> list[str]: ...
-
-
-async def until(predicate: Callable[[], bool], within: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + within
-    while not predicate():
-        assert loop.time() < end, "condition not reached in time"
-        await asyncio.sleep(0.01)
 
 
 @dataclass
