@@ -52,6 +52,9 @@ class MediaSource(Protocol):
 
 @dataclass(frozen=True)
 class InboundMessage:
+    """A message as its transport delivered it: transport fields only. What the pipeline
+    learns once it is stored travels beside it (``channels.delivery.inbox.Envelope``)."""
+
     channel: str
     external_id: str
     """Unique per channel (Telegram update id, Twilio MessageSid...): the dedupe key."""
@@ -64,15 +67,8 @@ class InboundMessage:
     """External id of the message this one replies to, when the transport says."""
     meta: dict[str, Any] = field(default_factory=dict)
     """What the transport reports (``is_group``...); never trusted for access."""
-    inbox_id: str | None = None
-    """Set by the pipeline once the message is stored: its ``inbox`` id."""
-    replay: bool = False
-    """Set by the pipeline: an earlier attempt at this message may have answered it."""
     media: tuple[MediaItem, ...] = ()
     """Photos and voice notes attached; ``text`` still carries their marker and caption."""
-    has_media: bool = True
-    """Set by the pipeline: whether the stored message (or any message of its burst)
-    lists media. False spares the media look-ups; True (unknown) looks."""
 
     @property
     def conversation_key(self) -> str:

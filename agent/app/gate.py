@@ -16,36 +16,38 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
+from channels.delivery.envelope import Envelope
 from channels.types import InboundMessage, Reply
 
+A = TypeVar("A")
 R = TypeVar("R")
 
 
-class Gate(Generic[R]):
+class Gate(Generic[A, R]):
     """Holds calls until ``open`` gives it the callee; then passes each on."""
 
     def __init__(self) -> None:
-        self._callee: Callable[[InboundMessage], Awaitable[R]] | None = None
+        self._callee: Callable[[A], Awaitable[R]] | None = None
         self._opened = asyncio.Event()
 
     @property
     def opened(self) -> bool:
         return self._callee is not None
 
-    def open(self, callee: Callable[[InboundMessage], Awaitable[R]]) -> None:
+    def open(self, callee: Callable[[A], Awaitable[R]]) -> None:
         self._callee = callee
         self._opened.set()
 
-    async def __call__(self, message: InboundMessage) -> R:
+    async def __call__(self, message: A) -> R:
         if self._callee is None:
             await self._opened.wait()
         assert self._callee is not None
         return await self._callee(message)
 
 
-class SinkGate(Gate[bool]):
+class SinkGate(Gate[InboundMessage, bool]):
     """The channels' sink until the pipeline can store what they read."""
 
 
-class HandlerGate(Gate[list[Reply]]):
+class HandlerGate(Gate[Envelope, list[Reply]]):
     """The pipeline's handler until the dispatcher exists."""

@@ -20,6 +20,7 @@ from agent.conversation.agent import Agent, apology
 from agent.conversation.commands import COMMAND_HELP
 from agent.conversation.pairing import Pairing
 from agent.conversation.prompt import mark_untrusted
+from channels.delivery.envelope import Envelope
 from channels.delivery.inbox import received_since
 from channels.types import HandlingFailed, InboundMessage, Reply
 from storage import collections as c
@@ -94,10 +95,12 @@ class Dispatcher:
             owner = message.sender_id == settings.owner_phone
         return Trust("owner") if owner else None
 
-    async def handle(self, message: InboundMessage) -> list[Reply]:
+    async def handle(self, envelope: Envelope) -> list[Reply]:
+        """The replies to a stored message; its run context is read off the envelope."""
+        message = envelope.message
         trust = await self.trust(message)
         if trust is None:
-            return await self._stranger(message)
+            return await self._stranger(envelope)
         tier = trust.tier
         ctx = RunContext(
             deps=self.deps,
@@ -107,10 +110,10 @@ class Dispatcher:
             chat_id=message.chat_id,
             sender=message.sender_id,
             conversation_key=message.conversation_key,
-            inbox_id=message.inbox_id,
-            run_id=message.inbox_id,
-            replay=message.replay,
-            has_media=message.has_media,
+            inbox_id=envelope.inbox_id,
+            run_id=envelope.inbox_id,
+            replay=envelope.replay,
+            has_media=envelope.has_media,
             reply_to=message.reply_to,
             can_reply=trust.can_reply,
             transport=MappingProxyType(dict(message.meta)),
@@ -152,13 +155,13 @@ class Dispatcher:
         # A replay reads the stored answer back (Agent.respond) instead of asking again.
         return [Reply(reply.text, replayable=True)]
 
-    async def _stranger(self, message: InboundMessage) -> list[Reply]:
+    async def _stranger(self, envelope: Envelope) -> list[Reply]:
         """Counted by channel, sender, time and size; their words are not kept where the
         model or the pulse could read them (the stored inbox row is emptied)."""
-        db = self.deps.db
-        if message.inbox_id is not None:
+        db, message = self.deps.db, envelope.message
+        if envelope.inbox_id is not None:
             await db[c.INBOX].update_one(
-                {"_id": ObjectId(message.inbox_id)},
+                {"_id": ObjectId(envelope.inbox_id)},
                 {
                     "$set": {"text": "", "sender_name": "", "meta": {}, "stranger": True},
                     "$unset": {"reply_to": "", "media": ""},

@@ -1,8 +1,9 @@
 """The inbox: rows as the pipeline reads and writes them, and rows received within a window.
 
-The pipeline reads a row back as a message, merges a burst's rows into one, keys each
-reply as an outbox message by its row (so a message handled again after a crash
-produces no second reply), and says why a message could not be stored.
+The pipeline reads a burst's rows back as one ``Envelope`` (the message, and what the
+pipeline knows about it), keys each reply as an outbox message by its row (so a message
+handled again after a crash produces no second reply), and says why a message could
+not be stored.
 
 The inbox keeps every message ever received. A question about recent ones ("how many
 from this contact in the last minute", "what is new since the last pulse", "the last
@@ -15,7 +16,6 @@ anything else is checked in Python.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -25,6 +25,7 @@ from bson.errors import BSONError
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import OperationFailure
 
+from channels.delivery.envelope import Envelope
 from channels.delivery.text import clean_text
 from channels.types import InboundMessage, OutboundMessage, Reply
 
@@ -61,6 +62,7 @@ def failure_reason(exc: BaseException) -> str:
 
 
 def message_of(doc: Doc) -> InboundMessage:
+    """The message an inbox row holds (what a burst rule reads)."""
     return InboundMessage(
         channel=doc["channel"],
         external_id=doc["external_id"],
@@ -74,18 +76,30 @@ def message_of(doc: Doc) -> InboundMessage:
     )
 
 
-def merged(docs: list[Doc]) -> InboundMessage:
-    """One message for a burst: the first one's identity, every text in order."""
-    first = message_of(docs[0])
-    if len(docs) == 1:
-        return first
-    last = message_of(docs[-1])
-    return dataclasses.replace(
-        first,
+def envelope_of(docs: list[Doc]) -> Envelope:
+    """The envelope of a burst's rows (one row: itself): the first one's identity, every
+    text in order, the last one's time and name. Replayed when the leader's row counts
+    an earlier attempt."""
+    first, last = docs[0], docs[-1]
+    meta = first.get("meta", {})
+    if len(docs) > 1:
+        meta = {**meta, "message_ids": [d["external_id"] for d in docs]}
+    message = InboundMessage(
+        channel=first["channel"],
+        external_id=first["external_id"],
+        chat_id=first["chat_id"],
+        sender_id=first["sender_id"],
         text="\n".join(str(d["text"]) for d in docs),
-        received_at=last.received_at,
-        sender_name=last.sender_name or first.sender_name,
-        meta={**first.meta, "message_ids": [d["external_id"] for d in docs]},
+        received_at=last["received_at"],
+        sender_name=last.get("sender_name") or first.get("sender_name", ""),
+        reply_to=first.get("reply_to"),
+        meta=meta,
+    )
+    return Envelope(
+        message,
+        inbox_id=str(first["_id"]),
+        replay=int(first.get("attempts", 1)) > 1,
+        has_media=any(d.get("media") for d in docs),
     )
 
 

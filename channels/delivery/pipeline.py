@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
@@ -43,10 +42,11 @@ from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
+from channels.delivery.envelope import Envelope
 from channels.delivery.inbox import (
     REASON_LIMIT,
+    envelope_of,
     failure_reason,
-    merged,
     message_of,
     reply_key,
     reply_message,
@@ -64,7 +64,7 @@ from storage.tasks import stop_task, wait_event
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
-Handler = Callable[[InboundMessage], Awaitable[list[Reply]]]
+Handler = Callable[[Envelope], Awaitable[list[Reply]]]
 BurstRule = Callable[[InboundMessage], float]
 """Seconds to wait for more messages after this one (0: handle it alone, now)."""
 BURST_MAX_ITEMS = 20
@@ -225,18 +225,12 @@ class Pipeline:
             return  # its burst's leader handles it, and marks it done
         members = await self._burst_of(doc)
         if not replayed:
-            message = merged(members)
             # The handler learns which stored message this is, and whether an earlier
             # attempt may already have answered it (so it can reuse that answer).
-            message = dataclasses.replace(
-                message,
-                inbox_id=str(inbox_id),
-                replay=int(doc.get("attempts", 1)) > 1,
-                has_media=any(m.get("media") for m in members),
-            )
+            envelope = envelope_of(members)
             failure: str | None = None
             try:
-                replies = await self._handle(message)
+                replies = await self._handle(envelope)
             except HandlingFailed as exc:
                 replies, failure = list(exc.replies), clean_text(exc.reason)[:REASON_LIMIT]
                 log.warning("message %s failed: %s", inbox_id, failure)
@@ -245,7 +239,7 @@ class Pipeline:
                 log.exception("handling message %s failed", inbox_id)
                 replies, failure = [], failure_reason(exc)
             for n, reply in enumerate(replies):
-                outbound = reply_message(message, inbox_id, n, reply)
+                outbound = reply_message(envelope.message, inbox_id, n, reply)
                 if reply.replayable and failure is None:
                     # Stored after it is sent: a crash before that handles the message
                     # again, and the handler gives the same reply (no write before it).
@@ -310,11 +304,12 @@ class Pipeline:
         found = {d["_id"]: d async for d in self._inbox.find({"_id": {"$in": ids}})}
         return [found.get(i, doc) if i != doc["_id"] else doc for i in ids if i in found]
 
-    async def _handle(self, message: InboundMessage) -> list[Reply]:
+    async def _handle(self, envelope: Envelope) -> list[Reply]:
+        message = envelope.message
         async with self._limit:
             typing = asyncio.create_task(self.typing.keep_typing(message.channel, message.chat_id))
             try:
-                return await self._handler(message)
+                return await self._handler(envelope)
             finally:
                 typing.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

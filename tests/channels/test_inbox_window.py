@@ -9,6 +9,7 @@ from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
+from channels.delivery.envelope import Envelope
 from channels.delivery.inbox import STATUSES, newest_received, received_since
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
@@ -41,7 +42,8 @@ async def test_no_status_the_pipeline_writes_is_missed(db: AsyncDatabase[Doc]) -
     """Handled, failed in the handler, and not storable at all: each row it leaves has
     a status ``received_since`` reads."""
 
-    async def handler(message: InboundMessage) -> list[Reply]:
+    async def handler(envelope: Envelope) -> list[Reply]:
+        message = envelope.message
         if message.text == "fail":
             raise HandlingFailed("the model was away", [Reply("sorry")])
         return [Reply("ok")]

@@ -12,6 +12,7 @@ from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
+from channels.delivery.envelope import Envelope
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
 from channels.types import (
@@ -61,7 +62,8 @@ async def test_the_agents_answer_is_sent_then_stored_in_one_write(
     db, commands = watched
     channel = Witness(db)
 
-    async def agent(message: InboundMessage) -> list[Reply]:
+    async def agent(envelope: Envelope) -> list[Reply]:
+        message = envelope.message
         return [Reply(f"re: {message.text}", replayable=True)]
 
     pipeline = Pipeline(db, agent, Outbox(db, {"rec": channel}, now), {"rec": channel}, now)
@@ -80,7 +82,7 @@ async def test_the_agents_answer_is_sent_then_stored_in_one_write(
 async def test_other_replies_are_stored_before_they_are_sent(db: AsyncDatabase[Doc]) -> None:
     channel = Witness(db)
 
-    async def command(message: InboundMessage) -> list[Reply]:
+    async def command(envelope: Envelope) -> list[Reply]:
         return [Reply("done: alert acknowledged")]  # applied already: not to be redone
 
     pipeline = Pipeline(db, command, Outbox(db, {"rec": channel}, now), {"rec": channel}, now)
@@ -97,7 +99,7 @@ async def test_an_apology_is_stored_first_even_when_marked_replayable(
 ) -> None:
     channel = Witness(db)
 
-    async def failing(message: InboundMessage) -> list[Reply]:
+    async def failing(envelope: Envelope) -> list[Reply]:
         raise HandlingFailed("model_unavailable", [Reply("Sorry, try again", replayable=True)])
 
     pipeline = Pipeline(db, failing, Outbox(db, {"rec": channel}, now), {"rec": channel}, now)
@@ -180,7 +182,8 @@ async def test_answers_arriving_apart_in_a_burst_still_share_their_records(
     chats = 30
     all_in = asyncio.Event()
 
-    async def agent(message: InboundMessage) -> list[Reply]:
+    async def agent(envelope: Envelope) -> list[Reply]:
+        message = envelope.message
         n = int(message.chat_id[1:])
         await all_in.wait()  # every chat asked, however long the submits took
         await asyncio.sleep(0.004 * n)  # the model's answers come 4 ms apart

@@ -8,6 +8,7 @@ from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
+from channels.delivery.envelope import Envelope
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
 from channels.types import InboundMessage, OutboundMessage, Reply, SendError
@@ -34,7 +35,8 @@ async def test_one_conversation_in_order_many_in_parallel(db: AsyncDatabase[Doc]
     peak = 0
     go = asyncio.Event()
 
-    async def handler(message: InboundMessage) -> list[Reply]:
+    async def handler(envelope: Envelope) -> list[Reply]:
+        message = envelope.message
         nonlocal peak
         assert message.chat_id not in running, "two messages of one chat at once"
         running.add(message.chat_id)
@@ -63,7 +65,8 @@ async def test_one_conversation_in_order_many_in_parallel(db: AsyncDatabase[Doc]
 async def test_a_duplicate_delivery_is_handled_once(db: AsyncDatabase[Doc]) -> None:
     calls: list[str] = []
 
-    async def handler(message: InboundMessage) -> list[Reply]:
+    async def handler(envelope: Envelope) -> list[Reply]:
+        message = envelope.message
         calls.append(message.external_id)
         return [Reply("ok")]
 
@@ -131,12 +134,12 @@ async def test_a_second_instance_leaves_fresh_work_alone(db: AsyncDatabase[Doc])
     started = asyncio.Event()
     release = asyncio.Event()
 
-    async def slow(message: InboundMessage) -> list[Reply]:
+    async def slow(envelope: Envelope) -> list[Reply]:
         started.set()
         await release.wait()
         return [Reply("first instance")]
 
-    async def other(message: InboundMessage) -> list[Reply]:
+    async def other(envelope: Envelope) -> list[Reply]:
         return [Reply("second instance")]
 
     channel = RecordingChannel("rec")

@@ -11,6 +11,7 @@ from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
+from channels.delivery.envelope import Envelope
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
 from channels.types import InboundMessage, Reply
@@ -40,7 +41,8 @@ class Kit:
         self.pipeline = self.new_pipeline(window)
 
     def new_pipeline(self, window: float) -> Pipeline:
-        async def handler(message: InboundMessage) -> list[Reply]:
+        async def handler(envelope: Envelope) -> list[Reply]:
+            message = envelope.message
             self.handled.append(message)
             return [Reply(f"answer to: {message.text}")]
 
@@ -83,7 +85,7 @@ async def test_crash_after_the_burst_was_formed_answers_it_once_as_a_whole(
 ) -> None:
     kit, chat = Kit(db), uuid.uuid4().hex
 
-    async def dies(message: InboundMessage) -> list[Reply]:
+    async def dies(envelope: Envelope) -> list[Reply]:
         raise asyncio.CancelledError  # the process died before the model answered
 
     crashed = Pipeline(db, dies, kit.outbox, {"rec": kit.channel}, now)

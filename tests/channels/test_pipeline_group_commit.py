@@ -9,6 +9,7 @@ from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
+from channels.delivery.envelope import Envelope
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
 from channels.types import InboundMessage, Reply
@@ -38,7 +39,8 @@ async def test_replies_finishing_together_share_their_writes(
     db, commands = watched
     answer = asyncio.Event()
 
-    async def handler(message: InboundMessage) -> list[Reply]:
+    async def handler(envelope: Envelope) -> list[Reply]:
+        message = envelope.message
         await answer.wait()  # every model answer arrives at once
         return [Reply(f"re: {message.text}")]
 
@@ -65,7 +67,8 @@ async def test_messages_stored_at_once_are_one_insert_each_heard_once_in_order(
     db, commands = watched
     handled: list[str] = []
 
-    async def handler(message: InboundMessage) -> list[Reply]:
+    async def handler(envelope: Envelope) -> list[Reply]:
+        message = envelope.message
         handled.append(message.external_id)
         return [Reply("ok")]
 

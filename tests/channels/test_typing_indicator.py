@@ -9,6 +9,7 @@ from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
+from channels.delivery.envelope import Envelope
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
 from channels.types import InboundMessage, MediaItem, Reply
@@ -41,7 +42,7 @@ class Handler:
 
     def __init__(self, quick: bool = False) -> None:
         self.quick = quick
-        self.seen: list[InboundMessage] = []
+        self.seen: list[Envelope] = []
         self._go: dict[str, asyncio.Event] = {}
 
     def release(self, *external_ids: str) -> None:
@@ -49,10 +50,11 @@ class Handler:
             self._go.setdefault(external_id, asyncio.Event()).set()
 
     def has_seen(self, *external_ids: str) -> bool:
-        return {m.external_id for m in self.seen} >= set(external_ids)
+        return {e.message.external_id for e in self.seen} >= set(external_ids)
 
-    async def __call__(self, message: InboundMessage) -> list[Reply]:
-        self.seen.append(message)
+    async def __call__(self, envelope: Envelope) -> list[Reply]:
+        self.seen.append(envelope)
+        message = envelope.message
         if not self.quick:
             await self._go.setdefault(message.external_id, asyncio.Event()).wait()
         return [Reply("ok")]
@@ -142,7 +144,7 @@ async def test_the_pipeline_tells_the_handler_whether_media_is_stored(
     await pipeline.submit(inbound("a", 0))
     await pipeline.submit(inbound("b", 0, media=(photo,)))
     await pipeline.join()
-    flags = {m.chat_id: m.has_media for m in handler.seen}
+    flags = {e.message.chat_id: e.has_media for e in handler.seen}
     assert flags == {"a": False, "b": True}
     stored = await db["inbox"].find_one({"external_id": "b-0"})
     assert stored is not None and stored["media"][0]["status"] == "pending"

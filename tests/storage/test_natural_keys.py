@@ -16,6 +16,7 @@ from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
+from channels.delivery.envelope import Envelope
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
 from channels.types import InboundMessage, OutboundMessage, Reply
@@ -140,7 +141,8 @@ async def test_an_upgraded_store_still_sends_once_and_stores_each_message_once(
         assert LEGACY_INBOX_INDEX in await db[c.INBOX].index_information()
         handled: list[str] = []
 
-        async def handler(m: InboundMessage) -> list[Reply]:
+        async def handler(envelope: Envelope) -> list[Reply]:
+            m = envelope.message
             handled.append(m.external_id)
             return []
 

@@ -14,6 +14,7 @@ from agent.app.core import App
 from agent.app.features.scheduling import SchedulingOptions
 from agent.cli.upcoming import print_schedule
 from agent.llm.types import ModelMessage
+from channels.delivery.envelope import Envelope
 from channels.telegram import TelegramChannel
 from tests.contexts import owner_ctx
 from tests.fakes.channel import RecordingChannel
@@ -303,9 +304,9 @@ async def test_jobs_command_lists_next_fire(
 ) -> None:
     model = ScriptedModel(lambda r: "")
     async with scheduled_app(mongo_server, tmp_path, model, clock) as app:
-        empty = await app.dispatcher.handle(inbound("/jobs"))
+        empty = await app.dispatcher.handle(Envelope(inbound("/jobs")))
         job = await _create(app, cron_expression="0 9 * * 1-5")
-        replies = await app.dispatcher.handle(inbound("/jobs"))
+        replies = await app.dispatcher.handle(Envelope(inbound("/jobs")))
     assert "No cron jobs yet" in empty[0].text
     assert f"Backups [{job['job_id']}] — every weekday at 09:00 (UTC), next Mon 09:00" in (
         replies[0].text

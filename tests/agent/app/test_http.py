@@ -86,6 +86,7 @@ async def test_api_answers_503_without_a_configured_token(app: App) -> None:
 async def _command(app: App, text: str) -> str:
     from datetime import UTC, datetime
 
+    from channels.delivery.envelope import Envelope
     from channels.types import InboundMessage
 
     message = InboundMessage(
@@ -96,7 +97,7 @@ async def _command(app: App, text: str) -> str:
         text=text,
         received_at=datetime.now(UTC),
     )
-    replies = await app.dispatcher.handle(message)
+    replies = await app.dispatcher.handle(Envelope(message))
     return "\n".join(r.text for r in replies)
 
 

@@ -13,6 +13,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from agent.app.core import App
 from agent.app.features.scheduling import SchedulingOptions
 from agent.app.http import make_web_app
+from channels.delivery.envelope import Envelope
 from tests.contexts import contact_ctx, owner_ctx
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import BERLIN, FakeClock
@@ -251,8 +252,8 @@ async def test_run_now_status_commands_and_api(
 ) -> None:
     model = ScriptedModel(lambda r: "all quiet")
     async with _app(mongo_server, tmp_path, model, clock, admin_token=ADMIN) as app:
-        status = await app.dispatcher.handle(inbound("/pulse"))
-        ran = await app.dispatcher.handle(inbound("/pulse run"))
+        status = await app.dispatcher.handle(Envelope(inbound("/pulse")))
+        ran = await app.dispatcher.handle(Envelope(inbound("/pulse run")))
         client: TestClient[Any, Any] = TestClient(TestServer(make_web_app(app)))
         await client.start_server()
         try:

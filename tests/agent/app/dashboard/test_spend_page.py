@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from channels.delivery.envelope import Envelope
 from storage.sandbox.rules import SandboxError, check_writable
 from tests.agent.app.dashboard.pages_kit import BERLIN, NOW, client_of, dash_app, page
 from tests.fakes.clock import FakeClock
@@ -69,8 +70,8 @@ async def test_each_exchange_counts_its_tokens_on_the_owner_day(
 ) -> None:
     clock.set(NOW.replace(hour=0, minute=20))  # 23:20 UTC the day before: Berlin's day counts
     async with dash_app(mongo_server, tmp_path, clock) as app:
-        await app.dispatcher.handle(inbound("hi"))
-        await app.dispatcher.handle(inbound("and again"))
+        await app.dispatcher.handle(Envelope(inbound("hi")))
+        await app.dispatcher.handle(Envelope(inbound("and again")))
         await parts_of(app).jobs.create(
             name="Ping", instruction="Say ping", cron_expression="30 0 * * *",
             timezone="Europe/Berlin",
