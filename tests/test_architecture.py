@@ -37,6 +37,40 @@ def test_no_module_is_over_800_lines() -> None:
     assert long == {}
 
 
+def _modules(folder: Path) -> list[Path]:
+    return [p for p in folder.rglob("*.py") if p.name != "__init__.py"]
+
+
+def test_the_house_has_at_most_150_modules() -> None:
+    """Modules by concern, not by size (issue 29): few enough to hold in a head."""
+    count = sum(len(_modules(ROOT / package)) for package in PACKAGES)
+    assert count <= 150
+
+
+def test_storage_channels_and_scheduler_hold_at_most_16_modules_each_directly() -> None:
+    crowded = {
+        package: n
+        for package in ("storage", "channels", "scheduler")
+        if (n := len([p for p in (ROOT / package).glob("*.py") if p.name != "__init__.py"])) > 16
+    }
+    assert crowded == {}
+
+
+def test_no_folder_has_a_family_of_three_modules_sharing_a_prefix() -> None:
+    """Three ``sandbox_*`` files side by side are a package waiting to be named."""
+    families: dict[str, list[str]] = {}
+    for package in PACKAGES:
+        for folder in [ROOT / package, *(p for p in (ROOT / package).rglob("*") if p.is_dir())]:
+            by_prefix: dict[str, list[str]] = {}
+            for module in folder.glob("*.py"):
+                if not module.stem.startswith("__"):
+                    by_prefix.setdefault(module.stem.split("_")[0], []).append(module.stem)
+            for prefix, names in by_prefix.items():
+                if len(names) >= 3:
+                    families[f"{folder.relative_to(ROOT)}/{prefix}_*"] = sorted(names)
+    assert families == {}
+
+
 def test_agent_keeps_at_most_eight_modules_at_its_top_level() -> None:
     modules = sorted(p.name for p in (ROOT / "agent").glob("*.py"))
     assert len(modules) <= 8, modules
