@@ -6,9 +6,10 @@ feature, HTTP route and status section is built by this package.
 Start-up order: the channels (their first long poll goes out while the database
 client loads and the database opens), then the outbox and the inbound pipeline, then
 the agent and the features (``agent.app.assemble``, imported in a thread meanwhile).
-A message read before the pipeline exists waits unstored, so unacknowledged; one that
-arrives before the agent exists is stored and acknowledged, and waits for it
-(``agent.app.gate``). This module imports only what the channels need.
+A message read before the pipeline exists waits unstored, so unacknowledged
+(``agent.app.gate``); one that arrives before the agent exists is stored and
+acknowledged, and waits in the pipeline for its handler. This module imports only
+what the channels need.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 from agent.app.application import TELEGRAM_WEBHOOK, App, Feature, Route
-from agent.app.gate import HandlerGate, SinkGate
+from agent.app.gate import SinkGate
 from agent.app.shutdown import Shutdown, ShutdownStack
 from agent.config import Settings, ensure_data_dir
 from agent.database import open_configured_database
@@ -165,16 +166,16 @@ async def build_app(
         where = f"embedded in {settings.data_dir}" if database.embedded else "MongoDB"
         note(f"database: {where} ({settings.mongodb_db})")
         from channels.delivery.outbox import Outbox  # loaded with the database client
-        from channels.delivery.pipeline import Pipeline
+        from channels.delivery.pipeline import Handler, Pipeline
 
         # What the pipeline's handlers use (HTTP client, usage counts) closes after it.
         late = await stack.enter_async_context(
             contextlib.AsyncExitStack(), name="the agent's HTTP client and token counts"
         )
         outbox = Outbox(database.db, chans, clock)
-        gate = HandlerGate()
+        handler: asyncio.Future[Handler] = asyncio.get_running_loop().create_future()
         # No cap here: the model's adaptive limit paces model calls.
-        pipeline = Pipeline(database.db, gate, outbox, chans, clock)
+        pipeline = Pipeline(database.db, handler, outbox, chans, clock)
         # The owner of the embedded server (DATA_DIR lock) is the only process that
         # can have been sending; anywhere else a send may still be in flight.
         await outbox.start(sole_owner=database.owns_server)
@@ -188,9 +189,9 @@ async def build_app(
         stack.push_async_callback(stop_pipeline)
 
         async def stop_waiting() -> None:
-            """Start-up failed: messages waiting at the gate stay stored, unfinished,
-            and the next start resumes them."""
-            if not gate.opened:
+            """Start-up failed: messages waiting for the handler stay stored,
+            unfinished, and the next start resumes them."""
+            if not handler.done():
                 await pipeline.stop(grace=0)
 
         stack.push_async_callback(stop_waiting)
@@ -216,7 +217,7 @@ async def build_app(
             exclusive_transports=exclusive_transports,
             shutdown=shutdown,
         )
-        gate.open(app.dispatcher.handle)
+        handler.set_result(app.dispatcher.handle)
         # The parts' tasks take their first step (WhatsApp's supervisor: connect) before
         # the app is handed out, as when recovery came last.
         await asyncio.sleep(0)

@@ -1,53 +1,36 @@
-"""Calls that wait while the app starts, then go through in order.
+"""The channels' sink while the app starts: what a channel reads waits here, unstored.
 
 ``build_app`` starts the channels before the database is open, and builds the agent
-(its modules, tools and features) after that. Two gates hold what arrives meanwhile:
-
-- the channels' sink: a message read before the pipeline exists waits here, unstored
-  and so unacknowledged (Telegram offers it again after a crash), until the pipeline
-  stores it;
-- the pipeline's handler: a stored and acknowledged message's handling waits here
-  until the dispatcher exists.
+(its modules, tools and features) after that. A message read before the pipeline
+exists waits at this gate, unstored and so unacknowledged (Telegram offers it again
+after a crash), until the pipeline stores it. One stored before the agent exists is
+acknowledged and waits in the pipeline for its handler (``Pipeline``'s future).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Generic, TypeVar
 
-from channels.delivery.envelope import Envelope
-from channels.types import InboundMessage, Reply
+from channels.types import InboundMessage
 
-A = TypeVar("A")
-R = TypeVar("R")
+Sink = Callable[[InboundMessage], Awaitable[bool]]
 
 
-class Gate(Generic[A, R]):
-    """Holds calls until ``open`` gives it the callee; then passes each on."""
+class SinkGate:
+    """Holds messages until ``open`` gives it the pipeline's ``submit``; then passes
+    each on."""
 
     def __init__(self) -> None:
-        self._callee: Callable[[A], Awaitable[R]] | None = None
+        self._sink: Sink | None = None
         self._opened = asyncio.Event()
 
-    @property
-    def opened(self) -> bool:
-        return self._callee is not None
-
-    def open(self, callee: Callable[[A], Awaitable[R]]) -> None:
-        self._callee = callee
+    def open(self, sink: Sink) -> None:
+        self._sink = sink
         self._opened.set()
 
-    async def __call__(self, message: A) -> R:
-        if self._callee is None:
+    async def __call__(self, message: InboundMessage) -> bool:
+        if self._sink is None:
             await self._opened.wait()
-        assert self._callee is not None
-        return await self._callee(message)
-
-
-class SinkGate(Gate[InboundMessage, bool]):
-    """The channels' sink until the pipeline can store what they read."""
-
-
-class HandlerGate(Gate[Envelope, list[Reply]]):
-    """The pipeline's handler until the dispatcher exists."""
+        assert self._sink is not None
+        return await self._sink(message)

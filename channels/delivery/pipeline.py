@@ -76,7 +76,7 @@ class Pipeline:
     def __init__(
         self,
         db: AsyncDatabase[Doc],
-        handler: Handler,
+        handler: Handler | asyncio.Future[Handler],
         outbox: Outbox,
         channels: Mapping[str, Channel],
         clock: Callable[[], datetime],
@@ -85,6 +85,7 @@ class Pipeline:
     ) -> None:
         self._inbox = db[c.INBOX]
         self._handler = handler
+        """The handler, or its future while the app builds it (then the handler itself)."""
         self._outbox = outbox
         self._clock = clock
         self._limit: contextlib.AbstractAsyncContextManager[Any] = (
@@ -228,9 +229,22 @@ class Pipeline:
             # The handler learns which stored message this is, and whether an earlier
             # attempt may already have answered it (so it can reuse that answer).
             envelope = envelope_of(members)
+            chat = envelope.message
             failure: str | None = None
             try:
-                replies = await self._handle(envelope)
+                async with self._limit:
+                    typing = asyncio.create_task(
+                        self.typing.keep_typing(chat.channel, chat.chat_id)
+                    )
+                    try:
+                        handler = self._handler
+                        if isinstance(handler, asyncio.Future):  # the app is building it
+                            handler = self._handler = await self._handler_built(handler)
+                        replies = await handler(envelope)
+                    finally:
+                        typing.cancel()
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await typing
             except HandlingFailed as exc:
                 replies, failure = list(exc.replies), clean_text(exc.reason)[:REASON_LIMIT]
                 log.warning("message %s failed: %s", inbox_id, failure)
@@ -239,7 +253,7 @@ class Pipeline:
                 log.exception("handling message %s failed", inbox_id)
                 replies, failure = [], failure_reason(exc)
             for n, reply in enumerate(replies):
-                outbound = reply_message(envelope.message, inbox_id, n, reply)
+                outbound = reply_message(chat, inbox_id, n, reply)
                 if reply.replayable and failure is None:
                     # Stored after it is sent: a crash before that handles the message
                     # again, and the handler gives the same reply (no write before it).
@@ -304,16 +318,11 @@ class Pipeline:
         found = {d["_id"]: d async for d in self._inbox.find({"_id": {"$in": ids}})}
         return [found.get(i, doc) if i != doc["_id"] else doc for i in ids if i in found]
 
-    async def _handle(self, envelope: Envelope) -> list[Reply]:
-        message = envelope.message
-        async with self._limit:
-            typing = asyncio.create_task(self.typing.keep_typing(message.channel, message.chat_id))
-            try:
-                return await self._handler(envelope)
-            finally:
-                typing.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await typing
+    @staticmethod
+    async def _handler_built(handler: asyncio.Future[Handler]) -> Handler:
+        """The handler, once the app has built it (a message stored and acknowledged
+        during start-up waits here); shielded: the future is shared by every worker."""
+        return await asyncio.shield(handler)
 
     async def recover(self, *, sole_owner: bool = False) -> int:
         """Queue messages a dead process stored but did not finish, oldest first.

@@ -77,7 +77,7 @@ def holding_until_stored(
     async def hold(app: App, stack: contextlib.AsyncExitStack) -> None:
         row = await stored(db, update["message"]["text"])
         await fake.wait_confirmed(update["update_id"])
-        await until(lambda: waiting_in("Gate.__call__", "conv:"), "the handling held")
+        await until(lambda: waiting_in("Pipeline._handler_built", "conv:"), "the handling held")
         seen.append(row["status"])
         seen.extend(sent.visible for sent in fake.sent)
 
@@ -127,7 +127,7 @@ async def test_the_first_long_poll_goes_out_before_the_database_answers(
         running = asyncio.create_task(run())
         try:
             await fake.wait_for(lambda: len(fake.calls_to("getUpdates")) == 1)
-            await until(lambda: waiting_in("Gate.__call__"), "the update held at the sink")
+            await until(lambda: waiting_in("SinkGate.__call__"), "the update held at the sink")
             assert update["update_id"] not in fake.confirmed
             assert len(fake.calls_to("getUpdates")) == 1  # a second poll would confirm it
             assert await db[c.INBOX].count_documents({}) == 0
