@@ -1,10 +1,11 @@
-"""The scheduling engine: MongoDB says when, APScheduler only wakes us up.
+"""The scheduling engine: MongoDB says when, one APScheduler timer wakes us up.
 
 Each cron job and the pulse keep their next fire in the database (``next_fire_at``,
-``next_pulse_at``). The engine arms one APScheduler ``DateTrigger`` per job at that
-moment. A timer firing only asks for a sweep; the sweep (``run_due``) reads from the
-database what is due, so a lost timer, a restart or a second process can never run a
-fire twice or forget one:
+``next_pulse_at``). The engine keeps, in memory, the moment each of them (and any
+retry) is next due, and arms one APScheduler ``DateTrigger`` for the earliest. When it
+fires, ``run_due`` (the one name for handling what is due, used by the timer, the
+periodic resync and tests alike) reads from the database what is due, so a lost timer,
+a restart or a second process can never run a fire twice or forget one:
 
 * each fire to run or record as skipped is first claimed with a lease
   (``cron:<id>:<time>``, unique index), so only one process handles it;
@@ -18,13 +19,10 @@ fire twice or forget one:
   and started after it) is closed ``interrupted`` and tried again in its window or
   reported (``scheduler.fires.recovery``), at start-up or as soon as its lease lapses.
 
-Timers (one APScheduler ``DateTrigger`` per key: ``cron:<id>``, ``pulse``, ``retry``,
-plus the periodic resync) only call ``wake`` with their key; what is due is read from
-the database. Timers that fire together are handled by one sweep with a few batched
-round trips,
-so 200 jobs due in the same minute start together. The engine never imports the
-agent: runs go through a ``RunRecorder``, which owns their records end to end and
-calls the agent's runner for the work.
+Fires due together are handled by one ``run_due`` with a few batched round trips, so
+200 jobs due in the same minute start together. The engine never imports the agent:
+runs go through a ``RunRecorder``, which owns their records end to end and calls the
+agent's runner for the work.
 """
 
 from __future__ import annotations
@@ -42,6 +40,7 @@ from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from scheduler.backlog import Plan, Shared, plan_cron, plan_pulse
+from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
 from scheduler.fires.claims import LeaseStore
 from scheduler.fires.recorder import RunRecorder
@@ -55,8 +54,11 @@ from storage.tasks import stop_task
 log = logging.getLogger(__name__)
 Clock = Callable[[], datetime]
 PULSE_TIMER = "pulse"
-RESYNC_TIMER = "resync"
 RETRY_TIMER = "retry"
+"""Keys of ``Engine.armed`` besides ``cron:<id>``: the pulse, and the next retry."""
+DUE_JOB = "due"
+RESYNC_JOB = "resync"
+"""APScheduler's two jobs: the one timer, and the periodic resync."""
 
 
 @dataclass(frozen=True)
@@ -65,8 +67,6 @@ class EngineConfig:
     """A fire missed by at most this much still runs (once); older ones are skipped."""
     resync_seconds: float = 60.0
     """How often the database is re-read for changes made by another process."""
-    max_parallel: int = 256
-    """Runs in flight at once (a runaway guard; model calls have their own limit)."""
     skip_records: int = 50
     """Missed fires recorded one by one per job and sweep; a longer backlog is summarised."""
     stop_grace: float = 5.0
@@ -106,15 +106,16 @@ class Engine:
         self.leases = leases
         self.clock = clock
         self.recorder = recorder
-        self.config = config or EngineConfig()
+        self.config = config = config or EngineConfig()
         self._use_timer = timer
-        self._timers = Timers(clock, self._wake)
-        self._woken: set[str] = set()
-        self._unswept: set[str] = set()
-        self._sweeper: asyncio.Task[None] | None = None
-        self._pool = TaskPool(self.config.max_parallel, log)
-        config = self.config
-        self.retries = Retries(runs, jobs, recorder, clock, config.grace, self._timers.arm_retry)
+        self._timer = Timer(clock, self.run_due)
+        self._due_at: dict[str, datetime] = {}
+        """When each key (``cron:<id>``, ``pulse``, ``retry``) is next due, as this
+        process knows it; the one timer is armed for the earliest."""
+        self._sweeping = asyncio.Lock()
+        """One ``run_due`` at a time: a timer firing during a sweep waits for it."""
+        self._runs: set[asyncio.Task[object]] = set()
+        self.retries = Retries(runs, jobs, recorder, clock, config.grace, self._retry_at)
         self.retries.soon = timedelta(seconds=config.retry_seconds)
         self.reclaim = Reclaimer(runs, jobs, recorder, config.grace, sole_owner=config.sole_owner)
         self._last_ok: datetime | None = None
@@ -126,12 +127,13 @@ class Engine:
     # --- lifecycle ---------------------------------------------------------------
 
     async def start(self) -> int:
-        """Arm every enabled job and the pulse; returns how many timers are armed."""
+        """Arm the timer for every enabled job and the pulse; returns how many are due
+        at a known moment."""
         if self._use_timer:
             # Its own quiet logger: APScheduler logs every added job at INFO.
             quiet = logging.getLogger(f"{__name__}.apscheduler")
             quiet.setLevel(logging.WARNING)
-            self._timers.start(self.resync, self.config.resync_seconds, quiet)
+            self._timer.start(self.resync, self.config.resync_seconds, quiet)
         if self.job_changed not in self.jobs.listeners:
             self.jobs.listeners.append(self.job_changed)
         if self.pulse_changed not in self.pulse.listeners:
@@ -142,18 +144,31 @@ class Engine:
         return armed
 
     async def stop(self) -> None:
-        """Stop the timers; runs in flight get ``stop_grace`` to finish, then are cancelled
-        (their leases are let go, so the next start reclaims them at once)."""
+        """Stop the timer; runs in flight get ``stop_grace`` to finish, then are
+        cancelled all at once (at once too when this stop is itself cancelled: the app's
+        stop deadline passed). Their leases are let go, so the next start reclaims them."""
         self.state = "stopped"
-        self._timers.stop()
+        self._timer.stop()
+        self._due_at.clear()
+        with contextlib.suppress(TimeoutError):  # a sweep under way starts its runs first
+            async with asyncio.timeout(self.config.stop_grace), self._sweeping:
+                pass
         if held := self.retries.held:  # in memory only: the log is all that is left of them
             log.warning("stopping with %d fire(s) never started: %s", len(held), ", ".join(held))
-        await stop_task(self._sweeper)
-        await self._pool.stop(self.config.stop_grace)
+        tasks = list(self._runs)
+        try:
+            if tasks:
+                await asyncio.wait(tasks, timeout=self.config.stop_grace)
+        finally:
+            for task in tasks:
+                task.cancel()  # all at once: one run slow to end does not hold the others
+        for task in tasks:
+            await stop_task(task)
         await self.recorder.leases.release()
 
     async def load(self) -> int:
-        """(Re)arm timers from the database, the source of truth."""
+        """(Re)read from the database, the source of truth, when each job, the pulse and
+        the next retry are due, and arm the timer for the earliest."""
         # The owner's settings too: another process may have changed the timezone
         # (the default for new jobs) or the quiet hours.
         owner = await self.pulse.owner.load()
@@ -161,93 +176,68 @@ class Engine:
         await self.reclaim.scan(self.clock())
         await recover_once(self.jobs, self.recorder, self.leases, self.clock(), self.config.grace)
         await self.pulse.ensure_next(self.clock())
-        times = await self.jobs.armed_times()
-        live = {f"cron:{job_id}" for job_id in times}
-        for key in [k for k in self._timers.armed if k.startswith("cron:") and k not in live]:
-            self._timers.disarm(key)
-        for job_id, at in times.items():
-            self._timers.arm(f"cron:{job_id}", at)
-        self._timers.arm(PULSE_TIMER, (await self.pulse.get()).next_pulse_at)
-        retry_at = await self.runs.next_retry()
-        if retry_at is not None:
-            self._timers.arm_retry(retry_at)
-        if self.reclaim.next_check is not None:
-            self._timers.arm_retry(self.reclaim.next_check)
-        return len(self._timers.armed)
+        due_at = {f"cron:{i}": at for i, at in (await self.jobs.armed_times()).items() if at}
+        if (pulse_at := (await self.pulse.get()).next_pulse_at) is not None:
+            due_at[PULSE_TIMER] = pulse_at
+        retries = [at for at in (await self.runs.next_retry(), self.reclaim.next_check) if at]
+        if current := self._due_at.get(RETRY_TIMER):
+            retries.append(current)
+        if retries:
+            due_at[RETRY_TIMER] = min(retries)
+        self._due_at = due_at
+        self._timer.arm(min(due_at.values(), default=None))
+        return len(due_at)
 
     async def resync(self) -> None:
-        """Pick up changes made by another process, and anything a timer missed."""
+        """Pick up changes made by another process, and anything the timer missed."""
         try:
             await self.load()
             await self.run_due(wait=False)
             await self.leases.prune(self.clock())
-        except Exception as exc:
-            self._trouble(exc)
+        except Exception:
             log.exception("scheduler resync failed")
-
-    def _trouble(self, exc: BaseException) -> None:
-        """A sweep failed: note whether the database was away, and sweep again soon."""
-        if unreachable(exc):
-            self._unreachable = True
-        self._timers.arm_retry(self.clock() + self.retries.soon)
 
     async def join(self) -> None:
         """Wait for every run started so far (tests, benchmarks)."""
-        while self._pool.busy or (self._sweeper is not None and not self._sweeper.done()):
-            if self._sweeper is not None and not self._sweeper.done():
-                await asyncio.wait([self._sweeper])
-            await self._pool.join()
+        while self._runs or self._sweeping.locked():
+            async with self._sweeping:
+                pass
+            await asyncio.gather(*list(self._runs), return_exceptions=True)
 
-    # --- timers --------------------------------------------------------------------
+    # --- the timer -----------------------------------------------------------------
 
     @property
     def armed(self) -> dict[str, datetime]:
-        """Timers this process holds, by key (``cron:<id>``, ``pulse``)."""
-        return dict(self._timers.armed)
+        """When each key (``cron:<id>``, ``pulse``, ``retry``) is next due, as this
+        process knows it; the one timer is armed for the earliest."""
+        return dict(self._due_at)
 
     @property
     def timer_on(self) -> bool:
-        return self._timers.on
+        return self._timer.on
+
+    def _note(self, key: str, at: datetime | None) -> None:
+        """Note when ``key`` is next due (None: never); outside a sweep, re-arm the
+        timer (a sweep arms it once, as it ends)."""
+        if at is None:
+            self._due_at.pop(key, None)
+        else:
+            self._due_at[key] = at
+        if not self._sweeping.locked():
+            self._timer.arm(min(self._due_at.values(), default=None))
+
+    def _retry_at(self, at: datetime) -> None:
+        """Sweep at ``at`` for retries, unless a sweep for them is due earlier."""
+        current = self._due_at.get(RETRY_TIMER)
+        if current is None or at < current:
+            self._note(RETRY_TIMER, at)
 
     async def job_changed(self, job_id: str) -> None:
-        """A job was created, edited, toggled or deleted: re-arm it now."""
-        found = await self.jobs.next_fire_map([job_id])
-        self._timers.armed.pop(f"cron:{job_id}", None)
-        self._timers.arm(f"cron:{job_id}", found[job_id])
+        """A job was created, edited, toggled or deleted: re-arm at once."""
+        self._note(f"cron:{job_id}", (await self.jobs.next_fire_map([job_id]))[job_id])
 
     async def pulse_changed(self) -> None:
-        self._timers.armed.pop(PULSE_TIMER, None)
-        self._timers.arm(PULSE_TIMER, (await self.pulse.get()).next_pulse_at)
-
-    async def _wake(self, key: str) -> None:
-        """A timer fired: its job is no longer armed; sweep once for all that fired."""
-        self._timers.armed.pop(key, None)
-        self._woken.add(key)
-        self._woken |= self._unswept
-        self._unswept.clear()
-        if self._sweeper is None or self._sweeper.done():
-            self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
-
-    async def _sweep(self) -> None:
-        await asyncio.sleep(0)  # timers firing together join this sweep
-        while self._woken:
-            woken, self._woken = self._woken, set()
-            try:
-                await self.run_due(wait=False)
-                # A timer that fired early (nothing was due yet) is armed again.
-                cron_ids = [
-                    k[5:] for k in woken if k.startswith("cron:") and k not in self._timers.armed
-                ]
-                for job_id, at in (await self.jobs.next_fire_map(cron_ids)).items():
-                    self._timers.arm(f"cron:{job_id}", at)
-                if PULSE_TIMER in woken and PULSE_TIMER not in self._timers.armed:
-                    self._timers.arm(PULSE_TIMER, (await self.pulse.get()).next_pulse_at)
-            except Exception as exc:
-                # The fires stay due in the database; the retry timer sweeps again, and
-                # these timers are looked at again then.
-                self._unswept |= woken
-                self._trouble(exc)
-                log.exception("scheduler sweep failed")
+        self._note(PULSE_TIMER, (await self.pulse.get()).next_pulse_at)
 
     async def run_pulse_now(self, trigger: Trigger) -> dict[str, object]:
         """A pulse asked for by hand: recorded like a scheduled one, and it counts
@@ -257,50 +247,68 @@ class Engine:
     # --- due work --------------------------------------------------------------------
 
     async def run_due(self, now: datetime | None = None, *, wait: bool = True) -> list[Fire]:
-        """Handle everything due at ``now`` (default: the clock); with ``wait``, return
-        after the runs have finished. Tests drive time through this method."""
-        now = now or self.clock()
-        try:
-            fires = await self._due(now)
-        except Exception as exc:
-            self._trouble(exc)
-            raise
-        self._last_ok, self._unreachable = now, False
+        """Handle everything due at ``now`` (default: the clock): claim, record the
+        skipped, move the cursors, re-arm, start the runs and the retries; with
+        ``wait``, return after the runs have finished. The timer calls it without
+        ``wait``; tests drive time through it."""
+        async with self._sweeping:
+            now = now or self.clock()
+            try:
+                if self.reclaim.next_check is not None and now >= self.reclaim.next_check:
+                    await self.reclaim.scan(now)  # another process's lease lapsed
+                jobs = {job.id: job for job in await self.jobs.enabled_jobs(due_by=now)}
+                pulse = await self.pulse.get()
+                shared: Shared = {}
+                grace, records = self.config.grace, self.config.skip_records
+                plans = [
+                    p for j in jobs.values() if (p := plan_cron(j, now, shared, grace, records))
+                ]
+                pulse_due = pulse.next_pulse_at is not None and pulse.next_pulse_at <= now
+                if pulse_due and (p := plan_pulse(pulse, self.pulse.tz, now, grace, records)):
+                    plans.append(p)
+                fires = await self._claim(plans, jobs, now) if plans else []
+                running = {group_of(f.kind, f.job_id) for f in fires if f.action == "run"}
+                if self._due_at.get(RETRY_TIMER, now) <= now:
+                    self._due_at.pop(RETRY_TIMER, None)
+                for item in await self.retries.due(now, running):
+                    fire = Fire(item.kind, item.job_id, item.scheduled_for, item.action)
+                    fire.task = self._spawn(item.work)
+                    fires.append(fire)
+                later = [await self.runs.next_retry(), self.reclaim.next_check]
+                if self.retries.waiting:
+                    later.append(now + self.retries.soon)
+                for retry_at in filter(None, later):
+                    self._retry_at(retry_at)
+                # Keys still due by now were not this process's to run (another process
+                # took the fire, or the job was disabled there): read where they stand.
+                stale = [k for k, at in self._due_at.items() if at <= now and k != RETRY_TIMER]
+                if stale:
+                    ids = [key[5:] for key in stale if key.startswith("cron:")]
+                    for job_id, fire_at in (await self.jobs.next_fire_map(ids)).items():
+                        self._note(f"cron:{job_id}", fire_at)
+                    if PULSE_TIMER in stale:
+                        self._note(PULSE_TIMER, (await self.pulse.get()).next_pulse_at)
+            except Exception as exc:
+                # The fires stay due in the database: a sweep soon looks again.
+                if unreachable(exc):
+                    self._unreachable = True
+                self._retry_at(self.clock() + self.retries.soon)
+                raise
+            finally:
+                # Never armed in the past: what this sweep could not handle waits for
+                # the retry timer or the resync rather than spinning.
+                soonest = min((at for at in self._due_at.values() if at > now), default=None)
+                self._timer.arm(soonest, fresh=True)
+            self._last_ok, self._unreachable = now, False
         if wait:
             await asyncio.gather(*(f.task for f in fires if f.task), return_exceptions=True)
         return fires
 
-    async def _due(self, now: datetime) -> list[Fire]:
-        if self.reclaim.due(now):  # another process's lease lapsed: its runs, tried again
-            await self.reclaim.scan(now)
-        jobs = {job.id: job for job in await self.jobs.enabled_jobs(due_by=now)}
-        shared: Shared = {}
-        grace, records = self.config.grace, self.config.skip_records
-        plans = [p for j in jobs.values() if (p := plan_cron(j, now, shared, grace, records))]
-        pulse_plan = plan_pulse(await self.pulse.get(), self.pulse.tz, now, grace, records)
-        if pulse_plan is not None:
-            plans.append(pulse_plan)
-        fires = await self._commit(plans, now) if plans else []
-        for fire in fires:
-            if fire.action == "run":
-                job = jobs[fire.job_id] if fire.job_id is not None else None
-                fire.task = self._pool.spawn(self.retries.start(fire.kind, job, fire.scheduled_for))
-        running = {group_of(f.kind, f.job_id) for f in fires if f.action == "run"}
-        for item in await self.retries.due(now, running):
-            fire = Fire(item.kind, item.job_id, item.scheduled_for, item.action)
-            fire.task = self._pool.spawn(item.work)
-            fires.append(fire)
-        if (retry_at := await self.runs.next_retry()) is not None:
-            self._timers.arm_retry(retry_at)
-        if self.retries.waiting:
-            self._timers.arm_retry(now + self.retries.soon)
-        if self.reclaim.next_check is not None:
-            self._timers.arm_retry(self.reclaim.next_check)
-        return fires
-
-    async def _commit(self, plans: list[Plan], now: datetime) -> list[Fire]:
-        """Claim the leases, record the skipped fires, move the cursors, re-arm: a few
-        round trips for any number of jobs."""
+    async def _claim(
+        self, plans: list[Plan], jobs: dict[str, CronJob], now: datetime
+    ) -> list[Fire]:
+        """Claim the leases, record the skipped fires, move the cursors, note when each
+        is next due, start the runs won: a few round trips for any number of jobs."""
         keys = [plan.key(moment) for plan in plans for moment, _ in plan.due.skipped]
         keys += [plan.key(plan.due.to_run) for plan in plans if plan.due.to_run]
         won = await self.leases.acquire_many(keys, now)
@@ -327,43 +335,65 @@ class Engine:
             if run is not None and plan.key(run) in won:
                 fires.append(Fire(plan.kind, plan.job_id, run, "run"))
         try:
-            await self._advance(plans, skipped_docs)
+            if skipped_docs:
+                await self.runs.skipped_many(skipped_docs)
+            moves: list[tuple[str, datetime | None, datetime | None]] = [
+                (p.job_id, p.cursor, p.due.upcoming) for p in plans if p.job_id is not None
+            ]
+            if moves:
+                await self.jobs.advance_many(moves)
+            for plan in plans:
+                if plan.job_id is None:
+                    await self.pulse.advance(plan.cursor, plan.due.upcoming)
         except Exception:
             # The fires won are this process's alone: held, a later sweep starts them.
             for fire in fires:
                 if fire.action == "run":
                     self.retries.hold_fire(fire.kind, fire.job_id, fire.scheduled_for, "claimed")
             raise
+        # The cursors moved as planned (compare-and-set: one another process moved
+        # first is read again when its stale moment comes); a moment a change set
+        # meanwhile (``job_changed``, ``pulse_changed``) is kept.
+        for plan in plans:
+            key = f"cron:{plan.job_id}" if plan.job_id is not None else PULSE_TIMER
+            known = self._due_at.get(key)
+            if known is None or known <= now:
+                self._note(key, plan.due.upcoming)
+        for fire in fires:
+            if fire.action == "run":
+                job = jobs[fire.job_id] if fire.job_id is not None else None
+                fire.task = self._spawn(self.retries.start(fire.kind, job, fire.scheduled_for))
         return fires
 
-    async def _advance(self, plans: list[Plan], skipped_docs: list[dict[str, object]]) -> None:
-        """Record the skipped fires, move the cursors, re-arm."""
-        await self.runs.skipped_many(skipped_docs)
-        cron = {plan.job_id: plan for plan in plans if plan.job_id is not None}
-        await self.jobs.advance_many([(i, p.cursor, p.due.upcoming) for i, p in cron.items()])
-        for job_id, at in (await self.jobs.next_fire_map(list(cron))).items():
-            self._timers.armed.pop(f"cron:{job_id}", None)
-            self._timers.arm(f"cron:{job_id}", at)
-        for plan in plans:
-            if plan.job_id is None:
-                await self.pulse.advance(plan.cursor, plan.due.upcoming)
-                self._timers.armed.pop(PULSE_TIMER, None)
-                self._timers.arm(PULSE_TIMER, (await self.pulse.get()).next_pulse_at)
+    def _spawn(self, work: Awaitable[object]) -> asyncio.Task[object]:
+        """Run ``work`` as a task the engine waits for on ``stop``; logged if it raises."""
+
+        async def run() -> object:
+            return await work
+
+        task: asyncio.Task[object] = asyncio.get_running_loop().create_task(run())
+        self._runs.add(task)
+        task.add_done_callback(self._finished)
+        return task
+
+    def _finished(self, task: asyncio.Task[object]) -> None:
+        self._runs.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("scheduled run raised", exc_info=task.exception())
 
 
-# --- timers: one per key, armed for a moment ------------------------------------------
+# --- the one timer --------------------------------------------------------------------
 
 
-class Timers:
-    """One APScheduler ``DateTrigger`` per key plus the periodic resync, and the moment
-    each key is armed for. A timer firing only calls ``wake`` with its key."""
+class Timer:
+    """One APScheduler ``DateTrigger`` armed for a moment (the earliest due), calling
+    ``due`` when it comes, plus the periodic resync."""
 
-    def __init__(self, clock: Clock, wake: Callable[[str], Awaitable[None]]) -> None:
+    def __init__(self, clock: Clock, due: Callable[..., Awaitable[object]]) -> None:
         self.clock = clock
-        self._wake = wake
+        self._due = due
         self._scheduler: AsyncIOScheduler | None = None
-        self.armed: dict[str, datetime] = {}
-        """Timers this process holds, by key; kept even with APScheduler off (``timer=False``)."""
+        self.at: datetime | None = None
 
     def start(
         self, resync: Callable[[], Awaitable[None]], seconds: float, logger: logging.Logger
@@ -374,103 +404,48 @@ class Timers:
         self._scheduler.add_job(
             resync,
             IntervalTrigger(seconds=seconds),
-            id=RESYNC_TIMER,
+            id=RESYNC_JOB,
             coalesce=True,
             max_instances=1,
             misfire_grace_time=None,
         )
+        if self.at is not None:
+            at, self.at = self.at, None
+            self.arm(at)
 
     def stop(self) -> None:
         if self._scheduler is not None:
             self._scheduler.shutdown(wait=False)
             self._scheduler = None
-        self.armed.clear()
+        self.at = None
 
     @property
     def on(self) -> bool:
         return self._scheduler is not None
 
-    def arm_retry(self, at: datetime) -> None:
-        """Wake for retries at ``at``, unless already woken earlier."""
-        current = self.armed.get(RETRY_TIMER)
-        if current is None or at < current:
-            self.armed.pop(RETRY_TIMER, None)
-            self.arm(RETRY_TIMER, at)
-
-    def arm(self, key: str, at: datetime | None) -> None:
-        if at is None:
-            self.disarm(key)
+    def arm(self, at: datetime | None, *, fresh: bool = False) -> None:
+        """Fire at ``at`` (None: not at all), replacing the moment armed before;
+        ``fresh``: even when it is the moment armed (it may have fired already)."""
+        if at == self.at and not fresh:
             return
-        if self.armed.get(key) == at:
-            return
-        self.armed[key] = at
+        self.at = at
         if self._scheduler is None:
+            return
+        if at is None:
+            with contextlib.suppress(Exception):
+                self._scheduler.remove_job(DUE_JOB)
             return
         # Wait as long as the injectable clock says: the same instant in production.
         delay = max(timedelta(0), at - self.clock())
         self._scheduler.add_job(
-            self._wake,
+            self._due,
             DateTrigger(run_date=datetime.now(UTC) + delay),
-            args=[key],
-            id=key,
+            kwargs={"wait": False},
+            id=DUE_JOB,
             replace_existing=True,
             misfire_grace_time=None,
             coalesce=True,
+            # One sweeping and one waiting for it: a wake meanwhile is covered by the
+            # one waiting, which sweeps after it.
+            max_instances=2,
         )
-
-    def disarm(self, key: str) -> None:
-        self.armed.pop(key, None)
-        if self._scheduler is not None:
-            with contextlib.suppress(Exception):
-                self._scheduler.remove_job(key)
-
-
-# --- runs in flight -------------------------------------------------------------------
-
-
-class TaskPool:
-    """The engine's runs in flight: at most ``max_parallel`` at once, logged if one
-    raises, and given a grace period to finish when the engine stops."""
-
-    def __init__(self, max_parallel: int, log: logging.Logger) -> None:
-        self._slots = asyncio.Semaphore(max_parallel)
-        self._tasks: set[asyncio.Task[object]] = set()
-        self._log = log
-        """The engine's logger, so a run that raised is reported under its name."""
-
-    @property
-    def busy(self) -> bool:
-        """Whether any run is still in flight."""
-        return bool(self._tasks)
-
-    def spawn(self, work: Awaitable[object]) -> asyncio.Task[object]:
-        async def bounded() -> object:
-            async with self._slots:
-                return await work
-
-        task: asyncio.Task[object] = asyncio.get_running_loop().create_task(bounded())
-        self._tasks.add(task)
-        task.add_done_callback(self._finished)
-        return task
-
-    def _finished(self, task: asyncio.Task[object]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            self._log.error("scheduled run raised", exc_info=task.exception())
-
-    async def join(self) -> None:
-        """Wait for every run in flight now."""
-        await asyncio.gather(*list(self._tasks), return_exceptions=True)
-
-    async def stop(self, grace: float) -> None:
-        """Give the runs in flight ``grace`` seconds to finish, then cancel them (at once
-        too when this stop is itself cancelled: the app's stop deadline passed)."""
-        tasks = list(self._tasks)
-        try:
-            if tasks:
-                await asyncio.wait(tasks, timeout=grace)
-        finally:
-            for task in tasks:
-                task.cancel()  # all at once: one run slow to end does not hold the others
-        for task in tasks:
-            await stop_task(task)

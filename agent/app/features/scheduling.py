@@ -57,7 +57,6 @@ class SchedulingOptions:
     """Seconds; None takes ``PULSE_TIMEOUT_SECONDS`` from the settings (default 180)."""
     grace: timedelta = timedelta(minutes=10)
     resync_seconds: float = 60.0
-    max_parallel: int = 256
     lease: LeaseTerms = field(default_factory=LeaseTerms)
     """How long a run's lease lasts unrenewed (``scheduler.fires.records``)."""
 
@@ -115,7 +114,6 @@ def build_parts(app: App, options: SchedulingOptions) -> Scheduling:
         config=EngineConfig(
             grace=options.grace,
             resync_seconds=options.resync_seconds,
-            max_parallel=options.max_parallel,
             sole_owner=app.database.owns_server,
         ),
         timer=options.timer,
