@@ -28,7 +28,6 @@ from telegram import Bot, BotCommand, Update
 from telegram.constants import ChatAction
 from telegram.error import BadRequest, Conflict, InvalidToken, RetryAfter, TelegramError
 
-from channels.delivery.text import clean_inbound
 from channels.telegram.inbound import (
     ALLOWED_UPDATES,
     CHANNEL,
@@ -301,31 +300,22 @@ class TelegramChannel:
                 continue
             self._connected = True
             backoff.reset()
-            await self._take_all(updates)
+            # Chats at once (their inbox writes share one database command,
+            # ``storage.coalesce``), each chat's updates in order. ``_take_chat`` retries
+            # until stored, so the offset moves past the batch only once all of it is.
+            by_chat: dict[int | None, list[Update]] = {}
+            for update in updates:
+                chat = update.effective_chat
+                by_chat.setdefault(chat.id if chat is not None else None, []).append(update)
+            await asyncio.gather(*(self._take_chat(u) for u in by_chat.values()))
             if updates:
                 self._offset = updates[-1].update_id + 1
 
-    async def _take_all(self, updates: Sequence[Update]) -> None:
-        """Store a batch: chats at once (their inbox writes share one database command,
-        ``storage.coalesce``), each chat's updates in order. ``_take`` retries until
-        stored, so the offset moves past the batch only once every update in it is."""
-        by_chat: dict[int | None, list[Update]] = {}
-        for update in updates:
-            chat = update.effective_chat
-            by_chat.setdefault(chat.id if chat is not None else None, []).append(update)
-
-        async def in_order(chat_updates: list[Update]) -> None:
-            for update in chat_updates:
-                await self._take(update)
-
-        await asyncio.gather(*(in_order(u) for u in by_chat.values()))
-
     def _read(self, update: Update) -> InboundMessage | None:
+        """The message in ``update``; its text is made storable by the pipeline."""
         self._last_update_at = self._clock()
         try:
-            found = to_inbound(update, self._clock(), self._media_max_bytes)
-            # Anyone can send a lone surrogate: it becomes U+FFFD here, so it can be stored.
-            message = clean_inbound(found) if found is not None else None
+            message = to_inbound(update, self._clock(), self._media_max_bytes)
         except Exception:
             # One odd update must not block every later one: log it and move on.
             log.exception("could not read telegram update %d", update.update_id)
@@ -334,25 +324,27 @@ class TelegramChannel:
             log.info("ignored telegram update %d (%s)", update.update_id, update_kind(update))
         return message
 
-    async def _take(self, update: Update) -> None:
-        """Hand ``update`` to the sink, retrying until it is stored (or we are stopped)."""
-        message = self._read(update)
-        if message is None:
-            return
+    async def _take_chat(self, updates: Sequence[Update]) -> None:
+        """Hand one chat's updates to the sink in order, each retried until it is
+        stored (or we are stopped)."""
         assert self._sink is not None
-        backoff = Backoff(*self._retry_delays)
-        while True:
-            try:
-                await self._sink(message)
-                break
-            except Exception:
-                # The sink raises only when the database fails (a message it cannot store
-                # is kept as failed): keep the update until it is stored, and say so.
-                self._stalled = update.update_id
-                log.exception("storing telegram update %d failed; retrying", update.update_id)
-                await backoff.sleep()
-        self._stalled = None
-        await self._accepted(update)
+        for update in updates:
+            message = self._read(update)
+            if message is None:
+                continue
+            backoff = Backoff(*self._retry_delays)
+            while True:
+                try:
+                    await self._sink(message)
+                    break
+                except Exception:
+                    # The sink raises only when the database fails (a message it cannot
+                    # store is kept as failed): keep the update until it is stored.
+                    self._stalled = update.update_id
+                    log.exception("storing telegram update %d failed; retrying", update.update_id)
+                    await backoff.sleep()
+            self._stalled = None
+            await self._accepted(update)
 
     async def _accepted(self, update: Update) -> None:
         if update.callback_query is not None:
