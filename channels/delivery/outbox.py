@@ -10,6 +10,7 @@ recorded meanwhile share one command each (``storage.coalesce``).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -43,6 +44,7 @@ class Failure(NamedTuple):
 
 
 def to_message(doc: Doc) -> OutboundMessage:
+    """The message a stored row holds (one the retry loop claimed)."""
     return OutboundMessage(
         channel=doc["channel"],
         chat_id=doc["chat_id"],
@@ -80,7 +82,7 @@ class Outbox:
 
     async def enqueue(self, message: OutboundMessage, *, send_now: bool = True) -> bool:
         """Store ``message``; False when its idempotency key was already stored."""
-        doc = self._doc(message, send_now=send_now)
+        message, doc = self._storable(message, send_now=send_now)
         try:
             # Together with replies stored meanwhile (storage.coalesce); retried once
             # on a dropped connection, a retry meeting its own copy (same _id) is success.
@@ -88,7 +90,7 @@ class Outbox:
         except DuplicateKeyError:
             return False
         if send_now:
-            await self._send_claimed(doc)
+            await self._send_claimed(doc, message)
         else:
             self._wake.set()
         return True
@@ -107,8 +109,8 @@ class Outbox:
         ``crowded``: other replies are being sent meanwhile; the record then waits a
         moment to share their command (``BOOKKEEPING_LINGER``).
         """
-        doc = self._doc(message, send_now=True)
-        outcome = await self._attempt(doc)
+        message, doc = self._storable(message, send_now=True)
+        outcome = await self._attempt(message)
         delay: float | None = None
         if isinstance(outcome, Failure):
             fields, delay = self._after_failure(doc, outcome)
@@ -125,20 +127,26 @@ class Outbox:
         if isinstance(outcome, Failure):
             await self._failure_noted(doc, outcome, delay)
 
-    def _doc(self, message: OutboundMessage, *, send_now: bool) -> Doc:
-        return {
+    def _storable(self, message: OutboundMessage, *, send_now: bool) -> tuple[OutboundMessage, Doc]:
+        """``message`` as it is sent and its row as it is stored: both with U+FFFD for
+        text that cannot be encoded (it could be neither stored nor sent)."""
+        message = dataclasses.replace(
+            message,
+            chat_id=clean_text(message.chat_id),
+            text=clean_text(message.text),
+            buttons=tuple(Button(clean_text(b.label), clean_text(b.data)) for b in message.buttons),
+            meta=clean_value(message.meta),
+        )
+        return message, {
             # Its own key: the same message enqueued again meets it (storage.collections).
             "_id": message.idempotency_key,
             "idempotency_key": message.idempotency_key,
             "channel": message.channel,
-            "chat_id": clean_text(message.chat_id),
-            # Text that cannot be encoded could be neither stored nor sent: U+FFFD instead.
-            "text": clean_text(message.text),
+            "chat_id": message.chat_id,
+            "text": message.text,
             "reply_to": message.reply_to,
-            "buttons": [
-                {"label": clean_text(b.label), "data": clean_text(b.data)} for b in message.buttons
-            ],
-            "meta": clean_value(message.meta),
+            "buttons": [{"label": b.label, "data": b.data} for b in message.buttons],
+            "meta": message.meta,
             # Stored already claimed when sending right away: one write fewer, and a
             # crash before the send leaves it "sending", which recover() re-queues.
             "status": "sending" if send_now else "pending",
@@ -158,10 +166,11 @@ class Outbox:
             sort=[("created_at", 1)],
         )
 
-    async def _send_claimed(self, doc: Doc | None) -> None:
+    async def _send_claimed(self, doc: Doc | None, message: OutboundMessage | None = None) -> None:
+        """Send a claimed row: ``message`` when the caller has it in hand, else the row's."""
         if doc is None:
             return
-        outcome = await self._attempt(doc)
+        outcome = await self._attempt(message or to_message(doc))
         if isinstance(outcome, Failure):
             fields, delay = self._after_failure(doc, outcome)
             await retry.retried(  # $set by _id: safe to repeat
@@ -175,17 +184,17 @@ class Outbox:
         # with the other sends that returned meanwhile, in one command.
         await self._mark_sent((doc["_id"], sent))
 
-    async def _attempt(self, doc: Doc) -> SendResult | Failure:
-        """Send ``doc`` through its channel; what went wrong instead of raising."""
-        channel = self._channels.get(doc["channel"])
+    async def _attempt(self, message: OutboundMessage) -> SendResult | Failure:
+        """Send ``message`` through its channel; what went wrong instead of raising."""
+        channel = self._channels.get(message.channel)
         try:
             if channel is None:
-                raise SendError(f"channel {doc['channel']!r} is not running", retryable=True)
-            return await channel.send(to_message(doc))
+                raise SendError(f"channel {message.channel!r} is not running", retryable=True)
+            return await channel.send(message)
         except SendError as exc:
             return Failure(str(exc), exc.retryable, exc.retry_after)
         except Exception as exc:
-            log.exception("unexpected error sending outbox %s", doc["idempotency_key"])
+            log.exception("unexpected error sending outbox %s", message.idempotency_key)
             return Failure(type(exc).__name__, True)
 
     def _sent(self, result: SendResult) -> Doc:
