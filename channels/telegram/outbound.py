@@ -239,48 +239,46 @@ class TelegramSender:
         markup: InlineKeyboardMarkup | None,
         reply_to: int | None,
     ) -> str:
-        """The sent message's id ("" when the answer had none)."""
-        params: dict[str, Any] = {"chat_id": chat_id, "reply_markup": markup}
-        if reply_to is not None:
-            params["reply_parameters"] = ReplyParameters(reply_to, allow_sending_without_reply=True)
-        for attempt in range(2):
-            try:
-                async with self._slots:
-                    return await self._send_formatted(text, params)
-            except RetryAfter as exc:
-                wait = retry_after_seconds(exc)
-                if attempt or wait > RETRY_AFTER_WAIT_MAX:
-                    raise
-                await asyncio.sleep(wait)
-        raise AssertionError("unreachable")
-
-    async def _send_formatted(self, text: str, params: dict[str, Any]) -> str:
-        try:
-            return await self._send_message(
-                {"text": to_html(text), "parse_mode": ParseMode.HTML, **params}
-            )
-        except BadRequest as exc:
-            if "can't parse entities" not in exc.message.lower():
-                raise
-            log.info("telegram rejected the formatting (%s); sending plain text", exc.message)
-        return await self._send_message({"text": text, **params})
-
-    async def _send_message(self, params: dict[str, Any]) -> str:
-        """``sendMessage``; the new message's id, "" if the answer is not a message with
-        one (the message went: a retry would send it twice).
+        """``sendMessage`` for one chunk, as HTML, else (formatting refused) as plain
+        text; a short flood-control pause is waited out once. The new message's id, ""
+        if the answer is not a message with one (the message went: a retry would send
+        it twice).
 
         Every failure of the request itself reaches us as a ``TelegramError`` (the
         transport's included: ``BaseRequest.post`` wraps whatever else it raises); what
         else ``send_message`` raises comes from reading an answer Telegram accepted.
         """
-        try:
-            sent = await self._bot.send_message(**params)
-        except TelegramError:
-            raise
-        except (TypeError, KeyError, ValueError, AttributeError) as exc:
-            log.warning("telegram accepted a message but gave no id for it: %s", exc)
-            return ""
-        return str(sent.message_id)
+        params: dict[str, Any] = {"chat_id": chat_id, "reply_markup": markup}
+        if reply_to is not None:
+            params["reply_parameters"] = ReplyParameters(reply_to, allow_sending_without_reply=True)
+        forms: tuple[dict[str, Any], ...] = (
+            {"text": to_html(text), "parse_mode": ParseMode.HTML},
+            {"text": text},
+        )
+        form, attempt = 0, 0
+        while True:
+            try:
+                async with self._slots:
+                    sent = await self._bot.send_message(**forms[form], **params)
+            except RetryAfter as exc:
+                wait = retry_after_seconds(exc)
+                if attempt or wait > RETRY_AFTER_WAIT_MAX:
+                    raise
+                attempt += 1
+                await asyncio.sleep(wait)
+                continue
+            except BadRequest as exc:
+                if form or "can't parse entities" not in exc.message.lower():
+                    raise
+                log.info("telegram rejected the formatting (%s); sending plain text", exc.message)
+                form = 1
+                continue
+            except TelegramError:
+                raise
+            except (TypeError, KeyError, ValueError, AttributeError) as exc:
+                log.warning("telegram accepted a message but gave no id for it: %s", exc)
+                return ""
+            return str(sent.message_id)
 
     def _send_error(self, exc: TelegramError) -> SendError:
         text = self._describe(exc)
