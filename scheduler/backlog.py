@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Literal
 from zoneinfo import ZoneInfo
 
@@ -131,13 +132,8 @@ def plan_cron(
     if memo not in shared:
         try:
             tz = validate_timezone(job.timezone)
-            shared[memo] = split_due(
-                cursor,
-                now,
-                lambda after, count: next_fires(job.cron_expression, tz, after, count),
-                grace=grace,
-                skip_records=skip_records,
-            )
+            after = partial(next_fires, job.cron_expression, tz)
+            shared[memo] = split_due(cursor, now, after, grace=grace, skip_records=skip_records)
         except CronError:
             log.warning("cron job %s has an unusable schedule; not run", job.id)
             shared[memo] = None

@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Literal
@@ -357,21 +357,21 @@ class Engine:
         for plan in plans:
             key = f"cron:{plan.job_id}" if plan.job_id is not None else PULSE_TIMER
             known = self._due_at.get(key)
-            if known is None or known <= now:
-                self._note(key, plan.due.upcoming)
+            if known is not None and known > now:
+                continue
+            if plan.due.upcoming is None:
+                self._due_at.pop(key, None)
+            else:
+                self._due_at[key] = plan.due.upcoming  # the timer is armed as the sweep ends
         for fire in fires:
             if fire.action == "run":
                 job = jobs[fire.job_id] if fire.job_id is not None else None
                 fire.task = self._spawn(self.retries.start(fire.kind, job, fire.scheduled_for))
         return fires
 
-    def _spawn(self, work: Awaitable[object]) -> asyncio.Task[object]:
+    def _spawn(self, work: Coroutine[object, None, object]) -> asyncio.Task[object]:
         """Run ``work`` as a task the engine waits for on ``stop``; logged if it raises."""
-
-        async def run() -> object:
-            return await work
-
-        task: asyncio.Task[object] = asyncio.get_running_loop().create_task(run())
+        task: asyncio.Task[object] = asyncio.get_running_loop().create_task(work)
         self._runs.add(task)
         task.add_done_callback(self._finished)
         return task

@@ -198,7 +198,9 @@ class Runner:
             channel, chat = target.channel, target.chat_id
         delivery: Doc = {"channel": channel, "chat_id": chat, "idempotency_key": key}
         try:
-            await self._outbox().enqueue(
+            if self.deps.outbox is None:
+                raise RuntimeError("the outbox is not running")
+            await self.deps.outbox.enqueue(
                 OutboundMessage(channel=channel, chat_id=chat, text=text, idempotency_key=key)
             )
         except Exception as exc:  # the run itself is done; say so in its record

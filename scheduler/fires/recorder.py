@@ -114,13 +114,10 @@ class RunRecorder:
         self._on_failures = on_failures
         self._delays = tuple(retry_delays)
         self._turns: dict[str, asyncio.Lock] = {}
-        self._unsaved: list[_Closing] = []
-
-    def _one_at_a_time(self, key: str) -> asyncio.Lock:
         """Runs sharing a conversation (one job, or the pulse) take turns: each run
         appends to the conversation, which allows one writer at a time, and a pulse
         must see the one before it counted against the daily cap."""
-        return self._turns.setdefault(key, asyncio.Lock())
+        self._unsaved: list[_Closing] = []
 
     def retry_at(self, attempt: int, until: datetime | None, now: datetime) -> datetime | None:
         """When the try after ``attempt`` may start, or None when there is none."""
@@ -139,11 +136,11 @@ class RunRecorder:
         *,
         retry_until: datetime | None = None,
     ) -> Doc:
-        async with self._one_at_a_time(f"cron:{job.id}"):
+        async with self._turns.setdefault(f"cron:{job.id}", asyncio.Lock()):
             run = await self._open(
                 "cron", job.id, scheduled_for, trigger, {"name": job.name}, retry_until
             )
-            return await self._attempt(run, lambda ticket: self._cron(job, ticket), job)
+            return await self._attempt(run, job)
 
     async def pulse(
         self,
@@ -153,7 +150,7 @@ class RunRecorder:
         retry_until: datetime | None = None,
     ) -> Doc:
         """One pulse: recorded as skipped when the planner says so, else run."""
-        async with self._one_at_a_time("pulse"):
+        async with self._turns.setdefault("pulse", asyncio.Lock()):
             now = self._clock()
             try:
                 plan = await self._pulse(now, trigger)
@@ -168,26 +165,24 @@ class RunRecorder:
                 raise
             facts = {"context": plan.facts}
             run = await self._open("pulse", None, scheduled_for, trigger, facts, retry_until, now)
-            return await self._attempt(run, plan.work, None)
+            return await self._attempt(run, None, plan.work)
 
     async def retry(self, run: Doc, job: CronJob | None) -> Doc:
         """Try again a fire whose last try failed for a passing reason (the engine
         claimed the retry). The same record and run id: acting tool calls of an earlier
         try are not repeated (the effect log is keyed by run id)."""
         key = f"cron:{job.id}" if job is not None else "pulse"
-        async with self._one_at_a_time(key):
+        async with self._turns.setdefault(key, asyncio.Lock()):
             now = self._clock()
-            work: Work
-            if job is not None:
-                work = lambda ticket: self._cron(job, ticket)  # noqa: E731
-            else:
+            work: Work | None = None
+            if job is None:
                 plan = await self._pulse(now, run.get("trigger", "schedule"))
                 if isinstance(plan, Skip):
                     skipped = Outcome("skipped", error=plan.detail, reason=plan.reason)
                     return await self.runs.finish(run, skipped, now)
                 work = plan.work
             run = await self.runs.reopen(run, now, self.leases.fields(now))
-            return await self._attempt(run, work, job)
+            return await self._attempt(run, job, work)
 
     async def give_up(self, run: Doc, job: CronJob | None, note: str, *, tell: bool) -> Doc:
         """A retry that will not happen: out of time (``tell``: the owner hears), or
@@ -243,7 +238,10 @@ class RunRecorder:
                 raise NotStarted(f"{type(exc).__name__}: {exc}") from exc
             raise
 
-    async def _attempt(self, run: Doc, work: Work, job: CronJob | None) -> Doc:
+    async def _attempt(self, run: Doc, job: CronJob | None, work: Work | None = None) -> Doc:
+        """One try: the cron runner for ``job``, else ``work`` (a pulse's); an exception
+        becomes ``failed`` (``internal_error``, or ``database_unavailable`` when the
+        database could not be reached)."""
         attempt = int(run.get("attempts") or 1)
         until = aware(run.get("retry_until"))
         ticket = RunTicket(
@@ -258,25 +256,27 @@ class RunRecorder:
         self.leases.hold(run["_id"])
         unsaved = False
         try:
-            outcome = await self._guard(work(ticket), ticket)
+            try:
+                if work is not None:
+                    outcome = await work(ticket)
+                elif job is not None:
+                    outcome = await self._cron(job, ticket)
+                else:
+                    raise TypeError("a try needs its job or its work")
+            except Exception as exc:
+                if unreachable(exc):
+                    log.warning("%s run %s: database unreachable: %s", ticket.kind, ticket.id, exc)
+                    reason: Reason = "database_unavailable"
+                else:
+                    log.exception("%s run %s raised", ticket.kind, ticket.id)
+                    reason = "internal_error"
+                outcome = Outcome("failed", error=f"{type(exc).__name__}: {exc}", reason=reason)
             done = await self._close(run, outcome, job, ticket, until)
             unsaved = bool(done.get("unsaved"))  # held until its outcome is written
             return done
         finally:
             if not unsaved:
                 self.leases.drop(run["_id"])
-
-    async def _guard(self, work: Awaitable[Outcome], ticket: RunTicket) -> Outcome:
-        try:
-            return await work
-        except Exception as exc:
-            if unreachable(exc):
-                log.warning("%s run %s: database unreachable: %s", ticket.kind, ticket.id, exc)
-                return Outcome(
-                    "failed", error=f"{type(exc).__name__}: {exc}", reason="database_unavailable"
-                )
-            log.exception("%s run %s raised", ticket.kind, ticket.id)
-            return Outcome("failed", error=f"{type(exc).__name__}: {exc}", reason="internal_error")
 
     async def _close(
         self,
@@ -323,7 +323,8 @@ class RunRecorder:
                 "(%s) is not recorded", closing.run["_id"], closing.outcome.status,
             )  # fmt: skip
             return done
-        await self._report(done, closing.job, first_close=closing.attempt == 1)
+        if done.get("status") in FAILED:
+            await self._report(done, closing.job, first_close=closing.attempt == 1)
         return done
 
     @property

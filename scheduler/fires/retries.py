@@ -19,7 +19,7 @@ or deleted, is given up quietly (the later fire speaks for the job).
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -61,7 +61,7 @@ class Retried:
     job_id: str | None
     scheduled_for: datetime
     action: Literal["retry", "failed"]
-    work: Awaitable[object]
+    work: Coroutine[object, None, object]
 
 
 def is_final(run: Doc) -> bool:
@@ -86,7 +86,7 @@ class Retries:
         recorder: RunRecorder,
         clock: Callable[[], datetime],
         grace: timedelta,
-        wake: Callable[[datetime], None],
+        sweep_at: Callable[[datetime], None],
     ) -> None:
         self.runs = runs
         self.jobs = jobs
@@ -96,7 +96,7 @@ class Retries:
         self.soon = timedelta(seconds=15)
         """How soon a held fire, an unsaved outcome or a failed sweep is tried again
         (the engine sets its ``EngineConfig.retry_seconds``)."""
-        self._wake = wake
+        self._sweep_at = sweep_at
         """Asks the engine to sweep at a moment (for a retry, or a held fire)."""
         self.held: dict[str, Unstarted] = {}
         """Fires not started, by lease key."""
@@ -118,18 +118,19 @@ class Retries:
                 done = await self.recorder.pulse(scheduled_for, trigger, retry_until=until)
             else:
                 done = await self.recorder.cron(job, scheduled_for, trigger, retry_until=until)
-                await self.settle(job, done)
+                if job.once:
+                    await self.settle(job, done)
         except NotStarted as exc:
             job_id = job.id if job is not None else None
             log.warning("%s fire %s could not start (%s); trying again", kind, job_id, exc)
             self.hold_fire(kind, job_id, scheduled_for, str(exc), until=until, trigger=trigger)
-            self._wake(self._clock() + self.soon)
+            self._sweep_at(self._clock() + self.soon)
             return None
         retry_at = done.get("retry_at")
         if isinstance(retry_at, datetime):
-            self._wake(retry_at)
+            self._sweep_at(retry_at)
         elif done.get("unsaved"):
-            self._wake(self._clock() + self.soon)
+            self._sweep_at(self._clock() + self.soon)
         return done
 
     def hold_fire(
@@ -201,7 +202,7 @@ class Retries:
         job = await self._job(kind, job_id)
         until = aware(run.get("retry_until"))
         scheduled = aware(run["scheduled_for"]) or now
-        work: Awaitable[object]
+        work: Coroutine[object, None, Doc]
         if kind == "cron" and job is None:
             note = "not retried: the job was disabled or deleted"
             work = self.recorder.give_up(run, None, note, tell=False)
