@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from agent.tools.mcp import McpTool, describe
 from agent.tools.mcp.config import ServerConfig, StdioServer
+from storage.backoff import Backoff
 
 if TYPE_CHECKING:  # the SDK (~1.4 s to import) loads only when a server is configured
     from mcp import ClientSession
@@ -31,6 +32,8 @@ ServerState = Literal["starting", "connected", "failed", "restarting", "stopped"
 LOG_TAIL = 400
 """Characters of a stdio server's stderr quoted when it fails to start."""
 LOG_MAX_BYTES = 1_000_000
+RESTART_BACKOFF = Backoff(first=1.0, cap=300.0)
+"""Waits before restarting a server; one that stayed up for ``cap`` starts over."""
 
 
 @dataclass(frozen=True)
@@ -40,15 +43,6 @@ class ServerStatus:
     state: ServerState
     error: str | None
     tools: int
-
-
-@dataclass(frozen=True)
-class Backoff:
-    initial: float = 1.0
-    cap: float = 300.0
-
-    def delay(self, failures: int) -> float:
-        return float(min(self.cap, self.initial * 2.0 ** max(0, failures - 1)))
 
 
 class _Server:
@@ -90,14 +84,14 @@ class McpServers:
         *,
         start_timeout: float = 20.0,
         call_timeout: float = 60.0,
-        backoff: Backoff | None = None,
+        backoff: Backoff = RESTART_BACKOFF,
         ping_interval: float = 15.0,
         log_dir: Path | None = None,
     ) -> None:
         self._servers = {c.name: _Server(c, log_dir) for c in configs}
         self.start_timeout = start_timeout
         self.call_timeout = call_timeout
-        self._backoff = backoff or Backoff()
+        self._backoff = backoff
         self._ping_interval = ping_interval
         self._stopping = False
         self._stopped = asyncio.Event()
