@@ -24,6 +24,7 @@ That transport maps every ``aiohttp.ClientConnectionError`` it does not know bet
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import re
@@ -155,10 +156,6 @@ async def transcribe_pending(messages: list[ModelMessage]) -> None:
             await hook()
 
 
-class _ToolsUnsupported(Exception):
-    """The server refused the ``tools`` parameter; retry the request in text mode."""
-
-
 class OpenAIModel:
     """A ``ModelClient`` over ``POST {base_url}/chat/completions``."""
 
@@ -222,9 +219,9 @@ class OpenAIModel:
             await self.warm()
             await transcribe_pending(messages)
             if self.model in self._blind:
-                return await self._request(system, blind(messages), tools)
+                return await self._complete(system, blind(messages), tools)
             try:
-                return await self._request(system, messages, tools)
+                return await self._complete(system, messages, tools)
             except ModelError as exc:
                 if exc.status not in (400, 422) or not sends_images(messages):
                     raise
@@ -232,98 +229,88 @@ class OpenAIModel:
                 log.warning("%s refused images (%s); retrying with text markers", self.name, exc)
                 if _NO_VISION.search(str(exc)):
                     self._blind.add(self.model)
-                return await self._request(system, blind(messages), tools)
+                return await self._complete(system, blind(messages), tools)
         except ModelError:
             raise
         except Exception as exc:  # the SDK or the answer did something unforeseen
             raise unexpected(self.name, exc, self._redact) from None
-
-    async def _request(
-        self, system: str, messages: list[ModelMessage], tools: list[ToolSpec]
-    ) -> ModelResponse:
-        if tools and not self.text_mode():
-            try:
-                return await self._native(system, messages, tools)
-            except _ToolsUnsupported:
-                log.warning(
-                    "provider %s: model %s rejects native tools; using text tool calls from now",
-                    self.name,
-                    self.model,
-                )
-                self._text_mode.add(self.model)
-        return await self._text(system, messages, tools)
 
     async def aclose(self) -> None:
         self._sdk.cancel()
         if self._client is not None:
             await self._client.close()
 
-    async def _native(
+    async def _complete(
         self, system: str, messages: list[ModelMessage], tools: list[ToolSpec]
     ) -> ModelResponse:
-        completion = await self._create(native_messages(system, messages), tools)
-        return parse_completion(completion, {t.name for t in tools}, taken=call_ids(messages))
-
-    async def _text(
-        self, system: str, messages: list[ModelMessage], tools: list[ToolSpec]
-    ) -> ModelResponse:
-        if tools:
-            system = f"{system}\n\n{textcalls.tool_prompt(tools)}".strip()
-        completion = await self._create(text_messages(system, messages), None)
-        return parse_completion(
-            completion, {t.name for t in tools}, text_only=True, taken=call_ids(messages)
-        )
-
-    async def _create(
-        self, messages: list[dict[str, Any]], tools: list[ToolSpec] | None
-    ) -> dict[str, Any]:
+        """One chat completion: with native tools, or through the text protocol for a
+        model that refused them (switched once, for good)."""
         import openai  # imported by ``warm`` already: this import costs nothing
 
+        native = bool(tools) and not self.text_mode()
+        while True:
+            if native:
+                wire, offered = native_messages(system, messages), tools
+            else:
+                prompt = f"{system}\n\n{textcalls.tool_prompt(tools)}".strip() if tools else system
+                wire, offered = text_messages(prompt, messages), None
+            try:
+                # The SDK's public ``client.post`` (its documented door for requests its
+                # typed methods do not shape), which ``chat.completions.create`` ends in,
+                # without create's walk of the body against the typed params: that walk
+                # costs more CPU than the rest of a message's handling together (tens of
+                # ms with our tool schemas), and changes nothing in a body already in wire
+                # form. The body goes as encoded bytes (``agent.llm.openai.wire``). Errors
+                # are the same; the answer comes back as its JSON (``cast_to=object``),
+                # read by parse_completion without building the SDK's ``ChatCompletion``
+                # objects first. Built in turn with the other requests of a burst
+                # (``agent.llm.turns``).
+                completion = await self._turns.run(functools.partial(self._post, wire, offered))
+            except openai.APIStatusError as exc:
+                detail = self._redact(_detail(exc))
+                if native and textcalls.tools_unsupported(exc.status_code, detail):
+                    log.warning(
+                        "provider %s: model %s rejects native tools; using text tool calls "
+                        "from now",
+                        self.name,
+                        self.model,
+                    )
+                    self._text_mode.add(self.model)
+                    native = False
+                    continue
+                retryable = exc.status_code in (408, 409, 429) or exc.status_code >= 500
+                raise ModelError(
+                    f"{self.name} HTTP {exc.status_code}: {detail}",
+                    retryable=retryable,
+                    status=exc.status_code,
+                    retry_after=response_retry_after(exc.response),
+                ) from None
+            except openai.APIConnectionError as exc:  # a timeout is one too
+                raise connection_error(self.name, exc, self._redact) from None
+            except openai.OpenAIError as exc:
+                raise ModelError(
+                    f"{self.name}: {type(exc).__name__}: {self._redact(str(exc))}",
+                    retryable=False,
+                ) from None
+            if not isinstance(completion, dict):
+                # A body that is not JSON (an HTML error page with status 200 from a
+                # proxy): the SDK hands back its text instead of a completion.
+                raise ModelError(
+                    f"{self.name}: the answer was not a chat completion "
+                    f"({type(completion).__name__}: {self._redact(str(completion))[:200]!r})",
+                    retryable=True,
+                    reason=UNREADABLE,
+                )
+            return parse_completion(
+                completion, {t.name for t in tools}, text_only=not native, taken=call_ids(messages)
+            )
+
+    async def _post(self, wire: list[dict[str, Any]], tools: list[ToolSpec] | None) -> object:
+        """``POST /chat/completions`` with ``wire`` as its encoded body."""
         client = self._client
         assert client is not None  # made by ``warm`` before any request
-
-        async def post() -> object:
-            body = self._bodies.encode(self.model, messages, tools)
-            return await client.post("/chat/completions", content=body, cast_to=object)
-
-        try:
-            # The SDK's public ``client.post`` (its documented door for requests its typed
-            # methods do not shape), which ``chat.completions.create`` ends in, without
-            # create's walk of the body against the typed params: that walk costs more
-            # CPU than the rest of a message's handling together (tens of ms with our tool
-            # schemas), and changes nothing in a body already in wire form. The body goes
-            # as encoded bytes (``agent.llm.openai.wire``). Errors are the same; the answer
-            # comes back as its JSON (``cast_to=object``), read by parse_completion
-            # without building the SDK's ``ChatCompletion`` objects first. Built in turn
-            # with the other requests of a burst (``agent.llm.turns``).
-            completion = await self._turns.run(post)
-        except openai.APIStatusError as exc:
-            detail = self._redact(_detail(exc))
-            if tools and textcalls.tools_unsupported(exc.status_code, detail):
-                raise _ToolsUnsupported from None
-            retryable = exc.status_code in (408, 409, 429) or exc.status_code >= 500
-            raise ModelError(
-                f"{self.name} HTTP {exc.status_code}: {detail}",
-                retryable=retryable,
-                status=exc.status_code,
-                retry_after=response_retry_after(exc.response),
-            ) from None
-        except openai.APIConnectionError as exc:  # a timeout is one too
-            raise connection_error(self.name, exc, self._redact) from None
-        except openai.OpenAIError as exc:
-            raise ModelError(
-                f"{self.name}: {type(exc).__name__}: {self._redact(str(exc))}", retryable=False
-            ) from None
-        if not isinstance(completion, dict):
-            # A body that is not JSON (an HTML error page with status 200 from a proxy):
-            # the SDK hands back its text instead of a completion.
-            raise ModelError(
-                f"{self.name}: the answer was not a chat completion "
-                f"({type(completion).__name__}: {self._redact(str(completion))[:200]!r})",
-                retryable=True,
-                reason=UNREADABLE,
-            )
-        return completion
+        body = self._bodies.encode(self.model, wire, tools)
+        return await client.post("/chat/completions", content=body, cast_to=object)
 
     def _redact(self, text: str) -> str:
         """Remove the key from error text: some servers echo it back in their errors."""
