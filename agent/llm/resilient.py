@@ -1,9 +1,10 @@
 """Retries with backoff, then a fallback provider: one policy for every adapter.
 
 Adapters never retry themselves; they classify failures as retryable (rate
-limits, server errors, timeouts) or not. Here a retryable failure is retried
-with exponential backoff and jitter; once a provider gives up (or fails in a way
-retrying cannot fix), the fallback provider gets its turn under the same policy.
+limits, server errors, timeouts) or not. Here a retryable failure is retried after
+a wait from ``MODEL_BACKOFF`` (the project's one policy, ``storage.backoff``); once a
+provider gives up (or fails in a way retrying cannot fix), the fallback provider
+gets its turn under the same policy.
 
 Every call takes a turn from its provider's ``AdaptiveLimit`` (``agent.llm.limiter``),
 shared by chats and scheduled runs: a 429 or 503 halves that provider's limit and its
@@ -23,6 +24,7 @@ from agent.llm.base import ModelClient, ModelError
 from agent.llm.lazy_sdk import warm_model
 from agent.llm.limiter import OVERLOAD_STATUSES, AdaptiveLimit
 from agent.llm.types import ModelMessage, ModelResponse, ToolSpec
+from storage.backoff import Backoff, Draw
 
 log = logging.getLogger(__name__)
 
@@ -30,13 +32,16 @@ Sleep = Callable[[float], Awaitable[object]]
 RATE_LIMITED = 429
 MIN_WAIT = 0.1
 """Shortest wait after a 429, even one saying ``Retry-After: 0``."""
+MODEL_BACKOFF = Backoff(first=0.5, cap=8.0, jitter=0.5, retries=3)
+"""Waits between tries of one provider: 0.5 s doubling to 8 s, half of each random;
+3 retries after the first try (429s aside)."""
 
 
 class ResilientModel:
     """A ``ModelClient`` that wraps a primary and an optional fallback.
 
-    ``retries`` counts extra attempts after the first, per provider: with the
-    default of 3 a persistently failing provider is asked 4 times (429s aside).
+    ``backoff.retries`` counts extra attempts after the first, per provider: with
+    ``MODEL_BACKOFF`` a persistently failing provider is asked 4 times (429s aside).
     ``max_concurrent`` is the ceiling of each provider's adaptive limit.
     """
 
@@ -44,11 +49,9 @@ class ResilientModel:
         self,
         primary: ModelClient,
         fallback: ModelClient | None = None,
-        retries: int = 3,
-        base_delay: float = 0.5,
-        max_delay: float = 8.0,
+        backoff: Backoff = MODEL_BACKOFF,
         sleep: Sleep = asyncio.sleep,
-        jitter: Callable[[], float] = random.random,
+        draw: Draw = random.random,
         *,
         max_concurrent: int = 100,
         patience: float = 120.0,
@@ -60,11 +63,9 @@ class ResilientModel:
         if fallback is not None:
             self.limits.setdefault(fallback.name, AdaptiveLimit(fallback.name, max_concurrent))
         self._patience = patience
-        self._retries = max(0, retries)
-        self._base_delay = base_delay
-        self._max_delay = max_delay
+        self._backoff = backoff
         self._sleep = sleep
-        self._jitter = jitter
+        self._draw = draw
 
     async def request(
         self, system: str, messages: list[ModelMessage], tools: list[ToolSpec]
@@ -92,11 +93,6 @@ class ResilientModel:
         if self.fallback is not None:
             await self.fallback.aclose()
 
-    def delay(self, attempt: int) -> float:
-        """Backoff before retry ``attempt`` (1-based): doubling, capped, half of it random."""
-        ceiling = min(self._max_delay, self._base_delay * 2.0 ** (attempt - 1))
-        return ceiling / 2 + self._jitter() * ceiling / 2
-
     async def _with_retries(
         self,
         client: ModelClient,
@@ -121,7 +117,11 @@ class ResilientModel:
             asked = error.retry_after
             if error.retryable and error.status == RATE_LIMITED:
                 limited += 1
-                wait = max(asked, MIN_WAIT) if asked is not None else self.delay(limited)
+                wait = (
+                    max(asked, MIN_WAIT)
+                    if asked is not None
+                    else self._backoff.delay(limited, self._draw)
+                )
                 if waited + wait <= self._patience:
                     waited += wait
                     log.warning(
@@ -132,7 +132,7 @@ class ResilientModel:
                     )
                     await self._sleep(wait)
                     continue
-            if not error.retryable or attempt >= self._retries:
+            if not error.retryable or not self._backoff.allows(attempt + 1):
                 log.warning(
                     "provider %s gave up after %d attempt(s) (status %s, retryable %s): %s",
                     client.name,
@@ -143,13 +143,15 @@ class ResilientModel:
                 )
                 raise error
             attempt += 1
-            wait = min(asked, limit.max_pause) if asked else self.delay(attempt)
+            wait = (
+                min(asked, limit.max_pause) if asked else self._backoff.delay(attempt, self._draw)
+            )
             log.warning(
-                "provider %s failed (status %s); retry %d/%d in %.2fs",
+                "provider %s failed (status %s); retry %d/%s in %.2fs",
                 client.name,
                 error.status,
                 attempt,
-                self._retries,
+                self._backoff.retries,
                 wait,
             )
             await self._sleep(wait)

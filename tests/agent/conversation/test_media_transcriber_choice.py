@@ -5,6 +5,7 @@ transcript only when it is the one answering."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from agent.conversation.prompt import mark_untrusted
 from agent.llm.factory import build_model
 from agent.llm.gemini import GeminiModel
 from agent.llm.openai.model import OpenAIModel
-from agent.llm.resilient import ResilientModel
+from agent.llm.resilient import MODEL_BACKOFF, ResilientModel
 from agent.llm.transcribe import transcriber_for
 from agent.tools.catalog import core_catalog
 from storage import collections as c
@@ -58,7 +59,7 @@ def gemini_then_openai(gemini_api: FakeGemini, openai_api: FakeOpenAI) -> Resili
     return ResilientModel(
         GeminiModel(GEMINI_KEY, "gemini-2.5-flash", base_url=gemini_api.base_url),
         OpenAIModel(OPENAI_KEY, "gpt-4.1-mini", base_url=openai_api.base_url),
-        retries=0,
+        backoff=replace(MODEL_BACKOFF, retries=0),
         sleep=_no_wait,
     )
 

@@ -4,6 +4,7 @@ kept out of errors and logs, through the real SDKs against local fakes."""
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 import pytest
 
@@ -11,7 +12,7 @@ from agent.context import AgentDeps
 from agent.llm.base import ModelClient, ModelError
 from agent.llm.gemini import GeminiModel
 from agent.llm.openai.model import OpenAIModel
-from agent.llm.resilient import ResilientModel
+from agent.llm.resilient import MODEL_BACKOFF, ResilientModel
 from agent.llm.types import user_message
 from tests.agent.llm.llm_kit import GEMINI_KEY, OPENAI_KEY, SYSTEM, Sleeps, make_kit, run
 from tests.fakes.fixtures import gemini_api, openai_api
@@ -35,9 +36,8 @@ async def test_503_retries_then_falls_back_to_gemini(
     model = ResilientModel(
         OpenAIModel(OPENAI_KEY, "gpt-test", base_url=openai_api.base_url),
         GeminiModel(GEMINI_KEY, "gemini-test", base_url=gemini_api.base_url),
-        retries=3,
         sleep=no_sleep,
-        jitter=lambda: 1.0,
+        draw=lambda: 1.0,
     )
     result = await run(model, make_kit(), deps, "hi")
     await model.aclose()
@@ -129,7 +129,7 @@ async def test_fallback_mid_exchange_signs_foreign_calls_for_gemini(
     model = ResilientModel(
         OpenAIModel(OPENAI_KEY, "gpt-test", base_url=openai_api.base_url),
         GeminiModel(GEMINI_KEY, "gemini-3-flash", base_url=gemini_api.base_url),
-        retries=0,
+        backoff=replace(MODEL_BACKOFF, retries=0),
         sleep=Sleeps(),
     )
     kit = make_kit()
