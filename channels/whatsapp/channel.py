@@ -19,7 +19,7 @@ import contextlib
 import logging
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ from channels.whatsapp.events import (
     phone_of,
     phone_to_jid,
 )
+from storage.backoff import Backoff
 from storage.repos.whatsapp_permissions import normalise_phone
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,8 @@ Notify = Callable[[str, str], Awaitable[None]]
 Clock = Callable[[], datetime]
 Sleep = Callable[[float], Awaitable[None]]
 
-BACKOFF: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+RECONNECT_BACKOFF = Backoff(first=1.0, cap=300.0)
+"""Waits between connection attempts: 1 s doubling to 5 minutes, never giving up."""
 NOTICE_AFTER = timedelta(minutes=5)
 SEEN_LIMIT = 2_000
 ECHO_SECONDS = 120.0
@@ -100,7 +102,7 @@ class WhatsAppChannel:
         notify: Notify | None = None,
         clock: Clock = _utcnow,
         sleep: Sleep = asyncio.sleep,
-        backoff: Sequence[float] = BACKOFF,
+        backoff: Backoff = RECONNECT_BACKOFF,
         notice_after: timedelta = NOTICE_AFTER,
         health_every: float = 30.0,
     ) -> None:
@@ -110,7 +112,7 @@ class WhatsAppChannel:
         self._notify = notify
         self._clock = clock
         self._sleep = sleep
-        self._backoff = tuple(backoff) or (1.0,)
+        self._backoff = backoff
         self._notice_after = notice_after
         self._health_every = health_every
         self._client: Any = None
@@ -183,8 +185,8 @@ class WhatsAppChannel:
                 return
             if self._state not in LOGGED_OUT:
                 self._set_state("disconnected")
-            delay = self._backoff[min(self._attempt, len(self._backoff) - 1)]
             self._attempt += 1
+            delay = self._backoff.delay(self._attempt)
             self.delays.append(delay)
             log.info("whatsapp: reconnecting in %.0f s (attempt %d)", delay, self._attempt)
             await self._sleep(delay)

@@ -264,7 +264,7 @@ async def test_reconnects_with_backoff_and_tells_the_owner_once(tmp_path: Path) 
     try:
         client = clients[0]
         await until(lambda: client.connect_calls == 4)
-        assert channel.delays == [1.0, 2.0, 5.0]
+        assert channel.delays == [1.0, 2.0, 4.0]  # RECONNECT_BACKOFF: doubling from 1 s
         await client.emit(Connected())
         assert channel.status()["state"] == "connected"
         assert channel.status()["account"] == "+4915100000001"
