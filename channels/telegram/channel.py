@@ -34,11 +34,10 @@ from channels.telegram.inbound import (
     DEFAULT_MAX_BYTES,
     fetch_file,
     to_inbound,
-    update_kind,
 )
 from channels.telegram.outbound import TelegramSender, retry_after_seconds
 from channels.telegram.request import AiohttpRequest
-from channels.types import InboundMessage, InboundSink, OutboundMessage, SendError, SendResult
+from channels.types import InboundSink, OutboundMessage, SendError, SendResult
 from channels.webhook_body import READ_TIMEOUT, BodyRefused, read_body
 from storage.tasks import stop_task
 
@@ -311,25 +310,13 @@ class TelegramChannel:
             if updates:
                 self._offset = updates[-1].update_id + 1
 
-    def _read(self, update: Update) -> InboundMessage | None:
-        """The message in ``update``; its text is made storable by the pipeline."""
-        self._last_update_at = self._clock()
-        try:
-            message = to_inbound(update, self._clock(), self._media_max_bytes)
-        except Exception:
-            # One odd update must not block every later one: log it and move on.
-            log.exception("could not read telegram update %d", update.update_id)
-            return None
-        if message is None:
-            log.info("ignored telegram update %d (%s)", update.update_id, update_kind(update))
-        return message
-
     async def _take_chat(self, updates: Sequence[Update]) -> None:
         """Hand one chat's updates to the sink in order, each retried until it is
         stored (or we are stopped)."""
         assert self._sink is not None
         for update in updates:
-            message = self._read(update)
+            self._last_update_at = self._clock()
+            message = to_inbound(update, self._clock(), self._media_max_bytes)
             if message is None:
                 continue
             backoff = Backoff(*self._retry_delays)
@@ -375,7 +362,8 @@ class TelegramChannel:
             update = Update.de_json(data, self._bot)
         except Exception:
             return web.Response(status=400, text="malformed update")
-        message = self._read(update)
+        self._last_update_at = self._clock()
+        message = to_inbound(update, self._clock(), self._media_max_bytes)
         if message is None:
             return web.Response(text="ignored")
         try:

@@ -3,7 +3,7 @@
 Media the agent cannot look at still reaches it as a short marker plus the
 caption (``[Photo] caption``, ``[Voice note 0:12]``), so nothing the person
 sent is dropped without a word. Updates that carry nothing a person wrote
-(service messages, edits, reactions) give ``None`` and the caller logs them.
+(service messages, edits, reactions) give ``None``, logged.
 
 A file a user sent is downloaded later, for a message the agent reads: ``getFile``,
 then the Bot API file URL ``<TELEGRAM_API_BASE_URL>/file/bot<token>/<file_path>``; the
@@ -14,6 +14,7 @@ is the full URL. The token is in it: failures are reported with it blanked out.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
@@ -23,6 +24,8 @@ from telegram.error import BadRequest
 
 from channels.http_fetch import fetch_capped
 from channels.types import InboundMessage, MediaItem, MediaKind, MediaTooLarge
+
+log = logging.getLogger(__name__)
 
 CHANNEL = "telegram"
 DEFAULT_MAX_BYTES = 20_000_000
@@ -137,34 +140,6 @@ def _name(user: User | None) -> str:
     return user.full_name or (user.username or "")
 
 
-def _from_message(
-    update_id: int, message: Message, now: datetime, max_bytes: int
-) -> InboundMessage | None:
-    text = describe(message)
-    if text is None:
-        return None
-    sender = message.from_user
-    # No user for anonymous group admins and channel posts: the chat speaks.
-    speaker = sender or message.sender_chat or message.chat
-    reply = message.reply_to_message
-    return InboundMessage(
-        channel=CHANNEL,
-        external_id=str(update_id),
-        chat_id=str(message.chat.id),
-        sender_id=str(speaker.id),
-        sender_name=_name(sender),
-        text=text,
-        received_at=now,
-        reply_to=str(reply.message_id) if reply is not None else None,
-        meta={
-            "message_id": message.message_id,
-            "chat_type": message.chat.type,
-            **({"username": sender.username} if sender and sender.username else {}),
-        },
-        media=media_of(message, max_bytes),
-    )
-
-
 def _from_callback(update_id: int, query: CallbackQuery, now: datetime) -> InboundMessage | None:
     carrier = query.message
     if query.data is None or carrier is None:
@@ -185,13 +160,43 @@ def _from_callback(update_id: int, query: CallbackQuery, now: datetime) -> Inbou
 def to_inbound(
     update: Update, now: datetime, max_bytes: int = DEFAULT_MAX_BYTES
 ) -> InboundMessage | None:
-    """The message a person sent in ``update``, or ``None`` when nobody wrote anything;
+    """The message a person sent in ``update``; ``None`` when nobody wrote anything, or
+    when it cannot be read (one odd update must not block every later one): both logged.
     ``max_bytes`` picks the photo size to fetch."""
-    if update.message is not None:
-        return _from_message(update.update_id, update.message, now, max_bytes)
-    if update.callback_query is not None:
-        return _from_callback(update.update_id, update.callback_query, now)
-    return None
+    try:
+        message = update.message
+        if message is None:
+            query = update.callback_query
+            found = _from_callback(update.update_id, query, now) if query is not None else None
+        elif (text := describe(message)) is None:
+            found = None
+        else:
+            sender = message.from_user
+            # No user for anonymous group admins and channel posts: the chat speaks.
+            speaker = sender or message.sender_chat or message.chat
+            reply = message.reply_to_message
+            found = InboundMessage(
+                channel=CHANNEL,
+                external_id=str(update.update_id),
+                chat_id=str(message.chat.id),
+                sender_id=str(speaker.id),
+                sender_name=_name(sender),
+                text=text,
+                received_at=now,
+                reply_to=str(reply.message_id) if reply is not None else None,
+                meta={
+                    "message_id": message.message_id,
+                    "chat_type": message.chat.type,
+                    **({"username": sender.username} if sender and sender.username else {}),
+                },
+                media=media_of(message, max_bytes),
+            )
+    except Exception:
+        log.exception("could not read telegram update %d", update.update_id)
+        return None
+    if found is None:
+        log.info("ignored telegram update %d (%s)", update.update_id, update_kind(update))
+    return found
 
 
 def update_kind(update: Update) -> str:
