@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
@@ -23,6 +23,7 @@ from channels.delivery.text import clean_text, clean_value
 from channels.types import Button, Channel, OutboundMessage, SendError, SendResult
 from storage import collections as c
 from storage import retry
+from storage.backoff import Backoff
 from storage.coalesce import BOOKKEEPING_LINGER, GroupCommit, insert_each, set_each
 from storage.tasks import stop_task, wait_event
 
@@ -30,7 +31,9 @@ log = logging.getLogger(__name__)
 Doc = dict[str, Any]
 Clock = Callable[[], datetime]
 FailureHook = Callable[[Doc], Awaitable[None]]
-DEFAULT_DELAYS: tuple[float, ...] = (1.0, 4.0, 15.0, 60.0, 300.0)
+SEND_BACKOFF = Backoff(first=1.0, factor=4.0, cap=300.0, retries=5)
+"""Waits after a failed send (1, 4, 16, 64, 256 s; longer when the service asks), and
+5 retries before a reply is marked failed and reported."""
 STALE_SENDING = timedelta(minutes=2)
 RECOVER_EVERY = STALE_SENDING.total_seconds() / 4
 
@@ -62,14 +65,14 @@ class Outbox:
         db: AsyncDatabase[Doc],
         channels: Mapping[str, Channel],
         clock: Clock,
-        delays: Sequence[float] = DEFAULT_DELAYS,
+        backoff: Backoff = SEND_BACKOFF,
         on_failure: FailureHook | None = None,
         poll_seconds: float = 1.0,
     ) -> None:
         self._coll = db[c.OUTBOX]
         self._channels = channels
         self._clock = clock
-        self._delays = tuple(delays)
+        self._backoff = backoff
         self._on_failure = on_failure
         self._poll = poll_seconds
         self._wake = asyncio.Event()
@@ -212,8 +215,8 @@ class Outbox:
         """The fields a failed attempt leaves, and the delay before the next (None: the
         last attempt failed)."""
         attempts = int(doc["attempts"])
-        if failure.retryable and attempts <= len(self._delays):
-            delay = max(self._delays[attempts - 1], failure.retry_after or 0.0)
+        if failure.retryable and self._backoff.allows(attempts):
+            delay = self._backoff.wait(attempts, failure.retry_after)
             return {
                 "status": "pending",
                 "last_error": failure.error,

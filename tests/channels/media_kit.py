@@ -22,6 +22,7 @@ from channels.delivery.media import MediaCaps, MediaFetcher, MediaStore
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
 from channels.types import Channel
+from storage.backoff import Backoff
 
 Doc = dict[str, Any]
 Db = AsyncDatabase[Doc]
@@ -60,7 +61,13 @@ async def media_stack(
     resolvers: Mapping[str, TierResolver] | None = None,
 ) -> MediaStack:
     deps = AgentDeps(settings=settings, db=db, clock=utcnow)
-    outbox = Outbox(db, dict(channels), utcnow, delays=(0.01, 0.01), poll_seconds=0.02)
+    outbox = Outbox(
+        db,
+        dict(channels),
+        utcnow,
+        backoff=Backoff(first=0.01, cap=0.01, retries=2),
+        poll_seconds=0.02,
+    )
     fetcher = MediaFetcher(db, store or MediaStore(db), channels, caps or MediaCaps())
     dispatcher = Dispatcher(deps, Agent(model, core_catalog(), media=hook(fetcher)))
     dispatcher.resolvers.update(resolvers or {})

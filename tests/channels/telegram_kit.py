@@ -19,6 +19,7 @@ from agent.tools.catalog import ToolCatalog
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
 from channels.telegram import TelegramChannel
+from storage.backoff import Backoff
 from tests.conftest import make_settings
 from tests.fakes.fixtures import fake
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
@@ -91,7 +92,12 @@ async def build(db: AsyncDatabase[Doc], fake: FakeTelegram) -> AsyncIterator[Bui
 
         channels = {"telegram": channel}
         outbox = Outbox(
-            db, channels, clock, delays=(0.01, 0.01), on_failure=on_failure, poll_seconds=0.02
+            db,
+            channels,
+            clock,
+            backoff=Backoff(first=0.01, cap=0.01, retries=2),
+            on_failure=on_failure,
+            poll_seconds=0.02,
         )
         dispatcher = Dispatcher(deps, Agent(model, _catalog()))
         pipeline = Pipeline(db, dispatcher.handle, outbox, channels, clock)

@@ -23,6 +23,7 @@ from channels.types import (
     SendError,
     SendResult,
 )
+from storage.backoff import Backoff
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.commands import Commands
 from tests.fakes.fixtures import watched
@@ -114,7 +115,9 @@ async def test_a_failed_send_is_stored_due_again_and_the_retry_loop_sends_it(
     db: AsyncDatabase[Doc],
 ) -> None:
     channel = RecordingChannel("rec", failures=[SendError("HTTP 502", retryable=True)])
-    outbox = Outbox(db, {"rec": channel}, now, delays=(0.2,), poll_seconds=30)
+    outbox = Outbox(
+        db, {"rec": channel}, now, backoff=Backoff(first=0.2, cap=0.2, retries=1), poll_seconds=30
+    )
     await outbox.start()
     try:
         before = now()

@@ -12,6 +12,7 @@ from channels.delivery.envelope import Envelope
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
 from channels.types import InboundMessage, OutboundMessage, Reply, SendError
+from storage.backoff import Backoff
 from storage.collections import inbox_key
 from tests.fakes.channel import RecordingChannel
 from tests.waiting import until, until_async, waiting_in
@@ -89,7 +90,9 @@ async def test_a_duplicate_delivery_is_handled_once(db: AsyncDatabase[Doc]) -> N
 async def test_retry_waits_as_long_as_the_service_asked(db: AsyncDatabase[Doc]) -> None:
     slow_down = SendError("slow down", retryable=True, retry_after=0.4)
     channel = RecordingChannel("rec", failures=[slow_down])
-    outbox = Outbox(db, {"rec": channel}, now, delays=(0.01, 0.01), poll_seconds=30)
+    outbox = Outbox(
+        db, {"rec": channel}, now, backoff=Backoff(first=0.01, cap=0.01, retries=2), poll_seconds=30
+    )
     await outbox.start()
     try:
         await outbox.enqueue(OutboundMessage("rec", "a", "hello", "k1"))
@@ -117,7 +120,13 @@ async def test_a_reply_that_finally_fails_is_kept_and_reported(db: AsyncDatabase
 
     failures = [SendError("HTTP 500", retryable=True)] * 2 + [SendError("blocked", retryable=False)]
     channel = RecordingChannel("rec", failures=failures)
-    outbox = Outbox(db, {"rec": channel}, now, delays=(0.01, 0.01, 0.01), on_failure=on_failure)
+    outbox = Outbox(
+        db,
+        {"rec": channel},
+        now,
+        backoff=Backoff(first=0.01, cap=0.01, retries=3),
+        on_failure=on_failure,
+    )
     await outbox.start()
     try:
         await outbox.enqueue(OutboundMessage("rec", "a", "important", "k2"))
