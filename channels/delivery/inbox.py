@@ -1,7 +1,7 @@
 """The inbox: rows as the pipeline reads and writes them, and rows received within a window.
 
 The pipeline reads a burst's rows back as one ``Envelope`` (the message, and what the
-pipeline knows about it), keys each reply as an outbox message by its row (so a message
+pipeline knows about it), keys each reply in the outbox by its row (so a message
 handled again after a crash produces no second reply), and says why a message could
 not be stored.
 
@@ -27,7 +27,7 @@ from pymongo.errors import OperationFailure
 
 from channels.delivery.envelope import Envelope
 from channels.delivery.text import clean_text
-from channels.types import InboundMessage, OutboundMessage, Reply
+from channels.types import InboundMessage
 
 Doc = dict[str, Any]
 REASON_LIMIT = 300
@@ -106,19 +106,6 @@ def envelope_of(docs: list[Doc]) -> Envelope:
 def reply_key(inbox_id: ObjectId, n: int) -> str:
     """The idempotency key of the ``n``-th reply to the inbox row ``inbox_id``."""
     return f"{inbox_id}:{n}"
-
-
-def reply_message(
-    message: InboundMessage, inbox_id: ObjectId, n: int, reply: Reply
-) -> OutboundMessage:
-    return OutboundMessage(
-        channel=reply.channel or message.channel,
-        chat_id=reply.chat_id or message.chat_id,
-        text=reply.text,
-        idempotency_key=reply_key(inbox_id, n),
-        buttons=reply.buttons,
-        meta=reply.meta,
-    )
 
 
 async def received_since(

@@ -49,13 +49,12 @@ from channels.delivery.inbox import (
     failure_reason,
     message_of,
     reply_key,
-    reply_message,
     unstorable,
 )
 from channels.delivery.media import pending_docs
 from channels.delivery.outbox import Outbox
 from channels.delivery.text import clean_inbound, clean_text
-from channels.types import Channel, HandlingFailed, InboundMessage, Reply
+from channels.types import Channel, HandlingFailed, InboundMessage, OutboundMessage, Reply
 from channels.typing_indicator import TypingIndicator
 from storage import collections as c
 from storage.coalesce import BOOKKEEPING_LINGER, GroupCommit, insert_each, set_all
@@ -253,7 +252,14 @@ class Pipeline:
                 log.exception("handling message %s failed", inbox_id)
                 replies, failure = [], failure_reason(exc)
             for n, reply in enumerate(replies):
-                outbound = reply_message(chat, inbox_id, n, reply)
+                outbound = OutboundMessage(
+                    channel=reply.channel or chat.channel,
+                    chat_id=reply.chat_id or chat.chat_id,
+                    text=reply.text,
+                    idempotency_key=reply_key(inbox_id, n),
+                    buttons=reply.buttons,
+                    meta=reply.meta,
+                )
                 if reply.replayable and failure is None:
                     # Stored after it is sent: a crash before that handles the message
                     # again, and the handler gives the same reply (no write before it).
