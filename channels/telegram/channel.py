@@ -39,6 +39,7 @@ from channels.telegram.outbound import TelegramSender, retry_after_seconds
 from channels.telegram.request import AiohttpRequest
 from channels.types import InboundSink, OutboundMessage, SendError, SendResult
 from channels.webhook_body import READ_TIMEOUT, BodyRefused, read_body
+from storage.backoff import Backoff
 from storage.tasks import stop_task
 
 if TYPE_CHECKING:  # aiohttp.web loads with the HTTP server, after the first long poll
@@ -48,6 +49,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_BASE_URL = "https://api.telegram.org"
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+POLL_BACKOFF = Backoff(first=1.0, cap=30.0)
+"""Waits after a failed set-up, long poll or store of an update: 1 s doubling to 30 s,
+back to 1 s after a success."""
 MAX_UPDATE_BYTES = 1024 * 1024
 """An update is a message of at most 4,096 characters with its entities: far below this."""
 DEFAULT_COMMANDS: tuple[tuple[str, str], ...] = (
@@ -98,23 +102,22 @@ class TokenRedactor(logging.Filter):
             logging.getLogger(name).removeFilter(self)
 
 
-class Backoff:
-    """Doubling delays between ``low`` and ``high`` seconds, reset after a success."""
+class Pauses:
+    """One loop's failures in a row: each sleeps the policy's next wait; a success
+    starts it over."""
 
-    def __init__(self, low: float, high: float) -> None:
-        self._low, self._high = low, high
-        self._next = low
+    def __init__(self, policy: Backoff) -> None:
+        self._policy = policy
+        self._failures = 0
+        self.upcoming = policy.delay(1)
 
     def reset(self) -> None:
-        self._next = self._low
+        self._failures, self.upcoming = 0, self._policy.delay(1)
 
     async def sleep(self) -> None:
-        delay, self._next = self._next, min(self._next * 2, self._high)
+        delay, self._failures = self.upcoming, self._failures + 1
+        self.upcoming = self._policy.delay(self._failures + 1)
         await asyncio.sleep(delay)
-
-    @property
-    def upcoming(self) -> float:
-        return self._next
 
 
 class TelegramChannel:
@@ -131,7 +134,7 @@ class TelegramChannel:
         commands: Sequence[tuple[str, str]] = (),
         *,
         poll_timeout: int = 30,
-        retry_delays: tuple[float, float] = (1.0, 30.0),
+        backoff: Backoff = POLL_BACKOFF,
         clock: Callable[[], datetime] = _utcnow,
         pool_size: int = 8,
         read_timeout: float = READ_TIMEOUT,
@@ -163,7 +166,7 @@ class TelegramChannel:
         merged = {n.lstrip("/"): d for n, d in (*DEFAULT_COMMANDS, *commands)}
         self._commands = [BotCommand(n, d) for n, d in merged.items()]
         self._poll_timeout = poll_timeout
-        self._retry_delays = retry_delays
+        self._backoff = backoff
         self._clock = clock
         self._sink: InboundSink | None = None
         self._task: asyncio.Task[None] | None = None
@@ -237,7 +240,7 @@ class TelegramChannel:
             )
 
     async def _setup_until_ready(self) -> None:
-        backoff = Backoff(*self._retry_delays)
+        backoff = Pauses(self._backoff)
         while not self._ready:
             await backoff.sleep()
             try:
@@ -273,7 +276,7 @@ class TelegramChannel:
     # -- inbound ---------------------------------------------------------------------
 
     async def _poll_loop(self) -> None:
-        backoff = Backoff(*self._retry_delays)
+        backoff = Pauses(self._backoff)
         while True:
             try:
                 if not self._ready:
@@ -319,7 +322,7 @@ class TelegramChannel:
             message = to_inbound(update, self._clock(), self._media_max_bytes)
             if message is None:
                 continue
-            backoff = Backoff(*self._retry_delays)
+            backoff = Pauses(self._backoff)
             while True:
                 try:
                     await self._sink(message)

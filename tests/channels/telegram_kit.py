@@ -83,7 +83,7 @@ async def build(db: AsyncDatabase[Doc], fake: FakeTelegram) -> AsyncIterator[Bui
             webhook_url=HOOK_URL if webhook else None,
             webhook_secret=SECRET if webhook else None,
             poll_timeout=poll_timeout,
-            retry_delays=(0.01, 0.1),
+            backoff=Backoff(first=0.01, cap=0.1),
         )
         failures: list[Doc] = []
 

@@ -13,6 +13,7 @@ import pytest
 
 from channels.delivery.media import MediaCaps
 from channels.telegram import TelegramChannel
+from storage.backoff import Backoff
 from tests.channels.media_kit import (
     CrashAfterPut,
     Db,
@@ -41,7 +42,7 @@ async def make(db: Db, fake: FakeTelegram) -> AsyncIterator[Make]:
 
     async def build(model: ScriptedModel, **kwargs: Any) -> MediaStack:
         channel = TelegramChannel(
-            TOKEN, fake.url, poll_timeout=1, retry_delays=(0.01, 0.1),
+            TOKEN, fake.url, poll_timeout=1, backoff=Backoff(first=0.01, cap=0.1),
             media_max_bytes=kwargs.get("caps", MediaCaps()).max_bytes,
         )  # fmt: skip
         settings = make_settings(owner_telegram_ids=[OWNER])

@@ -12,6 +12,7 @@ import pytest
 
 from channels.telegram import TelegramChannel
 from channels.types import InboundMessage
+from storage.backoff import Backoff
 from tests.fakes.fixtures import fake
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
 from tests.waiting import until
@@ -20,7 +21,7 @@ __all__ = ["fake"]  # a fixture, imported for pytest
 
 
 def channel(fake: FakeTelegram) -> TelegramChannel:
-    return TelegramChannel(TOKEN, fake.url, poll_timeout=1, retry_delays=(0.01, 0.1))
+    return TelegramChannel(TOKEN, fake.url, poll_timeout=1, backoff=Backoff(first=0.01, cap=0.1))
 
 
 class Store:

@@ -16,6 +16,7 @@ from agent.cli.upcoming import print_schedule
 from agent.llm.types import ModelMessage
 from channels.delivery.envelope import Envelope
 from channels.telegram import TelegramChannel
+from storage.backoff import Backoff
 from tests.contexts import owner_ctx
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import BERLIN, FakeClock
@@ -161,7 +162,9 @@ async def test_every_weekday_at_9_end_to_end_through_telegram(
 ) -> None:
     model = _backups_model()
     async with FakeTelegram() as fake:
-        channel = TelegramChannel(TOKEN, fake.url, poll_timeout=1, retry_delays=(0.01, 0.1))
+        channel = TelegramChannel(
+            TOKEN, fake.url, poll_timeout=1, backoff=Backoff(first=0.01, cap=0.1)
+        )
         async with scheduled_app(
             mongo_server,
             tmp_path,

@@ -24,6 +24,7 @@ from agent.conversation.dispatch import refusal
 from agent.conversation.pairing import BUSY
 from agent.owner import owner_address
 from channels.telegram import TelegramChannel
+from storage.backoff import Backoff
 from tests.conftest import make_settings
 from tests.fakes.clock import FakeClock
 from tests.fakes.fixtures import fake
@@ -54,7 +55,7 @@ def settings(mongo_server: str, db: AsyncDatabase[Doc], tmp_path: Path) -> Setti
 def start(fake: FakeTelegram, settings: Settings) -> Start:
     @asynccontextmanager
     async def run(model: ScriptedModel, clock: Callable[[], datetime]) -> AsyncIterator[App]:
-        bot = TelegramChannel(TOKEN, fake.url, poll_timeout=1, retry_delays=(0.01, 0.1))
+        bot = TelegramChannel(TOKEN, fake.url, poll_timeout=1, backoff=Backoff(first=0.01, cap=0.1))
         async with build_app(
             settings, model=model, channels=[bot], clock=clock, features=[pairing_feature]
         ) as app:

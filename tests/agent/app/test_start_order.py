@@ -25,6 +25,7 @@ from agent.app.core import build_app
 from agent.config import Settings
 from channels.telegram import TelegramChannel
 from storage import collections as c
+from storage.backoff import Backoff
 from tests.conftest import make_settings
 from tests.fakes.clock import FakeClock
 from tests.fakes.fixtures import fake
@@ -56,7 +57,7 @@ def echo(req: Request) -> str:
 
 
 def channel(fake: FakeTelegram) -> TelegramChannel:
-    return TelegramChannel(TOKEN, fake.url, poll_timeout=1, retry_delays=(0.01, 0.1))
+    return TelegramChannel(TOKEN, fake.url, poll_timeout=1, backoff=Backoff(first=0.01, cap=0.1))
 
 
 async def stored(db: AsyncDatabase[Doc], text: str, within: float = WATCHDOG) -> Doc:

@@ -22,6 +22,7 @@ from agent.config import Settings
 from agent.llm.types import ModelMessage, ModelResponse, ToolSpec
 from channels.telegram import TelegramChannel
 from storage import collections as c
+from storage.backoff import Backoff
 from tests.conftest import make_settings
 from tests.fakes.clock import FakeClock
 from tests.fakes.fixtures import fake
@@ -33,7 +34,6 @@ __all__ = ["fake"]  # a fixture, imported for pytest
 
 Doc = dict[str, Any]
 OWNER = 4242
-Feature = Callable[[App, contextlib.AsyncExitStack], Awaitable[None]]
 
 
 @pytest.fixture
@@ -48,15 +48,13 @@ def settings(mongo_server: str, db: AsyncDatabase[Doc], tmp_path: Path) -> Setti
 
 
 def channel(fake: FakeTelegram) -> TelegramChannel:
-    return TelegramChannel(TOKEN, fake.url, poll_timeout=1, retry_delays=(0.01, 0.1))
+    return TelegramChannel(TOKEN, fake.url, poll_timeout=1, backoff=Backoff(first=0.01, cap=0.1))
 
 
 def noting_its_stop(order: list[str]) -> Feature:
-    async def feature(app: App, stack: contextlib.AsyncExitStack) -> None:
-        async def stop() -> None:
-            order.append("the part before it stopped")
-
-        stack.push_async_callback(stop)
+    async def feature(ctx: FeatureContext) -> AsyncIterator[Parts]:
+        yield Parts()
+        order.append("the part before it stopped")
 
     return feature
 
@@ -65,15 +63,13 @@ def stuck_in_its_stop(order: list[str], released: asyncio.Event) -> Feature:
     """A part whose stop waits for a database that does not answer, and swallows the
     first cancellation (as a dependency's ``wait_for`` can on Python 3.11)."""
 
-    async def feature(app: App, stack: contextlib.AsyncExitStack) -> None:
-        async def waiting_for_the_database() -> None:
-            order.append("the stuck part began to stop")
-            try:
-                await released.wait()
-            except asyncio.CancelledError:
-                await released.wait()
-
-        stack.push_async_callback(waiting_for_the_database)
+    async def feature(ctx: FeatureContext) -> AsyncIterator[Parts]:
+        yield Parts()
+        order.append("the stuck part began to stop")
+        try:
+            await released.wait()
+        except asyncio.CancelledError:
+            await released.wait()
 
     return feature
 
