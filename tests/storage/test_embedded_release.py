@@ -271,13 +271,18 @@ def test_an_orphaned_server_is_recognised_by_this_and_the_previous_module_name(
 ) -> None:
     """The first start after an upgrade must still end a stuck server the previous
     version started (``storage.embedded_server``), not wait it out and fail."""
-    code = "import sys; sys.stdin.read()"
+    code = "import sys; print('up', flush=True); sys.stdin.read()"
 
     def started(parent: int) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
+        process = subprocess.Popen(
             [sys.executable, "-c", code, module, "--parent-pid", str(parent)],
             stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
         )
+        # Its command line is its own only once it runs: until the exec, /proc shows
+        # this test process's (a busy machine can be that slow).
+        assert process.stdout is not None and process.stdout.readline() == b"up\n"
+        return process
 
     orphan, owned = started(parent=999_999_999), started(parent=os.getpid())
     try:
