@@ -34,6 +34,7 @@ __all__ = ["fake"]  # a fixture, imported for pytest
 
 Doc = dict[str, Any]
 OWNER = 4242
+Feature = Callable[[App, contextlib.AsyncExitStack], Awaitable[None]]
 
 
 @pytest.fixture
@@ -52,9 +53,11 @@ def channel(fake: FakeTelegram) -> TelegramChannel:
 
 
 def noting_its_stop(order: list[str]) -> Feature:
-    async def feature(ctx: FeatureContext) -> AsyncIterator[Parts]:
-        yield Parts()
-        order.append("the part before it stopped")
+    async def feature(app: App, stack: contextlib.AsyncExitStack) -> None:
+        async def stop() -> None:
+            order.append("the part before it stopped")
+
+        stack.push_async_callback(stop)
 
     return feature
 
@@ -63,13 +66,15 @@ def stuck_in_its_stop(order: list[str], released: asyncio.Event) -> Feature:
     """A part whose stop waits for a database that does not answer, and swallows the
     first cancellation (as a dependency's ``wait_for`` can on Python 3.11)."""
 
-    async def feature(ctx: FeatureContext) -> AsyncIterator[Parts]:
-        yield Parts()
-        order.append("the stuck part began to stop")
-        try:
-            await released.wait()
-        except asyncio.CancelledError:
-            await released.wait()
+    async def feature(app: App, stack: contextlib.AsyncExitStack) -> None:
+        async def waiting_for_the_database() -> None:
+            order.append("the stuck part began to stop")
+            try:
+                await released.wait()
+            except asyncio.CancelledError:
+                await released.wait()
+
+        stack.push_async_callback(waiting_for_the_database)
 
     return feature
 
