@@ -240,9 +240,9 @@ class TelegramChannel:
             )
 
     async def _setup_until_ready(self) -> None:
-        backoff = Pauses(self._backoff)
+        pauses = Pauses(self._backoff)
         while not self._ready:
-            await backoff.sleep()
+            await pauses.sleep()
             try:
                 await self._setup()
             except TelegramError as exc:
@@ -276,7 +276,7 @@ class TelegramChannel:
     # -- inbound ---------------------------------------------------------------------
 
     async def _poll_loop(self) -> None:
-        backoff = Pauses(self._backoff)
+        pauses = Pauses(self._backoff)
         while True:
             try:
                 if not self._ready:
@@ -296,12 +296,12 @@ class TelegramChannel:
                 log.warning(
                     "telegram polling failed (%s); retrying in %.1fs",
                     self._safe(exc),
-                    backoff.upcoming,
+                    pauses.upcoming,
                 )
-                await backoff.sleep()
+                await pauses.sleep()
                 continue
             self._connected = True
-            backoff.reset()
+            pauses.reset()
             # Chats at once (their inbox writes share one database command,
             # ``storage.coalesce``), each chat's updates in order. ``_take_chat`` retries
             # until stored, so the offset moves past the batch only once all of it is.
@@ -322,7 +322,7 @@ class TelegramChannel:
             message = to_inbound(update, self._clock(), self._media_max_bytes)
             if message is None:
                 continue
-            backoff = Pauses(self._backoff)
+            pauses = Pauses(self._backoff)
             while True:
                 try:
                     await self._sink(message)
@@ -332,7 +332,7 @@ class TelegramChannel:
                     # store is kept as failed): keep the update until it is stored.
                     self._stalled = update.update_id
                     log.exception("storing telegram update %d failed; retrying", update.update_id)
-                    await backoff.sleep()
+                    await pauses.sleep()
             self._stalled = None
             await self._accepted(update)
 
