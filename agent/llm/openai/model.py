@@ -211,99 +211,101 @@ class OpenAIModel:
         """Whether tool calls for ``model`` (default: ours) go through the text protocol."""
         return (model or self.model) in self._text_mode
 
-    async def request(
-        self, system: str, messages: list[ModelMessage], tools: list[ToolSpec]
-    ) -> ModelResponse:
-        """The next assistant message; every failure is a ``ModelError``."""
-        try:
-            await self.warm()
-            await transcribe_pending(messages)
-            if self.model in self._blind:
-                return await self._complete(system, blind(messages), tools)
-            try:
-                return await self._complete(system, messages, tools)
-            except ModelError as exc:
-                if exc.status not in (400, 422) or not sends_images(messages):
-                    raise
-                # A model or server without vision: the turn again, with text markers.
-                log.warning("%s refused images (%s); retrying with text markers", self.name, exc)
-                if _NO_VISION.search(str(exc)):
-                    self._blind.add(self.model)
-                return await self._complete(system, blind(messages), tools)
-        except ModelError:
-            raise
-        except Exception as exc:  # the SDK or the answer did something unforeseen
-            raise unexpected(self.name, exc, self._redact) from None
-
     async def aclose(self) -> None:
         self._sdk.cancel()
         if self._client is not None:
             await self._client.close()
 
-    async def _complete(
+    async def request(
         self, system: str, messages: list[ModelMessage], tools: list[ToolSpec]
     ) -> ModelResponse:
-        """One chat completion: with native tools, or through the text protocol for a
-        model that refused them (switched once, for good)."""
-        import openai  # imported by ``warm`` already: this import costs nothing
+        """The next assistant message; every failure is a ``ModelError``.
 
-        native = bool(tools) and not self.text_mode()
-        while True:
-            if native:
-                wire, offered = native_messages(system, messages), tools
-            else:
-                prompt = f"{system}\n\n{textcalls.tool_prompt(tools)}".strip() if tools else system
-                wire, offered = text_messages(prompt, messages), None
-            try:
-                # The SDK's public ``client.post`` (its documented door for requests its
-                # typed methods do not shape), which ``chat.completions.create`` ends in,
-                # without create's walk of the body against the typed params: that walk
-                # costs more CPU than the rest of a message's handling together (tens of
-                # ms with our tool schemas), and changes nothing in a body already in wire
-                # form. The body goes as encoded bytes (``agent.llm.openai.wire``). Errors
-                # are the same; the answer comes back as its JSON (``cast_to=object``),
-                # read by parse_completion without building the SDK's ``ChatCompletion``
-                # objects first. Built in turn with the other requests of a burst
-                # (``agent.llm.turns``).
-                completion = await self._turns.run(functools.partial(self._post, wire, offered))
-            except openai.APIStatusError as exc:
-                detail = self._redact(_detail(exc))
-                if native and textcalls.tools_unsupported(exc.status_code, detail):
-                    log.warning(
-                        "provider %s: model %s rejects native tools; using text tool calls "
-                        "from now",
-                        self.name,
-                        self.model,
+        Two fallbacks, each taken once: a model that refuses native tools is switched to
+        the text protocol for good; a server that refuses images gets the turn again
+        with text markers (and, when it says it has no vision, markers from then on).
+        """
+        import openai  # loaded by ``warm``: costs nothing after the first request
+
+        try:
+            await self.warm()
+            await transcribe_pending(messages)
+            native = bool(tools) and not self.text_mode()
+            seen = blind(messages) if self.model in self._blind else messages
+            while True:
+                if native:
+                    wire, offered = native_messages(system, seen), tools
+                else:
+                    prompt = (
+                        f"{system}\n\n{textcalls.tool_prompt(tools)}".strip() if tools else system
                     )
-                    self._text_mode.add(self.model)
-                    native = False
-                    continue
-                retryable = exc.status_code in (408, 409, 429) or exc.status_code >= 500
-                raise ModelError(
-                    f"{self.name} HTTP {exc.status_code}: {detail}",
-                    retryable=retryable,
-                    status=exc.status_code,
-                    retry_after=response_retry_after(exc.response),
-                ) from None
-            except openai.APIConnectionError as exc:  # a timeout is one too
-                raise connection_error(self.name, exc, self._redact) from None
-            except openai.OpenAIError as exc:
-                raise ModelError(
-                    f"{self.name}: {type(exc).__name__}: {self._redact(str(exc))}",
-                    retryable=False,
-                ) from None
-            if not isinstance(completion, dict):
-                # A body that is not JSON (an HTML error page with status 200 from a
-                # proxy): the SDK hands back its text instead of a completion.
-                raise ModelError(
-                    f"{self.name}: the answer was not a chat completion "
-                    f"({type(completion).__name__}: {self._redact(str(completion))[:200]!r})",
-                    retryable=True,
-                    reason=UNREADABLE,
-                )
-            return parse_completion(
-                completion, {t.name for t in tools}, text_only=not native, taken=call_ids(messages)
-            )
+                    wire, offered = text_messages(prompt, seen), None
+                try:
+                    # The SDK's public ``client.post`` (its documented door for requests
+                    # its typed methods do not shape), which ``chat.completions.create``
+                    # ends in, without create's walk of the body against the typed
+                    # params: that walk costs more CPU than the rest of a message's
+                    # handling together (tens of ms with our tool schemas), and changes
+                    # nothing in a body already in wire form. The body goes as encoded
+                    # bytes (``agent.llm.openai.wire``). Errors are the same; the answer
+                    # comes back as its JSON (``cast_to=object``), read by
+                    # parse_completion without building the SDK's ``ChatCompletion``
+                    # objects first. Built in turn with the other requests of a burst
+                    # (``agent.llm.turns``).
+                    completion = await self._turns.run(functools.partial(self._post, wire, offered))
+                except openai.APIStatusError as exc:
+                    status, detail = exc.status_code, self._redact(_detail(exc))
+                    if native and textcalls.tools_unsupported(status, detail):
+                        log.warning(
+                            "provider %s: model %s rejects native tools; using text tool "
+                            "calls from now",
+                            self.name,
+                            self.model,
+                        )
+                        self._text_mode.add(self.model)
+                        native = False
+                        continue
+                    if status in (400, 422) and seen is messages and sends_images(messages):
+                        # A model or server without vision: the turn again, with markers.
+                        log.warning(
+                            "%s refused images (HTTP %s: %s); retrying with text markers",
+                            self.name,
+                            status,
+                            detail,
+                        )
+                        if _NO_VISION.search(detail):
+                            self._blind.add(self.model)
+                        seen = blind(messages)
+                        continue
+                    raise ModelError(
+                        f"{self.name} HTTP {status}: {detail}",
+                        retryable=status in (408, 409, 429) or status >= 500,
+                        status=status,
+                        retry_after=response_retry_after(exc.response),
+                    ) from None
+                except openai.APIConnectionError as exc:  # a timeout is one too
+                    raise connection_error(self.name, exc, self._redact) from None
+                except openai.OpenAIError as exc:
+                    raise ModelError(
+                        f"{self.name}: {type(exc).__name__}: {self._redact(str(exc))}",
+                        retryable=False,
+                    ) from None
+                if not isinstance(completion, dict):
+                    # A body that is not JSON (an HTML error page with status 200 from a
+                    # proxy): the SDK hands back its text instead of a completion.
+                    raise ModelError(
+                        f"{self.name}: the answer was not a chat completion "
+                        f"({type(completion).__name__}: "
+                        f"{self._redact(str(completion))[:200]!r})",
+                        retryable=True,
+                        reason=UNREADABLE,
+                    )
+                names, taken = {t.name for t in tools}, call_ids(seen)
+                return parse_completion(completion, names, text_only=not native, taken=taken)
+        except ModelError:
+            raise
+        except Exception as exc:  # the SDK or the answer did something unforeseen
+            raise unexpected(self.name, exc, self._redact) from None
 
     async def _post(self, wire: list[dict[str, Any]], tools: list[ToolSpec] | None) -> object:
         """``POST /chat/completions`` with ``wire`` as its encoded body."""
