@@ -132,8 +132,12 @@ def plan_cron(
     if memo not in shared:
         try:
             tz = validate_timezone(job.timezone)
-            after = partial(next_fires, job.cron_expression, tz)
-            shared[memo] = split_due(cursor, now, after, grace=grace, skip_records=skip_records)
+            following = next_fires(job.cron_expression, tz, cursor, 1)
+            if following and following[0] > now and now - cursor <= grace:
+                shared[memo] = Due(following[0], cursor)  # on time, no backlog: the usual case
+            else:
+                after = partial(next_fires, job.cron_expression, tz)
+                shared[memo] = split_due(cursor, now, after, grace=grace, skip_records=skip_records)
         except CronError:
             log.warning("cron job %s has an unusable schedule; not run", job.id)
             shared[memo] = None

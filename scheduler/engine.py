@@ -257,15 +257,18 @@ class Engine:
                 if self.reclaim.next_check is not None and now >= self.reclaim.next_check:
                     await self.reclaim.scan(now)  # another process's lease lapsed
                 jobs = {job.id: job for job in await self.jobs.enabled_jobs(due_by=now)}
-                pulse = await self.pulse.get()
                 shared: Shared = {}
                 grace, records = self.config.grace, self.config.skip_records
                 plans = [
                     p for j in jobs.values() if (p := plan_cron(j, now, shared, grace, records))
                 ]
-                pulse_due = pulse.next_pulse_at is not None and pulse.next_pulse_at <= now
-                if pulse_due and (p := plan_pulse(pulse, self.pulse.tz, now, grace, records)):
-                    plans.append(p)
+                # The pulse is read when it may be due (a change to it re-arms at once,
+                # ``pulse_changed``; the resync reads it anyway).
+                if self._due_at.get(PULSE_TIMER, now) <= now:
+                    pulse = await self.pulse.get()
+                    due = pulse.next_pulse_at is not None and pulse.next_pulse_at <= now
+                    if due and (p := plan_pulse(pulse, self.pulse.tz, now, grace, records)):
+                        plans.append(p)
                 fires = await self._claim(plans, jobs, now) if plans else []
                 running = {group_of(f.kind, f.job_id) for f in fires if f.action == "run"}
                 if self._due_at.get(RETRY_TIMER, now) <= now:
@@ -363,10 +366,14 @@ class Engine:
                 self._due_at.pop(key, None)
             else:
                 self._due_at[key] = plan.due.upcoming  # the timer is armed as the sweep ends
+        loop = asyncio.get_running_loop()
         for fire in fires:
             if fire.action == "run":
                 job = jobs[fire.job_id] if fire.job_id is not None else None
-                fire.task = self._spawn(self.retries.start(fire.kind, job, fire.scheduled_for))
+                task = loop.create_task(self.retries.start(fire.kind, job, fire.scheduled_for))
+                fire.task = task
+                self._runs.add(task)  # waited for on stop, logged if it raises
+                task.add_done_callback(self._finished)
         return fires
 
     def _spawn(self, work: Coroutine[object, None, object]) -> asyncio.Task[object]:

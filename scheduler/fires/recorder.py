@@ -137,9 +137,17 @@ class RunRecorder:
         retry_until: datetime | None = None,
     ) -> Doc:
         async with self._turns.setdefault(f"cron:{job.id}", asyncio.Lock()):
-            run = await self._open(
-                "cron", job.id, scheduled_for, trigger, {"name": job.name}, retry_until
-            )
+            now = self._clock()
+            until = {"retry_until": retry_until} if retry_until is not None else {}
+            fields = {"name": job.name, "attempts": 1, **until, **self.leases.fields(now)}
+            try:
+                run = await self.runs.start(
+                    "cron", job.id, scheduled_for, now, trigger=trigger, extra=fields
+                )
+            except Exception as exc:
+                if unreachable(exc):
+                    raise NotStarted(f"{type(exc).__name__}: {exc}") from exc
+                raise
             return await self._attempt(run, job)
 
     async def pulse(
@@ -159,12 +167,15 @@ class RunRecorder:
                         "pulse", None, scheduled_for, now, plan.detail, trigger=trigger,
                         why=plan.reason,
                     )  # fmt: skip
+                until = {"retry_until": retry_until} if retry_until is not None else {}
+                fields = {"context": plan.facts, "attempts": 1, **until, **self.leases.fields(now)}
+                run = await self.runs.start(
+                    "pulse", None, scheduled_for, now, trigger=trigger, extra=fields
+                )
             except Exception as exc:
                 if unreachable(exc):
                     raise NotStarted(f"{type(exc).__name__}: {exc}") from exc
                 raise
-            facts = {"context": plan.facts}
-            run = await self._open("pulse", None, scheduled_for, trigger, facts, retry_until, now)
             return await self._attempt(run, None, plan.work)
 
     async def retry(self, run: Doc, job: CronJob | None) -> Doc:
@@ -215,29 +226,6 @@ class RunRecorder:
 
     # --- one try ---------------------------------------------------------------------
 
-    async def _open(
-        self,
-        kind: RunKindName,
-        job_id: str | None,
-        scheduled_for: datetime,
-        trigger: Trigger,
-        extra: Doc,
-        retry_until: datetime | None,
-        now: datetime | None = None,
-    ) -> Doc:
-        now = now or self._clock()
-        fields = {**extra, "attempts": 1, **self.leases.fields(now)}
-        if retry_until is not None:
-            fields["retry_until"] = retry_until
-        try:
-            return await self.runs.start(
-                kind, job_id, scheduled_for, now, trigger=trigger, extra=fields
-            )
-        except Exception as exc:
-            if unreachable(exc):
-                raise NotStarted(f"{type(exc).__name__}: {exc}") from exc
-            raise
-
     async def _attempt(self, run: Doc, job: CronJob | None, work: Work | None = None) -> Doc:
         """One try: the cron runner for ``job``, else ``work`` (a pulse's); an exception
         becomes ``failed`` (``internal_error``, or ``database_unavailable`` when the
@@ -271,42 +259,30 @@ class RunRecorder:
                     log.exception("%s run %s raised", ticket.kind, ticket.id)
                     reason = "internal_error"
                 outcome = Outcome("failed", error=f"{type(exc).__name__}: {exc}", reason=reason)
-            done = await self._close(run, outcome, job, ticket, until)
-            unsaved = bool(done.get("unsaved"))  # held until its outcome is written
-            return done
+            # The try's end: when to try again, or that no try is left.
+            now = self._clock()
+            passing = outcome.status in FAILED and outcome.reason in PASSING
+            retry_at = self.retry_at(attempt, until, now) if passing else None
+            gave_up = passing and until is not None and retry_at is None
+            if retry_at is not None:
+                log.warning(
+                    "%s run %s failed (%s); trying again at %s",
+                    ticket.kind, ticket.id, outcome.reason, retry_at.isoformat(timespec="seconds"),
+                )  # fmt: skip
+            closing = _Closing(run, outcome, job, attempt, now, retry_at, gave_up)
+            try:
+                return await self._save(closing)
+            except Exception as exc:
+                if not unreachable(exc):
+                    raise
+                log.warning("%s run %s: outcome kept until the database is back: %s",
+                            ticket.kind, ticket.id, exc)  # fmt: skip
+                self._unsaved.append(closing)
+                unsaved = True  # held until its outcome is written
+                return {**run, "status": outcome.status, "reason": outcome.reason, "unsaved": True}
         finally:
             if not unsaved:
                 self.leases.drop(run["_id"])
-
-    async def _close(
-        self,
-        run: Doc,
-        outcome: Outcome,
-        job: CronJob | None,
-        ticket: RunTicket,
-        until: datetime | None,
-    ) -> Doc:
-        now = self._clock()
-        retry_at = None
-        passing = outcome.status in FAILED and outcome.reason in PASSING
-        if passing:
-            retry_at = self.retry_at(ticket.attempt, until, now)
-        gave_up = passing and until is not None and retry_at is None
-        if retry_at is not None:
-            log.warning(
-                "%s run %s failed (%s); trying again at %s",
-                ticket.kind, ticket.id, outcome.reason, retry_at.isoformat(timespec="seconds"),
-            )  # fmt: skip
-        closing = _Closing(run, outcome, job, ticket.attempt, now, retry_at, gave_up)
-        try:
-            return await self._save(closing)
-        except Exception as exc:
-            if not unreachable(exc):
-                raise
-            log.warning("%s run %s: outcome kept until the database is back: %s",
-                        ticket.kind, ticket.id, exc)  # fmt: skip
-            self._unsaved.append(closing)
-            return {**run, "status": outcome.status, "reason": outcome.reason, "unsaved": True}
 
     async def _save(self, closing: _Closing) -> Doc:
         done = await self.runs.finish(
