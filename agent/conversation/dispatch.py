@@ -119,7 +119,21 @@ class Dispatcher:
             transport=MappingProxyType(dict(message.meta)),
         )
         try:
-            return await self._route(message, ctx)
+            # A command, an interceptor (alert directives) or else the agent answers.
+            command = command_of(message.text) if tier == "owner" else ""
+            if command in self.commands:
+                return await self.commands[command](message, ctx)
+            if tier == "owner":
+                for intercept in self.interceptors:
+                    replies = await intercept(message, ctx)
+                    if replies is not None:
+                        return replies
+            if tier == "contact" and await self._too_fast(message):
+                return await self._slow_down(message, ctx)
+            text = message.text  # its photos and voice notes are fetched as its turn is built
+            if tier == "contact":
+                text = mark_untrusted(text, message.sender_id, message.sender_name)
+            reply = await self.agent.respond(text, ctx)
         except HandlingFailed:
             raise
         except Exception as exc:
@@ -128,24 +142,6 @@ class Dispatcher:
             log.exception("handling a %s message failed", message.channel)
             replies = [Reply(apology(BROKEN))] if ctx.can_reply else []
             raise HandlingFailed(f"{type(exc).__name__}: {exc}", replies) from exc
-
-    async def _route(self, message: InboundMessage, ctx: RunContext) -> list[Reply]:
-        """A command, an interceptor (alert directives) or else the agent answers."""
-        tier = ctx.tier
-        command = command_of(message.text) if tier == "owner" else ""
-        if command in self.commands:
-            return await self.commands[command](message, ctx)
-        if tier == "owner":
-            for intercept in self.interceptors:
-                replies = await intercept(message, ctx)
-                if replies is not None:
-                    return replies
-        if tier == "contact" and await self._too_fast(message):
-            return await self._slow_down(message, ctx)
-        text = message.text  # its photos and voice notes are fetched as its turn is built
-        if tier == "contact":
-            text = mark_untrusted(text, message.sender_id, message.sender_name)
-        reply = await self.agent.respond(text, ctx)
         if reply.failed:
             raise HandlingFailed(reply.failure, [Reply(reply.text)] if ctx.can_reply else [])
         if not reply.text.strip():
