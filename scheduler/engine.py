@@ -112,6 +112,8 @@ class Engine:
         self._due_at: dict[str, datetime] = {}
         """When each key (``cron:<id>``, ``pulse``, ``retry``) is next due, as this
         process knows it; the one timer is armed for the earliest."""
+        self._loaded = False
+        """``load`` has read when everything is due (else a sweep reads the pulse too)."""
         self._sweeping = asyncio.Lock()
         """One ``run_due`` at a time: a timer firing during a sweep waits for it."""
         self._runs: set[asyncio.Task[object]] = set()
@@ -184,7 +186,7 @@ class Engine:
             retries.append(current)
         if retries:
             due_at[RETRY_TIMER] = min(retries)
-        self._due_at = due_at
+        self._due_at, self._loaded = due_at, True
         self._timer.arm(min(due_at.values(), default=None))
         return len(due_at)
 
@@ -262,9 +264,10 @@ class Engine:
                 plans = [
                     p for j in jobs.values() if (p := plan_cron(j, now, shared, grace, records))
                 ]
-                # The pulse is read when it may be due (a change to it re-arms at once,
-                # ``pulse_changed``; the resync reads it anyway).
-                if self._due_at.get(PULSE_TIMER, now) <= now:
+                # The pulse is read when it may be due: a change to it re-arms at once
+                # (``pulse_changed``), and the resync reads it anyway.
+                pulse_at = self._due_at.get(PULSE_TIMER)
+                if not self._loaded or (pulse_at is not None and pulse_at <= now):
                     pulse = await self.pulse.get()
                     due = pulse.next_pulse_at is not None and pulse.next_pulse_at <= now
                     if due and (p := plan_pulse(pulse, self.pulse.tz, now, grace, records)):
