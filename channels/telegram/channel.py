@@ -37,7 +37,7 @@ from channels.telegram.inbound import (
 )
 from channels.telegram.outbound import TelegramSender, retry_after_seconds
 from channels.telegram.request import AiohttpRequest
-from channels.types import InboundSink, OutboundMessage, SendError, SendResult
+from channels.types import InboundSink
 from channels.webhook_body import READ_TIMEOUT, BodyRefused, read_body
 from storage.backoff import Backoff
 from storage.tasks import stop_task
@@ -120,8 +120,9 @@ class Pauses:
         await asyncio.sleep(delay)
 
 
-class TelegramChannel:
-    """Long polling by default; webhook mode when ``webhook_url`` is given."""
+class TelegramChannel(TelegramSender):
+    """Long polling by default; webhook mode when ``webhook_url`` is given. Sending is
+    the ``TelegramSender`` it is (``channels.telegram.outbound``)."""
 
     name = CHANNEL
 
@@ -173,7 +174,6 @@ class TelegramChannel:
         self._offset: int | None = None
         self._ready = False
         self._connected = False
-        self._running = False
         self._last_update_at: datetime | None = None
         self._stalled: int | None = None
         """The update that could not be stored yet (later ones wait behind it)."""
@@ -182,7 +182,7 @@ class TelegramChannel:
         # object's 1 s pool timeout (httpx's pool also scheduled hundreds of waiters in
         # quadratic time; AiohttpRequest's wait is O(1), but the timeout still applies).
         self._slots = asyncio.Semaphore(pool_size)
-        self._sender = TelegramSender(self._bot, self._safe, self._slots)
+        super().__init__(self._bot, self._safe, self._slots)
 
     @property
     def mode(self) -> str:
@@ -391,8 +391,3 @@ class TelegramChannel:
                 await self._bot.send_chat_action(chat_id, ChatAction.TYPING)
         except TelegramError as exc:
             log.debug("typing indicator failed: %s", self._safe(exc))
-
-    async def send(self, message: OutboundMessage) -> SendResult:
-        if not self._running:
-            raise SendError("telegram channel is not running", retryable=True)
-        return await self._sender.send(message)

@@ -181,8 +181,9 @@ def _as_message_id(value: str | None) -> int | None:
 
 
 class TelegramSender:
-    """The outbound half of the channel; ``describe_error`` renders an error without
-    the token, for logs and ``SendError`` texts."""
+    """The outbound half of the channel (``TelegramChannel`` is one, and starts and stops
+    it); ``describe_error`` renders an error without the token, for logs and
+    ``SendError`` texts."""
 
     def __init__(
         self,
@@ -194,6 +195,9 @@ class TelegramSender:
         self._describe = describe_error
         self._slots = slots
         self._progress: dict[str, list[str]] = {}
+        self._running = False
+        """Whether the channel is up; until it is (and once stopped) a send fails, to be
+        retried by the outbox."""
 
     async def send(self, message: OutboundMessage) -> SendResult:
         """Send ``message`` in chunks of at most 4,096 characters, buttons on the last.
@@ -201,6 +205,8 @@ class TelegramSender:
         If a later chunk fails, a retry of the same message skips the chunks
         already delivered.
         """
+        if not self._running:
+            raise SendError("telegram channel is not running", retryable=True)
         chunks = split_text(message.text)
         if not chunks:
             if not message.buttons:
