@@ -58,12 +58,14 @@ class McpManager(Protocol):
         ...
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class AgentDeps:
-    """Long-lived services every run shares; built once by the composition root.
+    """Long-lived services every run shares; built once by the composition root, from
+    the services the features provide, and never changed after.
 
-    The optional parts are ``None`` until the part that owns them starts (alerts,
-    scheduler); a tool that needs a missing one says so to the model.
+    A service whose feature is off (alerts, the scheduler, MCP) is None, and the code
+    that needs it says so (a tool tells the model). ``http``, ``outbox`` and ``owner``
+    are None only in tests that run the agent without an app.
     """
 
     settings: Settings
@@ -91,11 +93,13 @@ class AgentDeps:
     """Tokens per day for the dashboard, written in batches (``storage.repos.usage``)."""
 
     def __post_init__(self) -> None:
-        self.effects = EffectLog(self.db)
-        self.usage = UsageLog(self.db)
-        self.instructions = SystemInstructionRepo(self.db)
-        self.conversations = ConversationRepo(self.db)
-        self.messages = MessageRepo(self.db)
+        # The repositories over ``db``, made with the record (it is frozen after).
+        set_field = object.__setattr__
+        set_field(self, "effects", EffectLog(self.db))
+        set_field(self, "usage", UsageLog(self.db))
+        set_field(self, "instructions", SystemInstructionRepo(self.db))
+        set_field(self, "conversations", ConversationRepo(self.db))
+        set_field(self, "messages", MessageRepo(self.db))
 
     @property
     def primary_channel(self) -> str | None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agent.app.core import App, build_app
+from agent.app.core import App, Feature, build_app
 from agent.app.features.scheduling import Scheduling, SchedulingOptions, scheduling
 from agent.context import RunContext
 from agent.llm.types import ModelMessage, ToolCallPart, ToolResultPart
@@ -38,9 +38,11 @@ async def scheduled_app(
     channels: list[Channel] | None = None,
     options: SchedulingOptions | None = None,
     pulse: bool = False,
+    before: Sequence[Feature] = (),
     **settings: Any,
 ) -> AsyncIterator[App]:
-    """``pulse=False`` (the default) switches the pulse off so cron tests see only cron."""
+    """``pulse=False`` (the default) switches the pulse off so cron tests see only cron.
+    ``before``: features started before the scheduler (a stand-in alert router)."""
     config = make_settings(
         mongodb_uri=mongo_server + "?directConnection=true",
         mongodb_db=f"sched_{uuid.uuid4().hex[:10]}",
@@ -53,7 +55,7 @@ async def scheduled_app(
         model=model,
         channels=channels if channels is not None else [RecordingChannel()],
         clock=clock,
-        features=[scheduling(chosen)],
+        features=[*before, scheduling(chosen)],
     ) as app:
         if not pulse:
             await parts_of(app).pulse.update_config(enabled=False)

@@ -1,28 +1,38 @@
 """The running application (``App``) as the composition root assembles it, and the
-shapes of what plugs into it: features, HTTP routes, status sections.
+shapes of what plugs into it: features, their parts, HTTP routes, status sections.
 
-Features (alerts, scheduling, WhatsApp) receive the ``App`` and register their
-tools, commands, routes and status sections on it.
+A feature is a setup/teardown generator, as aiohttp's ``cleanup_ctx``: the code before
+its one ``yield`` starts what it owns, it yields its ``Parts`` (tools, commands,
+interceptors, routes, prompt and status sections, the services it provides), and the
+code after the ``yield`` stops what it started. The root runs the features in order,
+then builds the services, the tool catalogue, the agent and the dispatcher once from
+their parts; nothing is added to any of them afterwards.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Awaitable, Callable
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agent.app.shutdown import Shutdown
 
 if TYPE_CHECKING:  # the agent's modules load after the first long poll (``agent.app.core``)
+    import aiohttp
     from aiohttp import web
 
+    from agent.alerts.router import AlertRouter
     from agent.config import Settings
-    from agent.context import AgentDeps, Clock
+    from agent.context import AgentDeps, Clock, McpManager
     from agent.conversation.agent import Agent
-    from agent.conversation.dispatch import Dispatcher
+    from agent.conversation.dispatch import Command, Dispatcher, Interceptor, TierResolver
+    from agent.conversation.pairing import Pairing
+    from agent.conversation.prompt import PromptSection
+    from agent.owner import OwnerSettings
     from agent.runs.runner import Runner
-    from agent.tools.catalog import ToolCatalog
+    from agent.tools.catalog import Offer, ToolCatalog
     from channels.delivery.outbox import Outbox
     from channels.delivery.pipeline import Pipeline
     from channels.types import Channel
@@ -37,23 +47,109 @@ Route = tuple[str, str, Handler]
 """(method, path, handler) of an HTTP route a part mounts on the server."""
 TELEGRAM_WEBHOOK = "/webhooks/telegram"
 StatusSection = Callable[[], Awaitable[dict[str, Any]]]
-Feature = Callable[["App", contextlib.AsyncExitStack], Awaitable[None]]
-"""A part started after the core (scheduler, alerts, SMS...): it registers tools,
-commands, routes and status sections on the app and pushes its own teardown."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Scheduling:
-    """The running parts, kept on ``App.scheduling`` for tests and benchmarks."""
+    """The scheduler's running parts, kept on ``App.scheduling`` for tests and benchmarks.
+
+    ``started`` holds the runner once the agent exists: its runs go through the agent,
+    whose tools start pulse runs through the engine, so one of the two waits for the
+    other; the engine fires nothing before the runner is there (``Parts.start``)."""
 
     jobs: CronService
     pulse: PulseStore
     runs: RunStore
     engine: Engine
-    runner: Runner
+    started: asyncio.Future[Runner]
+
+    @property
+    def runner(self) -> Runner:
+        return self.started.result()
 
 
-@dataclass
+@dataclass(frozen=True)
+class Services:
+    """The long-lived services features provide to every run (``AgentDeps``); each
+    stays None when the feature that provides it is off."""
+
+    alerts: AlertRouter | None = None
+    scheduling: Scheduling | None = None
+    mcp: McpManager | None = None
+
+    def merged(self, other: Services) -> Services:
+        """Both features' services; two features providing the same one is a bug."""
+        given = {}
+        for item in dataclasses.fields(self):
+            mine, theirs = getattr(self, item.name), getattr(other, item.name)
+            if mine is not None and theirs is not None:
+                raise ValueError(f"two features provide the {item.name} service")
+            given[item.name] = theirs if mine is None else mine
+        return Services(**given)
+
+
+@dataclass(frozen=True, eq=False)
+class Core:
+    """What the root builds from every feature's parts, for the parts that need it."""
+
+    deps: AgentDeps
+    agent: Agent
+
+
+@dataclass(frozen=True)
+class Parts:
+    """What one feature contributes; the root builds the catalogue, the agent and the
+    dispatcher once from the parts of every feature."""
+
+    tools: tuple[Offer, ...] = ()
+    """Tools with the predicate that says when each is offered."""
+    commands: Mapping[str, Command] = field(default_factory=dict)
+    interceptors: tuple[Callable[[Core], Interceptor], ...] = ()
+    """Tried before the agent, in feature order; each built once the agent exists."""
+    resolvers: Mapping[str, TierResolver] = field(default_factory=dict)
+    """Who a channel's message is from (the channel's name as the key)."""
+    routes: tuple[Route, ...] = ()
+    prompt_sections: tuple[PromptSection, ...] = ()
+    status: tuple[StatusSection, ...] = ()
+    """Contributions to ``GET /api/status`` and ``/status``."""
+    services: Services = field(default_factory=Services)
+    start: Callable[[Core], Awaitable[None]] | None = None
+    """What starts once the agent exists (the scheduler's timers); it stops after the
+    feature's ``yield``."""
+
+
+@dataclass(frozen=True, eq=False)
+class FeatureContext:
+    """What a feature's setup gets: the started core, and the services of the features
+    before it."""
+
+    settings: Settings
+    database: Database
+    outbox: Outbox
+    pipeline: Pipeline
+    channels: dict[str, Channel]
+    """The running channels (the core's live mapping): a feature's channel joins it."""
+    clock: Clock
+    http: aiohttp.ClientSession
+    owner: OwnerSettings
+    pairing: Pairing
+    services: Services
+    exclusive_transports: bool
+    """Start transports one account allows only one client of (the WhatsApp session).
+    False for ``watchkeeper chat``, which may run beside ``watchkeeper run``."""
+
+    async def add_channel(self, channel: Channel) -> None:
+        """Start ``channel`` on the pipeline; the feature stops it after its ``yield``."""
+        await channel.start(self.pipeline.submit)
+        self.channels[channel.name] = channel
+
+
+Feature = Callable[[FeatureContext], AsyncIterator[Parts]]
+"""A part started after the core (scheduler, alerts, SMS...): an async generator that
+starts, yields its parts once, then stops (aiohttp's ``cleanup_ctx``)."""
+
+
+@dataclass(frozen=True, eq=False)
 class App:
     settings: Settings
     database: Database
@@ -63,31 +159,16 @@ class App:
     outbox: Outbox
     pipeline: Pipeline
     catalog: ToolCatalog
-    channels: dict[str, Channel] = field(default_factory=dict)
-    clock: Clock = field(default_factory=lambda: _system_clock())  # defined below
-    routes: list[Route] = field(default_factory=list)
-    """Extra HTTP routes (method, path, handler) that features mount on the server."""
-    status_sections: list[StatusSection] = field(default_factory=list)
+    channels: dict[str, Channel]
+    clock: Clock
+    routes: tuple[Route, ...] = ()
+    """HTTP routes (method, path, handler) the channels and features mount on the server."""
+    status_sections: tuple[StatusSection, ...] = ()
     """Contributions to ``GET /api/status``, each returning a dict merged into the answer."""
     scheduling: Scheduling | None = None
-    """The scheduler's parts, once the scheduling feature has started."""
-    exclusive_transports: bool = True
-    """Start transports one account allows only one client of (the WhatsApp session).
-    False for ``watchkeeper chat``, which may run beside ``watchkeeper run``."""
+    """The scheduler's parts, when the scheduling feature runs."""
     shutdown: Shutdown = field(default_factory=Shutdown)
     """The stop's deadline, shared by every part's stop (``agent.app.shutdown``)."""
 
     def status(self) -> dict[str, Any]:
         return {name: ch.status() for name, ch in self.channels.items()}
-
-    async def add_channel(self, channel: Channel, stack: contextlib.AsyncExitStack) -> None:
-        """Start ``channel`` on the pipeline; it stops with the app, in reverse order."""
-        await channel.start(self.pipeline.submit)
-        stack.push_async_callback(channel.stop)
-        self.channels[channel.name] = channel
-
-
-def _system_clock() -> Clock:
-    from agent.context import system_clock
-
-    return system_clock

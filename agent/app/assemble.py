@@ -3,23 +3,27 @@
 Imported by ``agent.app.core`` in a thread after the channels have started (these are
 most of the app's modules: the agent, its tools, the scheduler, the features), so a
 first long poll is out and what arrives is stored meanwhile.
+
+The features start in order, each seeing the services of those before it; then the
+services, the tool catalogue, the agent and the dispatcher are built once from their
+parts, and the parts that need the agent start. They stop in reverse order.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import aiohttp
 
-from agent.app.application import App, Feature, Route
+from agent.app.application import App, Core, Feature, FeatureContext, Parts, Route, Services
 from agent.app.features import FEATURES
 from agent.app.shutdown import Shutdown
-from agent.app.status import install_status_command
+from agent.app.status import StatusBoard, status_command
 from agent.config import Settings
 from agent.context import AgentDeps, Clock
 from agent.conversation.agent import Agent
-from agent.conversation.dispatch import Dispatcher
+from agent.conversation.dispatch import Command, Dispatcher, Interceptor, TierResolver
 from agent.conversation.held_sends import confirm_held_send
 from agent.conversation.pairing import Pairing
 from agent.llm.base import ModelClient
@@ -67,6 +71,29 @@ async def assemble(
     await owner.load()  # quiet hours, timezone, primary channel (manage_settings)
     images = ImageDecoder()  # one photo decoded at a time, whatever the number of chats
     late.callback(images.close)
+    # Paired owners known before the dispatcher handles a message from one.
+    pairing = Pairing(PairingStore(database.db, clock), settings)
+    await pairing.refresh()
+    services = Services()
+    every: list[Parts] = []
+    for feature in features if features is not None else default_features():
+        ctx = FeatureContext(
+            settings=settings,
+            database=database,
+            outbox=outbox,
+            pipeline=pipeline,
+            channels=channels,
+            clock=clock,
+            http=http,
+            owner=owner,
+            pairing=pairing,
+            services=services,
+            exclusive_transports=exclusive_transports,
+        )
+        parts = await enter_feature(feature, ctx, stack)
+        services = services.merged(parts.services)
+        every.append(parts)
+    scheduling = services.scheduling
     deps = AgentDeps(
         settings=settings,
         db=database.db,
@@ -74,20 +101,45 @@ async def assemble(
         http=http,
         outbox=outbox,
         channels=channels,
+        alerts=services.alerts,
+        cron=scheduling.jobs if scheduling is not None else None,
+        pulse=scheduling.pulse if scheduling is not None else None,
+        scheduler=scheduling.engine if scheduling is not None else None,
         owner=owner,
+        mcp=services.mcp,
         images=images,
     )
     late.push_async_callback(deps.usage.close)  # counts written before the DB closes
     note(f"model: {model.name}")
-    catalog = core_catalog()
+    catalog = core_catalog(offer for parts in every for offer in parts.tools)
     caps = MediaCaps(settings.media_max_bytes, settings.media_max_audio_seconds)
     media = MediaFetcher(database.db, MediaStore(database.db), channels, caps)
-    agent = Agent(model, catalog, media=media)
-    dispatcher = Dispatcher(deps=deps, agent=agent)
-    # Paired owners known before the dispatcher handles a message from one.
-    dispatcher.pairing = Pairing(PairingStore(database.db, clock), settings)
-    await dispatcher.pairing.refresh()
-    app = App(
+    sections = [section for parts in every for section in parts.prompt_sections]
+    agent = Agent(model, catalog, sections, media=media)
+    core = Core(deps, agent)
+    status_sections = tuple(section for parts in every for section in parts.status)
+    board = StatusBoard(channels, outbox, status_sections)
+    commands: dict[str, Command] = {}
+    resolvers: dict[str, TierResolver] = {}
+    # First: "send 4711" releases a held message, nothing else (before alert directives).
+    interceptors: list[Interceptor] = [confirm_held_send]
+    for parts in every:
+        commands.update(parts.commands)
+        resolvers.update(parts.resolvers)
+        interceptors.extend(build(core) for build in parts.interceptors)
+    commands["/status"] = status_command(board, model.name)
+    dispatcher = Dispatcher(
+        deps=deps,
+        agent=agent,
+        resolvers=resolvers,
+        commands=commands,
+        interceptors=tuple(interceptors),
+        pairing=pairing,
+    )
+    for parts in every:
+        if parts.start is not None:
+            await parts.start(core)
+    return App(
         settings,
         database,
         deps,
@@ -98,13 +150,30 @@ async def assemble(
         catalog,
         channels,
         clock,
+        routes=(*routes, *(route for parts in every for route in parts.routes)),
+        status_sections=status_sections,
+        scheduling=scheduling,
         shutdown=shutdown,
     )
-    app.exclusive_transports = exclusive_transports
-    app.routes.extend(routes)
-    for feature in features if features is not None else default_features():
-        await feature(app, stack)
-    # Before alert directives: "send 4711" releases a held message, nothing else.
-    dispatcher.interceptors.insert(0, confirm_held_send)
-    install_status_command(app)
-    return app
+
+
+async def enter_feature(
+    feature: Feature, ctx: FeatureContext, stack: contextlib.AsyncExitStack
+) -> Parts:
+    """Run ``feature`` up to its ``yield``; the rest of it (its stop) goes on ``stack``
+    and runs whether the app stops normally or its start-up failed later on, as
+    aiohttp's ``cleanup_ctx``."""
+    steps: AsyncIterator[Parts] = feature(ctx)
+    parts = await anext(steps)
+
+    async def stop() -> None:
+        try:
+            await anext(steps)
+        except StopAsyncIteration:
+            return
+        raise RuntimeError(f"feature {feature!r} yielded more than once")
+
+    # Named after the feature: a stop cut short at the deadline is logged by its name.
+    stop.__qualname__ = getattr(feature, "__qualname__", repr(feature))
+    stack.push_async_callback(stop)
+    return parts

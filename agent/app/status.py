@@ -3,23 +3,49 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
 
-from agent.app.application import App
+from agent.app.application import StatusSection
 from agent.app.features.mcp import mcp_status_line
 from agent.context import RunContext
-from channels.types import InboundMessage, Reply
+from agent.conversation.dispatch import Command
+from channels.delivery.outbox import Outbox
+from channels.types import Channel, InboundMessage, Reply
 
 
-async def status_data(app: App) -> dict[str, Any]:
+class StatusSource(Protocol):
+    """What the status is read from: the ``App``, or the parts it is built from."""
+
+    @property
+    def channels(self) -> Mapping[str, Channel]: ...
+
+    @property
+    def outbox(self) -> Outbox: ...
+
+    @property
+    def status_sections(self) -> Sequence[StatusSection]: ...
+
+
+@dataclass(frozen=True)
+class StatusBoard:
+    """The parts the status is read from, before the ``App`` that holds them exists."""
+
+    channels: Mapping[str, Channel]
+    outbox: Outbox
+    status_sections: Sequence[StatusSection]
+
+
+async def status_data(source: StatusSource) -> dict[str, Any]:
     body: dict[str, Any] = {
-        "channels": app.status(),
+        "channels": {name: ch.status() for name, ch in source.channels.items()},
         "outbox": {
-            "pending": await app.outbox.pending_count(),
-            "failed": len(await app.outbox.failed()),
+            "pending": await source.outbox.pending_count(),
+            "failed": len(await source.outbox.failed()),
         },
     }
-    for section in app.status_sections:
+    for section in source.status_sections:
         body.update(await section())
     return body
 
@@ -63,8 +89,10 @@ def status_text(data: dict[str, Any], model: str) -> str:
     return "\n".join(lines)
 
 
-def install_status_command(app: App) -> None:
-    async def status_command(message: InboundMessage, ctx: RunContext) -> list[Reply]:
-        return [Reply(status_text(await status_data(app), app.agent.model.name))]
+def status_command(source: StatusSource, model: str) -> Command:
+    """``/status``, read from ``source`` (``model``: the model's name)."""
 
-    app.dispatcher.commands["/status"] = status_command
+    async def command(message: InboundMessage, ctx: RunContext) -> list[Reply]:
+        return [Reply(status_text(await status_data(source), model))]
+
+    return command

@@ -57,18 +57,20 @@ class Trust:
 
 Command = Callable[[InboundMessage, RunContext], Awaitable[list[Reply]]]
 TierResolver = Callable[[InboundMessage], Awaitable[Trust | None]]
+Interceptor = Callable[[InboundMessage, RunContext], Awaitable[list[Reply] | None]]
+"""An owner's message tried before the agent: replies, or None to pass it on."""
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class Dispatcher:
+    """Built once, with every resolver, command and interceptor of the app."""
+
     deps: AgentDeps
     agent: Agent
     resolvers: dict[str, TierResolver] = field(default_factory=dict)
     """Per-channel trust decision; the default knows owners from the settings."""
     commands: dict[str, Command] = field(default_factory=dict)
-    interceptors: list[Callable[[InboundMessage, RunContext], Awaitable[list[Reply] | None]]] = (
-        field(default_factory=list)
-    )
+    interceptors: tuple[Interceptor, ...] = ()
     """Tried before the agent (alert directives); the first non-None answer wins."""
     pairing: Pairing | None = None
     """Telegram pairing while no owner is known; it also keeps paired owners current."""

@@ -16,6 +16,8 @@ from agent.tools.settings import MANAGE_SETTINGS
 from agent.tools.web import WEB_SEARCH
 
 Availability = Callable[[RunContext], bool]
+Offer = tuple[Tool[Any], Availability]
+"""A tool, and the predicate that says when a run is offered it."""
 Source = Callable[[RunContext], Iterable[Tool[Any]]]
 """Tools that change while the app runs (an MCP server's), asked for at every run."""
 Ready = Callable[[RunContext], Awaitable[None]]
@@ -72,7 +74,9 @@ def settings_offered(ctx: RunContext) -> bool:
     return ctx.deps.owner is not None and ctx.kind != "pulse"
 
 
-def core_catalog() -> ToolCatalog:
+def core_catalog(offers: Iterable[Offer] = ()) -> ToolCatalog:
+    """The tools every app has, then ``offers`` (the features'), in order; a later
+    tool of the same name replaces an earlier one."""
     catalog = ToolCatalog()
     catalog.add(SAVE_MEMORY)
     catalog.add(UPDATE_DB_SCHEMA)
@@ -80,4 +84,6 @@ def core_catalog() -> ToolCatalog:
     catalog.add(WEB_SEARCH, lambda ctx: ctx.deps.settings.brave_api_key is not None)
     catalog.add(MANAGE_SETTINGS, settings_offered)
     catalog.add_source(mcp_tools, mcp_ready)
+    for tool, available in offers:
+        catalog.add(tool, available)
     return catalog

@@ -39,6 +39,7 @@ from scheduler.pulse.store import PulseStore
 from tests.conftest import make_settings
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import FakeClock
+from tests.fakes.features import providing
 from tests.fakes.scripted import Request, ScriptedModel, unavailable
 from tests.scheduling_kit import call_tool, parts_of
 
@@ -97,8 +98,9 @@ class Kit:
     ) -> None:
         self.app, self.clock, self.model, self.channel = app, clock, model, channel
         self.app_name = name
-        self.alerts = Alerts()
-        app.deps.alerts = self.alerts  # type: ignore[assignment]
+        alerts = app.deps.alerts
+        assert isinstance(alerts, Alerts)  # provided by ``providing`` below
+        self.alerts: Alerts = alerts
         self.engine = parts_of(app).engine
         self.job_id = ""
 
@@ -157,7 +159,10 @@ async def kit(mongo_server: str, tmp_path: Path) -> AsyncIterator[Kit]:
         model=model,
         channels=[channel],
         clock=clock,
-        features=[scheduling(SchedulingOptions(timer=False, grace=timedelta(minutes=10)))],
+        features=[
+            providing(alerts=Alerts()),
+            scheduling(SchedulingOptions(timer=False, grace=timedelta(minutes=10))),
+        ],
     ) as app:
         await parts_of(app).pulse.update_config(enabled=False)
         try:

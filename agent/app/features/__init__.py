@@ -1,8 +1,8 @@
 """The optional parts ``build_app`` starts after the core: one module each, and their order.
 
-A feature decides from the settings whether to start; if it does, it registers its
-tools, commands, routes and status sections on the ``App`` and pushes its own
-teardown (``agent.app.application.Feature``)."""
+A feature decides from the settings whether to start; if it does, it starts what it
+owns, yields its parts (tools, commands, routes, status sections, services) and stops
+after its ``yield`` (``agent.app.application.Feature``)."""
 
 from __future__ import annotations
 

@@ -7,26 +7,31 @@ are up (Telegram, WhatsApp, the terminal, SMS).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from agent.alerts.policy import RoutingPolicy, summary_line
 from agent.alerts.router import AlertRouter
 from agent.alerts.store import AlertError
-from agent.app.application import App, Feature
+from agent.app.application import Feature, FeatureContext, Parts, Route, Services
 from agent.config import Settings
-from agent.context import RunContext
+from agent.context import Clock, RunContext
 from agent.conversation.alert_replies import AlertReplies, alert_prompt_section
+from agent.conversation.dispatch import Command
 from agent.tools.alerts import MANAGE_ALERTS, RAISE_ALERT
+from agent.tools.catalog import always
 from channels.delivery.text import clean_text, clean_value
 from channels.types import InboundMessage, Reply
 from channels.webhook_body import BodyRefused, read_body
 from storage.repos.sms_budget import take_sms
+
+if TYPE_CHECKING:
+    from channels.sms import SmsChannel
 
 log = logging.getLogger(__name__)
 SMS_WEBHOOK = "/webhooks/twilio/sms"
@@ -49,29 +54,30 @@ def sms_configured(settings: Settings) -> bool:
     )
 
 
-async def _start_sms(app: App, stack: contextlib.AsyncExitStack) -> None:
-    """Start the Twilio channel (unless one was passed in) and mount its webhook."""
-    settings = app.settings
-    if "sms" in app.channels:  # passed in by a test; it mounts its own webhook
-        return
-    if not sms_configured(settings):
-        return
+def _sms_channel(ctx: FeatureContext) -> SmsChannel | None:
+    """The Twilio channel when configured, unless one was passed in (a test's, which
+    mounts its own webhook)."""
+    settings = ctx.settings
+    if "sms" in ctx.channels or not sms_configured(settings):
+        return None
     from channels.sms import SmsChannel
 
     assert settings.twilio_auth_token is not None  # checked by sms_configured
-    channel = SmsChannel(
+    db, clock = ctx.database.db, ctx.clock
+    return SmsChannel(
         settings.twilio_account_sid or "",
         settings.twilio_auth_token.get_secret_value(),
         settings.twilio_from_number or "",
         api_base_url=settings.twilio_api_base_url,
         public_base_url=settings.public_base_url,
         read_timeout=settings.http_read_timeout_seconds,
-        clock=app.clock,
-        budget=lambda: take_sms(app.deps.db, app.clock(), settings.sms_per_hour),
+        clock=clock,
+        budget=lambda: take_sms(db, clock(), settings.sms_per_hour),
     )
-    await app.add_channel(channel, stack)
+
+
+def _warn_sms(settings: Settings) -> None:
     log.info("channel: sms (twilio%s)", ", custom API" if settings.twilio_api_base_url else "")
-    app.routes.append(("POST", SMS_WEBHOOK, channel.handle_webhook))
     if not settings.owner_phone:
         log.warning("sms: OWNER_PHONE is not set, so no SMS alerts can be sent")
     if not settings.public_base_url:
@@ -125,13 +131,13 @@ def _json(data: Any, status: int) -> web.Response:
     return web.json_response(data, status=status, dumps=lambda d: json.dumps(d, default=str))
 
 
-def _alerts_command(router: AlertRouter, app: App) -> Any:
+def _alerts_command(router: AlertRouter, clock: Clock) -> Command:
     async def command(message: InboundMessage, ctx: RunContext) -> list[Reply]:
         """``/alerts``: what is open, one line each, with the codes to reply with."""
         alerts = await router.store.unresolved(limit=20)
         if not alerts:
             return [Reply("No open alerts.")]
-        now, tz = app.clock(), router.owner.tz
+        now, tz = clock(), router.owner.tz
         lines = [summary_line(alert, now, tz) for alert in alerts]
         hint = "Reply e.g. '#12 ack', '#12 snooze 1h' or '#12 resolve'."
         return [Reply("Open alerts:\n" + "\n".join(lines) + "\n\n" + hint)]
@@ -143,37 +149,51 @@ def alerting(options: AlertingOptions | None = None) -> Feature:
     """The feature with chosen options (tests: no timer loop, fixed policy)."""
     chosen = options or AlertingOptions()
 
-    async def feature(app: App, stack: contextlib.AsyncExitStack) -> None:
-        await _start_sms(app, stack)
-        router = AlertRouter(
-            app.database.db,
-            app.outbox,
-            app.channels,
-            app.settings,
-            app.clock,
-            chosen.policy,
-            owner=app.deps.owner,
-        )
-        await router.start(background=chosen.background)
-        stack.push_async_callback(router.stop)
-        app.deps.alerts = router
-        app.dispatcher.interceptors.append(AlertReplies(router, app.agent))
-        app.dispatcher.commands["/alerts"] = _alerts_command(router, app)
-        app.catalog.add(RAISE_ALERT)
-        app.catalog.add(MANAGE_ALERTS)
-        app.agent.sections.append(alert_prompt_section)
-        read_timeout = app.settings.http_read_timeout_seconds
-        app.routes.append(("POST", "/api/alerts", _api_raise(router, read_timeout)))
+    async def feature(ctx: FeatureContext) -> AsyncIterator[Parts]:
+        routes: list[Route] = []
+        sms = _sms_channel(ctx)
+        if sms is not None:
+            await ctx.add_channel(sms)
+            _warn_sms(ctx.settings)
+            routes.append(("POST", SMS_WEBHOOK, sms.handle_webhook))
+        try:
+            router = AlertRouter(
+                ctx.database.db,
+                ctx.outbox,
+                ctx.channels,
+                ctx.settings,
+                ctx.clock,
+                chosen.policy,
+                owner=ctx.owner,
+            )
+            await router.start(background=chosen.background)
+            try:
+                read_timeout = ctx.settings.http_read_timeout_seconds
+                routes.append(("POST", "/api/alerts", _api_raise(router, read_timeout)))
 
-        async def status_section() -> dict[str, Any]:
-            return {"alerts": await router.open_alerts()}
+                async def status_section() -> dict[str, Any]:
+                    return {"alerts": await router.open_alerts()}
 
-        app.status_sections.append(status_section)
-        log.info("alerts: routing on (%s)", ", ".join(sorted(app.channels)) or "no channels")
+                log.info(
+                    "alerts: routing on (%s)", ", ".join(sorted(ctx.channels)) or "no channels"
+                )
+                yield Parts(
+                    tools=((RAISE_ALERT, always), (MANAGE_ALERTS, always)),
+                    commands={"/alerts": _alerts_command(router, ctx.clock)},
+                    interceptors=(lambda core: AlertReplies(router, core.agent),),
+                    routes=tuple(routes),
+                    prompt_sections=(alert_prompt_section,),
+                    status=(status_section,),
+                    services=Services(alerts=router),
+                )
+            finally:
+                await router.stop()
+        finally:
+            if sms is not None:
+                await sms.stop()
 
     return feature
 
 
-async def alerting_feature(app: App, stack: contextlib.AsyncExitStack) -> None:
-    """The default alerts feature, as listed in ``agent.app.features.FEATURES``."""
-    await alerting()(app, stack)
+alerting_feature: Feature = alerting()
+"""The default alerts feature, as listed in ``agent.app.features.FEATURES``."""

@@ -4,11 +4,11 @@ with the app. A bad file or a server that fails never stops start-up."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
-from agent.app.application import App
+from agent.app.application import FeatureContext, Parts, Services
 from agent.config import Settings
 from agent.tools.mcp.client import McpServers, ServerStatus
 from agent.tools.mcp.config import McpConfigError, load_mcp_config
@@ -29,9 +29,9 @@ def build_servers(settings: Settings) -> McpServers | None:
     )
 
 
-async def mcp_feature(app: App, stack: contextlib.AsyncExitStack) -> None:
+async def mcp_feature(ctx: FeatureContext) -> AsyncIterator[Parts]:
     try:
-        servers = build_servers(app.settings)
+        servers = build_servers(ctx.settings)
     except McpConfigError as exc:
         log.error("mcp: %s (no MCP tools until it is fixed)", exc)
         problem = str(exc)
@@ -39,19 +39,19 @@ async def mcp_feature(app: App, stack: contextlib.AsyncExitStack) -> None:
         async def config_section() -> dict[str, Any]:
             return {"mcp": {"error": problem, "servers": []}}
 
-        app.status_sections.append(config_section)
+        yield Parts(status=(config_section,))
         return
     if servers is None:
+        yield Parts()
         return
-    await servers.start(wait=False)
-    stack.push_async_callback(servers.stop)
-    app.deps.mcp = servers
-    log.info("mcp: starting %d server(s)", len(servers.status()))
 
     async def status_section() -> dict[str, Any]:
         return {"mcp": {"servers": [server_json(s) for s in servers.status()]}}
 
-    app.status_sections.append(status_section)
+    await servers.start(wait=False)
+    log.info("mcp: starting %d server(s)", len(servers.status()))
+    yield Parts(status=(status_section,), services=Services(mcp=servers))
+    await servers.stop()
 
 
 def server_json(status: ServerStatus) -> dict[str, Any]:

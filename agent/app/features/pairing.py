@@ -4,48 +4,40 @@ list kept current on ``Settings``, and the ``owners`` status section (``/status`
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
-from agent.app.application import App
+from agent.app.application import FeatureContext, Parts
+from agent.config import Settings
 from agent.conversation.pairing import REFRESH_EVERY, Pairing
-from storage.repos.pairing import PairingStore
 from storage.tasks import stop_task, wait_event
 
 log = logging.getLogger(__name__)
 
 
-async def pairing_feature(app: App, stack: contextlib.AsyncExitStack) -> None:
-    pairing = app.dispatcher.pairing  # built by the core, before the channels start
-    if pairing is None:
-        pairing = app.dispatcher.pairing = Pairing(
-            PairingStore(app.deps.db, app.clock), app.settings
-        )
-        await pairing.refresh()
-    stop = asyncio.Event()
-    task = asyncio.create_task(_keep_current(pairing, stop), name="pairing-refresh")
-
-    async def halt() -> None:
-        stop.set()
-        await stop_task(task)
-
-    stack.push_async_callback(halt)
+async def pairing_feature(ctx: FeatureContext) -> AsyncIterator[Parts]:
+    """Keeps the pairing the root built (before the channels' first message) current."""
+    pairing = ctx.pairing
 
     async def owners_section() -> dict[str, Any]:
-        return {"owners": await owners_status(app, pairing)}
+        return {"owners": await owners_status(ctx.settings, pairing)}
 
-    app.status_sections.append(owners_section)
-    if "telegram" in app.channels and not app.settings.telegram_owner_ids:
+    if "telegram" in ctx.channels and not ctx.settings.telegram_owner_ids:
         log.warning("telegram: no owner yet; write to the bot to get a pairing code")
         for pending in await pairing.store.pending():
             log.warning("pairing: %s", pending.command())
+    stop = asyncio.Event()
+    task = asyncio.create_task(_keep_current(pairing, stop), name="pairing-refresh")
+    yield Parts(status=(owners_section,))
+    stop.set()
+    await stop_task(task)
 
 
-async def owners_status(app: App, pairing: Pairing) -> dict[str, Any]:
+async def owners_status(settings: Settings, pairing: Pairing) -> dict[str, Any]:
     """Who counts as the owner on Telegram, and how many pairing codes wait."""
     paired = await pairing.store.owners()
-    configured = app.settings.owner_telegram_ids
+    configured = settings.owner_telegram_ids
     telegram: list[dict[str, Any]] = [
         {"id": user_id, "source": "OWNER_TELEGRAM_IDS"} for user_id in configured
     ]

@@ -1,35 +1,41 @@
 """The scheduling feature: cron jobs and the pulse, wired into the app.
 
-Builds the stores, the engine and the runner once, registers what the owner and the
+Builds the stores and the engine once, returns as its parts what the owner and the
 model see (``manage_cronjob``, ``manage_pulse``, ``send_message``, ``/jobs``,
 ``/pulse``, ``POST /api/pulse/run``, the pulse line in the system prompt, the
-``/api/status`` section), starts the timers, and stops them on the way out.
+``/api/status`` section) and the services runs use; once the agent exists it makes
+the runner and starts the timers, and it stops them on the way out.
 """
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
+import dataclasses
 import logging
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from aiohttp import web
+from pymongo.asynchronous.database import AsyncDatabase
 
-from agent.app.application import App, Feature, Scheduling
-from agent.context import RunContext
+from agent.app.application import App, Core, Feature, FeatureContext, Parts, Scheduling, Services
+from agent.config import Settings
+from agent.context import Clock, RunContext
 from agent.owner import OwnerPrefs, OwnerSettings
 from agent.runs.runner import Runner, RunnerConfig
+from agent.tools.catalog import always
 from agent.tools.cron import MANAGE_CRONJOB
 from agent.tools.pulse import MANAGE_PULSE
 from agent.tools.send import SEND_MESSAGE, any_sender_running
 from channels.types import InboundMessage, Reply
-from scheduler.cron.job import JobLimits
+from scheduler.cron.job import CronJob, JobLimits
 from scheduler.cron.service import CronService
 from scheduler.engine import Engine, EngineConfig
 from scheduler.fires.claims import LeaseStore
-from scheduler.fires.recorder import RunRecorder
-from scheduler.fires.records import LeaseTerms, RunLeases, RunStore
+from scheduler.fires.recorder import Go, RunRecorder, RunTicket, Skip
+from scheduler.fires.records import LeaseTerms, Outcome, RunLeases, RunStore, Trigger
 from scheduler.pulse.store import PulseStore
 from scheduler.views import (
     job_line,
@@ -61,17 +67,23 @@ class SchedulingOptions:
     """How long a run's lease lasts unrenewed (``scheduler.fires.records``)."""
 
 
-def build_parts(app: App, options: SchedulingOptions) -> Scheduling:
-    deps = app.deps
-    settings = deps.settings
+def build_scheduling(
+    db: AsyncDatabase[Doc],
+    clock: Clock,
+    owner: OwnerSettings,
+    settings: Settings,
+    options: SchedulingOptions,
+    *,
+    sole_owner: bool,
+) -> Scheduling:
+    """The stores and the engine; the engine's runs wait for ``Scheduling.started``
+    (the runner, made once the agent exists)."""
     limits = JobLimits(
         max_jobs=settings.max_cron_jobs,
         min_interval=timedelta(minutes=settings.min_cron_interval_minutes),
     )
-    owner = deps.owner or OwnerSettings(deps.db, app.clock, settings.timezone)
-    deps.owner = owner
-    jobs = CronService(deps.db, app.clock, owner.current.timezone, limits)
-    pulse = PulseStore(deps.db, app.clock, owner)
+    jobs = CronService(db, clock, owner.current.timezone, limits)
+    pulse = PulseStore(db, clock, owner)
 
     async def timezone_changed(old: OwnerPrefs, new: OwnerPrefs) -> None:
         """Jobs that ran on the owner's old clock follow the owner to the new one."""
@@ -82,53 +94,73 @@ def build_parts(app: App, options: SchedulingOptions) -> Scheduling:
             )
 
     owner.listeners.append(timezone_changed)
-    runs = RunStore(deps.db)
-    runner = Runner(
-        deps=deps,
-        agent=app.agent,
-        jobs=jobs,
-        pulse=pulse,
-        runs=runs,
-        config=RunnerConfig(
-            cron_timeout=options.cron_timeout or settings.cron_timeout_seconds,
-            pulse_timeout=options.pulse_timeout or settings.pulse_timeout_seconds,
-        ),
-    )
+    runs = RunStore(db)
+    started: asyncio.Future[Runner] = asyncio.get_running_loop().create_future()
+
+    async def run_cron(job: CronJob, ticket: RunTicket) -> Outcome:
+        return await (await started).run_cron(job, ticket)
+
+    async def plan_pulse(now: datetime, trigger: Trigger) -> Skip | Go:
+        return await (await started).plan_pulse(now, trigger)
+
+    async def warn_failures(run: Doc, streak: int, job: CronJob | None) -> None:
+        await (await started).warn_failures(run, streak, job)
+
     # This start of this process, as the holder of its runs and fires.
-    holder = RunLeases(runs, app.clock, terms=options.lease)
+    holder = RunLeases(runs, clock, terms=options.lease)
     recorder = RunRecorder(
         runs,
-        app.clock,
-        cron=runner.run_cron,
-        pulse=runner.plan_pulse,
-        on_failures=runner.warn_failures,
+        clock,
+        cron=run_cron,
+        pulse=plan_pulse,
+        on_failures=warn_failures,
         leases=holder,
     )
     engine = Engine(
         jobs=jobs,
         pulse=pulse,
         runs=runs,
-        leases=LeaseStore(deps.db, owner=holder.owner),
-        clock=app.clock,
+        leases=LeaseStore(db, owner=holder.owner),
+        clock=clock,
         recorder=recorder,
         config=EngineConfig(
             grace=options.grace,
             resync_seconds=options.resync_seconds,
-            sole_owner=app.database.owns_server,
+            sole_owner=sole_owner,
         ),
         timer=options.timer,
     )
-    return Scheduling(jobs, pulse, runs, engine, runner)
+    return Scheduling(jobs, pulse, runs, engine, started)
 
 
-def _register(app: App, parts: Scheduling) -> None:
+def make_runner(core: Core, parts: Scheduling, options: SchedulingOptions) -> Runner:
+    settings = core.deps.settings
+    return Runner(
+        deps=core.deps,
+        agent=core.agent,
+        jobs=parts.jobs,
+        pulse=parts.pulse,
+        runs=parts.runs,
+        config=RunnerConfig(
+            cron_timeout=options.cron_timeout or settings.cron_timeout_seconds,
+            pulse_timeout=options.pulse_timeout or settings.pulse_timeout_seconds,
+        ),
+    )
+
+
+def build_parts(app: App, options: SchedulingOptions) -> Scheduling:
+    """A second scheduler on a running app, its runner ready (tests: another process)."""
+    deps = app.deps
+    owner = deps.owner or OwnerSettings(deps.db, app.clock, deps.settings.timezone)
+    parts = build_scheduling(
+        deps.db, app.clock, owner, deps.settings, options, sole_owner=app.database.owns_server
+    )
+    parts.started.set_result(make_runner(Core(deps, app.agent), parts, options))
+    return parts
+
+
+def _parts(parts: Scheduling, clock: Clock) -> Parts:
     """Tools, commands, route, prompt and status contributions."""
-    app.deps.cron, app.deps.pulse, app.deps.scheduler = parts.jobs, parts.pulse, parts.engine
-    app.scheduling = parts
-    app.catalog.add(MANAGE_CRONJOB)
-    app.catalog.add(MANAGE_PULSE)
-    if "send_message" not in app.catalog:
-        app.catalog.add(SEND_MESSAGE, any_sender_running)
 
     async def pulse_command(message: InboundMessage, ctx: RunContext) -> list[Reply]:
         words = message.text.split()
@@ -136,14 +168,14 @@ def _register(app: App, parts: Scheduling) -> None:
             run = await parts.engine.run_pulse_now("command")
             return [Reply(run_line(run, parts.pulse.tz))]
         state = await parts.pulse.get()
-        text = pulse_status_text(state, parts.pulse.tz, app.clock(), notes=False)
+        text = pulse_status_text(state, parts.pulse.tz, clock(), notes=False)
         return [Reply(text + "\n/pulse run — run one now")]
 
     async def jobs_command(message: InboundMessage, ctx: RunContext) -> list[Reply]:
         jobs = await parts.jobs.list_jobs(limit=SHOWN_JOBS)
         if not jobs:
             return [Reply(JOBS_HINT)]
-        now = app.clock()
+        now = clock()
         lines = [job_line(job, now) for job in jobs]
         total = await parts.jobs.count()
         if total > len(jobs):
@@ -161,7 +193,7 @@ def _register(app: App, parts: Scheduling) -> None:
         return "## Pulse\n" + pulse_status_text(state, ctx.tz, ctx.now, notes=ctx.kind != "pulse")
 
     async def status_section() -> dict[str, Any]:
-        now = app.clock()
+        now = clock()
         return {
             "pulse": pulse_view(await parts.pulse.get(), parts.pulse.tz, now),
             "cron_jobs": [job_view(j, now) for j in await parts.jobs.list_jobs(SHOWN_JOBS)],
@@ -169,28 +201,50 @@ def _register(app: App, parts: Scheduling) -> None:
             "scheduler": {"armed": len(parts.engine.armed), "timer": parts.engine.timer_on},
         }
 
-    app.dispatcher.commands["/pulse"] = pulse_command
-    app.dispatcher.commands["/jobs"] = jobs_command
-    app.routes.append(("POST", "/api/pulse/run", run_pulse_route))
-    app.agent.sections.append(prompt_section)
-    app.status_sections.append(status_section)
+    return Parts(
+        tools=(
+            (MANAGE_CRONJOB, always),
+            (MANAGE_PULSE, always),
+            (SEND_MESSAGE, any_sender_running),
+        ),
+        commands={"/pulse": pulse_command, "/jobs": jobs_command},
+        routes=(("POST", "/api/pulse/run", run_pulse_route),),
+        prompt_sections=(prompt_section,),
+        status=(status_section,),
+        services=Services(scheduling=parts),
+    )
 
 
 def scheduling(options: SchedulingOptions | None = None) -> Feature:
     """The feature with chosen options (tests: no timers, tiny timeouts)."""
     chosen = options or SchedulingOptions()
 
-    async def feature(app: App, stack: contextlib.AsyncExitStack) -> None:
-        parts = build_parts(app, chosen)
-        _register(app, parts)
-        # Runs a dead process left "running" are reclaimed as the engine loads.
-        armed = await parts.engine.start()
-        stack.push_async_callback(parts.engine.stop)
-        log.info("scheduler: %d timer(s) armed%s", armed, "" if chosen.timer else " (manual)")
+    async def feature(ctx: FeatureContext) -> AsyncIterator[Parts]:
+        parts = build_scheduling(
+            ctx.database.db,
+            ctx.clock,
+            ctx.owner,
+            ctx.settings,
+            chosen,
+            sole_owner=ctx.database.owns_server,
+        )
+        armed = False
+
+        async def start(core: Core) -> None:
+            """Once the agent exists: runs that a dead process left "running" are
+            reclaimed as the engine loads, then its timers arm."""
+            nonlocal armed
+            parts.started.set_result(make_runner(core, parts, chosen))
+            count = await parts.engine.start()
+            armed = True
+            log.info("scheduler: %d timer(s) armed%s", count, "" if chosen.timer else " (manual)")
+
+        yield dataclasses.replace(_parts(parts, ctx.clock), start=start)
+        if armed:
+            await parts.engine.stop()
 
     return feature
 
 
-async def scheduling_feature(app: App, stack: contextlib.AsyncExitStack) -> None:
-    """The default scheduling feature, as listed in ``agent.app.features.FEATURES``."""
-    await scheduling()(app, stack)
+scheduling_feature: Feature = scheduling()
+"""The default scheduling feature, as listed in ``agent.app.features.FEATURES``."""

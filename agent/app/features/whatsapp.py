@@ -6,19 +6,20 @@ neonize with it) is imported only then.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from agent.app.application import App, Feature
+from agent.alerts.router import AlertRouter
+from agent.app.application import Feature, FeatureContext, Parts
 from agent.config import Settings
 from agent.conversation.dispatch import TierResolver, Trust
-from agent.owner import owner_chat
+from agent.owner import OwnerSettings, owner_chat
 from agent.tools.whatsapp import WHATSAPP_TOOLS, permissions_section, whatsapp_connected
+from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import BurstRule
-from channels.types import InboundMessage, OutboundMessage
+from channels.types import Channel, InboundMessage, OutboundMessage
 from storage.repos.whatsapp_permissions import WhatsAppPermissions, normalise_address
 
 if TYPE_CHECKING:
@@ -50,7 +51,13 @@ def make_resolver(settings: Settings, permissions: WhatsAppPermissions) -> TierR
     return resolve
 
 
-def make_notifier(app: App) -> Callable[[str, str], Awaitable[None]]:
+def make_notifier(
+    settings: Settings,
+    outbox: Outbox,
+    channels: Mapping[str, Channel],
+    owner: OwnerSettings | None,
+    alerts: AlertRouter | None,
+) -> Callable[[str, str], Awaitable[None]]:
     """Connection notices reach the owner somewhere else than WhatsApp.
 
     Through the alert router when it runs (deduplicated while open); otherwise
@@ -58,7 +65,6 @@ def make_notifier(app: App) -> Callable[[str, str], Awaitable[None]]:
     """
 
     async def notify(kind: str, text: str) -> None:
-        alerts = app.deps.alerts
         if alerts is not None:
             await alerts.raise_alert(
                 severity="warning",
@@ -68,13 +74,12 @@ def make_notifier(app: App) -> Callable[[str, str], Awaitable[None]]:
                 source="whatsapp",
             )
             return
-        target = owner_chat(
-            app.settings, app.channels, avoid="whatsapp", primary=app.deps.primary_channel
-        )
-        if target.channel not in app.channels:
+        primary = owner.current.primary_channel if owner is not None else None
+        target = owner_chat(settings, channels, avoid="whatsapp", primary=primary)
+        if target.channel not in channels:
             log.warning("no other channel to tell the owner: %s", text)
             return
-        await app.outbox.enqueue(
+        await outbox.enqueue(
             OutboundMessage(
                 channel=target.channel,
                 chat_id=target.chat_id,
@@ -109,35 +114,43 @@ def make_whatsapp_feature(
 ) -> Feature:
     """The feature; tests pass a fake ``client_factory`` and short timings."""
 
-    async def whatsapp(app: App, stack: contextlib.AsyncExitStack) -> None:
-        if not app.settings.whatsapp_enabled:
+    async def whatsapp(ctx: FeatureContext) -> AsyncIterator[Parts]:
+        settings = ctx.settings
+        if not settings.whatsapp_enabled:
+            yield Parts()
             return
-        if not app.exclusive_transports:
+        if not ctx.exclusive_transports:
             log.info("whatsapp: left to `watchkeeper run` (one session, one client)")
+            yield Parts()
             return
         from channels.whatsapp import WhatsAppChannel, neonize_client
 
-        permissions = WhatsAppPermissions(app.deps.db)
+        permissions = WhatsAppPermissions(ctx.database.db)
 
         async def group_allowed(jid: str) -> bool:
             record = await permissions.get(jid.lower())
             return record is not None and record.can_read
 
         channel = WhatsAppChannel(
-            app.settings.whatsapp_session_path,
+            settings.whatsapp_session_path,
             client_factory=client_factory or neonize_client,
             group_allowed=group_allowed,
-            notify=make_notifier(app),
-            clock=app.clock,
+            notify=make_notifier(
+                settings, ctx.outbox, ctx.channels, ctx.owner, ctx.services.alerts
+            ),
+            clock=ctx.clock,
             **options,
         )
-        app.dispatcher.resolvers["whatsapp"] = make_resolver(app.settings, permissions)
-        app.pipeline.burst_rules["whatsapp"] = burst_rule(app.settings, burst_seconds)
-        for tool in WHATSAPP_TOOLS:
-            app.catalog.add(tool, whatsapp_connected)
-        app.agent.sections.append(permissions_section)
-        await app.add_channel(channel, stack)
-        log.info("channel: whatsapp (session in %s)", app.settings.whatsapp_session_path)
+        # The pipeline runs before the features: its rule for the channel joins it here.
+        ctx.pipeline.burst_rules["whatsapp"] = burst_rule(settings, burst_seconds)
+        await ctx.add_channel(channel)
+        log.info("channel: whatsapp (session in %s)", settings.whatsapp_session_path)
+        yield Parts(
+            tools=tuple((tool, whatsapp_connected) for tool in WHATSAPP_TOOLS),
+            resolvers={"whatsapp": make_resolver(settings, permissions)},
+            prompt_sections=(permissions_section,),
+        )
+        await channel.stop()
 
     return whatsapp
 

@@ -7,7 +7,7 @@ manual clock; escalation steps run through ``router.tick()``.
 
 from __future__ import annotations
 
-from scheduler.cron.service import CronService
+from agent.app.features.scheduling import SchedulingOptions, scheduling
 from tests.agent.alerts.alert_kit import _alert
 from tests.fakes.alert_app import alert_app
 from tests.fakes.scripted import ScriptedModel, sequence
@@ -49,12 +49,13 @@ async def test_telegram_reply_to_picks_the_alert(mongo_server: str) -> None:
 
 
 async def test_weekly_on_a_cron_raised_alert_reschedules_the_job(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
-        cron = CronService(h.app.database.db, h.clock, "UTC")
+    scheduler = scheduling(SchedulingOptions(timer=False))
+    async with alert_app(mongo_server, features=(scheduler,)) as h:
+        cron = h.app.deps.cron
+        assert cron is not None
         job = await cron.create(
             name="Backup check", instruction="check", cron_expression="30 7 * * *"
         )
-        h.app.deps.cron = cron
         alert = await h.router.raise_alert(
             severity="warning", title="Backup check failed", source=f"cron:{job.id}"
         )

@@ -20,6 +20,7 @@ from storage.backoff import Backoff
 from tests.contexts import owner_ctx
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import BERLIN, FakeClock
+from tests.fakes.features import providing
 from tests.fakes.scripted import Request, ScriptedModel, sequence, unavailable
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
 from tests.scheduling_kit import (
@@ -278,10 +279,11 @@ async def test_two_failures_in_a_row_warn_the_owner(
 ) -> None:
     model = ScriptedModel(lambda r: unavailable())
     channel = RecordingChannel()
-    async with scheduled_app(mongo_server, tmp_path, model, clock, channels=[channel]) as app:
-        alerts = Alerts()
-        if router:
-            app.deps.alerts = alerts  # type: ignore[assignment]
+    alerts = Alerts()
+    before = [providing(alerts=alerts)] if router else []
+    async with scheduled_app(
+        mongo_server, tmp_path, model, clock, channels=[channel], before=before
+    ) as app:
         job = await _create(app, cron_expression="0 * * * *")
         engine = parts_of(app).engine
         clock.set(berlin(2026, 3, 6, 19, 0, 1))

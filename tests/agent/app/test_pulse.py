@@ -17,6 +17,7 @@ from channels.delivery.envelope import Envelope
 from tests.contexts import contact_ctx, owner_ctx
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import BERLIN, FakeClock
+from tests.fakes.features import providing
 from tests.fakes.scripted import Request, ScriptedModel, sequence
 from tests.scheduling_kit import (
     call_tool,
@@ -161,8 +162,9 @@ async def test_the_pulse_gets_a_light_isolated_brief(
             return [{"code": "k7", "severity": "warning", "title": "Disk 91% full"}]
 
     model = ScriptedModel(lambda r: "chat reply")
-    async with _app(mongo_server, tmp_path, model, clock) as app:
-        app.deps.alerts = Alerts()  # type: ignore[assignment]
+    async with _app(
+        mongo_server, tmp_path, model, clock, before=[providing(alerts=Alerts())]
+    ) as app:
         await _configure(app, pulses_per_day=24, quiet_hours=[])
         await app.agent.respond("a private chat message", owner_ctx(app.deps))
         await call_tool(

@@ -11,8 +11,7 @@ unfinished for the next start, never failed or answered twice.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
-from agent.app.application import App
+from agent.app.application import Feature, FeatureContext, Parts
 from agent.app.core import build_app
 from agent.config import Settings
 from channels.telegram import TelegramChannel
@@ -38,7 +37,6 @@ __all__ = ["fake"]  # a fixture, imported for pytest
 
 Doc = dict[str, Any]
 OWNER = 4242
-Feature = Callable[[App, contextlib.AsyncExitStack], Awaitable[None]]
 
 
 @pytest.fixture
@@ -75,12 +73,13 @@ def holding_until_stored(
     """A feature (so: the app half-built) that waits until ``update`` is stored and
     acknowledged and its handling is held at the gate, and notes what was answered."""
 
-    async def hold(app: App, stack: contextlib.AsyncExitStack) -> None:
+    async def hold(ctx: FeatureContext) -> AsyncIterator[Parts]:
         row = await stored(db, update["message"]["text"])
         await fake.wait_confirmed(update["update_id"])
         await until(lambda: waiting_in("Pipeline._handler_built", "conv:"), "the handling held")
         seen.append(row["status"])
         seen.extend(sent.visible for sent in fake.sent)
+        yield Parts()
 
     return hold
 
@@ -176,8 +175,9 @@ async def test_a_failed_start_leaves_a_stored_update_for_the_next_start(
     seen: list[str] = []
     hold = holding_until_stored(db, fake, update, seen)
 
-    async def broken(app: App, stack: contextlib.AsyncExitStack) -> None:
+    async def broken(ctx: FeatureContext) -> AsyncIterator[Parts]:
         raise RuntimeError("a feature failed to start")
+        yield Parts()  # (a generator, as every feature)
 
     with pytest.raises(RuntimeError, match="a feature failed to start"):
         async with asyncio.timeout(30):  # watchdog: nothing waits for the gate to open

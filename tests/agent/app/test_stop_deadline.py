@@ -5,8 +5,7 @@ deadline passes stays unfinished, and the next start answers it once."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import InvalidOperation
 
-from agent.app.application import App
+from agent.app.application import Feature, FeatureContext, Parts
 from agent.app.core import build_app
 from agent.app.shutdown import Shutdown
 from agent.config import Settings
@@ -34,7 +33,6 @@ __all__ = ["fake"]  # a fixture, imported for pytest
 
 Doc = dict[str, Any]
 OWNER = 4242
-Feature = Callable[[App, contextlib.AsyncExitStack], Awaitable[None]]
 
 
 @pytest.fixture
@@ -53,11 +51,9 @@ def channel(fake: FakeTelegram) -> TelegramChannel:
 
 
 def noting_its_stop(order: list[str]) -> Feature:
-    async def feature(app: App, stack: contextlib.AsyncExitStack) -> None:
-        async def stop() -> None:
-            order.append("the part before it stopped")
-
-        stack.push_async_callback(stop)
+    async def feature(ctx: FeatureContext) -> AsyncIterator[Parts]:
+        yield Parts()
+        order.append("the part before it stopped")
 
     return feature
 
@@ -66,17 +62,15 @@ def stuck_in_its_stop(order: list[str], released: asyncio.Event) -> Feature:
     """A part whose stop waits for a database that does not answer, and swallows the
     first cancellation (as a dependency's ``wait_for`` can on Python 3.11)."""
 
-    async def feature(app: App, stack: contextlib.AsyncExitStack) -> None:
-        async def waiting_for_the_database() -> None:
-            order.append("the stuck part began to stop")
-            try:
-                await released.wait()
-            except asyncio.CancelledError:
-                await released.wait()
+    async def waiting_for_the_database(ctx: FeatureContext) -> AsyncIterator[Parts]:
+        yield Parts()
+        order.append("the stuck part began to stop")
+        try:
+            await released.wait()
+        except asyncio.CancelledError:
+            await released.wait()
 
-        stack.push_async_callback(waiting_for_the_database)
-
-    return feature
+    return waiting_for_the_database
 
 
 async def test_a_stop_that_hangs_is_cut_short_and_the_parts_after_it_still_stop(

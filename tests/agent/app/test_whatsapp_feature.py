@@ -113,8 +113,10 @@ async def test_notices_use_the_alert_router_when_present(kit: Kit) -> None:
             raised.append(fields)
             return fields
 
-    kit.app.deps.alerts = Alerts()  # type: ignore[assignment]
-    await make_notifier(kit.app)("logged_out", "WhatsApp was logged out")
+    app = kit.app
+    alerts = Alerts()
+    notify = make_notifier(app.settings, app.outbox, app.channels, app.deps.owner, alerts)  # type: ignore[arg-type]
+    await notify("logged_out", "WhatsApp was logged out")
     assert raised[0]["severity"] == "warning"
     assert raised[0]["dedupe_key"] == "whatsapp:logged_out"
     assert raised[0]["source"] == "whatsapp"
@@ -128,8 +130,8 @@ async def test_feature_does_nothing_when_disabled(mongo_server: str, tmp_path: P
         data_dir=tmp_path,
     )
     feature = make_whatsapp_feature(lambda path: made.append(path))
-    async with build_app(settings, model=ScriptedModel(lambda r: "ok"), channels=[]) as app:
-        await feature(app, None)  # type: ignore[arg-type]
+    model = ScriptedModel(lambda r: "ok")
+    async with build_app(settings, model=model, channels=[], features=[feature]) as app:
         assert "whatsapp" not in app.channels
         await app.database.client.drop_database(settings.mongodb_db)
     assert made == []

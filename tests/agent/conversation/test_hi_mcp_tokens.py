@@ -5,6 +5,7 @@ tools would cost far more (printed with ``-s``)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from agent.tools.mcp.client import McpServers
@@ -23,17 +24,20 @@ async def test_hi_with_two_mcp_servers_stays_under_budget(
         owner_app(mongo_server, tmp_path) as (app, model),
     ):
         manager = McpServers([stdio_server("files", extra=4), web.config()], start_timeout=20)
+        # The app's services with these servers, then with a budget that fits them all.
+        deps = dataclasses.replace(app.deps, mcp=manager)
+        budget = {"mcp_tool_token_budget": 100_000}
+        wider = dataclasses.replace(deps, settings=deps.settings.model_copy(update=budget))
         await manager.start()
         try:
             assert [
                 len([t for t in manager.tools() if t.server == s]) for s in ("files", "web")
             ] == [10, 10]
-            app.deps.mcp = manager
-            await app.agent.respond("hi", owner_ctx(app.deps))
-            budget = {"mcp_tool_token_budget": 100_000}
-            app.deps.settings = app.deps.settings.model_copy(update=budget)
-            await app.agent.respond("hi", owner_ctx(app.deps))
+            await app.agent.respond("hi", owner_ctx(deps))
+            await app.agent.respond("hi", owner_ctx(wider))
         finally:
+            await deps.usage.close()
+            await wider.usage.close()
             await manager.stop()
     found, direct = model.requests[0], model.requests[1]
     assert set(found.tool_names) >= OWNER_TOOLS | {"mcp_find_tools", "mcp_call"}

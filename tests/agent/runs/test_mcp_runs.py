@@ -10,6 +10,7 @@ import pytest
 
 from agent.tools.mcp.client import McpServers
 from tests.fakes.clock import FakeClock
+from tests.fakes.features import providing
 from tests.fakes.mcp_kit import stdio_server
 from tests.fakes.scripted import Request, ScriptedModel
 from tests.scheduling_kit import parts_of, scheduled_app, tool_call, tool_results
@@ -30,8 +31,14 @@ async def test_cron_and_pulse_runs_use_mcp_tools(mongo_server: str, tmp_path: Pa
     manager = McpServers([stdio_server("files", effects=effects)], start_timeout=20)
     await manager.start()
     try:
-        async with scheduled_app(mongo_server, tmp_path, model, FakeClock(NOW), pulse=True) as app:
-            app.deps.mcp = manager
+        async with scheduled_app(
+            mongo_server,
+            tmp_path,
+            model,
+            FakeClock(NOW),
+            pulse=True,
+            before=[providing(mcp=manager)],
+        ) as app:
             parts = parts_of(app)
             job = await parts.jobs.create(
                 name="Notes", instruction="record a note", cron_expression="0 * * * *"

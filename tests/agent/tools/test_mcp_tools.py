@@ -57,9 +57,7 @@ async def servers(effects: Path) -> AsyncIterator[McpServers]:
 
 
 def make_deps(db: AsyncDatabase[dict[str, Any]], manager: McpServers, budget: int) -> AgentDeps:
-    deps = AgentDeps(settings=make_settings(mcp_tool_token_budget=budget), db=db)
-    deps.mcp = manager
-    return deps
+    return AgentDeps(settings=make_settings(mcp_tool_token_budget=budget), db=db, mcp=manager)
 
 
 def results(request: Request) -> list[dict[str, Any]]:
