@@ -37,11 +37,11 @@ from scheduler.fires.records import (
     Reason,
     RunKindName,
     RunLeases,
+    RunRecord,
     RunStore,
     Trigger,
     lost_doc,
 )
-from storage.ejson import aware
 from storage.retry import unreachable
 
 log = logging.getLogger(__name__)
@@ -230,18 +230,18 @@ class RunRecorder:
         """One try: the cron runner for ``job``, else ``work`` (a pulse's); an exception
         becomes ``failed`` (``internal_error``, or ``database_unavailable`` when the
         database could not be reached)."""
-        attempt = int(run.get("attempts") or 1)
-        until = aware(run.get("retry_until"))
+        record = RunRecord.from_doc(run)
+        attempt, until = record.attempts, record.retry_until
         ticket = RunTicket(
-            id=str(run["_id"]),
-            kind=run["kind"],
-            job_id=run.get("job_id"),
-            scheduled_for=aware(run["scheduled_for"]) or run["scheduled_for"],
-            trigger=run.get("trigger", "schedule"),
+            id=str(record.id),
+            kind=record.kind or "cron",
+            job_id=record.job_id,
+            scheduled_for=record.scheduled_for or run["scheduled_for"],
+            trigger=record.trigger,
             attempt=attempt,
             will_retry=self.retry_at(attempt, until, self._clock()) is not None,
         )
-        self.leases.hold(run["_id"])
+        self.leases.hold(record.id)
         unsaved = False
         try:
             try:
@@ -282,7 +282,7 @@ class RunRecorder:
                 return {**run, "status": outcome.status, "reason": outcome.reason, "unsaved": True}
         finally:
             if not unsaved:
-                self.leases.drop(run["_id"])
+                self.leases.drop(record.id)
 
     async def _save(self, closing: _Closing) -> Doc:
         done = await self.runs.finish(
@@ -293,13 +293,14 @@ class RunRecorder:
             gave_up=closing.gave_up,
         )
         self.leases.drop(closing.run["_id"])
-        if done.get("reclaimed"):  # taken for dead meanwhile: the reclaimer has spoken
+        record = RunRecord.from_doc(done)
+        if record.reclaimed:  # taken for dead meanwhile: the reclaimer has spoken
             log.warning(
                 "run %s was reclaimed by another process before it ended; its outcome "
                 "(%s) is not recorded", closing.run["_id"], closing.outcome.status,
             )  # fmt: skip
             return done
-        if done.get("status") in FAILED:
+        if record.status in FAILED:
             await self._report(done, closing.job, first_close=closing.attempt == 1)
         return done
 
@@ -328,21 +329,22 @@ class RunRecorder:
         default, and the pulse's): a fire given up at once, others from a streak of two
         (counted once per fire, at its first try); ``critical``, and any one-time job:
         each fire's failure once no try is left; ``none``: recorded only."""
-        if done.get("status") not in FAILED or self._on_failures is None:
+        record = RunRecord.from_doc(done)
+        if record.status not in FAILED or self._on_failures is None or record.kind is None:
             return
         policy = job.on_failure if job is not None else "warning"
         if policy == "none":
             return
         try:
-            streak = await self.runs.failure_streak(done["kind"], done.get("job_id"))
+            streak = await self.runs.failure_streak(record.kind, record.job_id)
             if policy == "critical" or (job is not None and job.once):
-                report = not done.get("retry_at")
+                report = record.retry_at is None
             else:
-                report = bool(done.get("gave_up")) or (first_close and streak >= 2)
+                report = record.gave_up or (first_close and streak >= 2)
             if report:
                 await self._on_failures(done, streak, job)
         except Exception:
-            log.exception("could not report the failed run %s", done.get("_id"))
+            log.exception("could not report the failed run %s", record.id)
 
 
 @dataclass(frozen=True)

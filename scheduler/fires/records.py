@@ -44,6 +44,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from storage import collections as c
 from storage import retry
+from storage.ejson import aware
 from storage.tasks import stop_task
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,79 @@ RETRY_LEASE = timedelta(minutes=1)
 database drops) before the try starts, it is claimed again then."""
 RESULT_LIMIT = 8_000
 ERROR_LIMIT = 300
+RunStatus = Literal["running", "success", "failed", "timeout", "skipped"]
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """The fields of a ``runs`` document the scheduler decides on, typed, read in this
+    one place (``from_doc``). The document itself stays what the store returns: the
+    dashboard, the API and the model read it as stored."""
+
+    id: Any
+    kind: RunKindName | None
+    job_id: str | None
+    scheduled_for: datetime | None
+    trigger: Trigger = "schedule"
+    status: RunStatus = "running"
+    reason: Reason | None = None
+    attempts: int = 1
+    """Tries so far, this one included."""
+    started_at: datetime | None = None
+    retried_at: datetime | None = None
+    retry_at: datetime | None = None
+    """When the next try may start (a passing failure inside the grace window)."""
+    retry_until: datetime | None = None
+    """The end of the fire's grace window: no try starts after it."""
+    owner: str | None = None
+    """The holder of a ``running`` record (``RunLeases``)."""
+    lease_until: datetime | None = None
+    gave_up: bool = False
+    resumed: bool = False
+    """Tried once more after an interruption (at most once per record)."""
+    reclaimed: bool = False
+    """Taken for dead by another process before its holder closed it."""
+    unsaved: bool = False
+    """Its outcome waits in memory for the database (``RunRecorder.flush``)."""
+
+    @classmethod
+    def from_doc(cls, doc: Doc) -> RunRecord:
+        return cls(
+            id=doc.get("_id"),
+            kind=doc.get("kind"),
+            job_id=doc.get("job_id"),
+            scheduled_for=aware(doc.get("scheduled_for")),
+            trigger=doc.get("trigger") or "schedule",
+            status=doc.get("status") or "running",
+            reason=doc.get("reason"),
+            attempts=int(doc.get("attempts") or 1),
+            started_at=aware(doc.get("started_at")),
+            retried_at=aware(doc.get("retried_at")),
+            retry_at=aware(doc.get("retry_at")),
+            retry_until=aware(doc.get("retry_until")),
+            owner=doc.get("owner"),
+            lease_until=aware(doc.get("lease_until")),
+            gave_up=bool(doc.get("gave_up")),
+            resumed=bool(doc.get("resumed")),
+            reclaimed=bool(doc.get("reclaimed")),
+            unsaved=bool(doc.get("unsaved")),
+        )
+
+    @property
+    def final(self) -> bool:
+        """No try left: finished and written, no retry pending."""
+        return (
+            self.status in ("success", "failed", "timeout", "skipped")
+            and self.retry_at is None
+            and not self.unsaved
+            and not self.reclaimed
+        )
+
+    @property
+    def began(self) -> datetime | None:
+        """When the current try began."""
+        moments = [m for m in (self.started_at, self.retried_at) if m is not None]
+        return max(moments, default=None)
 
 
 @dataclass
@@ -405,7 +479,7 @@ class RunStore:
 
 
 def _tries(run: Doc) -> int:
-    return int(run.get("attempts") or 1)
+    return RunRecord.from_doc(run).attempts
 
 
 def _aware(value: datetime) -> datetime:

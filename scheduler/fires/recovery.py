@@ -54,8 +54,7 @@ from scheduler.cron.job import CronJob, JobError
 from scheduler.cron.service import CronService
 from scheduler.fires.claims import LeaseStore, cron_key
 from scheduler.fires.recorder import RunRecorder
-from scheduler.fires.records import RunStore
-from storage.ejson import aware
+from scheduler.fires.records import RunRecord, RunStore
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
@@ -71,12 +70,6 @@ class Orphans:
     """When the earliest lease of another process still running lapses, if any."""
 
 
-def began(run: Doc) -> datetime | None:
-    """When the record's current try began."""
-    moments = [aware(run.get("started_at")), aware(run.get("retried_at"))]
-    return max((moment for moment in moments if moment is not None), default=None)
-
-
 def orphaned(
     records: Iterable[Doc],
     now: datetime,
@@ -89,10 +82,10 @@ def orphaned(
     found: list[Doc] = []
     lapse: datetime | None = None
     for run in records:
-        if run.get("_id") in held:
+        record = RunRecord.from_doc(run)
+        if record.id in held:
             continue  # in flight here, or its outcome waits for the database
-        start = began(run)
-        until = aware(run.get("lease_until"))
+        start, until = record.began, record.lease_until
         if until is None and start is not None:
             until = start + UNLEASED_HOLD
         cut_off = sole_since is not None and (start is None or start < sole_since)
@@ -123,9 +116,6 @@ class Reclaimer:
         self.next_check: datetime | None = None
         """When the next scan may find an orphan (another process's lease lapses)."""
 
-    def due(self, now: datetime) -> bool:
-        return self.next_check is not None and now >= self.next_check
-
     async def scan(self, now: datetime) -> list[Doc]:
         """Reclaim every orphan now; returns the records closed by this call."""
         records = await self.runs.running()
@@ -145,37 +135,38 @@ class Reclaimer:
         return closed
 
     async def _reclaim(self, run: Doc, now: datetime) -> Doc | None:
-        job = await self._job(run)
+        record = RunRecord.from_doc(run)
+        job = await self._job(record)
         until: datetime | None = None
         note = "interrupted twice: the process stopped during the run"
-        if run.get("kind") == "cron" and job is None:
+        if record.kind == "cron" and job is None:
             note = "not retried: the job was disabled or deleted"
-        elif not run.get("resumed"):
+        elif not record.resumed:
             until = now + self.grace if job is not None and job.once else None
-            until = until or aware(run.get("retry_until"))
+            until = until or record.retry_until
             if until is None or now > until:
                 note, until = "interrupted, and its grace window has ended", None
         owner = self.recorder.leases.owner
         done = await self.runs.reclaim(run, now, owner, retry_until=until, note=note)
         if done is None:
             return None  # renewed meanwhile, or another process took it
-        what = f"{run.get('kind')} run {run['_id']}" + (f" of job {job.id}" if job else "")
+        what = f"{record.kind} run {record.id}" + (f" of job {job.id}" if job else "")
         if until is not None:
-            log.warning("%s was interrupted (held by %s); trying it again", what, run.get("owner"))
+            log.warning("%s was interrupted (held by %s); trying it again", what, record.owner)
             return done
-        log.warning("%s was interrupted (held by %s); %s", what, run.get("owner"), note)
-        if job is not None or run.get("kind") == "pulse":
+        log.warning("%s was interrupted (held by %s); %s", what, record.owner, note)
+        if job is not None or record.kind == "pulse":
             await self.recorder.reclaimed(done, job)
         if job is not None and job.once:
-            scheduled = aware(done.get("scheduled_for")) or now
-            await self.jobs.finish_once(job.id, scheduled, str(done.get("status")), now)
+            closed = RunRecord.from_doc(done)
+            await self.jobs.finish_once(job.id, closed.scheduled_for or now, closed.status, now)
         return done
 
-    async def _job(self, run: Doc) -> CronJob | None:
-        if run.get("kind") != "cron":
+    async def _job(self, record: RunRecord) -> CronJob | None:
+        if record.kind != "cron":
             return None
         try:
-            job = await self.jobs.get(run.get("job_id"))
+            job = await self.jobs.get(record.job_id)
         except JobError:
             return None
         return job if job.enabled else None
@@ -211,19 +202,20 @@ async def _recover(
     if run_at is None:
         return
     latest = await recorder.runs.recent("cron", job.id, limit=1)
-    last = latest[0] if latest else None
-    if last is None or aware(last["scheduled_for"]) != run_at:
+    last = RunRecord.from_doc(latest[0]) if latest else None
+    if last is None or last.scheduled_for != run_at:
         if await leases.release_stale(cron_key(job.id, run_at), before=now - grace):
             log.warning("one-time job %s was claimed but never ran; it runs now", job.id)
             await jobs.restore_once(job.id, run_at)
         return
-    if last.get("status") == "running" or last.get("retry_at"):
+    if last.status == "running" or last.retry_at is not None:
         return
-    if last.get("reason") == "interrupted" and not last.get("gave_up"):
-        if not last.get("resumed"):
-            if await recorder.runs.resume(last, now, now + grace):
+    status: str = last.status
+    if last.reason == "interrupted" and not last.gave_up:
+        if not last.resumed:
+            if await recorder.runs.resume(latest[0], now, now + grace):
                 log.warning("one-time job %s was interrupted; trying it again", job.id)
             return
         note = "interrupted twice: the process stopped during the run"
-        last = await recorder.give_up(last, job, note, tell=True)
-    await jobs.finish_once(job.id, run_at, str(last.get("status")), now)
+        status = RunRecord.from_doc(await recorder.give_up(latest[0], job, note, tell=True)).status
+    await jobs.finish_once(job.id, run_at, status, now)

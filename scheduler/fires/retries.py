@@ -28,8 +28,7 @@ from scheduler.cron.job import CronJob, JobError
 from scheduler.cron.service import CronService
 from scheduler.fires.claims import cron_key, pulse_key
 from scheduler.fires.recorder import NotStarted, RunRecorder
-from scheduler.fires.records import RunKindName, RunStore, Trigger
-from storage.ejson import aware
+from scheduler.fires.records import RunKindName, RunRecord, RunStore, Trigger
 from storage.retry import unreachable
 
 log = logging.getLogger(__name__)
@@ -62,16 +61,6 @@ class Retried:
     scheduled_for: datetime
     action: Literal["retry", "failed"]
     work: Coroutine[object, None, object]
-
-
-def is_final(run: Doc) -> bool:
-    """A run record with no try left: finished and written, no retry pending."""
-    return (
-        run.get("status") in ("success", "failed", "timeout", "skipped")
-        and not run.get("retry_at")
-        and not run.get("unsaved")
-        and not run.get("reclaimed")
-    )
 
 
 def group_of(kind: RunKindName, job_id: str | None) -> str:
@@ -126,10 +115,10 @@ class Retries:
             self.hold_fire(kind, job_id, scheduled_for, str(exc), until=until, trigger=trigger)
             self._sweep_at(self._clock() + self.soon)
             return None
-        retry_at = done.get("retry_at")
-        if isinstance(retry_at, datetime):
-            self._sweep_at(retry_at)
-        elif done.get("unsaved"):
+        record = RunRecord.from_doc(done)
+        if record.retry_at is not None:
+            self._sweep_at(record.retry_at)
+        elif record.unsaved:
             self._sweep_at(self._clock() + self.soon)
         return done
 
@@ -197,11 +186,10 @@ class Retries:
         return out
 
     async def _stored(self, run: Doc, now: datetime, running: set[str]) -> Retried:
-        kind: RunKindName = run["kind"]
-        job_id: str | None = run.get("job_id")
+        record = RunRecord.from_doc(run)
+        kind, job_id = record.kind or "cron", record.job_id
         job = await self._job(kind, job_id)
-        until = aware(run.get("retry_until"))
-        scheduled = aware(run["scheduled_for"]) or now
+        until, scheduled = record.retry_until, record.scheduled_for or now
         work: Coroutine[object, None, Doc]
         if kind == "cron" and job is None:
             note = "not retried: the job was disabled or deleted"
@@ -223,11 +211,12 @@ class Retries:
 
     async def settle(self, job: CronJob | None, done: Doc) -> None:
         """A one-time job whose run is over (no try left) is kept as done."""
-        if job is None or not job.once or not is_final(done):
+        record = RunRecord.from_doc(done)
+        if job is None or not job.once or not record.final:
             return
         try:
-            await self.jobs.finish_once(job.id, aware(done["scheduled_for"]) or self._clock(),
-                                        str(done["status"]), self._clock())  # fmt: skip
+            now = self._clock()
+            await self.jobs.finish_once(job.id, record.scheduled_for or now, record.status, now)
         except Exception:  # the engine's resync settles it (scheduler.fires.recovery)
             log.exception("could not mark one-time job %s done", job.id)
 
