@@ -10,7 +10,7 @@ asked for it: a timer, ``/pulse run``, the API or the model's ``run_now``.
 
 A scheduled fire is never lost silently. The engine gives it ``retry_until`` (its
 grace window): a try that fails for a passing reason (``PASSING``) is tried again
-after ``retry_delays``, by the engine, while the window lasts; the runner is told on
+after a wait from ``RETRY_BACKOFF``, by the engine, while the window lasts; the runner is told on
 each try whether a failure will be retried (``RunTicket.will_retry``). A fire whose
 tries run out is marked ``gave_up`` and reported to ``on_failures`` at once, streak
 or not. A fire whose record cannot even be opened raises ``NotStarted``, and the
@@ -42,13 +42,15 @@ from scheduler.fires.records import (
     Trigger,
     lost_doc,
 )
+from storage.backoff import Backoff
 from storage.retry import unreachable
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
 Clock = Callable[[], datetime]
-RETRY_DELAYS: tuple[float, ...] = (30.0, 60.0, 120.0, 240.0)
-"""Seconds from a failed try to the next one; each must also start inside the window."""
+RETRY_BACKOFF = Backoff(first=30.0, cap=240.0, retries=4)
+"""From a failed try to the next: 30, 60, 120, 240 s; each must also start inside the
+fire's grace window."""
 
 
 class NotStarted(Exception):
@@ -102,7 +104,7 @@ class RunRecorder:
         cron: CronWork,
         pulse: PulsePlanner,
         on_failures: FailureStreak | None = None,
-        retry_delays: Sequence[float] = RETRY_DELAYS,
+        backoff: Backoff = RETRY_BACKOFF,
         leases: RunLeases | None = None,
     ) -> None:
         self.runs = runs
@@ -112,7 +114,7 @@ class RunRecorder:
         self._cron = cron
         self._pulse = pulse
         self._on_failures = on_failures
-        self._delays = tuple(retry_delays)
+        self._backoff = backoff
         self._turns: dict[str, asyncio.Lock] = {}
         """Runs sharing a conversation (one job, or the pulse) take turns: each run
         appends to the conversation, which allows one writer at a time, and a pulse
@@ -121,9 +123,9 @@ class RunRecorder:
 
     def retry_at(self, attempt: int, until: datetime | None, now: datetime) -> datetime | None:
         """When the try after ``attempt`` may start, or None when there is none."""
-        if until is None or attempt > len(self._delays):
+        if until is None or not self._backoff.allows(attempt):
             return None
-        at = now + timedelta(seconds=self._delays[attempt - 1])
+        at = now + timedelta(seconds=self._backoff.delay(attempt))
         return at if at <= until else None
 
     # --- a fire ----------------------------------------------------------------------

@@ -36,6 +36,7 @@ from scheduler.fires.claims import LeaseStore
 from scheduler.fires.recorder import RunRecorder, RunTicket, Skip
 from scheduler.fires.records import Outcome, RunStore, Trigger
 from scheduler.pulse.store import PulseStore
+from storage.backoff import Backoff
 from tests.conftest import make_settings
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import FakeClock
@@ -381,7 +382,9 @@ async def test_the_engine_wakes_itself_for_a_retry(db: AsyncDatabase[Doc]) -> No
     jobs = CronService(db, clock, "UTC")
     pulse = PulseStore(db, clock, OwnerSettings(db, clock, "UTC"))
     await pulse.update_config(enabled=False)
-    recorder = RunRecorder(runs, clock, cron=work, pulse=no_pulse, retry_delays=(0.3,))
+    recorder = RunRecorder(
+        runs, clock, cron=work, pulse=no_pulse, backoff=Backoff(first=0.3, cap=0.3, retries=1)
+    )
     engine = Engine(
         jobs=jobs,
         pulse=pulse,
