@@ -1,0 +1,83 @@
+"""Features contribute parts and the root assembles them once: a feature's command,
+interceptor and status section reach the owner, a later feature gets the services of
+an earlier one, the parts that need the agent start once it exists, and the features
+stop in reverse order."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from agent.app.application import Core, Feature, FeatureContext, Parts, Services
+from agent.app.status import status_data
+from agent.context import RunContext
+from channels.types import InboundMessage, Reply
+from tests.fakes.chat_app import chat_app
+from tests.fakes.features import providing
+from tests.fakes.scripted import ScriptedModel
+
+
+class StandInAlerts:
+    """An alert router as a later feature sees it."""
+
+
+def recording(order: list[str], seen: list[Services], started: list[Core]) -> Feature:
+    async def ping(message: InboundMessage, ctx: RunContext) -> list[Reply]:
+        return [Reply("pong")]
+
+    async def catch(message: InboundMessage, ctx: RunContext) -> list[Reply] | None:
+        return [Reply("intercepted")] if message.text == "catch me" else None
+
+    async def section() -> dict[str, Any]:
+        return {"recording": {"ok": True}}
+
+    async def start(core: Core) -> None:
+        started.append(core)
+
+    async def feature(ctx: FeatureContext) -> AsyncIterator[Parts]:
+        seen.append(ctx.services)
+        yield Parts(
+            commands={"/ping": ping},
+            interceptors=(lambda core: catch,),
+            status=(section,),
+            start=start,
+        )
+        order.append("the recording feature stopped")
+
+    return feature
+
+
+def stopping(order: list[str]) -> Feature:
+    async def feature(ctx: FeatureContext) -> AsyncIterator[Parts]:
+        yield Parts()
+        order.append("the first feature stopped")
+
+    return feature
+
+
+async def test_parts_are_assembled_once_and_features_stop_in_reverse(
+    mongo_server: str, tmp_path: Path
+) -> None:
+    alerts = StandInAlerts()
+    order: list[str] = []
+    seen: list[Services] = []
+    started: list[Core] = []
+    features = [stopping(order), providing(alerts=alerts), recording(order, seen, started)]
+    model = ScriptedModel(lambda r: "agent answer")
+    name = f"parts_{uuid.uuid4().hex[:8]}"
+    async with chat_app(mongo_server, name, model, tmp_path, features=features) as chat:
+        app = chat.app
+        assert [services.alerts for services in seen] == [alerts]  # an earlier feature's
+        assert app.deps.alerts is alerts
+        assert [(core.deps, core.agent) for core in started] == [(app.deps, app.agent)]
+        assert await chat.ask("/ping") == ["pong"]
+        assert await chat.ask("catch me") == ["intercepted"]
+        assert await chat.ask("hello") == ["agent answer"]
+        assert (await status_data(app))["recording"] == {"ok": True}
+        [status] = await chat.ask("/status")
+        assert status.startswith("Model: ")
+        assert order == []
+        await app.database.client.drop_database(name)
+    assert order == ["the recording feature stopped", "the first feature stopped"]
