@@ -92,7 +92,7 @@ class Agent:
     ) -> None:
         self.model = model
         self.catalog = catalog
-        self.sections = list(sections)
+        self.sections = tuple(sections)
         self.max_turns = max_turns
         self.media = media
         """Fetches a message's pending photos and voice notes as its turn is built."""
