@@ -27,7 +27,15 @@ from agent.alerts.directives import Directive, format_duration
 from agent.alerts.lifecycle import STOP_TIMER, Lifecycle, Outcome
 from agent.alerts.outcome import routing_facts
 from agent.alerts.sending import Pager, Sender
-from agent.alerts.store import LEASE, SEVERITIES, AlertError, AlertStore, entry, validate
+from agent.alerts.store import (
+    LEASE,
+    SEVERITIES,
+    AlertError,
+    AlertRecord,
+    AlertStore,
+    entry,
+    validate,
+)
 from agent.config import Settings
 from agent.owner import OwnerPrefs, OwnerSettings
 from channels.delivery.outbox import Outbox
@@ -162,11 +170,12 @@ class AlertRouter:
         alert = await self.store.repeat(key, now)
         if alert is None:
             return None
-        new, old = fields["severity"], alert["severity"]
-        if RANK[new] > RANK[old] and alert["status"] in ("open", "acknowledged", "snoozed"):
+        record = AlertRecord.from_doc(alert)
+        new, old = fields["severity"], record.severity
+        if RANK[new] > RANK[old] and record.status in ("open", "acknowledged", "snoozed"):
             raised = await self.store.change(
-                alert["_id"],
-                when_status=(alert["status"],),
+                record.id,
+                when_status=(record.status,),
                 set_={
                     "severity": new,
                     "status": "open",
@@ -181,7 +190,7 @@ class AlertRouter:
             )
             if raised is not None:
                 await self._run_now(raised["_id"], now)
-                return await self._view(alert["code"], now, deduplicated=True)
+                return await self._view(record.code, now, deduplicated=True)
         routing = await self._routing(alert, now, sent_now=False)
         return {**r.public(alert), "deduplicated": True, "routing": routing}
 
@@ -191,7 +200,8 @@ class AlertRouter:
         return {**r.public(alert), "deduplicated": deduplicated, "routing": routing}
 
     async def _routing(self, alert: Doc, now: datetime, *, sent_now: bool) -> Doc:
-        frees = await self.store.budget_frees_at() if alert.get("last_page") == "budget" else None
+        budget = AlertRecord.from_doc(alert).last_page == "budget"
+        frees = await self.store.budget_frees_at() if budget else None
         return routing_facts(
             alert,
             now,
@@ -225,13 +235,14 @@ class AlertRouter:
         alert = await self.store.by_code(code)
         if alert is None:
             return Outcome(f"There is no alert #{code.lstrip('#')}.")
-        code, status, now = alert["code"], alert["status"], self._clock()
+        record = AlertRecord.from_doc(alert)
+        code, status, now = record.code, record.status, self._clock()
         if status == "resolved":
             return Outcome(f"#{code} is resolved; there is nothing to escalate.", alert)
         if status == "muted":
             return Outcome(f"#{code} is muted; unmute it first.", alert)
         claimed = await self.store.change(  # the lease keeps the timer loop off it meanwhile
-            alert["_id"],
+            record.id,
             when_status=(status,),
             set_={"status": "open", "next_action": "sms", "next_escalation_at": now + LEASE},
             unset=("snoozed_until",),
@@ -274,35 +285,36 @@ class AlertRouter:
         self._wake.set()
 
     async def _step(self, alert: Doc, now: datetime) -> None:
-        action, status = alert.get("next_action"), alert["status"]
+        record = AlertRecord.from_doc(alert)
+        action, status = record.next_action, record.status
         if action == "wake" and status == "snoozed":
-            await self._reopen(alert, now, "snooze ended", "Snooze over.")
+            await self._reopen(record, now, "snooze ended", "Snooze over.")
         elif action == "unmute" and status == "muted":
-            await self._mute_over(alert, now)
+            await self._mute_over(record, now)
         elif action in ("deliver", "sms") and status == "open":
-            if action == "sms" and await self._warning_stays_off_sms(alert, now):
+            if action == "sms" and await self._warning_stays_off_sms(record, now):
                 return
-            if alert["severity"] != "critical":
+            if record.severity != "critical":
                 until = await self.owner.quiet_until(now)
                 if until is not None:
-                    await self._hold(alert, now, until)
+                    await self._hold(record, now, until)
                     return
             if action == "deliver":
                 await self._sender.deliver(alert, now)
             else:
                 await self._sender.escalate(alert, now)
         else:
-            await self.store.change(alert["_id"], set_=dict(STOP_TIMER))
+            await self.store.change(record.id, set_=dict(STOP_TIMER))
 
-    async def _warning_stays_off_sms(self, alert: Doc, now: datetime) -> bool:
+    async def _warning_stays_off_sms(self, alert: AlertRecord, now: datetime) -> bool:
         """A warning's SMS step after the owner turned warning SMS off: stopped here."""
-        if alert["severity"] != "warning" or int(alert.get("sms_rounds") or 0) > 0:
+        if alert.severity != "warning" or alert.sms_rounds > 0:
             return False
         await self.owner.fresh()  # the change may come from another process
         if self.routing.warnings_page:
             return False
         await self.store.change(
-            alert["_id"],
+            alert.id,
             set_={"held": False} | STOP_TIMER,
             history=[entry(now, "router", "not paged", NO_WARNING_SMS)],
         )
@@ -318,7 +330,7 @@ class AlertRouter:
         now = self._clock()
         detail = f"{format_duration(before)} -> {format_duration(after)}" if after else None
         for alert in await self.store.waiting_warning_pages():
-            due = alert["next_escalation_at"]
+            due = alert["next_escalation_at"]  # as stored: the compare-and-set value
             timer = (
                 dict(STOP_TIMER)
                 if not after
@@ -339,19 +351,19 @@ class AlertRouter:
         if changed and await self.store.release_held(self._clock()):
             self._wake.set()
 
-    async def _hold(self, alert: Doc, now: datetime, until: datetime) -> None:
+    async def _hold(self, alert: AlertRecord, now: datetime, until: datetime) -> None:
         history = []
-        if not alert.get("held"):
+        if not alert.held:
             when = r.local_time(until, now, self.owner.tz)
             history.append(entry(now, "router", "held", f"quiet hours until {when}"))
         await self.store.change(
-            alert["_id"], set_={"held": True, "next_escalation_at": until}, history=history
+            alert.id, set_={"held": True, "next_escalation_at": until}, history=history
         )
 
-    async def _reopen(self, alert: Doc, now: datetime, why: str, lead: str) -> None:
+    async def _reopen(self, alert: AlertRecord, now: datetime, why: str, lead: str) -> None:
         reopened = await self.store.change(
-            alert["_id"],
-            when_status=(alert["status"],),
+            alert.id,
+            when_status=(alert.status,),
             set_={"status": "open", "sms_rounds": 0, "lead": lead}
             | {"next_action": "deliver", "next_escalation_at": now + LEASE},
             unset=("snoozed_until", "muted_until", "status_before_mute", "count_at_mute"),
@@ -360,15 +372,15 @@ class AlertRouter:
         if reopened is not None:
             await self._step(reopened, now)
 
-    async def _mute_over(self, alert: Doc, now: datetime) -> None:
+    async def _mute_over(self, alert: AlertRecord, now: datetime) -> None:
         """A mute ends: tell the owner if it kept happening, else close it quietly."""
-        repeats = int(alert["count"]) - int(alert.get("count_at_mute") or alert["count"])
+        repeats = alert.count - (alert.count_at_mute or alert.count)
         if repeats > 0:
             lead = f"Mute over; it happened {repeats} more time{'s' if repeats > 1 else ''}."
             await self._reopen(alert, now, "mute ended", lead)
             return
         await self.store.change(
-            alert["_id"],
+            alert.id,
             when_status=("muted",),
             set_={"status": "resolved", "resolved_at": now, "resolved_by": "router"} | STOP_TIMER,
             unset=("open_key", "muted_until", "status_before_mute", "count_at_mute"),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import MappingProxyType
 from typing import Any, Literal
@@ -29,6 +30,7 @@ from pymongo.errors import DuplicateKeyError
 
 from storage import collections as c
 from storage import retry
+from storage.ejson import aware
 from storage.repos import sms_budget
 from storage.repos.sms_budget import BUDGET_DOC
 
@@ -53,6 +55,46 @@ store forgets the hint at once; one made by another process counts within this."
 LIMITS: Mapping[str, int] = MappingProxyType(
     {"title": 200, "body": 4000, "dedupe_key": 200, "source": 100}
 )
+
+
+@dataclass(frozen=True)
+class AlertRecord:
+    """The fields of an ``alerts`` document the router decides on, typed, read in this
+    one place (``from_doc``). The document itself is what tools, the API and the
+    dashboard show (``policy.public``)."""
+
+    id: Any
+    code: str
+    severity: Severity
+    status: Status
+    next_action: Action | None = None
+    next_escalation_at: datetime | None = None
+    sms_rounds: int = 0
+    """SMS pages sent in the current escalation."""
+    count: int = 1
+    """Times it was raised (repeats under its dedupe key included)."""
+    count_at_mute: int | None = None
+    held: bool = False
+    """Waiting for the owner's quiet hours to end."""
+    last_page: str | None = None
+    """How the last page went (``budget``: the hourly SMS budget was used up)."""
+
+    @classmethod
+    def from_doc(cls, doc: Mapping[str, Any]) -> AlertRecord:
+        at_mute = doc.get("count_at_mute")
+        return cls(
+            id=doc.get("_id"),
+            code=str(doc.get("code", "")),
+            severity=doc.get("severity") or "info",
+            status=doc.get("status") or "open",
+            next_action=doc.get("next_action"),
+            next_escalation_at=aware(doc.get("next_escalation_at")),
+            sms_rounds=int(doc.get("sms_rounds") or 0),
+            count=int(doc.get("count") or 1),
+            count_at_mute=int(at_mute) if at_mute else None,
+            held=bool(doc.get("held")),
+            last_page=doc.get("last_page"),
+        )
 
 
 def entry(now: datetime, by: str, action: str, detail: str | None = None) -> Doc:
