@@ -215,6 +215,11 @@ class Engine:
         return dict(self._due_at)
 
     @property
+    def next_wake(self) -> datetime | None:
+        """When the one timer fires next (kept with APScheduler off, ``timer=False``)."""
+        return self._timer.at
+
+    @property
     def timer_on(self) -> bool:
         return self._timer.on
 

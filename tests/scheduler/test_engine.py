@@ -221,6 +221,32 @@ async def test_changes_rearm_the_timer_at_once(db: AsyncDatabase[Doc]) -> None:
         await h.engine.stop()
 
 
+async def test_one_timer_is_armed_for_the_earliest_due_moment(db: AsyncDatabase[Doc]) -> None:
+    clock = FakeClock(utc(2026, 3, 2, 7, 0))
+    first, second = Harness(db, clock, "a"), Harness(db, clock, "b")
+    await _pulse_off(first)
+    late = await first.job("0 9 * * *")  # 08:00 UTC
+    early = await first.job("30 8 * * *")  # 07:30 UTC
+    await first.engine.start()
+    await second.engine.start()
+    try:
+        assert first.engine.next_wake == utc(2026, 3, 2, 7, 30)
+        # The other engine runs the early fire; this one, woken for it, finds it taken,
+        # reads where the job stands and is armed for the next moment, not a past one.
+        clock.set(utc(2026, 3, 2, 7, 30, 1))
+        await second.engine.run_due()
+        assert second.cron_calls == [(early.id, utc(2026, 3, 2, 7, 30))]
+        await first.engine.run_due()
+        assert first.cron_calls == []
+        assert first.engine.armed[f"cron:{early.id}"] == utc(2026, 3, 3, 7, 30)
+        assert first.engine.next_wake == utc(2026, 3, 2, 8, 0)
+        await first.jobs.delete(late.id)
+        assert first.engine.next_wake == utc(2026, 3, 3, 7, 30)
+    finally:
+        await first.engine.stop()
+        await second.engine.stop()
+
+
 async def test_the_real_timer_wakes_the_engine(db: AsyncDatabase[Doc]) -> None:
     """Production path: APScheduler fires at the next minute, the engine runs the job."""
     real = datetime.now(UTC)
