@@ -58,21 +58,23 @@ class McpManager(Protocol):
         ...
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, kw_only=True)
 class AgentDeps:
     """Long-lived services every run shares; built once by the composition root, from
     the services the features provide, and never changed after.
 
     A service whose feature is off (alerts, the scheduler, MCP) is None, and the code
-    that needs it says so (a tool tells the model). ``http``, ``outbox`` and ``owner``
-    are None only in tests that run the agent without an app.
+    that needs it says so (a tool tells the model). ``owner`` is None only where the
+    agent runs without an app (tests, benchmarks).
     """
 
     settings: Settings
     db: AsyncDatabase[dict[str, Any]]
+    http: aiohttp.ClientSession
+    """The app's HTTP client (web search)."""
+    outbox: Outbox
+    """Where every message the agent sends goes (``channels.delivery.outbox``)."""
     clock: Clock = system_clock
-    http: aiohttp.ClientSession | None = None
-    outbox: Outbox | None = None
     channels: Mapping[str, Channel] = field(default_factory=dict)
     """The running channels by name (the composition root's live mapping)."""
     alerts: AlertRouter | None = None

@@ -20,6 +20,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import aiohttp
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.app.core import build_app
@@ -34,7 +36,7 @@ from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
 from channels.types import InboundMessage, OutboundMessage, SendResult
 from storage.db import open_database
-from tests.contexts import owner_ctx
+from tests.contexts import agent_deps, owner_ctx
 from tests.fakes.scripted import ScriptedModel
 from tests.tokens import count_tokens
 
@@ -169,8 +171,11 @@ async def main() -> None:
         settings = Settings(  # type: ignore[call-arg]
             _env_file=None, data_dir=Path(tmp), openai_api_key="x", brave_api_key="b"
         )
-        async with open_database(None, "bench", Path(tmp)) as database:
-            deps = AgentDeps(settings=settings, db=database.db)
+        async with (
+            open_database(None, "bench", Path(tmp)) as database,
+            aiohttp.ClientSession() as http,
+        ):
+            deps = agent_deps(settings, database.db, http)
             await overhead(settings, deps)
             await parallel(settings, deps)
 

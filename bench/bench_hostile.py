@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.cli.event_loop import run as run_app_loop
@@ -30,7 +32,7 @@ from agent.config import Settings
 from agent.context import AgentDeps, RunContext
 from agent.tools.db import DB_QUERY
 from storage.db import open_database
-from tests.contexts import owner_ctx
+from tests.contexts import agent_deps, owner_ctx
 
 NESTED = r"^(\w+\s?)*$"
 WORDS = ["plan", "the", "dentist", "visit", "and", "call", "Ann", "about", "the", "garden"]
@@ -268,8 +270,11 @@ async def run_cases(ctx: RunContext, db_pid: int) -> None:
 async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(_env_file=None, data_dir=Path(tmp), openai_api_key="x")  # type: ignore[call-arg]
-        async with open_database(None, "bench", Path(tmp)) as database:
-            deps = AgentDeps(settings=settings, db=database.db)
+        async with (
+            open_database(None, "bench", Path(tmp)) as database,
+            aiohttp.ClientSession() as http,
+        ):
+            deps = agent_deps(settings, database.db, http)
             db_pid = database_pid()
             started = time.perf_counter()
             await seed(deps)

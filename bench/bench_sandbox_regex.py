@@ -27,6 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import aiohttp
 import pymongo
 
 from agent.cli.event_loop import run as run_app_loop
@@ -34,7 +35,7 @@ from agent.config import Settings
 from agent.context import AgentDeps
 from agent.tools.db import DB_QUERY
 from storage.db import Database, open_database
-from tests.contexts import owner_ctx
+from tests.contexts import agent_deps, owner_ctx
 
 Call = dict[str, Any]
 START = 2_000
@@ -118,8 +119,11 @@ async def unguarded(database: Database, length: int) -> None:
 async def main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(_env_file=None, data_dir=Path(tmp), openai_api_key="x")  # type: ignore[call-arg]
-        async with open_database(None, "bench", Path(tmp)) as database:
-            deps = AgentDeps(settings=settings, db=database.db)
+        async with (
+            open_database(None, "bench", Path(tmp)) as database,
+            aiohttp.ClientSession() as http,
+        ):
+            deps = agent_deps(settings, database.db, http)
             await database.db.ai_owner.insert_one({"n": 1})
             probe = Probe(database)
             probing = asyncio.create_task(probe.run())

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 
@@ -33,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a plain s
 
 from agent.cli.event_loop import run as run_app_loop
 from agent.config import Settings
-from agent.context import AgentDeps
+from agent.context import AgentDeps, system_clock
 from agent.conversation.agent import Agent
 from agent.conversation.dispatch import Dispatcher
 from agent.tools.catalog import ToolCatalog
@@ -107,11 +108,11 @@ async def _database(data: Path, args: argparse.Namespace) -> AsyncIterator[Async
 async def _run(
     fake: FakeTelegram, settings: Settings, data: Path, args: argparse.Namespace
 ) -> None:
-    async with _database(data, args) as db:
-        deps = AgentDeps(settings=settings, db=db)
+    async with _database(data, args) as db, aiohttp.ClientSession() as http:
         channel = TelegramChannel(TOKEN, fake.url, poll_timeout=5)
         channels = {"telegram": channel}
-        outbox = Outbox(db, channels, deps.clock, poll_seconds=0.5)
+        outbox = Outbox(db, channels, system_clock, poll_seconds=0.5)
+        deps = AgentDeps(settings=settings, db=db, http=http, outbox=outbox)
         dispatcher = Dispatcher(deps, Agent(ScriptedModel(_echo), ToolCatalog()))
         pipeline = Pipeline(
             db, dispatcher.handle, outbox, channels, deps.clock, settings.max_concurrent_model_calls

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
@@ -20,6 +21,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from agent.config import Settings
 from agent.context import AgentDeps
 from storage.collections import ensure_indexes
+from tests.contexts import agent_deps
 from tests.offline import OfflineLoop, block_the_internet
 
 pytest_plugins = ("tests.timeout_tasks",)  # pytest-timeout, with the asyncio tasks
@@ -106,8 +108,17 @@ def settings(tmp_path: Path) -> Settings:
 
 
 @pytest.fixture
-def deps(settings: Settings, db: AsyncDatabase[dict[str, Any]]) -> AgentDeps:
-    return AgentDeps(settings=settings, db=db)
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    """An HTTP client for a test's services (tests reach only local fakes)."""
+    async with aiohttp.ClientSession() as session:
+        yield session
+
+
+@pytest.fixture
+def deps(
+    settings: Settings, db: AsyncDatabase[dict[str, Any]], http: aiohttp.ClientSession
+) -> AgentDeps:
+    return agent_deps(settings, db, http)
 
 
 def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> Any:

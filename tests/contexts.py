@@ -2,9 +2,34 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from agent.context import AgentDeps, RunContext
+import aiohttp
+from pymongo.asynchronous.database import AsyncDatabase
+
+from agent.config import Settings
+from agent.context import AgentDeps, Clock, RunContext, system_clock
+from channels.delivery.outbox import Outbox
+from channels.types import Channel
+
+
+def agent_deps(
+    settings: Settings,
+    db: AsyncDatabase[dict[str, Any]],
+    http: aiohttp.ClientSession,
+    *,
+    clock: Clock = system_clock,
+    channels: Mapping[str, Channel] | None = None,
+    **services: Any,
+) -> AgentDeps:
+    """A run's services without an app: its outbox stores what the agent sends, and,
+    not started, sends nothing (``services``: ``mcp``, ``images``...)."""
+    chans = dict(channels or {})
+    outbox = Outbox(db, chans, clock)
+    return AgentDeps(
+        settings=settings, db=db, http=http, outbox=outbox, clock=clock, channels=chans, **services
+    )
 
 
 def owner_ctx(deps: AgentDeps, **fields: Any) -> RunContext:

@@ -40,12 +40,11 @@ async def _release(code: str, ctx: RunContext) -> str:
     if group is None:
         return EXPIRED.format(word="send", code=code)
     outbox = ctx.deps.outbox
-    running = [s for s in group.sends if outbox is not None and s.channel in ctx.deps.channels]
+    running = [s for s in group.sends if s.channel in ctx.deps.channels]
     dropped = [s for s in group.sends if s not in running]
-    if outbox is not None:
-        # One recipient's messages in order; recipients side by side.
-        chats = _by_chat(running)
-        await asyncio.gather(*(_queue(outbox, group, sends) for sends in chats.values()))
+    # One recipient's messages in order; recipients side by side.
+    chats = _by_chat(running)
+    await asyncio.gather(*(_queue(outbox, group, sends) for sends in chats.values()))
     await held.release(group)
     return _released_text(running, dropped)
 

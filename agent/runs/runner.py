@@ -31,7 +31,6 @@ from agent.conversation.agent import Agent
 from agent.llm.types import ModelMessage, ToolCallPart, ToolResultPart
 from agent.owner import owner_chat
 from agent.runs.briefs import build_brief, cron_prompt, delivery_head
-from channels.delivery.outbox import Outbox
 from channels.types import OutboundMessage
 from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
@@ -198,8 +197,6 @@ class Runner:
             channel, chat = target.channel, target.chat_id
         delivery: Doc = {"channel": channel, "chat_id": chat, "idempotency_key": key}
         try:
-            if self.deps.outbox is None:
-                raise RuntimeError("the outbox is not running")
             await self.deps.outbox.enqueue(
                 OutboundMessage(channel=channel, chat_id=chat, text=text, idempotency_key=key)
             )
@@ -207,11 +204,6 @@ class Runner:
             log.exception("could not queue the result of cron job %s", job.id)
             delivery["error"] = type(exc).__name__
         return delivery
-
-    def _outbox(self) -> Outbox:
-        if self.deps.outbox is None:
-            raise RuntimeError("the outbox is not running")
-        return self.deps.outbox
 
     def _pulse_tools(self) -> list[str]:
         """The tools a pulse is offered now, so its brief names no other."""
@@ -317,7 +309,7 @@ class Runner:
         target = owner_chat(
             self.deps.settings, self.deps.channels, primary=self.deps.primary_channel
         )
-        await self._outbox().enqueue(
+        await self.deps.outbox.enqueue(
             OutboundMessage(
                 channel=target.channel,
                 chat_id=target.chat_id,

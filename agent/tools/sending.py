@@ -39,8 +39,6 @@ async def _approved(ctx: RunContext, channel: str, chat_id: str) -> bool:
 async def deliver(ctx: RunContext, channel: str, chat_id: str, text: str) -> ToolResult:
     """Send ``text`` to ``chat_id`` on ``channel`` within the limits, or hold it."""
     outbox = ctx.deps.outbox
-    if outbox is None:
-        raise ToolError("sending is unavailable: the outbox is not running")
     settings = ctx.deps.settings
     limit = settings.max_sends_per_exchange
     if ctx.tally.sends >= limit:
@@ -95,8 +93,6 @@ async def ask_owner(ctx: RunContext, codes: Sequence[str]) -> None:
     per group, listing every send in it. Keyed by group and size: a replayed exchange
     asks again only if its group grew."""
     outbox = ctx.deps.outbox
-    if outbox is None:
-        return
     held = HeldSends(ctx.deps.db)
     target = owner_chat(ctx.deps.settings, ctx.deps.channels, primary=ctx.deps.primary_channel)
     for code in codes:

@@ -23,8 +23,6 @@ async def _web_search(args: WebSearchArgs, ctx: RunContext) -> ToolResult:
     if settings.brave_api_key is None:
         raise ToolError("web search is not configured (BRAVE_API_KEY is unset)")
     session = ctx.deps.http
-    if session is None:
-        raise ToolError("web search is unavailable: no HTTP session")
     url = settings.brave_api_base_url.rstrip("/") + "/res/v1/web/search"
     headers = {
         "Accept": "application/json",

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import aiohttp
 from bson import ObjectId
 from pymongo.asynchronous.database import AsyncDatabase
 
@@ -54,13 +55,13 @@ async def media_stack(
     settings: Settings,
     channels: Mapping[str, Channel],
     model: ModelClient,
+    http: aiohttp.ClientSession,
     *,
     caps: MediaCaps | None = None,
     store: MediaStore | None = None,
     hook: Hook = lambda fetch: fetch,
     resolvers: Mapping[str, TierResolver] | None = None,
 ) -> MediaStack:
-    deps = AgentDeps(settings=settings, db=db, clock=utcnow)
     outbox = Outbox(
         db,
         dict(channels),
@@ -68,9 +69,10 @@ async def media_stack(
         backoff=Backoff(first=0.01, cap=0.01, retries=2),
         poll_seconds=0.02,
     )
+    deps = AgentDeps(settings=settings, db=db, http=http, outbox=outbox, clock=utcnow)
     fetcher = MediaFetcher(db, store or MediaStore(db), channels, caps or MediaCaps())
-    dispatcher = Dispatcher(deps, Agent(model, core_catalog(), media=hook(fetcher)))
-    dispatcher.resolvers.update(resolvers or {})
+    agent = Agent(model, core_catalog(), media=hook(fetcher))
+    dispatcher = Dispatcher(deps, agent, resolvers=dict(resolvers or {}))
     pipeline = Pipeline(db, dispatcher.handle, outbox, channels, utcnow)
     await outbox.start()
     return MediaStack(pipeline, outbox, dispatcher, fetcher)

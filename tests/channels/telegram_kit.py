@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import aiohttp
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
@@ -65,7 +66,9 @@ Build = Callable[..., Any]
 
 
 @pytest.fixture
-async def build(db: AsyncDatabase[Doc], fake: FakeTelegram) -> AsyncIterator[Build]:
+async def build(
+    db: AsyncDatabase[Doc], fake: FakeTelegram, http: aiohttp.ClientSession
+) -> AsyncIterator[Build]:
     stacks: list[Stack] = []
 
     async def make(
@@ -76,7 +79,6 @@ async def build(db: AsyncDatabase[Doc], fake: FakeTelegram) -> AsyncIterator[Bui
         poll_timeout: int = 1,
         wrap: Callable[[Any], Any] = lambda sink: sink,
     ) -> Stack:
-        deps = AgentDeps(settings=make_settings(owner_telegram_ids=[OWNER]), db=db, clock=clock)
         channel = TelegramChannel(
             TOKEN,
             fake.url,
@@ -99,6 +101,8 @@ async def build(db: AsyncDatabase[Doc], fake: FakeTelegram) -> AsyncIterator[Bui
             on_failure=on_failure,
             poll_seconds=0.02,
         )
+        settings = make_settings(owner_telegram_ids=[OWNER])
+        deps = AgentDeps(settings=settings, db=db, http=http, outbox=outbox, clock=clock)
         dispatcher = Dispatcher(deps, Agent(model, _catalog()))
         pipeline = Pipeline(db, dispatcher.handle, outbox, channels, clock)
         stack = Stack(fake, channel, pipeline, outbox, failures)

@@ -9,6 +9,7 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import aiohttp
 import pytest
 
 from channels.delivery.media import MediaCaps
@@ -37,7 +38,7 @@ Make = Callable[..., Awaitable[MediaStack]]
 
 
 @pytest.fixture
-async def make(db: Db, fake: FakeTelegram) -> AsyncIterator[Make]:
+async def make(db: Db, fake: FakeTelegram, http: aiohttp.ClientSession) -> AsyncIterator[Make]:
     running: list[tuple[TelegramChannel, MediaStack]] = []
 
     async def build(model: ScriptedModel, **kwargs: Any) -> MediaStack:
@@ -46,7 +47,7 @@ async def make(db: Db, fake: FakeTelegram) -> AsyncIterator[Make]:
             media_max_bytes=kwargs.get("caps", MediaCaps()).max_bytes,
         )  # fmt: skip
         settings = make_settings(owner_telegram_ids=[OWNER])
-        stack = await media_stack(db, settings, {"telegram": channel}, model, **kwargs)
+        stack = await media_stack(db, settings, {"telegram": channel}, model, http, **kwargs)
         await channel.start(stack.pipeline.submit)
         running.append((channel, stack))
         return stack

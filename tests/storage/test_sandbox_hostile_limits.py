@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from pymongo import AsyncMongoClient
 
@@ -23,7 +24,7 @@ from agent.context import AgentDeps
 from agent.tools.db import DB_QUERY
 from storage.sandbox import MAX_CHARS, DbOperation, QueryTimeout, run_db_query
 from tests.conftest import make_settings
-from tests.contexts import owner_ctx
+from tests.contexts import agent_deps, owner_ctx
 from tests.storage.sandbox_kit import Db, q, refused
 
 DOUBLING = {
@@ -177,14 +178,16 @@ async def stalled(tmp_path: Path) -> AsyncIterator[Db]:
         await child.wait()
 
 
-async def test_a_stalled_database_still_gets_an_answer_in_time(stalled: Db) -> None:
+async def test_a_stalled_database_still_gets_an_answer_in_time(
+    stalled: Db, http: aiohttp.ClientSession
+) -> None:
     # The database never answers (SIGSTOP): only the time limit can end these calls.
     with pytest.raises(QueryTimeout, match="did not finish within 1 s"):
         op = DbOperation(operation="find", collection="ai_t")
         async with asyncio.timeout(30):
             await run_db_query(stalled, op, time_limit=1.0)
 
-    ctx = owner_ctx(AgentDeps(settings=make_settings(openai_api_key="x"), db=stalled))
+    ctx = owner_ctx(agent_deps(make_settings(openai_api_key="x"), stalled, http))
     async with asyncio.timeout(30):
         result = await DB_QUERY.invoke({"operation": "countDocuments", "collection": "ai_t"}, ctx)
     assert "did not finish within 4 s" in result["error"]

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import aiohttp
+
 from agent.context import AgentDeps
 from agent.conversation.agent import APOLOGY, Agent
 from agent.llm.types import ModelMessage, TextPart, ToolResultPart
 from agent.tools.catalog import core_catalog
 from storage.db import open_database
 from tests.conftest import make_settings
-from tests.contexts import owner_ctx
+from tests.contexts import agent_deps, owner_ctx
 from tests.fakes.scripted import Request, ScriptedModel, sequence, unavailable
 
 
@@ -115,8 +117,11 @@ async def test_restart_keeps_memory_and_conversation(tmp_path: Path) -> None:
         return "history: " + " | ".join(m.text for m in req.messages if m.role == "user")
 
     for round_ in ("first", "second"):
-        async with open_database(None, "watchkeeper", settings.data_dir) as database:
-            deps = AgentDeps(settings=settings, db=database.db)
+        async with (
+            open_database(None, "watchkeeper", settings.data_dir) as database,
+            aiohttp.ClientSession() as http,
+        ):
+            deps = agent_deps(settings, database.db, http)
             model = ScriptedModel(recall)
             if round_ == "first":
                 await deps.instructions.set_memory("- prefers metric units")

@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
@@ -25,7 +26,7 @@ from storage import collections as c
 from tests.agent.conversation.media_kit import OGG, VOICE, seed_inbox, stored_user_docs
 from tests.agent.llm.llm_kit import GEMINI_KEY, OPENAI_KEY
 from tests.conftest import make_settings
-from tests.contexts import contact_ctx, owner_ctx
+from tests.contexts import agent_deps, contact_ctx, owner_ctx
 from tests.fakes.fixtures import gemini_api, openai_api
 from tests.fakes.gemini_api import FakeGemini
 from tests.fakes.openai_api import FakeOpenAI
@@ -41,14 +42,18 @@ LINE = f"[voice note, 0:42, transcript]: {SAID}"
 
 @pytest.fixture
 def both_deps(
-    openai_api: FakeOpenAI, gemini_api: FakeGemini, tmp_path: Path, db: AsyncDatabase[Any]
+    openai_api: FakeOpenAI,
+    gemini_api: FakeGemini,
+    tmp_path: Path,
+    db: AsyncDatabase[Any],
+    http: aiohttp.ClientSession,
 ) -> AgentDeps:
     settings = make_settings(
         data_dir=tmp_path / "data", llm_provider="gemini", llm_fallback="openai",
         gemini_api_key=GEMINI_KEY, gemini_base_url=gemini_api.base_url,
         openai_api_key=OPENAI_KEY, openai_base_url=openai_api.base_url,
     )  # fmt: skip
-    return AgentDeps(settings=settings, db=db)
+    return agent_deps(settings, db, http)
 
 
 async def _no_wait(_seconds: float) -> None:

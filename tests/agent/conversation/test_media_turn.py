@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from bson import ObjectId
 from PIL import Image
@@ -31,7 +32,7 @@ from tests.agent.conversation.media_kit import (
 )
 from tests.agent.llm.llm_kit import GEMINI_KEY, OPENAI_KEY
 from tests.conftest import make_settings
-from tests.contexts import contact_ctx, owner_ctx
+from tests.contexts import agent_deps, contact_ctx, owner_ctx
 from tests.fakes.fixtures import gemini_api, openai_api
 from tests.fakes.gemini_api import FakeGemini
 from tests.fakes.openai_api import FakeOpenAI, decode_data_url
@@ -53,11 +54,14 @@ def openai_agent(openai_api: FakeOpenAI, model: str = "gpt-4.1-mini") -> Agent:
 
 @pytest.fixture
 def openai_deps(
-    openai_api: FakeOpenAI, tmp_path: Path, db: AsyncDatabase[dict[str, Any]]
+    openai_api: FakeOpenAI,
+    tmp_path: Path,
+    db: AsyncDatabase[dict[str, Any]],
+    http: aiohttp.ClientSession,
 ) -> AgentDeps:
     settings = make_settings(data_dir=tmp_path / "data", openai_api_key=OPENAI_KEY,
                              openai_base_url=openai_api.base_url)  # fmt: skip
-    return AgentDeps(settings=settings, db=db)
+    return agent_deps(settings, db, http)
 
 
 def image_size(data: bytes) -> tuple[int, int]:

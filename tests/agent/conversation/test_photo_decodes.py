@@ -4,6 +4,7 @@ and each chat's model request still gets its own photo."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 
 from PIL import Image
@@ -31,7 +32,7 @@ def jpeg(size: tuple[int, int]) -> bytes:
 async def test_three_chats_photos_decode_one_at_a_time(deps: AgentDeps) -> None:
     recorder = DecodeRecorder()
     decoder = WatchedDecoder(recorder)
-    deps = AgentDeps(settings=deps.settings, db=deps.db, images=decoder)
+    deps = dataclasses.replace(deps, images=decoder)
     model = ScriptedModel(lambda _request: "a blue wall")
     agent = Agent(model, core_catalog())
     rows = [await seed_inbox(deps, Media("image", "image/jpeg", jpeg(size))) for size in SIZES]

@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
@@ -23,7 +24,7 @@ from agent.tools.catalog import core_catalog
 from agent.tools.mcp.client import McpServers
 from agent.tools.mcp.config import ServerConfig
 from tests.conftest import make_settings
-from tests.contexts import contact_ctx, owner_ctx
+from tests.contexts import agent_deps, contact_ctx, owner_ctx
 from tests.fakes.mcp_kit import http_server, stdio_server
 from tests.fakes.scripted import Request, ScriptedModel, sequence
 
@@ -56,8 +57,13 @@ async def servers(effects: Path) -> AsyncIterator[McpServers]:
         yield manager
 
 
-def make_deps(db: AsyncDatabase[dict[str, Any]], manager: McpServers, budget: int) -> AgentDeps:
-    return AgentDeps(settings=make_settings(mcp_tool_token_budget=budget), db=db, mcp=manager)
+def make_deps(
+    db: AsyncDatabase[dict[str, Any]],
+    http: aiohttp.ClientSession,
+    manager: McpServers,
+    budget: int,
+) -> AgentDeps:
+    return agent_deps(make_settings(mcp_tool_token_budget=budget), db, http, mcp=manager)
 
 
 def results(request: Request) -> list[dict[str, Any]]:
@@ -70,13 +76,13 @@ def last_result(model: ScriptedModel) -> dict[str, Any]:
 
 
 async def test_tools_offered_directly_under_the_budget_and_called(
-    servers: McpServers, db: AsyncDatabase[dict[str, Any]]
+    servers: McpServers, db: AsyncDatabase[dict[str, Any]], http: aiohttp.ClientSession
 ) -> None:
     model = ScriptedModel(lambda r: "")
     model.responder = sequence(
         model.call("web__add", a=2, b=40), model.call("files__echo", text="hello"), "done"
     )
-    deps = make_deps(db, servers, budget=100_000)
+    deps = make_deps(db, http, servers, budget=100_000)
     reply = await Agent(model, core_catalog()).respond("add", owner_ctx(deps))
     names = model.requests[0].tool_names
     assert {f"{s}__{t}" for s in ("files", "web") for t in ("echo", "add", "record")} <= set(names)
@@ -91,7 +97,7 @@ async def test_tools_offered_directly_under_the_budget_and_called(
 
 
 async def test_past_the_budget_the_model_finds_then_calls(
-    servers: McpServers, db: AsyncDatabase[dict[str, Any]]
+    servers: McpServers, db: AsyncDatabase[dict[str, Any]], http: aiohttp.ClientSession
 ) -> None:
     model = ScriptedModel(lambda r: "")
     model.responder = sequence(
@@ -101,7 +107,7 @@ async def test_past_the_budget_the_model_finds_then_calls(
         model.call("mcp_call", server="nowhere", tool="add", arguments={}),
         "done",
     )
-    deps = make_deps(db, servers, budget=200)
+    deps = make_deps(db, http, servers, budget=200)
     await Agent(model, core_catalog()).respond("add", owner_ctx(deps))
     names = model.requests[0].tool_names
     assert "mcp_find_tools" in names and "mcp_call" in names
@@ -118,13 +124,13 @@ async def test_past_the_budget_the_model_finds_then_calls(
 
 
 async def test_a_timeout_is_our_plain_error_and_a_failing_tool_is_the_servers_words(
-    servers: McpServers, db: AsyncDatabase[dict[str, Any]]
+    servers: McpServers, db: AsyncDatabase[dict[str, Any]], http: aiohttp.ClientSession
 ) -> None:
     model = ScriptedModel(lambda r: "")
     model.responder = sequence(
         model.call("web__slow", seconds=30), model.call("files__fail", message="boom"), "ok"
     )
-    deps = make_deps(db, servers, budget=100_000)
+    deps = make_deps(db, http, servers, budget=100_000)
     reply = await Agent(model, core_catalog()).respond("slow", owner_ctx(deps))
     slow, failed = results(model.requests[-1])
     assert slow == {"error": "web__slow did not answer within 5 seconds"}  # ours: plain
@@ -136,12 +142,12 @@ async def test_a_timeout_is_our_plain_error_and_a_failing_tool_is_the_servers_wo
 
 
 async def test_a_contact_never_sees_mcp_tools(
-    servers: McpServers, db: AsyncDatabase[dict[str, Any]]
+    servers: McpServers, db: AsyncDatabase[dict[str, Any]], http: aiohttp.ClientSession
 ) -> None:
     model = ScriptedModel(lambda r: "hello")
     agent = Agent(model, core_catalog())
     for budget in (100_000, 10):
-        deps = make_deps(db, servers, budget=budget)
+        deps = make_deps(db, http, servers, budget=budget)
         await agent.respond("use your tools", contact_ctx(deps))
         assert not any("__" in n or n.startswith("mcp_") for n in model.requests[-1].tool_names)
         assert agent.catalog.for_context(owner_ctx(deps)).names != []
@@ -153,14 +159,17 @@ async def test_a_contact_never_sees_mcp_tools(
 
 
 async def test_a_crash_between_the_call_and_the_answer_does_not_call_twice(
-    servers: McpServers, db: AsyncDatabase[dict[str, Any]], effects: Path
+    servers: McpServers,
+    db: AsyncDatabase[dict[str, Any]],
+    http: aiohttp.ClientSession,
+    effects: Path,
 ) -> None:
     class Crash(BaseException):
         """The process dying: nothing in the app catches it."""
 
     note = "crash-test-note"
     call = ScriptedModel(lambda r: "").call("files__record", note=note)
-    deps = make_deps(db, servers, budget=100_000)
+    deps = make_deps(db, http, servers, budget=100_000)
     ctx = owner_ctx(deps, inbox_id="inbox-1", run_id="inbox-1")
 
     def crash_after_the_call(request: Request) -> ModelMessage:
@@ -187,11 +196,12 @@ def _lines(path: Path, note: str) -> int:
 
 async def test_a_server_that_dies_mid_call_is_an_error_not_a_crash(
     db: AsyncDatabase[dict[str, Any]],
+    http: aiohttp.ClientSession,
 ) -> None:
     model = ScriptedModel(lambda r: "")
     model.responder = sequence(model.call("doomed__die"), "it died")
     async with running(stdio_server("doomed"), call_timeout=10) as manager:
-        deps = make_deps(db, manager, budget=100_000)
+        deps = make_deps(db, http, manager, budget=100_000)
         reply = await Agent(model, core_catalog()).respond("die", owner_ctx(deps))
         died = last_result(model)  # ours, plain: not marked as the server's words
         assert died == {"error": "MCP server 'doomed' stopped during the call to 'die'"}
