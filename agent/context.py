@@ -64,8 +64,7 @@ class AgentDeps:
     the services the features provide, and never changed after.
 
     A service whose feature is off (alerts, the scheduler, MCP) is None, and the code
-    that needs it says so (a tool tells the model). ``owner`` is None only where the
-    agent runs without an app (tests, benchmarks).
+    that needs it says so (a tool tells the model).
     """
 
     settings: Settings
@@ -81,7 +80,7 @@ class AgentDeps:
     cron: CronService | None = None
     pulse: PulseStore | None = None
     scheduler: Engine | None = None
-    owner: OwnerSettings | None = None
+    owner: OwnerSettings
     """The owner's quiet hours, timezone and primary channel (``manage_settings``)."""
     mcp: McpManager | None = None
     """The MCP servers from ``MCP_CONFIG``, when any are configured."""
@@ -106,7 +105,7 @@ class AgentDeps:
     @property
     def primary_channel(self) -> str | None:
         """The owner's preferred chat channel (``manage_settings``), if set."""
-        return self.owner.current.primary_channel if self.owner is not None else None
+        return self.owner.current.primary_channel
 
 
 @dataclass(frozen=True)
@@ -163,5 +162,4 @@ class RunContext:
     @property
     def tz(self) -> ZoneInfo:
         """The owner's timezone: every time shown to the model is in it."""
-        owner = self.deps.owner
-        return owner.tz if owner is not None else self.deps.settings.tz
+        return self.deps.owner.tz

@@ -37,6 +37,7 @@ from agent.config import Settings
 from agent.context import AgentDeps, system_clock
 from agent.conversation.agent import Agent
 from agent.conversation.dispatch import Dispatcher
+from agent.owner import OwnerSettings
 from agent.tools.catalog import ToolCatalog
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
@@ -112,7 +113,8 @@ async def _run(
         channel = TelegramChannel(TOKEN, fake.url, poll_timeout=5)
         channels = {"telegram": channel}
         outbox = Outbox(db, channels, system_clock, poll_seconds=0.5)
-        deps = AgentDeps(settings=settings, db=db, http=http, outbox=outbox)
+        owner = OwnerSettings(db, system_clock, settings.timezone)
+        deps = AgentDeps(settings=settings, db=db, http=http, outbox=outbox, owner=owner)
         dispatcher = Dispatcher(deps, Agent(ScriptedModel(_echo), ToolCatalog()))
         pipeline = Pipeline(
             db, dispatcher.handle, outbox, channels, deps.clock, settings.max_concurrent_model_calls

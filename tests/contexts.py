@@ -10,6 +10,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from agent.config import Settings
 from agent.context import AgentDeps, Clock, RunContext, system_clock
+from agent.owner import OwnerSettings
 from channels.delivery.outbox import Outbox
 from channels.types import Channel
 
@@ -24,11 +25,18 @@ def agent_deps(
     **services: Any,
 ) -> AgentDeps:
     """A run's services without an app: its outbox stores what the agent sends, and,
-    not started, sends nothing (``services``: ``mcp``, ``images``...)."""
+    not started, sends nothing; the owner's settings are the defaults until loaded
+    (``services``: ``mcp``, ``images``...)."""
     chans = dict(channels or {})
-    outbox = Outbox(db, chans, clock)
     return AgentDeps(
-        settings=settings, db=db, http=http, outbox=outbox, clock=clock, channels=chans, **services
+        settings=settings,
+        db=db,
+        http=http,
+        outbox=Outbox(db, chans, clock),
+        owner=OwnerSettings(db, clock, settings.timezone),
+        clock=clock,
+        channels=chans,
+        **services,
     )
 
 

@@ -71,7 +71,7 @@ def settings_offered(ctx: RunContext) -> bool:
     """``manage_settings``: the owner's chats and cron jobs (the owner's own words), not
     a pulse (it must not change the quiet hours that hold it); the contact tier never
     gets it (``writes``)."""
-    return ctx.deps.owner is not None and ctx.kind != "pulse"
+    return ctx.kind != "pulse"
 
 
 def core_catalog(offers: Iterable[Offer] = ()) -> ToolCatalog:

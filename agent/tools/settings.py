@@ -56,10 +56,7 @@ FIELDS = ("quiet_hours", "timezone", "primary_channel", "warning_sms_after_minut
 
 
 def owner_settings(ctx: RunContext) -> OwnerSettings:
-    owner = ctx.deps.owner
-    if owner is None:
-        raise ToolError("the owner's settings are not available in this process")
-    return owner
+    return ctx.deps.owner
 
 
 def sms_wait(prefs: OwnerPrefs, policy: RoutingPolicy) -> int:

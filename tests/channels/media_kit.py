@@ -18,6 +18,7 @@ from agent.conversation.agent import Agent
 from agent.conversation.dispatch import Dispatcher, TierResolver
 from agent.conversation.media_turn import MediaFetch
 from agent.llm.base import ModelClient
+from agent.owner import OwnerSettings
 from agent.tools.catalog import core_catalog
 from channels.delivery.media import MediaCaps, MediaFetcher, MediaStore
 from channels.delivery.outbox import Outbox
@@ -69,7 +70,8 @@ async def media_stack(
         backoff=Backoff(first=0.01, cap=0.01, retries=2),
         poll_seconds=0.02,
     )
-    deps = AgentDeps(settings=settings, db=db, http=http, outbox=outbox, clock=utcnow)
+    owner = OwnerSettings(db, utcnow, settings.timezone)
+    deps = AgentDeps(settings=settings, db=db, http=http, outbox=outbox, owner=owner, clock=utcnow)
     fetcher = MediaFetcher(db, store or MediaStore(db), channels, caps or MediaCaps())
     agent = Agent(model, core_catalog(), media=hook(fetcher))
     dispatcher = Dispatcher(deps, agent, resolvers=dict(resolvers or {}))

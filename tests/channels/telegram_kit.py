@@ -16,6 +16,7 @@ from agent.context import AgentDeps
 from agent.conversation.agent import Agent
 from agent.conversation.dispatch import Dispatcher
 from agent.llm.base import ModelClient
+from agent.owner import OwnerSettings
 from agent.tools.catalog import ToolCatalog
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
@@ -102,7 +103,10 @@ async def build(
             poll_seconds=0.02,
         )
         settings = make_settings(owner_telegram_ids=[OWNER])
-        deps = AgentDeps(settings=settings, db=db, http=http, outbox=outbox, clock=clock)
+        owner = OwnerSettings(db, clock, settings.timezone)
+        deps = AgentDeps(
+            settings=settings, db=db, http=http, outbox=outbox, owner=owner, clock=clock
+        )
         dispatcher = Dispatcher(deps, Agent(model, _catalog()))
         pipeline = Pipeline(db, dispatcher.handle, outbox, channels, clock)
         stack = Stack(fake, channel, pipeline, outbox, failures)

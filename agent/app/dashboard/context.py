@@ -79,8 +79,7 @@ class Dashboard:
 
     @property
     def tz(self) -> ZoneInfo:
-        owner = self.app.deps.owner
-        return owner.tz if owner is not None else self.app.settings.tz
+        return self.app.deps.owner.tz
 
     # -- routes ------------------------------------------------------------------------
 

@@ -33,8 +33,7 @@ async def pulse_summary(dash: Dashboard, now: datetime) -> Doc | None:
     if pulse is None:
         return None
     view = pulse_view(await pulse.get(), dash.tz, now)
-    owner = dash.app.deps.owner
-    quiet = owner.current.quiet_dicts() if owner is not None else view["quiet_hours"]
+    quiet = dash.app.deps.owner.current.quiet_dicts()
     return {
         "enabled": view["enabled"],
         "per_day": view["pulses_per_day"],

@@ -151,9 +151,8 @@ def make_runner(core: Core, parts: Scheduling, options: SchedulingOptions) -> Ru
 def build_parts(app: App, options: SchedulingOptions) -> Scheduling:
     """A second scheduler on a running app, its runner ready (tests: another process)."""
     deps = app.deps
-    owner = deps.owner or OwnerSettings(deps.db, app.clock, deps.settings.timezone)
     parts = build_scheduling(
-        deps.db, app.clock, owner, deps.settings, options, sole_owner=app.database.owns_server
+        deps.db, app.clock, deps.owner, deps.settings, options, sole_owner=app.database.owns_server
     )
     parts.started.set_result(make_runner(Core(deps, app.agent), parts, options))
     return parts

@@ -55,7 +55,7 @@ def make_notifier(
     settings: Settings,
     outbox: Outbox,
     channels: Mapping[str, Channel],
-    owner: OwnerSettings | None,
+    owner: OwnerSettings,
     alerts: AlertRouter | None,
 ) -> Callable[[str, str], Awaitable[None]]:
     """Connection notices reach the owner somewhere else than WhatsApp.
@@ -74,7 +74,7 @@ def make_notifier(
                 source="whatsapp",
             )
             return
-        primary = owner.current.primary_channel if owner is not None else None
+        primary = owner.current.primary_channel
         target = owner_chat(settings, channels, avoid="whatsapp", primary=primary)
         if target.channel not in channels:
             log.warning("no other channel to tell the owner: %s", text)

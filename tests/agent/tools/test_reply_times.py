@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -11,6 +12,7 @@ from bson import json_util
 from pydantic import BaseModel
 
 from agent.context import AgentDeps, RunContext
+from agent.owner import OwnerSettings
 from agent.tools.base import Tool, ToolResult, Toolset, result_json
 from agent.tools.db import DB_QUERY
 from tests.contexts import owner_ctx
@@ -35,8 +37,9 @@ TIMES: Tool[NoArgs] = Tool(name="times", description="t", args=NoArgs, handler=_
 
 
 def _berlin(deps: AgentDeps) -> RunContext:
-    deps.settings.timezone = "Europe/Berlin"
-    return owner_ctx(deps)
+    """An owner living in Berlin (their timezone, as ``manage_settings`` would set it)."""
+    owner = OwnerSettings(deps.db, deps.clock, "Europe/Berlin")
+    return owner_ctx(dataclasses.replace(deps, owner=owner))
 
 
 async def test_every_datetime_in_a_tool_reply_is_iso_with_the_owners_offset(
