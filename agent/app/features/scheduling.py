@@ -93,7 +93,7 @@ def build_scheduling(
                 "timezone %s -> %s: %d cron job(s) moved", old.timezone, new.timezone, len(moved)
             )
 
-    owner.listeners.append(timezone_changed)
+    owner.listen(timezone_changed)
     runs = RunStore(db)
     started: asyncio.Future[Runner] = asyncio.get_running_loop().create_future()
 
