@@ -7,22 +7,29 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from agent.app.application import Parts
 from agent.app.features.scheduling import SchedulingOptions, scheduling
-from agent.conversation.dispatch import SLOW_DOWN, Trust
+from agent.conversation.dispatch import SLOW_DOWN, TierResolver, Trust
 from agent.llm.types import ModelMessage, ToolCallPart
 from channels.types import InboundMessage
 from tests.contexts import owner_ctx
 from tests.fakes.alert_app import OWNER_PHONE, OWNER_TG, alert_app
+from tests.fakes.features import contributing
 from tests.fakes.scripted import Request
 from tests.scheduling_kit import call_tool
 
 STRANGER_PHONE = "+15550109999"
 
 
-def _app(mongo_server: str, **settings: Any) -> Any:
+def _app(mongo_server: str, whatsapp: TierResolver | None = None, **settings: Any) -> Any:
+    """``whatsapp``: who a WhatsApp message is from (as the WhatsApp feature decides)."""
+    resolvers = {"whatsapp": whatsapp} if whatsapp is not None else {}
     return alert_app(
         mongo_server,
-        features=(scheduling(SchedulingOptions(timer=False)),),
+        features=(
+            scheduling(SchedulingOptions(timer=False)),
+            contributing(Parts(resolvers=resolvers)),
+        ),
         extra_chats=("whatsapp",),
         **settings,
     )
@@ -139,13 +146,11 @@ async def test_cron_job_count_and_frequency_limits(mongo_server: str) -> None:
 async def test_a_contact_over_the_rate_gets_one_notice_and_no_model_calls(
     mongo_server: str,
 ) -> None:
-    async with _app(mongo_server, contact_messages_per_minute=3) as h:
+    async def contact(message: InboundMessage) -> Trust | None:
+        return Trust("contact", can_reply=True)
+
+    async with _app(mongo_server, whatsapp=contact, contact_messages_per_minute=3) as h:
         [whatsapp] = h.extra_chats
-
-        async def contact(message: InboundMessage) -> Trust | None:
-            return Trust("contact", can_reply=True)
-
-        h.app.dispatcher.resolvers["whatsapp"] = contact
         for n in range(8):
             await whatsapp.say(f"message {n}", sender="+15550100777")
             await h.settle()
