@@ -294,7 +294,6 @@ class RunRecorder:
             retry_at=closing.retry_at,
             gave_up=closing.gave_up,
         )
-        self.leases.drop(closing.run["_id"])
         record = RunRecord.from_doc(done)
         if record.reclaimed:  # taken for dead meanwhile: the reclaimer has spoken
             log.warning(
@@ -324,6 +323,8 @@ class RunRecorder:
                     self.leases.drop(closing.run["_id"])  # its lease lapses: reclaimed
                     continue
                 self._unsaved.append(closing)
+                continue
+            self.leases.drop(closing.run["_id"])  # recorded: held no longer
         return saved
 
     async def _report(self, done: Doc, job: CronJob | None, *, first_close: bool) -> None:
