@@ -108,7 +108,7 @@ async def overhead(settings: Settings, deps: AgentDeps) -> None:
 
 async def parallel(settings: Settings, deps: AgentDeps) -> None:
     agent = Agent(InstantModel(delay=1.0), core_catalog())
-    dispatcher = Dispatcher(deps=deps, agent=agent)
+    dispatcher = Dispatcher(deps=deps, agent=agent, resolvers={"bench": _owner})
     channel = NullChannel()
     channels = {"bench": channel}
     outbox = Outbox(deps.db, channels, lambda: datetime.now(UTC))
@@ -120,7 +120,6 @@ async def parallel(settings: Settings, deps: AgentDeps) -> None:
         lambda: datetime.now(UTC),
         max_concurrency=256,
     )
-    dispatcher.resolvers["bench"] = _owner
     start = time.perf_counter()
     for i in range(200):
         await pipeline.submit(

@@ -7,7 +7,7 @@ counted, and a Telegram stranger gets one polite refusal a day at most.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from types import MappingProxyType
@@ -67,18 +67,25 @@ class Dispatcher:
 
     deps: AgentDeps
     agent: Agent
-    resolvers: dict[str, TierResolver] = field(default_factory=dict)
+    resolvers: Mapping[str, TierResolver] = field(default_factory=dict)
     """Per-channel trust decision; the default knows owners from the settings."""
-    commands: dict[str, Command] = field(default_factory=dict)
+    commands: Mapping[str, Command] = field(default_factory=dict)
+    """The owner's commands; ``/start``, ``/help`` and ``/reset`` unless given."""
     interceptors: tuple[Interceptor, ...] = ()
     """Tried before the agent (alert directives); the first non-None answer wins."""
     pairing: Pairing | None = None
     """Telegram pairing while no owner is known; it also keeps paired owners current."""
 
     def __post_init__(self) -> None:
-        self.commands.setdefault("/start", self._help)
-        self.commands.setdefault("/help", self._help)
-        self.commands.setdefault("/reset", self._reset)
+        # Read-only copies: what the dispatcher knows is fixed when it is built.
+        defaults: dict[str, Command] = {
+            "/start": self._help,
+            "/help": self._help,
+            "/reset": self._reset,
+        }
+        commands = MappingProxyType({**defaults, **self.commands})
+        object.__setattr__(self, "commands", commands)
+        object.__setattr__(self, "resolvers", MappingProxyType(dict(self.resolvers)))
 
     async def trust(self, message: InboundMessage) -> Trust | None:
         resolver = self.resolvers.get(message.channel)
