@@ -261,7 +261,8 @@ class Engine:
         async with self._sweeping:
             now = now or self.clock()
             try:
-                if self.reclaim.next_check is not None and now >= self.reclaim.next_check:
+                reclaimed = self.reclaim.next_check is not None and now >= self.reclaim.next_check
+                if reclaimed:
                     await self.reclaim.scan(now)  # another process's lease lapsed
                 jobs = {job.id: job for job in await self.jobs.enabled_jobs(due_by=now)}
                 shared: Shared = {}
@@ -278,18 +279,24 @@ class Engine:
                     if due and (p := plan_pulse(pulse, self.pulse.tz, now, grace, records)):
                         plans.append(p)
                 fires = await self._claim(plans, jobs, now) if plans else []
-                running = {group_of(f.kind, f.job_id) for f in fires if f.action == "run"}
-                if self._due_at.get(RETRY_TIMER, now) <= now:
-                    self._due_at.pop(RETRY_TIMER, None)
-                for item in await self.retries.due(now, running):
-                    fire = Fire(item.kind, item.job_id, item.scheduled_for, item.action)
-                    fire.task = self._spawn(item.work)
-                    fires.append(fire)
-                later = [await self.runs.next_retry(), self.reclaim.next_check]
-                if self.retries.waiting:
-                    later.append(now + self.retries.soon)
-                for retry_at in filter(None, later):
-                    self._retry_at(retry_at)
+                # Retries, when one may be due: its moment came, something waits in
+                # memory, or runs were just reclaimed (``load`` notes the stored ones).
+                retry_at = self._due_at.get(RETRY_TIMER)
+                retry_due = retry_at is not None and retry_at <= now
+                if retry_due or reclaimed or self.retries.waiting or not self._loaded:
+                    if retry_due:
+                        self._due_at.pop(RETRY_TIMER, None)
+                    running = {group_of(f.kind, f.job_id) for f in fires if f.action == "run"}
+                    for item in await self.retries.due(now, running):
+                        fire = Fire(item.kind, item.job_id, item.scheduled_for, item.action)
+                        fire.task = self._spawn(item.work)
+                        fires.append(fire)
+                    if (retry_at := await self.runs.next_retry()) is not None:
+                        self._retry_at(retry_at)
+                    if self.retries.waiting:
+                        self._retry_at(now + self.retries.soon)
+                if self.reclaim.next_check is not None:
+                    self._retry_at(self.reclaim.next_check)
                 # Keys still due by now were not this process's to run (another process
                 # took the fire, or the job was disabled there): read where they stand.
                 stale = [k for k, at in self._due_at.items() if at <= now and k != RETRY_TIMER]
