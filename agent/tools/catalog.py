@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from agent.context import RunContext
@@ -28,28 +27,30 @@ def always(_: RunContext) -> bool:
     return True
 
 
-@dataclass
 class ToolCatalog:
-    """All tools the app knows, each with a predicate saying when it is offered.
+    """All tools the app knows, each with a predicate saying when it is offered; fixed
+    when built (the composition root gathers every feature's tools first).
 
     The contact tier only ever gets tools marked ``writes=False``: a third party
     cannot make the agent write memory, the database, schedules or permissions,
     or send to anyone else.
     """
 
-    _entries: list[tuple[Tool[Any], Availability]] = field(default_factory=list)
-    _sources: list[Source] = field(default_factory=list)
-    _ready: list[Ready] = field(default_factory=list)
-
-    def add(self, tool: Tool[Any], available: Availability = always) -> None:
-        self._entries = [(t, a) for t, a in self._entries if t.name != tool.name]
-        self._entries.append((tool, available))
-
-    def add_source(self, source: Source, ready: Ready | None = None) -> None:
-        """``ready``, when given, is awaited by ``until_ready`` before a run's tools are chosen."""
-        self._sources.append(source)
-        if ready is not None:
-            self._ready.append(ready)
+    def __init__(
+        self,
+        offers: Iterable[Offer] = (),
+        sources: Iterable[tuple[Source, Ready | None]] = (),
+    ) -> None:
+        """``offers`` in order, a later tool replacing an earlier one of its name;
+        ``sources`` with what ``until_ready`` awaits before a run's tools are chosen."""
+        entries: list[Offer] = []
+        for tool, available in offers:
+            entries = [(t, a) for t, a in entries if t.name != tool.name]
+            entries.append((tool, available))
+        self._entries = tuple(entries)
+        listed = tuple(sources)
+        self._sources = tuple(source for source, _ in listed)
+        self._ready = tuple(ready for _, ready in listed if ready is not None)
 
     async def until_ready(self, ctx: RunContext) -> None:
         """Wait until every source can say which tools ``ctx`` gets (each bounds its wait)."""
@@ -77,13 +78,11 @@ def settings_offered(ctx: RunContext) -> bool:
 def core_catalog(offers: Iterable[Offer] = ()) -> ToolCatalog:
     """The tools every app has, then ``offers`` (the features'), in order; a later
     tool of the same name replaces an earlier one."""
-    catalog = ToolCatalog()
-    catalog.add(SAVE_MEMORY)
-    catalog.add(UPDATE_DB_SCHEMA)
-    catalog.add(DB_QUERY)
-    catalog.add(WEB_SEARCH, lambda ctx: ctx.deps.settings.brave_api_key is not None)
-    catalog.add(MANAGE_SETTINGS, settings_offered)
-    catalog.add_source(mcp_tools, mcp_ready)
-    for tool, available in offers:
-        catalog.add(tool, available)
-    return catalog
+    core: list[Offer] = [
+        (SAVE_MEMORY, always),
+        (UPDATE_DB_SCHEMA, always),
+        (DB_QUERY, always),
+        (WEB_SEARCH, lambda ctx: ctx.deps.settings.brave_api_key is not None),
+        (MANAGE_SETTINGS, settings_offered),
+    ]
+    return ToolCatalog([*core, *offers], sources=[(mcp_tools, mcp_ready)])

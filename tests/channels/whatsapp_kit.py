@@ -16,12 +16,15 @@ from typing import Any
 import pytest
 from neonize.proto.Neonize_pb2 import Connected
 
+from agent.app.application import Parts
 from agent.app.core import App, build_app
 from agent.app.features.whatsapp import make_whatsapp_feature
+from agent.tools.catalog import always
 from agent.tools.cron import MANAGE_CRONJOB
 from channels.whatsapp import WhatsAppChannel
 from tests.conftest import make_settings
 from tests.contexts import owner_ctx
+from tests.fakes.features import contributing
 from tests.fakes.scripted import Request, ScriptedModel
 from tests.fakes.whatsapp import FakeClient, jid, message_event
 from tests.waiting import outbox_drained
@@ -95,9 +98,11 @@ async def kit(mongo_server: str, tmp_path: Path) -> AsyncIterator[Kit]:
         whatsapp_enabled=True,
         owner_phone=OWNER,
     )
-    feature = make_whatsapp_feature(factory, burst_seconds=0.2, health_every=3600)
-    async with build_app(settings, model=model, channels=[], features=[feature]) as app:
-        app.catalog.add(MANAGE_CRONJOB)
+    features = [
+        make_whatsapp_feature(factory, burst_seconds=0.2, health_every=3600),
+        contributing(Parts(tools=((MANAGE_CRONJOB, always),))),  # a tool that writes
+    ]
+    async with build_app(settings, model=model, channels=[], features=features) as app:
         kit = Kit(app, clients[0], model, answers)
         await kit.client.emit(Connected())
         try:
