@@ -151,6 +151,8 @@ starts, yields its parts once, then stops (aiohttp's ``cleanup_ctx``)."""
 
 @dataclass(frozen=True, eq=False)
 class App:
+    """The running app, as the composition root built it once from every part."""
+
     settings: Settings
     database: Database
     deps: AgentDeps

@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agent.app.application import Core, Feature, FeatureContext, Parts, Services
 from agent.app.status import status_data
 from agent.context import RunContext
@@ -81,3 +83,22 @@ async def test_parts_are_assembled_once_and_features_stop_in_reverse(
         assert order == []
         await app.database.client.drop_database(name)
     assert order == ["the recording feature stopped", "the first feature stopped"]
+
+
+async def test_a_feature_that_yields_twice_is_refused_at_its_stop(
+    mongo_server: str, tmp_path: Path
+) -> None:
+    order: list[str] = []
+
+    async def twice(ctx: FeatureContext) -> AsyncIterator[Parts]:
+        yield Parts()
+        yield Parts()
+
+    model = ScriptedModel(lambda r: "agent answer")
+    name = f"parts_{uuid.uuid4().hex[:8]}"
+    with pytest.raises(RuntimeError, match="yielded more than once"):
+        async with chat_app(
+            mongo_server, name, model, tmp_path, features=[stopping(order), twice]
+        ) as chat:
+            await chat.app.database.client.drop_database(name)
+    assert order == ["the first feature stopped"]  # the features before it still stop
