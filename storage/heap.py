@@ -2,10 +2,9 @@
 
 A process that has imported its libraries holds a few hundred thousand objects that
 live as long as it does (modules, classes, functions, schemas). Every full
-collection walks them all again: ~90 ms on this machine, once or twice in a burst of
-100 messages, ~1 ms of CPU per message. ``freeze_heap`` collects once, then moves
-everything alive into the permanent generation (``gc.freeze``), so later
-collections look only at what was made since.
+collection walks them all again, which a burst of messages triggers several times.
+``freeze_heap`` collects once, then moves everything alive into the permanent
+generation (``gc.freeze``), so later collections look only at what was made since.
 """
 
 from __future__ import annotations

@@ -228,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
             client_idle_timeout_s=args.client_idle_timeout,
             # A standalone node: Watchkeeper uses no transactions or change streams, and
             # as a one-node replica set every write also appended to the oplog and kept a
-            # retryable-write record, ~35% more database CPU per write (bench/profile_burst.py).
+            # retryable-write record, costing database CPU on every write.
             replica_set_name=None,
         )
     except Exception as exc:

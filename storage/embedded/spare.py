@@ -1,11 +1,11 @@
 """A database process started before the settings are read, to be told its store later.
 
 ``watchkeeper run`` starts one first thing: its interpreter, and SecantusDB's modules,
-load while the agent reads its settings (pydantic-settings, ~0.2 s here), instead of
-after. ``EmbeddedServer.launch`` hands it the store's options on its stdin (one JSON
-list); if the settings name another database, or anything ends the run first,
-``dismiss`` closes its stdin and it exits. Should the owner die, its end of the pipe
-closes and the parent-death signal comes: the spare exits either way.
+load while the agent reads its settings, instead of after. ``EmbeddedServer.launch``
+hands it the store's options on its stdin (one JSON list); if the settings name another
+database, or anything ends the run first, ``dismiss`` closes its stdin and it exits.
+Should the owner die, its end of the pipe closes and the parent-death signal comes: the
+spare exits either way.
 """
 
 from __future__ import annotations
