@@ -11,14 +11,15 @@ The SDK is imported on first use, in a thread (``agent.llm.lazy_sdk``). The wire
 format, both ways, is ``agent.llm.openai.wire``.
 
 The ``AsyncOpenAI`` client (``make_client``, also used for transcription and by
-``watchkeeper doctor``) is the real SDK over aiohttp (``openai.DefaultAioHttpClient``,
-an ``httpx2.AsyncClient`` whose transport is the SDK's vendored httpx-aiohttp) instead
-of httpx2's own httpcore/anyio transport: the same requests for less CPU per call, and
-aiohttp is loaded by the app already. The aiohttp session is made on the first
-request, inside the running loop, and closed with the client (``AsyncOpenAI.close``).
-That transport maps every ``aiohttp.ClientConnectionError`` it does not know better to
-``httpx2.ConnectTimeout``, so a refused connection reaches us as an
-``APITimeoutError``: ``connection_error`` looks at the aiohttp error underneath.
+``watchkeeper doctor``) is the real SDK over aiohttp (an ``httpx2.AsyncClient`` whose
+transport is ``agent.llm.openai.transport``) instead of httpx2's own httpcore/anyio
+transport: the same requests for less CPU per call, and aiohttp is loaded by the app
+already; unlike the SDK's ``DefaultAioHttpClient``, it does not load httpcore2 to build
+a TLS context. The aiohttp session is made on the first request, inside the running
+loop, and closed with the client (``AsyncOpenAI.close``). That transport maps every
+``aiohttp.ClientConnectionError`` it does not know better to ``httpx2.ConnectTimeout``
+(as the SDK's does), so a refused connection reaches us as an ``APITimeoutError``:
+``connection_error`` looks at the aiohttp error underneath.
 """
 
 from __future__ import annotations
@@ -92,12 +93,16 @@ def make_client(
     import httpx2
     import openai
 
-    limits = httpx2.Limits(
-        max_connections=max(max_connections, CONNECTIONS),
-        max_keepalive_connections=None,
-        keepalive_expiry=KEEPALIVE_S,
+    from agent.llm.openai.transport import AiohttpTransport
+
+    transport = AiohttpTransport(
+        connections=max(max_connections, CONNECTIONS), keepalive=KEEPALIVE_S
     )
-    http_client = openai.DefaultAioHttpClient(timeout=timeout, limits=limits)
+    # As the SDK's own clients: its timeout, redirects followed. Proxies from the
+    # environment are the transport's (aiohttp's ``trust_env``).
+    http_client = httpx2.AsyncClient(
+        transport=transport, timeout=timeout, follow_redirects=True, trust_env=False
+    )
     return openai.AsyncOpenAI(
         api_key=api_key,
         base_url=api_base(base_url),

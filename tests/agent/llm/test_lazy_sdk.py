@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import subprocess
 import sys
@@ -32,6 +33,33 @@ def test_the_app_imports_without_the_sdk() -> None:
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert done.stdout.strip() == "[]", done.stderr
+
+
+async def test_a_request_loads_no_second_http_stack(openai_api: FakeOpenAI) -> None:
+    """The SDK's requests go over aiohttp: httpcore2 (and trio, where installed) stay out."""
+    openai_api.reply_text("hello")
+    code = (
+        "import asyncio, json, sys\n"
+        "from agent.llm.openai.model import OpenAIModel\n"
+        "from agent.llm.types import user_message\n"
+        "async def main():\n"
+        "    model = OpenAIModel('sk-test', 'gpt-test', base_url=sys.argv[1])\n"
+        "    answer = await model.request('', [user_message('hi')], [])\n"
+        "    await model.aclose()\n"
+        "    return answer.message.text\n"
+        "text = asyncio.run(main())\n"
+        "print(json.dumps([text, sorted({'httpcore2', 'trio', 'h11'} & set(sys.modules))]))\n"
+    )
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", code, openai_api.base_url],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == ["hello", []]
 
 
 async def test_the_first_request_loads_it_and_answers(openai_api: FakeOpenAI) -> None:
