@@ -6,7 +6,8 @@ is installed, trio) although no request ever goes through it. This transport is 
 same idea through public names only (``httpx2.AsyncBaseTransport``, an
 ``httpx2.AsyncClient(transport=...)``): aiohttp's default TLS context (the system trust
 store, as the app's other aiohttp clients use) and proxies from the environment
-(``HTTPS_PROXY``, ``NO_PROXY``: aiohttp's ``trust_env``).
+(``HTTPS_PROXY``, ``NO_PROXY``: aiohttp's ``trust_env``, on only when one is set, as
+aiohttp would otherwise read the environment on every request).
 
 Errors map as the SDK's transport maps them, so ``agent.llm.openai.model`` reads them
 the same way: the most specific httpx2 error for the aiohttp one, raised from it (every
@@ -16,12 +17,14 @@ other ``aiohttp.ClientConnectionError`` becomes ``httpx2.ConnectTimeout``).
 from __future__ import annotations
 
 import contextlib
+import urllib.request
 from collections.abc import AsyncIterator, Iterator
 
 import aiohttp
 import httpx2
 
 CHUNK = 16 * 1024
+PROXY_SCHEMES = ("http", "https", "all")
 _ERRORS: dict[type[Exception], type[httpx2.TransportError]] = {
     aiohttp.ServerTimeoutError: httpx2.TimeoutException,
     aiohttp.SocketTimeoutError: httpx2.ReadTimeout,
@@ -80,7 +83,8 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
             connector = aiohttp.TCPConnector(
                 limit=self._connections, keepalive_timeout=self._keepalive
             )
-            self._session = aiohttp.ClientSession(connector=connector, trust_env=True)
+            proxied = any(s in PROXY_SCHEMES for s in urllib.request.getproxies_environment())
+            self._session = aiohttp.ClientSession(connector=connector, trust_env=proxied)
         return self._session
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:

@@ -9,6 +9,8 @@ import gc
 import socket
 import warnings
 
+import pytest
+
 from agent.llm.base import ModelError
 from agent.llm.openai.model import OpenAIModel
 from agent.llm.types import user_message
@@ -102,3 +104,21 @@ async def test_closing_the_model_leaves_no_session_open(openai_api: FakeOpenAI) 
         del model
         gc.collect()
     assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
+
+
+async def test_a_proxy_in_the_environment_carries_the_requests(
+    openai_api: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``HTTP_PROXY`` is honoured: the fake here is the proxy, for a host that does not exist."""
+    monkeypatch.setenv("HTTP_PROXY", openai_api.base_url.removesuffix("/v1"))
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    openai_api.reply_text("through the proxy")
+    model = OpenAIModel(OPENAI_KEY, "gpt-test", base_url="http://openai.invalid/v1")
+    try:
+        async with asyncio.timeout(30):  # watchdog
+            answer = await model.request(SYSTEM, [user_message("hi")], [])
+    finally:
+        await model.aclose()
+    assert answer.message.text == "through the proxy"
+    assert openai_api.requests[0].headers["Host"] == "openai.invalid"
