@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -105,3 +107,16 @@ def wait_gone(pid: int, within: float) -> float | None:
             return time.monotonic() - started
         time.sleep(0.01)
     return None
+
+
+async def until_while_running(
+    predicate: Callable[[], object], within: float, what: str, proc: subprocess.Popen[str]
+) -> None:
+    """Return once ``predicate()`` holds; fail at once, with its output, if ``proc`` exits
+    first, and after ``within`` seconds (a watchdog) otherwise."""
+    deadline = asyncio.get_running_loop().time() + within
+    while not predicate():
+        if proc.poll() is not None:
+            raise AssertionError(f"exited ({proc.returncode}) before {what}:\n{output_of(proc)}")
+        assert asyncio.get_running_loop().time() < deadline, f"no {what} within {within} s"
+        await asyncio.sleep(0.02)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,8 @@ import pytest
 from aiohttp import web
 from pymongo import AsyncMongoClient
 
-from tests.agent.cli.procs import free_port, output_of, run_env, start
+from tests.agent.cli.procs import free_port, run_env, start
+from tests.agent.cli.procs import until_while_running as until
 from tests.fakes.fixtures import fake
 from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.scripted_server import Recorded
@@ -60,17 +60,6 @@ class ReminderModel(FakeOpenAI):
                     "run_at": at.isoformat()}  # fmt: skip
             self.reply_tool_calls(("manage_cronjob", args))
         return await super().answer(request)
-
-
-async def until(
-    predicate: Callable[[], object], within: float, what: str, proc: subprocess.Popen[str]
-) -> None:
-    deadline = asyncio.get_running_loop().time() + within
-    while not predicate():
-        if proc.poll() is not None:
-            raise AssertionError(f"exited ({proc.returncode}) before {what}:\n{output_of(proc)}")
-        assert asyncio.get_running_loop().time() < deadline, f"no {what} within {within} s"
-        await asyncio.sleep(0.05)
 
 
 async def closed(data_dir: Path, within: float, proc: subprocess.Popen[str]) -> tuple[Doc, Doc]:

@@ -10,15 +10,14 @@ answers late), so the kill lands while the update waits at the gate (``agent.app
 from __future__ import annotations
 
 import asyncio
-import subprocess
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
 from storage import collections as c
-from tests.agent.cli.procs import free_port, output_of, run_env, start
+from tests.agent.cli.procs import free_port, run_env, start
+from tests.agent.cli.procs import until_while_running as until
 from tests.fakes.fixtures import fake
 from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.scripted_server import Answer
@@ -30,17 +29,6 @@ __all__ = ["fake"]  # a fixture, imported for pytest
 
 Doc = dict[str, Any]
 OWNER = 4242
-
-
-async def until(
-    predicate: Callable[[], object], within: float, what: str, proc: subprocess.Popen[str]
-) -> None:
-    deadline = asyncio.get_running_loop().time() + within
-    while not predicate():
-        if proc.poll() is not None:
-            raise AssertionError(f"exited ({proc.returncode}) before {what}:\n{output_of(proc)}")
-        assert asyncio.get_running_loop().time() < deadline, f"no {what} within {within} s"
-        await asyncio.sleep(0.02)
 
 
 async def _finished(db: AsyncDatabase[Doc]) -> bool:

@@ -6,11 +6,9 @@ The whole app (alerts feature for SMS through the fake Twilio, scheduling for
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import re
 from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
 from agent.app.features.scheduling import SchedulingOptions, scheduling
@@ -22,6 +20,7 @@ from storage.repos.held_sends import HeldSends
 from tests.contexts import owner_ctx
 from tests.fakes.alert_app import OWNER_TG, Harness, alert_app
 from tests.fakes.scripted import Request
+from tests.waiting import until
 
 NUMBERS = [f"+1555020{n:04d}" for n in range(20)]
 ASK = re.compile(r"Reply 'send (\d{4})' to send all (\d+), or 'cancel \1' to drop them all\.")
@@ -162,7 +161,7 @@ async def test_a_confirmation_replayed_after_a_crash_half_way_sends_each_once(
             pass
         else:
             raise AssertionError("the outbox was to die after two sends")
-        await _until(lambda: len(h.twilio.sent) == 2)  # the two queued before it died
+        await until(lambda: len(h.twilio.sent) == 2, "the two sends queued before it died")
         assert len(dying.queued) == 2  # died half-way; the group is still approved
         assert await HeldSends(deps.db).decline(code, h.clock()) is None  # too late to cancel
         replies = await confirm_held_send(confirm, owner_ctx(deps, channel="telegram"))
@@ -226,12 +225,3 @@ class CrashingOutbox(Outbox):
             raise Killed("between two sends of one confirmation")
         self.queued.append(message.chat_id)
         return await super().enqueue(message, send_now=send_now)
-
-
-async def _until(condition: Callable[[], bool], within: float = 30.0) -> None:
-    """Wait for ``condition`` (a watchdog, not a guess at how long it takes)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not condition():
-        assert loop.time() < deadline, "not reached in time"
-        await asyncio.sleep(0.01)
