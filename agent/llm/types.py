@@ -16,14 +16,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter, field_serializer
 
-from storage.ejson import oversized_int, storable_ints
+from storage.ejson import storable_ints
 
 
 def _storable(value: Any) -> Any:
     """What a part holds, as MongoDB can store it: an integer beyond int64 (a model may
     write one; a tool may return one) is dumped as its decimal text. The tool itself
     refused such an argument before it ran (``agent.tools.base``)."""
-    return value if oversized_int(value) is None else storable_ints(value)
+    return storable_ints(value)  # ``value`` itself unless it holds such an integer
 
 
 class TextPart(BaseModel):
