@@ -55,7 +55,7 @@ def client_key(peer: str | None, forwarded_for: Iterable[str], trusted: Sequence
     address = _parse(peer)
     if address is None:
         return (peer or UNKNOWN)[:MAX_HOP_CHARS]
-    if not _trusted(address, trusted):
+    if not in_networks(address, trusted):
         return _key(address)
     hops = [hop.strip() for header in forwarded_for for hop in header.split(",")]
     for hop in reversed(hops):
@@ -65,7 +65,7 @@ def client_key(peer: str | None, forwarded_for: Iterable[str], trusted: Sequence
         if parsed is None:  # written by a trusted proxy, so no client chose it
             return hop[:MAX_HOP_CHARS]
         address = parsed
-        if not _trusted(address, trusted):
+        if not in_networks(address, trusted):
             break
     return _key(address)
 
@@ -87,7 +87,9 @@ def _parse(text: str | None) -> Address | None:
     return address
 
 
-def _trusted(address: Address, trusted: Sequence[Network]) -> bool:
+def in_networks(address: Address, trusted: Sequence[Network]) -> bool:
+    """Whether ``address`` is in one of ``trusted`` (an IPv4 address is never in an IPv6
+    network, nor the other way round)."""
     return any(address.version == net.version and address in net for net in trusted)
 
 

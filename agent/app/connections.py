@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from ipaddress import ip_address
 from typing import cast
 
-from agent.app.access import Network, client_key
+from agent.app.access import Network, client_key, in_networks
 from channels.webhook_body import Throttled
 
 log = logging.getLogger(__name__)
@@ -118,7 +118,7 @@ class ConnectionCap:
             address = ip_address(peer or "")
         except ValueError:
             return False
-        return any(address.version == net.version and address in net for net in self._exempt)
+        return in_networks(address, self._exempt)
 
 
 class _Counted(asyncio.Protocol):
