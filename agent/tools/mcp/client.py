@@ -247,12 +247,14 @@ class McpServers:
         start = stderr.tell() if stderr is not None else 0
         too_slow = f"did not start within {self.start_timeout:g} seconds"
         timed_out = False
-        server.stderr = ""
+        # The last failure's error and stderr stand until this attempt settles: a status
+        # read while the server is being tried again still says why it failed.
 
         def expire() -> None:  # reported at once; the process may take a while to end
             nonlocal timed_out
             timed_out = True
             server.state, server.error = "failed", too_slow
+            server.stderr = _tail(stderr, start)
             server.settled.set()
             scope.cancel()
 
@@ -266,7 +268,7 @@ class McpServers:
                         tools = await mcp_session.list_tools(session, server.config.name)
                         timer.cancel()
                         server.tools, server.session = tools, session
-                        server.state, server.error = "connected", None
+                        server.state, server.error, server.stderr = "connected", None, ""
                         server.connected_at = time.monotonic()
                         server.settled.set()
                         log.info(

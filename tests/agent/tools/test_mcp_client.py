@@ -105,6 +105,30 @@ async def test_a_server_that_fails_to_start_is_reported_and_does_not_block(
     assert our_server_processes() == []
 
 
+async def test_a_server_being_tried_again_still_shows_why_it_failed(tmp_path: Path) -> None:
+    # The first start writes to stderr and exits; the second hangs. While the second
+    # is being tried, the status still reports the first failure in full.
+    tries = tmp_path / "tries"
+    script = (
+        "import pathlib, sys, time\n"
+        f"p = pathlib.Path({str(tries)!r})\n"
+        "n = len(p.read_text()) if p.exists() else 0\n"
+        "p.write_text('x' * (n + 1))\n"
+        "if n == 0:\n"
+        "    sys.stderr.write('IMAP login refused\\n'); sys.exit(2)\n"
+        "time.sleep(60)\n"
+    )
+    servers = manager(StdioServer("flaky", sys.executable, ("-c", script)), log_dir=tmp_path)
+    await servers.start()
+    try:
+        await until(lambda: tries.exists() and len(tries.read_text()) == 2, "a second try")
+        (status,) = servers.status()
+        assert status.state == "failed"
+        assert "IMAP login refused" in (status.error or "")
+    finally:
+        await servers.stop()
+
+
 async def test_a_server_that_never_answers_fails_at_the_start_timeout() -> None:
     silent = StdioServer("silent", sys.executable, ("-c", "import time; time.sleep(60)"))
     servers = manager(silent, start_timeout=2.0)
