@@ -35,6 +35,7 @@ URL_SETTINGS = (
     "brave_api_base_url",
     "public_base_url",
     "telegram_webhook_url",
+    "healthcheck_url",
 )
 
 
@@ -82,6 +83,11 @@ class Settings(BaseSettings):
     twilio_from_number: str | None = None
     twilio_api_base_url: str | None = None
     public_base_url: str | None = None
+    alert_call_after_minutes: float = Field(default=5.0, ge=0)
+    """A critical alert unacknowledged this long rings ``OWNER_PHONE`` (0: with the
+    first SMS); calls repeat with the SMS repeats, at most 3 an hour."""
+    twilio_voice_calls: Literal["on", "off"] = "on"
+    """Phone calls for critical alerts, when Twilio and ``OWNER_PHONE`` are set up."""
 
     whatsapp_enabled: bool = False
 
@@ -105,6 +111,13 @@ class Settings(BaseSettings):
     max_concurrent_model_calls: int = Field(default=100, ge=1)
     """The most calls in flight to one provider; each provider's adaptive limit starts
     here and backs off on 429/503 (``agent.llm.limiter``)."""
+    daily_token_budget: int = Field(default=1_000_000, ge=0)
+    """Input plus output tokens per local day of the owner (0: no cap). At 80% one info
+    alert; at 100% chat answers without the model and pulse and cron runs are skipped."""
+    healthcheck_url: str | None = None
+    """A dead man's switch (Healthchecks.io style): pinged while all is well, ``/fail``
+    with a reason otherwise, so a dead or wedged host still alerts from outside."""
+    healthcheck_interval_seconds: float = Field(default=60.0, ge=5)
     cron_timeout_seconds: float = Field(default=120.0, gt=0)
     pulse_timeout_seconds: float = Field(default=180.0, gt=0)
 
@@ -137,6 +150,23 @@ class Settings(BaseSettings):
     media_max_pixels: int = Field(default=40_000_000, ge=1)
     """A photo with more pixels than this (read from its header) is not decoded: the
     model is told it was too large. A few hundred kB can announce 100 megapixels."""
+
+    @field_validator("twilio_voice_calls", mode="before")
+    @classmethod
+    def _on_off(cls, v: object) -> object:
+        if isinstance(v, bool):
+            return "on" if v else "off"
+        if isinstance(v, str):
+            word = v.strip().lower()
+            return {
+                "true": "on",
+                "1": "on",
+                "yes": "on",
+                "false": "off",
+                "0": "off",
+                "no": "off",
+            }.get(word, word)
+        return v
 
     @field_validator("llm_provider", "llm_fallback", mode="before")
     @classmethod
