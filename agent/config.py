@@ -62,6 +62,8 @@ class Settings(BaseSettings):
     openai_transcribe_model: str = "gpt-4o-mini-transcribe"
     """Voice notes to text for OpenAI (``/audio/transcriptions`` on the same base URL)."""
     llm_fallback: Provider | None = None
+    llm_timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
+    """How long one model request may take (raise it for a local model on a CPU)."""
 
     mongodb_uri: str | None = None
     mongodb_db: str = "watchkeeper"
