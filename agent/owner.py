@@ -202,6 +202,49 @@ def check_warning_sms_after(minutes: object) -> int:
     return minutes
 
 
+SET_UP = {
+    "telegram": "Telegram is not set up here (TELEGRAM_BOT_TOKEN)",
+    "whatsapp": "WhatsApp is not set up here (WHATSAPP_ENABLED)",
+    "sms": "SMS is not set up here (TWILIO_* settings)",
+}
+NO_ADDRESS = {
+    "telegram": "Telegram knows no owner yet (OWNER_TELEGRAM_IDS, or watchkeeper pair)",
+    "whatsapp": "OWNER_PHONE is not set, so WhatsApp has no owner to write to",
+    "sms": "OWNER_PHONE is not set, so SMS has no owner to write to",
+}
+
+
+def unreachable(settings: Settings, running: Mapping[str, object], channel: str) -> str | None:
+    """Why the owner cannot be reached on ``channel`` (a chat channel name), or None
+    when it runs here and has the owner's address."""
+    if channel not in running:
+        return SET_UP.get(channel, f"{channel} is not a channel")
+    if owner_address(settings, channel) is None:
+        return NO_ADDRESS.get(channel, f"{channel} has no owner address")
+    return None
+
+
+def configured_channels(settings: Settings, running: Mapping[str, object]) -> list[str]:
+    """The ``primary_channel`` choices that can work: running here, with an owner address."""
+    return [name for name in CHANNELS if unreachable(settings, running, name) is None]
+
+
+def check_reachable(name: str, settings: Settings, running: Mapping[str, object]) -> str:
+    """``name`` as a ``primary_channel`` the owner can be reached on; else
+    ``SettingsError`` saying why and naming the configured ones."""
+    channel = check_channel(name)
+    why = unreachable(settings, running, channel)
+    if why is None:
+        return channel
+    choices = configured_channels(settings, running)
+    rest = (
+        f"configured: {', '.join(choices)}"
+        if choices
+        else "no chat channel is configured, so messages go to the terminal and the log"
+    )
+    raise SettingsError(f"primary_channel {channel!r} cannot be used: {why}; {rest}")
+
+
 def quiet_end(windows: Sequence[QuietHours], now: datetime, tz: ZoneInfo) -> datetime | None:
     """When the quiet hours that hold ``now`` end, or None when ``now`` is not quiet."""
     if not windows or not in_quiet_hours(windows, now, tz):

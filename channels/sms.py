@@ -8,6 +8,11 @@ pipeline under its ``MessageSid``, so a redelivered webhook is processed once. W
 the agent does with it is not decided here. STOP/START/HELP are passed on like any
 text: Twilio and the carriers answer them, and the dispatcher makes sure nobody else
 does.
+
+Phone calls ride the same transport: an outbound message whose meta carries
+``VOICE_CALL`` rings its ``chat_id`` through the Calls API with the message's text as
+inline TwiML. What a call's key press or status callback means is decided by the
+caller of ``voice_webhook``; the webhook's signature is checked here, exactly as for SMS.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from channels.delivery.text import clean_inbound
 from channels.http_fetch import Hop, fetch_capped, origin
 from channels.types import (
     SMS_BUDGET_TAKEN,
+    VOICE_CALL,
     InboundMessage,
     InboundSink,
     MediaItem,
@@ -71,6 +77,8 @@ MMS_ATTACHMENTS = 10
 DEFAULT_API = "https://api.twilio.com"
 _MEDIA_COUNT = re.compile(r"[0-9]{1,3}")
 SEND_TIMEOUT = 20.0
+VoiceAnswer = Callable[[Mapping[str, str], Mapping[str, str]], Awaitable[str]]
+"""Given a signed voice webhook's query and form, the TwiML to answer it with."""
 # Twilio error codes where the number itself refuses: no retry can help.
 _PERMANENT_CODES = frozenset({21211, 21408, 21610, 21612, 21614})
 
@@ -202,7 +210,14 @@ class SmsChannel:
         self._sink: InboundSink | None = None
         self._http: _HttpClient | None = None
         self._client: Any = None
-        self._counts = {"sent": 0, "failed": 0, "received": 0, "refused": 0, "over_budget": 0}
+        self._counts = {
+            "sent": 0,
+            "failed": 0,
+            "received": 0,
+            "refused": 0,
+            "over_budget": 0,
+            "calls": 0,
+        }
 
     async def start(self, sink: InboundSink) -> None:
         """Build the HTTP client inside the running loop (aiohttp sessions bind to it)."""
@@ -230,6 +245,9 @@ class SmsChannel:
     async def send(self, message: OutboundMessage) -> SendResult:
         if self._client is None:
             raise SendError("sms channel is not running", retryable=True)
+        call = message.meta.get(VOICE_CALL)
+        if isinstance(call, Mapping):
+            return await self._call(message, call)
         reserved = self._budget is None or bool(message.meta.get(SMS_BUDGET_TAKEN))
         if not reserved and not await self._budget_ok():
             self._counts["over_budget"] += 1
@@ -256,6 +274,31 @@ class SmsChannel:
         }
         return SendResult(external_ids=(str(sent.sid),), info=info)
 
+    async def _call(self, message: OutboundMessage, call: Mapping[str, Any]) -> SendResult:
+        """Ring ``message.chat_id`` with ``message.text`` as TwiML (outside the SMS budget:
+        calls have their own cap, kept by whoever places them)."""
+        ring_until = call.get("ring_until")
+        if ring_until and self._clock() > datetime.fromisoformat(str(ring_until)):
+            raise SendError(f"call not placed: too late (due by {ring_until})", retryable=False)
+        options: dict[str, Any] = {}
+        if call.get("status_callback"):
+            options = {
+                "status_callback": str(call["status_callback"]),
+                "status_callback_method": "POST",
+            }
+        try:
+            placed = await self._client.calls.create_async(
+                to=message.chat_id, from_=self._from, twiml=message.text, **options
+            )
+        except (TwilioException, aiohttp.ClientError, TimeoutError, OSError) as exc:
+            self._counts["failed"] += 1
+            error = _send_error(exc)
+            log.warning("call to %s failed: %s", _mask(message.chat_id), error)
+            raise error from None
+        self._counts["calls"] += 1
+        info = {"twilio_status": getattr(placed, "status", None)}
+        return SendResult(external_ids=(str(placed.sid),), info=info)
+
     async def fetch_media(self, source: Mapping[str, str], max_bytes: int) -> bytes:
         """An MMS attachment, with the account's credentials; only from the API's own
         origin (anything else could make us fetch an internal address)."""
@@ -276,6 +319,51 @@ class SmsChannel:
         time; any malformed request gets a 4xx and nothing is stored."""
         if self._sink is None:
             return web.Response(status=503, text="sms channel not started")
+        form = await self._signed_form(request)
+        if isinstance(form, web.Response):
+            return form
+        try:
+            message = self._inbound(form)
+        except ValueError as exc:
+            self._counts["refused"] += 1
+            return web.Response(status=400, text=str(exc))
+        try:
+            fresh = await self._sink(message)
+        except Exception:
+            log.exception("storing sms %s failed", message.external_id)
+            return web.Response(status=500, text="not stored; please retry")
+        if fresh:
+            self._counts["received"] += 1
+        return web.Response(text=EMPTY_TWIML, content_type="application/xml")
+
+    def voice_webhook(
+        self, answer: VoiceAnswer
+    ) -> Callable[[web.Request], Awaitable[web.Response]]:
+        """The handler of a call's webhooks (key presses, status callbacks): checked like
+        an inbound SMS (403, nothing handed on, unless signed), then answered with the
+        TwiML ``answer`` returns for the request's query and form."""
+
+        async def handle(request: web.Request) -> web.Response:
+            if self._client is None:
+                return web.Response(status=503, text="sms channel not started")
+            form = await self._signed_form(request)
+            if isinstance(form, web.Response):
+                return form
+            try:
+                twiml = await answer(dict(request.query), form)
+            except Exception:
+                log.exception("voice webhook %s failed", request.path)
+                return web.Response(status=500, text="not handled; please retry")
+            return web.Response(text=twiml, content_type="application/xml")
+
+        return handle
+
+    async def _signed_form(self, request: web.Request) -> dict[str, str] | web.Response:
+        """A webhook's form once its Twilio signature checks out; else the 4xx to answer.
+
+        What the headers can tell is checked before the body is read (the signature's
+        presence, the content type, the length); the body is read bounded in size and
+        time."""
         if self._public is None:
             return self._refuse(
                 "twilio webhook refused: PUBLIC_BASE_URL is not set; set PUBLIC_BASE_URL "
@@ -300,19 +388,7 @@ class SmsChannel:
         url = self._public + _raw_target(request.raw_path)
         if not self._validator.validate(url, form, signature, algorithm):
             return self._refuse("twilio webhook with a bad signature refused (%s)", url)
-        try:
-            message = self._inbound({k: v for k, v in form.items() if isinstance(v, str)})
-        except ValueError as exc:
-            self._counts["refused"] += 1
-            return web.Response(status=400, text=str(exc))
-        try:
-            fresh = await self._sink(message)
-        except Exception:
-            log.exception("storing sms %s failed", message.external_id)
-            return web.Response(status=500, text="not stored; please retry")
-        if fresh:
-            self._counts["received"] += 1
-        return web.Response(text=EMPTY_TWIML, content_type="application/xml")
+        return {k: v for k, v in form.items() if isinstance(v, str)}
 
     def _refuse(self, msg: str, *args: object) -> web.Response:
         self._counts["refused"] += 1

@@ -83,6 +83,10 @@ class Button:
 
 SMS_BUDGET_TAKEN = "sms_budget_taken"
 """``OutboundMessage.meta`` key: the sender already reserved this SMS in the hourly budget."""
+VOICE_CALL = "voice_call"
+"""``OutboundMessage.meta`` key: ring ``chat_id`` instead of texting it; ``text`` is the
+call's TwiML and the value a ``{"status_callback": url, "ring_until": ISO time}`` dict (a
+call retried past ``ring_until`` is dropped: a late ring wakes for nothing)."""
 
 
 @dataclass(frozen=True)

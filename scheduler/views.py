@@ -48,10 +48,11 @@ def short_time(moment: datetime | None, tz: ZoneInfo, now: datetime | None = Non
     return local.strftime("%Y-%m-%d %H:%M")
 
 
-def schedule_words(job: CronJob) -> str:
+def schedule_words(job: CronJob, shown_in: ZoneInfo | None = None) -> str:
     """How often a job runs, in words: "repeats: every weekday at 09:00 (Europe/Berlin)",
-    "runs once at 2026-11-27T08:00+01:00, then is kept as done"."""
-    tz = ZoneInfo(job.timezone)
+    "runs once at 2026-11-27T08:00+01:00, then is kept as done" (a one-time job's
+    moment in ``shown_in``, default its own timezone)."""
+    tz = shown_in or ZoneInfo(job.timezone)
     if not job.once:
         return f"repeats: {describe(job.cron_expression)} ({job.timezone})"
     at = local_iso(job.run_at, tz) or "?"
@@ -60,16 +61,17 @@ def schedule_words(job: CronJob) -> str:
     return f"runs once at {at}, then is kept as done"
 
 
-def job_view(job: CronJob, now: datetime) -> Doc:
+def job_view(job: CronJob, now: datetime, shown_in: ZoneInfo | None = None) -> Doc:
     """The ``manage_cronjob`` shape: a recurring job's next three fires as ISO times in
-    its timezone; a one-time job's time is said once, in ``schedule``."""
-    tz = ZoneInfo(job.timezone)
+    ``shown_in`` (the owner's timezone in a list; default the job's own); a one-time
+    job's time is said once, in ``schedule``."""
+    tz = shown_in or ZoneInfo(job.timezone)
     view: Doc = {
         "job_id": job.id,
         "name": job.name,
         "instruction": job.instruction,
         "kind": "one-time" if job.once else "recurring",
-        "schedule": schedule_words(job),
+        "schedule": schedule_words(job, tz),
     }
     if not job.once:
         view["cron_expression"] = job.cron_expression
@@ -80,23 +82,28 @@ def job_view(job: CronJob, now: datetime) -> Doc:
         view["done_at"] = local_iso(job.done_at, tz)
         view["last_status"] = job.last_status
     elif not job.once:
-        view["next_fires"] = upcoming(job, now, 3) if job.enabled else []
+        view["next_fires"] = upcoming(job, now, 3, tz) if job.enabled else []
     elif job.enabled and job.run_at is not None and job.run_at <= now:
         view["state"] = "running" if job.next_fire_at is None else "overdue: runs now"
     return view
 
 
-def upcoming(job: CronJob, now: datetime, count: int) -> list[str]:
-    """The job's next ``count`` fires as ISO times (to the minute) in its timezone."""
-    tz = ZoneInfo(job.timezone)
+def upcoming(
+    job: CronJob, now: datetime, count: int, shown_in: ZoneInfo | None = None
+) -> list[str]:
+    """The job's next ``count`` fires as ISO times (to the minute) in ``shown_in``,
+    default its own timezone."""
+    tz = shown_in or ZoneInfo(job.timezone)
     try:
         return [t.astimezone(tz).isoformat(timespec="minutes") for t in job.next_fires(now, count)]
     except CronError:
         return []
 
 
-def job_line(job: CronJob, now: datetime) -> str:
-    tz = ZoneInfo(job.timezone)
+def job_line(job: CronJob, now: datetime, shown_in: ZoneInfo | None = None) -> str:
+    """One line of ``/jobs``: a recurring job's rule in its own timezone, its times in
+    ``shown_in`` (the owner's; default the job's own)."""
+    tz = shown_in or ZoneInfo(job.timezone)
     if job.done:
         state = f"done {short_time(job.done_at, tz, now)} ({job.last_status})"
     elif not job.enabled:
@@ -104,7 +111,7 @@ def job_line(job: CronJob, now: datetime) -> str:
     else:
         state = f"next {short_time(job.next_fire_at or job.run_at, tz, now)}"
     if job.once:
-        return f"• {job.name} [{job.id}] — once ({job.timezone}), {state}"
+        return f"• {job.name} [{job.id}] — once, {state}"
     return f"• {job.name} [{job.id}] — {describe(job.cron_expression)} ({job.timezone}), {state}"
 
 

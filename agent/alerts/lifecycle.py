@@ -19,6 +19,9 @@ from agent.alerts.store import UNRESOLVED, AlertStore, entry
 
 Doc = dict[str, Any]
 STOP_TIMER: Doc = {"next_action": None, "next_escalation_at": None}
+CALL_AT = "call_at"
+"""When the alert's next phone call is due (``agent.alerts.calls``); every change that
+stops the escalation drops it, so a call never rings for an alert the owner answered."""
 ALERT_DIRECTIVES = (Ack, Resolve, Snooze, Mute, Unmute)
 
 
@@ -73,7 +76,7 @@ class Lifecycle:
             when_status=("open", "snoozed", "muted"),
             set_={"status": "acknowledged", "acknowledged_at": now, "acknowledged_by": by}
             | STOP_TIMER,
-            unset=("snoozed_until", "muted_until"),
+            unset=("snoozed_until", "muted_until", CALL_AT),
             history=[entry(now, by, "acknowledged")],
         )
         if done is None:
@@ -85,7 +88,7 @@ class Lifecycle:
             alert["_id"],
             when_status=UNRESOLVED,
             set_={"status": "resolved", "resolved_at": now, "resolved_by": by} | STOP_TIMER,
-            unset=("open_key", "snoozed_until", "muted_until"),
+            unset=("open_key", "snoozed_until", "muted_until", CALL_AT),
             history=[entry(now, by, "resolved")],
         )
         if done is None:
@@ -103,6 +106,7 @@ class Lifecycle:
                 "next_action": "wake",
                 "next_escalation_at": until,
             },
+            unset=(CALL_AT,),
             history=[entry(now, by, "snoozed", format_duration(duration))],
         )
         if done is None:
@@ -131,7 +135,7 @@ class Lifecycle:
             alert["_id"],
             when_status=(current["status"],),
             set_=fields,
-            unset=("snoozed_until",),
+            unset=("snoozed_until", CALL_AT),
             history=[entry(now, by, "muted", format_duration(duration))],
         )
         if done is None:

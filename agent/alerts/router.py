@@ -9,6 +9,8 @@ handled at once; repeats, snooze ends and mute ends are later timers. ``tick(now
 runs whatever is due, so a restarted process (or a test with its own clock) picks up
 exactly where the last one stopped. Messages go through the outbox under keys
 ``alert:<code>:<seq>:<channel>``, so a step retried after a crash is not sent twice.
+Phone calls have their own time on the alert (``call_at``), armed by each round of a
+critical alert and rung by ``tick`` after the steps (``agent.alerts.calls``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 from pymongo.asynchronous.database import AsyncDatabase
 
 from agent.alerts import policy as r
+from agent.alerts.calls import Caller
 from agent.alerts.directives import Directive, format_duration
 from agent.alerts.lifecycle import STOP_TIMER, Lifecycle, Outcome
 from agent.alerts.outcome import routing_facts
@@ -72,7 +75,11 @@ class AlertRouter:
         )
         self._clock = clock
         self.policy = policy or r.RoutingPolicy()
-        self._sender = Sender(self.store, self._pager, lambda: self.routing)
+        self.calls = Caller(
+            self.store, outbox, channels, settings, clock, self.apply, self._pager.chats
+        )
+        """Phone calls: rung from ``tick``; their webhook is ``calls.answer``."""
+        self._sender = Sender(self.store, self._pager, lambda: self.routing, self.calls.next_call)
         self._fixed_policy = policy is not None
         self.lifecycle = Lifecycle(self.store, lambda: self.owner.tz)
         self.owner.listeners.append(self._quiet_changed)
@@ -250,7 +257,9 @@ class AlertRouter:
         )
         if claimed is None:
             return Outcome(f"#{code} changed just now; please try again.", alert)
-        paged, chats = await self._sender.escalate(claimed, now, "Escalated on request.")
+        paged, chats = await self._sender.escalate(
+            claimed, now, "Escalated on request.", call=False
+        )
         self._wake.set()
         current = await self.store.by_code(code)
         if paged == "sent":
@@ -276,12 +285,13 @@ class AlertRouter:
                 await self._step(alert, now)
             except Exception:  # the lease makes it due again in a few minutes
                 log.exception("alert #%s step %s failed", alert["code"], alert.get("next_action"))
-        return steps
+        return steps + await self.calls.ring_due(now)
 
     async def _run_now(self, alert_id: Any, now: datetime) -> None:
         alert = await self.store.claim_due(now, alert_id)
         if alert is not None:
             await self._step(alert, now)
+            await self.calls.ring_due(now)  # ALERT_CALL_AFTER_MINUTES=0: with the first SMS
         self._wake.set()
 
     async def _step(self, alert: Doc, now: datetime) -> None:

@@ -6,7 +6,8 @@ on the alert by the ``Sender`` in one conditional update that also arms the next
 escalation timer. Every message goes under the key ``alert:<code>:<seq>:<channel>``,
 so a step retried after a crash is not sent twice; SMS pages take one unit of the
 hourly budget every SMS shares, and the owner hears once an hour when that budget is
-used up.
+used up. A round of a critical alert also arms its next phone call (``call_at``, in the
+same update; ``agent.alerts.calls`` rings it).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from channels.types import SMS_BUDGET_TAKEN, Channel, OutboundMessage
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
 Paged = Literal["sent", "budget", "unavailable", "failed"]
+NextCall = Callable[..., datetime | None]
+"""``Caller.next_call(alert, now, delivered=...)``: when this round's call rings."""
 
 
 class Pager:
@@ -137,12 +140,17 @@ class Pager:
 
 class Sender:
     def __init__(
-        self, store: AlertStore, pager: Pager, policy: Callable[[], RoutingPolicy]
+        self,
+        store: AlertStore,
+        pager: Pager,
+        policy: Callable[[], RoutingPolicy],
+        next_call: NextCall | None = None,
     ) -> None:
         """``policy``: a getter, since the router loads its routing policy on start."""
         self._store = store
         self._pager = pager
         self._policy = policy
+        self._next_call = next_call
 
     async def deliver(self, alert: Doc, now: datetime) -> None:
         """First delivery (or a reminder): critical everywhere, others to the first chat."""
@@ -161,8 +169,11 @@ class Sender:
                 paged = await self._pager.page(alert, now, seq, lead)
         await self._sent(alert, now, sent, paged, delivered=True)
 
-    async def escalate(self, alert: Doc, now: datetime, lead: str = "") -> tuple[Paged, list[str]]:
-        """Not acknowledged in time: page by SMS, or on every chat when SMS cannot go."""
+    async def escalate(
+        self, alert: Doc, now: datetime, lead: str = "", *, call: bool = True
+    ) -> tuple[Paged, list[str]]:
+        """Not acknowledged in time: page by SMS, or on every chat when SMS cannot go;
+        ``call``: a critical alert rings too (not when the owner asked for the page)."""
         if not lead and alert["severity"] == "critical":
             rounds = int(alert.get("sms_rounds") or 0) + 1
             lead = f"Page {rounds} of {self._policy().critical_max_sms}, not acknowledged."
@@ -174,13 +185,20 @@ class Sender:
         sent: list[str] = []
         if paged != "sent":
             sent = await self._pager.send_everywhere(alert, seq, lead)
-        await self._sent(alert, now, list(sent), paged, delivered=False)
+        await self._sent(alert, now, list(sent), paged, delivered=False, call=call)
         return paged, sent
 
     async def _sent(
-        self, alert: Doc, now: datetime, sent: list[str], paged: Paged | None, *, delivered: bool
+        self,
+        alert: Doc,
+        now: datetime,
+        sent: list[str],
+        paged: Paged | None,
+        *,
+        delivered: bool,
+        call: bool = True,
     ) -> None:
-        """Record one round of sending and arm the next timer."""
+        """Record one round of sending and arm the next timer (and call)."""
         if paged == "sent":
             sent.append("sms")
         pages = 1 if paged is not None else 0
@@ -192,6 +210,9 @@ class Sender:
             "updated_at": now,
             "last_page": paged,
         }
+        ring = self._next_call(alert, now, delivered=delivered) if self._next_call else None
+        if call and ring is not None:
+            fields["call_at"] = ring
         if sent:
             fields["last_sent_at"] = now
             if delivered and not alert.get("delivered_at"):

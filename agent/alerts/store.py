@@ -48,6 +48,9 @@ LEASE = timedelta(minutes=2)
 """A claimed timer is pushed this far ahead; a process that dies mid-step is retried then."""
 HISTORY_KEEP = 100
 DELIVERIES_KEEP = 30
+CALL_EVENTS_KEEP = 50
+"""Twilio webhook events (key presses, call statuses) remembered per alert, to apply each once."""
+CALL_WINDOW = timedelta(hours=1)
 HINT_SECONDS = 5.0
 """How long ``latest_sent`` trusts its last look when it found nothing recent: every
 owner message asks, and nearly always no alert is in play. A change through this
@@ -265,7 +268,68 @@ class AlertStore:
             sort=[("next_escalation_at", ASCENDING)],
             projection={"next_escalation_at": 1},
         )
-        return doc["next_escalation_at"] if doc else None
+        call = await self._alerts.find_one(
+            {"status": "open", "call_at": {"$ne": None}},
+            sort=[("call_at", ASCENDING)],
+            projection={"call_at": 1},
+        )
+        times = [d[f] for d, f in ((doc, "next_escalation_at"), (call, "call_at")) if d]
+        return min(times) if times else None
+
+    # -- phone calls -----------------------------------------------------------------
+
+    async def claim_call(self, now: datetime) -> Doc | None:
+        """Take the next open alert whose call is due by pushing ``call_at`` ``LEASE``
+        ahead; a process that dies before the call is recorded retries it then."""
+        return await retry.claim(
+            self._alerts,
+            {"status": "open", "call_at": {"$lte": now}},
+            {"$set": {"call_at": now + LEASE}},
+            sort=[("call_at", ASCENDING)],
+        )
+
+    async def take_call(self, phone: str, now: datetime, per_hour: int) -> bool:
+        """Reserve one call to ``phone`` in a sliding hour: one conditional ``$push``,
+        like the SMS budget, so two processes never ring past ``per_hour``."""
+        key = f"call_budget:{phone}"
+        await retry.retried(  # $pull and $setOnInsert: safe to repeat
+            lambda: self._settings.update_one(
+                {"_id": key}, {"$pull": {"rang": {"$lte": now - CALL_WINDOW}}}
+            ),
+            "prune the call budget",
+        )
+        await retry.retried(
+            lambda: self._settings.update_one(
+                {"_id": key}, {"$setOnInsert": {"rang": []}}, upsert=True
+            ),
+            "create the call budget",
+        )
+        taken = await self._settings.update_one(
+            {"_id": key, f"rang.{per_hour - 1}": {"$exists": False}}, {"$push": {"rang": now}}
+        )
+        return taken.modified_count == 1
+
+    async def note_call_event(self, alert_id: Any, event: str, history: Sequence[Doc] = ()) -> bool:
+        """Remember a Twilio webhook event (``<CallSid>:<what>``) on its alert, with
+        ``history``; False when it was noted before (a replayed webhook)."""
+        try:
+            done = await retry.claim(
+                self._alerts,
+                {"_id": alert_id, "call_events": {"$ne": event}},
+                {
+                    "$push": {
+                        "call_events": {"$each": [event], "$slice": -CALL_EVENTS_KEEP},
+                        "history": {"$each": list(history), "$slice": -HISTORY_KEEP},
+                    }
+                },
+            )
+        finally:
+            self._forget()
+        return done is not None
+
+    async def outbox_row(self, key: str) -> Doc | None:
+        """The outbox row sent under ``key``: its status and last error."""
+        return await self._outbox.find_one({"_id": key}, projection={"status": 1, "last_error": 1})
 
     # -- changes ---------------------------------------------------------------------
 

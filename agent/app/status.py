@@ -74,6 +74,10 @@ def status_text(data: dict[str, Any], model: str) -> str:
     if alerts is not None:
         codes = " ".join(f"#{a.get('code')}" for a in alerts[:5])
         lines.append(f"Open alerts: {len(alerts)}" + (f" ({codes})" if codes else ""))
+    calls = data.get("calls")
+    if calls is not None:
+        on = f"on, after {calls.get('after_minutes'):g} min" if calls.get("on") else ""
+        lines.append(f"Calls: {on or 'off (' + str(calls.get('off_because')) + ')'}")
     owners = (data.get("owners") or {}).get("telegram")
     if owners:
         shown = [

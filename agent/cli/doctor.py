@@ -238,6 +238,17 @@ async def check_twilio(settings: Settings, session: aiohttp.ClientSession) -> Ch
     return Check("sms", ok, f"Twilio: {detail}")
 
 
+def check_calls(settings: Settings) -> Check:
+    """Phone calls for critical alerts: on, or off and why."""
+    from agent.alerts.calls import calls_off_reason
+
+    reason = calls_off_reason(settings)
+    if reason is not None:
+        return Check("calls", False, f"off: {reason}")
+    minutes = f"{settings.alert_call_after_minutes:g}"
+    return Check("calls", True, f"on: an unacknowledged critical alert rings after {minutes} min")
+
+
 def check_whatsapp(settings: Settings) -> Check:
     if not settings.whatsapp_enabled:
         return Check("whatsapp", False, "disabled (WHATSAPP_ENABLED)")
@@ -264,6 +275,7 @@ async def check_channels(settings: Settings, session: aiohttp.ClientSession) -> 
         checks.append(
             Check("sms", False, "PUBLIC_BASE_URL unset: inbound SMS (the Twilio webhook) refused")
         )
+    checks.append(check_calls(settings))
     checks.append(check_whatsapp(settings))
     checks.append(
         Check(

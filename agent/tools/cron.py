@@ -51,7 +51,8 @@ async def _manage(args: CronArgs, ctx: RunContext) -> ToolResult:
         if args.action == "list":
             jobs = await service.list_jobs(limit=LIST_LIMIT)
             total = await service.count() if len(jobs) == LIST_LIMIT else len(jobs)
-            listed: ToolResult = {"jobs": [job_view(job, now) for job in jobs], "count": total}
+            shown = [job_view(job, now, ctx.tz) for job in jobs]  # times on the owner's clock
+            listed: ToolResult = {"jobs": shown, "count": total}
             if total > len(jobs):
                 listed["note"] = f"only the oldest {LIST_LIMIT} are listed"
             return listed

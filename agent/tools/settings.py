@@ -2,6 +2,12 @@
 an unacknowledged warning waits before it goes by SMS (``warning_sms_after_minutes``;
 0 = never by SMS; the alert router reads it for every warning it routes).
 
+A primary channel is accepted only when the owner can be reached on it here (running,
+with the owner's address); a refusal names the ones that can. A new timezone is
+reported job by job: recurring jobs on the old clock move to the new one
+(``cron_jobs_moved``), others keep their own; one-time jobs keep their moment and are
+told with their new local time and whether it falls in quiet hours.
+
 A thin shell over ``OwnerSettings`` (``AgentDeps.owner``), which validates, stores and
 tells the pulse and the cron jobs. Owner tier only (``writes=True``), and not offered
 to a pulse: the owner's own settings change when the owner asks (in a chat, or in a
@@ -10,6 +16,7 @@ cron job the owner set up), never on the pulse's initiative.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -23,9 +30,15 @@ from agent.owner import (
     OwnerSettings,
     SettingsError,
     can_page,
+    check_reachable,
+    configured_channels,
+    owner_chat,
+    unreachable,
 )
 from agent.tools.base import Tool, ToolError, ToolResult
-from scheduler.views import local_iso
+from scheduler.cron.job import CronJob
+from scheduler.pulse.grid import in_quiet_hours
+from scheduler.views import local_iso, short_time
 
 DURING_QUIET = (
     "info and warning alerts are held and delivered when quiet hours end, and the pulse "
@@ -86,9 +99,16 @@ def settings_view(
         "local_time": local_iso(now, tz),
         "quiet_hours": prefs.quiet_dicts(),
         "primary_channel": prefs.primary_channel,
+        "configured_channels": configured_channels(ctx.deps.settings, ctx.deps.channels),
         "warning_sms_after_minutes": minutes,
         "warning_sms": warning_sms(minutes, ctx),
     }
+    primary = prefs.primary_channel
+    why = unreachable(ctx.deps.settings, ctx.deps.channels, primary) if primary else None
+    if why is not None:  # set when it worked, e.g. before a restart without it
+        settings, running = ctx.deps.settings, ctx.deps.channels
+        instead = owner_chat(settings, running, primary=primary).channel
+        view["primary_channel_problem"] = f"{why}; messages go to {instead} meanwhile"
     if not prefs.quiet_hours:
         view["quiet"] = "off: alerts and the pulse go out at any hour"
         return view
@@ -103,11 +123,63 @@ def settings_view(
     return view
 
 
-async def _jobs_in(ctx: RunContext, timezone: str) -> dict[str, str]:
-    """Cron jobs on ``timezone``: id to name."""
+async def _jobs(ctx: RunContext) -> dict[str, CronJob]:
+    """Every job not yet done, by id."""
     if ctx.deps.cron is None:
         return {}
-    return {job.id: job.name for job in await ctx.deps.cron.list_jobs() if job.timezone == timezone}
+    return {job.id: job for job in await ctx.deps.cron.list_jobs() if not job.done}
+
+
+def travel_report(
+    before: dict[str, CronJob],
+    after: dict[str, CronJob],
+    old: OwnerPrefs,
+    new: OwnerPrefs,
+    now: datetime,
+) -> ToolResult:
+    """What a new timezone did to each job not yet done: recurring ones on the old clock
+    moved (same local times, new clock), others kept their own timezone; one-time ones
+    kept their moment, told with their new local time and whether it falls in quiet
+    hours (a job is delivered at its time even then, so the owner may want it moved)."""
+    moved: list[str] = []
+    kept: list[str] = []
+    once: list[ToolResult] = []
+    told: list[str] = []
+    for job in after.values():
+        was = before.get(job.id)
+        if not job.once:
+            if was is not None and was.timezone == old.timezone != job.timezone:
+                moved.append(job.name)
+            else:
+                kept.append(f"{job.name} ({job.timezone})")
+            continue
+        if job.run_at is None or job.run_at <= now:
+            continue  # running now: nothing left to move
+        quiet = in_quiet_hours(new.quiet_hours, job.run_at, new.tz)
+        item: ToolResult = {"job_id": job.id, "name": job.name}
+        item.update(runs_at=local_iso(job.run_at, new.tz), was=local_iso(job.run_at, old.tz))
+        item["in_quiet_hours"] = quiet
+        if not job.enabled:
+            item["paused"] = True
+        once.append(item)
+        here, there = short_time(job.run_at, new.tz, now), short_time(job.run_at, old.tz, now)
+        told.append(
+            f'"{job.name}" now at {here} {new.timezone} (was {there} {old.timezone})'
+            + (", inside quiet hours" if quiet else "")
+        )
+    report: ToolResult = {"cron_jobs_moved": moved}
+    if kept:
+        report["cron_jobs_kept"] = kept
+    if once:
+        report["one_time_jobs"] = once
+        note = f"One-time jobs keep their moment: {'; '.join(told)}. Tell the owner."
+        if any(item["in_quiet_hours"] for item in once):
+            note += (
+                " A job runs at its time even in quiet hours: offer to move it "
+                "(manage_cronjob update with run_at, read on the new clock)."
+            )
+        report["one_time_note"] = note
+    return report
 
 
 def _value(prefs: OwnerPrefs, field: str, policy: RoutingPolicy) -> Any:
@@ -128,8 +200,10 @@ async def _manage(args: SettingsArgs, ctx: RunContext) -> ToolResult:
     if not any(asked.values()):
         raise ToolError(f"update needs one or more of {', '.join(FIELDS)}")
     old = await owner.load()
-    before = await _jobs_in(ctx, old.timezone) if args.timezone is not None else {}
     try:
+        if args.primary_channel is not None:  # only a channel the owner can be reached on
+            check_reachable(args.primary_channel, ctx.deps.settings, ctx.deps.channels)
+        before = await _jobs(ctx) if args.timezone is not None else {}
         prefs = await owner.update(
             quiet_hours=(
                 None if args.quiet_hours is None else [q.model_dump() for q in args.quiet_hours]
@@ -149,8 +223,7 @@ async def _manage(args: SettingsArgs, ctx: RunContext) -> ToolResult:
     if same:
         result["unchanged"] = same  # already so: the model need not tell the owner it changed
     if prefs.timezone != old.timezone:
-        after = await _jobs_in(ctx, prefs.timezone)
-        result["cron_jobs_moved"] = [name for job_id, name in before.items() if job_id in after]
+        result.update(travel_report(before, await _jobs(ctx), old, prefs, ctx.now))
     return result
 
 

@@ -258,11 +258,14 @@ class CronService:
 
     async def move_timezone(self, old: str, new: str) -> list[str]:
         """The owner's timezone changed: recurring jobs in ``old`` move to ``new``, each
-        with its next fire recomputed (``update``); the ids of the jobs moved."""
+        with its next fire recomputed (``update``); pending one-time jobs in ``old`` keep
+        their moment and are shown in ``new`` from now on (a later ``run_at`` without an
+        offset is read on the owner's new clock). The ids of the jobs moved."""
         self.default_timezone = new
         if old == new:
             return []
-        query = {"timezone": old, "cron_expression": {"$type": "string"}}
+        recurring = {"cron_expression": {"$type": "string"}}
+        query = {"timezone": old, "$or": [recurring, {"kind": "once", **PENDING}]}
         ids = [str(doc["_id"]) async for doc in self._coll.find(query, projection={"_id": 1})]
         moved: list[str] = []
         for job_id in ids:

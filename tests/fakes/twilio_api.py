@@ -1,4 +1,4 @@
-"""A fake Twilio Messages API on 127.0.0.1.
+"""A fake Twilio Messages and Calls API on 127.0.0.1.
 
 ``POST /2010-04-01/Accounts/{sid}/Messages.json`` records the form fields and
 answers 201 with the real wire shape (``sid``, ``status``, ``date_created``...).
@@ -11,12 +11,18 @@ MMS media: ``add_media`` hosts a file under the URL Twilio puts in ``MediaUrl0``
 enforced on media, a GET without the account's basic auth gets 401; with it, a 307
 redirect to a CDN URL (here ``/cdn/{ME}`` on the same fake, or ``cdn_base`` when a
 test sets another host) that serves the bytes with their ``Content-Type``.
+
+Calls: ``POST /2010-04-01/Accounts/{sid}/Calls.json`` records ``To``, ``From``, the
+inline ``Twiml`` and ``StatusCallback`` (``calls``) and answers 201 with a call
+resource (``sid`` ``CA...``, ``status`` ``queued``); its failures are scripted apart
+from the messages' with ``push_call(Answer(...))``.
 """
 
 from __future__ import annotations
 
 import base64
 import itertools
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +39,18 @@ class Sent:
     to: str
     sender: str
     body: str
+    fields: dict[str, str]
+
+
+@dataclass
+class Call:
+    """One call as Twilio received it: who it rings and the TwiML it plays."""
+
+    sid: str
+    to: str
+    sender: str
+    twiml: str
+    status_callback: str
     fields: dict[str, str]
 
 
@@ -54,6 +72,9 @@ class FakeTwilio(ScriptedServer):
         self.account_sid = account_sid
         self.auth_token = auth_token
         self.sent: list[Sent] = []
+        self.calls: list[Call] = []
+        self.call_attempts = 0
+        self.call_script: deque[Answer] = deque()
         self.attempts = 0
         self._ids = itertools.count(1)
         self.media: dict[str, tuple[bytes, str]] = {}
@@ -63,6 +84,7 @@ class FakeTwilio(ScriptedServer):
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/2010-04-01/Accounts/{sid}/Messages.json", self._messages)
+        app.router.add_post("/2010-04-01/Accounts/{sid}/Calls.json", self._calls)
         media = "/2010-04-01/Accounts/{sid}/Messages/{msid}/Media/{media_sid}"
         app.router.add_get(media, self._media)
         app.router.add_get("/cdn/{media_sid}", self._cdn)
@@ -90,6 +112,46 @@ class FakeTwilio(ScriptedServer):
         if found is None:
             return web.Response(status=404)
         return web.Response(body=found[0], content_type=found[1])
+
+    def push_call(self, answer: Answer, times: int = 1) -> None:
+        """The next calls' answers (an error status fails them), before any succeeds."""
+        self.call_script.extend([answer] * times)
+
+    async def _calls(self, request: web.Request) -> web.Response:
+        self.call_attempts += 1
+        if not self._authorized(request):
+            return web.json_response(twilio_error(401, 20003, "Authenticate").body, status=401)
+        form = {k: v for k, v in (await request.post()).items() if isinstance(v, str)}
+        scripted = self.call_script.popleft() if self.call_script else None
+        if scripted is not None and scripted.status >= 300:
+            return web.json_response(scripted.body, status=scripted.status)
+        if not form.get("To") or not (form.get("Twiml") or form.get("Url")):
+            error = twilio_error(400, 21205, "Url or Twiml is required").body
+            return web.json_response(error, status=400)
+        sid = f"CA{next(self._ids):032d}"
+        account = request.match_info["sid"]
+        call = Call(
+            sid,
+            form.get("To", ""),
+            form.get("From", ""),
+            form.get("Twiml", ""),
+            form.get("StatusCallback", ""),
+            form,
+        )
+        self.calls.append(call)
+        return web.json_response(
+            {
+                "sid": sid,
+                "account_sid": account,
+                "to": call.to,
+                "from": call.sender,
+                "status": "queued",
+                "direction": "outbound-api",
+                "date_created": "Thu, 26 Nov 2026 09:00:00 +0000",
+                "uri": f"/2010-04-01/Accounts/{account}/Calls/{sid}.json",
+            },
+            status=201,
+        )
 
     @property
     def bodies_sent(self) -> list[str]:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from agent.alerts.calls import VOICE_WEBHOOK
 from agent.alerts.policy import RoutingPolicy, summary_line
 from agent.alerts.router import AlertRouter
 from agent.alerts.store import AlertError
@@ -170,9 +171,16 @@ def alerting(options: AlertingOptions | None = None) -> Feature:
             try:
                 read_timeout = ctx.settings.http_read_timeout_seconds
                 routes.append(("POST", "/api/alerts", _api_raise(router, read_timeout)))
+                if sms is not None:  # key presses and call statuses, signed like SMS
+                    routes.append(("POST", VOICE_WEBHOOK, sms.voice_webhook(router.calls.answer)))
+                calls = router.calls.status()
+                if calls["on"]:
+                    log.info("alerts: calls on, after %s min", calls["after_minutes"])
+                else:
+                    log.info("alerts: calls off: %s", calls["off_because"])
 
                 async def status_section() -> dict[str, Any]:
-                    return {"alerts": await router.open_alerts()}
+                    return {"alerts": await router.open_alerts(), "calls": router.calls.status()}
 
                 log.info(
                     "alerts: routing on (%s)", ", ".join(sorted(ctx.channels)) or "no channels"

@@ -175,11 +175,11 @@ def _parts(parts: Scheduling, clock: Clock) -> Parts:
         if not jobs:
             return [Reply(JOBS_HINT)]
         now = clock()
-        lines = [job_line(job, now) for job in jobs]
+        lines = [job_line(job, now, ctx.tz) for job in jobs]
         total = await parts.jobs.count()
         if total > len(jobs):
             lines.append(f"… and {total - len(jobs)} more (ask me to list them)")
-        return [Reply("Cron jobs:\n" + "\n".join(lines))]
+        return [Reply(f"Cron jobs (times in {ctx.tz.key}):\n" + "\n".join(lines))]
 
     async def run_pulse_route(request: web.Request) -> web.Response:
         run = await parts.engine.run_pulse_now("api")

@@ -108,7 +108,8 @@ async def test_create_defaults_to_owner_timezone_and_lists_next_three(
         "2026-03-10T09:00+01:00",
         "2026-03-11T09:00+01:00",
     ]
-    assert by_id[tokyo["job_id"]]["next_fires"][0] == "2026-03-08T00:00+09:00"
+    # A list shows times on the owner's clock: Tokyo's midnight is 16:00 in Berlin.
+    assert by_id[tokyo["job_id"]]["next_fires"][0] == "2026-03-07T16:00+01:00"
 
 
 async def test_update_toggle_delete_take_effect_at_once(

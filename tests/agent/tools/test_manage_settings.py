@@ -54,6 +54,7 @@ async def test_get_shows_the_defaults_in_the_owners_time(
         "local_time": "2026-03-06T18:00+01:00",
         "quiet_hours": [{"start": "22:00", "end": "07:00"}],
         "primary_channel": None,
+        "configured_channels": [],
         "warning_sms_after_minutes": 30,
         "warning_sms": "a warning not acknowledged within 30 min is sent again as a reminder "
         "on every chat (SMS is not set up)",
@@ -167,6 +168,7 @@ async def test_a_new_timezone_moves_the_jobs_on_the_old_one_and_the_runs_clock(
             cron_expression="0 8 * * *",
         )  # fmt: skip
     assert reply["cron_jobs_moved"] == ["Home"]
+    assert reply["cron_jobs_kept"] == ["Tokyo (Asia/Tokyo)"]
     assert reply["local_time"] == "2026-03-06T12:00-05:00"
     assert moved.timezone == "America/New_York" and kept.timezone == "Asia/Tokyo"
     assert moved.next_fire_at == datetime(2026, 3, 7, 14, tzinfo=UTC)  # 09:00 EST

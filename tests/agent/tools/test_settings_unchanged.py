@@ -6,6 +6,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import BERLIN, FakeClock
 from tests.fakes.scripted import ScriptedModel
 from tests.scheduling_kit import call_tool, scheduled_app
@@ -16,7 +17,11 @@ async def test_a_value_equal_to_the_stored_one_is_reported_unchanged(
 ) -> None:
     clock = FakeClock(datetime(2026, 3, 6, 18, 0, tzinfo=BERLIN))
     model = ScriptedModel(lambda _r: "ok")
-    async with scheduled_app(mongo_server, tmp_path, model, clock, timezone="Europe/Berlin") as app:
+    telegram = RecordingChannel("telegram")
+    async with scheduled_app(
+        mongo_server, tmp_path, model, clock, channels=[telegram], timezone="Europe/Berlin",
+        owner_telegram_ids=[4242],
+    ) as app:  # fmt: skip
 
         async def update(**args: Any) -> dict[str, Any]:
             result: dict[str, Any] = await call_tool(
