@@ -24,6 +24,7 @@ from agent.app.application import App
 from agent.app.connections import PER_PEER, ConnectionCap, default_most
 from agent.app.dashboard import setup_dashboard
 from agent.app.dashboard.context import secured
+from agent.app.healthcheck import HealthBoard, HealthSources
 from agent.app.listen import BACKLOG
 from agent.app.shutdown import Shutdown
 from agent.app.status import status_data
@@ -34,6 +35,7 @@ REQUEST_GRACE = 2.0
 stores its message in milliseconds); then it is cancelled."""
 APP_KEY: web.AppKey[App] = web.AppKey("watchkeeper", App)
 GATE_KEY: web.AppKey[AdminGate] = web.AppKey("admin_gate", AdminGate)
+HEALTH_KEY: web.AppKey[HealthBoard] = web.AppKey("health", HealthBoard)
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -41,16 +43,10 @@ def _json(data: Any, status: int = 200) -> web.Response:
 
 
 async def healthz(request: web.Request) -> web.Response:
-    app = request.app[APP_KEY]
-    db = await app.database.health()
-    db_ok = db == "ok"
-    body = {
-        "status": "ok" if db_ok else "degraded",
-        "db": db,
-        "channels": {name: bool(s.get("connected", True)) for name, s in app.status().items()},
-        "scheduler": app.deps.scheduler.state if app.deps.scheduler else "not configured",
-    }
-    return _json(body, 200 if db_ok else 503)
+    """Each component's state, no token and no secrets (``agent.app.healthcheck``): 503
+    only when the database does not answer, else 200 with what is degraded listed."""
+    health = await request.app[HEALTH_KEY].read()
+    return _json(health.view(), 200 if health.database_ok else 503)
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -125,6 +121,7 @@ def make_web_app(app: App) -> web.Application:
     gate = AdminGate(app.settings, app.clock)
     web_app[APP_KEY] = app
     web_app[GATE_KEY] = gate
+    web_app[HEALTH_KEY] = HealthBoard(lambda: HealthSources.of_app(app))
     web_app.router.add_get("/healthz", healthz)
     web_app.router.add_get("/api/status", api_status)
     for method, path, handler in app.routes:

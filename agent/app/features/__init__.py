@@ -12,6 +12,7 @@ from agent.app.features.mcp import mcp_feature
 from agent.app.features.pairing import pairing_feature
 from agent.app.features.scheduling import scheduling_feature
 from agent.app.features.whatsapp import whatsapp_feature
+from agent.app.healthcheck import healthcheck_feature
 
 FEATURES: tuple[Feature, ...] = (
     pairing_feature,
@@ -19,4 +20,5 @@ FEATURES: tuple[Feature, ...] = (
     alerting_feature,
     scheduling_feature,
     whatsapp_feature,
+    healthcheck_feature,  # last: reads every part before it, stops first
 )
