@@ -61,6 +61,8 @@ PAIRING = "pairing"
 """Telegram pairing codes and paired owners (``storage.repos.pairing``)."""
 USAGE = "usage"
 """Model tokens per day and kind (chat, cron, pulse), for the dashboard's Spend page."""
+MONITORS = "monitors"
+"""http checks and heartbeats (``scheduler.monitors``, which owns it)."""
 
 PROTECTED: frozenset[str] = frozenset(
     {
@@ -77,6 +79,7 @@ PROTECTED: frozenset[str] = frozenset(
         TOOL_EFFECTS,
         PAIRING,
         USAGE,
+        MONITORS,
     }
 )
 MODEL_WRITABLE: frozenset[str] = frozenset({"master", "contacts", "schedule"})
@@ -138,6 +141,8 @@ INDEXES: Mapping[str, Sequence[IndexModel]] = MappingProxyType(
             IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=0),
         ],
         WHATSAPP_PERMISSIONS: [IndexModel([("phone_number", ASCENDING)], unique=True)],
+        # A heartbeat's ping made through another process finds its monitor by token.
+        MONITORS: [IndexModel([("token_key", ASCENDING)], unique=True, sparse=True)],
         # Side-effect results are needed only while an exchange may still be replayed.
         TOOL_EFFECTS: [IndexModel([("created_at", ASCENDING)], expireAfterSeconds=7 * 86400)],
         # Pairing codes and "try later" notes expire; paired owners have no expires_at.

@@ -9,6 +9,7 @@ from aiohttp import web
 
 from agent.app.dashboard.alerts import open_alerts
 from agent.app.dashboard.context import Dashboard
+from scheduler.monitors import MonitorLimits, MonitorStore
 from scheduler.views import pulse_view, quiet_text
 
 Doc = dict[str, Any]
@@ -62,6 +63,21 @@ async def next_fires(dash: Dashboard, now: datetime) -> list[Doc] | None:
     return fires[:NEXT_FIRES]
 
 
+async def monitor_rows(dash: Dashboard) -> list[Doc]:
+    """Each monitor with its state, as stored (a small list; issue 30)."""
+    store = MonitorStore(dash.app.deps.db, dash.now, MonitorLimits())
+    return [
+        {
+            "name": m.name,
+            "state": "paused" if m.paused else m.state,
+            "ok": m.paused or m.state != "down",
+            "detail": m.url if m.kind == "http" else "heartbeat",
+            "since": m.down_since if m.state == "down" and not m.paused else None,
+        }
+        for m in await store.all()
+    ]
+
+
 def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
     async def overview(request: web.Request) -> web.StreamResponse:
         now = dash.now()
@@ -70,6 +86,7 @@ def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
             "pulse": await pulse_summary(dash, now),
             "fires": await next_fires(dash, now),
             "alerts": await open_alerts(dash),
+            "monitors": await monitor_rows(dash),
         }
         return dash.render(request, "overview.html", context)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from agent.app.application import Feature
 from agent.app.features.alerts import alerting_feature
 from agent.app.features.mcp import mcp_feature
+from agent.app.features.monitors import monitoring_feature
 from agent.app.features.pairing import pairing_feature
 from agent.app.features.scheduling import scheduling_feature
 from agent.app.features.whatsapp import whatsapp_feature
@@ -18,6 +19,7 @@ FEATURES: tuple[Feature, ...] = (
     pairing_feature,
     mcp_feature,  # before the scheduler: its runs may call MCP tools; stops after it
     alerting_feature,
+    monitoring_feature,  # after the alert router, which it raises its alerts through
     scheduling_feature,
     whatsapp_feature,
     healthcheck_feature,  # last: reads every part before it, stops first

@@ -1,0 +1,192 @@
+"""The monitors feature: http checks and heartbeats that run without the model.
+
+Runs beside the alert router (it needs it: a monitor that goes down raises an alert
+through it, ``source`` ``monitor:<name>``, deduplicated by ``monitor:<id>``, so one
+per monitor while it is down). When the monitor comes back the alert is resolved and
+the owner is told how long it was down. Contributes ``manage_monitor`` (the owner's
+chats and cron runs, not the pulse), ``GET``/``POST /api/monitors``,
+``DELETE /api/monitors/{id}`` (admin token, like every ``/api/*``), the pings
+``GET``/``POST /ping/<token>`` and ``/ping/<token>/fail`` (no token but their own),
+and a ``monitors`` section of ``/api/status``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from aiohttp import web
+
+from agent.alerts.directives import Resolve
+from agent.alerts.router import AlertRouter
+from agent.app.application import Feature, FeatureContext, Parts, Route
+from agent.context import RunContext
+from agent.owner import owner_chat
+from agent.tools.monitors import SETTINGS, manage_monitor, monitor_view, ping_base
+from channels.delivery.outbox import Outbox
+from channels.delivery.text import clean_text, clean_value
+from channels.types import OutboundMessage
+from channels.webhook_body import BodyRefused, read_body
+from scheduler.monitors import (
+    Hooks,
+    Monitor,
+    MonitorError,
+    MonitorLimits,
+    Monitors,
+    MonitorStore,
+    down_for_text,
+)
+
+log = logging.getLogger(__name__)
+MAX_BODY = 16 * 1024
+FIELDS = frozenset({"kind", *SETTINGS})
+
+
+@dataclass(frozen=True)
+class MonitoringOptions:
+    limits: MonitorLimits = field(default_factory=MonitorLimits)
+    """Tests shorten the minimum interval and the timeout here (never the tool or API)."""
+
+
+def source_of(monitor: Monitor) -> str:
+    return f"monitor:{monitor.name}"
+
+
+def _hooks(router: AlertRouter, outbox: Outbox, ctx: FeatureContext) -> Hooks:
+    async def down(monitor: Monitor, reason: str) -> str | None:
+        where = monitor.url if monitor.kind == "http" else "heartbeat"
+        alert = await router.raise_alert(
+            severity=monitor.severity,
+            title=f"{monitor.name} is down",
+            body=f"{where}: {reason}. I will say when it is back up.",
+            dedupe_key=f"monitor:{monitor.id}",
+            source=source_of(monitor),
+        )
+        return str(alert["code"])
+
+    async def up(monitor: Monitor, down_for: timedelta) -> None:
+        code = monitor.alert_code
+        told = True
+        if code is not None:
+            outcome = await router.apply(code, Resolve(), source_of(monitor))
+            # Held by quiet hours and never sent: nothing to take back at night.
+            told = outcome.alert is None or outcome.alert.get("last_sent_at") is not None
+        if not told:
+            return
+        closed = f" (alert #{code} resolved)" if code else ""
+        text = f"✅ {monitor.name} is up again after {down_for_text(down_for)}{closed}."
+        since = monitor.down_since.isoformat() if monitor.down_since else "?"
+        target = owner_chat(ctx.settings, ctx.channels, primary=ctx.owner.current.primary_channel)
+        key = f"monitor-up:{monitor.id}:{since}"
+        await outbox.enqueue(OutboundMessage(target.channel, target.chat_id, text, key))
+
+    async def cleared(monitor: Monitor, why: str) -> None:
+        if monitor.alert_code is not None:
+            await router.apply(monitor.alert_code, Resolve(), f"{source_of(monitor)} ({why})")
+
+    return Hooks(down=down, up=up, cleared=cleared)
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.json_response(data, status=status, dumps=lambda d: json.dumps(d, default=str))
+
+
+def _routes(monitors: Monitors, base: str, read_timeout: float) -> tuple[Route, ...]:
+    def base_of(request: web.Request) -> str:
+        return base or str(request.url.origin())
+
+    async def listed(request: web.Request) -> web.Response:
+        shown = [monitor_view(m, base_of(request)) for m in monitors.all()]
+        return _json({"monitors": shown, "count": len(shown)})
+
+    async def created(request: web.Request) -> web.Response:
+        try:
+            raw = await read_body(request, limit=MAX_BODY, within=read_timeout)
+        except BodyRefused as exc:
+            return _json({"error": exc.reason}, exc.status)
+        try:
+            data = clean_value(json.loads(clean_text(raw)))
+        except (ValueError, RecursionError):
+            return _json({"error": "body must be a JSON object"}, 400)
+        if not isinstance(data, dict):
+            return _json({"error": "body must be a JSON object"}, 400)
+        unknown = sorted(str(k)[:40] for k in set(data) - FIELDS)
+        if unknown:
+            return _json({"error": f"unknown field(s): {', '.join(unknown[:5])}"}, 400)
+        try:
+            monitor = await monitors.create(data.get("kind"), data)
+        except MonitorError as exc:
+            return _json({"error": str(exc)}, 400)
+        return _json(monitor_view(monitor, base_of(request)), 201)
+
+    async def deleted(request: web.Request) -> web.Response:
+        try:
+            monitor = await monitors.delete(request.match_info["monitor_id"])
+        except MonitorError as exc:
+            return _json({"error": str(exc)}, 404)
+        return _json({"deleted": monitor.id, "name": monitor.name})
+
+    def ping(fail: bool) -> Any:
+        async def handler(request: web.Request) -> web.Response:
+            if not await monitors.ping(request.match_info["token"], fail=fail):
+                return web.Response(status=404, text="not found")
+            return web.Response(text="OK")
+
+        return handler
+
+    return (
+        ("GET", "/api/monitors", listed),
+        ("POST", "/api/monitors", created),
+        ("DELETE", "/api/monitors/{monitor_id}", deleted),
+        *(
+            (method, path, ping(fail))
+            for method in ("GET", "POST")
+            for path, fail in (("/ping/{token}", False), ("/ping/{token}/fail", True))
+        ),
+    )
+
+
+def not_pulse(ctx: RunContext) -> bool:
+    """The owner's chats and cron jobs (the owner's own words); not the pulse, which
+    must not add or drop the owner's monitors on its own. Contacts never get it."""
+    return ctx.kind != "pulse"
+
+
+def monitoring(options: MonitoringOptions | None = None) -> Feature:
+    """The feature with chosen options (tests: a short minimum interval)."""
+    chosen = options or MonitoringOptions()
+
+    async def feature(ctx: FeatureContext) -> AsyncIterator[Parts]:
+        router = ctx.services.alerts
+        if router is None:
+            log.info("monitors: off (they alert through the alert router, which is not running)")
+            yield Parts()
+            return
+        store = MonitorStore(ctx.database.db, ctx.clock, chosen.limits)
+        monitors = Monitors(store, _hooks(router, ctx.outbox, ctx), ctx.clock)
+        count = await monitors.start()
+        try:
+            log.info("monitors: %d running", count)
+            base = ping_base(ctx.settings)
+            read_timeout = ctx.settings.http_read_timeout_seconds
+
+            async def status_section() -> dict[str, Any]:
+                return {"monitors": [monitor_view(m, base) for m in monitors.all()]}
+
+            yield Parts(
+                tools=((manage_monitor(monitors, base), not_pulse),),
+                routes=_routes(monitors, ctx.settings.public_base_url or "", read_timeout),
+                status=(status_section,),
+            )
+        finally:
+            await monitors.stop()
+
+    return feature
+
+
+monitoring_feature: Feature = monitoring()
+"""The default monitors feature, as listed in ``agent.app.features.FEATURES``."""
