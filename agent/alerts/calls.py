@@ -221,9 +221,10 @@ class Caller:
             if alert is not None:
                 await self._call_status(alert, form)
             return _response()
+        if not code:
+            return _response(_say("This call names no alert. Goodbye."))
         if alert is None:
-            shown = code or "unknown"
-            return _response(_say(f"Watchkeeper has no alert {shown}. Goodbye."))
+            return _response(_say(f"Watchkeeper has no alert {code}. Goodbye."))
         digit = form.get("Digits", "")[:1]
         if digit == REPEAT_KEY:
             return self.twiml(alert)

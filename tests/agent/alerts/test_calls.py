@@ -13,11 +13,13 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 from xml.etree import ElementTree
 
+import pytest
 from twilio.request_validator import RequestValidator
 
 from agent.alerts.calls import calls_off_reason
 from agent.app.status import status_data, status_text
 from agent.cli.doctor import check_calls
+from channels.types import VOICE_CALL, OutboundMessage, SendError
 from tests.agent.alerts.alert_kit import _alert
 from tests.conftest import make_settings
 from tests.fakes.alert_app import (
@@ -319,3 +321,38 @@ async def test_a_restart_never_rings_twice_for_one_step(mongo_server: str, tmp_p
             await second.tick(minutes=8)  # the next page, and its call, as planned
             assert len(twilio.calls) == 2 and len(twilio.sent) == 2
             await second.app.database.client.drop_database(name)
+
+
+async def test_odd_voice_webhooks_get_clear_answers(mongo_server: str) -> None:
+    async with alert_app(mongo_server, alert_call_after_minutes=0) as h:
+        alert = await h.router.raise_alert(severity="critical", title="Freezer warm")
+        url = f"{PUBLIC_URL}/webhooks/twilio/voice?event=key"
+        resp = await _post(h, url, {"CallSid": "CA9", "Digits": "4"})
+        assert _spoken(await resp.text()) == "This call names no alert. Goodbye."
+        assert await _call_status(h, "sideways") == 200  # not a call state: not recorded
+        status, twiml = await _press(h, "")  # the caller pressed nothing in time
+        assert status == 200 and _spoken(twiml).startswith("That key does nothing.")
+        doc = await _alert(h.app, alert["code"])
+        assert doc["status"] == "open" and "call sideways" not in _actions(doc)
+        resp = await h.client.post(
+            "/webhooks/twilio/voice?alert=1&event=key",
+            data=b"{}",
+            headers={"Content-Type": "application/json", "X-Twilio-Signature": "x"},
+        )
+        assert resp.status == 415
+
+
+async def test_a_call_retried_too_late_is_dropped(mongo_server: str) -> None:
+    async with alert_app(mongo_server) as h:
+        sms = h.app.channels["sms"]
+        late = (h.clock() - timedelta(seconds=1)).isoformat()
+        message = OutboundMessage(
+            "sms", OWNER_PHONE, "<Response/>", "k", meta={VOICE_CALL: {"ring_until": late}}
+        )
+        with pytest.raises(SendError, match="too late") as caught:
+            await sms.send(message)
+        assert not caught.value.retryable and h.twilio.call_attempts == 0
+        on_time = OutboundMessage("sms", OWNER_PHONE, "<Response/>", "k2", meta={VOICE_CALL: {}})
+        result = await sms.send(on_time)
+        assert result.external_ids == (h.twilio.calls[0].sid,)
+        assert h.twilio.sent == []  # a call, not a message (and not in the SMS budget)
