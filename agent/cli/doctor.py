@@ -28,7 +28,7 @@ from typing import Any
 import aiohttp
 from pymongo.asynchronous.database import AsyncDatabase
 
-from agent.config import ConfigError, Provider, Settings, ensure_data_dir
+from agent.config import ConfigError, Provider, Settings, cli_command, ensure_data_dir
 from agent.context import system_clock
 from agent.llm.factory import provider_key
 from agent.tools.mcp.client import McpServers, ServerStatus
@@ -421,7 +421,9 @@ def owner_detail(settings: Settings, owners: Owners) -> tuple[bool, str]:
     if not owners.loaded:
         return False, "Telegram: none in OWNER_TELEGRAM_IDS (paired owners unknown: no database)"
     if owners.pending:
-        return False, "Telegram: none yet; " + "; ".join(p.command() for p in owners.pending)
+        return False, "Telegram: none yet; " + "; ".join(
+            p.command(cli_command()) for p in owners.pending
+        )
     return False, "Telegram: none yet (no OWNER_TELEGRAM_IDS, nobody paired)"
 
 
@@ -451,11 +453,12 @@ def next_steps(settings: Settings, checks: Sequence[Check], owners: Owners) -> l
     has_owner = bool(settings.owner_telegram_ids or owners.paired)
     if telegram and not has_owner:
         if owners.pending:
-            steps.extend(p.command() for p in owners.pending)
+            steps.extend(p.command(cli_command()) for p in owners.pending)
         else:
+            cli = cli_command()
             steps.append(
-                "with `watchkeeper run` up, write to your bot on Telegram, then run "
-                "`watchkeeper pair CODE` with the code it answers"
+                f"with `{cli} run` up, write to your bot on Telegram, then run "
+                f"`{cli} pair CODE` with the code it answers"
             )
     if settings.twilio_account_sid and not settings.public_base_url:
         steps.append(

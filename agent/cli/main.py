@@ -63,11 +63,24 @@ async def _run(settings: Settings, spare: SpareServer | None = None) -> int:
             serve(make_web_app(app), sockets, header_timeout=settings.http_read_timeout_seconds)
         )
         log.info("http: listening on %s:%d", settings.http_host, port)
+        log.info("%s", dashboard_line(settings, port))
         log.info("watchkeeper is running; Ctrl-C to stop")
         await stop.wait()
         log.info("stopping")
     log.info("stopped")
     return 0
+
+
+def dashboard_line(settings: Settings, port: int) -> str:
+    """Where the owner's dashboard is, as the start-up log says it."""
+    host = settings.http_host
+    if host in ("0.0.0.0", "::", ""):  # every address: this machine's own works
+        host = "127.0.0.1"
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{port}/"
+    if settings.admin_token is None:
+        return f"dashboard: {url} needs ADMIN_TOKEN in .env (at least 16 characters)"
+    return f"dashboard: {url} (token in .env)"
 
 
 def _launch_database(settings: Settings, spare: SpareServer | None) -> EmbeddedServer | None:

@@ -14,7 +14,7 @@ import re
 import sys
 from typing import TextIO
 
-from agent.config import Settings
+from agent.config import Settings, cli_command
 from agent.context import Clock, system_clock
 from agent.conversation.pairing import WELCOME
 from agent.database import open_configured_database
@@ -47,15 +47,16 @@ async def pair(
         return await _new(settings, stream, clock)
     if code is not None and invite_code_in(code) is not None:
         print(
-            "watchkeeper: that is an owner's code from `watchkeeper pair --new`: send it to "
-            "the bot on Telegram instead",
+            f"watchkeeper: that is an owner's code from `{cli_command()} pair --new`: send "
+            "it to the bot on Telegram instead",
             file=sys.stderr,
         )
         return 2
     if not list_only and (code is None or not CODE.fullmatch(code.strip())):
         print(
             "watchkeeper: a pairing code is the 6 digits the bot sent on Telegram, "
-            "as in `watchkeeper pair 123456`; `watchkeeper pair --list` shows pending ones",
+            f"as in `{cli_command()} pair 123456`; `{cli_command()} pair --list` shows "
+            "pending ones",
             file=sys.stderr,
         )
         return 2
@@ -133,9 +134,9 @@ async def listing(store: PairingStore, settings: Settings) -> list[str]:
         if o.user_id not in settings.owner_telegram_ids
     ]
     pending = await store.pending()
-    lines += [f"pending: {p.command()}" for p in pending]
+    lines += [f"pending: {p.command(cli_command())}" for p in pending]
     lines += [
-        f"owner's code (watchkeeper pair --new) waiting, valid until {until:%H:%M} UTC"
+        f"owner's code ({cli_command()} pair --new) waiting, valid until {until:%H:%M} UTC"
         for until in await store.invites_waiting()
     ]
     if not lines:

@@ -187,10 +187,12 @@ class Dispatcher:
         if message.channel != "telegram":
             log.info("ignored a %s message from an unknown sender", message.channel)
             return []
-        log.info(
-            "ignored a telegram message from unknown sender id %s (not in OWNER_TELEGRAM_IDS)",
-            _as_int(message.sender_id),
-        )
+        if self.deps.settings.telegram_owner_ids or self.pairing is None:
+            # While nobody is owner, the pairing step says what it did with the message.
+            log.info(
+                "ignored a telegram message from unknown sender id %s (not an owner)",
+                _as_int(message.sender_id),
+            )
         if self.pairing is not None:  # codes while no owner is known; owner's codes always
             offered = await self.pairing.offer(message)
             if offered is not None:

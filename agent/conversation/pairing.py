@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from agent.config import Settings
+from agent.config import Settings, cli_command
 from channels.types import InboundMessage, Reply
 from storage.repos.pairing import (
     CODE_TTL,
@@ -36,27 +36,34 @@ REFRESH_EVERY = timedelta(seconds=30)
 and deliveries go to the first owner)."""
 
 
-def code_text(code: str) -> str:
+def code_text(code: str, cli: str = "watchkeeper") -> str:
+    """``cli``: how this install's command line is run (``agent.config.cli_command``)."""
     minutes = int(CODE_TTL.total_seconds() // 60)
     return (
         "Hello! This assistant has no owner yet. To become its owner, run this where it "
-        f"runs:\n\nwatchkeeper pair {code}\n\nThe code is valid for {minutes} minutes. "
+        f"runs:\n\n{cli} pair {code}\n\nThe code is valid for {minutes} minutes. "
         "Your message was not read."
     )
 
 
-BUSY = (
-    "Hello! This assistant has no owner yet and other pairing requests are waiting. "
-    "Try again in a few minutes. Your message was not read. If you are setting it up: "
-    "run watchkeeper pair --new where it runs, and send me the code it prints."
-)
+def busy_text(cli: str = "watchkeeper") -> str:
+    return (
+        "Hello! This assistant has no owner yet and other pairing requests are waiting. "
+        "Try again in a few minutes. Your message was not read. If you are setting it up: "
+        f"run {cli} pair --new where it runs, and send me the code it prints."
+    )
+
+
 WELCOME = "You are now the owner of this assistant. Write to me any time; /help lists the commands."
 
 
 class Pairing:
-    def __init__(self, store: PairingStore, settings: Settings) -> None:
+    def __init__(self, store: PairingStore, settings: Settings, *, cli: str | None = None) -> None:
+        """``cli``: how this install's command line is run, as the hints name it
+        (default ``agent.config.cli_command()``)."""
         self.store = store
         self._settings = settings
+        self.cli = cli_command() if cli is None else cli
 
     async def refresh(self) -> list[PairedOwner]:
         """Load the paired owners into the settings; returns them."""
@@ -85,9 +92,10 @@ class Pairing:
             if owner is not None:
                 await self.refresh()
                 log.warning(
-                    "pairing: %s sent the code from `watchkeeper pair --new` and is now "
+                    "pairing: %s sent the code from `%s pair --new` and is now "
                     "an owner on Telegram",
                     owner.who(),
+                    self.cli,
                 )
                 return [Reply(WELCOME)]
             log.info("pairing: %s sent a code that is no owner's code", who(user_id, name, handle))
@@ -97,13 +105,14 @@ class Pairing:
         if offer.outcome == "full":
             log.info(
                 "pairing: %d requests pending already; %s was told to try later (the "
-                "owner can run `watchkeeper pair --new`)",
+                "owner can run `%s pair --new`)",
                 MAX_PENDING,
                 who(user_id, name, handle),
+                self.cli,
             )
-            return [Reply(BUSY)]
+            return [Reply(busy_text(self.cli))]
         if offer.pending is None or offer.outcome == "quiet":
             return []
         minutes = int(CODE_TTL.total_seconds() // 60)
-        log.warning("pairing: %s (code valid %d minutes)", offer.pending.command(), minutes)
-        return [Reply(code_text(offer.pending.code))]
+        log.warning("pairing: %s (code valid %d minutes)", offer.pending.command(self.cli), minutes)
+        return [Reply(code_text(offer.pending.code, self.cli))]

@@ -59,9 +59,10 @@ class PendingCode:
     def who(self) -> str:
         return who(self.user_id, self.name, self.handle)
 
-    def command(self) -> str:
-        """The line the log and ``doctor`` show for this request."""
-        return f"run `watchkeeper pair {self.code}` to make {self.who()} the owner"
+    def command(self, cli: str = "watchkeeper") -> str:
+        """The line the log and ``doctor`` show for this request; ``cli``: how this
+        install's command line is run (``agent.config.cli_command``)."""
+        return f"run `{cli} pair {self.code}` to make {self.who()} the owner"
 
 
 @dataclass(frozen=True)

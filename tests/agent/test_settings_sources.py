@@ -81,3 +81,30 @@ def test_a_bad_value_from_env_names_its_setting(here: Path) -> None:
     assert "invalid setting HTTP_PORT" in message
     assert "invalid setting OWNER_TELEGRAM_IDS" in message
     assert "\n" not in message
+
+
+def test_the_command_hint_names_what_works_in_this_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from agent.config import cli_command
+
+    root = Path(__file__).resolve().parents[2]
+    ours = Path(sys.executable).parent
+    assert (ours / "watchkeeper").exists()  # the editable install's script
+    monkeypatch.setenv("PATH", str(ours))
+    assert cli_command() == "watchkeeper"
+    # Not on PATH (installed with scripts/run): the checkout's script, as typed from here.
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.chdir(root)
+    assert cli_command() == "scripts/run"
+    monkeypatch.chdir(tmp_path)
+    assert cli_command() == str(root / "scripts" / "run")
+    # Another install's watchkeeper on PATH is not ours.
+    other = tmp_path / "bin"
+    other.mkdir()
+    (other / "watchkeeper").write_text("#!/bin/sh\n")
+    (other / "watchkeeper").chmod(0o755)
+    monkeypatch.setenv("PATH", str(other))
+    assert cli_command() == str(root / "scripts" / "run")

@@ -26,7 +26,7 @@ async def pairing_feature(ctx: FeatureContext) -> AsyncIterator[Parts]:
     if "telegram" in ctx.channels and not ctx.settings.telegram_owner_ids:
         log.warning("telegram: no owner yet; write to the bot to get a pairing code")
         for pending in await pairing.store.pending():
-            log.warning("pairing: %s", pending.command())
+            log.warning("pairing: %s", pending.command(pairing.cli))
     stop = asyncio.Event()
     task = asyncio.create_task(_keep_current(pairing, stop), name="pairing-refresh")
     yield Parts(status=(owners_section,))

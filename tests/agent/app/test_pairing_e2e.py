@@ -19,9 +19,9 @@ from agent.app.application import App
 from agent.app.core import build_app
 from agent.app.features.pairing import pairing_feature
 from agent.cli.pair import WELCOME, pair
-from agent.config import Settings
+from agent.config import Settings, cli_command
 from agent.conversation.dispatch import refusal
-from agent.conversation.pairing import BUSY
+from agent.conversation.pairing import busy_text
 from agent.owner import owner_address
 from channels.telegram import TelegramChannel
 from storage.backoff import Backoff
@@ -37,7 +37,7 @@ Doc = dict[str, Any]
 NEWCOMER = 777
 OTHER = 888
 SECRET = "my bank PIN is 4711"
-CODE = re.compile(r"watchkeeper pair (\d{6})")
+CODE = re.compile(r"`?\S+ pair (\d{6})")
 Start = Callable[..., AbstractAsyncContextManager[App]]
 
 
@@ -97,9 +97,13 @@ async def test_a_newcomer_pairs_and_is_answered_as_the_owner(
         [shown] = await fake.wait_sent(1)
         code = code_in(shown.visible)
         assert shown.chat_id == str(NEWCOMER) and "valid for 10 minutes" in shown.visible
-        assert f"run `watchkeeper pair {code}` to make @ann_new (id 777) the owner" in caplog.text
+        assert (
+            f"run `{cli_command()} pair {code}` to make @ann_new (id 777) the owner" in caplog.text
+        )
         await settle(app, fake, push(fake, NEWCOMER, "hello? " + SECRET))
         assert len(fake.sent) == 1  # one code message a minute, the rest is silence
+        # While nobody is owner, the log has the pairing line, not "ignored ... sender".
+        assert "ignored a telegram message" not in caplog.text
 
         wrong = "000000" if code != "000000" else "111111"
         assert await pair(settings, wrong) == 2
@@ -121,7 +125,8 @@ async def test_a_newcomer_pairs_and_is_answered_as_the_owner(
         # Once there is an owner, a stranger is refused as before, with no code.
         await settle(app, fake, push(fake, OTHER, "me too"))
         assert fake.sent[-1].visible == refusal(str(OTHER))
-        assert "watchkeeper pair" not in fake.sent[-1].visible
+        assert " pair " not in fake.sent[-1].visible
+        assert f"ignored a telegram message from unknown sender id {OTHER}" in caplog.text
         assert await db["pairing"].count_documents({"kind": "code"}) == 0
 
     # What the newcomer wrote before pairing was never kept nor shown to the model.
@@ -145,7 +150,7 @@ async def test_three_codes_at_most_and_an_expired_code_is_refused(
             codes.append(code_in(fake.sent[-1].visible))
         assert len(set(codes)) == 3
         await settle(app, fake, push(fake, 104, "hi"))
-        assert (fake.sent[-1].chat_id, fake.sent[-1].visible) == ("104", BUSY)
+        assert (fake.sent[-1].chat_id, fake.sent[-1].visible) == ("104", busy_text(cli_command()))
         await settle(app, fake, push(fake, 104, "hi again"))
         assert len(fake.sent) == 4  # "try later" at most once a minute too
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent.cli.doctor import Check, Owners, doctor, next_steps
+from agent.config import cli_command
 from storage.db import open_database
 from storage.repos.pairing import PairingStore
 from tests.agent.cli.procs import run_env
@@ -34,8 +35,8 @@ def test_each_missing_part_gets_one_next_step(tmp_path: Path) -> None:
     steps = next_steps(settings, [], Owners(loaded=True))
     assert steps == [
         "put a model key in .env: OPENAI_API_KEY=sk-... (or GEMINI_API_KEY=...), then start again",
-        "with `watchkeeper run` up, write to your bot on Telegram, then run "
-        "`watchkeeper pair CODE` with the code it answers",
+        f"with `{cli_command()} run` up, write to your bot on Telegram, then run "
+        f"`{cli_command()} pair CODE` with the code it answers",
         "set PUBLIC_BASE_URL to this server's public https URL, so Twilio's webhook "
         "(inbound SMS) is accepted",
         "link WhatsApp: run `watchkeeper whatsapp link` and scan the QR code",
@@ -56,7 +57,7 @@ async def test_doctor_names_the_pending_code_and_fails_on_a_dead_model(
             5, "5", "Ann", handle="ann"
         )
     assert offer.pending is not None
-    line = f"run `watchkeeper pair {offer.pending.code}` to make @ann (id 5) the owner"
+    line = f"run `{cli_command()} pair {offer.pending.code}` to make @ann (id 5) the owner"
     base = dict(
         data_dir=data,
         openai_api_key="sk-test",

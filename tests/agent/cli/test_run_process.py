@@ -50,8 +50,28 @@ def test_run_starts_serves_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, output
-    for part in ("database: embedded", "model: openai", "alerts:", "scheduler:", "http:"):
+    for part in (
+        "database: embedded",
+        "model: openai",
+        "alerts:",
+        "scheduler:",
+        "http:",
+        "dashboard:",
+    ):
         assert sum(part in line for line in output.splitlines()) == 1, (part, output)
     assert output.rstrip().endswith("stopped")
+    assert f"dashboard: http://127.0.0.1:{port}/ (token in .env)" in output
     assert secret not in output and "admin-secret" not in output
     assert not (tmp_path / "data" / "db.uri").exists()  # the database process has stopped
+
+
+def test_the_dashboard_line_names_a_reachable_address_and_the_missing_token() -> None:
+    from agent.cli.main import dashboard_line
+    from tests.conftest import make_settings
+
+    everywhere = make_settings(http_host="0.0.0.0", admin_token="admin-secret-0123456789")
+    assert dashboard_line(everywhere, 8080) == "dashboard: http://127.0.0.1:8080/ (token in .env)"
+    v6 = make_settings(http_host="::1", admin_token=None)
+    assert dashboard_line(v6, 9) == (
+        "dashboard: http://[::1]:9/ needs ADMIN_TOKEN in .env (at least 16 characters)"
+    )
