@@ -214,10 +214,23 @@ NO_ADDRESS = {
 }
 
 
+def set_up(settings: Settings, channel: str) -> bool:
+    """Whether the settings start ``channel`` in ``watchkeeper run``."""
+    if channel == "telegram":
+        return settings.telegram_bot_token is not None
+    if channel == "whatsapp":
+        return settings.whatsapp_enabled
+    if channel == "sms":
+        twilio = (settings.twilio_account_sid, settings.twilio_auth_token)
+        return all(twilio) and bool(settings.twilio_from_number)
+    return False
+
+
 def unreachable(settings: Settings, running: Mapping[str, object], channel: str) -> str | None:
     """Why the owner cannot be reached on ``channel`` (a chat channel name), or None
-    when it runs here and has the owner's address."""
-    if channel not in running:
+    when it runs here or is set up (``watchkeeper chat`` runs only the terminal, beside
+    a ``watchkeeper run`` that has the rest) and has the owner's address."""
+    if channel not in running and not set_up(settings, channel):
         return SET_UP.get(channel, f"{channel} is not a channel")
     if owner_address(settings, channel) is None:
         return NO_ADDRESS.get(channel, f"{channel} has no owner address")
@@ -225,7 +238,7 @@ def unreachable(settings: Settings, running: Mapping[str, object], channel: str)
 
 
 def configured_channels(settings: Settings, running: Mapping[str, object]) -> list[str]:
-    """The ``primary_channel`` choices that can work: running here, with an owner address."""
+    """The ``primary_channel`` choices that can work: set up, with an owner address."""
     return [name for name in CHANNELS if unreachable(settings, running, name) is None]
 
 

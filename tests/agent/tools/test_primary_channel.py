@@ -122,6 +122,22 @@ async def test_each_reason_a_channel_cannot_be_primary_is_named(
     assert stored is None
 
 
+async def test_a_channel_set_up_for_watchkeeper_run_counts_in_the_terminal_chat(
+    mongo_server: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    """``watchkeeper chat`` runs only the terminal; the settings say what ``run`` has."""
+    async with _app(
+        mongo_server, tmp_path, clock, ("console",), whatsapp_enabled=True, owner_phone=PHONE
+    ) as app:
+        chosen = await _settings(app, action="update", primary_channel="whatsapp")
+        refused = await _settings(app, action="update", primary_channel="sms")
+    assert chosen["success"] is True and chosen["configured_channels"] == ["whatsapp"]
+    assert "primary_channel_problem" not in chosen
+    assert refused["error"].endswith(
+        "(TWILIO_* settings); configured: whatsapp. Nothing was changed."
+    )
+
+
 async def test_a_stored_primary_that_no_longer_runs_is_shown_with_where_messages_go(
     mongo_server: str, tmp_path: Path, clock: FakeClock
 ) -> None:
