@@ -8,13 +8,18 @@ if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   echo "watchkeeper needs Python 3.11 or newer (found $("$PYTHON" --version 2>&1))" >&2
   exit 1
 fi
-if [ ! -x .venv/bin/python ]; then
-  "$PYTHON" -m venv .venv
-fi
 stamp=".venv/.installed-$extras-$(sha1sum pyproject.toml | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
-  .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e ".[$extras]"
+  if [ ! -x .venv/bin/python ]; then
+    echo "installing into .venv ($extras), first run, about 2 min..." >&2
+    "$PYTHON" -m venv .venv
+  else
+    echo "updating .venv ($extras): pyproject.toml or the extras changed..." >&2
+  fi
+  # PYTHONWARNINGS: setuptools' "Editable installation" box says nothing to a user.
+  PYTHONWARNINGS=ignore .venv/bin/python -m pip install --quiet --upgrade pip
+  PYTHONWARNINGS=ignore .venv/bin/python -m pip install --quiet -e ".[$extras]"
+  echo "installed." >&2
   rm -f .venv/.installed-"$extras"-*
   touch "$stamp"
 fi

@@ -26,7 +26,8 @@ def _checkout(tmp_path: Path) -> Path:
 def _run(root: Path, **extra: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if "KEY" not in k and "BASE_URL" not in k}
     # Were the script to go on to install, it would fail at once on this interpreter.
-    env.update(PYTHON=str(root / "no-such-python"), **extra)
+    env["PYTHON"] = str(root / "no-such-python")
+    env.update(extra)
     return subprocess.run(
         ["bash", str(root / "scripts" / "run")],
         cwd=root, env=env, capture_output=True, text=True, timeout=60, check=False,
@@ -37,8 +38,13 @@ def test_first_run_without_env_makes_one_and_names_the_line(tmp_path: Path) -> N
     root = _checkout(tmp_path)
     done = _run(root)
     assert done.returncode == 1
-    assert (root / ".env").read_text() == (root / ".env.example").read_text()
-    assert "Created .env from .env.example." in done.stderr
+    written = (root / ".env").read_text().splitlines()
+    example = (root / ".env.example").read_text().splitlines()
+    assert len(written) == len(example)
+    assert [a for a, b in zip(written, example, strict=True) if a != b] == [
+        next(line for line in written if line.startswith("ADMIN_TOKEN="))
+    ]
+    assert "Created .env from .env.example, with a new ADMIN_TOKEN" in done.stderr
     assert "OPENAI_API_KEY=sk-" in done.stderr and "TELEGRAM_BOT_TOKEN" in done.stderr
     assert not (root / ".venv").exists()  # nothing installed
 
@@ -97,3 +103,53 @@ def test_the_modules_are_compiled_ahead_and_again_once_changed(tmp_path: Path) -
     _source_venv(root)
     assert compiled("agent").read_bytes() != before["agent"]  # compiled again
     assert compiled("channels").read_bytes() == before["channels"]
+
+
+def test_the_new_env_gets_a_random_admin_token(tmp_path: Path) -> None:
+    tokens = []
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+        root = _checkout(tmp_path / name)
+        done = _run(root)
+        assert done.returncode == 1 and "new ADMIN_TOKEN" in done.stderr
+        lines = (root / ".env").read_text().splitlines()
+        [token] = [line.removeprefix("ADMIN_TOKEN=") for line in lines if "ADMIN_TOKEN=" in line]
+        assert len(token) >= 32 and token.isalnum()
+        assert (root / ".env").stat().st_mode & 0o077 == 0  # the owner's alone
+        tokens.append(token)
+        # Otherwise the example as it is.
+        example = (root / ".env.example").read_text().splitlines()
+        assert [line for line in lines if "ADMIN_TOKEN" not in line] == [
+            line for line in example if "ADMIN_TOKEN" not in line
+        ]
+    assert tokens[0] != tokens[1]
+    # The settings accept it as it was written.
+    from agent.config import load_settings
+
+    settings = load_settings(_env_file=str(tmp_path / "one" / ".env"))
+    assert settings.admin_token is not None
+    assert settings.admin_token.get_secret_value() == tokens[0]
+
+
+def _extras_asked(root: Path, **extra: str) -> str:
+    """The extras ``scripts/run`` installs, as it says before it makes .venv (here with a
+    Python that passes the version check and then fails)."""
+    python = root / "fails-after-check"
+    python.write_text('#!/bin/sh\n[ "$1" = -c ] && exit 0\necho no-such-python >&2\nexit 1\n')
+    python.chmod(0o755)
+    done = _run(root, OPENAI_API_KEY="sk-from-env", **extra, PYTHON=str(python))
+    assert "no-such-python" in done.stderr
+    line = next(x for x in done.stderr.splitlines() if "installing into .venv" in x)
+    return line.split("(", 1)[1].split(")", 1)[0]
+
+
+def test_the_whatsapp_extra_is_installed_only_when_whatsapp_is_on(tmp_path: Path) -> None:
+    root = _checkout(tmp_path)
+    assert _extras_asked(root) == "embedded"  # the example says WHATSAPP_ENABLED=false
+    assert _extras_asked(root, WHATSAPP_ENABLED="true") == "embedded,whatsapp"
+    env_file = root / ".env"
+    env_file.write_text(
+        env_file.read_text().replace("WHATSAPP_ENABLED=false", "WHATSAPP_ENABLED=True")
+    )
+    assert _extras_asked(root) == "embedded,whatsapp"
+    assert _extras_asked(root, WHATSAPP_ENABLED="false") == "embedded"

@@ -14,10 +14,17 @@ from typing import Any
 import pytest
 
 from agent.app.features.scheduling import SchedulingOptions, scheduling
-from tests.agent.app.dashboard.browser_kit import Browser, start_driver
+from tests.agent.app.dashboard.browser_kit import MISSING, Browser, start_driver
 from tests.fakes.alert_app import ADMIN, Harness, alert_app
 
 TOKEN = ADMIN
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """One line, not one per test, when the browser tests were skipped for want of it."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    if any(MISSING in str(getattr(report, "longrepr", "")) for report in skipped):
+        terminalreporter.write_line(MISSING)
 
 
 @pytest.fixture
