@@ -39,6 +39,7 @@ __all__ = [
     "MAX_INTERVAL_DAYS",
     "MIN_HOLD",
     "PULSES_PER_DAY",
+    "REPLY_WORDS_NOTE",
     "RESERVED_KEYWORDS",
     "SHORT_ACKS",
     "Ack",
@@ -248,7 +249,10 @@ class ParsedReply:
     ``error``: a recognisable directive with bad parameters; tell the owner rather
     than asking the model. ``reserved``: a carrier keyword (STOP, HELP, ...), leave it
     alone. ``short``: a short acknowledgement ("k", "thx", "👍") that acks only when
-    the message is a reply to an alert; otherwise it is free text.
+    the message is a reply to an alert; otherwise it is free text. ``everyday``: the
+    directive is a word people also use in conversation ("ok", "done", "weekly",
+    "resume") and the reply names no alert: it applies only to an alert it plainly
+    answers, else it is free text too (``agent.conversation.alert_replies``).
     """
 
     code: str | None = None
@@ -258,7 +262,19 @@ class ParsedReply:
     short: bool = False
     more: tuple[str, ...] = ()
     """Further codes a free-text reply names, after ``code``."""
+    everyday: bool = False
 
+
+REPLY_WORDS_NOTE: Final = (
+    "## Words read as alert replies\n"
+    "Soon after an alert, a message that is only ok, done, ack, snooze 1h, daily, weekly, "
+    "every 2h, at 07:30, pause, resume or an alert code (#12, 12a) acts on the alert and "
+    "never reaches you; on SMS, yes, stop and help are the carrier's. Never ask for one "
+    "alone ('say resume', 'daily or weekly?'): ask for words naming the subject ('resume "
+    "Call Bob')."
+)
+"""What the model is told (``alert_replies.reply_words_section``), so it never invites
+a reply the grammar would take."""
 
 _ACK: Final = Ack()
 _RESOLVE: Final = Resolve()
@@ -273,6 +289,16 @@ SHORT_ACKS: Final = frozenset(
     }
 )
 """Acknowledge only as a reply to an alert (Telegram reply-to, or soon after it)."""
+EVERYDAY_WORDS: Final = frozenset({"ok", "okay", "done", "fixed"})
+"""Alert words that are also conversation; every job word (``weekly``, ``resume``,
+``every 2h``, ``at 07:30``...) is one too (``is_everyday``)."""
+
+
+def is_everyday(word: str, directive: Directive) -> bool:
+    """Whether a code-less directive could as well be conversation: a job change, or
+    one of ``EVERYDAY_WORDS``. Pulse words name the pulse and ``ack`` is not small talk."""
+    return directive.scope == "cron" or word in EVERYDAY_WORDS
+
 
 _KEYWORDS: Final[Mapping[str, Directive]] = MappingProxyType(
     {
@@ -312,6 +338,8 @@ _EVERY_CADENCE: Final[Mapping[str, SetCadence]] = MappingProxyType(
         "weekday": SetCadence("weekdays"),
     }
 )
+_JOB_HEADS: Final = frozenset({"every", "at", "make"})
+"""First words of the job directives that take a parameter (``every 2h``, ``at 07:30``)."""
 _UNTIL: Final = ("until ", "till ", "til ", "untill ", "unti ")
 _HASH_RE: Final = re.compile(r"#([0-9]{1,8})(?![0-9])")
 _BARE_RE: Final = re.compile(r"[0-9]{1,8}")
@@ -331,7 +359,10 @@ _PULSE_RE: Final = re.compile(r"([0-9]+)\s*(?:x\s*|times\s+)?(?:per|a|/)\s*day")
 _DIGIT_RE: Final = re.compile(r"[0-9]")
 _EXACT: Final[Mapping[str, ParsedReply]] = MappingProxyType(
     {
-        **{word: ParsedReply(directive=directive) for word, directive in _KEYWORDS.items()},
+        **{
+            word: ParsedReply(directive=directive, everyday=is_everyday(word, directive))
+            for word, directive in _KEYWORDS.items()
+        },
         **dict.fromkeys(SHORT_ACKS, ParsedReply(directive=_ACK, short=True)),
         **dict.fromkeys(RESERVED_KEYWORDS, ParsedReply(reserved=True)),
     }
@@ -366,11 +397,13 @@ def parse_reply(text: str, *, now: datetime | None = None, tz: tzinfo | None = N
     if outcome is None:
         return _free_text(s, named)
     if isinstance(outcome, str):
-        return ParsedReply(code=code, error=outcome)
+        job_words = code is None and wanted.partition(" ")[0] in _JOB_HEADS
+        return ParsedReply(code=code, error=outcome, everyday=job_words)
     if len(named) > 1:
         listed = " and ".join(f"#{c}" for c in named)
         return ParsedReply(code=code, error=f"Found {listed}: reply about one alert at a time.")
-    return ParsedReply(code=code, directive=outcome)
+    everyday = code is None and is_everyday(wanted, outcome)
+    return ParsedReply(code=code, directive=outcome, everyday=everyday)
 
 
 def _code(digits: str) -> str:

@@ -8,6 +8,7 @@ running (``None``), the owner is told so instead.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -34,7 +35,7 @@ CRON_PREFIX = "cron:"
 NO_SCHEDULER = "Schedule changes are unavailable right now: the scheduler is not running."
 
 
-def job_id_of(alert: Doc) -> str | None:
+def job_id_of(alert: Mapping[str, Any]) -> str | None:
     """The cron job that raised the alert (``source`` ``cron:<job_id>``), if any."""
     source = str(alert.get("source") or "")
     job = source[len(CRON_PREFIX) :] if source.startswith(CRON_PREFIX) else ""

@@ -1,8 +1,9 @@
 """Which alert a reply answers, read from what was sent (the outbox).
 
 Telegram says which message a reply quotes; SMS and WhatsApp do not, so there a
-reply answers an alert only when the alert is the last thing sent to that chat and
-was sent recently. A confirmation ("#12 snoozed for 1h") carries its alert's code
+reply answers an alert only when the alert is the last thing sent to that chat (or to
+any of the owner's chats, for words that could as well be conversation) and was sent
+recently. A confirmation ("#12 snoozed for 1h") carries its alert's code
 too, but it is not the alert itself: a "thx" to it acknowledges nothing.
 """
 
@@ -67,7 +68,16 @@ async def last_sent_alert(
     db: AsyncDatabase[Doc], channel: str, chats: Iterable[str], since: datetime
 ) -> str | None:
     """The alert code of the last message sent on ``channel`` to ``chats``, when that
-    message was an alert sent since ``since``; None when anything else came after it.
+    message was an alert sent since ``since``; None when anything else came after it."""
+    return await last_sent_to(db, [(channel, chat) for chat in chats], since)
+
+
+async def last_sent_to(
+    db: AsyncDatabase[Doc], chats: Iterable[tuple[str, str]], since: datetime
+) -> str | None:
+    """The alert code of the last message sent to any of ``chats`` (channel, chat id),
+    when that message was an alert sent since ``since``; None when anything else came
+    after it (an answer, a confirmation, another chat's message to the same person).
 
     Read through the (status, next_attempt_at) index, which for a sent message holds
     the time it was sent (``channels.delivery.outbox``): only what was sent since ``since`` is
@@ -85,7 +95,7 @@ async def last_sent_alert(
     )
     async with cursor:
         async for doc in cursor:
-            if doc.get("channel") == channel and doc.get("chat_id") in wanted:
+            if (doc.get("channel"), doc.get("chat_id")) in wanted:
                 found = _sent_alert(doc)
                 return found.code if found is not None and found.is_alert else None
     return None

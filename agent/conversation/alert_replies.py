@@ -5,9 +5,15 @@ reply-to (the outbox knows which message carried which alert), else by the lates
 alert sent to the owner. Directives are applied without the model and confirmed on
 the same channel. A short acknowledgement ("k", "thx", "👍") acks only an alert it
 answers: one it replies to, or on SMS/WhatsApp the alert last sent to that chat
-within ``RoutingPolicy.short_ack_window``. Any other text goes to the agent with the
-alert attached as context, and the prompt says whether and how the owner named it.
-With no alert in play, the message is not ours: ``None`` hands it to the agent.
+within ``RoutingPolicy.short_ack_window``. Words that are also conversation ("ok",
+"done", and every job word: "weekly", "resume", "every 2h") change nothing without a
+code unless they plainly answer an alert: a reply to it, or within that window with the
+alert the last thing sent to the owner on any chat; never an alert already acknowledged
+or resolved. A job word about an alert no job raised is the agent's too. Any other
+text goes to the agent with the alert attached as context, and the prompt says whether
+and how the owner named it (and which words are read as replies, so the agent never
+invites one). With no alert in play, the message is not ours: ``None`` hands it to the
+agent.
 """
 
 from __future__ import annotations
@@ -17,11 +23,19 @@ import logging
 from typing import Any, Literal
 
 from agent.alerts.bulk import bulk_reply
-from agent.alerts.directives import Ack, AckAll, Escalate, ParsedReply, ResolveAll, parse_reply
-from agent.alerts.job_directives import apply_cron, apply_pulse
+from agent.alerts.directives import (
+    REPLY_WORDS_NOTE,
+    Ack,
+    AckAll,
+    Escalate,
+    ParsedReply,
+    ResolveAll,
+    parse_reply,
+)
+from agent.alerts.job_directives import apply_cron, apply_pulse, job_id_of
 from agent.alerts.lifecycle import ALERT_DIRECTIVES
 from agent.alerts.policy import local_time, public
-from agent.alerts.reply_target import last_sent_alert, replied_alert
+from agent.alerts.reply_target import last_sent_alert, last_sent_to, replied_alert
 from agent.alerts.router import AlertRouter
 from agent.context import AlertInPlay, RunContext
 from agent.conversation.agent import Agent
@@ -31,6 +45,8 @@ from channels.types import HandlingFailed, InboundMessage, Reply
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
 Named = Literal["code", "reply"]
+SETTLED = frozenset({"acknowledged", "resolved"})
+"""An alert in one of these states is no longer a question an everyday word answers."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,7 +82,14 @@ class AlertReplies:
                 outcome = await self._router.apply(target["code"], Ack(), by)
                 return [self._reply(outcome.text, target["code"])]
             parsed, directive = ParsedReply(), None  # not a reply to an alert: free text
-        alert, how = await self._match(message, parsed, ctx)
+        plain = await self._plain_target(message, ctx) if parsed.everyday else None
+        if parsed.everyday and plain is None:
+            parsed, directive = ParsedReply(), None  # conversation ("weekly", "resume")
+        if plain is not None:
+            alert: Doc | None = plain
+            how: Named | None = "reply" if message.reply_to else None
+        else:
+            alert, how = await self._match(message, parsed, ctx)
         if alert is None:
             if parsed.code is not None and (directive is not None or parsed.error):
                 return [self._reply(f"There is no alert #{parsed.code}.")]
@@ -74,7 +97,9 @@ class AlertReplies:
         code = alert["code"]
         if parsed.error is not None:
             return [self._reply(parsed.error, code)]
-        if directive is None:
+        if directive is None or (directive.scope == "cron" and job_id_of(alert) is None):
+            # Free text, or a schedule word for an alert no job raised ("make this
+            # weekly" about a check the agent raised): the agent asks what is meant.
             others = tuple(c for c in (parsed.code, *parsed.more) if c and c != code)
             return await self._ask_agent(
                 message, ctx, NamedAlert(public(alert), bool(how), how, others)
@@ -122,6 +147,30 @@ class AlertReplies:
         code = await last_sent_alert(db, message.channel, chats, ctx.now - window)
         return await store.by_code(code) if code else None
 
+    async def _plain_target(self, message: InboundMessage, ctx: RunContext) -> Doc | None:
+        """The alert an everyday word ("weekly", "resume", "ok") plainly answers: the
+        alert it replies to, else the alert that is the last thing sent to the owner on
+        any of their chats, within ``short_ack_window`` (a word after the agent's own
+        "daily or weekly?" answers the agent). Never one acknowledged or resolved."""
+        db, store = ctx.deps.db, self._router.store
+        code: str | None = None
+        if message.reply_to:
+            sent = await replied_alert(db, message.channel, message.chat_id, message.reply_to)
+            code = sent.code if sent is not None else None
+        else:
+            window = self._router.policy.short_ack_window
+            if window.total_seconds() > 0:
+                chats = {(message.channel, message.chat_id)}
+                for channel in {*ctx.deps.channels, "sms", message.channel}:
+                    address = owner_address(ctx.deps.settings, channel)
+                    if address is not None:
+                        chats.add((channel, address))
+                code = await last_sent_to(db, chats, ctx.now - window)
+        alert = await store.by_code(code) if code else None
+        if alert is None or alert.get("status") in SETTLED:
+            return None
+        return alert
+
     async def _match(
         self, message: InboundMessage, parsed: ParsedReply, ctx: RunContext
     ) -> tuple[Doc | None, Named | None]:
@@ -164,6 +213,12 @@ class AlertReplies:
         return Reply(text, meta={"alert_code": code} if code else {})
 
 
+async def reply_words_section(ctx: RunContext) -> str | None:
+    """System-prompt text: which whole messages the grammar reads as alert replies, so
+    the agent never asks the owner for one of them (registered with the alerts)."""
+    return REPLY_WORDS_NOTE
+
+
 async def alert_prompt_section(ctx: RunContext) -> str | None:
     """System-prompt text for a reply about an alert (registered on the agent)."""
     if ctx.alert is None:
@@ -181,6 +236,9 @@ async def alert_prompt_section(ctx: RunContext) -> str | None:
         f"Status: {alert.get('status')}; seen {alert.get('count', 1)} time(s); "
         f"raised by {alert.get('source')} at {when}."
     )
+    job = job_id_of(alert)
+    if job is not None:
+        lines.append(f"Raised by cron job {job}: manage_cronjob changes its schedule.")
     lines.append(_how_named(ctx.alert))
     lines.append(
         "Answer the owner's message in that light. To change the alert use manage_alerts "

@@ -22,7 +22,7 @@ from agent.alerts.store import AlertError
 from agent.app.application import Feature, FeatureContext, Parts, Route, Services
 from agent.config import Settings
 from agent.context import Clock, RunContext
-from agent.conversation.alert_replies import AlertReplies, alert_prompt_section
+from agent.conversation.alert_replies import AlertReplies, alert_prompt_section, reply_words_section
 from agent.conversation.dispatch import Command
 from agent.tools.alerts import MANAGE_ALERTS, RAISE_ALERT
 from agent.tools.catalog import always
@@ -190,7 +190,7 @@ def alerting(options: AlertingOptions | None = None) -> Feature:
                     commands={"/alerts": _alerts_command(router, ctx.clock)},
                     interceptors=(lambda core: AlertReplies(router, core.agent),),
                     routes=tuple(routes),
-                    prompt_sections=(alert_prompt_section,),
+                    prompt_sections=(reply_words_section, alert_prompt_section),
                     status=(status_section,),
                     services=Services(alerts=router),
                 )

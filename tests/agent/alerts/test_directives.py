@@ -117,7 +117,33 @@ D = timedelta(days=1)
     ],
 )
 def test_directive_forms(text: str, expected: Directive) -> None:
-    assert parse_reply(text) == ParsedReply(directive=expected)
+    everyday = expected.scope == "cron" or text in ("ok", "okay", "done", "fixed")
+    assert parse_reply(text) == ParsedReply(directive=expected, everyday=everyday)
+
+
+@pytest.mark.parametrize(
+    ("text", "everyday"),
+    [
+        ("weekly", True),
+        ("resume", True),
+        ("pause", True),
+        ("make it weekly", True),
+        ("every 2h", True),
+        ("at 07:30", True),
+        ("every 7h", True),  # an error about a job word is conversation too
+        ("ok", True),
+        ("done", True),
+        ("#2 weekly", False),  # a code names the alert
+        ("2 ack", False),
+        ("ack", False),
+        ("snooze 1h", False),
+        ("pause pulse", False),  # names what it changes
+        ("pulse 6 per day", False),
+    ],
+)
+def test_everyday_words_are_marked(text: str, everyday: bool) -> None:
+    """Words that are also conversation apply only to an alert they plainly answer."""
+    assert parse_reply(text).everyday is everyday
 
 
 @pytest.mark.parametrize(

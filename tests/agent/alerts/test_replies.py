@@ -80,9 +80,10 @@ async def test_schedule_directives_without_the_scheduler_say_so(mongo_server: st
         await h.settle()
         assert "scheduler is not running" in h.chat.texts()[-1]
         await h.router.raise_alert(severity="info", title="Plain")
-        await h.chat.say("daily")
+        await h.chat.say("daily")  # no job behind it: the model asks what is meant
         await h.settle()
-        assert "was not raised by a cron job" in h.chat.texts()[-1]
+        assert h.chat.texts()[-1] == "agent answer"
+        assert "## The alert this message is about\n#2 [" in h.model.requests[-1].system
 
 
 async def test_free_text_reply_reaches_the_model_with_the_alert(mongo_server: str) -> None:
