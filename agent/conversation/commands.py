@@ -19,3 +19,12 @@ COMMAND_HELP: Mapping[str, str] = MappingProxyType(
     }
 )
 """Descriptions shown by /help and registered as Telegram's command menu."""
+
+EXAMPLES: tuple[str, ...] = (
+    "remind me tomorrow at 8 to call mom",
+    "every weekday at 7, tell me if it will rain today",
+    "remember that my NAS is at 192.168.1.20",
+    "check every minute that example.com is up and text me if it is down",
+    "quiet hours from 22:00 to 07:00, I'm in Europe/Berlin",
+)
+"""What /help suggests asking: everyday requests the tools can carry out."""

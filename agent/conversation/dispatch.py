@@ -17,7 +17,7 @@ from pymongo.errors import DuplicateKeyError
 
 from agent.context import AgentDeps, RunContext, Tier
 from agent.conversation.agent import Agent, apology
-from agent.conversation.commands import COMMAND_HELP
+from agent.conversation.commands import COMMAND_HELP, EXAMPLES
 from agent.conversation.pairing import Pairing
 from agent.conversation.prompt import mark_untrusted
 from channels.delivery.envelope import Envelope
@@ -232,7 +232,12 @@ class Dispatcher:
 
     def help_text(self) -> str:
         lines = [f"{name} - {text}" for name, text in COMMAND_HELP.items() if name in self.commands]
-        return "I'm your Watchkeeper. Just write to me.\n" + "\n".join(lines)
+        examples = "\n".join(f'- "{example}"' for example in EXAMPLES)
+        return (
+            "I'm your Watchkeeper. Just write to me, for example:\n"
+            f"{examples}\n\nReply to an alert with ack, snooze 1h or resolve.\n\n"
+            "Commands:\n" + "\n".join(lines)
+        )
 
     async def _help(self, message: InboundMessage, ctx: RunContext) -> list[Reply]:
         return [Reply(self.help_text())]

@@ -111,3 +111,6 @@ async def test_help_lists_every_registered_command(app: App) -> None:
     text = await _command(app, "/help")
     for name in ("/status", "/alerts", "/jobs", "/pulse", "/reset", "/help"):
         assert name in text
+    # A new owner also sees what to ask, not only commands.
+    assert "for example:" in text and '"remind me tomorrow at 8 to call mom"' in text
+    assert text.index("for example:") < text.index("/status")
