@@ -16,7 +16,7 @@ from bson import ObjectId
 from pymongo.errors import DuplicateKeyError
 
 from agent.context import AgentDeps, RunContext, Tier
-from agent.conversation.agent import Agent, apology
+from agent.conversation.agent import Agent, AgentReply, apology
 from agent.conversation.commands import COMMAND_HELP, EXAMPLES
 from agent.conversation.pairing import Pairing
 from agent.conversation.prompt import mark_untrusted
@@ -143,6 +143,7 @@ class Dispatcher:
             if tier == "contact":
                 text = mark_untrusted(text, message.sender_id, message.sender_name)
             reply = await self.agent.respond(text, ctx)
+            log_exchange(message.channel, message.text, reply)
         except HandlingFailed:
             raise
         except Exception as exc:
@@ -245,6 +246,24 @@ class Dispatcher:
     async def _reset(self, message: InboundMessage, ctx: RunContext) -> list[Reply]:
         await self.deps.conversations.reset(ctx.conversation_key)
         return [Reply("Started a new conversation. Memory is kept.")]
+
+
+def log_exchange(channel: str, text: str, reply: AgentReply) -> None:
+    """One INFO line per exchange: its sizes, tools, tokens and time; never its words."""
+    usage = reply.usage
+    log.info(
+        "exchange: %s, %d chars in, %d out, tools: %s, tokens: %d in (%d cached) + %d out, "
+        "%.0f ms%s",
+        channel,
+        len(text),
+        len(reply.text),
+        ", ".join(reply.tool_calls) or "none",
+        usage.input_tokens,
+        usage.cached_input_tokens,
+        usage.output_tokens,
+        reply.duration_ms,
+        ", failed" if reply.failed else "",
+    )
 
 
 def _as_int(value: str) -> int | None:

@@ -114,3 +114,19 @@ async def test_help_lists_every_registered_command(app: App) -> None:
     # A new owner also sees what to ask, not only commands.
     assert "for example:" in text and '"remind me tomorrow at 8 to call mom"' in text
     assert text.index("for example:") < text.index("/status")
+
+
+async def test_each_exchange_logs_one_line_without_its_words(
+    app: App, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    caplog.set_level(logging.INFO, logger="agent.conversation.dispatch")
+    secret = "my bank PIN is 4321"
+    answer = await _command(app, secret)
+    assert answer == "ok"
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("exchange:")]
+    assert len(lines) == 1
+    assert lines[0].startswith(f"exchange: console, {len(secret)} chars in, 2 out, tools: none")
+    assert "tokens: 10 in (0 cached) + 5 out" in lines[0] and lines[0].endswith(" ms")
+    assert "4321" not in caplog.text and "ok" not in lines[0].split("tools")[0]
