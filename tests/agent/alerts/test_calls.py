@@ -113,6 +113,18 @@ async def test_a_call_rings_after_the_wait_and_not_before(mongo_server: str) -> 
         assert len(h.twilio.sent) == 2 and len(h.twilio.calls) == 2
 
 
+async def test_an_alert_acknowledged_before_the_wait_never_rings(mongo_server: str) -> None:
+    async with alert_app(mongo_server) as h:
+        alert = await h.router.raise_alert(severity="critical", title="NAS disk full")
+        await h.tick(minutes=2)
+        await h.chat.say(f"#{alert['code']} ack")
+        await h.settle()
+        for _ in range(4):
+            await h.tick(minutes=15)
+        assert h.twilio.calls == [] and len(h.twilio.sent) == 1
+        assert (await _alert(h.app, alert["code"])).get("call_at") is None
+
+
 async def test_zero_wait_calls_with_the_first_sms(mongo_server: str) -> None:
     async with alert_app(mongo_server, alert_call_after_minutes=0) as h:
         await h.router.raise_alert(severity="critical", title="UPS on battery")
