@@ -1,11 +1,11 @@
 """Monitors: checks that run without the model (``manage_monitor``, ``/api/monitors``).
 
-Two kinds. ``http``: a GET of ``url`` every ``interval_seconds``; up when it answers
-``expect_status`` (default any 2xx or 3xx) within the timeout and, with a ``keyword``,
-its body holds it. ``heartbeat``: something outside pings ``/ping/<token>``; down once
-``period_seconds`` plus ``grace_seconds`` pass without a ping (counted from the last
-ping stored, or from the creation or resume when there was none yet), or at once on
-``/ping/<token>/fail``, as Healthchecks.io does.
+Two kinds. ``http``: a GET of ``url`` every ``interval_seconds`` on a new connection;
+up when it answers ``expect_status`` (default any 2xx or 3xx) within the timeout and,
+with a ``keyword``, its body holds it. ``heartbeat``: something outside pings
+``/ping/<token>``; down once ``period_seconds`` plus ``grace_seconds`` pass without a
+ping (counted from the last ping stored, or the creation or resume if later), or at
+once on ``/ping/<token>/fail``, as Healthchecks.io does.
 
 The state of each monitor lives in its document in ``monitors`` (this module owns the
 collection), so a restarted process carries on where the last one stopped:
@@ -62,15 +62,13 @@ NAME_LIMIT = 80
 URL_LIMIT = 2000
 KEYWORD_LIMIT = 200
 REASON_LIMIT = 300
-MAX_BODY = 1024 * 1024
-"""Bytes of an answer searched for the keyword (Uptime Kuma reads the whole body)."""
+MAX_BODY = 1024 * 1024  # bytes of an answer searched for the keyword
 MAX_INTERVAL = 86_400
 MAX_PERIOD = 31 * 86_400
 MAX_GRACE = 7 * 86_400
 MAX_FAILURES = 10
 USER_AGENT = "Watchkeeper-monitor/1"
-SPREAD_SECONDS = 10.0
-"""At start, the first checks of the loaded monitors are spread over this many seconds."""
+SPREAD_SECONDS = 10.0  # at start, the first checks are spread over this many seconds
 
 
 class MonitorError(ValueError):
@@ -129,12 +127,16 @@ class Monitor:
         given = {k: v for k, v in doc.items() if k in names}
         return cls(id=str(doc["_id"]), **given)
 
+    def since(self) -> datetime:
+        """What a heartbeat counts from: its last ping, or its creation or resume if later."""
+        return max(m for m in (self.last_ping_at, self.watch_from, self.created_at) if m)
+
     def deadline(self) -> datetime | None:
         """When a heartbeat is late (None for ``http``)."""
         if self.kind != "heartbeat":
             return None
-        start = self.last_ping_at or self.watch_from or self.created_at
-        return start + timedelta(seconds=(self.period_seconds or 0) + (self.grace_seconds or 0))
+        wait = (self.period_seconds or 0) + (self.grace_seconds or 0)
+        return self.since() + timedelta(seconds=wait)
 
 
 @dataclass(frozen=True)
@@ -215,7 +217,9 @@ def settle(
     out: Doc = {"name": _text(merged.get("name"), "name", NAME_LIMIT)}
     severity = merged.get("severity") or "warning"
     if severity not in SEVERITIES:
-        raise MonitorError(f"severity must be one of info, warning, critical; got {severity!r}")
+        raise MonitorError(
+            f"severity must be info, warning or critical; got {str(severity)[:40]!r}"
+        )
     out["severity"] = severity
     least = limits.min_interval_seconds
     if kind == "http":
@@ -345,7 +349,8 @@ class MonitorStore:
                 f"{monitor.name} is a {monitor.kind} monitor and its kind cannot change; "
                 "delete it and create another"
             )
-        current = {k: getattr(monitor, k) for k in ("name", "severity", *_fields(monitor.kind))}
+        kept = HTTP_FIELDS if monitor.kind == "http" else HEARTBEAT_FIELDS
+        current = {k: getattr(monitor, k) for k in ("name", "severity", *kept)}
         settled = settle(monitor.kind, given, current, self.limits)
         if settled["name"].casefold() != monitor.name.casefold():
             await self._name_free(settled["name"], monitor.id)
@@ -434,10 +439,6 @@ class MonitorStore:
             "change a monitor",
         )
         return None if doc is None else Monitor.from_doc(doc)
-
-
-def _fields(kind: Kind) -> tuple[str, ...]:
-    return HTTP_FIELDS if kind == "http" else HEARTBEAT_FIELDS
 
 
 # -- the check ------------------------------------------------------------------------
@@ -602,12 +603,9 @@ class Monitors:
 
     async def _watch(self, monitor: Monitor, delay: float = 0.0) -> None:
         await self._unwatch(monitor.id)
-        watch = _Watch(monitor.revision)
-        loop = self._http_loop(monitor.id, delay) if monitor.kind == "http" else None
-        watch.task = asyncio.create_task(
-            loop or self._heartbeat_loop(monitor.id, watch.wake), name=f"monitor-{monitor.id}"
-        )
-        self._watches[monitor.id] = watch
+        watch = self._watches[monitor.id] = _Watch(monitor.revision)
+        runs = self._http_loop if monitor.kind == "http" else self._heartbeat_loop
+        watch.task = asyncio.create_task(runs(monitor.id, watch.wake, delay), name="monitor")
 
     async def _unwatch(self, monitor_id: str) -> None:
         watch = self._watches.pop(monitor_id, None)
@@ -617,7 +615,7 @@ class Monitors:
     # -- what the tool and the API do --------------------------------------------------
 
     def all(self) -> list[Monitor]:
-        return sorted(self._current.values(), key=lambda m: (m.created_at, m.id))
+        return sorted(self._current.values(), key=lambda m: m.created_at)  # stable
 
     async def create(self, kind: Any, given: Mapping[str, Any]) -> Monitor:
         monitor = await self.store.create(kind, given)
@@ -740,7 +738,7 @@ class Monitors:
 
     # -- the loops ---------------------------------------------------------------------
 
-    async def _http_loop(self, monitor_id: str, delay: float) -> None:
+    async def _http_loop(self, monitor_id: str, wake: asyncio.Event, delay: float) -> None:
         loop = asyncio.get_running_loop()
         due = loop.time() + delay
         while True:
@@ -763,7 +761,7 @@ class Monitors:
             due += monitor.interval_seconds or 60
             due = max(due, loop.time())  # a check that overran starts the next at once
 
-    async def _heartbeat_loop(self, monitor_id: str, wake: asyncio.Event) -> None:
+    async def _heartbeat_loop(self, monitor_id: str, wake: asyncio.Event, _: float) -> None:
         while True:
             monitor = self._current.get(monitor_id)
             if monitor is None:
@@ -794,7 +792,5 @@ class Monitors:
 
 
 def _silence(monitor: Monitor, now: datetime) -> str:
-    last = monitor.last_ping_at or monitor.watch_from or monitor.created_at
     period = down_for_text(timedelta(seconds=monitor.period_seconds or 0))
-    what = "no ping for" if monitor.last_ping_at else "no ping yet, after"
-    return f"{what} {down_for_text(now - last)} (expected every {period})"
+    return f"no ping for {down_for_text(now - monitor.since())} (expected every {period})"

@@ -245,3 +245,18 @@ async def test_a_restart_keeps_the_down_state_and_raises_no_second_alert(
     finally:
         await mongo_client.drop_database(name)
         await target.stop()
+
+
+async def test_the_dashboard_overview_lists_the_monitors(mongo_server: str) -> None:
+    async with alert_app(mongo_server, features=(FAST,)) as h:
+        beat = await create(h, name="Nightly <backup>", kind="heartbeat", period_seconds=60)
+        await create(h, name="Fine", kind="heartbeat", period_seconds=60)
+        token = beat["ping_url"].rsplit("/", 1)[1]
+        assert (await h.client.post(f"/ping/{token}/fail")).status == 200
+        resp = await h.client.get("/", headers=AUTH)
+        assert resp.status == 200
+        html = await resp.text()
+        section = html[html.index('id="monitors"') :]
+        assert 'Nightly &lt;backup&gt;</strong> <span class="badge bad">down</span>' in section
+        assert 'Fine</strong> <span class="badge ok">new</span>' in section
+        assert "down since" in section

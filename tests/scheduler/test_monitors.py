@@ -1,0 +1,198 @@
+"""``scheduler.monitors`` on its own: the settings rules, and the state machine over the
+real collection with hooks that record what they were asked to do (the alert router's
+side is tested in ``tests/agent/app/test_monitors.py``).
+
+Two services on one database stand for ``watchkeeper chat`` beside ``watchkeeper run``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from pymongo.asynchronous.database import AsyncDatabase
+
+from scheduler.monitors import (
+    Hooks,
+    Monitor,
+    MonitorError,
+    MonitorLimits,
+    Monitors,
+    MonitorStore,
+    down_for_text,
+    settle,
+)
+from tests.fakes.clock import FakeClock
+from tests.fakes.monitor_target import Target
+from tests.waiting import until, until_async
+
+START = datetime(2026, 11, 26, 10, 0, tzinfo=UTC)
+QUICK = MonitorLimits(min_interval_seconds=1, timeout_seconds=0.5)
+Doc = dict[str, Any]
+
+
+@dataclass
+class Told:
+    """What the hooks were asked to do, in order."""
+
+    events: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def hooks(self) -> Hooks:
+        async def down(monitor: Monitor, reason: str) -> str:
+            self.events.append(("down", monitor.name, reason))
+            return str(len(self.events))
+
+        async def up(monitor: Monitor, down_for: timedelta) -> None:
+            self.events.append(("up", monitor.name, down_for_text(down_for)))
+
+        async def cleared(monitor: Monitor, why: str) -> None:
+            self.events.append(("cleared", monitor.name, why))
+
+        return Hooks(down=down, up=up, cleared=cleared)
+
+    def kinds(self) -> list[str]:
+        return [kind for kind, _, _ in self.events]
+
+
+@pytest.fixture
+async def clock() -> FakeClock:
+    return FakeClock(START)
+
+
+async def service(db: AsyncDatabase[Doc], clock: FakeClock, told: Told) -> Monitors:
+    monitors = Monitors(MonitorStore(db, clock, QUICK), told.hooks(), clock)
+    await monitors.start()
+    return monitors
+
+
+@pytest.fixture
+async def target() -> AsyncIterator[Target]:
+    started = await Target().start()
+    yield started
+    await started.stop()
+
+
+def test_private_and_home_network_targets_are_allowed() -> None:
+    for url in (
+        "http://192.168.1.10:5000/",
+        "http://10.0.0.2/health",
+        "https://nas.local/",
+        "http://[fd00::1]:8080/",
+        "http://localhost:9000",
+    ):
+        assert settle("http", {"name": "n", "url": url}, {}, MonitorLimits())["url"] == url
+
+
+def test_defaults_and_refusals() -> None:
+    limits = MonitorLimits()
+    http = settle("http", {"name": " NAS ", "url": "http://nas"}, {}, limits)
+    assert http == {
+        "name": "NAS", "severity": "warning", "url": "http://nas", "interval_seconds": 60,
+        "expect_status": None, "keyword": None, "failures_before_alert": 2,
+    }  # fmt: skip
+    grace = {p: settle("heartbeat", {"name": "n", "period_seconds": p}, {}, limits)
+             for p in (60, 3600, 86_400)}  # fmt: skip
+    assert [g["grace_seconds"] for g in grace.values()] == [60, 360, 3600]
+    with pytest.raises(MonitorError, match="between 30 and 86400"):
+        settle("http", {"name": "n", "url": "http://a", "interval_seconds": 29}, {}, limits)
+    with pytest.raises(MonitorError, match="whole number"):
+        settle("http", {"name": "n", "url": "http://a", "interval_seconds": True}, {}, limits)
+    with pytest.raises(MonitorError, match="at most 80"):
+        settle("heartbeat", {"name": "n" * 81, "period_seconds": 60}, {}, limits)
+    assert settle("http", {"expect_status": 0}, http, limits)["expect_status"] is None
+    assert settle("http", {"keyword": ""}, http | {"keyword": "ok"}, limits)["keyword"] is None
+
+
+def test_how_long_it_was_down_reads_well() -> None:
+    spans = (timedelta(seconds=45), timedelta(minutes=3, seconds=59), timedelta(hours=2),
+             timedelta(hours=2, minutes=5), timedelta(days=1, hours=3))  # fmt: skip
+    assert [down_for_text(s) for s in spans] == ["45 s", "3 min", "2 h", "2 h 5 min", "1 d 3 h"]
+
+
+async def test_a_ping_through_another_process_moves_the_deadline(
+    db: AsyncDatabase[Doc], clock: FakeClock
+) -> None:
+    """The process that got no ping reads the stored one before calling it late."""
+    told_a, told_b = Told(), Told()
+    a = await service(db, clock, told_a)
+    made = await a.create("heartbeat", {"name": "Job", "period_seconds": 60, "grace_seconds": 0})
+    b = await service(db, clock, told_b)
+    try:
+        clock.advance(seconds=50)
+        assert made.token is not None and await a.ping(made.token)
+        clock.advance(seconds=20)  # late by b's memory, in time by the database
+        pinged = START + timedelta(seconds=50)
+        await until(lambda: b.all()[0].last_ping_at == pinged, "b read the stored ping")
+        assert told_a.events == told_b.events == []
+        assert b.all()[0].state == "up"
+        clock.advance(seconds=41)
+        await until(lambda: told_b.kinds() == ["down"] or told_a.kinds() == ["down"])
+        assert (await b.store.reload(made.id)) is not None
+        await until_async(_state(b, made.id, "down"))
+    finally:
+        await a.stop()
+        await b.stop()
+
+
+def _state(monitors: Monitors, monitor_id: str, wanted: str) -> Any:
+    async def check() -> bool:
+        stored = await monitors.store.reload(monitor_id)
+        return stored is not None and stored.state == wanted
+
+    return check
+
+
+async def test_pause_clears_a_down_monitor_and_resume_counts_afresh(
+    db: AsyncDatabase[Doc], clock: FakeClock
+) -> None:
+    told = Told()
+    monitors = await service(db, clock, told)
+    try:
+        made = await monitors.create("heartbeat", {"name": "Job", "period_seconds": 60})
+        assert made.token is not None
+        assert await monitors.ping(made.token, fail=True)
+        assert told.kinds() == ["down"]
+        paused = await monitors.pause("job")
+        assert paused.paused and paused.state == "new" and paused.alert_code is None
+        assert told.events[-1] == ("cleared", "Job", "paused")
+        assert await monitors.ping(made.token, fail=True)  # recorded, no alert while paused
+        assert told.kinds() == ["down", "cleared"]
+        clock.advance(hours=5)
+        resumed = await monitors.resume(made.id)
+        assert resumed.deadline() == clock() + timedelta(seconds=120)
+        assert await monitors.ping("not-a-token") is False
+    finally:
+        await monitors.stop()
+
+
+async def test_a_new_url_starts_the_count_again(
+    db: AsyncDatabase[Doc], clock: FakeClock, target: Target
+) -> None:
+    told = Told()
+    monitors = await service(db, clock, told)
+    try:
+        made = await monitors.create(
+            "http",
+            {"name": "Web", "url": "http://127.0.0.1:9/", "interval_seconds": 1,
+             "failures_before_alert": 3},
+        )  # fmt: skip
+        await until_async(_failures(monitors, made.id, 1))
+        moved = await monitors.update(made.id, {"url": target.url})
+        assert moved.failures == 0 and moved.revision == 2
+        await until_async(_state(monitors, made.id, "up"))
+        assert told.events == []
+        with pytest.raises(MonitorError, match="no monitor with id"):
+            await monitors.update("missing", {"name": "x"})
+    finally:
+        await monitors.stop()
+
+
+def _failures(monitors: Monitors, monitor_id: str, wanted: int) -> Any:
+    async def check() -> bool:
+        stored = await monitors.store.reload(monitor_id)
+        return stored is not None and stored.failures >= wanted
+
+    return check
