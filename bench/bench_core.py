@@ -25,7 +25,7 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.app.core import build_app
-from agent.cli.event_loop import run as run_app_loop
+from agent.cli.main import run as run_app_loop
 from agent.config import Settings
 from agent.context import AgentDeps
 from agent.conversation.agent import Agent

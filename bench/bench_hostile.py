@@ -27,7 +27,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.cli.event_loop import run as run_app_loop
+from agent.cli.main import run as run_app_loop
 from agent.config import Settings
 from agent.context import AgentDeps, RunContext
 from agent.tools.db import DB_QUERY

@@ -32,7 +32,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a plain script
 
-from agent.cli.event_loop import run as run_app_loop
+from agent.cli.main import run as run_app_loop
 from agent.config import Settings
 from agent.context import AgentDeps, system_clock
 from agent.conversation.agent import Agent

@@ -39,7 +39,7 @@ from pymongo import monitoring
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a plain script
 
 from agent.app.core import build_app
-from agent.cli.event_loop import run as run_app_loop
+from agent.cli.main import run as run_app_loop
 from agent.config import Settings
 from storage.heap import freeze_heap
 from tests.fakes.commands import Commands

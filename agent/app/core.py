@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING
 from agent.app.application import TELEGRAM_WEBHOOK, App, Feature, Route
 from agent.app.gate import SinkGate
 from agent.app.shutdown import Shutdown, ShutdownStack
-from agent.config import Settings, ensure_data_dir
-from agent.database import open_configured_database
+from agent.config import Settings, ensure_data_dir, open_configured_database
 from agent.llm.factory import build_model, check_model
 from agent.llm.lazy_sdk import warm_model
 from channels.types import Channel

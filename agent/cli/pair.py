@@ -14,10 +14,9 @@ import re
 import sys
 from typing import TextIO
 
-from agent.config import Settings, cli_command
+from agent.config import Settings, cli_command, open_configured_database
 from agent.context import Clock, system_clock
 from agent.conversation.pairing import WELCOME
-from agent.database import open_configured_database
 from channels.delivery.outbox import Outbox
 from channels.types import OutboundMessage
 from storage.repos.pairing import CODE_TTL, PairedOwner, PairingStore, invite_code_in

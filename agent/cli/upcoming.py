@@ -11,9 +11,8 @@ from datetime import datetime, timedelta
 from typing import TextIO
 from zoneinfo import ZoneInfo
 
-from agent.config import Settings
+from agent.config import Settings, open_configured_database
 from agent.context import Clock, system_clock
-from agent.database import open_configured_database
 from agent.owner import OwnerSettings
 from scheduler.cron.expression import CronError, describe
 from scheduler.cron.job import CronJob
