@@ -121,6 +121,13 @@ class Tally:
     """What one exchange or run has set off so far; shared by copies of its context."""
 
     sends: int = 0
+    untrusted: list[str] = field(default_factory=list)
+    """Where the outside text this run has read came from (an MCP tool's result, web
+    search results): once there is any, its acting calls wait for the owner
+    (``agent.tools.held``)."""
+    approved: str | None = None
+    """The owner's code when this run carries out actions they approved: nothing in it
+    is held again."""
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from agent.config import Settings
 from agent.context import AgentDeps, Clock
 from agent.conversation.agent import Agent
 from agent.conversation.dispatch import Command, Dispatcher, Interceptor, TierResolver
-from agent.conversation.held_sends import confirm_held_send
+from agent.conversation.held_sends import confirming
 from agent.conversation.pairing import Pairing
 from agent.llm.base import ModelClient
 from agent.llm.images import ImageDecoder
@@ -121,8 +121,8 @@ async def assemble(
     board = StatusBoard(channels, outbox, status_sections)
     commands: dict[str, Command] = {}
     resolvers: dict[str, TierResolver] = {}
-    # First: "send 4711" releases a held message, nothing else (before alert directives).
-    interceptors: list[Interceptor] = [confirm_held_send]
+    # First: "send 4711" releases what was held, nothing else (before alert directives).
+    interceptors: list[Interceptor] = [confirming(catalog)]
     for parts in every:
         commands.update(parts.commands)
         resolvers.update(parts.resolvers)

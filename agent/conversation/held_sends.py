@@ -1,52 +1,109 @@
-"""The owner's "send 4711" and "cancel 4711": release or drop what the agent was not
-allowed to send alone (see ``agent/tools/sending.py``): every message of the group at
-once. Tried before alert directives, owner tier only.
+"""The owner's "send 4711" (or "approve 4711") and "cancel 4711": release or drop what
+the agent was not allowed to do alone: messages to new recipients
+(``agent/tools/sending.py``) and the calls a run held after reading outside text
+(``agent/tools/held.py``), every one of the group at once. Tried before alert
+directives, owner tier only.
 
 Each released message is queued under a key made of its group's key and the message
 itself, so a confirmation replayed after a crash half-way, or sent again, queues what
 is missing and sends nothing twice (``storage.repos.held_sends``, guarantees 2 and 3).
+Each held call is claimed before it is made, as the run that held it, so it is made
+once however often the approval arrives (guarantee 5).
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import re
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 
 from agent.context import RunContext
+from agent.tools.base import result_json
+from agent.tools.catalog import ToolCatalog
+from agent.tools.held import approved_context
 from channels.delivery.outbox import Outbox
 from channels.types import InboundMessage, OutboundMessage, Reply
 from storage.repos.held_sends import HeldGroup, HeldSend, HeldSends
 
-CONFIRM = re.compile(r"^\W*send\s+#?(\d{4})\W*$", re.IGNORECASE)
+log = logging.getLogger(__name__)
+CONFIRM = re.compile(r"^\W*(?:send|approve)\s+#?(\d{4})\W*$", re.IGNORECASE)
 DECLINE = re.compile(
     r"^\W*(?:cancel|drop|don[’']?t\s+send|do\s+not\s+send)\s+#?(\d{4})\W*$", re.IGNORECASE
 )
 EXPIRED = "No message is waiting for '{word} {code}' (they expire after a day)."
+EXPIRED_ACTIONS = "Nothing is waiting for '{word} {code}' (held actions expire after a day)."
+SHOWN_RESULT = 200
+"""Characters of a held call's result in the owner's confirmation."""
+Confirm = Callable[[InboundMessage, RunContext], Awaitable[list[Reply] | None]]
 
 
-async def confirm_held_send(message: InboundMessage, ctx: RunContext) -> list[Reply] | None:
+def confirming(catalog: ToolCatalog) -> Confirm:
+    """The interceptor for "send CODE" / "approve CODE" / "cancel CODE", making held
+    calls with the tools of ``catalog``."""
+
+    async def confirm(message: InboundMessage, ctx: RunContext) -> list[Reply] | None:
+        return await confirm_held_send(message, ctx, catalog)
+
+    return confirm
+
+
+async def confirm_held_send(
+    message: InboundMessage, ctx: RunContext, catalog: ToolCatalog | None = None
+) -> list[Reply] | None:
+    """Release or drop the group a confirmation names; None when ``message`` is not one.
+    Without ``catalog`` held calls cannot be made, and are reported so."""
     if (found := CONFIRM.match(message.text)) is not None:
-        return [Reply(await _release(found.group(1), ctx))]
+        word = "approve" if "approve" in found.group(0).lower() else "send"
+        return [Reply(await _release(found.group(1), ctx, catalog, word))]
     if (found := DECLINE.match(message.text)) is not None:
         return [Reply(await _decline(found.group(1), ctx))]
     return None
 
 
-async def _release(code: str, ctx: RunContext) -> str:
+async def _release(code: str, ctx: RunContext, catalog: ToolCatalog | None, word: str) -> str:
     held = HeldSends(ctx.deps.db)
-    group = await held.approve(code, ctx.now)
+    group = await held.approve(code, ctx.now)  # recorded before anything is made
     if group is None:
-        return EXPIRED.format(word="send", code=code)
+        return (EXPIRED if word == "send" else EXPIRED_ACTIONS).format(word=word, code=code)
     outbox = ctx.deps.outbox
     running = [s for s in group.sends if s.channel in ctx.deps.channels]
     dropped = [s for s in group.sends if s not in running]
     # One recipient's messages in order; recipients side by side.
     chats = _by_chat(running)
     await asyncio.gather(*(_queue(outbox, group, sends) for sends in chats.values()))
+    done = [await _make(held, group, i, ctx, catalog) for i in range(len(group.actions))]
     await held.release(group)
-    return _released_text(running, dropped)
+    lines = [_released_text(running, dropped)] if group.sends else []
+    return "\n".join([*lines, *done])
+
+
+async def _make(
+    held: HeldSends, group: HeldGroup, index: int, ctx: RunContext, catalog: ToolCatalog | None
+) -> str:
+    """Make the held call ``index`` once, as the run that held it; one line saying how
+    it went."""
+    action = group.actions[index]
+    if index in group.claimed or not await held.claim(group, index, ctx.now):
+        return f"• {action.tool}: already done before (not done again)."
+    run = approved_context(ctx.deps, group, ctx)
+    tools = catalog.for_context(run) if catalog is not None else None
+    if tools is None or action.tool not in tools:
+        return f"• {action.tool}: not done: that tool is not available now."
+    try:
+        result = await tools.call(action.tool, action.args, run)
+    except Exception:  # a tool turns its failures into errors; this is a last guard
+        log.exception("held call %s of %s failed", action.tool, group.code)
+        result = {"error": "it failed unexpectedly"}
+    if "error" in result:
+        return f"• {action.tool}: not done: {_cut(str(result['error']))}"
+    return f"• {action.tool}: done {_cut(result_json(result, ctx.tz))}"
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= SHOWN_RESULT else text[: SHOWN_RESULT - 1] + "…"
 
 
 async def _queue(outbox: Outbox, group: HeldGroup, sends: list[HeldSend]) -> None:
@@ -59,6 +116,9 @@ async def _decline(code: str, ctx: RunContext) -> str:
     group = await HeldSends(ctx.deps.db).decline(code, ctx.now)
     if group is None:
         return EXPIRED.format(word="cancel", code=code)
+    if group.actions:
+        count = len(group.actions) + len(group.sends)
+        return f"Dropped: none of the {count} held action(s) was done."
     if len(group.sends) == 1:
         return f"Dropped: the message to {group.sends[0].chat_id} was not sent."
     return f"Dropped: none of the {len(group.sends)} messages was sent."

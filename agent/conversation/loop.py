@@ -6,8 +6,11 @@ run again; the model is told to use the earlier result instead. A call that acts
 the world is keyed by (exchange, call index): when a replayed exchange makes the same
 call again, its stored result is returned and nothing is done twice.
 
-Sends held for the owner's approval are asked about as the loop ends, whatever ends
-it: one message per exchange, not one per send (``agent.tools.sending.ask_owner``).
+Once a call has read outside text (an MCP result, web search results; a contact's
+words from the start), every later call that acts is held for the owner's approval
+instead of made (``agent.tools.held``), for the rest of the exchange. Sends and calls
+held for the owner's approval are asked about as the loop ends, whatever ends it: one
+message per exchange, not one per send (``agent.tools.sending.ask_owner``).
 
 Nothing else leaves the loop: a model failure is a ``ModelError`` (the agent answers
 with an apology), a tool that fails or arguments that cannot be used are a tool error
@@ -32,6 +35,7 @@ from agent.llm.types import (
     Usage,
 )
 from agent.tools.base import Toolset
+from agent.tools.held import UNTRUSTED_MARK, hold_call, read_outside, reason
 from agent.tools.sending import ask_owner, held_codes
 from channels.delivery.text import MAX_DEPTH, TooDeep, clean_text, clean_value
 from storage.repos.effects import call_digest
@@ -59,15 +63,33 @@ async def _call_once(
     at most once."""
     exchange = ctx.run_id
     if exchange is None or not tools.acts(call.name):
-        return storable_result(call.name, await tools.call(call.name, call.arguments, ctx))
+        return storable_result(call.name, await _call_or_hold(tools, call, ctx))
     effects = ctx.deps.effects
     earlier = await effects.recall(exchange, index, digest)
     if earlier is not None:
         log.info("replay: %s #%d already done in %s; result reused", call.name, index, exchange)
         return earlier
-    outcome = storable_result(call.name, await tools.call(call.name, call.arguments, ctx))
+    outcome = storable_result(call.name, await _call_or_hold(tools, call, ctx))
     await effects.record(exchange, index, call.name, digest, outcome, ctx.now)
     return outcome
+
+
+async def _call_or_hold(tools: Toolset, call: ToolCallPart, ctx: RunContext) -> dict[str, Any]:
+    """The call's result; after outside text, an acting call is held instead."""
+    if reason(ctx) and tools.holds(call.name, call.arguments):
+        log.info("held %s for the owner: %s", call.name, reason(ctx))
+        return await hold_call(ctx, call.name, call.arguments)
+    return await tools.call(call.name, call.arguments, ctx)
+
+
+def _holds_outside_text(result: dict[str, Any]) -> bool:
+    """Whether a result of a tool that reads outside text carries some: anything but our
+    own plain error (a timeout, an unknown tool); an error quoting what the outside
+    said comes in an untrusted block and counts."""
+    error = result.get("error")
+    if len(result) != 1 or not isinstance(error, str):
+        return True
+    return UNTRUSTED_MARK in error
 
 
 def storable_result(name: str, result: dict[str, Any]) -> dict[str, Any]:
@@ -137,7 +159,11 @@ async def _answer(
                 "exact arguments in this exchange; use that earlier result"
             }
         seen.add(key)
-        return await _call_once(tools, call, ctx, index, key)
+        outcome = await _call_once(tools, call, ctx, index, key)
+        source = tools.untrusted_result(call.name)
+        if source and _holds_outside_text(outcome):
+            read_outside(ctx, source)  # from here on, the run's acting calls wait
+        return outcome
     except Exception:
         log.exception("tool call %s failed", call.name)
         return {"error": f"{call.name} failed unexpectedly; try a different approach"}
@@ -155,6 +181,8 @@ async def run_loop(
     specs = tools.specs()
     seen: set[str] = set()
     outcomes: list[dict[str, Any]] = []
+    if ctx.tier == "contact":  # no acting tool is offered either (``ToolCatalog``)
+        read_outside(ctx, "a contact's message")
     try:
         for _ in range(max_turns):
             try:
@@ -188,7 +216,7 @@ async def run_loop(
 
 
 async def _ask_about_held(ctx: RunContext, outcomes: list[dict[str, Any]]) -> None:
-    """The owner's one question about the sends this exchange held, if it held any;
+    """The owner's one question about what this exchange held, if it held anything;
     never raised: the exchange's own outcome stands either way."""
     codes = held_codes(outcomes)
     if not codes:

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from agent.context import RunContext
 from agent.llm.untrusted import DEFUSED, OPENERS, defuse
 from agent.tools.base import Toolset
+from agent.tools.memory import memory_section
 from storage.repos.conversations import SystemInstruction
 
 PromptSection = Callable[[RunContext], Awaitable[str | None]]
@@ -110,7 +111,7 @@ async def build_system_prompt(
         parts.append(CONTACT_NOTE)
         return "\n\n".join(parts)
     if instruction.memory_enabled:
-        parts.append("## Your memory\n" + (instruction.memory.strip() or "(empty)"))
+        parts.append(memory_section(instruction))
         parts.append(database_section(instruction.db_schema))
     guidance = [line for tool in tools if (line := tool.guidance_in(ctx))]
     if guidance:

@@ -136,4 +136,5 @@ MANAGE_ALERTS: Tool[Any] = Tool(
     "code, optional duration (default 1h / 1d; muted repeats are counted, not sent).",
     args=ManageAlertsArgs,
     handler=_manage,
+    acting=lambda args: args.action != "list",
 )

@@ -42,9 +42,27 @@ class Tool(Generic[A]):
     """One line for the system prompt's tool section, sent only while the tool is offered."""
     guidance_for: Callable[[RunContext], str] | None = None
     """The line, when it depends on the run (what is configured): wins over ``guidance``."""
+    untrusted_result: str = ""
+    """What outside text the result is ("web search results"), when it is some: once a
+    run has read it, the run's acting calls wait for the owner (``agent.tools.held``)."""
+    acting: Callable[[A], bool] | None = None
+    """Whether a call (its checked arguments) changes settings, memory, schedules,
+    permissions or the owner's data, raises an alert or sends; None: ``writes`` says.
+    Reads (a find, a list) stay free after outside text."""
 
     def guidance_in(self, ctx: RunContext) -> str:
         return self.guidance_for(ctx) if self.guidance_for is not None else self.guidance
+
+    def acts(self, raw: dict[str, Any]) -> bool:
+        """Whether calling this tool with ``raw`` acts (see ``acting``); arguments that
+        do not validate act on nothing (the call answers with their error)."""
+        if self.acting is None:
+            return self.writes
+        try:
+            args = self.args.model_validate(raw)
+        except ValidationError:
+            return False
+        return self.acting(args)
 
     def spec(self) -> ToolSpec:
         return ToolSpec(
@@ -102,6 +120,16 @@ class Toolset:
         """Whether calling ``name`` changes state or reaches others."""
         tool = self._tools.get(name)
         return tool is not None and tool.writes
+
+    def holds(self, name: str, arguments: dict[str, Any]) -> bool:
+        """Whether this call waits for the owner once the run has read outside text."""
+        tool = self._tools.get(name)
+        return tool is not None and tool.acts(arguments)
+
+    def untrusted_result(self, name: str) -> str:
+        """What outside text calling ``name`` reads, or "" (see ``Tool.untrusted_result``)."""
+        tool = self._tools.get(name)
+        return tool.untrusted_result if tool is not None else ""
 
     def only(self, predicate: Callable[[Tool[Any]], bool]) -> Toolset:
         return Toolset(t for t in self._tools.values() if predicate(t))

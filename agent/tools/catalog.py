@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from agent.context import RunContext
+from agent.tools import held
 from agent.tools.base import Tool, Toolset
 from agent.tools.db import DB_QUERY
 from agent.tools.mcp.tools import mcp_ready, mcp_tools
@@ -33,7 +35,9 @@ class ToolCatalog:
 
     The contact tier only ever gets tools marked ``writes=False``: a third party
     cannot make the agent write memory, the database, schedules or permissions,
-    or send to anyone else.
+    or send to anyone else. In the owner's runs, a tool that reads outside text
+    (``untrusted_result``) holds the run's later acting calls (``agent.tools.held``),
+    and the first such tool's guidance says so.
     """
 
     def __init__(
@@ -65,7 +69,22 @@ class ToolCatalog:
         chosen += [t for source in self._sources for t in source(ctx)]
         if ctx.tier != "owner":
             chosen = [t for t in chosen if not t.writes]
-        return Toolset(chosen)
+        return Toolset(told_of_holding(chosen))
+
+
+def told_of_holding(tools: list[Tool[Any]]) -> list[Tool[Any]]:
+    """``tools``, the first that reads outside text carrying the line that says acting
+    calls wait for the owner after it (when any offered tool could act)."""
+    first = next((i for i, t in enumerate(tools) if t.untrusted_result), None)
+    if first is None or not any(t.writes for t in tools):
+        return tools
+    tool = tools[first]
+
+    def guidance(ctx: RunContext) -> str:
+        own = tool.guidance_in(ctx).strip()
+        return f"{own} {held.GUIDANCE}" if own else held.GUIDANCE
+
+    return [*tools[:first], dataclasses.replace(tool, guidance_for=guidance), *tools[first + 1 :]]
 
 
 def settings_offered(ctx: RunContext) -> bool:

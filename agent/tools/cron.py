@@ -107,4 +107,5 @@ MANAGE_CRONJOB: Tool[Any] = Tool(
     ),
     args=CronArgs,
     handler=_manage,
+    acting=lambda args: args.action != "list",
 )

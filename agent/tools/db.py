@@ -12,6 +12,7 @@ from pymongo.errors import ExecutionTimeout, OperationFailure, PyMongoError
 from agent.context import RunContext
 from agent.tools.base import Tool, ToolError, ToolResult
 from storage.sandbox import DbOperation, SandboxError, run_db_query
+from storage.sandbox.rules import OUTPUT_STAGES, READS
 
 MAX_ERROR_CHARS = 300
 MAX_REFUSAL_CHARS = 1_000
@@ -33,6 +34,15 @@ async def _db_query(args: DbOperation, ctx: RunContext) -> ToolResult:
         raise ToolError(f"database error: {_first_line(str(exc))}") from None
     except (OverflowError, RecursionError, MemoryError):
         raise ToolError("the query is too large or too deeply nested; simplify it") from None
+
+
+def reads_only(op: DbOperation) -> bool:
+    """Whether ``op`` only reads: a find, a count, a listing, a pipeline that writes
+    nowhere (no ``$out``/``$merge``)."""
+    if op.operation == "aggregate":
+        last = (op.pipeline or [{}])[-1]
+        return not any(stage in last for stage in OUTPUT_STAGES)
+    return op.operation in READS or op.operation == "listCollections"
 
 
 def in_timezone(db: AsyncDatabase[dict[str, Any]], tz: tzinfo) -> AsyncDatabase[dict[str, Any]]:
@@ -69,4 +79,5 @@ DB_QUERY: Tool[DbOperation] = Tool(
     args=DbOperation,
     handler=_db_query,
     writes=True,
+    acting=lambda op: not reads_only(op),
 )

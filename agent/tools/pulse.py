@@ -105,4 +105,5 @@ MANAGE_PULSE: Tool[Any] = Tool(
     ),
     args=PulseArgs,
     handler=_manage,
+    acting=lambda args: args.action != "get_config",
 )

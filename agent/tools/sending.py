@@ -5,7 +5,8 @@ A message to someone who is neither the owner nor a WhatsApp contact with
 ``can_reply`` is not sent: it is held (``storage.repos.held_sends``), and when the exchange
 ends the owner is asked in their main chat, in one message for all the exchange held,
 to reply ``send <code>``. Text the model read (a web page, a contact's message, a
-database row) can therefore never make it write to a stranger on its own.
+database row) can therefore never make it write to a stranger on its own. The same
+question lists the calls a run held after reading outside text (``agent.tools.held``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 from agent.context import RunContext
 from agent.owner import owner_address, owner_chat
 from agent.tools.base import ToolError, ToolResult
+from agent.tools.held import APPROVE_WORD, describe
 from channels.types import SMS_BUDGET_TAKEN, OutboundMessage
 from storage.repos.held_sends import HeldGroup, HeldSend, HeldSends
 from storage.repos.sms_budget import take_sms
@@ -46,7 +48,8 @@ async def deliver(ctx: RunContext, channel: str, chat_id: str, text: str) -> Too
             f"not sent: at most {limit} messages may be sent in one exchange, and {limit} "
             "already were. Tell the owner which messages were not sent."
         )
-    if not await _approved(ctx, channel, chat_id):
+    # A send the owner approved by code (``agent.tools.held``) goes to whom it names.
+    if ctx.tally.approved is None and not await _approved(ctx, channel, chat_id):
         return await _hold(ctx, channel, chat_id, text)
     meta: dict[str, object] = {}
     if channel == "sms":
@@ -99,12 +102,15 @@ async def ask_owner(ctx: RunContext, codes: Sequence[str]) -> None:
         group = await held.waiting(code, ctx.now)
         if group is None:
             continue  # answered or expired meanwhile
-        key = f"held:{group.key}:{len(group.sends)}"
+        key = f"held:{group.key}:{len(group.sends)}:{len(group.actions)}"
         await outbox.enqueue(OutboundMessage(target.channel, target.chat_id, ask_text(group), key))
 
 
 def ask_text(group: HeldGroup) -> str:
-    """The owner's question: each recipient, the text once when all share it."""
+    """The owner's question: each recipient, the text once when all share it; each
+    held call, and the outside text it followed."""
+    if group.actions:
+        return _ask_actions(group)
     code, sends = group.code, group.sends
     if len(sends) == 1:
         [send] = sends
@@ -127,5 +133,27 @@ def ask_text(group: HeldGroup) -> str:
     lines.append(
         f"Reply '{CONFIRM_WORD} {code}' to send {every}, or '{DECLINE_WORD} {code}' to drop "
         "them all."
+    )
+    return "\n".join(lines)
+
+
+def _ask_actions(group: HeldGroup) -> str:
+    """The question about the calls a run held after reading outside text (and any
+    sends to new recipients it held beside them)."""
+    code = group.code
+    read = ", ".join(dict.fromkeys(group.untrusted)) or "outside text"
+    what = "a scheduled run" if group.run.get("kind") in ("cron", "pulse") else "our chat"
+    name = group.run.get("job_name")
+    if name:
+        what = f"the job “{name}”"
+    lines = [
+        f"✋ In {what} I read {read}, which may not speak for you, so I did not do these "
+        "without you:"
+    ]
+    lines += [f"• {describe(action)}" for action in group.actions]
+    lines += [f"• send to {s.chat_id} ({s.channel}): “{s.text}”" for s in group.sends]
+    lines.append(
+        f"Reply '{APPROVE_WORD} {code}' to do them all once, or '{DECLINE_WORD} {code}' "
+        "to drop them."
     )
     return "\n".join(lines)

@@ -236,4 +236,5 @@ MANAGE_SETTINGS: Tool[Any] = Tool(
     ),
     args=SettingsArgs,
     handler=_manage,
+    acting=lambda args: args.action != "get",
 )

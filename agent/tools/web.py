@@ -62,4 +62,5 @@ WEB_SEARCH = Tool(
     args=WebSearchArgs,
     handler=_web_search,
     writes=False,
+    untrusted_result="web search results",
 )

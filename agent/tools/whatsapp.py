@@ -165,6 +165,8 @@ WHATSAPP_READ_MESSAGES: Tool[Any] = Tool(
     description="Recent WhatsApp messages from contacts with can_read; contact for one only.",
     args=ReadArgs,
     handler=_read,
+    untrusted_result="WhatsApp contacts' messages",
+    acting=lambda _: False,
 )
 WHATSAPP_SEND_MESSAGE: Tool[Any] = Tool(
     name="whatsapp_send_message",
@@ -186,6 +188,7 @@ WHATSAPP_LIST_PERMISSIONS: Tool[Any] = Tool(
     description="Every WhatsApp permission (no fields).",
     args=NoArgs,
     handler=_list,
+    acting=lambda _: False,
 )
 WHATSAPP_TOOLS: tuple[Tool[Any], ...] = (
     WHATSAPP_READ_MESSAGES,

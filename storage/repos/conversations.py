@@ -46,6 +46,9 @@ built-in ones are now always shown by the prompt); read back as empty."""
 class SystemInstruction:
     core_instruction: str = DEFAULT_CORE_INSTRUCTION
     memory: str = ""
+    memory_source: Doc | None = None
+    """Where the memory came from when a run that had read outside text saved it
+    (``{"untrusted": [...], "approved": code}``); None for the owner's own runs."""
     memory_enabled: bool = True
     db_schema: str = ""
     """The model's documentation of its own collections (``update_db_schema``)."""
@@ -74,6 +77,8 @@ class SystemInstructionRepo:
         if doc:
             si.core_instruction = doc.get("core_instruction") or si.core_instruction
             si.memory = doc.get("memory", "")
+            source = doc.get("memory_source")
+            si.memory_source = source if isinstance(source, dict) else None
             si.memory_enabled = bool(doc.get("memory_enabled", True))
             own = str(doc.get("db_schema") or "")
             si.db_schema = "" if own.strip() == LEGACY_DB_SCHEMA else own
@@ -89,13 +94,14 @@ class SystemInstructionRepo:
         )
         self._cache.invalidate()
 
-    async def set_memory(self, memory: str) -> None:
+    async def set_memory(self, memory: str, source: Doc | None = None) -> None:
+        """Replace the memory; ``source`` says where it came from (None: the owner)."""
         if len(memory) > MEMORY_LIMIT:
             raise MemoryTooLong(
                 f"memory is {len(memory)} characters; the limit is {MEMORY_LIMIT}. "
                 "Condense it and save again."
             )
-        await self._set({"memory": memory})
+        await self._set({"memory": memory, "memory_source": source})
 
     async def set_db_schema(self, schema: str) -> None:
         await self._set({"db_schema": schema})

@@ -1,25 +1,32 @@
-"""Messages the agent wanted to send to someone the owner has not approved, held until
-the owner confirms in chat ("send 4711") or declines ("cancel 4711").
+"""What the agent was not allowed to do alone, held until the owner confirms in chat
+("send 4711", "approve 4711") or declines ("cancel 4711"): messages to someone the owner
+has not approved, and the acting tool calls of a run that read outside text (a tool
+name and its arguments, with why it was held and the run it belongs to).
 
-The sends one exchange holds (one chat message answered, one cron or pulse run) form
-one group under one code, so a fan-out to twenty new numbers is one question to the
-owner. A group lives in ``settings`` under ``held_send:<code>``, with the exchange's
-id: readable by the model (its own words), writable only here. Guarantees:
+What one exchange holds (one chat message answered, one cron or pulse run) forms one
+group under one code, so a fan-out to twenty new numbers is one question to the owner.
+A group lives in ``settings`` under ``held_send:<code>``, with the exchange's id:
+readable by the model (its own words), writable only here. Guarantees:
 
-1. A send is in its exchange's group once: the same message held again (a replayed
-   exchange) is not added twice (``$addToSet``).
+1. A send or a call is in its exchange's group once: the same one held again (a
+   replayed exchange) is not added twice (``$addToSet``).
 2. A group has a ``key`` no other group ever has (codes are reused, keys are not):
    the outbox keys of its question and of its sends derive from it, so a confirmation
    replayed after a crash half-way, or sent twice, queues each send once.
-3. An approved group stays approved until ``release`` (its sends queued): it can no
-   longer be declined, and a second "send" finishes what a first one left.
+3. An approved group stays approved until ``release`` (its sends queued, its calls
+   made): it can no longer be declined, and a second "send" finishes what a first one
+   left.
 4. A declined or expired group is never sent; unconfirmed groups expire after a day.
+5. A held call is claimed (``claim``) before it is made, and a claimed call is never
+   made again: an approval replayed after a crash, or sent twice, does nothing more.
 """
 
 from __future__ import annotations
 
+import json
 import secrets
-from dataclasses import asdict, dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -44,22 +51,53 @@ class HeldSend:
 
 
 @dataclass(frozen=True)
+class HeldAction:
+    """One tool call waiting for the owner: what to call, with what, and why it waits."""
+
+    tool: str
+    arguments: str
+    """The call's arguments as JSON text (keys sorted): stored as text, so an update's
+    ``$set`` is data, never an operator, and the same call compares equal."""
+    why: str
+
+    @classmethod
+    def of(cls, tool: str, arguments: Mapping[str, Any], why: str) -> HeldAction:
+        text = json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
+        return cls(tool, text, why)
+
+    @property
+    def args(self) -> dict[str, Any]:
+        loaded = json.loads(self.arguments)
+        return loaded if isinstance(loaded, dict) else {}
+
+
+@dataclass(frozen=True)
 class HeldGroup:
-    """The sends one exchange held, approved or declined together by ``code``."""
+    """What one exchange held, approved or declined together by ``code``."""
 
     code: str
     key: str
     """This group's own id, never another's (guarantee 2)."""
     sends: tuple[HeldSend, ...]
+    actions: tuple[HeldAction, ...] = ()
+    run: Mapping[str, Any] = field(default_factory=dict)
+    """The run the held calls were made in (kind, channel, chat...): they are made as it."""
+    untrusted: tuple[str, ...] = ()
+    """The outside text that run had read: why its calls were held."""
+    claimed: frozenset[int] = frozenset()
+    """Indexes of ``actions`` already claimed (made, or being made: guarantee 5)."""
 
 
 def _group(doc: Doc) -> HeldGroup:
     code = str(doc["_id"]).removeprefix(PREFIX)
     key = str(doc.get("key") or f"{code}:{doc.get('held_at')}")
-    if "sends" not in doc:  # held one by one before groups existed
+    if "sends" not in doc and "channel" in doc:  # held one by one before groups existed
         return HeldGroup(code, key, (HeldSend(doc["channel"], doc["chat_id"], doc["text"]),))
-    sends = tuple(HeldSend(s["channel"], s["chat_id"], s["text"]) for s in doc["sends"])
-    return HeldGroup(code, key, sends)
+    sends = tuple(HeldSend(s["channel"], s["chat_id"], s["text"]) for s in doc.get("sends", ()))
+    actions = tuple(HeldAction(a["tool"], a["arguments"], a["why"]) for a in doc.get("actions", ()))
+    claimed = frozenset(int(i) for i in (doc.get("claimed") or {}))
+    untrusted = tuple(str(u) for u in doc.get("untrusted", ()))
+    return HeldGroup(code, key, sends, actions, dict(doc.get("run") or {}), untrusted, claimed)
 
 
 def _open(now: datetime) -> Doc:
@@ -71,13 +109,27 @@ class HeldSends:
     def __init__(self, db: AsyncDatabase[Doc]) -> None:
         self._coll = db[c.SETTINGS]
 
-    async def hold(self, send: HeldSend, now: datetime, *, exchange: str | None) -> HeldGroup:
-        """Add ``send`` to the open group of ``exchange`` (a new group when it has none,
-        or when ``exchange`` is None: an exchange without a stable id)."""
+    async def hold(
+        self,
+        item: HeldSend | HeldAction,
+        now: datetime,
+        *,
+        exchange: str | None,
+        run: Mapping[str, Any] | None = None,
+        untrusted: Iterable[str] = (),
+    ) -> HeldGroup:
+        """Add ``item`` to the open group of ``exchange`` (a new group when it has none,
+        or when ``exchange`` is None: an exchange without a stable id). A held call
+        names the ``run`` it is to be made as and the ``untrusted`` text it followed."""
+        array = "sends" if isinstance(item, HeldSend) else "actions"
+        sources = list(dict.fromkeys(untrusted))
         if exchange is not None:
+            update: Doc = {"$addToSet": {array: asdict(item), "untrusted": {"$each": sources}}}
+            if run is not None:
+                update["$set"] = {"run": dict(run)}
             doc = await self._coll.find_one_and_update(
                 {"_id": {"$regex": f"^{PREFIX}"}, "exchange": exchange, **_open(now)},
-                {"$addToSet": {"sends": asdict(send)}},
+                update,
                 return_document=ReturnDocument.AFTER,
             )
             if doc is not None:
@@ -88,7 +140,11 @@ class HeldSends:
                 "_id": PREFIX + code,
                 "key": secrets.token_hex(8),
                 "exchange": exchange,
-                "sends": [asdict(send)],
+                "sends": [],
+                "actions": [],
+                array: [asdict(item)],
+                "run": dict(run or {}),
+                "untrusted": sources,
                 "held_at": now,
             }
             try:
@@ -112,6 +168,16 @@ class HeldSends:
             return_document=ReturnDocument.AFTER,
         )
         return _group(doc) if doc is not None else None
+
+    async def claim(self, group: HeldGroup, index: int, now: datetime) -> bool:
+        """Take the held call ``index`` of an approved group to make it now: True once,
+        False ever after (guarantee 5). Recorded before the call is made, so a crash
+        during it leaves it claimed: never made twice, at the cost of never finishing."""
+        done = await self._coll.update_one(
+            {"_id": PREFIX + group.code, "approved": True, f"claimed.{index}": {"$exists": False}},
+            {"$set": {f"claimed.{index}": now}},
+        )
+        return done.modified_count == 1
 
     async def release(self, group: HeldGroup) -> None:
         """Forget an approved group once its sends are queued."""

@@ -8,7 +8,7 @@ effects), ``--extra N`` (N more filler tools, for the token-budget tests),
 ``waiting`` and wait for a line or the end of the connection: a test decides when the
 server is ready, as a slow server would be).
 
-Tools: ``echo``, ``add`` (structured result), ``record``, ``slow`` (sleeps),
+Tools: ``echo``, ``add`` (structured result; both read-only), ``record``, ``slow`` (sleeps),
 ``fail`` (raises), ``die`` (the process exits mid-call), plus ``tool_0``..``tool_{N-1}``.
 """
 
@@ -23,16 +23,20 @@ from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+
+READ_ONLY = ToolAnnotations(read_only_hint=True)
+"""``echo``, ``add`` and the fillers change nothing, and say so (``readOnlyHint``)."""
 
 
 def build_server(name: str, effects: Path | None, extra: int) -> MCPServer:
     server = MCPServer(name, log_level="WARNING")
 
-    @server.tool(description="Echo the text back.")
+    @server.tool(description="Echo the text back.", annotations=READ_ONLY)
     def echo(text: str) -> str:
         return text
 
-    @server.tool(description="Add two integers.")
+    @server.tool(description="Add two integers.", annotations=READ_ONLY)
     def add(a: int, b: int) -> int:
         return a + b
 
@@ -62,6 +66,7 @@ def build_server(name: str, effects: Path | None, extra: int) -> MCPServer:
             _filler(i),
             name=f"tool_{i}",
             description=f"Look up records of kind {i} matching a query; returns at most limit.",
+            annotations=READ_ONLY,
         )
     return server
 

@@ -21,6 +21,9 @@ class McpTool:
     name: str
     description: str
     input_schema: Mapping[str, Any]
+    read_only: bool = False
+    """The server marks it ``readOnlyHint``: it changes nothing, so it stays free after
+    outside text (``agent.tools.held``); by MCP's default a tool may change anything."""
 
 
 def describe(exc: BaseException) -> str:

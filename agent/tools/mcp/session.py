@@ -73,7 +73,14 @@ async def list_tools(session: ClientSession, server: str) -> list[McpTool]:
         if cursor is None:
             break
     return [
-        McpTool(server, t.name, t.description or t.title or "", dict(t.input_schema)) for t in tools
+        McpTool(
+            server,
+            t.name,
+            t.description or t.title or "",
+            dict(t.input_schema),
+            read_only=bool(t.annotations is not None and t.annotations.read_only_hint),
+        )
+        for t in tools
     ]
 
 

@@ -225,6 +225,8 @@ def _direct(name: str, tool: McpTool, guidance: str) -> SchemaTool:
         handler=handler,
         guidance=guidance,
         schema=server_schema(tool.input_schema),
+        untrusted_result=f"the result of the MCP tool {tool.server}/{tool.name}",
+        acting=None if not tool.read_only else (lambda _: False),
     )
 
 
@@ -305,12 +307,18 @@ def find_tool(servers: Sequence[str]) -> Tool[McpFindArgs]:
     )
 
 
-MCP_CALL = Tool(
-    name="mcp_call",
-    description="Call a tool of an MCP server (found with mcp_find_tools) with its arguments.",
-    args=McpCallArgs,
-    handler=_call,
-)
+def call_tool_of(tools: Sequence[McpTool]) -> Tool[McpCallArgs]:
+    """``mcp_call``; a call acts when it names one of ``tools`` that its server does not
+    mark read-only (a tool no server has acts on nothing: its call is an error)."""
+    acting = {(t.server, t.name) for t in tools if not t.read_only}
+    return Tool(
+        name="mcp_call",
+        description="Call a tool of an MCP server (found with mcp_find_tools) with its arguments.",
+        args=McpCallArgs,
+        handler=_call,
+        untrusted_result="an MCP tool's result",
+        acting=lambda a: (a.server, a.tool.removeprefix(f"{a.server}__")) in acting,
+    )
 
 
 async def mcp_ready(ctx: RunContext) -> None:
@@ -334,4 +342,4 @@ def mcp_tools(ctx: RunContext) -> list[Tool[Any]]:
     if sum(spec_tokens(t.spec()) for t in direct) <= ctx.deps.settings.mcp_tool_token_budget:
         return direct
     servers = sorted({t.server for t in listed})
-    return [find_tool(servers), MCP_CALL]
+    return [find_tool(servers), call_tool_of(listed)]
