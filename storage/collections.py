@@ -133,6 +133,8 @@ INDEXES: Mapping[str, Sequence[IndexModel]] = MappingProxyType(
             # One unresolved alert per dedupe key (set while unresolved, unset on resolve).
             IndexModel([("open_key", ASCENDING)], unique=True, sparse=True),
             IndexModel([("next_escalation_at", ASCENDING)], sparse=True),
+            # Alert router: phone calls due (set only while a call is armed).
+            IndexModel([("call_at", ASCENDING)], sparse=True),
             IndexModel([("status", ASCENDING), ("last_sent_at", DESCENDING)]),
         ],
         LEASES: [

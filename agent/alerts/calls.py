@@ -29,7 +29,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from agent.alerts import policy as r
 from agent.alerts.directives import Ack, Directive, Resolve
-from agent.alerts.lifecycle import Outcome
+from agent.alerts.lifecycle import CALL_AT, Outcome
 from agent.alerts.store import AlertStore, entry
 from agent.config import Settings
 from agent.owner import Target, owner_address
@@ -160,7 +160,7 @@ class Caller:
             if reason is not None or phone is None:
                 await self._store.change(
                     alert["_id"],
-                    set_={"call_at": None},
+                    unset=(CALL_AT,),
                     history=[entry(now, "router", "call skipped", reason)],
                 )
                 return
@@ -177,7 +177,7 @@ class Caller:
             log.warning("alert #%s: %s", code, detail)
         await self._store.change(
             alert["_id"],
-            set_={"call_at": None},
+            unset=(CALL_AT,),
             inc={"calls": 1},
             history=[entry(now, "router", action, detail)],
         )

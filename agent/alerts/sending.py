@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo
 
 from agent.alerts import policy as r
 from agent.alerts.directives import format_duration
-from agent.alerts.lifecycle import escalation_after
+from agent.alerts.lifecycle import CALL_AT, escalation_after
 from agent.alerts.policy import RoutingPolicy
 from agent.alerts.store import AlertStore, entry
 from agent.config import Settings
@@ -212,7 +212,7 @@ class Sender:
         }
         ring = self._next_call(alert, now, delivered=delivered) if self._next_call else None
         if call and ring is not None:
-            fields["call_at"] = ring
+            fields[CALL_AT] = ring
         if sent:
             fields["last_sent_at"] = now
             if delivered and not alert.get("delivered_at"):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -51,6 +51,7 @@ DELIVERIES_KEEP = 30
 CALL_EVENTS_KEEP = 50
 """Twilio webhook events (key presses, call statuses) remembered per alert, to apply each once."""
 CALL_WINDOW = timedelta(hours=1)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 HINT_SECONDS = 5.0
 """How long ``latest_sent`` trusts its last look when it found nothing recent: every
 owner message asks, and nearly always no alert is in play. A change through this
@@ -268,8 +269,8 @@ class AlertStore:
             sort=[("next_escalation_at", ASCENDING)],
             projection={"next_escalation_at": 1},
         )
-        call = await self._alerts.find_one(
-            {"status": "open", "call_at": {"$ne": None}},
+        call = await self._alerts.find_one(  # a range: served by the call_at index
+            {"status": "open", "call_at": {"$gte": EPOCH}},
             sort=[("call_at", ASCENDING)],
             projection={"call_at": 1},
         )
