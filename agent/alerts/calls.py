@@ -148,8 +148,8 @@ class Caller:
         return done
 
     async def _ring(self, alert: Doc, now: datetime) -> None:
-        code, placed = str(alert["code"]), int(alert.get("calls") or 0)
-        key = f"alert:{code}:call:{placed}"
+        code, before = str(alert["code"]), int(alert.get("calls") or 0)
+        key = f"alert:{code}:call:{before}"
         phone = owner_address(self._settings, "sms")
         stored = await self._outbox.has(key)  # a restart after storing it: never again
         if not stored:
@@ -167,13 +167,15 @@ class Caller:
             await self._outbox.enqueue(self._call_message(alert, phone, key, now))
         row = await self._store.outbox_row(key) or {}
         status, error = row.get("status"), row.get("last_error")
-        if status == "failed":
+        if status == "sent":
+            action, detail = "called", f"call {before + 1} to OWNER_PHONE"
+        elif status == "failed":
             action, detail = "call failed", f"Twilio refused it: {error}"
-        elif status == "pending":
+        elif error:  # the outbox tries again within RING_WINDOW
             action, detail = "call failed", f"Twilio refused it for now ({error}); retrying"
-        else:
-            action, detail = "called", f"call {placed + 1} to OWNER_PHONE"
-        if status in ("failed", "pending"):
+        else:  # stored by a process that stopped before it was sent: the outbox sends it
+            action, detail = "call queued", "in the outbox"
+        if action == "call failed":
             log.warning("alert #%s: %s", code, detail)
         await self._store.change(
             alert["_id"],
