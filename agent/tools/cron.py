@@ -2,7 +2,10 @@
 
 The tool is a thin shell over ``CronService`` (``AgentDeps.cron``),
 which validates and stores; ``cronjobs`` is written nowhere else. A new job remembers
-the chat it was created in, and its results are delivered there.
+the chat it was created in, and its results are delivered there; an empty answer is
+not delivered at all (``agent.runs.runner``), so a check can stay silent when all is
+well. A schedule with both day fields set is kept, with cron's OR rule said plainly
+in the answer (``scheduler.cron.expression.day_rule_warning``).
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from pydantic import BaseModel, Field
 
 from agent.context import RunContext
 from agent.tools.base import Tool, ToolError, ToolResult
-from scheduler.cron.job import JobError
+from scheduler.cron.expression import day_rule_warning
+from scheduler.cron.job import CronJob, JobError
 from scheduler.cron.service import CronService
 from scheduler.views import job_view
 
@@ -35,6 +39,14 @@ class CronArgs(BaseModel):
         description="warning (default): alert after 2 failures in a row (one-time: after 1); "
         "critical: critical alert after 1; none",
     )
+
+
+def _with_warning(answer: ToolResult, job: CronJob) -> ToolResult:
+    """Add cron's OR rule, in words, when the job's day fields are both restricted."""
+    warning = day_rule_warning(job.cron_expression) if job.cron_expression else None
+    if warning is not None:
+        answer["warning"] = warning
+    return answer
 
 
 def cron_service(ctx: RunContext) -> CronService:
@@ -69,7 +81,7 @@ async def _manage(args: CronArgs, ctx: RunContext) -> ToolResult:
                 origin_channel=ctx.channel,
                 origin_chat_id=ctx.chat_id,
             )
-            return {"created": job_view(job, now)}
+            return _with_warning({"created": job_view(job, now)}, job)
         if args.action == "update":
             job = await service.update(
                 args.job_id,
@@ -82,7 +94,8 @@ async def _manage(args: CronArgs, ctx: RunContext) -> ToolResult:
                 enabled=args.enabled,
                 on_failure=args.on_failure,
             )
-            return {"updated": job_view(job, now)}
+            updated: ToolResult = {"updated": job_view(job, now)}
+            return _with_warning(updated, job) if args.cron_expression else updated
         if args.action == "toggle":
             job = await service.toggle(args.job_id, args.enabled)
             return {"updated": job_view(job, now)}
@@ -100,7 +113,8 @@ MANAGE_CRONJOB: Tool[Any] = Tool(
     ),
     description=(
         "Jobs run 'instruction' (a task for yourself) with no user present; the answer goes "
-        "to this chat. create: name, instruction, one of cron_expression (repeats), run_at "
+        "to this chat; an empty answer sends nothing. create: name, instruction, one of "
+        "cron_expression (repeats), run_at "
         "or in_minutes (runs once, kept as done); optional timezone, on_failure. "
         "list. update: job_id + fields to change. delete: job_id. toggle: job_id; "
         "enabled sets it, omitted flips it."

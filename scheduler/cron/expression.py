@@ -5,6 +5,12 @@ the tools and the ``schedule`` command all agree on when a job fires. ``describe
 says an expression for people; ``reschedule`` rewrites one from a reply directive
 ("weekly", "every 2h", "at 07:30").
 
+Day fields follow cron's rule: when day-of-month and day-of-week are both restricted
+(``0 17 25-31 * 5``), a day matching either one fires. Such an expression is accepted
+(it is valid cron, and sometimes meant), but ``day_rule_warning`` says so plainly, and
+``describe`` describes it that way. A field croniter cannot read is refused with the
+field named and forms that work (``5L`` for "last Friday": croniter writes ``L5``).
+
 DST policy, computed on the local wall clock and resolved with zoneinfo ``fold``:
 
 * A wall time that occurs twice (autumn fall-back) fires once, at its first occurrence,
@@ -29,6 +35,7 @@ from croniter import CroniterBadDateError, CroniterError, croniter
 __all__ = [
     "MAX_FIRES",
     "CronError",
+    "day_rule_warning",
     "describe",
     "fires_between",
     "gap_end",
@@ -147,6 +154,54 @@ def _clean_croniter_message(message: str) -> str:
     return text or "unsupported syntax in one of the fields"
 
 
+_FIELD_FORMS = (
+    "a number 0-59, a list (0,30), a range (0-10) or a step (*/15)",
+    "a number 0-23, a list (8,20), a range (9-17) or a step (*/2)",
+    "a number 1-31, a list (1,15), a range (1-7), a step (*/2), L (the last day) or 15W "
+    "(the weekday nearest the 15th)",
+    "a number 1-12 or jan-dec, a list (1,7), a range (1-3) or a step (*/3)",
+    "0-7 or sun-sat (0 and 7 are Sunday), a list (mon,wed), a range (1-5), 5#3 (the third "
+    "Friday) or L5 (the last Friday)",
+)
+"""What each field accepts, in the order of ``_FIELDS``: said when a field is refused."""
+_LAST_WEEKDAY = re.compile(r"^(\d|sun|mon|tue|wed|thu|fri|sat)l$", re.IGNORECASE)
+
+
+def _field_at_fault(fields: list[str]) -> int | None:
+    """The first field croniter refuses on its own (the others plain), if any."""
+    for index, field in enumerate(fields):
+        probe = ["0", "0", "*", "*", "*"]
+        probe[index] = field
+        try:
+            croniter.expand(" ".join(probe))
+        except (CroniterError, ValueError, TypeError):
+            return index
+    return None
+
+
+def _refused_field(expression: str, fields: list[str], index: int) -> CronError:
+    """A refusal that names the field and says what would work there."""
+    name, field = _FIELDS[index][0], fields[index]
+    last = _LAST_WEEKDAY.match(field) if index == 4 else None
+    if last is not None:
+        token = last.group(1)
+        value = int(token) if token.isdigit() else name_value(token, 4)
+        day = _DAY_NAMES[(value or 0) % 7]
+        number = (value or 0) % 7
+        minute, hour, dom, month = fields[:4]
+        return _invalid(
+            expression,
+            f"the {name} field {field!r} is not supported. For the last {day} of the "
+            f"month write L{number}: '{minute} {hour} {dom} {month} L{number}'; or run "
+            f"every {day} ('{minute} {hour} * {month} {number}') and have the instruction "
+            f"check that it is the last {day} of the month (no {day} 7 days later)",
+        )
+    return _invalid(
+        expression,
+        f"the {name} field {field!r} is not supported syntax; use {_FIELD_FORMS[index]}",
+    )
+
+
 def validate_cron(expression: str) -> str:
     """Check a five-field expression or alias and return it with whitespace collapsed.
 
@@ -177,6 +232,9 @@ def validate_cron(expression: str) -> str:
     except CroniterBadDateError:
         raise _invalid(expression, "it never fires (no such date)") from None
     except (CroniterError, ValueError, TypeError) as exc:
+        at_fault = _field_at_fault(fields)
+        if at_fault is not None:
+            raise _refused_field(expression, fields, at_fault) from exc
         raise _invalid(expression, _clean_croniter_message(str(exc))) from exc
     return normalised
 
@@ -326,14 +384,85 @@ def _day_list(field: str) -> str | None:
     return ", ".join(names)
 
 
+_ANY_DAY = ("*", "?")
+_NTH = ("1st", "2nd", "3rd", "4th", "5th")
+_WEEK_OF_MONTH: Mapping[str, str] = MappingProxyType(
+    {"1-7": "#1", "8-14": "#2", "15-21": "#3", "22-28": "#4", "24-31": "L", "25-31": "L"}
+)
+"""Day-of-month ranges that, next to one weekday, most likely meant its nth or last one."""
+
+
+def day_rule_warning(expression: str) -> str | None:
+    """A plain warning when both day fields are restricted (cron's OR rule), else None.
+
+    ``0 17 25-31 * 5`` runs on every day from the 25th to the 31st and on every Friday,
+    not only on Fridays from the 25th: say so, and what would do the likely intent.
+    """
+    try:
+        minute, hour, dom, month, dow = expand(expression).split()
+    except CronError:
+        return None
+    if dom in _ANY_DAY or dow in _ANY_DAY:
+        return None
+    days = _day_list(dow)
+    on_days = f"every {days}" if days else f"day-of-week {dow}"
+    text = (
+        f"cron's OR rule: with both day fields set, this runs on {_month_days(dom)} "
+        f"and also on {on_days}, not only on days matching both. To need both, keep only "
+        f"day-of-week ('{minute} {hour} * {month} {dow}') and have the instruction check "
+        "the date."
+    )
+    week = _WEEK_OF_MONTH.get(dom)
+    single = int(dow) if dow.isdigit() else name_value(dow, 4)
+    if week is not None and single is not None and days is not None:
+        number = single % 7
+        nth = f"L{number}" if week == "L" else f"{number}#{week[1]}"
+        which = "last" if week == "L" else _NTH[int(week[1]) - 1]
+        text += f" The {which} {days} of each month is '{minute} {hour} * {month} {nth}'."
+    return text
+
+
+def _month_days(dom: str) -> str:
+    """``15`` -> "day 15 of the month", ``25-31`` -> "days 25-31 of the month"."""
+    return f"day {dom} of the month" if dom.isdigit() else f"days {dom} of the month"
+
+
+def _special_days(dom: str, dow: str) -> str | None:
+    """``L`` (last day), ``L5`` (last Friday), ``5#3`` (third Friday), each alone."""
+    if dom == "L" and dow in _ANY_DAY:
+        return "on the last day of every month"
+    if dom not in _ANY_DAY:
+        return None
+    last = re.fullmatch(r"[lL]([0-7])", dow)
+    if last:
+        return f"on the last {_DAY_NAMES[int(last.group(1)) % 7]} of every month"
+    nth = re.fullmatch(r"([0-7])#([1-5])", dow)
+    if nth:
+        day = _DAY_NAMES[int(nth.group(1)) % 7]
+        return f"on the {_NTH[int(nth.group(2)) - 1]} {day} of every month"
+    return None
+
+
 def describe(expression: str) -> str:
-    """Short English for common shapes; any other expression is returned as written."""
+    """Short English for common shapes; any other expression is returned as written,
+    with cron's OR rule spelled out when both day fields are restricted."""
     try:
         written = validate_cron(expression)
     except CronError:
         return expression
     expanded = ALIASES.get(written, written)
-    minute, hour, dom, month, dow = expanded.split()
+    minute, hour, dom, month, dow = ("*" if field == "?" else field for field in expanded.split())
+    if dom != "*" and dow != "*":
+        listed = _day_list(dow)
+        either = f"every {listed}" if listed else f"day-of-week {dow}"
+        at = f" at {_clock(hour, minute)}" if hour.isdigit() and minute.isdigit() else ""
+        return (
+            f"{written}: on {_month_days(dom)} and also on {either}{at} "
+            "(cron's OR rule: either day matches)"
+        )
+    special = _special_days(dom, dow)
+    if special and month == "*" and hour.isdigit() and minute.isdigit():
+        return f"{special} at {_clock(hour, minute)}"
     every = re.fullmatch(r"\*/(\d+)", minute)
     if (hour, dom, month, dow) == ("*", "*", "*", "*"):
         if minute == "*":
