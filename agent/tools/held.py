@@ -26,6 +26,7 @@ from typing import Any
 
 from agent.context import AgentDeps, RunContext, Tally
 from agent.tools.base import ToolResult
+from scheduler.cron.job import JobError
 from storage.repos.held_sends import HeldAction, HeldGroup, HeldSends
 
 APPROVE_WORD = "approve"
@@ -68,6 +69,7 @@ async def hold_call(ctx: RunContext, name: str, arguments: Mapping[str, Any]) ->
     model reads instead of the call's result."""
     why = reason(ctx)
     run = {f: getattr(ctx, f) for f in RUN_FIELDS}
+    run["job_name"] = ctx.job_name or await _job_name(ctx)
     group = await HeldSends(ctx.deps.db).hold(
         HeldAction.of(name, arguments, why),
         ctx.now,
@@ -84,6 +86,17 @@ async def hold_call(ctx: RunContext, name: str, arguments: Mapping[str, Any]) ->
         f"replies '{APPROVE_WORD} {group.code}' to have it done; tell them so, and do not "
         "try to reach the same end another way.",
     }
+
+
+async def _job_name(ctx: RunContext) -> str | None:
+    """The name of the cron job this run is, for the owner's question; None when it is
+    not one, or the job cannot be read (the question then says "a scheduled run")."""
+    if ctx.job_id is None or ctx.deps.cron is None:
+        return None
+    try:
+        return (await ctx.deps.cron.get(ctx.job_id)).name
+    except JobError:
+        return None
 
 
 def approved_context(deps: AgentDeps, group: HeldGroup, owner: RunContext) -> RunContext:
