@@ -2,6 +2,11 @@
 
 The user's message is stored before the model is called, so a model failure
 never loses it; the user then gets a short apology, never an exception text.
+
+A request is laid out for the providers' prompt caches (``agent.conversation.prompt``):
+the system prompt and the tools (sorted by name) stay the same, the history only
+grows, and what changes rides in a note after the newest message. The note is sent,
+never stored: the stored message is the sender's, as it came.
 """
 
 from __future__ import annotations
@@ -19,9 +24,21 @@ from agent.context import RunContext
 from agent.conversation.history import fit_history, message_tokens
 from agent.conversation.loop import MAX_TURNS, LoopResult, run_loop
 from agent.conversation.media_turn import MediaFetch, user_turn
-from agent.conversation.prompt import PromptSection, build_system_prompt
+from agent.conversation.prompt import (
+    PromptSection,
+    build_note,
+    build_system_prompt,
+    sorted_tools,
+)
 from agent.llm.base import ModelClient, ModelError
-from agent.llm.types import MessagesAdapter, ModelMessage, TextPart, Usage, without_media
+from agent.llm.types import (
+    MessagesAdapter,
+    ModelMessage,
+    TextPart,
+    Usage,
+    with_note,
+    without_media,
+)
 from agent.tools.catalog import ToolCatalog
 
 log = logging.getLogger(__name__)
@@ -129,16 +146,18 @@ class Agent:
         incoming, _ = await asyncio.gather(
             user_turn(text, ctx, self.model, self.media), self.catalog.until_ready(ctx)
         )
-        toolset = self.catalog.for_context(ctx)
+        toolset = sorted_tools(self.catalog.for_context(ctx))
         if not instruction.memory_enabled:
             toolset = toolset.only(lambda _: False)
-        system = await build_system_prompt(instruction, ctx, toolset, self.sections)
+        system, note = await asyncio.gather(
+            build_system_prompt(instruction, ctx, toolset, self.sections),
+            build_note(ctx, self.sections),
+        )
         reply = AgentReply(text="", conversation_id=conv_id)
         asked = {"sender": ctx.sender, **({"inbox_id": str(inbox_id)} if inbox_id else {})}
         try:
-            result = await run_loop(
-                self.model, system, [*history, incoming], toolset, ctx, self.max_turns
-            )
+            turn = [*history, with_note(incoming, note)]
+            result = await run_loop(self.model, system, turn, toolset, ctx, self.max_turns)
         except ModelError as exc:
             # The message is kept (with a marker) so the conversation shows what was lost.
             log.error("model failed for %s: %s", ctx.conversation_key, exc)

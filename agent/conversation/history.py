@@ -16,7 +16,14 @@ import math
 import re
 from typing import Any
 
-from agent.llm.types import MediaPart, ModelMessage, TextPart, ToolCallPart, ToolResultPart
+from agent.llm.types import (
+    MediaPart,
+    ModelMessage,
+    NotePart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 
 TOOL_OUTPUT_KEEP = 1_200
 """Characters of an old tool result kept in history; the current exchange keeps all."""
@@ -51,7 +58,7 @@ def estimate_tokens(text: str) -> int:
 def message_text(message: ModelMessage) -> str:
     chunks: list[str] = []
     for part in message.parts:
-        if isinstance(part, TextPart):
+        if isinstance(part, TextPart | NotePart):
             chunks.append(part.text)
         elif isinstance(part, ToolCallPart):
             chunks.append(part.name + json.dumps(part.arguments, default=str))

@@ -1,14 +1,25 @@
-"""The system prompt: core instruction, time, memory, database, tool guidance.
+"""What the model reads: a system prompt that stays, and a note that changes.
 
-The fixed part is kept lean on purpose: a plain "hi" with every core tool must
-stay under 2,500 input tokens. Optional parts (pulse status, WhatsApp
-permissions) come from section providers registered by the composition root.
+Providers cache the longest repeated start of a request, so a request is laid out
+for that. The system prompt holds only what stays from one request to the next, in a
+fixed order: core instruction, what is within reach, tool guidance (tools sorted by
+name), the run's note, the database, memory, then the stable sections. What changes
+(the clock, the pulse's state, the alert a message is about) goes in a short note
+(``build_note``) that rides after the newest message as a part of its own; the stored
+message keeps the sender's words exactly as written, without it. From the second
+request of a conversation on, the whole start repeats.
+
+Optional parts come from section providers registered by the composition root; one
+whose text changes between requests is wrapped in ``changing`` and goes in the note.
+The fixed part is kept lean on purpose: a plain "hi" with every core tool must stay
+under 3,000 input tokens (tests/agent/conversation/test_hi_tokens.py).
 """
 
 from __future__ import annotations
 
 import unicodedata
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from types import MappingProxyType
 
 from agent.context import RunContext
@@ -18,6 +29,26 @@ from agent.tools.memory import memory_section
 from storage.repos.conversations import SystemInstruction
 
 PromptSection = Callable[[RunContext], Awaitable[str | None]]
+
+
+@dataclass(frozen=True)
+class Changing:
+    """A section whose text changes between requests: it goes in the note after the
+    newest message, never in the system prompt (where it would end the cached start)."""
+
+    section: PromptSection
+
+    async def __call__(self, ctx: RunContext) -> str | None:
+        return await self.section(ctx)
+
+
+def changing(section: PromptSection) -> Changing:
+    """``section`` marked as changing (a clock, counts, the alert a message is about)."""
+    return Changing(section)
+
+
+NOTE_HEAD = "[Watchkeeper's note on the newest message, not the sender's words]"
+"""The note's first line: the system prompt holds no clock, the note does."""
 
 RUN_NOTES: Mapping[str, str] = MappingProxyType(
     {
@@ -37,7 +68,9 @@ BUILT_IN_SCHEMA = (
     "- contacts: name, phone, email, notes\n"
     "- schedule: title, start, end (dates), allDay, rrule, contactId, status\n"
     "- read-only: inbox (chat messages Watchkeeper received on Telegram/WhatsApp/SMS; not "
-    "email), messages (chat history), alerts, cronjobs, runs\n"
+    "email), messages (chat history), alerts, cronjobs\n"
+    "- runs (read-only; cron and pulse runs): kind, job_id, name, status (success, failed, "
+    "timeout, skipped, running), scheduled_for, started_at, ended_at, result, error\n"
     "- ai_*: yours, documented below (update_db_schema)"
 )
 """Always shown; ``update_db_schema`` documents only the model's own collections."""
@@ -100,27 +133,68 @@ def format_now(ctx: RunContext) -> str:
     return local.strftime("%A %d %B %Y, %H:%M") + f" ({tz.key})"
 
 
+def reach_section(tools: Toolset) -> str:
+    """What is and is not within reach, said from the tools this run is offered."""
+    text = (
+        "## Within reach\nOnly what a listed tool reaches: no web, mail or remote access "
+        "without one (mail comes from an MCP server the owner adds). Outside monitors alert "
+        "by POST /api/alerts"
+    )
+    if "manage_monitor" in tools:
+        text += "; manage_monitor checks a URL or a heartbeat with no model call"
+    text += "."
+    if "manage_cronjob" in tools:
+        text += (
+            "\nA job's on_failure counts runs that error or time out, not bad results: for "
+            "those, the instruction says to "
+            + ("raise_alert." if "raise_alert" in tools else "report them in its answer.")
+        )
+    return text
+
+
+def sorted_tools(tools: Toolset) -> Toolset:
+    """``tools`` by name: the same tools make the same request, whatever the order in
+    which their features (or MCP servers) offered them."""
+    return Toolset(sorted(tools, key=lambda tool: tool.name))
+
+
 async def build_system_prompt(
     instruction: SystemInstruction,
     ctx: RunContext,
     tools: Toolset,
     sections: Sequence[PromptSection] = (),
 ) -> str:
-    parts = [instruction.core_instruction.strip(), f"## Now\n{format_now(ctx)}"]
+    """What stays from one request to the next, most lasting first; ``tools`` should
+    come sorted (``sorted_tools``), as the request offers them."""
+    parts = [instruction.core_instruction.strip()]
     if ctx.tier == "contact":
         parts.append(CONTACT_NOTE)
         return "\n\n".join(parts)
-    if instruction.memory_enabled:
-        parts.append(memory_section(instruction))
-        parts.append(database_section(instruction.db_schema))
+    parts.append(reach_section(tools))
     guidance = [line for tool in tools if (line := tool.guidance_in(ctx))]
     if guidance:
         parts.append("## Tools\n" + "\n".join(f"- {g}" for g in guidance))
     note = run_note(ctx.kind, tools)
     if note:
         parts.append(note)
+    if instruction.memory_enabled:
+        parts.append(database_section(instruction.db_schema))
+        parts.append(memory_section(instruction))
     for section in sections:
+        if isinstance(section, Changing):
+            continue
         text = await section(ctx)
         if text:
             parts.append(text.strip())
+    return "\n\n".join(parts)
+
+
+async def build_note(ctx: RunContext, sections: Sequence[PromptSection] = ()) -> str:
+    """What changes between requests, for the end of the newest message: the clock and
+    the changing sections (none for a contact, who gets only the time)."""
+    parts = [f"{NOTE_HEAD}\nNow: {format_now(ctx)}"]
+    if ctx.tier != "contact":
+        for section in sections:
+            if isinstance(section, Changing) and (text := await section(ctx)):
+                parts.append(text.strip())
     return "\n\n".join(parts)

@@ -27,6 +27,7 @@ from agent.llm.types import (
     MediaPart,
     ModelMessage,
     ModelResponse,
+    NotePart,
     TextPart,
     ToolCallPart,
     ToolResultPart,
@@ -192,6 +193,8 @@ def to_contents(messages: list[ModelMessage], sign_unsigned: bool = False) -> li
                 parts.append(_call_part(part))
             elif isinstance(part, MediaPart):
                 parts.append(_media_part(part))
+            elif isinstance(part, NotePart):
+                parts.append(gt.Part(text=part.text))
             else:
                 parts.append(_result_part(part, part.call_id in native_ids))
         if sign_unsigned and index > turn_start:

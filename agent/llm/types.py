@@ -91,7 +91,19 @@ class MediaPart(BaseModel):
         return f"[voice note{length}]"
 
 
-Part = Annotated[TextPart | ToolCallPart | ToolResultPart | MediaPart, Field(discriminator="kind")]
+class NotePart(BaseModel):
+    """Watchkeeper's note after the newest message: what changes between requests (the
+    clock, the pulse's state). Sent with one exchange's requests and never stored, so
+    the message's own parts (``text``) stay the sender's words as written; adapters send
+    it as a text part of its own (``agent.conversation.prompt``)."""
+
+    kind: Literal["note"] = "note"
+    text: str
+
+
+Part = Annotated[
+    TextPart | ToolCallPart | ToolResultPart | MediaPart | NotePart, Field(discriminator="kind")
+]
 
 
 class ModelMessage(BaseModel):
@@ -112,6 +124,11 @@ class ModelMessage(BaseModel):
     def media(self) -> list[MediaPart]:
         return [p for p in self.parts if isinstance(p, MediaPart)]
 
+    @property
+    def note(self) -> str:
+        """Watchkeeper's note riding on this message (``NotePart``), if any."""
+        return "\n\n".join(p.text for p in self.parts if isinstance(p, NotePart))
+
 
 MessagesAdapter: TypeAdapter[list[ModelMessage]] = TypeAdapter(list[ModelMessage])
 
@@ -119,11 +136,15 @@ MessagesAdapter: TypeAdapter[list[ModelMessage]] = TypeAdapter(list[ModelMessage
 class Usage(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_input_tokens: int = 0
+    """Of ``input_tokens``, those the provider read from its prompt cache (OpenAI
+    ``prompt_tokens_details.cached_tokens``, Gemini ``cachedContentTokenCount``)."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
+            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
         )
 
 
@@ -178,6 +199,15 @@ def unique_ids(ids: list[str], taken: set[str]) -> list[str]:
 
 def user_message(text: str) -> ModelMessage:
     return ModelMessage(role="user", parts=[TextPart(text=text)])
+
+
+def with_note(message: ModelMessage, note: str) -> ModelMessage:
+    """``message`` with ``note`` as a part of its own after the sender's parts, for one
+    exchange only: the parts before it are the same objects, so what a request does to
+    them (a voice note transcribed) is in the message that is stored, without it."""
+    if not note:
+        return message
+    return message.model_copy(update={"parts": [*message.parts, NotePart(text=note)]})
 
 
 def without_media(message: ModelMessage) -> ModelMessage:

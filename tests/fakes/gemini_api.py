@@ -16,6 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
+from agent.conversation.prompt import NOTE_HEAD
 from tests.fakes.scripted_server import Answer, ScriptedServer
 
 Call = tuple[str, dict[str, Any]]
@@ -163,11 +164,12 @@ class FakeGemini(ScriptedServer):
         return found
 
     def user_texts(self, index: int) -> list[str]:
-        """The text parts of the user contents of request ``index``, in order."""
+        """The text parts of the user contents of request ``index``, in order, without
+        Watchkeeper's note (``agent.conversation.prompt.NOTE_HEAD``)."""
         return [
             part["text"]
             for content in self.bodies[index]["contents"]
             if content.get("role") == "user"
             for part in content["parts"]
-            if "text" in part
+            if "text" in part and not part["text"].startswith(NOTE_HEAD)
         ]

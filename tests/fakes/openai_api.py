@@ -24,6 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
+from agent.conversation.prompt import NOTE_HEAD
 from tests.fakes.scripted_server import Answer, Recorded, ScriptedServer
 
 Call = tuple[str, dict[str, Any] | str]
@@ -122,6 +123,15 @@ class FakeOpenAI(ScriptedServer):
 
     def empty_answer(self) -> dict[str, Any]:
         return self.completion("")
+
+    def last_words(self, index: int) -> str:
+        """The newest message of request ``index`` as its sender wrote it: its text
+        parts without Watchkeeper's note (``agent.conversation.prompt.NOTE_HEAD``)."""
+        content = self.bodies[index]["messages"][-1]["content"]
+        if isinstance(content, str):  # text-mode tool calls: one string per message
+            return content.split(f"\n{NOTE_HEAD}")[0]
+        texts = [p["text"] for p in content if p.get("type") == "text"]
+        return "\n".join(t for t in texts if not t.startswith(NOTE_HEAD))
 
     def reply_text(self, text: str, usage: tuple[int, int] = (11, 7)) -> None:
         self.push(Answer(200, self.completion(text, usage=usage)))

@@ -23,6 +23,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from agent.app.application import App, Core, Feature, FeatureContext, Parts, Scheduling, Services
 from agent.config import Settings
 from agent.context import Clock, RunContext
+from agent.conversation.prompt import changing
 from agent.owner import OwnerPrefs, OwnerSettings
 from agent.runs.runner import Runner, RunnerConfig
 from agent.tools.catalog import always
@@ -208,7 +209,7 @@ def _parts(parts: Scheduling, clock: Clock) -> Parts:
         ),
         commands={"/pulse": pulse_command, "/jobs": jobs_command},
         routes=(("POST", "/api/pulse/run", run_pulse_route),),
-        prompt_sections=(prompt_section,),
+        prompt_sections=(changing(prompt_section),),
         status=(status_section,),
         services=Services(scheduling=parts),
     )

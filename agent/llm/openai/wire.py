@@ -40,6 +40,7 @@ from agent.llm.types import (
     MediaPart,
     ModelMessage,
     ModelResponse,
+    NotePart,
     TextPart,
     ToolCallPart,
     ToolResultPart,
@@ -154,7 +155,7 @@ def text_messages(system: str, messages: list[ModelMessage]) -> list[dict[str, A
         role = "assistant" if message.role == "assistant" else "user"
         chunks: list[str] = []
         for part in message.parts:
-            if isinstance(part, TextPart):
+            if isinstance(part, TextPart | NotePart):
                 if part.text:
                     chunks.append(part.text)
             elif isinstance(part, ToolCallPart):
@@ -179,12 +180,16 @@ def sends_images(messages: list[ModelMessage]) -> bool:
 
 def user_content(message: ModelMessage) -> str | list[dict[str, Any]]:
     """A user message's content: plain text, or text and ``image_url`` parts when it
-    carries photos. A voice note (and a photo without bytes) is its text fallback."""
+    carries photos. A voice note (and a photo without bytes) is its text fallback. Text
+    parts kept apart (the sender's words, then Watchkeeper's note) stay apart."""
     if not any(p.media_kind == "image" and p.data is not None for p in message.media):
-        return without_media(message).text
+        text = without_media(message).text
+        if not message.note:
+            return text
+        return [{"type": "text", "text": t} for t in (text, message.note) if t]
     content: list[dict[str, Any]] = []
     for part in message.parts:
-        if isinstance(part, TextPart) and part.text:
+        if isinstance(part, TextPart | NotePart) and part.text:
             content.append({"type": "text", "text": part.text})
         elif isinstance(part, MediaPart):
             content.append(_media_content(part))

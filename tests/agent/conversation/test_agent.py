@@ -106,7 +106,7 @@ async def test_usage_is_recorded_per_exchange(deps: AgentDeps) -> None:
     await _agent(model).respond("x", owner_ctx(deps))
     final = await deps.db["messages"].find_one({"role": "assistant", "usage": {"$exists": True}})
     assert final is not None
-    assert final["usage"] == {"input_tokens": 20, "output_tokens": 10}
+    assert final["usage"] == {"input_tokens": 20, "output_tokens": 10, "cached_input_tokens": 0}
     assert final["tool_calls"] == ["save_memory"]
 
 

@@ -1,4 +1,4 @@
-"""A plain "hi" from the owner stays under 2,500 input tokens with every owner tool
+"""A plain "hi" from the owner stays under 3,000 input tokens (note included) with every owner tool
 offered: WhatsApp connected, web search on, alerts, scheduling and send_message."""
 
 from __future__ import annotations
@@ -24,7 +24,10 @@ from tests.fakes.scripted import Request, ScriptedModel
 from tests.fakes.whatsapp import FakeClient
 from tests.tokens import count_tokens
 
-HI_BUDGET = 2_500
+HI_BUDGET = 3_000
+"""Was 2,500; the prompt now says what is within reach, the alert-reply words and what
+is held after outside text. From the second request on, most of it is read from the
+provider's cache (tests/agent/conversation/test_prompt_cache.py)."""
 OWNER_TOOLS = {
     "manage_settings",
     "save_memory",
@@ -46,7 +49,7 @@ OWNER_TOOLS = {
 def hi_tokens(request: Request) -> int:
     """What the provider is sent: system prompt, the message, every tool schema."""
     schemas = json.dumps([t.model_dump() for t in request.tools])
-    texts = sum(count_tokens(m.text) for m in request.messages)
+    texts = sum(count_tokens(m.text) + count_tokens(m.note) for m in request.messages)
     return count_tokens(request.system) + texts + count_tokens(schemas)
 
 
@@ -94,12 +97,19 @@ async def test_hi_with_every_owner_tool_stays_under_budget(
     assert set(request.tool_names) >= OWNER_TOOLS, OWNER_TOOLS - set(request.tool_names)
     tokens = hi_tokens(request)
     parts = {t.name: count_tokens(json.dumps(t.model_dump())) for t in request.tools}
-    assert tokens < HI_BUDGET, (tokens, count_tokens(request.system), parts)
     if dump := os.environ.get("WATCHKEEPER_DUMP_HI"):  # read the request as the model would
         _dump(Path(dump), request, tokens, parts)
+    assert tokens < HI_BUDGET, (tokens, count_tokens(request.system), parts)
 
 
 def _dump(path: Path, request: Request, tokens: int, parts: dict[str, int]) -> None:
     tools = [t.model_dump() for t in request.tools]
-    body = {"system": request.system, "tools": tools, "tokens": tokens, "parts": parts}
+    note = request.messages[-1].note
+    body = {
+        "system": request.system,
+        "note": note,
+        "tools": tools,
+        "tokens": tokens,
+        "parts": parts,
+    }
     path.write_text(json.dumps(body, indent=1, ensure_ascii=False))

@@ -17,7 +17,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from agent.context import AgentDeps
 from agent.conversation.agent import Agent
 from agent.conversation.media_turn import user_turn
-from agent.conversation.prompt import mark_untrusted
+from agent.conversation.prompt import NOTE_HEAD, mark_untrusted
 from agent.llm.gemini import GeminiModel
 from agent.llm.openai.model import OpenAIModel
 from agent.tools.catalog import core_catalog
@@ -124,10 +124,11 @@ async def test_a_contacts_media_sits_inside_the_untrusted_block(
     await agent.model.aclose()
     user = [c for c in gemini_api.bodies[0]["contents"] if c["role"] == "user"][-1]
     kinds = [next(iter(p)) for p in user["parts"]]
-    assert kinds == ["text", "inlineData", "text"]
+    assert kinds == ["text", "inlineData", "text", "text"]
     assert user["parts"][0]["text"].startswith("<third_party_message from=")
     assert user["parts"][0]["text"].endswith("[photo] look")
     assert user["parts"][2]["text"] == "</third_party_message>"
+    assert user["parts"][3]["text"].startswith(NOTE_HEAD)  # ours, outside the block
 
 
 # -- OpenAI: image parts, voice notes transcribed once ---------------------------
@@ -176,7 +177,7 @@ async def test_a_server_without_vision_gets_the_marker_and_the_owner_an_answer(
     await agent.model.aclose()
     assert not reply.failed and reply.text.startswith("I can't see photos")
     assert len(openai_api.image_urls(0)) == 1 and openai_api.image_urls(1) == []
-    assert openai_api.bodies[1]["messages"][-1]["content"] == "[photo]\n[photo]"
+    assert openai_api.last_words(1) == "[photo]\n[photo]"
 
 
 async def test_a_failed_transcription_gives_a_marker_and_is_tried_again_later(
@@ -190,7 +191,7 @@ async def test_a_failed_transcription_gives_a_marker_and_is_tried_again_later(
     reply = await agent.respond("[voice message]", ctx)
     await agent.model.aclose()
     assert not reply.failed
-    assert openai_api.bodies[0]["messages"][-1]["content"] == "[voice message]\n[voice note, 0:42]"
+    assert openai_api.last_words(0) == "[voice message]\n[voice note, 0:42]"
     row = await openai_deps.db[c.INBOX].find_one({"_id": inbox_id})
     assert row is not None and "transcript" not in row["media"][0]
 
@@ -205,7 +206,7 @@ async def test_a_contacts_transcript_cannot_close_its_block(
     openai_api.reply_text("Hello.")
     await agent.respond(mark_untrusted("[voice message]", ctx.sender), ctx)
     await agent.model.aclose()
-    content = openai_api.bodies[0]["messages"][-1]["content"]
+    content = openai_api.last_words(0)
     assert content.count("</third_party_message>") == 1 and content.endswith(
         "</third_party_message>"
     )

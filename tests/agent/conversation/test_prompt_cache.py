@@ -1,0 +1,181 @@
+"""A request laid out for the providers' prompt caches, measured through the real SDKs.
+
+Providers cache the longest repeated start of a request. A ten-message conversation
+with the owner, one message every few clock minutes (an hour turning over on the way)
+and a tool call in the middle, goes through the real app and the real OpenAI and
+Gemini adapters to local fakes; from the second request on, at least 90% of each
+request's tokens must repeat the previous request from its start. The request is
+read as the provider lays it out: system prompt and tools first, then the messages.
+What changes (the clock, the pulse's state) rides in a note after the newest
+message, and the owner's words are stored as they were written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import uuid
+from collections.abc import AsyncIterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.app.application import App
+from agent.app.core import build_app
+from agent.app.features.alerts import AlertingOptions, alerting
+from agent.app.features.scheduling import SchedulingOptions, scheduling
+from agent.conversation.prompt import NOTE_HEAD
+from agent.llm.base import ModelClient
+from agent.llm.gemini import GeminiModel
+from agent.llm.openai.model import OpenAIModel
+from tests.conftest import make_settings
+from tests.fakes.channel import RecordingChannel
+from tests.fakes.clock import BERLIN, FakeClock
+from tests.fakes.fixtures import gemini_api, openai_api
+from tests.fakes.gemini_api import FakeGemini
+from tests.fakes.openai_api import FakeOpenAI
+from tests.fakes.scripted_server import Answer
+from tests.tokens import count_tokens
+
+__all__ = ["gemini_api", "openai_api"]  # fixtures, imported for pytest
+pytestmark = pytest.mark.filterwarnings("ignore:Inheritance class AiohttpClientSession")
+
+TARGET = 0.90
+OWNER = 42
+WORDS = [
+    "hi",
+    "remind me what you can do",
+    "my sister Anna lives in Hamburg",
+    "who are my contacts?",
+    "ok, thanks",
+    "what time is it where I am?",
+    "I'm flying to Tokyo next week",
+    "anything I should pack?",
+    "and the weather there in December?",
+    "good night",
+]
+STEPS = [3, 1, 4, 2, 7, 1, 5, 9, 2]
+"""Clock minutes between the messages: every message sees another minute."""
+
+
+def openai_layout(body: dict[str, Any]) -> str:
+    """Chat completions as the model reads it: the tools are part of the prompt's start."""
+    return json.dumps(body.get("tools", []), ensure_ascii=False) + json.dumps(
+        body["messages"], ensure_ascii=False
+    )
+
+
+def gemini_layout(body: dict[str, Any]) -> str:
+    return (
+        json.dumps(body.get("systemInstruction"), ensure_ascii=False)
+        + json.dumps(body.get("tools", []), ensure_ascii=False)
+        + json.dumps(body["contents"], ensure_ascii=False)
+    )
+
+
+def repeated_share(before: str, after: str) -> float:
+    """The tokens of ``after`` that repeat ``before`` from its start, as a share."""
+    n = 0
+    for a, b in zip(before, after, strict=False):
+        if a != b:
+            break
+        n += 1
+    return count_tokens(after[:n]) / count_tokens(after)
+
+
+@contextlib.asynccontextmanager
+async def owner_chat(
+    mongo_server: str, tmp_path: Path, model: ModelClient, clock: FakeClock
+) -> AsyncIterator[tuple[App, RecordingChannel]]:
+    settings = make_settings(
+        mongodb_uri=mongo_server + "?directConnection=true",
+        mongodb_db=f"cache_{uuid.uuid4().hex[:10]}",
+        data_dir=tmp_path,
+        owner_telegram_ids=[OWNER],
+        timezone="Europe/Berlin",
+    )
+    chat = RecordingChannel("telegram", sender=OWNER, clock=clock)
+    features = [
+        alerting(AlertingOptions(background=False)),
+        scheduling(SchedulingOptions(timer=False)),  # the pulse's state is in the note
+    ]
+    async with build_app(
+        settings, model=model, channels=[chat], clock=clock, features=features
+    ) as app:
+        try:
+            yield app, chat
+        finally:
+            await app.database.client.drop_database(settings.mongodb_db)
+
+
+async def converse(app: App, chat: RecordingChannel, clock: FakeClock) -> None:
+    for n, words in enumerate(WORDS):
+        if n:
+            clock.advance(timedelta(minutes=STEPS[n - 1]))
+        await chat.say(words)
+        await app.pipeline.join()
+
+
+def shares(layouts: list[str]) -> list[float]:
+    return [repeated_share(a, b) for a, b in itertools.pairwise(layouts)]
+
+
+def report(name: str, figures: list[float]) -> None:
+    if os.environ.get("WATCHKEEPER_CACHE_FIGURES"):
+        print(f"{name}: " + " ".join(f"{f:.1%}" for f in figures))
+
+
+async def test_openai_requests_repeat_their_start(
+    mongo_server: str, tmp_path: Path, openai_api: FakeOpenAI
+) -> None:
+    clock = FakeClock(datetime(2026, 11, 27, 13, 44, tzinfo=BERLIN))
+    model = OpenAIModel("sk-test", "gpt-test", base_url=openai_api.base_url)
+    openai_api.default = Answer(200, openai_api.completion("Noted."))
+    for _ in range(3):
+        openai_api.reply_text("Noted.")
+    openai_api.reply_tool_calls(("db_query", {"operation": "find", "collection": "contacts"}))
+    async with owner_chat(mongo_server, tmp_path, model, clock) as (app, chat):
+        await converse(app, chat, clock)
+        stored = await app.deps.db["messages"].find({"role": "user"}).to_list()
+    await model.aclose()
+    bodies = openai_api.bodies
+    assert len(bodies) == len(WORDS) + 1  # one message called a tool: two requests
+    figures = shares([openai_layout(b) for b in bodies])
+    report("openai", figures)
+    assert min(figures) >= TARGET, figures
+    # The clock rides in the newest message's note, a part of its own; never stored.
+    last = bodies[-1]["messages"][-1]["content"]
+    assert last[0] == {"type": "text", "text": "good night"}
+    assert last[1]["text"].startswith(NOTE_HEAD)
+    assert "Now: Friday 27 November 2026, 14:18 (Europe/Berlin)" in last[1]["text"]
+    assert "## Pulse" in last[1]["text"]
+    assert "14:18" not in bodies[-1]["messages"][0]["content"]  # the system prompt
+    assert [d["parts"] for d in stored] == [[{"kind": "text", "text": w}] for w in WORDS]
+    names = [t["function"]["name"] for t in bodies[-1]["tools"]]
+    assert names == sorted(names)
+
+
+async def test_gemini_requests_repeat_their_start(
+    mongo_server: str, tmp_path: Path, gemini_api: FakeGemini
+) -> None:
+    clock = FakeClock(datetime(2026, 11, 27, 13, 44, tzinfo=BERLIN))
+    model = GeminiModel("gm-test", "gemini-test", base_url=gemini_api.base_url)
+    gemini_api.default = Answer(200, gemini_api.answer_body([{"text": "Noted."}]))
+    for _ in range(3):
+        gemini_api.reply_text("Noted.")
+    gemini_api.reply_calls(("db_query", {"operation": "find", "collection": "contacts"}))
+    async with owner_chat(mongo_server, tmp_path, model, clock) as (app, chat):
+        await converse(app, chat, clock)
+    await model.aclose()
+    bodies = gemini_api.bodies
+    assert len(bodies) == len(WORDS) + 1
+    figures = shares([gemini_layout(b) for b in bodies])
+    report("gemini", figures)
+    assert min(figures) >= TARGET, figures
+    last = bodies[-1]["contents"][-1]
+    assert last["parts"][0] == {"text": "good night"}
+    assert last["parts"][1]["text"].startswith(NOTE_HEAD)
