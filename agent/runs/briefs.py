@@ -6,7 +6,9 @@ again. A one-time fire that runs late (missed while Watchkeeper was down) says s
 so does the head line of what it delivers.
 
 A pulse gets a brief instead of chat history: only the notes, open alerts, cron jobs
-due before the next pulse and what happened since the last one. When all of that is
+due before the next pulse and what happened since the last one: contacts' messages
+and cron runs (the owner's own chat with the agent was answered as it came, so it is
+no news). When all of that is
 empty the pulse is idle and no model call is made at all: a heartbeat with nothing to
 look at must cost nothing.
 """
@@ -20,6 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from agent.config import Settings
 from agent.context import AgentDeps
 from channels.delivery.inbox import STATUSES, received_since
 from scheduler.cron.expression import describe
@@ -109,14 +112,34 @@ def is_news(doc: Doc) -> bool:
     return not str(doc.get("text", "")).lstrip().startswith("/")
 
 
+def from_owner(doc: Doc, settings: Settings) -> bool:
+    """Whether a stored inbound message is the owner's (by the settings' rules: the
+    terminal, ``OWNER_TELEGRAM_IDS`` and paired ids, ``OWNER_PHONE``, WhatsApp's own
+    chat). The owner's chat with the agent was answered as it came: it is no news."""
+    channel, sender = doc.get("channel"), str(doc.get("sender_id", ""))
+    meta = doc.get("meta") or {}
+    if channel == "console":
+        return True
+    if channel == "telegram":
+        return sender in {str(owner) for owner in settings.telegram_owner_ids}
+    if channel == "whatsapp" and meta.get("self_chat") and not meta.get("is_group"):
+        return True
+    return (
+        channel in ("sms", "whatsapp")
+        and bool(settings.owner_phone)
+        and (sender == settings.owner_phone)
+    )
+
+
 async def _messages_since(deps: AgentDeps, since: datetime) -> int:
+    """Contacts' messages since ``since``: news the owner may not have seen."""
     rows = received_since(
         deps.db[c.INBOX],
         since,
         statuses=[s for s in STATUSES if s != "failed"],
-        projection={"text": 1, "stranger": 1, "meta.kind": 1},
+        projection={"text": 1, "stranger": 1, "meta": 1, "channel": 1, "sender_id": 1},
     )
-    return sum([is_news(doc) async for doc in rows])
+    return sum([is_news(doc) and not from_owner(doc, deps.settings) async for doc in rows])
 
 
 def closing(tools: Collection[str]) -> str:
@@ -143,6 +166,18 @@ def _since(state: PulseState, now: datetime) -> datetime:
     return stamp or now - timedelta(days=1) / max(1, state.pulses_per_day)
 
 
+def since_heading(state: PulseState, since: datetime, tz: ZoneInfo, now: datetime) -> str:
+    """Where "since" starts, named truly: the last pulse, the last idle check (nothing
+    was new then, and no model ran), or no pulse yet at all."""
+    at = short_time(since, tz, now)
+    last_pulse, last_check = state.last_pulse_at, state.last_check_at
+    if last_check is not None and (last_pulse is None or last_check > last_pulse):
+        return f"## Since the last check ({at}; nothing was new then)"
+    if last_pulse is None:
+        return f"## Since {at} (no pulse has run before)"
+    return f"## Since the last pulse ({at})"
+
+
 async def build_brief(
     deps: AgentDeps,
     state: PulseState,
@@ -157,9 +192,11 @@ async def build_brief(
     try:
         schedule = state.schedule(tz)
         upcoming = next_pulse(schedule, now)
-        left = remaining_today(schedule, state.done_on(now.astimezone(tz).date()), now)
+        # This pulse is not counted yet (it is, once it has run): it is one of the day's
+        # cap, and not one of the slots after now.
+        after = remaining_today(schedule, state.done_on(now.astimezone(tz).date()) + 1, now)
     except PulseConfigError:
-        upcoming, left = None, 0
+        upcoming, after = None, 0
     horizon = upcoming or now + timedelta(days=1) / max(1, state.pulses_per_day)
     alerts = await open_alerts(deps)
     due = await jobs.fires_within(now, horizon, limit=10)
@@ -175,7 +212,7 @@ async def build_brief(
     idle = not any(counts.values())
     parts = [
         f"Pulse check-in, {now.astimezone(tz):%A %d %B %H:%M} ({tz.key}). "
-        f"Pulses left today after this one: {max(0, left - 1)}."
+        f"Pulses left today after this one: {after}."
     ]
     parts.append("## Your notes\n" + (state.notes.strip() or "(none)"))
     if alerts:
@@ -188,10 +225,11 @@ async def build_brief(
                 for at, job in due
             )
         )
-    happened = [f"- {inbound} new chat message(s) from the owner or contacts"] if inbound else []
+    happened = [f"- {inbound} new message(s) from contacts"] if inbound else []
     happened += [_run_line(run, tz, now) for run in ran]
     parts.append(
-        f"## Since the last pulse ({short_time(since, tz, now)})\n"
+        since_heading(state, since, tz, now)
+        + "\n"
         + ("\n".join(happened) if happened else "- nothing")
     )
     if servers := mcp_servers(deps, tools):

@@ -187,10 +187,10 @@ async def test_the_pulse_gets_a_light_isolated_brief(
     assert "## Your notes\n(none)" in brief
     assert "#k7 warning: Disk 91% full" in brief
     assert "19:30 Weather" in brief and "Check the weather" in brief
-    assert "1 new chat message(s) from the owner or contacts" in brief
+    assert "new message(s)" not in brief  # the owner's own chat is no news
     assert "no user is present" in pulse_request.system
     assert "## Pulse\nPulse: on, 24/day round the clock from 00:00, every 1 h" in (
-        pulse_request.system
+        pulse_request.messages[0].note  # it changes with every pulse
     )
 
 
@@ -305,7 +305,9 @@ async def test_a_non_idle_pulse_request_is_small(
         await parts_of(app).pulse.update_notes("Follow up on the invoice from ACME. " * 20)
         await parts_of(app).engine.run_pulse_now("manual")
     request: Request = model.requests[0]
-    tokens = count_tokens(request.system) + sum(count_tokens(m.text) for m in request.messages)
+    tokens = count_tokens(request.system) + sum(
+        count_tokens(m.text) + count_tokens(m.note) for m in request.messages
+    )
     tokens += count_tokens(json.dumps([t.model_dump() for t in request.tools]))
     assert tokens <= 3_000, tokens
     assert {"manage_pulse", "manage_cronjob"} <= set(request.tool_names)

@@ -35,7 +35,7 @@ async def _pulse_request(app: App, model: ScriptedModel) -> Request:
 
 
 def _whole(request: Request) -> str:
-    return request.system + "\n" + "\n".join(m.text for m in request.messages)
+    return request.system + "\n" + "\n".join(m.text + m.note for m in request.messages)
 
 
 async def test_a_pulse_without_send_message_never_mentions_it(
@@ -80,12 +80,13 @@ def _all_tool_names() -> set[str]:
     }  # fmt: skip
 
 
-async def test_messages_since_counts_owner_and_contact_words_only(
+async def test_messages_since_counts_contacts_words_only(
     mongo_server: str, tmp_path: Path, clock: FakeClock
 ) -> None:
-    """Counted: what the owner or a contact wrote. Not counted: slash commands (even
-    after spaces), a stranger's message, a button press on one of our messages, a
-    message that could not be stored, and anything from before the last pulse."""
+    """Counted: what a contact wrote. Not counted: the owner's own chat with the agent
+    (answered as it came), slash commands (even after spaces), a stranger's message, a
+    button press on one of our messages, a message that could not be stored, and
+    anything from before the last pulse."""
     model = ScriptedModel(lambda r: "ok")
     async with scheduled_app(mongo_server, tmp_path, model, clock, pulse=True) as app:
         at = NOW - timedelta(minutes=1)
@@ -102,7 +103,7 @@ async def test_messages_since_counts_owner_and_contact_words_only(
         await app.deps.db[c.INBOX].insert_many(rows)
         request = await _pulse_request(app, model)
     brief = request.messages[-1].text
-    assert "- 2 new chat message(s) from the owner or contacts" in brief, brief
+    assert "- 1 new message(s) from contacts" in brief, brief
 
 
 def _row(channel: str, sender: str, text: str, at: datetime, **extra: Any) -> dict[str, Any]:
@@ -164,3 +165,43 @@ def test_update_db_schema_says_what_it_documents() -> None:
 
     text = UPDATE_DB_SCHEMA.description
     assert "ai_*" in text and "always documented" in text
+
+
+async def test_the_brief_counts_pulses_left_and_says_where_since_starts(
+    mongo_server: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    """24 a day round the clock: the 21:00 pulse has 22:00 and 23:00 after it. The first
+    pulse ever says no pulse ran before; after an idle check, "since" names the check,
+    not a pulse that never ran; after a pulse, the pulse."""
+    model = ScriptedModel(lambda r: "ok")
+    async with scheduled_app(mongo_server, tmp_path, model, clock, pulse=True) as app:
+        parts = parts_of(app)
+        await parts.pulse.owner.update(quiet_hours=[])
+        await parts.pulse.update_config(pulses_per_day=24)
+        news = app.deps.db[c.INBOX]
+
+        async def pulse_at(hour: int, contact_wrote: bool) -> tuple[dict[str, Any], str]:
+            clock.set(NOW.replace(hour=hour))
+            if contact_wrote:
+                row = _row("whatsapp", "+4915100000099", f"news at {hour}", clock() - _MINUTE)
+                await news.insert_one(row)
+            asked = len(model.requests)
+            run = await parts.engine.recorder.pulse(clock())
+            brief = model.requests[-1].messages[-1].text if len(model.requests) > asked else ""
+            return run, brief
+
+        run, brief = await pulse_at(21, contact_wrote=True)
+        assert run["status"] == "success"
+        assert "Pulses left today after this one: 2." in brief, brief
+        assert "## Since 20:00 (no pulse has run before)" in brief, brief
+        run, brief = await pulse_at(22, contact_wrote=False)
+        assert run["reason"] == "idle" and brief == ""
+        run, brief = await pulse_at(23, contact_wrote=True)
+        assert "Pulses left today after this one: 0." in brief, brief
+        assert "## Since the last check (22:00; nothing was new then)" in brief, brief
+        clock.set(NOW.replace(hour=23, minute=30))
+        await parts.engine.run_pulse_now("manual")
+        assert "## Since the last pulse (23:00)" in model.requests[-1].messages[-1].text
+
+
+_MINUTE = timedelta(minutes=1)

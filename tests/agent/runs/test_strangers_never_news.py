@@ -47,9 +47,11 @@ async def test_a_strangers_message_is_counted_not_kept_and_the_pulse_stays_idle(
         assert model.requests == []  # no tokens for a stranger
 
 
-async def test_owner_messages_are_news_but_slash_commands_are_not(
+async def test_the_owners_chat_is_no_news_and_a_contacts_message_is(
     mongo_server: str, tmp_path: Path
 ) -> None:
+    """The owner's chat with the agent was answered as it came: a pulse after it stays
+    idle (no model call). A contact's message, which the owner may not have seen, wakes it."""
     clock = FakeClock(datetime(2026, 3, 6, 12, 0, tzinfo=UTC))
     model = ScriptedModel(lambda r: "noted")
     telegram = RecordingChannel("telegram", clock=clock, sender=OWNER_ID)
@@ -61,11 +63,27 @@ async def test_owner_messages_are_news_but_slash_commands_are_not(
         await parts.pulse.owner.update(quiet_hours=[])
         await parts.pulse.update_config(pulses_per_day=24)
         await telegram.say("/status")
-        await app.pipeline.join()
-        idle = await parts.engine.recorder.pulse(clock())
-        assert idle["status"] == "skipped"
-        clock.advance(minutes=1)
         await telegram.say("the plumber comes at 3")
         await app.pipeline.join()
+        asked = len(model.requests)  # the owner's message was answered
+        idle = await parts.engine.recorder.pulse(clock())
+        assert idle["status"] == "skipped" and idle["reason"] == "idle"
+        assert len(model.requests) == asked
+        clock.advance(minutes=1)
+        await app.deps.db["inbox"].insert_one(
+            {
+                "channel": "whatsapp",
+                "external_id": "wa-1",
+                "chat_id": "+4915100000099",
+                "sender_id": "+4915100000099",
+                "text": "are we still on for Friday?",
+                "meta": {},
+                "received_at": clock(),
+                "conversation_key": "whatsapp:+4915100000099",
+                "status": "done",
+            }
+        )
+        clock.advance(minutes=1)
         ran = await parts.engine.recorder.pulse(clock())
         assert ran["status"] == "success" and ran["context"]["messages"] == 1
+        assert "- 1 new message(s) from contacts" in model.requests[-1].messages[-1].text
