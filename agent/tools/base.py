@@ -53,9 +53,10 @@ class Tool(Generic[A]):
     def guidance_in(self, ctx: RunContext) -> str:
         return self.guidance_for(ctx) if self.guidance_for is not None else self.guidance
 
-    def acts(self, raw: dict[str, Any]) -> bool:
-        """Whether calling this tool with ``raw`` acts (see ``acting``); arguments that
-        do not validate act on nothing (the call answers with their error)."""
+    def holds(self, raw: dict[str, Any]) -> bool:
+        """Whether a call with ``raw`` waits for the owner once its run has read outside
+        text: when it acts (``acting``); arguments that do not validate act on nothing
+        (the call answers with their error)."""
         if self.acting is None:
             return self.writes
         try:
@@ -124,7 +125,7 @@ class Toolset:
     def holds(self, name: str, arguments: dict[str, Any]) -> bool:
         """Whether this call waits for the owner once the run has read outside text."""
         tool = self._tools.get(name)
-        return tool is not None and tool.acts(arguments)
+        return tool is not None and tool.holds(arguments)
 
     def untrusted_result(self, name: str) -> str:
         """What outside text calling ``name`` reads, or "" (see ``Tool.untrusted_result``)."""
