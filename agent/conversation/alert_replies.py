@@ -27,8 +27,10 @@ from agent.alerts.directives import (
     REPLY_WORDS_NOTE,
     Ack,
     AckAll,
+    Directive,
     Escalate,
     ParsedReply,
+    Resolve,
     ResolveAll,
     parse_reply,
 )
@@ -46,7 +48,8 @@ log = logging.getLogger(__name__)
 Doc = dict[str, Any]
 Named = Literal["code", "reply"]
 SETTLED = frozenset({"acknowledged", "resolved"})
-"""An alert in one of these states is no longer a question an everyday word answers."""
+"""An alert in one of these states is no longer a question an everyday word answers,
+except "done" / "fixed" for an acknowledged one: closing it is what they say."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,7 +85,7 @@ class AlertReplies:
                 outcome = await self._router.apply(target["code"], Ack(), by)
                 return [self._reply(outcome.text, target["code"])]
             parsed, directive = ParsedReply(), None  # not a reply to an alert: free text
-        plain = await self._plain_target(message, ctx) if parsed.everyday else None
+        plain = await self._plain_target(message, ctx, directive) if parsed.everyday else None
         if parsed.everyday and plain is None:
             parsed, directive = ParsedReply(), None  # conversation ("weekly", "resume")
         if plain is not None:
@@ -147,11 +150,14 @@ class AlertReplies:
         code = await last_sent_alert(db, message.channel, chats, ctx.now - window)
         return await store.by_code(code) if code else None
 
-    async def _plain_target(self, message: InboundMessage, ctx: RunContext) -> Doc | None:
+    async def _plain_target(
+        self, message: InboundMessage, ctx: RunContext, directive: Directive | None
+    ) -> Doc | None:
         """The alert an everyday word ("weekly", "resume", "ok") plainly answers: the
         alert it replies to, else the alert that is the last thing sent to the owner on
         any of their chats, within ``short_ack_window`` (a word after the agent's own
-        "daily or weekly?" answers the agent). Never one acknowledged or resolved."""
+        "daily or weekly?" answers the agent). Never one acknowledged or resolved
+        (``SETTLED``)."""
         db, store = ctx.deps.db, self._router.store
         code: str | None = None
         if message.reply_to:
@@ -167,9 +173,11 @@ class AlertReplies:
                         chats.add((channel, address))
                 code = await last_sent_to(db, chats, ctx.now - window)
         alert = await store.by_code(code) if code else None
-        if alert is None or alert.get("status") in SETTLED:
+        if alert is None:
             return None
-        return alert
+        status = alert.get("status")
+        closing = isinstance(directive, Resolve) and status == "acknowledged"
+        return None if status in SETTLED and not closing else alert
 
     async def _match(
         self, message: InboundMessage, parsed: ParsedReply, ctx: RunContext

@@ -243,3 +243,17 @@ async def test_the_model_is_told_which_words_are_read_as_replies(mongo_server: s
         assert REPLY_WORDS_NOTE in system and "## The alert" not in system
         for word in ("ok", "done", "weekly", "daily", "pause", "resume", "every 2h", "at 07:30"):
             assert word in REPLY_WORDS_NOTE
+
+
+async def test_done_closes_an_acknowledged_alert_it_replies_to_but_ok_asks(
+    mongo_server: str,
+) -> None:
+    async with sitting(mongo_server) as (h, cron):
+        _nas, code = await nas_alert(h, cron)
+        await say(h, "ack")
+        message = await alert_message_id(h, code)
+        assert await say(h, "ok", reply_to=message) == "agent answer"  # acked already
+        assert (await _alert(h.app, code))["status"] == "acknowledged"
+        assert await say(h, "done", reply_to=message) == f"#{code} resolved."
+        assert await say(h, "fixed", reply_to=message) == "agent answer"
+        assert len(h.model.requests) == 2
