@@ -48,17 +48,24 @@ def provider_key(settings: Settings, provider: Provider) -> str:
 
 
 def build_provider(settings: Settings, provider: Provider) -> ModelClient:
-    """One bare adapter (no retries), e.g. for ``watchkeeper doctor`` to probe."""
+    """One bare adapter (no retries), e.g. for ``watchkeeper doctor`` to probe; each
+    request may take ``LLM_TIMEOUT_SECONDS``."""
     key = provider_key(settings, provider)  # before the SDK's import: it is slow
     if provider == "gemini":
         from agent.llm.gemini import GeminiModel
 
-        return GeminiModel(key, settings.gemini_model, base_url=settings.gemini_base_url or None)
+        return GeminiModel(
+            key,
+            settings.gemini_model,
+            base_url=settings.gemini_base_url or None,
+            timeout=settings.llm_timeout_seconds,
+        )
     from agent.llm.openai.model import OpenAIModel
 
     return OpenAIModel(
         key,
         settings.openai_model,
         base_url=settings.openai_base_url or None,
+        timeout=settings.llm_timeout_seconds,
         max_connections=settings.max_concurrent_model_calls,
     )

@@ -289,6 +289,7 @@ def parse_response(
         output_tokens=((meta.candidates_token_count or 0) + (meta.thoughts_token_count or 0))
         if meta
         else 0,
+        cached_input_tokens=(meta.cached_content_token_count or 0) if meta else 0,
     )
     return ModelResponse(
         message=ModelMessage(role="assistant", parts=list(parts)),

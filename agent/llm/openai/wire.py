@@ -271,6 +271,9 @@ def parse_completion(
         usage=Usage(
             input_tokens=_count(usage, "prompt_tokens"),
             output_tokens=_count(usage, "completion_tokens"),
+            cached_input_tokens=_count(
+                _object(usage.get("prompt_tokens_details")), "cached_tokens"
+            ),
         ),
         model=model if isinstance(model, str) else "",
     )

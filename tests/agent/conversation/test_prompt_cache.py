@@ -32,6 +32,7 @@ from agent.conversation.prompt import NOTE_HEAD
 from agent.llm.base import ModelClient
 from agent.llm.gemini import GeminiModel
 from agent.llm.openai.model import OpenAIModel
+from agent.llm.types import user_message
 from tests.conftest import make_settings
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import BERLIN, FakeClock
@@ -179,3 +180,35 @@ async def test_gemini_requests_repeat_their_start(
     last = bodies[-1]["contents"][-1]
     assert last["parts"][0] == {"text": "good night"}
     assert last["parts"][1]["text"].startswith(NOTE_HEAD)
+
+
+async def test_cached_input_tokens_are_read_from_both_providers(
+    openai_api: FakeOpenAI, gemini_api: FakeGemini
+) -> None:
+    """What each provider says it read from its cache is kept with the usage: OpenAI's
+    ``usage.prompt_tokens_details.cached_tokens``, Gemini's
+    ``usageMetadata.cachedContentTokenCount`` (both part of the input tokens)."""
+    answer = openai_api.completion("ok", usage=(2_000, 5))
+    answer["usage"]["prompt_tokens_details"] = {"cached_tokens": 1_920, "audio_tokens": 0}
+    openai_api.push(Answer(200, answer))
+    body = gemini_api.answer_body([{"text": "ok"}])
+    body["usageMetadata"] |= {"promptTokenCount": 2_000, "cachedContentTokenCount": 1_536}
+    gemini_api.push(Answer(200, body))
+    openai_api.reply_text("no cache yet")  # no details at all: nothing cached
+    models: list[ModelClient] = [
+        OpenAIModel("sk-test", "gpt-test", base_url=openai_api.base_url),
+        GeminiModel("gm-test", "gemini-test", base_url=gemini_api.base_url),
+    ]
+    try:
+        said = [await m.request("system", [user_message("hi")], []) for m in models]
+        plain = await models[0].request("system", [user_message("hi")], [])
+    finally:
+        for m in models:
+            await m.aclose()
+    assert [(r.usage.input_tokens, r.usage.cached_input_tokens) for r in said] == [
+        (2_000, 1_920),
+        (2_000, 1_536),
+    ]
+    assert plain.usage.cached_input_tokens == 0
+    total = said[0].usage + said[1].usage
+    assert total.cached_input_tokens == 3_456 and total.input_tokens == 4_000
