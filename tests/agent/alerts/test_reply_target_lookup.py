@@ -12,7 +12,7 @@ from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from agent.alerts.reply_target import last_sent_alert, replied_alert
+from agent.alerts.reply_target import last_sent_alert, last_sent_to, replied_alert
 from channels.delivery.outbox import Outbox
 from channels.types import OutboundMessage
 from storage import collections as c
@@ -64,6 +64,26 @@ async def test_a_k_answers_the_alert_last_sent_to_that_chat_whatever_went_elsewh
     assert await last_sent_alert(db, "whatsapp", ["+15550001"], since) is None
     # Sent before the window: too old to be what a "k" answers.
     assert await last_sent_alert(db, "sms", ["+15550001"], T0 + timedelta(seconds=1)) is None
+
+
+async def test_across_the_owners_chats_anything_sent_to_them_after_the_alert_hides_it(
+    db: AsyncDatabase[Doc],
+) -> None:
+    """For words that are also conversation ("weekly"), the alert must be the last thing
+    sent to the owner on any chat: an answer on Telegram after an SMS page hides it."""
+    clock = FakeClock(T0)
+    channels = {"sms": RecordingChannel("sms"), "telegram": RecordingChannel("telegram")}
+    outbox = Outbox(db, channels, clock)
+    owner = [("sms", "+15550001"), ("telegram", "42")]
+    since = T0 - timedelta(minutes=30)
+    await outbox.enqueue(message("+15550001", "alert:4:0:sms", alert="4"))
+    clock.advance(seconds=1)
+    await outbox.enqueue(message("77", "to someone else", channel="telegram"))
+    assert await last_sent_to(db, owner, since) == "4"
+    clock.advance(seconds=1)
+    await outbox.enqueue(message("42", "an answer", channel="telegram"))
+    assert await last_sent_to(db, owner, since) is None
+    assert await last_sent_to(db, owner[:1], since) == "4"  # the SMS chat alone
 
 
 async def test_a_message_stored_before_the_alert_but_sent_after_it_hides_it(
