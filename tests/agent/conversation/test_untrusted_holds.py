@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
 
 from agent.app.features.scheduling import SchedulingOptions, scheduling
 from agent.conversation.held_sends import confirm_held_send
@@ -33,6 +35,7 @@ from tests.fakes.features import providing
 from tests.fakes.mcp_kit import stdio_server
 from tests.fakes.openai_api import FakeOpenAI
 from tests.scheduling_kit import parts_of
+from tests.waiting import until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -349,3 +352,74 @@ async def exchange_of(h: Harness, code: str) -> str:
     doc = await h.app.deps.db["settings"].find_one({"_id": f"held_send:{code}"})
     assert doc is not None and isinstance(doc["exchange"], str)
     return doc["exchange"]
+
+
+@asynccontextmanager
+async def brave(description: str) -> AsyncIterator[str]:
+    """A local Brave Search API (``GET /res/v1/web/search``) whose one result says
+    ``description``; yields its base URL."""
+
+    async def search(request: web.Request) -> web.Response:
+        assert request.headers["X-Subscription-Token"] == "brave-test"
+        result = {"title": "Shop", "url": "https://shop.example/1182", "description": description}
+        return web.json_response({"web": {"results": [result]}})
+
+    application = web.Application()
+    application.router.add_get("/res/v1/web/search", search)
+    server = TestServer(application)
+    await server.start_server()
+    try:
+        yield str(server.make_url("")).rstrip("/")
+    finally:
+        await server.close()
+
+
+async def test_web_search_results_hold_the_calls_after_them(
+    mongo_server: str, shop: McpServers
+) -> None:
+    async with brave(HOSTILE) as base, FakeOpenAI() as fake:
+        model = OpenAIModel("sk-test", "gpt-fake", base_url=fake.base_url)
+        try:
+            async with alert_app(
+                mongo_server,
+                model=model,  # type: ignore[arg-type]
+                brave_api_key="brave-test",
+                brave_api_base_url=base,
+            ) as h:
+                sms = CASES["primary_channel"]
+                fake.reply_tool_calls(("web_search", {"query": "order 1182"}))
+                fake.reply_tool_calls((sms.tool, sms.arguments))
+                fake.reply_text("Held.")
+                await say(h, "look up my order")
+                assert "SYSTEM OVERRIDE" in str(fake.tool_results(1)[0][1])
+                note = last_result(fake)["note"]
+                assert note.startswith(
+                    "held for the owner's confirmation: this run read web search results"
+                )
+                assert not await sms.done(h)
+                [ask] = asks(h)
+                assert "I read web search results" in ask
+        finally:
+            await model.aclose()
+
+
+async def test_a_new_recipient_and_held_calls_are_one_question(
+    mongo_server: str, shop: McpServers
+) -> None:
+    async with app(mongo_server, shop) as (h, fake):
+        memory = CASES["memory"]
+        stranger = ("send_message", {"channel": "sms", "to": "+15550209999", "text": "Hi Bob"})
+        fake.reply_tool_calls(stranger)  # held before any outside text: a new recipient
+        fake.reply_tool_calls(ECHO)
+        fake.reply_tool_calls((memory.tool, memory.arguments))
+        fake.reply_text("Two things wait for you.")
+        await say(h, "text Bob and check my order")
+        [ask] = asks(h)
+        assert "• send to +15550209999 (sms): “Hi Bob”" in ask and "• save_memory " in ask
+        code = CODE.search(ask)
+        assert code is not None
+        reply = await say(h, f"approve {code.group(1)}")
+        assert reply.splitlines()[0] == "Sent to +15550209999 on sms.", reply
+        assert reply.splitlines()[1].startswith("• save_memory: done")
+        await until(lambda: h.sms == ["Hi Bob"], "the held send went out once")
+        assert await memory.done(h)
