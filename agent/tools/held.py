@@ -49,7 +49,7 @@ def reason(ctx: RunContext) -> str:
     sources = ctx.tally.untrusted
     if not sources or ctx.tally.approved is not None:
         return ""
-    return f"this run read {_listed(sources)}, which are not the owner's words"
+    return f"this run read {_listed(sources)}: words that are not the owner's"
 
 
 def _listed(items: list[str] | tuple[str, ...]) -> str:

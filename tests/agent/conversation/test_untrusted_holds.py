@@ -178,7 +178,7 @@ async def test_after_a_hostile_mcp_result_each_acting_tool_waits_for_the_owner(
         assert told["needs_owner_confirmation"] is True and told["done"] is False
         assert told["note"].startswith(
             "held for the owner's confirmation: this run read the result of the MCP tool "
-            "shop/echo, which are not the owner's words."
+            "shop/echo: words that are not the owner's."
         )
         assert not await case.done(h)  # nothing changed
         [ask] = asks(h)
