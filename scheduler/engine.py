@@ -10,7 +10,10 @@ a restart or a second process can never run a fire twice or forget one:
 * each fire to run or record as skipped is first claimed with a lease
   (``cron:<id>:<time>``, unique index), so only one process handles it;
 * after downtime the latest fire missed by at most ``grace`` runs once; every older
-  one (and any superseded one inside the window) is recorded as ``skipped``;
+  one is recorded ``skipped`` (``missed``) and, for a cron job, the owner is alerted,
+  once per sweep (and at the next start, if the process stopped before the alert went
+  out; a missed pulse loses nothing, the next one looks at all since the last); one
+  superseded inside the window is recorded ``skipped`` (``superseded``);
 * the cursor moves to the next fire after now *before* the run starts, and the timer
   is re-armed, so a long run never delays the next one;
 * a fire that cannot start or be recorded is tried again in its grace window, else
@@ -33,7 +36,7 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.date import DateTrigger
@@ -44,7 +47,7 @@ from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
 from scheduler.fires.claims import LeaseStore
 from scheduler.fires.recorder import RunRecorder
-from scheduler.fires.records import RunStore, Trigger, skipped_doc
+from scheduler.fires.records import Reason, RunStore, Trigger, skipped_doc
 from scheduler.fires.recovery import Reclaimer, recover_once
 from scheduler.fires.retries import Retries, group_of
 from scheduler.pulse.store import PulseStore
@@ -53,6 +56,7 @@ from storage.tasks import stop_task
 
 log = logging.getLogger(__name__)
 Clock = Callable[[], datetime]
+Doc = dict[str, Any]
 PULSE_TIMER = "pulse"
 RETRY_TIMER = "retry"
 """Keys of ``Engine.armed`` besides ``cron:<id>``: the pulse, and the next retry."""
@@ -83,7 +87,7 @@ class Fire:
     kind: Literal["cron", "pulse"]
     job_id: str | None
     scheduled_for: datetime
-    action: Literal["run", "skipped", "retry", "failed"]
+    action: Literal["run", "skipped", "missed", "retry", "failed"]
     task: asyncio.Task[object] | None = field(default=None, repr=False)
 
 
@@ -143,7 +147,24 @@ class Engine:
         armed = await self.load()
         self._last_ok = self.clock()
         self.state = "running"
+        await self.alert_missed()
         return armed
+
+    async def alert_missed(self) -> None:
+        """Tell the owner of missed fires recorded before a stop cut their alert off,
+        one alert per sweep that recorded them (as it would have been)."""
+        try:
+            pending = await self.runs.pending_alerts()
+            if not pending:
+                return
+            jobs = {job.id: job for job in await self.jobs.enabled_jobs()}
+            sweeps: dict[object, list[Doc]] = {}
+            for doc in pending:
+                sweeps.setdefault(doc.get("started_at"), []).append(doc)
+            for docs in sweeps.values():
+                await self.recorder.missed(docs, jobs)
+        except Exception:  # kept pending: the next start tells
+            log.exception("missed fires not alerted now")
 
     async def stop(self) -> None:
         """Stop the timer; runs in flight get ``stop_grace`` to finish, then are
@@ -331,7 +352,8 @@ class Engine:
         keys += [plan.key(plan.due.to_run) for plan in plans if plan.due.to_run]
         won = await self.leases.acquire_many(keys, now)
         fires: list[Fire] = []
-        skipped_docs = []
+        skipped_docs: list[Doc] = []
+        missed: list[Doc] = []
         # Fires that fell due after the last sweep that reached the database, and out of
         # their window while it was away, were lost to it: failed and reported, not missed.
         lost_after = self._last_ok if self._unreachable else None
@@ -347,14 +369,24 @@ class Engine:
                     since = f"unreachable since {lost_after.isoformat(timespec='seconds')}"
                     self.retries.hold_fire(plan.kind, plan.job_id, moment, since, until=moment)
                     continue
-                skipped_docs.append(skipped_doc(plan.kind, plan.job_id, moment, now, reason))
+                if now - moment > self.config.grace:  # the process was down or stalled
+                    doc = skipped_doc(plan.kind, plan.job_id, moment, now, reason, why="missed")
+                    if plan.job_id is None:  # the next pulse looks at all since the last
+                        skipped_docs.append(doc)
+                    else:
+                        missed.append(doc | {"name": jobs[plan.job_id].name, "alert_pending": True})
+                    fires.append(Fire(plan.kind, plan.job_id, moment, "missed"))
+                    continue
+                why: Reason = "superseded"  # a later fire inside the window runs instead
+                doc = skipped_doc(plan.kind, plan.job_id, moment, now, reason, why=why)
+                skipped_docs.append(doc)
                 fires.append(Fire(plan.kind, plan.job_id, moment, "skipped"))
             run = plan.due.to_run
             if run is not None and plan.key(run) in won:
                 fires.append(Fire(plan.kind, plan.job_id, run, "run"))
         try:
-            if skipped_docs:
-                await self.runs.skipped_many(skipped_docs)
+            if skipped_docs or missed:
+                await self.runs.skipped_many(skipped_docs + missed)
             moves: list[tuple[str, datetime | None, datetime | None]] = [
                 (p.job_id, p.cursor, p.due.upcoming) for p in plans if p.job_id is not None
             ]
@@ -381,6 +413,9 @@ class Engine:
                 self._due_at.pop(key, None)
             else:
                 self._due_at[key] = plan.due.upcoming  # the timer is armed as the sweep ends
+        if missed:  # the owner hears, once for the sweep, while the runs start
+            first = next(f for f in fires if f.action == "missed")
+            first.task = self._spawn(self.recorder.missed(missed, jobs))
         loop = asyncio.get_running_loop()
         for fire in fires:
             if fire.action == "run":

@@ -184,7 +184,8 @@ class Agent:
             [{"role": d["role"], "parts": d["parts"]} for d in docs]
         )
         tokens = [int(d.get("tokens") or 0) for d in docs]
-        return fit_history(messages, tokens, ctx.deps.settings.history_token_budget)
+        seqs = [int(d.get("seq") or 0) for d in docs]
+        return fit_history(messages, tokens, ctx.deps.settings.history_token_budget, seqs)
 
     @staticmethod
     def _result_docs(result: LoopResult) -> list[dict[str, Any]]:

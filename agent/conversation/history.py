@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from agent.llm.types import (
@@ -91,9 +92,24 @@ def shorten_tool_results(message: ModelMessage, keep: int = TOOL_OUTPUT_KEEP) ->
     return message.model_copy(update={"parts": parts}) if changed else message
 
 
-def fit_history(messages: list[ModelMessage], tokens: list[int], budget: int) -> list[ModelMessage]:
+CUT_EVERY = 20
+"""Stored history is cut only where a block of this many messages (by ``seq``) begins:
+its start then stays put for several exchanges, and the providers' prompt caches,
+which match a request's repeated start, keep matching; a cut that moved with every
+exchange would make all the history new to them each time."""
+
+
+def fit_history(
+    messages: list[ModelMessage],
+    tokens: list[int],
+    budget: int,
+    seqs: Sequence[int] | None = None,
+    every: int = CUT_EVERY,
+) -> list[ModelMessage]:
     """Keep the newest messages whose total fits ``budget``, dropping oldest turns first.
 
+    With their stored ``seqs``, the kept part starts at the first block boundary
+    (``every`` messages) that fits, so it moves only when the history outgrows it.
     History always starts at a user message, so a tool result is never separated
     from the call that produced it.
     """
@@ -104,6 +120,9 @@ def fit_history(messages: list[ModelMessage], tokens: list[int], budget: int) ->
             break
         total += tokens[i]
         start = i
+    if seqs is not None and start > 0:
+        bounds = (i for i in range(start, len(messages)) if seqs[i] // every > seqs[i - 1] // every)
+        start = next(bounds, start)
     while start < len(messages) and messages[start].role != "user":
         start += 1
     return [shorten_tool_results(m) for m in messages[start:]]

@@ -21,7 +21,7 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -280,6 +280,44 @@ class Runner:
             source=source,
             first=streak == (1 if alone else 2) or gave_up,
             key=f"warn:{run['_id']}{':gave-up' if gave_up else ''}",
+            severity="critical" if critical else "warning",
+        )
+
+    async def warn_missed(self, runs: Sequence[Doc], jobs: Mapping[str, CronJob]) -> None:
+        """Fires missed past their grace window (Watchkeeper was down or stalled at the
+        time): one alert for the sweep that found them, naming each job and its missed
+        times on the owner's clock; critical when a job's ``on_failure`` says so."""
+        groups: dict[str, list[datetime]] = {}
+        for run in runs:
+            groups.setdefault(str(run.get("job_id")), []).append(run["scheduled_for"])
+        tz = self.pulse.tz
+        lines = []
+        for job_id, moments in groups.items():
+            job = jobs.get(job_id)
+            label = f"“{job.name}”" if job is not None else f"Job {job_id}"
+            shown = [m.astimezone(tz).strftime("%a %d %b %H:%M") for m in sorted(moments)[:5]]
+            more = f" and {len(moments) - 5} more" if len(moments) > 5 else ""
+            lines.append(f"{label}: {', '.join(shown)}{more}")
+        count = len(runs)
+        if len(groups) == 1:
+            job = jobs.get(next(iter(groups)))
+            label = f"Cron job “{job.name}”" if job is not None else "A cron job"
+            title = f"{label} missed {count} scheduled run" + ("s" if count > 1 else "")
+        else:
+            title = f"{count} scheduled runs were missed"
+        body = (
+            "Watchkeeper was not running (or was stalled) when they were due, past their "
+            "grace window, so they did not run:\n" + "\n".join(lines)
+        )
+        named = [job for job_id in groups if (job := jobs.get(job_id)) is not None]
+        critical = any(job.on_failure == "critical" for job in named)
+        recorded = runs[0]["started_at"].isoformat(timespec="seconds")
+        await self.warn_owner(
+            title,
+            body,
+            dedupe_key=f"missed:{recorded}",
+            source="scheduler",
+            key=f"warn:missed:{recorded}",
             severity="critical" if critical else "warning",
         )
 

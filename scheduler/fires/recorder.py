@@ -5,7 +5,8 @@ this module opens the record before the work starts, closes it with the outcome,
 turns an exception into ``failed`` (``internal_error``, or ``database_unavailable``
 when the database could not be reached), records skipped pulses, and counts failure
 streaks, handing failures to ``on_failures`` as the job's ``on_failure`` policy says
-(by default a streak of two or more). So a run is recorded the same way whoever
+(by default a streak of two or more), and fires missed past their grace window to
+``on_missed``. So a run is recorded the same way whoever
 asked for it: a timer, ``/pulse run``, the API or the model's ``run_now``.
 
 A scheduled fire is never lost silently. The engine gives it ``retry_until`` (its
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -92,6 +93,8 @@ CronWork = Callable[[CronJob, RunTicket], Awaitable[Outcome]]
 PulsePlanner = Callable[[datetime, Trigger], Awaitable[Skip | Go]]
 FailureStreak = Callable[[Doc, int, CronJob | None], Awaitable[None]]
 """(the finished run, failures in a row, the job for a cron run)."""
+MissedFires = Callable[[Sequence[Doc], Mapping[str, CronJob]], Awaitable[None]]
+"""(the records of fires missed past their grace window, their jobs by id)."""
 Work = Callable[[RunTicket], Awaitable[Outcome]]
 
 
@@ -106,6 +109,7 @@ class RunRecorder:
         on_failures: FailureStreak | None = None,
         backoff: Backoff = RETRY_BACKOFF,
         leases: RunLeases | None = None,
+        on_missed: MissedFires | None = None,
     ) -> None:
         self.runs = runs
         self.leases = leases or RunLeases(runs, clock)
@@ -114,6 +118,7 @@ class RunRecorder:
         self._cron = cron
         self._pulse = pulse
         self._on_failures = on_failures
+        self._on_missed = on_missed
         self._backoff = backoff
         self._turns: dict[str, asyncio.Lock] = {}
         """Runs sharing a conversation (one job, or the pulse) take turns: each run
@@ -225,6 +230,27 @@ class RunRecorder:
         if docs:
             await self._report(docs[-1], job, first_close=False)
         return docs
+
+    async def missed(self, docs: Sequence[Doc], jobs: Mapping[str, CronJob]) -> None:
+        """Fires missed past their grace window (the process was down, or stalled), as
+        recorded (``alert_pending``): the owner hears of them in one alert, except of
+        jobs whose ``on_failure`` is ``none`` (and of jobs gone since); then their
+        records say so. An alert that could not go out leaves them pending: the next
+        start tells (``Engine.start``)."""
+        told = [
+            doc
+            for doc in docs
+            if (job := jobs.get(doc.get("job_id") or "")) is not None and job.on_failure != "none"
+        ]
+        if self._on_missed is None:
+            return
+        if told:
+            try:
+                await self._on_missed(told, jobs)
+            except Exception:
+                log.exception("could not alert the owner of %d missed fire(s)", len(told))
+                return
+        await self.runs.alerted([doc["_id"] for doc in docs])
 
     # --- one try ---------------------------------------------------------------------
 

@@ -2,11 +2,17 @@
 and the leases that say which process is doing a ``running`` one.
 
 Status is set here, by the system, never by the model: ``running`` while it runs, then
-``success``, ``failed``, ``timeout`` or ``skipped``. A ``running`` record names the
-process doing it and carries a lease it renews (``RunLeases``); one left by a process
-that died is reclaimed as ``failed`` (``interrupted``) and tried again or reported
-(``scheduler.fires.recovery``), so nothing claims success for work that never finished
-and nothing stays ``running`` for ever.
+``success``, ``failed``, ``timeout`` or ``skipped``. A fire that never ran is ``skipped``
+with its reason: ``missed`` when its moment passed by more than its grace window while
+the process was down or stalled (the owner is alerted: ``alert_pending`` marks the
+record until the alert is out), ``superseded`` when a later fire inside the window ran
+instead, or a reason of the runner's (``idle``, ``daily_cap``...).
+
+A ``running`` record names the process doing it and carries a lease it renews
+(``RunLeases``); one left by a process that died is reclaimed as ``failed``
+(``interrupted``) and tried again or reported (``scheduler.fires.recovery``), so
+nothing claims success for work that never finished and nothing stays ``running`` for
+ever.
 
 A scheduled fire that failed for a passing reason (``PASSING``: the model or the
 database could not be reached) keeps its record and is tried again inside its grace
@@ -63,6 +69,7 @@ Reason = Literal[
     "daily_cap",
     "idle",
     "missed",
+    "superseded",
     # why a fire failed without its work being done (or after its retries ran out)
     "database_unavailable",
 ]
@@ -372,6 +379,23 @@ class RunStore:
     async def skipped_many(self, docs: list[Doc]) -> None:
         """Insert finished records (skipped, or lost) in one round trip."""
         await retry.insert_many(self._coll, docs, ordered=False)
+
+    async def pending_alerts(self, limit: int = 500) -> list[Doc]:
+        """Missed fires recorded but whose alert may not have gone out (the process
+        stopped in between), oldest first."""
+        query = {"status": "skipped", "alert_pending": True}
+        cursor = self._coll.find(query, sort=[("started_at", 1)], limit=limit)
+        return await cursor.to_list()
+
+    async def alerted(self, run_ids: list[Any]) -> None:
+        """The owner has been told of these missed fires."""
+        if run_ids:
+            await retry.retried(  # an $unset: safe to repeat
+                lambda: self._coll.update_many(
+                    {"_id": {"$in": run_ids}}, {"$unset": {"alert_pending": ""}}
+                ),
+                "mark missed fires alerted",
+            )
 
     async def get(self, run_id: ObjectId) -> Doc | None:
         return await self._coll.find_one({"_id": run_id})

@@ -325,18 +325,24 @@ async def test_a_database_that_never_recovers_in_the_window_fails_the_fire_and_w
         assert await k.next_fire() == NEXT_DAY
 
 
-async def test_a_fire_missed_while_the_process_was_away_is_still_only_skipped(
+async def test_a_fire_missed_while_the_process_was_away_is_recorded_missed_and_alerted(
     mongo_server: str, tmp_path: Path
 ) -> None:
-    """Nothing changes for downtime of the process itself: no failure, no warning."""
+    """Downtime of the process itself is no failure of the job, but it is not silent
+    either (issue 30, item 5): the fire is recorded missed and the owner is alerted once."""
     async with kit(mongo_server, tmp_path) as k:
         await k.job()
         k.clock.set(DUE + timedelta(minutes=20))
         fires = await k.engine.run_due()
-        assert [f.action for f in fires] == ["skipped"]
+        assert [f.action for f in fires] == ["missed"]
         [run] = await k.runs()
         assert run["status"] == "skipped" and run["reason"] == "missed"
-        assert k.alerts.raised == [] and await k.next_fire() == NEXT_DAY
+        assert "alert_pending" not in run and run["name"] == "Backups"
+        [alert] = k.alerts.raised
+        assert alert["title"] == "Cron job “Backups” missed 1 scheduled run"
+        assert "Backups”: Fri 06 Mar 08:05" in alert["body"]
+        assert alert["severity"] == "warning" and alert["source"] == "scheduler"
+        assert await k.next_fire() == NEXT_DAY
 
 
 async def test_a_pulse_is_retried_too_and_counted_once(mongo_server: str, tmp_path: Path) -> None:

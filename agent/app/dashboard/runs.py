@@ -38,6 +38,7 @@ STATUS_COLOURS: Mapping[str, str] = MappingProxyType(
         "failed": "#c62828",
         "timeout": "#ef6c00",
         "skipped": "#9e9e9e",
+        "missed": "#6a1b9a",
         "running": "#1565c0",
     }
 )
@@ -62,8 +63,15 @@ TIMELINE_FIELDS = {
     "duration_ms": 1,
     "reason": 1,
     "tokens": 1,
+    "scheduled_for": 1,
 }
-STATUS_BADGE = {"success": "ok", "failed": "bad", "timeout": "bad", "skipped": "muted"}
+STATUS_BADGE = {
+    "success": "ok",
+    "failed": "bad",
+    "timeout": "bad",
+    "skipped": "muted",
+    "missed": "bad",
+}
 
 
 @dataclass(frozen=True)
@@ -78,17 +86,30 @@ class Mark:
 
 
 def status_of(run: Doc) -> str:
+    """The record's status, in one word; ``missed`` for a fire recorded ``skipped``
+    because its moment passed, past its grace window, while Watchkeeper was down or
+    stalled (``scheduler.fires.records``)."""
     status = str(run.get("status") or "running")
+    if status == "skipped" and run.get("reason") == "missed":
+        return "missed"
     return status if status in STATUS_COLOURS else "running"
 
 
+def shown_at(run: Doc) -> Any:
+    """When a run is placed: its start, or for a missed fire the moment it was due."""
+    if status_of(run) == "missed" and isinstance(run.get("scheduled_for"), datetime):
+        return run["scheduled_for"]
+    return run.get("started_at")
+
+
 def run_label(run: Doc, tz: ZoneInfo) -> str:
-    """``cron "Morning news" failed, Tue 26 Nov 07:00, 3.1 s``."""
+    """``cron "Morning news" failed, Tue 26 Nov 07:00, 3.1 s``; a missed fire names the
+    moment it was due."""
     name = f' "{run["name"]}"' if run.get("name") else ""
-    started: datetime = run["started_at"]
+    at: datetime = shown_at(run)
     text = f"{run.get('kind', 'run')}{name} {status_of(run)}, "
-    text += started.astimezone(tz).strftime("%a %d %b %H:%M")
-    if run.get("duration_ms") is not None and status_of(run) != "skipped":
+    text += at.astimezone(tz).strftime("%a %d %b %H:%M")
+    if run.get("duration_ms") is not None and status_of(run) not in ("skipped", "missed"):
         text += f", {float(run['duration_ms']) / 1000:.1f} s"
     return text
 
@@ -97,7 +118,7 @@ def marks(runs: Iterable[Doc], today: date, tz: ZoneInfo) -> list[Mark]:
     """Where each run goes: its local day's row, its kind's lane, its start's hour."""
     found: list[Mark] = []
     for run in runs:
-        started = run.get("started_at")
+        started = shown_at(run)
         if not isinstance(started, datetime):
             continue
         local = started.astimezone(tz)
@@ -177,7 +198,7 @@ def row_of(run: Doc, tz: ZoneInfo, now: datetime) -> Doc:
         "name": run.get("name") or "",
         "status": status_of(run),
         "badge": STATUS_BADGE.get(status_of(run), "info"),
-        "when": short_time(run.get("started_at"), tz, now),
+        "when": short_time(shown_at(run), tz, now),
         "duration": seconds(run.get("duration_ms")),
         "trigger": run.get("trigger", "schedule"),
         "tokens": int(tokens.get("input") or 0) + int(tokens.get("output") or 0),
@@ -225,6 +246,7 @@ def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
             "legend": [(status, colour) for status, colour in STATUS_COLOURS.items()],
             "rows": [row_of(run, tz, now) for run in runs[:LISTED]],
             "count": len(runs),
+            "missed": sum(status_of(run) == "missed" for run in runs),
             "capped": len(runs) >= MOST_RUNS,
         }
         return dash.render(request, "runs.html", context)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -107,6 +107,9 @@ def build_scheduling(
     async def warn_failures(run: Doc, streak: int, job: CronJob | None) -> None:
         await (await started).warn_failures(run, streak, job)
 
+    async def warn_missed(runs: Sequence[Doc], jobs: Mapping[str, CronJob]) -> None:
+        await (await started).warn_missed(runs, jobs)
+
     # This start of this process, as the holder of its runs and fires.
     holder = RunLeases(runs, clock, terms=options.lease)
     recorder = RunRecorder(
@@ -115,6 +118,7 @@ def build_scheduling(
         cron=run_cron,
         pulse=plan_pulse,
         on_failures=warn_failures,
+        on_missed=warn_missed,
         leases=holder,
     )
     engine = Engine(

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.conversation.history import estimate_tokens
+from agent.conversation.history import estimate_tokens, fit_history
+from agent.llm.types import assistant_message, user_message
 from tests.tokens import count_tokens
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -46,3 +47,21 @@ def test_estimate_is_safe_and_close(name: str) -> None:
 
 def test_empty_text_is_zero() -> None:
     assert estimate_tokens("") == 0
+
+
+def test_history_is_cut_where_a_block_begins_so_its_start_stays_put() -> None:
+    """Ten tokens a message, a budget of 200, one exchange (two messages) at a time: the
+    tightest fit starts one exchange later every time; cut where blocks of 10 messages
+    begin, the start holds for five exchanges, always at a user message, within budget."""
+    starts, tightest = [], []
+    for length in range(22, 82, 2):
+        messages = [
+            user_message(f"u{i}") if i % 2 == 0 else assistant_message(f"a{i}")
+            for i in range(length)
+        ]
+        kept = fit_history(messages, [10] * length, 200, seqs=list(range(length)), every=10)
+        assert kept[0].role == "user" and len(kept) <= 20
+        starts.append(kept[0].text)
+        tightest.append(fit_history(messages, [10] * length, 200)[0].text)  # no seqs
+    assert len(starts) == 30 and len(set(starts)) <= 7, starts
+    assert len(set(tightest)) == 30

@@ -28,6 +28,7 @@ from agent.app.application import App
 from agent.app.core import build_app
 from agent.app.features.alerts import AlertingOptions, alerting
 from agent.app.features.scheduling import SchedulingOptions, scheduling
+from agent.conversation.history import CUT_EVERY, estimate_tokens
 from agent.conversation.prompt import NOTE_HEAD
 from agent.llm.base import ModelClient
 from agent.llm.gemini import GeminiModel
@@ -212,3 +213,40 @@ async def test_cached_input_tokens_are_read_from_both_providers(
     assert plain.usage.cached_input_tokens == 0
     total = said[0].usage + said[1].usage
     assert total.cached_input_tokens == 3_456 and total.input_tokens == 4_000
+
+
+async def test_a_history_past_its_budget_keeps_its_start_for_several_exchanges(
+    mongo_server: str, tmp_path: Path, openai_api: FakeOpenAI
+) -> None:
+    """Past ``HISTORY_TOKEN_BUDGET`` old turns go, but the cut moves a block of
+    ``CUT_EVERY`` messages at a time, not with every exchange: most requests still
+    repeat the previous one's start, and every one stays within the budget."""
+    clock = FakeClock(datetime(2026, 11, 27, 9, 0, tzinfo=BERLIN))
+    model = OpenAIModel("sk-test", "gpt-test", base_url=openai_api.base_url)
+    openai_api.default = Answer(200, openai_api.completion("Noted: " + "fine words " * 20))
+    settings = make_settings(
+        mongodb_uri=mongo_server + "?directConnection=true",
+        mongodb_db=f"cache_{uuid.uuid4().hex[:10]}",
+        data_dir=tmp_path,
+        owner_telegram_ids=[OWNER],
+        history_token_budget=1_000,
+    )
+    chat = RecordingChannel("telegram", sender=OWNER, clock=clock)
+    async with build_app(settings, model=model, channels=[chat], clock=clock) as app:
+        try:
+            for n in range(40):
+                clock.advance(timedelta(minutes=1))
+                await chat.say(f"note {n}: " + "some words about the day " * 8)
+                await app.pipeline.join()
+        finally:
+            await app.database.client.drop_database(settings.mongodb_db)
+    await model.aclose()
+    bodies = openai_api.bodies
+    assert len(bodies) == 40
+    starts = [json.dumps(b["messages"][1]) for b in bodies[1:]]
+    assert 2 <= len(set(starts)) <= 1 + 40 * 2 // CUT_EVERY, starts  # moved, in blocks
+    history = [json.dumps(b["messages"][1:-1]) for b in bodies]
+    assert max(estimate_tokens(h) for h in history) < 1_000 * 1.5  # JSON costs a little
+    figures = shares([openai_layout(b) for b in bodies])
+    report("openai, history past its budget", figures)
+    assert min(figures) >= TARGET, figures
