@@ -168,9 +168,8 @@ def monitoring(options: MonitoringOptions | None = None) -> Feature:
             return
         store = MonitorStore(ctx.database.db, ctx.clock, chosen.limits)
         monitors = Monitors(store, _hooks(router, ctx.outbox, ctx), ctx.clock)
-        count = await monitors.start()
         try:
-            log.info("monitors: %d running", count)
+            log.info("monitors: %d running", await monitors.start())
             base = ping_base(ctx.settings)
             read_timeout = ctx.settings.http_read_timeout_seconds
 
