@@ -140,14 +140,12 @@ def reach_section(tools: Toolset) -> str:
         "without one (mail comes from an MCP server the owner adds). Outside monitors alert "
         "by POST /api/alerts"
     )
-    if "manage_monitor" in tools:
-        text += "; manage_monitor checks a URL or a heartbeat with no model call"
-    text += "."
+    text += "; or use manage_monitor." if "manage_monitor" in tools else "."
     if "manage_cronjob" in tools:
+        act = "raise_alert" if "raise_alert" in tools else "say so in its answer"
         text += (
-            "\nA job's on_failure counts runs that error or time out, not bad results: for "
-            "those, the instruction says to "
-            + ("raise_alert." if "raise_alert" in tools else "report them in its answer.")
+            "\nA job's on_failure covers runs that error or time out, not bad results: to "
+            f"report a bad result, the instruction itself says to {act}."
         )
     return text
 

@@ -1,11 +1,13 @@
 """What a pulse and a chat are told: only tools they are offered, news that is news,
-and what the built-in collections are (``inbox`` is chat, not email).
+what is within reach and what the built-in collections are (``inbox`` is chat, not
+email; the fields of ``runs``).
 
 The prompt is read the way the model gets it: the request the scripted model received.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,6 +16,11 @@ from typing import Any
 import pytest
 
 from agent.app.application import App
+from agent.conversation.prompt import reach_section
+from agent.tools.alerts import RAISE_ALERT
+from agent.tools.base import Toolset
+from agent.tools.cron import MANAGE_CRONJOB
+from agent.tools.pulse import MANAGE_PULSE
 from storage import collections as c
 from tests.contexts import owner_ctx
 from tests.fakes.channel import RecordingChannel
@@ -205,3 +212,37 @@ async def test_the_brief_counts_pulses_left_and_says_where_since_starts(
 
 
 _MINUTE = timedelta(minutes=1)
+
+
+async def test_the_two_probes_read_what_is_within_reach(
+    mongo_server: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    """Issue 32's probes as they happened: "check my inbox twelve times a day" and "if the
+    backup check fails, text me". The request says there is no mail without a tool (and
+    where mail would come from), what on_failure counts, and what the runs hold."""
+    model = ScriptedModel(lambda r: "ok")
+    async with scheduled_app(mongo_server, tmp_path, model, clock) as app:
+        await app.agent.respond("check my inbox twelve times a day", owner_ctx(app.deps))
+        await app.agent.respond("if the backup check fails, text me", owner_ctx(app.deps))
+    inbox, backup = model.requests
+    assert not any("mail" in name for name in inbox.tool_names)
+    assert "no web, mail or remote access without one" in inbox.system
+    assert "mail comes from an MCP server the owner adds" in inbox.system
+    assert "inbox (chat messages Watchkeeper received on Telegram/WhatsApp/SMS; not email)" in (
+        inbox.system
+    )
+    assert "on_failure covers runs that error or time out, not bad results" in backup.system
+    assert "- runs (read-only; cron and pulse runs): kind, job_id, name, status" in backup.system
+    assert backup.system == inbox.system  # what stays, stays: the clock is in the note
+    assert "Now: Friday 06 March 2026, 17:00 (UTC)" in backup.messages[-1].note
+
+
+def test_what_is_within_reach_names_only_offered_tools() -> None:
+    monitor = dataclasses.replace(MANAGE_PULSE, name="manage_monitor")  # a stand-in
+    bare = reach_section(Toolset([MANAGE_CRONJOB]))
+    assert "raise_alert" not in bare and "manage_monitor" not in bare
+    assert "the instruction itself says to say so in its answer" in bare
+    full = reach_section(Toolset([MANAGE_CRONJOB, RAISE_ALERT, monitor]))
+    assert "POST /api/alerts; or use manage_monitor." in full
+    assert "the instruction itself says to raise_alert." in full
+    assert "on_failure" not in reach_section(Toolset([RAISE_ALERT]))
