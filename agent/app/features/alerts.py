@@ -175,15 +175,17 @@ def alerting(options: AlertingOptions | None = None) -> Feature:
                     routes.append(("POST", VOICE_WEBHOOK, sms.voice_webhook(router.calls.answer)))
                 calls = router.calls.status()
                 if calls["on"]:
-                    log.info("alerts: calls on, after %s min", calls["after_minutes"])
+                    calls_line = f"calls after {calls['after_minutes']:g} min"
                 else:
-                    log.info("alerts: calls off: %s", calls["off_because"])
+                    calls_line = f"calls off: {calls['off_because']}"
 
                 async def status_section() -> dict[str, Any]:
                     return {"alerts": await router.open_alerts(), "calls": router.calls.status()}
 
                 log.info(
-                    "alerts: routing on (%s)", ", ".join(sorted(ctx.channels)) or "no channels"
+                    "alerts: routing on (%s); %s",
+                    ", ".join(sorted(ctx.channels)) or "no channels",
+                    calls_line,
                 )
                 yield Parts(
                     tools=((RAISE_ALERT, always), (MANAGE_ALERTS, always)),
