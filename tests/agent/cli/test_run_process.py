@@ -55,7 +55,7 @@ def test_run_starts_serves_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
         "model: openai",
         "alerts:",
         "scheduler:",
-        "http:",
+        "http: listening",
         "dashboard:",
     ):
         assert sum(part in line for line in output.splitlines()) == 1, (part, output)
