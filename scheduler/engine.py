@@ -384,9 +384,11 @@ class Engine:
             run = plan.due.to_run
             if run is not None and plan.key(run) in won:
                 fires.append(Fire(plan.kind, plan.job_id, run, "run"))
+        recorded = False
         try:
             if skipped_docs or missed:
                 await self.runs.skipped_many(skipped_docs + missed)
+            recorded = True
             moves: list[tuple[str, datetime | None, datetime | None]] = [
                 (p.job_id, p.cursor, p.due.upcoming) for p in plans if p.job_id is not None
             ]
@@ -396,10 +398,16 @@ class Engine:
                 if plan.job_id is None:
                     await self.pulse.advance(plan.cursor, plan.due.upcoming)
         except Exception:
-            # The fires won are this process's alone: held, a later sweep starts them.
+            # The fires won are this process's alone: held, a later sweep starts them;
+            # one to be recorded skipped or missed whose record was not written is
+            # recorded lost (failed, and reported) by it, never left unrecorded.
             for fire in fires:
                 if fire.action == "run":
                     self.retries.hold_fire(fire.kind, fire.job_id, fire.scheduled_for, "claimed")
+                elif not recorded:
+                    moment = fire.scheduled_for
+                    note = "claimed, but its record could not be written"
+                    self.retries.hold_fire(fire.kind, fire.job_id, moment, note, until=moment)
             raise
         # The cursors moved as planned (compare-and-set: one another process moved
         # first is read again when its stale moment comes); a moment a change set

@@ -10,6 +10,8 @@ a recording Telegram chat, the scheduler's timers off and a fake clock):
 * missed and alerted: its moment passed, past the grace window, while Watchkeeper was
   down or stalled; after a restart long past it, each such fire has one ``missed``
   record, the owner gets one alert for them, and the Runs page says ``missed``.
+
+A fire claimed but whose record could not be written ends failed and alerted too.
 """
 
 from __future__ import annotations
@@ -20,13 +22,16 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from pymongo import AsyncMongoClient
+from pymongo.errors import AutoReconnect
 
 from agent.app.features.scheduling import SchedulingOptions, scheduling
 from scheduler.cron.job import CronJob
 from tests.fakes.alert_app import ADMIN, START, Harness, alert_app
 from tests.fakes.clock import FakeClock
 from tests.fakes.scripted import ScriptedModel, unavailable
+from tests.scheduler.test_fires_never_lost import database_down
 from tests.scheduling_kit import parts_of
 
 Doc = dict[str, Any]
@@ -41,6 +46,7 @@ async def pager(
     *,
     db_name: str | None = None,
     model: ScriptedModel | None = None,
+    **settings: Any,
 ) -> AsyncIterator[Harness]:
     """The app with the alert router and the scheduler (pulse off, timers off)."""
     options = SchedulingOptions(timer=False, grace=GRACE)
@@ -50,6 +56,7 @@ async def pager(
         clock=clock,
         model=model or ScriptedModel(lambda r: ANSWER),
         features=(scheduling(options),),
+        **settings,
     ) as h:
         await parts_of(h.app).pulse.update_config(enabled=False)
         yield h
@@ -191,3 +198,36 @@ async def test_an_alert_cut_off_by_a_stop_goes_out_at_the_next_start(
             assert len(await _alerts(h)) == 1  # told once, not at every start
     finally:
         await mongo_client.drop_database(name)
+
+
+async def test_a_claimed_fire_whose_record_cannot_be_written_is_recorded_lost_and_alerted(
+    mongo_server: str, mongo_client: AsyncMongoClient[Doc]
+) -> None:
+    """The sweep claims the missed fires (the leases insert), then writing their records
+    fails, and its retry too: they are not left claimed and unrecorded; the next sweep
+    records them failed (the database could not be reached) and the owner is alerted."""
+    app_name = f"silent-{uuid.uuid4().hex[:8]}"
+    clock = FakeClock(START.replace(hour=7, minute=0))
+    uri = f"{mongo_server}?directConnection=true&retryWrites=false&appName={app_name}"
+    async with pager(mongo_server, clock, mongodb_uri=uri) as h:
+        await _job(h, "0 * * * *")
+        engine = parts_of(h.app).engine
+        clock.set(START.replace(hour=9, minute=30))  # 08:00 and 09:00 missed
+        async with database_down(mongo_client, app_name, {"skip": 1, "times": 2}, ["insert"]):
+            with pytest.raises(AutoReconnect):
+                await engine.run_due()
+        assert await _runs(h) == []
+        clock.set(START.replace(hour=9, minute=31))
+        await engine.run_due()
+        await engine.join()
+        runs = await _runs(h)
+        _one_record_per_fire(runs)
+        assert [(r["scheduled_for"].hour, r["status"], r["reason"]) for r in runs] == [
+            (8, "failed", "database_unavailable"),
+            (9, "failed", "database_unavailable"),
+        ]
+        [alert] = await _alerts(h)
+        assert "Backups" in alert["title"] and "could not run" in alert["title"]
+        assert (await parts_of(h.app).jobs.get(runs[0]["job_id"])).next_fire_at == START.replace(
+            hour=10
+        )
