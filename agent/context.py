@@ -21,15 +21,15 @@ from pymongo.asynchronous.database import AsyncDatabase
 from agent.alerts.router import AlertRouter
 from agent.config import Settings
 from agent.llm.images import ImageDecoder
-from agent.owner import OwnerSettings
+from agent.owner import OwnerSettings, owner_chat
 from channels.delivery.outbox import Outbox
-from channels.types import Channel
+from channels.types import Channel, OutboundMessage
 from scheduler.cron.service import CronService
 from scheduler.engine import Engine
 from scheduler.pulse.store import PulseStore
 from storage.repos.conversations import ConversationRepo, MessageRepo, SystemInstructionRepo
 from storage.repos.effects import EffectLog
-from storage.repos.usage import UsageLog
+from storage.repos.usage import TokenBudget, UsageLog
 
 Tier = Literal["owner", "contact"]
 RunKind = Literal["chat", "cron", "pulse"]
@@ -92,12 +92,17 @@ class AgentDeps:
     effects: EffectLog = field(init=False)
     usage: UsageLog = field(init=False)
     """Tokens per day for the dashboard, written in batches (``storage.repos.usage``)."""
+    budget: TokenBudget = field(init=False)
+    """``DAILY_TOKEN_BUDGET``, checked before every model call (``storage.repos.usage``)."""
 
     def __post_init__(self) -> None:
         # The repositories over ``db``, made with the record (it is frozen after).
         set_field = object.__setattr__
         set_field(self, "effects", EffectLog(self.db))
         set_field(self, "usage", UsageLog(self.db))
+        limit, owner = self.settings.daily_token_budget, self.owner
+        budget = TokenBudget(self.usage, self.db, limit, self.clock, lambda: owner.tz, self.tell)
+        set_field(self, "budget", budget)
         set_field(self, "instructions", SystemInstructionRepo(self.db))
         set_field(self, "conversations", ConversationRepo(self.db))
         set_field(self, "messages", MessageRepo(self.db))
@@ -106,6 +111,22 @@ class AgentDeps:
     def primary_channel(self) -> str | None:
         """The owner's preferred chat channel (``manage_settings``), if set."""
         return self.owner.current.primary_channel
+
+    async def tell(self, title: str, body: str, key: str) -> None:
+        """An info notice for the owner: an alert (deduplicated by ``key``), or, with
+        alerts off, a message on their chat (sent once per ``key``)."""
+        if self.alerts is not None:
+            await self.alerts.raise_alert(
+                severity="info", title=title, body=body, dedupe_key=key, source="budget"
+            )
+            return
+        target = owner_chat(self.settings, self.channels, primary=self.primary_channel)
+        text = f"ℹ️ {title}\n{body}"
+        await self.outbox.enqueue(
+            OutboundMessage(
+                channel=target.channel, chat_id=target.chat_id, text=text, idempotency_key=key
+            )
+        )
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from agent.llm.types import (
     ModelMessage,
     TextPart,
     Usage,
+    user_message,
     with_note,
     without_media,
 )
@@ -69,6 +70,8 @@ class AgentReply:
     failure: str = ""
     """Why it failed, for logs and the inbox row; never shown to the user."""
     exhausted: bool = False
+    budget_spent: bool = False
+    """The daily token budget stopped it (``text`` says so; ``storage.repos.usage``)."""
     conversation_id: ObjectId | None = None
     duration_ms: float = 0.0
     steps: list[ModelMessage] = field(default_factory=list)
@@ -84,17 +87,6 @@ def _to_docs(messages: Sequence[ModelMessage], extra: dict[str, Any] | None = No
     if extra and docs:
         docs[-1].update(extra)
     return docs
-
-
-async def _count_usage(ctx: RunContext, usage: Usage) -> None:
-    """The day's tokens for the dashboard (``storage.repos.usage``); never fails the exchange."""
-    if not (usage.input_tokens or usage.output_tokens):
-        return
-    try:
-        day = ctx.now.astimezone(ctx.tz).date()
-        await ctx.deps.usage.add(day, ctx.kind, usage.input_tokens, usage.output_tokens)
-    except Exception as exc:
-        log.warning("could not count the tokens of %s: %s", ctx.conversation_key, exc)
 
 
 class Agent:
@@ -143,9 +135,12 @@ class Agent:
         # This exchange's photos and voice notes ride along as parts; history keeps
         # their text fallback (``without_media``), never the bytes.
         # Meanwhile, tools still on their way (MCP servers connecting at start-up).
-        incoming, _ = await asyncio.gather(
-            user_turn(text, ctx, self.model, self.media), self.catalog.until_ready(ctx)
-        )
+        if await deps.budget.blocked() is not None:  # no model call: no media turned to text
+            incoming = user_message(text)
+        else:
+            incoming, _ = await asyncio.gather(
+                user_turn(text, ctx, self.model, self.media), self.catalog.until_ready(ctx)
+            )
         toolset = sorted_tools(self.catalog.for_context(ctx))
         if not instruction.memory_enabled:
             toolset = toolset.only(lambda _: False)
@@ -169,12 +164,10 @@ class Agent:
             stored = _to_docs([without_media(incoming)], asked) + self._result_docs(result)
             reply.text, reply.usage, reply.tool_calls = result.text, result.usage, result.tool_calls
             reply.exhausted, reply.steps = result.exhausted, result.messages
-        # One write per exchange (the day's token count beside it): the inbox holds the
-        # message durably until this point, so a crash mid-exchange replays it.
-        await asyncio.gather(
-            deps.messages.append(conv_id, stored, start_seq=next_seq),
-            _count_usage(ctx, reply.usage),
-        )
+            reply.budget_spent = result.budget_spent
+        # One write per exchange (tokens are counted per model call, by the loop): the
+        # inbox holds the message durably until this point, so a crash replays it.
+        await deps.messages.append(conv_id, stored, start_seq=next_seq)
         reply.duration_ms = (time.perf_counter() - started) * 1000
         return reply
 
@@ -196,7 +189,7 @@ class Agent:
             "tool_calls": result.tool_calls,
         }
         messages = list(result.messages)
-        if result.exhausted:
-            # The honest "ran out of steps" reply is ours, not the model's; store it too.
+        if result.exhausted or result.budget_spent:
+            # The honest "ran out of steps" (or budget) reply is ours; store it too.
             messages.append(ModelMessage(role="assistant", parts=[TextPart(text=result.text)]))
         return _to_docs(messages, meta)

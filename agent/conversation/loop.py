@@ -12,6 +12,10 @@ instead of made (``agent.tools.held``), for the rest of the exchange. Sends and 
 held for the owner's approval are asked about as the loop ends, whatever ends it: one
 message per exchange, not one per send (``agent.tools.sending.ask_owner``).
 
+The daily token budget (``storage.repos.usage``) is checked before every model call and
+counted after it: once spent, the loop ends with its short answer instead of a call, so
+a turn that crosses the cap keeps what its last round did and stops there.
+
 Nothing else leaves the loop: a model failure is a ``ModelError`` (the agent answers
 with an apology), a tool that fails or arguments that cannot be used are a tool error
 (``{"error": ...}``) the model reads. What the model wrote and what tools returned is
@@ -54,6 +58,8 @@ class LoopResult:
     turns: int = 0
     model: str = ""
     exhausted: bool = False
+    budget_spent: bool = False
+    """The daily token budget stopped it before a model call (``text`` says so)."""
 
 
 async def _call_once(
@@ -184,7 +190,12 @@ async def run_loop(
     if ctx.tier == "contact":  # no acting tool is offered either (``ToolCatalog``)
         read_outside(ctx, "a contact's message")
     try:
+        budget = ctx.deps.budget
         for _ in range(max_turns):
+            if (spent := await budget.blocked()) is not None:
+                result.budget_spent = True
+                result.text = budget.spent_reply(spent, tool_calls=result.tool_calls)
+                return result
             try:
                 response = await model.request(system, [*history, *result.messages], specs)
             except ModelError:
@@ -194,6 +205,11 @@ async def run_loop(
             result.turns += 1
             result.usage = result.usage + response.usage
             result.model = response.model or model.name
+            tokens = response.usage
+            first = result.turns == 1
+            await budget.record(
+                ctx.kind, result.model, tokens.input_tokens, tokens.output_tokens, first=first
+            )
             reply = storable_reply(response.message)
             result.messages.append(reply)
             calls = reply.tool_calls

@@ -113,6 +113,10 @@ class Runner:
             )
         if reply.failed:
             outcome = Outcome("failed", error="model unavailable", reason="model_unavailable")
+        elif reply.budget_spent:  # crossed during the run: its last round done, then stopped
+            view = await self.deps.budget.view()
+            detail = f"stopped before finishing: {self.deps.budget.skip_detail(view)}"
+            outcome = Outcome("skipped", error=detail, reason="budget_spent")
         elif reply.exhausted:
             outcome = Outcome(
                 "failed",
@@ -146,6 +150,9 @@ class Runner:
         """One fire of ``job`` in its own conversation; the answer is delivered."""
         if ticket.attempt > 1 and (earlier := await self._answer_sent(ticket)) is not None:
             return earlier  # an earlier try delivered it before it was cut off
+        if (spent := await self.deps.budget.blocked()) is not None:  # the owner is told once
+            detail = self.deps.budget.skip_detail(spent)
+            return Outcome("skipped", error=detail, reason="budget_spent")
         ctx = self._context("cron", ticket, job.origin_channel, job.origin_chat_id)
         timeout = self.config.cron_timeout
         outcome = await self._execute(cron_prompt(job, ticket, self.now()), ctx, timeout)
@@ -158,6 +165,8 @@ class Runner:
                 )
             else:
                 outcome.extra["delivery"] = None  # empty answer: nothing worth reporting
+        elif outcome.reason == "budget_spent":
+            outcome.extra["delivery"] = None  # the budget's own notice tells the owner, once
         elif ticket.will_retry and outcome.reason in PASSING:
             # Tried again within the fire's grace window: said once, on the first try.
             if ticket.attempt == 1:
@@ -220,11 +229,14 @@ class Runner:
         return self.agent.catalog.for_context(probe).names
 
     async def plan_pulse(self, now: datetime, trigger: Trigger) -> Skip | Go:
-        """Skipped when over the daily cap or idle (no model call); else the work.
+        """Skipped when the daily token budget is spent, over the daily cap or idle (no
+        model call); else the work.
 
         A pulse asked for by hand (``trigger`` other than ``schedule``) runs even when
         idle, but it still counts against the daily cap.
         """
+        if (spent := await self.deps.budget.blocked()) is not None:  # the owner is told once
+            return Skip("budget_spent", self.deps.budget.skip_detail(spent))
         tz = self.pulse.tz
         state = await self.pulse.get()
         if state.done_on(local_day(now, tz)) >= state.pulses_per_day:

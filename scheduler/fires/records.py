@@ -68,6 +68,7 @@ Reason = Literal[
     # why a fire did not run
     "daily_cap",
     "idle",
+    "budget_spent",
     "missed",
     "superseded",
     # why a fire failed without its work being done (or after its retries ran out)
