@@ -14,7 +14,8 @@ what is degraded listed.
 
 The dead man's switch (``HEALTHCHECK_URL``, Healthchecks.io style) pings the URL every
 ``HEALTHCHECK_INTERVAL_SECONDS`` while every vital component is well, and otherwise
-posts a one-line reason to ``<url>/fail``. So a host that dies or wedges (its event loop
+posts a one-line reason to ``<url>/fail`` (from the second check in a row that finds
+the problem; the first only holds its ping back). So a host that dies or wedges (its event loop
 stuck, the process gone) stops pinging and the service outside alerts on the absence.
 A ping that cannot be delivered is logged once per outage, with the URL's host only
 (the path usually holds the check's secret UUID), and never stops anything.
@@ -55,6 +56,9 @@ OUTBOX_LATE_SECONDS = 600.0
 REASON_LIMIT = 300
 PING_TIMEOUT = 10.0
 """Seconds a ping may take (at most the interval)."""
+FAIL_AFTER = 2
+"""Checks in a row that must find a problem before ``/fail`` is sent (the first one
+only holds the ping back): a channel reconnecting for a second pages nobody."""
 CHANNEL_FIELDS = ("connected", "state", "mode")
 """What ``/healthz`` shows of a channel's status: never its account or chats."""
 
@@ -312,9 +316,12 @@ class DeadMansSwitch:
         check: Callable[[], Awaitable[Health]],
         http: aiohttp.ClientSession,
         timeout: float = PING_TIMEOUT,
+        fail_after: int = FAIL_AFTER,
     ) -> None:
         if interval <= 0:
             raise ValueError(f"the healthcheck interval must be positive, not {interval!r}")
+        if fail_after < 1:
+            raise ValueError(f"fail_after must be at least 1, not {fail_after!r}")
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError("HEALTHCHECK_URL must be an http(s) URL with a host")
@@ -331,6 +338,9 @@ class DeadMansSwitch:
         """The last ping reached the receiver (an outage is logged once, at its start)."""
         self._failing: str | None = None
         """The reason last reported to ``/fail`` (logged when it changes)."""
+        self._fail_after = fail_after
+        self._bad = 0
+        """Checks in a row that found a vital component unwell."""
         self.pings = 0
         self.fails = 0
 
@@ -350,14 +360,19 @@ class DeadMansSwitch:
             await asyncio.sleep(max(0.0, began + self.interval - loop.time()))
 
     async def beat(self) -> bool:
-        """One check and one ping (or ``/fail``); whether the receiver took it. Never
-        raises, whatever goes wrong."""
+        """One check and one ping (or ``/fail``); whether the receiver took it (False
+        too for a check held back: a problem not yet seen ``fail_after`` times in a
+        row gets neither). Never raises, whatever goes wrong."""
         try:
             health = await self._check()
             reason = health.reason
         except Exception as exc:
             log.exception("healthcheck: the health check raised")
             reason = f"health check failed: {type(exc).__name__}"
+        self._bad = 0 if reason is None else self._bad + 1
+        if 0 < self._bad < self._fail_after:
+            log.info("healthcheck: %s; no ping, /fail if it lasts", reason)
+            return False
         if reason != self._failing:
             if reason is None:
                 log.info("healthcheck: healthy again; pinging %s", self.host)

@@ -321,6 +321,8 @@ async def test_a_check_that_raises_is_reported_as_a_failure() -> None:
 
     async with receiver() as hc, aiohttp.ClientSession() as http:
         switch = DeadMansSwitch(hc.url, interval=INTERVAL, check=broken, http=http)
+        assert await switch.beat() is False  # held back: it may pass
+        assert hc.got == []
         assert await switch.beat() is True
     assert hc.fails() == ["health check failed: RuntimeError"]
 
@@ -332,6 +334,8 @@ def test_bad_switch_settings_are_refused_clearly() -> None:
     session: Any = object()  # never used: the constructor refuses first
     with pytest.raises(ValueError, match="interval must be positive"):
         DeadMansSwitch("https://hc-ping.com/x", interval=0, check=well, http=session)
+    with pytest.raises(ValueError, match="fail_after must be at least 1"):
+        DeadMansSwitch("https://hc-ping.com/x", interval=5, check=well, http=session, fail_after=0)
     with pytest.raises(ValueError, match="http\\(s\\) URL with a host"):
         DeadMansSwitch("ftp://hc-ping.com/x", interval=5, check=well, http=session)
     with pytest.raises(ValueError, match=r"healthcheck_interval_seconds\n.* than or equal to 5"):
