@@ -1,5 +1,6 @@
 """The owner's ``/status``: one short message built from the same sections as
-``GET /api/status``, so the two never disagree."""
+``GET /api/status``, so the two never disagree, and today's tokens against the daily
+budget with what they cost (``storage.repos.usage``)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from typing import Any, Protocol
 
 from agent.app.application import StatusSection
 from agent.app.features.mcp import mcp_status_line
-from agent.context import RunContext
+from agent.context import AgentDeps, RunContext
 from agent.conversation.dispatch import Command
 from channels.delivery.outbox import Outbox
 from channels.types import Channel, InboundMessage, Reply
+from storage.repos.usage import RAISE_HINT, load_prices, shown
 
 
 class StatusSource(Protocol):
@@ -93,10 +95,32 @@ def status_text(data: dict[str, Any], model: str) -> str:
     return "\n".join(lines)
 
 
+async def budget_line(deps: AgentDeps) -> str:
+    """Today's tokens, the daily budget, when it resets, and their cost in USD."""
+    view = await deps.budget.view()
+    counts = [c for c in await deps.usage.since(view.day) if c.day == view.day]
+    prices = await load_prices(deps.db)
+    cost = prices.total(counts)
+    unknown = sorted({c.model or "(unknown)" for c in counts if prices.price_of(c.model)[1]})
+    money = shown(cost) + (f" (estimated: {', '.join(unknown)} not priced)" if unknown else "")
+    if not view.capped:
+        return f"Tokens today: {view.used:,} (no daily cap), {money}"
+    tz = deps.owner.tz
+    line = (
+        f"Tokens today: {view.used:,} of {view.limit:,} ({view.share:.0%}), {money}; "
+        f"resets {view.resets_at:%H:%M} {tz.key}"
+    )
+    if view.spent:
+        line += f"\nBudget spent: chats answer without the model, runs are skipped; {RAISE_HINT}"
+    return line
+
+
 def status_command(source: StatusSource, model: str) -> Command:
-    """``/status``, read from ``source`` (``model``: the model's name)."""
+    """``/status``, read from ``source`` (``model``: the model's name) and the run's
+    services (the token budget)."""
 
     async def command(message: InboundMessage, ctx: RunContext) -> list[Reply]:
-        return [Reply(status_text(await status_data(source), model))]
+        text = status_text(await status_data(source), model)
+        return [Reply(f"{text}\n{await budget_line(ctx.deps)}")]
 
     return command

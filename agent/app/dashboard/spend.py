@@ -1,5 +1,7 @@
 """Spend: ``GET /spend``, input and output tokens per day for 30 days, by chat, cron and
-pulse, as two stacked bar charts (inline SVG) with totals and a table of every day.
+pulse, as two stacked bar charts (inline SVG) with totals and a table of every day, and
+what they cost in USD by model (``storage.repos.usage``: list prices, the owner's overrides;
+a model missing from the table is priced by the default and marked estimated, ``~``).
 
 Read from ``usage`` (``storage.repos.usage``): at most 90 small documents for the month.
 ``spend_table`` turns the counts into one row per day (days with no tokens included,
@@ -19,7 +21,7 @@ from aiohttp import web
 from markupsafe import Markup, escape
 
 from agent.app.dashboard.context import Dashboard
-from storage.repos.usage import KINDS, DayUsage, UsageKind
+from storage.repos.usage import KINDS, Cost, DayUsage, PriceTable, UsageKind, load_prices, shown
 
 DAYS = 30
 Side = Literal["input", "output"]
@@ -49,32 +51,68 @@ class DayRow:
 
 
 @dataclass
+class ModelRow:
+    model: str
+    """``""`` for counts kept before models were recorded (shown as unknown)."""
+    input: int = 0
+    output: int = 0
+    cost: Cost = field(default_factory=lambda: Cost(0.0))
+
+    @property
+    def label(self) -> str:
+        return self.model or "(unknown)"
+
+
+@dataclass
 class Spend:
     rows: list[DayRow]
     """Oldest day first, ``DAYS`` of them, ending today."""
     totals: dict[str, dict[str, int]]
     """kind (and ``all``) -> {"input", "output", "total"}."""
+    costs: dict[str, Cost] = field(default_factory=dict)
+    """kind (and ``all``) -> USD over the days shown."""
+    day_costs: dict[date, Cost] = field(default_factory=dict)
+    models: list[ModelRow] = field(default_factory=list)
+    """Each model's tokens and cost over the days shown, dearest first."""
+
+    def cost(self, key: str | date) -> str:
+        """USD as shown (``$0.0012``; ``~`` in front when estimated)."""
+        found = self.costs.get(key) if isinstance(key, str) else self.day_costs.get(key)
+        return shown(found or Cost(0.0))
 
 
 def first_day(today: date) -> date:
     return today - timedelta(days=DAYS - 1)
 
 
-def spend_table(counts: Iterable[DayUsage], today: date) -> Spend:
+def spend_table(counts: Iterable[DayUsage], today: date, prices: PriceTable | None = None) -> Spend:
     start = first_day(today)
+    table = prices or PriceTable()
     rows = [DayRow(start + timedelta(days=i)) for i in range(DAYS)]
+    costs = {kind: Cost(0.0) for kind in (*KINDS, "all")}
+    day_costs: dict[date, Cost] = {}
+    models: dict[str, ModelRow] = {}
     for count in counts:
         index = (count.day - start).days
         if 0 <= index < DAYS:
             rows[index].input[count.kind] += count.input
             rows[index].output[count.kind] += count.output
+            cost = table.cost(count.model, count.input, count.output)
+            costs[count.kind] += cost
+            costs["all"] += cost
+            day_costs[count.day] = day_costs.get(count.day, Cost(0.0)) + cost
+            row = models.setdefault(count.model, ModelRow(count.model))
+            row.input += count.input
+            row.output += count.output
+            row.cost += cost
     totals: dict[str, dict[str, int]] = {}
     for kind in (*KINDS, "all"):
         kinds: tuple[str, ...] = KINDS if kind == "all" else (kind,)
         spent_in = sum(row.input[k] for row in rows for k in kinds)
         spent_out = sum(row.output[k] for row in rows for k in kinds)
         totals[kind] = {"input": spent_in, "output": spent_out, "total": spent_in + spent_out}
-    return Spend(rows, totals)
+    by_cost = sorted(models.values(), key=lambda m: (-m.cost.usd, m.model))
+    return Spend(rows, totals, costs, day_costs, by_cost)
 
 
 def compact(number: float) -> str:
@@ -156,7 +194,7 @@ def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
     async def spend_page(request: web.Request) -> web.StreamResponse:
         today = dash.now().astimezone(dash.tz).date()
         counts = await dash.app.deps.usage.since(first_day(today))
-        spend = spend_table(counts, today)
+        spend = spend_table(counts, today, await load_prices(dash.app.deps.db))
         context = {
             "days": DAYS,
             "kinds": KINDS,
@@ -165,6 +203,8 @@ def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
             "rows": list(reversed(spend.rows)),
             "input_chart": spend_svg(spend, "input"),
             "output_chart": spend_svg(spend, "output"),
+            "shown": shown,
+            "budget": await dash.app.deps.budget.view(),
         }
         return dash.render(request, "spend.html", context)
 

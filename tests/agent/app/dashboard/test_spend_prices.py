@@ -1,0 +1,77 @@
+"""Issue 30, item 4: what the tokens cost. The Spend page and ``/status`` show USD by the
+price table (``$0.0012`` style), a model missing from it marked estimated, an owner's
+override applied, and the day's budget: used, limit, when it resets."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from agent.app.application import App
+from channels.delivery.envelope import Envelope
+from storage.repos.usage import save_prices
+from tests.agent.app.dashboard.pages_kit import NOW, client_of, dash_app, page
+from tests.fakes.clock import FakeClock
+from tests.scheduling_kit import inbound
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(NOW)
+
+
+async def _spend(app: App) -> None:
+    """Three model calls today, counted the way the loop counts them."""
+    budget = app.deps.budget
+    await budget.record("chat", "gpt-4.1-mini", 1_000_000, 100_000, first=True)  # $0.56
+    await budget.record("pulse", "my-local", 1_000, 0, first=True)  # default $2/M: ~$0.0020
+    await budget.record("cron", "", 300, 100, first=True)  # no model: as kept before
+
+
+async def _status(app: App) -> str:
+    replies = await app.dispatcher.handle(Envelope(inbound("/status")))
+    return "\n".join(r.text for r in replies)
+
+
+async def test_the_spend_page_shows_usd_and_marks_estimates(
+    mongo_server: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    async with dash_app(mongo_server, tmp_path, clock) as app:
+        await _spend(app)
+        async with client_of(app) as client:
+            text = await page(client, "/spend")
+    costs = dict(
+        re.findall(r'<tr data-kind="(\w+)">.*?<td class="cost">(?:<strong>)?([^<]+)<', text, re.S)
+    )
+    assert costs == {"chat": "$0.5600", "cron": "~$0.0014", "pulse": "~$0.0020", "all": "~$0.5634"}
+    models = re.findall(
+        r'<tr data-model="([^"]*)"><th scope="row">([^<]+)(<span[^>]*>estimated)?', text
+    )
+    assert [(m, label.strip(), bool(est)) for m, label, est in models] == [
+        ("gpt-4.1-mini", "gpt-4.1-mini", False),
+        ("my-local", "my-local", True),
+        ("", "(unknown)", True),
+    ]
+    day = re.search(r'<tr data-day="2026-11-26">.*?<td class="cost">([^<]+)<', text, re.S)
+    assert day is not None and day.group(1) == "~$0.5634"
+    assert 'data-used="1101400" data-limit="1000000"' in text
+    assert "budget spent" in text and "resets 00:00" in text
+
+
+async def test_status_shows_the_budget_and_the_cost_today(
+    mongo_server: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    async with dash_app(mongo_server, tmp_path, clock) as app:
+        text = await _status(app)
+        assert "Tokens today: 0 of 1,000,000 (0%), $0.00; resets 00:00 Europe/Berlin" in text
+        await _spend(app)
+        text = await _status(app)
+        assert "Tokens today: 1,101,400 of 1,000,000 (110%), ~$0.5634 (estimated: " in text
+        assert "(unknown), my-local not priced); resets 00:00 Europe/Berlin" in text
+        assert "Budget spent: chats answer without the model, runs are skipped" in text
+        assert "DAILY_TOKEN_BUDGET in .env" in text
+        await save_prices(app.deps.db, {"my-local": {"input": 0, "output": 0}}, default=None)
+        text = await _status(app)
+        assert "~$0.5614 (estimated: (unknown) not priced)" in text
