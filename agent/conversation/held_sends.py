@@ -21,7 +21,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable
 
 from agent.context import RunContext
-from agent.tools.base import result_json
+from agent.tools.base import Toolset, result_json
 from agent.tools.catalog import ToolCatalog
 from agent.tools.held import approved_context
 from channels.delivery.outbox import Outbox
@@ -74,24 +74,32 @@ async def _release(code: str, ctx: RunContext, catalog: ToolCatalog | None, word
     # One recipient's messages in order; recipients side by side.
     chats = _by_chat(running)
     await asyncio.gather(*(_queue(outbox, group, sends) for sends in chats.values()))
-    done = [await _make(held, group, i, ctx, catalog) for i in range(len(group.actions))]
+    done: list[str] = []
+    if group.actions:
+        # One run for the group's calls, as the run that held them (the send cap counts
+        # across them); its tools once they can be known (MCP servers still starting).
+        run = approved_context(ctx.deps, group, ctx)
+        if catalog is not None:
+            await catalog.until_ready(run)
+        tools = catalog.for_context(run) if catalog is not None else Toolset()
+        done = [await _make(held, group, i, run, tools) for i in range(len(group.actions))]
     await held.release(group)
     lines = [_released_text(running, dropped)] if group.sends else []
     return "\n".join([*lines, *done])
 
 
 async def _make(
-    held: HeldSends, group: HeldGroup, index: int, ctx: RunContext, catalog: ToolCatalog | None
+    held: HeldSends, group: HeldGroup, index: int, run: RunContext, tools: Toolset
 ) -> str:
-    """Make the held call ``index`` once, as the run that held it; one line saying how
-    it went."""
+    """Make the held call ``index`` once, in ``run`` with ``tools``; one line saying how
+    it went. Claimed only once it can be made: a tool missing now is not used up."""
     action = group.actions[index]
-    if index in group.claimed or not await held.claim(group, index, ctx.now):
+    if index in group.claimed:
         return f"• {action.tool}: already done before (not done again)."
-    run = approved_context(ctx.deps, group, ctx)
-    tools = catalog.for_context(run) if catalog is not None else None
-    if tools is None or action.tool not in tools:
+    if action.tool not in tools:
         return f"• {action.tool}: not done: that tool is not available now."
+    if not await held.claim(group, index, run.now):
+        return f"• {action.tool}: already done before (not done again)."
     try:
         result = await tools.call(action.tool, action.args, run)
     except Exception:  # a tool turns its failures into errors; this is a last guard
@@ -99,7 +107,7 @@ async def _make(
         result = {"error": "it failed unexpectedly"}
     if "error" in result:
         return f"• {action.tool}: not done: {_cut(str(result['error']))}"
-    return f"• {action.tool}: done {_cut(result_json(result, ctx.tz))}"
+    return f"• {action.tool}: done {_cut(result_json(result, run.tz))}"
 
 
 def _cut(text: str) -> str:
