@@ -342,6 +342,31 @@ async def save_prices(
     return await load_prices(db)
 
 
+async def set_price(db: AsyncDatabase[Doc], model: str, input_usd: str, output_usd: str) -> Price:
+    """Store one override as typed in a form (``default``: the price of models missing
+    from the table); checked first, nothing is stored when it is bad."""
+    name = model.strip().lower()
+    if not name:
+        raise PriceError("name the model (or 'default' for models missing from the table)")
+    values: dict[str, object] = {}
+    for side, raw in (("input", input_usd), ("output", output_usd)):
+        try:
+            values[side] = float(raw.strip().removeprefix("$").replace(",", ""))
+        except ValueError:
+            raise PriceError(f"{side} price of {name!r} must be a number, not {raw!r}") from None
+    price = check_price(name, values)
+    value = {"input": price.input, "output": price.output}
+    settings = db[c.SETTINGS]
+    if name == "default":
+        await settings.update_one({"_id": PRICES_ID}, {"$set": {"default": value}}, upsert=True)
+        return price
+    await settings.update_one({"_id": PRICES_ID}, {"$pull": {"models": {"model": name}}})
+    await settings.update_one(
+        {"_id": PRICES_ID}, {"$push": {"models": {"model": name, **value}}}, upsert=True
+    )
+    return price
+
+
 # --- the daily budget -----------------------------------------------------------------
 
 Notify = Callable[[str, str, str], Awaitable[None]]

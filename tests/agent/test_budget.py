@@ -377,3 +377,28 @@ async def test_overrides_in_the_settings_document(db: Any) -> None:
     )
     table = await load_prices(db)
     assert "broken" not in table.prices and "my-local" in table.prices
+
+
+async def test_a_cron_run_that_crosses_the_cap_stops_and_is_recorded_skipped(
+    mongo_server: str, tmp_path: Path, api: FakeOpenAI, clock: FakeClock
+) -> None:
+    async with rig(mongo_server, tmp_path, api, clock, budget=30) as r:
+        jobs = parts_of(r.app).jobs
+        await jobs.create(
+            name="Digest",
+            instruction="Summarise my settings",
+            cron_expression="30 15 * * *",
+            timezone="Europe/Berlin",
+        )
+        tool_round(api, "manage_settings", {"action": "get"}, usage=(20, 15))  # 35 of 30
+        api.reply_text("never asked for", usage=(1, 1))
+        clock.set(NOW.replace(minute=30, second=1))
+        await parts_of(r.app).engine.run_due()
+        await r.app.pipeline.join()
+        [run] = await r.app.deps.db["runs"].find({"kind": "cron"}).to_list()
+        assert (run["status"], run["reason"]) == ("skipped", "budget_spent")
+        assert run["error"].startswith("stopped before finishing: daily token budget spent")
+        assert len(api.requests) == 1  # its round's tool ran; no second call
+        texts = r.chat.texts()
+        assert len([t for t in texts if SPENT_TITLE in t]) == 1
+        assert not [t for t in texts if "Digest" in t]  # no failure notice, no result

@@ -21,7 +21,19 @@ from aiohttp import web
 from markupsafe import Markup, escape
 
 from agent.app.dashboard.context import Dashboard
-from storage.repos.usage import KINDS, Cost, DayUsage, PriceTable, UsageKind, load_prices, shown
+from storage.repos.usage import (
+    DEFAULT_PRICE,
+    KINDS,
+    Cost,
+    DayUsage,
+    Price,
+    PriceError,
+    PriceTable,
+    UsageKind,
+    load_prices,
+    set_price,
+    shown,
+)
 
 DAYS = 30
 Side = Literal["input", "output"]
@@ -57,6 +69,8 @@ class ModelRow:
     input: int = 0
     output: int = 0
     cost: Cost = field(default_factory=lambda: Cost(0.0))
+    price: Price = DEFAULT_PRICE
+    """USD per million tokens, as the table prices this model."""
 
     @property
     def label(self) -> str:
@@ -101,7 +115,8 @@ def spend_table(counts: Iterable[DayUsage], today: date, prices: PriceTable | No
             costs[count.kind] += cost
             costs["all"] += cost
             day_costs[count.day] = day_costs.get(count.day, Cost(0.0)) + cost
-            row = models.setdefault(count.model, ModelRow(count.model))
+            price = table.price_of(count.model)[0]
+            row = models.setdefault(count.model, ModelRow(count.model, price=price))
             row.input += count.input
             row.output += count.output
             row.cost += cost
@@ -208,4 +223,17 @@ def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
         }
         return dash.render(request, "spend.html", context)
 
+    async def price_change(request: web.Request) -> web.StreamResponse:
+        """One model's price (USD per million input and output tokens), or ``default``."""
+        form = await request.post()
+        model, given = str(form.get("model", "")), (form.get("input", ""), form.get("output", ""))
+        try:
+            price = await set_price(dash.app.deps.db, model, str(given[0]), str(given[1]))
+        except PriceError as exc:
+            return dash.done(request, "/spend", f"Nothing changed: {exc}.")
+        name = model.strip().lower()
+        text = f"Priced {name} at ${price.input:g} in / ${price.output:g} out per million tokens."
+        return dash.done(request, "/spend", text)
+
     dash.get(router, "/spend", spend_page)
+    dash.post(router, "/spend/prices", price_change)

@@ -4,6 +4,7 @@ override applied, and the day's budget: used, limit, when it resets."""
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 
@@ -11,8 +12,8 @@ import pytest
 
 from agent.app.application import App
 from channels.delivery.envelope import Envelope
-from storage.repos.usage import save_prices
-from tests.agent.app.dashboard.pages_kit import NOW, client_of, dash_app, page
+from storage.repos.usage import Price, load_prices, save_prices
+from tests.agent.app.dashboard.pages_kit import AUTH, NOW, client_of, csrf_of, dash_app, page
 from tests.fakes.clock import FakeClock
 from tests.scheduling_kit import inbound
 
@@ -75,3 +76,42 @@ async def test_status_shows_the_budget_and_the_cost_today(
         await save_prices(app.deps.db, {"my-local": {"input": 0, "output": 0}}, default=None)
         text = await _status(app)
         assert "~$0.5614 (estimated: (unknown) not priced)" in text
+
+
+async def test_a_price_set_on_the_page_is_used_and_a_bad_one_refused(
+    mongo_server: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    async with dash_app(mongo_server, tmp_path, clock) as app:
+        await _spend(app)
+        async with client_of(app) as client:
+            csrf = csrf_of(await page(client, "/spend"))
+
+            async def post(**form: str) -> str:
+                resp = await client.post(
+                    "/spend/prices", data={"csrf": csrf, **form}, headers=AUTH,
+                    allow_redirects=False,
+                )  # fmt: skip
+                assert resp.status == 303
+                return html.unescape(await page(client, "/spend"))
+
+            text = await post(model="My-Local", input="$0.50", output="1.5")
+            assert "Priced my-local at $0.5 in / $1.5 out per million tokens." in text
+            assert '<tr data-model="my-local"><th scope="row">my-local</th>' in text  # priced
+            assert "0.5 / 1.5" in text
+            text = await post(model="gpt-4.1-mini", input="cheap", output="1")
+            assert "Nothing changed: input price of 'gpt-4.1-mini' must be a number" in text
+            text = await post(model="x", input="1", output="-2")
+            assert "Nothing changed: output price of 'x' is -2.0: give USD per million" in text
+            text = await post(model=" ", input="1", output="2")
+            assert "Nothing changed: name the model (or 'default'" in text
+            text = await post(model="default", input="0", output="0")
+            assert "Priced default at $0 in / $0 out" in text
+            anonymous = await client.post(
+                "/spend/prices", data={"model": "a", "input": "1", "output": "1"},
+                headers=AUTH, allow_redirects=False,
+            )  # fmt: skip
+            assert anonymous.status == 403  # no CSRF field: refused
+        table = await load_prices(app.deps.db)
+    assert table.price_of("my-local") == (Price(0.5, 1.5), False)
+    assert table.default == Price(0.0, 0.0) and "x" not in table.prices and "a" not in table.prices
+    assert table.prices["gpt-4.1-mini"] == Price(0.40, 1.60)  # the list price still
