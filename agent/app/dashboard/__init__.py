@@ -39,6 +39,7 @@ from agent.app.access import AdminGate
 from agent.app.application import App
 from agent.app.dashboard.auth import RevokedStore, Sessions
 from agent.app.dashboard.context import BY, DASHBOARD_KEY, Dashboard
+from agent.app.healthcheck import HealthBoard, HealthSources
 
 log = logging.getLogger(__name__)
 PAGES: tuple[str, ...] = ("login", "overview", "alerts", "runs", "jobs", "spend")
@@ -52,7 +53,8 @@ def setup_dashboard(web_app: web.Application, app: App, gate: AdminGate) -> Dash
     """Mount the dashboard's routes and static files on ``web_app``; its templates load on
     the first page rendered (``Dashboard.render``). ``gate`` checks admin tokens, with
     the same per-client throttle as ``/api/*``."""
-    dash = Dashboard(app, Sessions(app.settings, gate, RevokedStore(app.database.db)))
+    sessions = Sessions(app.settings, gate, RevokedStore(app.database.db))
+    dash = Dashboard(app, sessions, HealthBoard(lambda: HealthSources.of_app(app)))
     web_app[DASHBOARD_KEY] = dash
 
     async def load_logouts(_web_app: web.Application) -> None:

@@ -1,6 +1,10 @@
 """Alerts (``GET /alerts``): every alert, open and closed, with each escalation step and
 who acknowledged it how; the Ack / Snooze 1h / Resolve buttons.
 
+Ordered for a glance (``by_severity``): the unresolved first, critical before warning
+before info, newest first within each; then the resolved, newest first.
+``GET /live/alerts`` answers the list as JSON for ``static/live.js`` (see ``overview``).
+
 The buttons go through the alert router's ``apply``, the same code as an "ack" reply
 or ``manage_alerts``, recorded with ``by: dashboard``. The overview shows the open
 alerts the same way (``open_alerts``).
@@ -16,7 +20,7 @@ from pymongo import DESCENDING
 
 from agent.alerts.directives import Ack, Directive, Resolve, Snooze
 from agent.alerts.router import AlertRouter
-from agent.app.dashboard.context import BY, Dashboard, plain
+from agent.app.dashboard.context import BY, LIVE_SECONDS, Dashboard, channel_name, plain
 from storage import collections as c
 
 Doc = dict[str, Any]
@@ -28,6 +32,17 @@ ACTIONS: dict[str, tuple[str, Directive]] = {
 """The buttons, by the path segment they post to: label and directive."""
 OPEN_SHOWN = 50
 HISTORY_SHOWN = 100
+SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
+
+
+def by_severity(alerts: list[Doc]) -> list[Doc]:
+    """Unresolved before resolved, then critical, warning, info, then newest first."""
+    newest = sorted(alerts, key=lambda a: (a.get("created_at") is None, a.get("created_at")))
+    newest.reverse()
+    return sorted(
+        newest,
+        key=lambda a: (a.get("status") == "resolved", SEVERITY_RANK.get(str(a.get("severity")), 3)),
+    )
 
 
 def how(by: str | None) -> str:
@@ -36,8 +51,7 @@ def how(by: str | None) -> str:
         return "unknown"
     if by.startswith("owner via "):
         channel, _, kind = by.removeprefix("owner via ").partition(" ")
-        label = {"sms": "SMS", "telegram": "Telegram", "whatsapp": "WhatsApp"}.get(channel, channel)
-        return f"{label} {kind or 'reply'}"
+        return f"{channel_name(channel)} {kind or 'reply'}"
     if by.startswith("agent"):
         return f"the agent {by.removeprefix('agent').strip()}".strip()
     return by
@@ -70,17 +84,17 @@ def router_of(dash: Dashboard) -> AlertRouter | None:
 
 
 async def open_alerts(dash: Dashboard) -> list[Doc] | None:
-    """Unresolved alerts, newest first; None when alerting is not running."""
+    """Unresolved alerts, worst first (``by_severity``); None when alerting is not running."""
     router = router_of(dash)
     if router is None:
         return None
-    return [shown(a) for a in await router.store.unresolved(OPEN_SHOWN)]
+    return [shown(a) for a in by_severity(await router.store.unresolved(OPEN_SHOWN))]
 
 
 async def all_alerts(dash: Dashboard, limit: int = HISTORY_SHOWN) -> list[Doc]:
-    """Open and closed alerts, newest first."""
+    """The latest ``limit`` alerts, open and closed, worst first (``by_severity``)."""
     cursor = dash.app.database.db[c.ALERTS].find({}, sort=[("created_at", DESCENDING)], limit=limit)
-    return [shown(a) async for a in cursor]
+    return [shown(a) for a in by_severity(await cursor.to_list())]
 
 
 def register_actions(router: web.UrlDispatcher, dash: Dashboard) -> None:
@@ -101,11 +115,16 @@ def register_actions(router: web.UrlDispatcher, dash: Dashboard) -> None:
 
 
 def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
+    async def listed() -> Doc:
+        return {"alerts": await all_alerts(dash), "running": dash.app.deps.alerts is not None}
+
     async def alerts_page(request: web.Request) -> web.StreamResponse:
-        running = dash.app.deps.alerts is not None
-        return dash.render(
-            request, "alerts.html", {"alerts": await all_alerts(dash), "running": running}
-        )
+        context = {**await listed(), "updated": dash.stamp(), "every": LIVE_SECONDS}
+        return dash.render(request, "alerts.html", context)
+
+    async def live(request: web.Request) -> web.StreamResponse:
+        return dash.live(request, "_alerts_live.html", await listed())
 
     dash.get(router, "/alerts", alerts_page)
+    dash.get(router, "/live/alerts", live)
     register_actions(router, dash)

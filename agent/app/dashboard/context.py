@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 from zoneinfo import ZoneInfo
@@ -21,7 +21,7 @@ from agent.app.dashboard.auth import (
     Sessions,
     set_flash,
 )
-from scheduler.views import short_time
+from agent.app.healthcheck import HealthBoard
 
 if TYPE_CHECKING:  # jinja2 loads on the first page rendered (``template_env``)
     import jinja2
@@ -62,16 +62,74 @@ def plain(text: str, status: int) -> web.Response:
     return web.Response(text=text, status=status, content_type="text/plain")
 
 
+CHANNEL_NAMES: Mapping[str, str] = {
+    "telegram": "Telegram",
+    "whatsapp": "WhatsApp",
+    "sms": "SMS",
+    "console": "Terminal",
+}
+
+
+def channel_name(channel: str) -> str:
+    """``Telegram`` for ``telegram``: a channel as the owner calls it."""
+    return CHANNEL_NAMES.get(channel, channel)
+
+
+LIVE_SECONDS = 15
+"""How often ``static/live.js`` asks a live page for its news (the page's ``data-every``)."""
+RELATIVE_HOURS = 6
+"""Within this many hours of now, a time today also says how far off it is."""
+
+
+def span(delta: timedelta) -> str:
+    """``20 min``, ``3 h 5 min``: a stretch of time as a person says it."""
+    minutes = int(abs(delta).total_seconds() // 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, rest = divmod(minutes, 60)
+    return f"{hours} h {rest} min" if rest and hours < 3 else f"{hours} h"
+
+
+def human_time(moment: datetime | None, tz: ZoneInfo, now: datetime) -> str:
+    """A moment as a person reads it, in ``tz``: ``08:15, in 20 min`` and ``07:40, 35 min
+    ago`` near now, ``yesterday 22:10``, ``tomorrow 07:00``, ``Tue 14:00`` within a week,
+    ``3 Nov 14:00`` this year, else ``3 Nov 2025``; ``never`` for None. Never ISO: the
+    pages are for people (``/api/*`` keeps ISO)."""
+    if moment is None:
+        return "never"
+    local = moment.astimezone(tz)
+    days = (local.date() - now.astimezone(tz).date()).days
+    clock = local.strftime("%H:%M")
+    if days == 0:
+        delta = moment - now
+        if abs(delta) < timedelta(minutes=1):
+            return f"{clock}, now"
+        if abs(delta) < timedelta(hours=RELATIVE_HOURS):
+            ahead = delta > timedelta(0)
+            return f"{clock}, in {span(delta)}" if ahead else f"{clock}, {span(delta)} ago"
+        return clock
+    if days in (-1, 1):
+        return f"{'yesterday' if days < 0 else 'tomorrow'} {clock}"
+    if -6 <= days <= 6:
+        return local.strftime(f"%a {clock}")
+    day = f"{local.day} {local:%b}"
+    if local.year == now.astimezone(tz).year:
+        return f"{day} {clock}"
+    return f"{day} {local.year}"
+
+
 def when(ctx: jinja2.runtime.Context, moment: datetime | None) -> str:
-    """``{{ x | when }}``: ``14:00`` today, ``Tue 14:00`` this week, else the date, in the
-    owner's timezone; ``never`` for None. ``template_env`` marks it ``pass_context``."""
-    return short_time(moment, ctx["tz"], ctx["now"])
+    """``{{ x | when }}``: ``human_time`` in the owner's timezone. ``template_env`` marks
+    it ``pass_context``."""
+    return human_time(moment, ctx["tz"], ctx["now"])
 
 
 @dataclass
 class Dashboard:
     app: App
     sessions: Sessions
+    health: HealthBoard
+    """Every part's health (``agent.app.healthcheck``), shared by the pages' readers."""
     _env: jinja2.Environment | None = field(default=None, init=False, repr=False)
 
     def now(self) -> datetime:
@@ -80,6 +138,16 @@ class Dashboard:
     @property
     def tz(self) -> ZoneInfo:
         return self.app.deps.owner.tz
+
+    def stamp(self) -> str:
+        """``08:01``: now in the owner's time, for a live page's "updated" stamp."""
+        return self.now().astimezone(self.tz).strftime("%H:%M")
+
+    def live(self, request: web.Request, template: str, context: Mapping[str, Any]) -> web.Response:
+        """A live page's news for ``static/live.js``: ``html`` (its live part, rendered by
+        ``template``) and ``updated`` (the stamp)."""
+        html = self.fragment(request, template, context)
+        return web.json_response({"updated": self.stamp(), "html": html})
 
     # -- routes ------------------------------------------------------------------------
 
@@ -120,23 +188,28 @@ class Dashboard:
         ``nav``, ``active`` (the nav path), ``flash`` (the last action's outcome),
         ``logged_in``; the ``when`` filter and ``csrf_field(request)`` are globals."""
         flash = self.sessions.flash_of(request)
+        text = self.fragment(request, template, {"flash": flash, **context})
+        response = web.Response(text=text, status=status, content_type="text/html", charset="utf-8")
+        if flash is not None:
+            response.del_cookie(FLASH_COOKIE, path="/")
+        return response
+
+    def fragment(self, request: web.Request, template: str, context: Mapping[str, Any]) -> str:
+        """``template`` rendered to text with the common context (a page, or the part of
+        one that ``live.js`` swaps in)."""
         base = {
             "request": request,
             "now": self.now(),
             "tz": self.tz,
             "nav": NAV,
             "active": request.path,
-            "flash": flash,
+            "flash": None,
             "logged_in": SESSION_KEY in request,
             "bearer": request.get(SESSION_KEY) == BEARER_SESSION,
         }
         if self._env is None:
             self._env = template_env()
-        text = self._env.get_template(template).render({**base, **context})
-        response = web.Response(text=text, status=status, content_type="text/html", charset="utf-8")
-        if flash is not None:
-            response.del_cookie(FLASH_COOKIE, path="/")
-        return response
+        return self._env.get_template(template).render({**base, **context})
 
     def done(self, request: web.Request, path: str, text: str) -> web.StreamResponse:
         """POST-redirect-GET: back to ``path`` (a local path), showing ``text`` there."""

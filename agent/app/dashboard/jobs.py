@@ -1,9 +1,16 @@
 """Jobs: ``GET /jobs`` lists every cron and one-time job with its next fires;
-``POST /jobs/<id>/pause``, ``/resume`` and ``/delete`` change one.
+``POST /jobs/<id>/pause``, ``/resume`` and ``/delete`` change one; ``POST
+/jobs/<id>/run`` runs a recurring one now.
 
 The actions go through ``CronService`` (``toggle`` and ``delete``), the same calls
 the ``manage_cronjob`` tool makes, so a job is validated, re-armed and heard by the
 engine the same way; the change is recorded with ``by="dashboard"`` (``updated_by``).
+"Run now" goes through the engine's recorder like a scheduled fire (recorded with
+trigger ``manual``, answer delivered to the job's chat) and waits for the outcome, as
+``manage_pulse``'s ``run_now`` does.
+
+Times are words in the owner's timezone (``human_time``); where an answer goes is said
+by name ("Telegram, you").
 """
 
 from __future__ import annotations
@@ -14,30 +21,67 @@ from typing import Any
 from aiohttp import web
 
 from agent.app.dashboard import BY
-from agent.app.dashboard.context import Dashboard
+from agent.app.dashboard.context import Dashboard, channel_name, human_time
+from agent.config import Settings
+from agent.owner import owner_address
+from scheduler.cron.expression import CronError
 from scheduler.cron.job import CronJob, JobError
 from scheduler.cron.service import CronService
-from scheduler.views import job_view, upcoming
+from scheduler.views import job_view
 
 Doc = dict[str, Any]
 LISTED = 200
 
 
-def job_row(job: CronJob, now: datetime) -> Doc:
-    view = job_view(job, now)
+ON_FAILURE = {
+    "warning": "a warning after two failures in a row",
+    "critical": "a critical alert at the first failure (pages by SMS)",
+    "none": "no alert",
+}
+
+
+def destination(settings: Settings, channel: str, chat_id: str) -> str:
+    """Where a job's answer goes, by name: ``Telegram, you`` or ``WhatsApp, chat 4917…``."""
+    if channel == "console":
+        return "Terminal, you"
+    owners = [str(i) for i in settings.telegram_owner_ids] if channel == "telegram" else []
+    if chat_id in owners or chat_id == owner_address(settings, channel):
+        return f"{channel_name(channel)}, you"
+    return f"{channel_name(channel)}, chat {chat_id}"
+
+
+def job_row(job: CronJob, now: datetime, dash: Dashboard) -> Doc:
+    view = job_view(job, now, dash.tz)
+
+    def shown(at: datetime | None) -> str:
+        return human_time(at, dash.tz, now)
+
     if job.done:
         state, badge = f"done ({job.last_status or '?'})", "muted"
     elif not job.enabled:
         state, badge = "paused", "warn"
     else:
         state, badge = view.get("state", "active"), "ok"
+    if job.once:
+        schedule = f"once, {shown(job.run_at)}" + (", then kept as done" if not job.done else "")
+    else:
+        schedule = str(view["schedule"])
+    try:
+        fires = job.next_fires(now, 3) if job.enabled and not job.done else []
+    except CronError:
+        fires = []
     return {
         **view,
+        "schedule": schedule,
         "state": state,
         "badge": badge,
         "done": job.done,
+        "done_at": shown(job.done_at) if job.done else None,
         "updated_by": job.updated_by,
-        "next_fires": upcoming(job, now, 3) if job.enabled else [],
+        "next_fires": [shown(at) for at in fires],
+        "delivers_to": destination(dash.app.settings, job.origin_channel, job.origin_chat_id),
+        "on_failure": ON_FAILURE.get(job.on_failure, job.on_failure),
+        "can_run": not job.once and not job.done,
     }
 
 
@@ -52,7 +96,7 @@ def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
         now = dash.now()
         listed = await jobs.list_jobs(limit=LISTED)
         total = await jobs.count() if len(listed) == LISTED else len(listed)
-        rows = [job_row(job, now) for job in listed]
+        rows = [job_row(job, now, dash) for job in listed]
         return dash.render(request, "jobs.html", {"running": True, "jobs": rows, "total": total})
 
     async def change(request: web.Request, action: str) -> web.StreamResponse:
@@ -69,7 +113,7 @@ def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
                 text = f"{'Resumed' if job.enabled else 'Paused'} “{job.name}” ({job.id})."
                 fires = job.next_fires(dash.now(), 1)
                 if job.enabled and fires:
-                    text += f" Next fire {fires[0].isoformat(timespec='minutes')}."
+                    text += f" Next fire {human_time(fires[0], dash.tz, dash.now())}."
         except JobError as exc:
             text = f"Nothing changed: {exc}"
         return dash.done(request, "/jobs", text)
@@ -83,7 +127,27 @@ def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
     async def delete(request: web.Request) -> web.StreamResponse:
         return await change(request, "delete")
 
+    async def run_now(request: web.Request) -> web.StreamResponse:
+        scheduling = dash.app.scheduling
+        if scheduling is None:
+            return dash.done(request, "/jobs", "The scheduler is not running; nothing ran.")
+        try:
+            job = await scheduling.jobs.get(request.match_info["job_id"])
+        except JobError as exc:
+            return dash.done(request, "/jobs", f"Nothing ran: {exc}")
+        if job.once or job.done:
+            return dash.done(request, "/jobs", f"“{job.name}” runs once, at its time; not run now.")
+        run = await scheduling.engine.recorder.cron(job, dash.now(), "manual")
+        status = str(run.get("status") or "running")
+        text = f"Ran “{job.name}” now: {status}"
+        if run.get("error") and status != "success":
+            text += f" ({run['error']})"
+        if run.get("_id") is not None:
+            text += ". See Runs for the answer."
+        return dash.done(request, "/jobs", text)
+
     dash.get(router, "/jobs", jobs_page)
     dash.post(router, "/jobs/{job_id}/pause", pause)
     dash.post(router, "/jobs/{job_id}/resume", resume)
     dash.post(router, "/jobs/{job_id}/delete", delete)
+    dash.post(router, "/jobs/{job_id}/run", run_now)

@@ -1,39 +1,226 @@
-"""Overview (``GET /``): channels, the pulse today, the next cron fires, open alerts."""
+"""Overview (``GET /``): the status line first, then the open alerts (worst first), every
+part's health in one panel, the pulse today, the next cron fires and the monitors.
+
+The status line names the worst thing first (``problems``): an unreachable database, a
+critical alert open, SMS not set up (a critical alert cannot page the owner), a channel
+down, a monitor down, the scheduler late, the model failing, an MCP server failing, then
+warnings and the rest; "All clear" when nothing is open and every part is well.
+
+The health is ``agent.app.healthcheck``'s (the same collection ``/healthz`` and the
+dead man's switch read), with what only the dashboard may show beside it: whether SMS
+can page the owner and ring (``agent.owner.can_page``, the calls' status) and the
+monitors by name.
+
+``GET /live/overview`` answers JSON for ``static/live.js``: ``html`` (the page's live
+part, rendered by the same template) and ``updated`` (the stamp), so the page follows
+without a reload.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from aiohttp import web
 
 from agent.app.dashboard.alerts import open_alerts
-from agent.app.dashboard.context import Dashboard
-from scheduler.monitors import MonitorLimits, MonitorStore
+from agent.app.dashboard.context import LIVE_SECONDS, Dashboard, channel_name, human_time
+from agent.app.healthcheck import Component, Health
+from agent.owner import can_page
+from scheduler.monitors import Monitor, MonitorLimits, MonitorStore
 from scheduler.views import pulse_view, quiet_text
 
 Doc = dict[str, Any]
+Shown = Callable[[datetime | None], str]
+"""A moment in words (``human_time`` in the owner's timezone, from now)."""
+Level = Literal["critical", "bad", "warn", "info", "ok", "muted"]
 NEXT_FIRES = 8
+NO_SMS = "SMS not set up: critical alerts cannot page you"
+MCP_WORDS = {"connected": "connected", "starting": "starting", "restarting": "restarting"}
 
 
-def channel_rows(dash: Dashboard) -> list[Doc]:
-    """Each running channel with its state (``up``/``down`` or what it reports)."""
-    rows = []
-    for name, status in sorted(dash.app.status().items()):
-        connected = bool(status.get("connected", True))
-        state = str(status.get("state") or ("up" if connected else "down"))
-        detail = ", ".join(
-            f"{k}: {v}" for k, v in status.items() if k in ("mode", "bot", "session") and v
-        )
-        rows.append({"name": name, "state": state, "ok": connected, "detail": detail})
-    return rows
+@dataclass(frozen=True)
+class Problem:
+    """One thing not well; the lowest ``rank`` leads the status line."""
+
+    rank: int
+    level: Level
+    text: str
+
+
+@dataclass(frozen=True)
+class Part:
+    """One row of the health panel."""
+
+    name: str
+    state: str
+    level: Level
+    detail: str = ""
+
+
+def plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def alert_problems(alerts: list[Doc]) -> list[Problem]:
+    """Open alerts by severity; acknowledged, snoozed or muted ones last."""
+    found = []
+    opened = [a for a in alerts if a.get("status") == "open"]
+    ranked: tuple[tuple[int, str, Level], ...] = (
+        (10, "critical", "critical"),
+        (45, "warning", "warn"),
+    )
+    for rank, severity, level in ranked:
+        count = sum(a.get("severity") == severity for a in opened)
+        if count:
+            found.append(Problem(rank, level, f"{plural(count, severity + ' alert')} open"))
+    infos = sum(a.get("severity") not in ("critical", "warning") for a in opened)
+    if infos:
+        found.append(Problem(70, "info", f"{plural(infos, 'info alert')} open"))
+    held = len(alerts) - len(opened)
+    if held:
+        found.append(Problem(75, "info", f"{plural(held, 'alert')} acknowledged, not resolved"))
+    return found
+
+
+def health_problems(health: Health, sms_ready: bool, monitors: list[Monitor]) -> list[Problem]:
+    """What is not well among the parts, each with its rank."""
+    found = []
+    if not health.database_ok:
+        found.append(Problem(0, "critical", f"database {health.db}"))
+    if not sms_ready:
+        found.append(Problem(20, "bad", NO_SMS))
+    for name, comp in sorted(health.channels.items()):
+        if comp.state == "down":
+            found.append(Problem(25, "bad", f"{channel_name(name)} down"))
+    for monitor in monitors:
+        if monitor.state == "down" and not monitor.paused:
+            found.append(Problem(35, "bad", f"monitor {monitor.name} down"))
+    if health.scheduler.state == "down":
+        engine = health.scheduler.detail.get("engine")
+        late = bool(health.scheduler.detail.get("overdue"))
+        found.append(Problem(30, "bad", "scheduler late" if late else f"scheduler {engine}"))
+    if health.others.get("model", Component("unknown")).state == "degraded":
+        found.append(Problem(40, "bad", "model unreachable"))
+    servers = health.others.get("mcp", Component("off")).detail.get("servers", {})
+    for name, state in sorted(servers.items()):
+        if state != "connected":
+            found.append(Problem(50, "warn", f"MCP server {name} {mcp_word(state)}"))
+    outbox = health.others.get("outbox", Component("unknown"))
+    if outbox.state == "degraded":
+        pending = int(outbox.detail.get("pending") or 0)
+        found.append(Problem(55, "warn", f"{plural(pending, 'message')} waiting to be sent"))
+    return found
+
+
+def mcp_word(state: str) -> str:
+    return MCP_WORDS.get(state, "failing" if state == "failed" else state)
+
+
+def status_line(problems: list[Problem]) -> Doc:
+    """``text`` (the worst first), ``level`` and ``more`` (the rest, in order)."""
+    if not problems:
+        return {"text": "All clear", "level": "ok", "more": []}
+    ordered = sorted(problems, key=lambda p: p.rank)
+    worst = ordered[0]
+    return {"text": worst.text, "level": worst.level, "more": [p.text for p in ordered[1:]]}
+
+
+def moment(value: Any) -> datetime | None:
+    """A time from ``Health`` (ISO text, as ``/healthz`` shows it), or None."""
+    return datetime.fromisoformat(value) if isinstance(value, str) else None
+
+
+def health_parts(health: Health, sms: Doc, monitors: list[Monitor], shown: Shown) -> list[Part]:
+    """The panel's rows; ``shown`` turns a moment into words (``human_time``)."""
+    parts: list[Part] = []
+    model = health.others.get("model", Component("unknown"))
+    ok_at, error_at = model.detail.get("last_success_at"), model.detail.get("last_error_at")
+    seen = f"last success {shown(moment(ok_at))}"
+    if error_at:
+        seen += f" · last error {shown(moment(error_at))}"
+    if model.state == "degraded":
+        parts.append(Part("Model", "unreachable", "bad", seen))
+    elif model.state == "ok":
+        parts.append(Part("Model", "ok", "ok", seen))
+    else:
+        parts.append(Part("Model", "not used yet", "muted", "no cron or pulse run so far"))
+    db_level: Level = "ok" if health.database_ok else "critical"
+    parts.append(Part("Database", health.db, db_level))
+    for name, comp in sorted(health.channels.items()):
+        up = comp.state == "ok"
+        mode = str(comp.detail.get("mode") or "")
+        parts.append(Part(channel_name(name), "up" if up else "down", "ok" if up else "bad", mode))
+    calls = sms.get("calls")
+    if calls is None:
+        call_text = ""
+    elif calls.get("on"):
+        call_text = f"phone calls after {calls.get('after_minutes', 0):g} min"
+    else:
+        call_text = f"phone calls off: {calls.get('off_because')}"
+    if sms["ready"]:
+        parts.append(Part("SMS paging", "ready", "ok", call_text))
+    else:
+        parts.append(Part("SMS paging", "not set up", "bad", "critical alerts cannot page you"))
+    mcp = health.others.get("mcp", Component("off"))
+    for name, state in sorted(mcp.detail.get("servers", {}).items()):
+        level: Level = "ok" if state == "connected" else "warn"
+        parts.append(Part(f"MCP {name}", mcp_word(state), level))
+    parts.append(scheduler_part(health.scheduler, shown))
+    outbox = health.others.get("outbox", Component("unknown"))
+    pending, failed = int(outbox.detail.get("pending") or 0), int(outbox.detail.get("failed") or 0)
+    backlog = f"{pending} waiting" + (f", {failed} could not be sent" if failed else "")
+    if outbox.detail.get("oldest_pending_at"):
+        backlog += f", oldest {shown(moment(outbox.detail['oldest_pending_at']))}"
+    if outbox.state == "degraded":
+        parts.append(Part("Outbox", "late", "warn", backlog))
+    else:
+        out_level: Level = "ok" if outbox.state == "ok" else "muted"
+        parts.append(Part("Outbox", outbox.state, out_level, backlog))
+    parts.append(monitors_part(monitors))
+    return parts
+
+
+def scheduler_part(comp: Component, shown: Shown) -> Part:
+    if comp.state == "off":
+        return Part("Scheduler", "off", "muted")
+    if comp.state == "unknown":
+        return Part("Scheduler", "unknown", "muted")
+    wake = moment(comp.detail.get("next_fire_at"))
+    detail = f"next fire {shown(wake)}" if wake else "nothing scheduled"
+    overdue = comp.detail.get("overdue") or []
+    if overdue:
+        first = overdue[0]
+        what = "the pulse" if first.get("kind") == "pulse" else "a cron job"
+        detail = f"{what} due {shown(moment(first.get('due_at')))} has not run"
+        if len(overdue) > 1:
+            detail += f" (and {len(overdue) - 1} more)"
+        return Part("Scheduler", "late", "bad", detail)
+    if comp.state != "ok":
+        return Part("Scheduler", str(comp.detail.get("engine") or comp.state), "bad", detail)
+    return Part("Scheduler", "on time", "ok", detail)
+
+
+def monitors_part(monitors: list[Monitor]) -> Part:
+    if not monitors:
+        return Part("Monitors", "none", "muted", "ask in chat to watch a site or a heartbeat")
+    down = [m.name for m in monitors if m.state == "down" and not m.paused]
+    up = sum(m.state == "up" and not m.paused for m in monitors)
+    paused = sum(m.paused for m in monitors)
+    words = [f"{up} up"] + ([f"{paused} paused"] if paused else [])
+    if down:
+        return Part("Monitors", f"{len(down)} down", "bad", ", ".join(down + words))
+    return Part("Monitors", "all up" if up == len(monitors) else "ok", "ok", ", ".join(words))
 
 
 async def pulse_summary(dash: Dashboard, now: datetime) -> Doc | None:
     pulse = dash.app.deps.pulse
     if pulse is None:
         return None
-    view = pulse_view(await pulse.get(), dash.tz, now)
+    state = await pulse.get()
+    view = pulse_view(state, dash.tz, now)
     quiet = dash.app.deps.owner.current.quiet_dicts()
     return {
         "enabled": view["enabled"],
@@ -42,7 +229,7 @@ async def pulse_summary(dash: Dashboard, now: datetime) -> Doc | None:
         "done_today": view["done_today"],
         "past": [t[11:16] for t in view["today"]["slots_passed"]],
         "left": [t[11:16] for t in view["today"]["slots_left"]],
-        "next": view["next_pulse_at"],
+        "next": state.next_pulse_at if state.enabled else None,
         "quiet": quiet_text(quiet),
     }
 
@@ -63,31 +250,64 @@ async def next_fires(dash: Dashboard, now: datetime) -> list[Doc] | None:
     return fires[:NEXT_FIRES]
 
 
-async def monitor_rows(dash: Dashboard) -> list[Doc]:
-    """Each monitor with its state, as stored (a small list; issue 30)."""
-    store = MonitorStore(dash.app.deps.db, dash.now, MonitorLimits())
-    return [
-        {
-            "name": m.name,
-            "state": "paused" if m.paused else m.state,
-            "ok": m.paused or m.state != "down",
-            "detail": m.url if m.kind == "http" else "heartbeat",
-            "since": m.down_since if m.state == "down" and not m.paused else None,
-        }
-        for m in await store.all()
-    ]
+def monitor_row(m: Monitor) -> Doc:
+    """A monitor in words: its state, what it watches, since when it is down."""
+    state = "paused" if m.paused else {"new": "not checked yet"}.get(m.state, m.state)
+    level = "muted" if m.paused or m.state == "new" else "ok" if m.state == "up" else "bad"
+    if m.kind == "http":
+        watches = f"checks {m.url} every {m.interval_seconds or 0} s"
+    else:
+        watches = f"expects a ping every {m.period_seconds or 0} s"
+    down = m.state == "down" and not m.paused
+    return {
+        "id": m.id,
+        "name": m.name,
+        "state": state,
+        "level": level,
+        "ok": m.paused or m.state != "down",
+        "detail": watches,
+        "since": m.down_since if down else None,
+        "checked": m.last_check_at or m.last_ping_at,
+        "error": m.last_error if down else None,
+    }
+
+
+async def monitors_of(dash: Dashboard) -> list[Monitor]:
+    """Every monitor as stored (a small list; issue 30)."""
+    return await MonitorStore(dash.app.deps.db, dash.now, MonitorLimits()).all()
+
+
+async def glance(dash: Dashboard) -> Doc:
+    """Everything the overview's live part shows."""
+    now = dash.now()
+    health = await dash.health.read()
+    alerts = await open_alerts(dash) if health.database_ok else None
+    monitors = await monitors_of(dash) if health.database_ok else []
+    router = dash.app.deps.alerts
+    ready = can_page(dash.app.settings, dash.app.channels)
+    sms = {"ready": ready, "calls": router.calls.status() if router is not None else None}
+    problems = alert_problems(alerts or []) + health_problems(health, ready, monitors)
+
+    def shown(at: datetime | None) -> str:
+        return human_time(at, dash.tz, now)
+
+    return {
+        "status": status_line(problems),
+        "parts": health_parts(health, sms, monitors, shown),
+        "pulse": await pulse_summary(dash, now) if health.database_ok else None,
+        "fires": await next_fires(dash, now) if health.database_ok else None,
+        "alerts": alerts,
+        "monitors": [monitor_row(m) for m in monitors],
+    }
 
 
 def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
     async def overview(request: web.Request) -> web.StreamResponse:
-        now = dash.now()
-        context = {
-            "channels": channel_rows(dash),
-            "pulse": await pulse_summary(dash, now),
-            "fires": await next_fires(dash, now),
-            "alerts": await open_alerts(dash),
-            "monitors": await monitor_rows(dash),
-        }
+        context = {**await glance(dash), "updated": dash.stamp(), "every": LIVE_SECONDS}
         return dash.render(request, "overview.html", context)
 
+    async def live(request: web.Request) -> web.StreamResponse:
+        return dash.live(request, "_overview_live.html", await glance(dash))
+
     dash.get(router, "/", overview)
+    dash.get(router, "/live/overview", live)

@@ -39,6 +39,7 @@ STATUS_COLOURS: Mapping[str, str] = MappingProxyType(
         "timeout": "#ef6c00",
         "skipped": "#9e9e9e",
         "missed": "#6a1b9a",
+        "retrying": "#b26a00",
         "running": "#1565c0",
     }
 )
@@ -64,6 +65,7 @@ TIMELINE_FIELDS = {
     "reason": 1,
     "tokens": 1,
     "scheduled_for": 1,
+    "retry_at": 1,
 }
 STATUS_BADGE = {
     "success": "ok",
@@ -71,6 +73,7 @@ STATUS_BADGE = {
     "timeout": "bad",
     "skipped": "muted",
     "missed": "bad",
+    "retrying": "warn",
 }
 
 
@@ -88,10 +91,13 @@ class Mark:
 def status_of(run: Doc) -> str:
     """The record's status, in one word; ``missed`` for a fire recorded ``skipped``
     because its moment passed, past its grace window, while Watchkeeper was down or
-    stalled (``scheduler.fires.records``)."""
+    stalled (``scheduler.fires.records``); ``retrying`` for a failed try that will be
+    tried again (``retry_at`` set)."""
     status = str(run.get("status") or "running")
     if status == "skipped" and run.get("reason") == "missed":
         return "missed"
+    if status in ("failed", "timeout") and run.get("retry_at") is not None:
+        return "retrying"
     return status if status in STATUS_COLOURS else "running"
 
 
@@ -203,6 +209,7 @@ def row_of(run: Doc, tz: ZoneInfo, now: datetime) -> Doc:
         "trigger": run.get("trigger", "schedule"),
         "tokens": int(tokens.get("input") or 0) + int(tokens.get("output") or 0),
         "label": run_label(run, tz),
+        "retry_at": run.get("retry_at") if status_of(run) == "retrying" else None,
     }
 
 

@@ -118,8 +118,8 @@ async def test_overview_shows_channels_pulse_fires_and_open_alerts(dash: Harness
     )
 
     html = await (await dash.client.get("/", headers=BEARER)).text()
-    channels = section(html, "channels")
-    assert "telegram" in channels and "sms" in channels and ">up<" in channels
+    health = section(html, "health")
+    assert 'data-part="Telegram"' in health and 'data-part="SMS"' in health and ">up<" in health
     pulse = section(html, "pulse")
     assert ">on<" in pulse and "Quiet hours: 22:00–07:00" in pulse
     assert "Done today: 0" in pulse and "(slots so far 07:00, 08:15, 09:30)" in pulse

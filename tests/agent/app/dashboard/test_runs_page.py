@@ -99,7 +99,7 @@ async def test_run_page_shows_trigger_duration_calls_tokens_and_result(
             listed = await page(client, "/runs")
     assert 'cron “Backups” <span class="badge ok">success</span>' in text
     assert "<dt>Trigger</dt><dd>schedule</dd>" in text
-    assert "<dt>Started</dt><dd>16:00</dd>" in text
+    assert "<dt>Started</dt><dd>16:00, now</dd>" in text
     assert "<dt>Tokens</dt><dd>20 in · 10 out</dd>" in text  # two model calls of 10/5
     assert "<dt>Tool calls</dt><dd>1</dd>" in text
     assert '<code>manage_cronjob</code> <span class="muted">{"action": "list"}</span>' in text
