@@ -38,8 +38,9 @@ from agent.llm.types import (
     ToolResultPart,
     Usage,
 )
+from agent.llm.untrusted import UNTRUSTED
 from agent.tools.base import Toolset
-from agent.tools.held import UNTRUSTED_MARK, hold_call, read_outside, reason
+from agent.tools.held import hold_call, read_outside, reason
 from agent.tools.sending import ask_owner, held_codes
 from channels.delivery.text import MAX_DEPTH, TooDeep, clean_text, clean_value
 from storage.repos.effects import call_digest
@@ -95,7 +96,7 @@ def _holds_outside_text(result: dict[str, Any]) -> bool:
     error = result.get("error")
     if len(result) != 1 or not isinstance(error, str):
         return True
-    return UNTRUSTED_MARK in error
+    return UNTRUSTED in error
 
 
 def storable_result(name: str, result: dict[str, Any]) -> dict[str, Any]:

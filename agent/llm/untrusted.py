@@ -22,6 +22,9 @@ import re
 import unicodedata
 from functools import lru_cache
 
+UNTRUSTED = 'trust="untrusted"'
+"""What the opening tag of every untrusted block carries, whatever its name: text
+holding it holds outside words (``agent.tools.held``)."""
 DEFUSED = "‹"
 """What replaces the ``<`` of a look-alike of a block's tag."""
 OPENERS = "<\u226e\ufe64\uff1c"

@@ -30,14 +30,11 @@ from scheduler.cron.job import JobError
 from storage.repos.held_sends import HeldAction, HeldGroup, HeldSends
 
 APPROVE_WORD = "approve"
-DECLINE_WORD = "cancel"
 GUIDANCE = (
     "After outside text (MCP results, web search, contacts' messages), calls that change "
     "anything or send are held for the owner's confirmation; say what waits."
 )
 """The tool guidance line, sent while a tool that reads outside text is offered."""
-UNTRUSTED_MARK = 'trust="untrusted"'
-"""What every untrusted block's opening tag carries (``agent.llm.untrusted``)."""
 SHOWN_ARGUMENTS = 300
 """Characters of a held call's arguments in the owner's question."""
 RUN_FIELDS = ("kind", "channel", "chat_id", "sender", "conversation_key", "job_id", "job_name")
