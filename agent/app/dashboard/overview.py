@@ -209,7 +209,7 @@ def monitors_part(monitors: list[Monitor]) -> Part:
     down = [m.name for m in monitors if m.state == "down" and not m.paused]
     up = sum(m.state == "up" and not m.paused for m in monitors)
     paused = sum(m.paused for m in monitors)
-    words = [f"{up} up"] + ([f"{paused} paused"] if paused else [])
+    words = ([f"{up} up"] if up else []) + ([f"{paused} paused"] if paused else [])
     if down:
         return Part("Monitors", f"{len(down)} down", "bad", ", ".join(down + words))
     return Part("Monitors", "all up" if up == len(monitors) else "ok", "ok", ", ".join(words))

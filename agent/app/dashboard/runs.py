@@ -45,11 +45,13 @@ STATUS_COLOURS: Mapping[str, str] = MappingProxyType(
 )
 """Each status's colour; the legend shows the same ones, with words beside them."""
 LANES = ("pulse", "cron")
-LABEL_W = 64
+LABEL_W = 84
 HOUR_W = 26
-ROW_H = 36
+ROW_H = 44
 TOP = 22
 MARK_W = 5
+HIT_STROKE = 16
+"""A transparent stroke this wide widens each mark's tap target (a finger is wider)."""
 WIDTH = LABEL_W + 24 * HOUR_W + 8
 MOST_RUNS = 3_000
 """At most this many runs on the timeline (48 pulses a day and busy cron jobs fit)."""
@@ -151,9 +153,12 @@ def timeline_svg(runs: Iterable[Doc], now: datetime, tz: ZoneInfo) -> Markup:
         parts.append(
             f'<line x1="{at}" y1="{TOP - 4}" x2="{at}" y2="{height - 4}" '
             'stroke="currentColor" stroke-opacity="0.18"/>'
-            f'<text x="{at}" y="{TOP - 8}" font-size="14" text-anchor="middle" '
-            f'fill="currentColor" fill-opacity="0.75">{hour:02d}</text>'
         )
+        if hour < 24:  # at the right edge "24" would be cut in half
+            parts.append(
+                f'<text x="{at}" y="{TOP - 8}" font-size="14" text-anchor="middle" '
+                f'fill="currentColor" fill-opacity="0.75">{hour:02d}</text>'
+            )
     for row in range(DAYS):
         day = today - timedelta(days=row)
         y = TOP + row * ROW_H
@@ -172,7 +177,8 @@ def timeline_svg(runs: Iterable[Doc], now: datetime, tz: ZoneInfo) -> Markup:
             f'<a href="/runs/{escape(mark.run_id)}" aria-label="{label}">'
             f'<rect class="run run-{mark.status}" data-status="{mark.status}" '
             f'x="{x:.1f}" y="{top:.1f}" width="{MARK_W}" height="{lane_h - 4:.1f}" rx="1" '
-            f'fill="{STATUS_COLOURS[mark.status]}"><title>{label}</title></rect></a>'
+            f'fill="{STATUS_COLOURS[mark.status]}" stroke="transparent" '
+            f'stroke-width="{HIT_STROKE}"><title>{label}</title></rect></a>'
         )
     parts.append("</svg>")
     return Markup("".join(parts))
