@@ -5,7 +5,8 @@ a model missing from the table is priced by the default and marked estimated, ``
 
 Read from ``usage`` (``storage.repos.usage``): at most 90 small documents for the month.
 ``spend_table`` turns the counts into one row per day (days with no tokens included,
-as zeros) and totals; ``spend_svg`` draws one stacked bar per day as inline SVG
+as zeros) and totals; the table of days folds each stretch without spend into one line
+(``folded``); ``spend_svg`` draws one stacked bar per day as inline SVG
 (``viewBox``, ``width="100%"``), a segment per kind with a ``<title>`` in words.
 """
 
@@ -40,7 +41,7 @@ Side = Literal["input", "output"]
 KIND_COLOURS: Mapping[str, str] = MappingProxyType(
     {"chat": "#1976d2", "cron": "#8e24aa", "pulse": "#00897b"}
 )
-LEFT = 56
+LEFT = 64
 WIDTH = 720
 PLOT_H = 160
 TOP = 10
@@ -93,6 +94,31 @@ class Spend:
         """USD as shown (``$0.0012``; ``~`` in front when estimated)."""
         found = self.costs.get(key) if isinstance(key, str) else self.day_costs.get(key)
         return shown(found or Cost(0.0))
+
+
+@dataclass(frozen=True)
+class Quiet:
+    """Days in a row without spend, folded into one line of the table."""
+
+    first: date
+    last: date
+
+    @property
+    def days(self) -> int:
+        return (self.last - self.first).days + 1
+
+
+def folded(rows: Iterable[DayRow]) -> list[DayRow | Quiet]:
+    """``rows`` (newest first) with each stretch of days without spend as one ``Quiet``."""
+    found: list[DayRow | Quiet] = []
+    for row in rows:
+        if row.total:
+            found.append(row)
+        elif found and isinstance(found[-1], Quiet):
+            found[-1] = Quiet(row.day, found[-1].last)
+        else:
+            found.append(Quiet(row.day, row.day))
+    return found
 
 
 def first_day(today: date) -> date:
@@ -215,7 +241,7 @@ def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
             "kinds": KINDS,
             "colours": KIND_COLOURS,
             "spend": spend,
-            "rows": list(reversed(spend.rows)),
+            "rows": folded(reversed(spend.rows)),
             "input_chart": spend_svg(spend, "input"),
             "output_chart": spend_svg(spend, "output"),
             "shown": shown,

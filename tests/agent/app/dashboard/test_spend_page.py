@@ -61,7 +61,8 @@ async def test_thirty_days_by_kind_with_zero_days_and_totals(
         ("pulse", "3,000", "300", "3,300"),
         ("all", "5,240", "674", "5,914"),
     ]
-    assert text.count('<tr data-day="') == 30
+    assert text.count('<tr data-day="') == 3  # the days with spend; the rest folded:
+    assert 'data-days="25"' in text and 'data-days="2"' in text
     assert "99,999" not in text
 
 
