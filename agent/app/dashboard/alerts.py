@@ -57,11 +57,22 @@ def how(by: str | None) -> str:
     return by
 
 
+def step_detail(step: Doc) -> str:
+    """A step's detail in words: the channels a round went to by name (``Telegram, SMS``)."""
+    detail = str(step.get("detail") or "")
+    if step.get("action") in ("sent", "escalated"):
+        return ", ".join(channel_name(part) for part in detail.split(", ") if part)
+    return detail
+
+
 def shown(alert: Doc) -> Doc:
     """What a template reads of an alert: fields plus ``steps`` (its history, oldest first,
     each with ``how``) and ``buttons`` (the actions that still apply)."""
     status = alert.get("status")
-    steps = [{**step, "how": how(step.get("by"))} for step in alert.get("history", [])]
+    steps = [
+        {**step, "how": how(step.get("by")), "detail": step_detail(step)}
+        for step in alert.get("history", [])
+    ]
     buttons = []
     if status in ("open", "snoozed", "muted"):
         buttons.append(("ack", "Ack"))

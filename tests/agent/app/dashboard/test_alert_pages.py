@@ -72,7 +72,7 @@ async def test_alerts_page_shows_each_step_and_who_acted_how(dash: Harness) -> N
     assert "resolved" in section_of_alert(html, by_dash) and "via dashboard" in html
     critical = section_of_alert(html, ignored)
     assert critical.count("<li>") >= 3  # raised, sent, escalated: every step
-    assert "escalated" in critical and "sms" in critical
+    assert "escalated" in critical and "escalated: SMS" in critical
     stored = await dash.router.store.by_code(by_button)
     assert stored is not None and stored["acknowledged_by"] == "owner via telegram button"
 
