@@ -199,7 +199,12 @@ def environment(data_dir: Path, telegram: str, openai: str, owners: list[int]) -
 
 def hi_tokens(body: dict[str, Any]) -> int:
     """Message texts plus the JSON of the tool schemas, as the request carried them."""
-    texts = [str(m.get("content") or "") for m in body.get("messages", [])]
+    texts: list[str] = []
+    for message in body.get("messages", []):
+        content = message.get("content") or ""
+        # A list: the sender's words, then Watchkeeper's note (the clock), as parts.
+        parts = content if isinstance(content, list) else [{"text": content}]
+        texts += [str(part.get("text", "")) for part in parts]
     tools = body.get("tools") or []
     return sum(count_tokens(t) for t in texts) + (count_tokens(json.dumps(tools)) if tools else 0)
 

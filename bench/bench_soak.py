@@ -56,7 +56,10 @@ async def echo_model() -> AsyncIterator[str]:
     async def completions(request: web.Request) -> web.Response:
         body = await request.json()
         users = [m for m in body["messages"] if m.get("role") == "user"]
-        text = str(users[-1].get("content") if users else "")
+        content = users[-1].get("content") if users else ""
+        if isinstance(content, list):  # the owner's words, then Watchkeeper's note
+            content = content[0].get("text", "")
+        text = str(content)
         await asyncio.sleep(0.05)
         answer = {
             "id": "chatcmpl-soak",

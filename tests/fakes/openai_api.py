@@ -31,6 +31,18 @@ Call = tuple[str, dict[str, Any] | str]
 """A scripted tool call: name and arguments (a dict, or a raw string sent verbatim)."""
 
 
+def words_of(message: dict[str, Any]) -> str:
+    """A chat completions message's text as its sender wrote it: its text parts without
+    Watchkeeper's note (``agent.conversation.prompt.NOTE_HEAD``)."""
+    content = message.get("content")
+    if isinstance(content, str):  # text-mode tool calls: one string per message
+        return content.split(f"\n{NOTE_HEAD}")[0]
+    if not isinstance(content, list):
+        return ""
+    texts = [p["text"] for p in content if p.get("type") == "text"]
+    return "\n".join(t for t in texts if not t.startswith(NOTE_HEAD))
+
+
 @dataclass
 class Transcription:
     """One ``/audio/transcriptions`` request as the fake got it."""
@@ -127,11 +139,7 @@ class FakeOpenAI(ScriptedServer):
     def last_words(self, index: int) -> str:
         """The newest message of request ``index`` as its sender wrote it: its text
         parts without Watchkeeper's note (``agent.conversation.prompt.NOTE_HEAD``)."""
-        content = self.bodies[index]["messages"][-1]["content"]
-        if isinstance(content, str):  # text-mode tool calls: one string per message
-            return content.split(f"\n{NOTE_HEAD}")[0]
-        texts = [p["text"] for p in content if p.get("type") == "text"]
-        return "\n".join(t for t in texts if not t.startswith(NOTE_HEAD))
+        return words_of(self.bodies[index]["messages"][-1])
 
     def reply_text(self, text: str, usage: tuple[int, int] = (11, 7)) -> None:
         self.push(Answer(200, self.completion(text, usage=usage)))

@@ -21,7 +21,7 @@ from pymongo import AsyncMongoClient
 from tests.agent.cli.procs import free_port, run_env, start
 from tests.agent.cli.procs import until_while_running as until
 from tests.fakes.fixtures import fake
-from tests.fakes.openai_api import FakeOpenAI
+from tests.fakes.openai_api import FakeOpenAI, words_of
 from tests.fakes.scripted_server import Recorded
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
 
@@ -44,7 +44,7 @@ class ReminderModel(FakeOpenAI):
     async def answer(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         last = body["messages"][-1]
-        text = last["content"] if isinstance(last.get("content"), str) else ""
+        text = words_of(last)
         if last["role"] == "tool":
             self.reply_text("Reminder set.")
         elif "Scheduled job" in text and not self.held.is_set():
