@@ -252,7 +252,8 @@ async def next_fires(dash: Dashboard, now: datetime) -> list[Doc] | None:
 
 def monitor_row(m: Monitor) -> Doc:
     """A monitor in words: its state, what it watches, since when it is down."""
-    state = "paused" if m.paused else {"new": "not checked yet"}.get(m.state, m.state)
+    first = "not checked yet" if m.kind == "http" else "no ping yet"
+    state = "paused" if m.paused else first if m.state == "new" else m.state
     level = "muted" if m.paused or m.state == "new" else "ok" if m.state == "up" else "bad"
     if m.kind == "http":
         watches = f"checks {m.url} every {m.interval_seconds or 0} s"

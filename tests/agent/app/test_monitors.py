@@ -258,5 +258,5 @@ async def test_the_dashboard_overview_lists_the_monitors(mongo_server: str) -> N
         html = await resp.text()
         section = html[html.index('id="monitors"') :]
         assert 'Nightly &lt;backup&gt;</strong> <span class="badge bad">down</span>' in section
-        assert 'Fine</strong> <span class="badge ok">new</span>' in section
+        assert 'Fine</strong> <span class="badge muted">no ping yet</span>' in section
         assert "down since" in section
