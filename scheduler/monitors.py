@@ -550,8 +550,8 @@ class Monitors:
     async def stop(self) -> None:
         await stop_task(self._resync)
         self._resync = None
-        for monitor_id in list(self._watches):
-            await self._unwatch(monitor_id)
+        watches, self._watches = list(self._watches.values()), {}
+        await asyncio.gather(*(stop_task(watch.task) for watch in watches))
         if self._session is not None:
             await self._session.close()
         self._session = None
