@@ -31,6 +31,8 @@ OPENERS = "<\u226e\ufe64\uff1c"
 """Every character whose compatibility decomposition holds ``<`` (``<``, ``≮``, ``﹤``,
 ``＜``; tests check this against the whole of Unicode)."""
 _KEPT = frozenset("<")
+EXTERNAL = "external_content"
+"""The block outside data comes in: an MCP tool's result, web search results."""
 
 
 def defuse(text: str, tag: str) -> str:
@@ -71,3 +73,12 @@ def _fold(char: str) -> str:
         for piece in unicodedata.normalize("NFKD", char)
         if piece.isalnum() or piece in _KEPT
     )
+
+
+def mark_external(text: str, source: str) -> str:
+    """``text`` inside an untrusted ``<external_content>`` block naming where it came
+    from (``source``, flattened to one short line)."""
+    flat = " ".join("".join(ch if ch.isprintable() else " " for ch in source).split())
+    origin = flat.replace('"', "'").replace("<", "‹").replace(">", "›")[:120]
+    body = defuse(text, EXTERNAL)
+    return f'<{EXTERNAL} from="{origin}" {UNTRUSTED}>\n{body}\n</{EXTERNAL}>'
