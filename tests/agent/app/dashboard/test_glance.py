@@ -17,6 +17,7 @@ from agent.app.dashboard.overview import (
     health_problems,
     status_line,
 )
+from agent.app.dashboard.runs import row_of, status_of
 from agent.app.healthcheck import Component, Health
 from tests.agent.app.dashboard.conftest import TOKEN
 from tests.fakes.alert_app import Harness, alert_app
@@ -178,3 +179,13 @@ async def test_run_now_needs_the_csrf_token_and_records_a_manual_run(dash: Harne
 
     missing = await dash.client.post("/jobs/nope/run", headers=BEARER, data={"csrf": csrf.group(1)})
     assert "Nothing ran: no cron job with id" in await missing.text()
+
+
+def test_a_failed_try_that_will_be_tried_again_says_retrying_and_when() -> None:
+    retry = NOW + timedelta(minutes=3)
+    run = {"_id": "r1", "kind": "cron", "name": "Backups", "status": "failed", "started_at": NOW}
+    assert status_of(run) == "failed" and row_of(run, BERLIN, NOW)["retry_at"] is None
+    row = row_of({**run, "retry_at": retry}, BERLIN, NOW)
+    assert (row["status"], row["badge"], row["retry_at"]) == ("retrying", "warn", retry)
+    assert human_time(row["retry_at"], BERLIN, NOW) == "07:58, in 3 min"
+    assert status_of({**run, "status": "success", "retry_at": retry}) == "success"
