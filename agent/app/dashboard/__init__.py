@@ -24,7 +24,12 @@ Adding a page (how ``runs``, ``jobs`` and ``spend`` plug in):
 4. Styles: classes from ``static/dashboard.css`` (``card``, ``table``, ``badge``
    + ``ok``/``bad``/``warn``/``muted``, ``actions``, ``btn``); charts are inline SVG
    built on the server (presentation attributes or ``style=`` are fine under the CSP;
-   no external URL, no inline ``<script>``).
+   no external URL, no inline ``<script>``). A table that should stack on a phone gets
+   class ``stack`` and a ``data-label`` on each cell.
+5. A live page (the overview, alerts) puts its changing part in a template of its
+   own, included inside ``<div data-live="/live/<name>" data-every="15">``, and
+   registers ``/live/<name>`` answering ``dash.live(request, template, context)``;
+   ``static/live.js`` (in ``{% block scripts %}``) swaps it in while the tab is visible.
 """
 
 from __future__ import annotations
