@@ -196,3 +196,10 @@ def test_dependencies_are_used_through_their_public_api() -> None:
         for problem in _dependency_misuse(path)
     ]
     assert found == []
+
+
+def test_the_readme_stays_short() -> None:
+    """What it is, quick start, using it, settings, how it works, in at most 400 lines;
+    the benchmarks' sittings live in ``bench/RESULTS.md``."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 400
