@@ -517,8 +517,14 @@ class Monitors:
     """Runs every monitor that is not paused, one task each (asyncio's timer heap does
     the scheduling), and answers the tool, the API and the pings."""
 
-    def __init__(self, store: MonitorStore, hooks: Hooks, clock: Clock) -> None:
+    def __init__(
+        self, store: MonitorStore, hooks: Hooks, clock: Clock, *, watching: bool = True
+    ) -> None:
+        """``watching``: run the checks here. Only ``watchkeeper run`` does; a
+        ``watchkeeper chat`` beside it edits and lists monitors, and ``run`` takes the
+        changes up at its next read of the collection."""
         self.store = store
+        self.watching = watching
         self.limits = store.limits
         self._hooks = hooks
         self._now = clock
@@ -595,6 +601,8 @@ class Monitors:
 
     async def _watch(self, monitor: Monitor, delay: float = 0.0) -> None:
         await self._unwatch(monitor.id)
+        if not self.watching:
+            return
         watch = self._watches[monitor.id] = _Watch(monitor.revision)
         runs = self._http_loop if monitor.kind == "http" else self._heartbeat_loop
         watch.task = asyncio.create_task(runs(monitor.id, watch.wake, delay), name="monitor")

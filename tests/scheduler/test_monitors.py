@@ -196,3 +196,24 @@ def _failures(monitors: Monitors, monitor_id: str, wanted: int) -> Any:
         return stored is not None and stored.failures >= wanted
 
     return check
+
+
+async def test_a_process_beside_the_runner_edits_monitors_but_does_not_check_them(
+    db: AsyncDatabase[Doc], clock: FakeClock, target: Target
+) -> None:
+    """``watchkeeper chat`` beside ``watchkeeper run``: one process counts failures."""
+    told = Told()
+    runner = await service(db, clock, told)
+    beside = Monitors(MonitorStore(db, clock, QUICK), Told().hooks(), clock, watching=False)
+    try:
+        await runner.create("http", {"name": "NAS", "url": target.url, "interval_seconds": 1})
+        assert await beside.start() == 0  # it knows the monitor, it runs no check
+        assert [m.name for m in beside.all()] == ["NAS"]
+        made = await beside.create(
+            "heartbeat", {"name": "Backup", "period_seconds": 60, "grace_seconds": 0}
+        )
+        assert made.token is not None and await beside.ping(made.token)
+        await until_async(_state(beside, made.id, "up"))
+    finally:
+        await beside.stop()
+        await runner.stop()

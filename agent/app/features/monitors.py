@@ -167,9 +167,15 @@ def monitoring(options: MonitoringOptions | None = None) -> Feature:
             yield Parts()
             return
         store = MonitorStore(ctx.database.db, ctx.clock, chosen.limits)
-        monitors = Monitors(store, _hooks(router, ctx.outbox, ctx), ctx.clock)
+        # Checks run in the process that owns the transports (watchkeeper run) only.
+        watching = ctx.exclusive_transports
+        monitors = Monitors(store, _hooks(router, ctx.outbox, ctx), ctx.clock, watching=watching)
         try:
-            log.info("monitors: %d running", await monitors.start())
+            running = await monitors.start()
+            if watching:
+                log.info("monitors: %d running", running)
+            else:
+                log.info("monitors: checked by watchkeeper run, not here")
             base = ping_base(ctx.settings)
             read_timeout = ctx.settings.http_read_timeout_seconds
 
