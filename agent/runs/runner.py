@@ -35,7 +35,7 @@ from channels.types import OutboundMessage
 from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
 from scheduler.fires.recorder import Go, RunTicket, Skip
-from scheduler.fires.records import PASSING, Outcome, Reason, RunStore, Trigger
+from scheduler.fires.records import PASSING, Outcome, Reason, RunStore, Trigger, short_error
 from scheduler.pulse.grid import local_day
 from scheduler.pulse.store import PulseStore
 from storage import collections as c
@@ -112,7 +112,11 @@ class Runner:
                 reason="timeout",
             )
         if reply.failed:
-            outcome = Outcome("failed", error="model unavailable", reason="model_unavailable")
+            # The provider's words (redacted by its adapter) for the record and the
+            # dashboard; the owner's warning says it in our words (``reason_text``).
+            why = reply.failure.removeprefix("model_unavailable: ")
+            error = short_error(f"model unavailable: {why}" if why else "model unavailable")
+            outcome = Outcome("failed", error=error, reason="model_unavailable")
         elif reply.budget_spent:  # crossed during the run: its last round done, then stopped
             view = await self.deps.budget.view()
             detail = f"stopped before finishing: {self.deps.budget.skip_detail(view)}"

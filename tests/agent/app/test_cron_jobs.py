@@ -294,7 +294,7 @@ async def test_two_failures_in_a_row_warn_the_owner(
         await engine.run_due()
         runs = await app.deps.db["runs"].find({"kind": "cron"}).to_list()
     assert [r["status"] for r in runs] == ["failed", "failed"]
-    assert runs[0]["error"] == "model unavailable"
+    assert runs[0]["error"] == "model unavailable: fake outage"  # what the provider said
     if router:
         assert len(alerts.raised) == 1
         warning = alerts.raised[0]
