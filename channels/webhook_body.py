@@ -10,10 +10,11 @@ fields or refuses it with a 4xx; nothing here answers 500.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
 from aiohttp.http_exceptions import HttpProcessingError
@@ -70,6 +71,24 @@ async def read_body(request: web.Request, *, limit: int, within: float = READ_TI
     except (HttpProcessingError, RequestPayloadError):  # bad chunking, bad Content-Encoding
         raise BodyRefused(400, "malformed body") from None
     return b"".join(chunks)
+
+
+async def read_json_object(
+    request: web.Request, *, limit: int, within: float = READ_TIMEOUT
+) -> dict[str, Any]:
+    """The body as a JSON object (``read_body``'s limits), its text made storable:
+    invalid UTF-8 and lone surrogates (``"\\ud83d"`` alone is valid JSON) become U+FFFD.
+    ``BodyRefused`` 400 for anything but an object, nesting past the parser included."""
+    from channels.delivery.text import clean_text, clean_value
+
+    raw = await read_body(request, limit=limit, within=within)
+    try:
+        data = clean_value(json.loads(clean_text(raw)))
+    except (ValueError, RecursionError):  # not JSON, or nested absurdly deep
+        raise BodyRefused(400, "body must be a JSON object") from None
+    if not isinstance(data, dict):
+        raise BodyRefused(400, "body must be a JSON object")
+    return data
 
 
 def parse_form(body: bytes, *, max_fields: int = MAX_FIELDS) -> MultiDict[str]:

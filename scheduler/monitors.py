@@ -42,7 +42,6 @@ from typing import Any, Literal
 import aiohttp
 from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import DuplicateKeyError
 from yarl import URL
 
 from storage import retry
@@ -327,14 +326,7 @@ class MonitorStore:
         if kind == "heartbeat":
             doc["token"] = secrets.token_urlsafe(24)
             doc["token_key"] = token_key(doc["token"])
-        for _ in range(5):
-            doc["_id"] = secrets.token_hex(4)
-            try:
-                await retry.insert(self._coll, doc)  # a retry finds its own id stored
-                break
-            except DuplicateKeyError:
-                continue
-        else:
+        if not await retry.insert_new(self._coll, doc, lambda: secrets.token_hex(4)):
             raise MonitorError("could not allocate a monitor id; try again")
         return Monitor.from_doc(doc)
 

@@ -92,6 +92,21 @@ async def insert(coll: AsyncCollection[Doc], doc: Doc, **options: Any) -> None:
             raise
 
 
+async def insert_new(
+    coll: AsyncCollection[Doc], doc: Doc, new_id: Callable[[], str], attempts: int = 5
+) -> bool:
+    """``doc`` inserted under a fresh short ``_id`` from ``new_id`` (a few hex digits a
+    person can type), drawn again on a clash; False when ``attempts`` draws all clashed."""
+    for _ in range(attempts):
+        doc["_id"] = new_id()
+        try:
+            await insert(coll, doc)  # a retry finds its own id stored
+        except DuplicateKeyError:
+            continue
+        return True
+    return False
+
+
 async def insert_many(
     coll: AsyncCollection[Doc], docs: Sequence[Doc], *, ordered: bool = True, **options: Any
 ) -> None:

@@ -17,7 +17,6 @@ from typing import Any
 
 from pymongo import ReturnDocument, UpdateOne
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import DuplicateKeyError
 
 from scheduler.backlog import window
 from scheduler.cron.expression import CronError, next_fires, validate_timezone
@@ -140,14 +139,7 @@ class CronService:
             "created_at": now,
             "updated_at": now,
         }
-        for _ in range(5):
-            doc["_id"] = secrets.token_hex(4)
-            try:
-                await retry.insert(self._coll, doc)  # a retry finds its own id stored
-                break
-            except DuplicateKeyError:
-                continue
-        else:
+        if not await retry.insert_new(self._coll, doc, lambda: secrets.token_hex(4)):
             raise JobError("could not allocate a job id; try again")
         await self._changed(doc["_id"])
         return CronJob.from_doc(doc)

@@ -26,9 +26,8 @@ from agent.conversation.alert_replies import AlertReplies, alert_prompt_section,
 from agent.conversation.dispatch import Command
 from agent.tools.alerts import MANAGE_ALERTS, RAISE_ALERT
 from agent.tools.catalog import always
-from channels.delivery.text import clean_text, clean_value
 from channels.types import InboundMessage, Reply
-from channels.webhook_body import BodyRefused, read_body
+from channels.webhook_body import BodyRefused, read_json_object
 from storage.repos.sms_budget import take_sms
 
 if TYPE_CHECKING:
@@ -91,18 +90,10 @@ def _warn_sms(settings: Settings) -> None:
 def _api_raise(router: AlertRouter, read_timeout: float) -> Any:
     async def handler(request: web.Request) -> web.Response:
         """``POST /api/alerts``: existing monitors use Watchkeeper as their escalation path."""
-        try:
-            raw = await read_body(request, limit=MAX_ALERT_BYTES, within=read_timeout)
+        try:  # text made storable: the alert must be storable and sendable
+            data = await read_json_object(request, limit=MAX_ALERT_BYTES, within=read_timeout)
         except BodyRefused as exc:
             return _json({"error": exc.reason}, exc.status)
-        try:
-            # Invalid UTF-8 and lone surrogates ("\ud83d" alone is valid JSON) become
-            # U+FFFD here: the alert must be storable and sendable.
-            data = clean_value(json.loads(clean_text(raw)))
-        except (ValueError, RecursionError):  # not JSON, or nested absurdly deep
-            return _json({"error": "body must be a JSON object"}, 400)
-        if not isinstance(data, dict):
-            return _json({"error": "body must be a JSON object"}, 400)
         unknown = sorted(set(data) - FIELDS)
         if unknown:
             return _json({"error": f"unknown field(s): {_names(unknown)}"}, 400)

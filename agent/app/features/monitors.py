@@ -28,9 +28,8 @@ from agent.context import RunContext
 from agent.owner import owner_chat
 from agent.tools.monitors import SETTINGS, manage_monitor, monitor_view, ping_base
 from channels.delivery.outbox import Outbox
-from channels.delivery.text import clean_text, clean_value
 from channels.types import OutboundMessage
-from channels.webhook_body import BodyRefused, read_body
+from channels.webhook_body import BodyRefused, read_json_object
 from scheduler.monitors import (
     Hooks,
     Monitor,
@@ -105,15 +104,9 @@ def _routes(monitors: Monitors, base: str, read_timeout: float) -> tuple[Route, 
 
     async def created(request: web.Request) -> web.Response:
         try:
-            raw = await read_body(request, limit=MAX_BODY, within=read_timeout)
+            data = await read_json_object(request, limit=MAX_BODY, within=read_timeout)
         except BodyRefused as exc:
             return _json({"error": exc.reason}, exc.status)
-        try:
-            data = clean_value(json.loads(clean_text(raw)))
-        except (ValueError, RecursionError):
-            return _json({"error": "body must be a JSON object"}, 400)
-        if not isinstance(data, dict):
-            return _json({"error": "body must be a JSON object"}, 400)
         unknown = sorted(str(k)[:40] for k in set(data) - FIELDS)
         if unknown:
             return _json({"error": f"unknown field(s): {', '.join(unknown[:5])}"}, 400)
