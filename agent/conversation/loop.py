@@ -209,8 +209,9 @@ async def run_loop(
             tokens = response.usage
             first = result.turns == 1
             await budget.record(
-                ctx.kind, result.model, tokens.input_tokens, tokens.output_tokens, first=first
-            )
+                ctx.kind, result.model, tokens.input_tokens, tokens.output_tokens, first=first,
+                cached_input_tokens=tokens.cached_input_tokens,
+            )  # fmt: skip
             reply = storable_reply(response.message)
             result.messages.append(reply)
             calls = reply.tool_calls

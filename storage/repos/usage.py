@@ -77,6 +77,8 @@ class DayUsage:
     exchanges: int
     model: str = ""
     """The model that spent them; ``""`` for counts kept before models were recorded."""
+    cached_input: int = 0
+    """Of ``input``, what the provider read from its prompt cache (billed for less)."""
 
     @property
     def total(self) -> int:
@@ -99,12 +101,15 @@ class UsageLog:
         *,
         model: str = "",
         exchanges: int = 1,
+        cached_input_tokens: int = 0,
     ) -> None:
         """Count tokens ``model`` spent on ``day`` (the owner's local date); written within
         ``flush_seconds``. ``exchanges``: 1 for an exchange's first model call, 0 for
-        the calls after it."""
+        the calls after it. ``cached_input_tokens``: of the input, read from the cache."""
         counts = self._pending.setdefault((day.isoformat(), kind, model), Counter())
         counts.update(input=int(input_tokens), output=int(output_tokens), exchanges=exchanges)
+        if cached_input_tokens:
+            counts.update(cached_input=int(cached_input_tokens))
         if self._flush_seconds <= 0:
             await self.flush()
         elif self._timer is None or self._timer.done():
@@ -163,6 +168,7 @@ class UsageLog:
                     output=int(doc.get("output") or 0),
                     exchanges=int(doc.get("exchanges") or 0),
                     model=str(doc.get("model") or ""),
+                    cached_input=int(doc.get("cached_input") or 0),
                 )
             )
         return found
@@ -453,7 +459,14 @@ class TokenBudget:
         return view
 
     async def record(
-        self, kind: UsageKind, model: str, input_tokens: int, output_tokens: int, *, first: bool
+        self,
+        kind: UsageKind,
+        model: str,
+        input_tokens: int,
+        output_tokens: int,
+        *,
+        first: bool,
+        cached_input_tokens: int = 0,
     ) -> None:
         """Count one model call (``first``: the exchange's first, counted as an exchange);
         tell the owner when it crossed 80% or 100%. Never raises: the call is made."""
@@ -465,6 +478,7 @@ class TokenBudget:
             await self.usage.add(
                 day, kind, input_tokens, output_tokens,
                 model=model, exchanges=1 if first else 0,
+                cached_input_tokens=cached_input_tokens,
             )  # fmt: skip
             if self.limit <= 0 or not tokens:
                 return

@@ -69,6 +69,8 @@ class ModelRow:
     """``""`` for counts kept before models were recorded (shown as unknown)."""
     input: int = 0
     output: int = 0
+    cached_input: int = 0
+    """Of ``input``, what the provider read from its prompt cache."""
     cost: Cost = field(default_factory=lambda: Cost(0.0))
     price: Price = DEFAULT_PRICE
     """USD per million tokens, as the table prices this model."""
@@ -145,6 +147,7 @@ def spend_table(counts: Iterable[DayUsage], today: date, prices: PriceTable | No
             row = models.setdefault(count.model, ModelRow(count.model, price=price))
             row.input += count.input
             row.output += count.output
+            row.cached_input += count.cached_input
             row.cost += cost
     totals: dict[str, dict[str, int]] = {}
     for kind in (*KINDS, "all"):

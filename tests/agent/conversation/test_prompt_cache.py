@@ -16,6 +16,7 @@ import contextlib
 import itertools
 import json
 import os
+import re
 import uuid
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
@@ -34,6 +35,8 @@ from agent.llm.base import ModelClient
 from agent.llm.gemini import GeminiModel
 from agent.llm.openai.model import OpenAIModel
 from agent.llm.types import user_message
+from tests.agent.app.dashboard.pages_kit import ADMIN, client_of, page
+from tests.agent.app.dashboard.pages_kit import NOW as DASH_NOW
 from tests.conftest import make_settings
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import BERLIN, FakeClock
@@ -99,6 +102,7 @@ async def owner_chat(
         data_dir=tmp_path,
         owner_telegram_ids=[OWNER],
         timezone="Europe/Berlin",
+        admin_token=ADMIN,  # the Spend page
     )
     chat = RecordingChannel("telegram", sender=OWNER, clock=clock)
     features = [
@@ -250,3 +254,25 @@ async def test_a_history_past_its_budget_keeps_its_start_for_several_exchanges(
     figures = shares([openai_layout(b) for b in bodies])
     report("openai, history past its budget", figures)
     assert min(figures) >= TARGET, figures
+
+
+async def test_cached_input_is_counted_with_usage_and_shown_on_the_spend_page(
+    mongo_server: str, tmp_path: Path, openai_api: FakeOpenAI
+) -> None:
+    """An exchange whose provider reported cached input counts it in ``usage`` beside
+    the input (per day, kind and model), and the Spend page's model table shows it."""
+    clock = FakeClock(DASH_NOW)
+    answer = openai_api.completion("ok", usage=(2_000, 5))
+    answer["usage"]["prompt_tokens_details"] = {"cached_tokens": 1_536}
+    openai_api.push(Answer(200, answer))
+    model = OpenAIModel("sk-test", "gpt-test", base_url=openai_api.base_url)
+    async with owner_chat(mongo_server, tmp_path, model, clock) as (app, chat):
+        await chat.say("hi")
+        await app.pipeline.join()
+        [count] = await app.deps.usage.since(DASH_NOW.date())
+        async with client_of(app) as client:
+            text = await page(client, "/spend")
+    await model.aclose()
+    assert (count.model, count.input, count.cached_input) == ("gpt-fake", 2_000, 1_536)
+    row = re.search(r'<tr data-model="gpt-fake">.*?</tr>', text, re.S)
+    assert row is not None and '<td class="cached">1,536</td>' in row.group()
