@@ -33,6 +33,13 @@ class Request:
     def tool_names(self) -> list[str]:
         return [t.name for t in self.tools]
 
+    @property
+    def read(self) -> str:
+        """What the model reads beside the words: the system prompt, then the note on the
+        newest message (the clock, the alert it is about: what changes per request)."""
+        note = self.messages[-1].note if self.messages else ""
+        return f"{self.system}\n{note}" if note else self.system
+
 
 Responder = Callable[[Request], ModelMessage | str | Exception]
 

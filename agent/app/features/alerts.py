@@ -24,6 +24,7 @@ from agent.config import Settings
 from agent.context import Clock, RunContext
 from agent.conversation.alert_replies import AlertReplies, alert_prompt_section, reply_words_section
 from agent.conversation.dispatch import Command
+from agent.conversation.prompt import changing
 from agent.tools.alerts import MANAGE_ALERTS, RAISE_ALERT
 from agent.tools.catalog import always
 from channels.types import InboundMessage, Reply
@@ -183,7 +184,8 @@ def alerting(options: AlertingOptions | None = None) -> Feature:
                     commands={"/alerts": _alerts_command(router, ctx.clock)},
                     interceptors=(lambda core: AlertReplies(router, core.agent),),
                     routes=tuple(routes),
-                    prompt_sections=(reply_words_section, alert_prompt_section),
+                    # The alert a message is about changes with the message: in the note.
+                    prompt_sections=(reply_words_section, changing(alert_prompt_section)),
                     status=(status_section,),
                     services=Services(alerts=router),
                 )

@@ -155,7 +155,7 @@ async def play(h: Harness, case: Case) -> None:
         assert replies[0].startswith(want), replies[0]
     else:
         assert len(h.model.requests) == 1 and replies == ["agent answer"]
-        system = h.model.requests[0].system
+        system = h.model.requests[0].read
         if expected.code is None:
             assert "## The alert" not in system
             return

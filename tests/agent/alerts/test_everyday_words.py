@@ -182,7 +182,7 @@ async def test_weekly_after_the_window_goes_to_the_model(mongo_server: str) -> N
         h.clock.advance(minutes=31)
         assert await say(h, "weekly") == "agent answer"
         assert await unchanged(cron, nas)
-        system = h.model.requests[0].system
+        system = h.model.requests[0].read
         assert f"## The alert this message is about\n#{code} [" in system
         assert f"Raised by cron job {nas.id}: manage_cronjob changes its schedule." in system
 
@@ -196,7 +196,7 @@ async def test_an_acknowledged_alert_is_not_answered_even_by_a_reply(mongo_serve
         )
         assert await unchanged(cron, nas)
         assert f"The owner replied to the message that carried #{code}" in (
-            h.model.requests[0].system
+            h.model.requests[0].read
         )
 
 
@@ -232,14 +232,14 @@ async def test_make_this_weekly_for_an_alert_without_a_job_asks_the_model(
         alert = await h.router.raise_alert(severity="info", title="Plants look dry")
         assert await say(h, "make this weekly") == "agent answer"
         assert "no schedule to change" not in " ".join(h.chat.texts())
-        system = h.model.requests[0].system
+        system = h.model.requests[0].read
         assert f"## The alert this message is about\n#{alert['code']} [" in system
 
 
 async def test_the_model_is_told_which_words_are_read_as_replies(mongo_server: str) -> None:
     async with sitting(mongo_server) as (h, _cron):
         await say(h, "hi")
-        system = h.model.requests[0].system
+        system = h.model.requests[0].read
         assert REPLY_WORDS_NOTE in system and "## The alert" not in system
         for word in ("ok", "done", "weekly", "daily", "pause", "resume", "every 2h", "at 07:30"):
             assert word in REPLY_WORDS_NOTE

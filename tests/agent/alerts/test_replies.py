@@ -83,7 +83,9 @@ async def test_schedule_directives_without_the_scheduler_say_so(mongo_server: st
         await h.chat.say("daily")  # no job behind it: the model asks what is meant
         await h.settle()
         assert h.chat.texts()[-1] == "agent answer"
-        assert "## The alert this message is about\n#2 [" in h.model.requests[-1].system
+        assert "## The alert this message is about\n#2 [" in h.model.requests[-1].read
+        # It changes with the message, so it rides in the note, not the cached system prompt.
+        assert "## The alert this message is about" not in h.model.requests[-1].system
 
 
 async def test_free_text_reply_reaches_the_model_with_the_alert(mongo_server: str) -> None:
@@ -94,7 +96,7 @@ async def test_free_text_reply_reaches_the_model_with_the_alert(mongo_server: st
         )
         await h.sms_in("why did it fail? anything I should do?")
         assert len(model.requests) == 1
-        system = model.requests[0].system
+        system = model.requests[0].read
         assert "## The alert this message is about" in system
         assert f"#{alert['code']}" in system and "rsync exit 23" in system
         assert model.requests[0].messages[-1].text == "why did it fail? anything I should do?"
@@ -106,7 +108,7 @@ async def test_without_open_alerts_replies_go_to_the_agent(mongo_server: str) ->
         await h.chat.say("ok")
         await h.settle()
         assert len(h.model.requests) == 1 and h.chat.texts() == ["agent answer"]
-        assert "## The alert" not in h.model.requests[0].system
+        assert "## The alert" not in h.model.requests[0].read
 
 
 async def test_reserved_keywords_on_sms_get_no_reply_and_no_model(mongo_server: str) -> None:

@@ -110,7 +110,7 @@ async def test_short_ack_on_sms_needs_the_alert_to_be_the_last_thing_sent(
         await h.sms_in("what's on today?")
         await h.sms_in("thx")  # thanks for the answer, not for the page
         assert len(h.model.requests) == 2 and await _statuses(h, "1") == ["open"]
-        assert "The owner did not name the alert" in h.model.requests[1].system
+        assert "The owner did not name the alert" in h.model.requests[1].read
         await h.tick(minutes=15)  # the second page is the last thing sent
         await h.sms_in("k")
         assert h.sms[-1] == "#1 acknowledged, escalation stopped."
@@ -153,7 +153,7 @@ async def test_thumbs_up_to_a_confirmation_is_not_an_ack(mongo_server: str) -> N
         await h.chat.say("👍", reply_to=confirmation["external_ids"][0])
         await h.settle()
         assert await _statuses(h, "1") == ["snoozed"]
-        assert "replied to the message that carried #1" in h.model.requests[0].system
+        assert "replied to the message that carried #1" in h.model.requests[0].read
 
 
 def test_short_ack_window_is_configurable_in_minutes() -> None:

@@ -53,9 +53,15 @@ class Rig:
         await self.app.pipeline.join()
         return external_id
 
-    def system(self, index: int) -> str:
-        [system] = [m for m in self.openai.bodies[index]["messages"] if m["role"] == "system"]
-        return str(system["content"])
+    def read(self, index: int) -> str:
+        """The system prompt and the newest user message's text parts (the words, then
+        the note on them, which carries the alert the message is about), as sent."""
+        messages = self.openai.bodies[index]["messages"]
+        [system] = [m for m in messages if m["role"] == "system"]
+        newest = [m for m in messages if m["role"] == "user"][-1]["content"]
+        parts = newest if isinstance(newest, list) else [{"type": "text", "text": newest}]
+        texts = [p["text"] for p in parts if p.get("type") == "text"]
+        return "\n".join([str(system["content"]), *texts])
 
 
 @contextlib.asynccontextmanager
@@ -101,7 +107,7 @@ async def test_a_photo_about_an_alert_reaches_the_model_with_the_alert(
         [url] = r.openai.image_urls(0)
         assert decode_data_url(url) == ("image/jpeg", PHOTO)
         assert "what is this?" in r.openai.user_text(0)
-        system = r.system(0)
+        system = r.read(0)
         assert ALERT_SECTION in system and f"#{code} [warning] Boiler pressure low" in system
         [item] = await media_of(r.app.deps.db, external_id=external_id)
         assert item["status"] == "stored"
@@ -120,6 +126,6 @@ async def test_a_voice_note_about_an_alert_is_heard_with_the_alert(
         [call] = r.openai.transcriptions
         assert call.data == OGG
         assert f"[voice note, 0:07, transcript]: {TRANSCRIPT}" in r.openai.user_text(0)
-        assert f"#{code} [warning] Boiler pressure low" in r.system(0)
+        assert f"#{code} [warning] Boiler pressure low" in r.read(0)
         [item] = await media_of(r.app.deps.db, external_id=external_id)
         assert item["status"] == "stored" and item["transcript"] == TRANSCRIPT
