@@ -111,8 +111,8 @@ async def test_a_reply_about_an_alert_is_an_owner_chat_that_knows_the_alert(
         await h.settle()
         request = _last(h.model.requests)
         assert set(request.tool_names) == OWNER_TOOLS
-        assert "## The alert this message is about" in request.system
-        assert "Disk 91% full on nas" in request.system
+        assert "## The alert this message is about" in request.read
+        assert "Disk 91% full on nas" in request.read
 
 
 def test_a_run_must_state_its_tier_and_kind() -> None:
