@@ -268,7 +268,8 @@ class ParsedReply:
 REPLY_WORDS_NOTE: Final = (
     "## Words read as alert replies\n"
     "Soon after an alert, a message that is only ok, done, ack, snooze 1h, daily, weekly, "
-    "every 2h, at 07:30, pause, resume or an alert code (#12, 12a) acts on the alert and "
+    "every 2h, at 07:30, pause, resume, pause pulse or an alert code (#12, 12a) acts on the "
+    "alert and "
     "never reaches you; on SMS, yes, stop and help are the carrier's. Never ask for one "
     "alone ('say resume', 'daily or weekly?'): ask for words naming the subject ('resume "
     "Call Bob')."
@@ -295,9 +296,10 @@ EVERYDAY_WORDS: Final = frozenset({"ok", "okay", "done", "fixed"})
 
 
 def is_everyday(word: str, directive: Directive) -> bool:
-    """Whether a code-less directive could as well be conversation: a job change, or
-    one of ``EVERYDAY_WORDS``. Pulse words name the pulse and ``ack`` is not small talk."""
-    return directive.scope == "cron" or word in EVERYDAY_WORDS
+    """Whether a code-less directive could as well be conversation: a change to a job
+    or to the pulse ("pause pulse" may be meant for the agent as much as for an alert),
+    or one of ``EVERYDAY_WORDS``. ``ack`` is not small talk."""
+    return directive.scope in ("cron", "pulse") or word in EVERYDAY_WORDS
 
 
 _KEYWORDS: Final[Mapping[str, Directive]] = MappingProxyType(

@@ -75,8 +75,6 @@ class AlertReplies:
         directive = parsed.directive
         button = " button" if message.meta.get("kind") == "button" else ""
         by = f"owner via {message.channel}{button}"  # the dashboard shows how
-        if directive is not None and directive.scope == "pulse" and parsed.code is None:
-            return [self._reply(await apply_pulse(ctx.deps.pulse, directive))]
         if isinstance(directive, AckAll | ResolveAll):
             return [self._reply(await self._bulk(message, ctx, parsed, directive, by))]
         if parsed.short:

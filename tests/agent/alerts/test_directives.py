@@ -117,7 +117,7 @@ D = timedelta(days=1)
     ],
 )
 def test_directive_forms(text: str, expected: Directive) -> None:
-    everyday = expected.scope == "cron" or text in ("ok", "okay", "done", "fixed")
+    everyday = expected.scope in ("cron", "pulse") or text in ("ok", "okay", "done", "fixed")
     assert parse_reply(text) == ParsedReply(directive=expected, everyday=everyday)
 
 
@@ -137,8 +137,9 @@ def test_directive_forms(text: str, expected: Directive) -> None:
         ("2 ack", False),
         ("ack", False),
         ("snooze 1h", False),
-        ("pause pulse", False),  # names what it changes
-        ("pulse 6 per day", False),
+        ("pause pulse", True),  # issue 32: changes the pulse only as a clear answer
+        ("pulse 6 per day", True),
+        ("#2 pause pulse", False),
     ],
 )
 def test_everyday_words_are_marked(text: str, everyday: bool) -> None:

@@ -257,3 +257,19 @@ async def test_done_closes_an_acknowledged_alert_it_replies_to_but_ok_asks(
         assert await say(h, "done", reply_to=message) == f"#{code} resolved."
         assert await say(h, "fixed", reply_to=message) == "agent answer"
         assert len(h.model.requests) == 2
+
+
+async def test_pulse_words_after_the_window_go_to_the_model(mongo_server: str) -> None:
+    async with sitting(mongo_server) as (h, cron):
+        await nas_alert(h, cron)
+        pulse = h.app.scheduling.pulse if h.app.scheduling else None
+        assert pulse is not None
+        before = await pulse.get()
+        h.clock.advance(minutes=31)
+        assert await say(h, "pause pulse") == "agent answer"
+        after = await pulse.get()
+        assert (after.enabled, after.pulses_per_day) == (before.enabled, before.pulses_per_day)
+        # Right after an alert, as a plain answer to it, the same words act.
+        await h.router.raise_alert(severity="warning", title="Backup late")
+        assert "paused" in (await say(h, "pause pulse")).lower()
+        assert (await pulse.get()).enabled is False
