@@ -164,3 +164,10 @@ async def test_every_page_in_words_and_no_sideways_scroll(
         assert scroll <= inner, (path, scroll, inner)
     await browser.get("/jobs")
     assert "you" in await browser.text("main")  # "Telegram, you" or "Terminal, you"
+    # The spend tables keep every column: on a phone their rows stack, labelled.
+    await browser.get("/spend")
+    shown = await browser.script(
+        "const r = document.querySelector('table.days tr[data-day]');"
+        "return [getComputedStyle(r).display, r.querySelectorAll('td[data-label]').length]"
+    )
+    assert shown[1] >= 3 and shown[0] == ("block" if size == "phone" else "table-row"), shown

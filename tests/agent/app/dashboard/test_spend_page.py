@@ -53,7 +53,7 @@ async def test_thirty_days_by_kind_with_zero_days_and_totals(
     assert SEGMENT.findall(inputs) == [("chat", "40"), ("cron", "700"), ("chat", "1500"),
                                        ("pulse", "3000")]  # fmt: skip
     assert SEGMENT.findall(_chart(text, "output"))[-2:] == [("chat", "300"), ("pulse", "300")]
-    cells = r"<td>([\d,]+)</td><td>([\d,]+)</td><td>(?:<strong>)?([\d,]+)"
+    cells = r"<td[^>]*>([\d,]+)</td><td[^>]*>([\d,]+)</td><td[^>]*>(?:<strong>)?([\d,]+)"
     row = re.compile(r'<tr data-kind="(\w+)">.*?' + cells, re.S)
     assert row.findall(text) == [
         ("chat", "1,540", "304", "1,844"),

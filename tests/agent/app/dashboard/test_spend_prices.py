@@ -44,7 +44,9 @@ async def test_the_spend_page_shows_usd_and_marks_estimates(
         async with client_of(app) as client:
             text = await page(client, "/spend")
     costs = dict(
-        re.findall(r'<tr data-kind="(\w+)">.*?<td class="cost">(?:<strong>)?([^<]+)<', text, re.S)
+        re.findall(
+            r'<tr data-kind="(\w+)">.*?<td class="cost"[^>]*>(?:<strong>)?([^<]+)<', text, re.S
+        )
     )
     assert costs == {"chat": "$0.5600", "cron": "~$0.0014", "pulse": "~$0.0020", "all": "~$0.5634"}
     models = re.findall(
@@ -55,7 +57,7 @@ async def test_the_spend_page_shows_usd_and_marks_estimates(
         ("my-local", "my-local", True),
         ("", "(unknown)", True),
     ]
-    day = re.search(r'<tr data-day="2026-11-26">.*?<td class="cost">([^<]+)<', text, re.S)
+    day = re.search(r'<tr data-day="2026-11-26">.*?<td class="cost"[^>]*>([^<]+)<', text, re.S)
     assert day is not None and day.group(1) == "~$0.5634"
     assert 'data-used="1101400" data-limit="1000000"' in text
     assert "budget spent" in text and "resets 00:00" in text
