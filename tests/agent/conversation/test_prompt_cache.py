@@ -275,4 +275,4 @@ async def test_cached_input_is_counted_with_usage_and_shown_on_the_spend_page(
     await model.aclose()
     assert (count.model, count.input, count.cached_input) == ("gpt-fake", 2_000, 1_536)
     row = re.search(r'<tr data-model="gpt-fake">.*?</tr>', text, re.S)
-    assert row is not None and '<td class="cached">1,536</td>' in row.group()
+    assert row is not None and '<td class="cached" data-label="Cached">1,536</td>' in row.group()
