@@ -121,12 +121,12 @@ def make_web_app(app: App) -> web.Application:
     gate = AdminGate(app.settings, app.clock)
     web_app[APP_KEY] = app
     web_app[GATE_KEY] = gate
-    web_app[HEALTH_KEY] = HealthBoard(lambda: HealthSources.of_app(app))
+    health = web_app[HEALTH_KEY] = HealthBoard(lambda: HealthSources.of_app(app))
     web_app.router.add_get("/healthz", healthz)
     web_app.router.add_get("/api/status", api_status)
     for method, path, handler in app.routes:
         web_app.router.add_route(method, path, handler)
-    setup_dashboard(web_app, app, gate)
+    setup_dashboard(web_app, app, gate, health)
     return web_app
 
 

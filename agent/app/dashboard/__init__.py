@@ -44,7 +44,7 @@ from agent.app.access import AdminGate
 from agent.app.application import App
 from agent.app.dashboard.auth import RevokedStore, Sessions
 from agent.app.dashboard.context import BY, DASHBOARD_KEY, Dashboard
-from agent.app.healthcheck import HealthBoard, HealthSources
+from agent.app.healthcheck import HealthBoard
 
 log = logging.getLogger(__name__)
 PAGES: tuple[str, ...] = ("login", "overview", "alerts", "runs", "jobs", "spend")
@@ -54,12 +54,15 @@ STATIC = Path(__file__).parent / "static"
 __all__ = ["BY", "PAGES", "Dashboard", "setup_dashboard"]
 
 
-def setup_dashboard(web_app: web.Application, app: App, gate: AdminGate) -> Dashboard:
+def setup_dashboard(
+    web_app: web.Application, app: App, gate: AdminGate, health: HealthBoard
+) -> Dashboard:
     """Mount the dashboard's routes and static files on ``web_app``; its templates load on
     the first page rendered (``Dashboard.render``). ``gate`` checks admin tokens, with
-    the same per-client throttle as ``/api/*``."""
+    the same per-client throttle as ``/api/*``; ``health`` is the board ``/healthz``
+    reads too, so a page and a probe at once share one collection."""
     sessions = Sessions(app.settings, gate, RevokedStore(app.database.db))
-    dash = Dashboard(app, sessions, HealthBoard(lambda: HealthSources.of_app(app)))
+    dash = Dashboard(app, sessions, health)
     web_app[DASHBOARD_KEY] = dash
 
     async def load_logouts(_web_app: web.Application) -> None:
