@@ -135,7 +135,8 @@ async def run(args: argparse.Namespace, fakes: Fakes, data: Path) -> None:
         openai_base_url=fakes.model.base_url,
         owner_telegram_ids=[HI_CHAT, *chats],
     )
-    async with build_app(settings, on_warm=freeze_heap):  # as watchkeeper run
+    async with build_app(settings):
+        freeze_heap()  # as watchkeeper run does once it serves
         sent = await fakes.push([HI_CHAT], "hi")
         await fakes.wait_sent(sent + 1, within=60)
         await asyncio.sleep(1.0)  # the "hi" finishes its writes

@@ -26,7 +26,6 @@ from agent.app.gate import SinkGate
 from agent.app.shutdown import Shutdown, ShutdownStack
 from agent.config import Settings, ensure_data_dir, open_configured_database
 from agent.llm.factory import build_model, check_model
-from agent.llm.lazy_sdk import warm_model
 from channels.types import Channel
 from storage.ejson import utcnow
 from storage.tasks import stop_task
@@ -40,8 +39,6 @@ if TYPE_CHECKING:
 __all__ = ["App", "Feature", "build_app", "configured_channels", "default_features", "preloaded"]
 
 log = logging.getLogger(__name__)
-WARM_AFTER = 0.3
-"""Seconds after start-up before the model SDK loads: the first long poll goes first."""
 DATABASE_MODULES = ("storage.db", "channels.delivery.pipeline")
 """The database client (pymongo) and the pipeline's: loaded once the channels' are."""
 ASSEMBLY = "agent.app.assemble"
@@ -104,14 +101,12 @@ async def build_app(
     features: Sequence[Feature] | None = None,
     exclusive_transports: bool = True,
     embedded: EmbeddedServer | None = None,
-    on_warm: Callable[[], object] | None = None,
     shutdown: Shutdown | None = None,
 ) -> AsyncIterator[App]:
     """Start the channels, the database, the pipeline and the agent; stop in reverse.
 
     ``embedded``: the embedded database server to use when ``MONGODB_URI`` is unset
-    (``watchkeeper run`` launches it before its slow imports). ``on_warm``: called
-    once the model's SDK has loaded (``watchkeeper run`` freezes its heap then).
+    (``watchkeeper run`` launches it before its slow imports).
     ``shutdown``: the stop's shared deadline (``agent.app.shutdown``), kept on the app
     so the HTTP server's stop shares it; the database closes after it, within its own
     bounds, so a database that does not answer cannot hold the stop."""
@@ -220,9 +215,6 @@ async def build_app(
         # The parts' tasks take their first step (WhatsApp's supervisor: connect) before
         # the app is handed out, as when recovery came last.
         await asyncio.sleep(0)
-        # The model's SDK loads in a thread once the channels poll (``lazy_sdk``).
-        warming = asyncio.create_task(_warm(model, on_warm), name="warm model")
-        stack.push_async_callback(stop_task, warming)
         yield app
 
 
@@ -241,12 +233,6 @@ async def _load_after(first: Awaitable[None], names: Sequence[str]) -> None:
     """``names`` imported in a thread once ``first`` is done."""
     await asyncio.shield(first)
     await asyncio.to_thread(_load, names)
-
-
-async def _warm(model: ModelClient, then: Callable[[], object] | None) -> None:
-    await warm_model(model, WARM_AFTER)
-    if then is not None:
-        then()
 
 
 def default_features() -> list[Feature]:

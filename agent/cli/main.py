@@ -73,12 +73,7 @@ async def _run(settings: Settings, spare: SpareServer | None = None) -> int:
         # the agent's once what the channels read can be stored.
         from agent.app.core import build_app
 
-        # Once the model's SDK has loaded, start-up's objects leave the collector's sight.
-        from storage.heap import freeze_heap
-
-        app = await stack.enter_async_context(
-            build_app(settings, embedded=embedded, on_warm=freeze_heap)
-        )
+        app = await stack.enter_async_context(build_app(settings, embedded=embedded))
         # The HTTP server's and the dashboard's modules off the event loop, which is storing
         # updates (jinja2 loads later, on the dashboard's first page).
         await asyncio.to_thread(importlib.import_module, "agent.app.http")
@@ -88,6 +83,11 @@ async def _run(settings: Settings, spare: SpareServer | None = None) -> int:
             serve(make_web_app(app), sockets, header_timeout=settings.http_read_timeout_seconds)
         )
         log.info("http: listening on %s:%d", settings.http_host, port)
+        # Start-up's objects out of the collector's sight (``storage.heap``). The model's
+        # SDK is not among them: it loads with the first exchange (``Agent.respond``).
+        from storage.heap import freeze_heap
+
+        freeze_heap()
         log.info("%s", dashboard_line(settings, port))
         log.info("watchkeeper is running; Ctrl-C to stop")
         await stop.wait()

@@ -31,6 +31,7 @@ from agent.conversation.prompt import (
     sorted_tools,
 )
 from agent.llm.base import ModelClient, ModelError
+from agent.llm.lazy_sdk import warm_model
 from agent.llm.types import (
     MessagesAdapter,
     ModelMessage,
@@ -105,6 +106,9 @@ class Agent:
         self.max_turns = max_turns
         self.media = media
         """Fetches a message's pending photos and voice notes as its turn is built."""
+        self._warming: asyncio.Future[None] | None = None
+        """The model's SDK loading, from the first exchange on (not at start: an agent
+        nobody has written to yet does not hold it)."""
 
     async def respond(self, text: str, ctx: RunContext, *, isolated: bool = False) -> AgentReply:
         """Answer ``text`` in the conversation named by ``ctx.conversation_key``.
@@ -112,6 +116,8 @@ class Agent:
         ``isolated`` runs without earlier history (pulses and cron runs).
         """
         started = time.perf_counter()
+        if self._warming is None:  # beside this exchange's reads; the request awaits it
+            self._warming = asyncio.ensure_future(warm_model(self.model))
         deps = ctx.deps
         conversation = await deps.conversations.active(
             ctx.conversation_key, channel=ctx.channel, chat_id=ctx.chat_id

@@ -179,3 +179,21 @@ def test_tool_schemas_keep_every_argument_name() -> None:
     assert set(schema["properties"]) == {"title", "properties"}
     assert "title" not in schema["properties"]["title"]  # the keyword itself is dropped
     assert schema["required"] == ["title"]
+
+
+async def test_the_model_sdk_loads_with_the_first_exchange_not_before(deps: AgentDeps) -> None:
+    """An agent nobody has written to holds no SDK (13 MiB for OpenAI's); the first
+    exchange starts loading it, once, and the answer still comes."""
+
+    class Loading(ScriptedModel):
+        warmed = 0
+
+        async def warm(self) -> None:
+            self.warmed += 1
+
+    model = Loading(lambda r: "hello")
+    agent = _agent(model)
+    assert model.warmed == 0
+    assert (await agent.respond("hi", owner_ctx(deps))).text == "hello"
+    assert (await agent.respond("again", owner_ctx(deps))).text == "hello"
+    assert model.warmed == 1
