@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -45,6 +46,15 @@ URL_SETTINGS = (
     "telegram_webhook_url",
     "healthcheck_url",
 )
+
+
+def installed(module: str) -> bool:
+    """Whether ``module`` can be imported, found without importing it (only its parents):
+    the SDKs of Gemini and MCP are extras, installed when the configuration uses them."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
 
 
 class ConfigError(Exception):

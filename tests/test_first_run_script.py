@@ -153,3 +153,28 @@ def test_the_whatsapp_extra_is_installed_only_when_whatsapp_is_on(tmp_path: Path
     )
     assert _extras_asked(root) == "embedded,whatsapp"
     assert _extras_asked(root, WHATSAPP_ENABLED="false") == "embedded"
+
+
+def test_the_gemini_extra_is_installed_only_when_gemini_is_used(tmp_path: Path) -> None:
+    """Google's SDK brings google-auth and cryptography (which python-telegram-bot then
+    imports at every start): only a configuration that uses Gemini installs it."""
+    root = _checkout(tmp_path)
+    assert _extras_asked(root) == "embedded"  # OpenAI's key only
+    assert _extras_asked(root, GEMINI_API_KEY="g-key") == "embedded,gemini"
+    assert _extras_asked(root, LLM_FALLBACK="Gemini") == "embedded,gemini"
+    env_file = root / ".env"
+    env_file.write_text(env_file.read_text().replace("GEMINI_API_KEY=\n", "GEMINI_API_KEY=g\n"))
+    both = _extras_asked(root, WHATSAPP_ENABLED="1")
+    assert both == "embedded,whatsapp,gemini"
+
+
+def test_the_mcp_extra_is_installed_only_with_an_mcp_servers_file(tmp_path: Path) -> None:
+    root = _checkout(tmp_path)
+    assert _extras_asked(root) == "embedded"
+    assert _extras_asked(root, MCP_CONFIG="/etc/mcp.json") == "embedded,mcp"
+    (root / "data").mkdir()
+    (root / "data" / "mcp.json").write_text('{"mcpServers": {}}')
+    assert _extras_asked(root) == "embedded,mcp"  # DATA_DIR/mcp.json, DATA_DIR unset
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    assert _extras_asked(root, DATA_DIR=str(elsewhere)) == "embedded"

@@ -30,11 +30,12 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from agent.config import ConfigError, Provider, Settings, cli_command, ensure_data_dir
 from agent.context import system_clock
-from agent.llm.factory import provider_key
+from agent.llm.factory import GEMINI_SDK_MISSING, provider_key
 from agent.tools.mcp.client import McpServers, ServerStatus
 from agent.tools.mcp.config import (
     HttpServer,
     McpConfigError,
+    McpSdkMissing,
     ServerConfig,
     StdioServer,
     survey_mcp_config,
@@ -131,8 +132,9 @@ async def _check_provider(settings: Settings, role: str, provider: Provider) -> 
     fatal = role == "model"
     try:
         key = provider_key(settings, provider)
-    except ConfigError:
-        return Check(role, False, f"{provider}: API key missing", fatal=fatal)
+    except ConfigError as exc:
+        missing = GEMINI_SDK_MISSING if str(exc) == GEMINI_SDK_MISSING else "API key missing"
+        return Check(role, False, f"{provider}: {missing}", fatal=fatal)
     wanted, setting = (
         (settings.openai_model, "OPENAI_MODEL")
         if provider == "openai"
@@ -302,6 +304,9 @@ async def check_mcp(settings: Settings) -> list[Check]:
     if path is None:
         return [Check("mcp", False, "no servers (MCP_CONFIG unset and no DATA_DIR/mcp.json)")]
     whole = [p for p in survey.problems if p.server is None]
+    if whole and isinstance(whole[0], McpSdkMissing):
+        step = "install the MCP SDK: pip install 'watchkeeper[mcp]', then start again"
+        return [Check("mcp", False, str(whole[0]), True, step)]
     if whole:  # unreadable, not JSON, not an "mcpServers" object
         problem = str(whole[0])
         return [Check("mcp", False, problem, True, f"fix the MCP servers file: {problem}")]
@@ -439,6 +444,8 @@ def next_steps(settings: Settings, checks: Sequence[Check], owners: Owners) -> l
             "put a model key in .env: OPENAI_API_KEY=sk-... (or GEMINI_API_KEY=...), "
             "then start again"
         )
+    elif "model" in failed and GEMINI_SDK_MISSING in failed["model"]:
+        steps.append("install Gemini's SDK: pip install 'watchkeeper[gemini]', then start again")
     elif "model" in failed:
         steps.append(
             f"the model does not answer ({failed['model']}): check the key and base URL "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent.config import ConfigError, Provider, Settings
+from agent.config import ConfigError, Provider, Settings, installed
 from agent.llm.base import ModelClient
 from agent.llm.resilient import ResilientModel
 
@@ -10,6 +10,10 @@ NO_MODEL = "no model configured: set GEMINI_API_KEY or OPENAI_API_KEY"
 LOCAL_KEY = "unused"
 """Key sent to an OpenAI-compatible server at ``OPENAI_BASE_URL`` that needs none
 (Ollama, vLLM); the SDK refuses to start without one."""
+GEMINI_SDK_MISSING = (
+    "provider gemini needs Google's SDK, the gemini extra: pip install 'watchkeeper[gemini]'"
+    " (scripts/run installs it when GEMINI_API_KEY is set)"
+)
 
 
 def build_model(settings: Settings) -> ModelClient:
@@ -34,10 +38,13 @@ def check_model(settings: Settings) -> None:
 
 
 def provider_key(settings: Settings, provider: Provider) -> str:
-    """The key ``provider`` is called with; ``ConfigError`` when it is missing."""
+    """The key ``provider`` is called with; ``ConfigError`` when it is missing, or when
+    the provider's SDK is not installed (Gemini's is an extra), found without importing it."""
     if provider == "gemini":
         if settings.gemini_api_key is None or not settings.gemini_api_key.get_secret_value():
             raise ConfigError("provider gemini is selected but GEMINI_API_KEY is not set")
+        if not installed("google.genai"):
+            raise ConfigError(GEMINI_SDK_MISSING)
         return settings.gemini_api_key.get_secret_value()
     key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else ""
     if not key:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.config import Settings, check_http_url
+from agent.config import Settings, check_http_url, installed
 
 SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,30}")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -37,6 +37,16 @@ class McpConfigError(Exception):
         super().__init__(message)
         self.server = server
         self.variable = variable
+
+
+class McpSdkMissing(McpConfigError):
+    """Servers are configured but the MCP SDK (the ``mcp`` extra) is not installed."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(
+            f"{path} names MCP servers, but the MCP SDK is not installed: "
+            "pip install 'watchkeeper[mcp]' (scripts/run installs it when the file exists)"
+        )
 
 
 @dataclass(frozen=True)
@@ -92,6 +102,8 @@ def load_mcp_config(
     path = mcp_config_path(settings)
     if path is None:
         return []
+    if not installed("mcp"):
+        raise McpSdkMissing(path)
     text = _read(path)
     return parse_mcp_config(text, str(path), _environment() if environ is None else environ)
 
@@ -101,6 +113,8 @@ def survey_mcp_config(settings: Settings, environ: Mapping[str, str] | None = No
     path = mcp_config_path(settings)
     if path is None:
         return McpSurvey(None, [], [])
+    if not installed("mcp"):
+        return McpSurvey(path, [], [McpSdkMissing(path)])
     try:
         servers, problems = _parse_all(
             _read(path), str(path), _environment() if environ is None else environ

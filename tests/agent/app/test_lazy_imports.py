@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -55,7 +56,7 @@ except ConfigError as exc:
 
 def _run(script: str, tmp_path: Path, modules: tuple[str, ...] = SDKS, **env: str) -> object:
     clean = {k: v for k, v in os.environ.items() if not k.isupper() or k in ("PATH", "HOME")}
-    clean.update(PYTHONPATH=str(ROOT), DATA_DIR=str(tmp_path / "data"), **env)
+    clean.update({"PYTHONPATH": str(ROOT), "DATA_DIR": str(tmp_path / "data"), **env})
     done = subprocess.run(
         [sys.executable, "-c", script, *modules],
         cwd=tmp_path,  # no .env here
@@ -82,8 +83,8 @@ def test_telegram_and_openai_load_no_other_sdk_nor_what_waits_for_first_use(
         OWNER_TELEGRAM_IDS="42",
         HTTP_PORT="0",
     )
-    # OpenAI's SDK loads in a thread once the app runs (``agent.llm.lazy_sdk``): an app
-    # stopped at once never needed it. No photo came and no page was asked for.
+    # OpenAI's SDK loads with the first exchange (``agent.llm.lazy_sdk``): an app that
+    # got no message never needed it. No photo came and no page was asked for.
     assert loaded == ["telegram"]
 
 
@@ -97,3 +98,60 @@ def test_a_missing_key_is_found_without_importing_an_sdk(tmp_path: Path) -> None
     assert isinstance(found, list)
     assert "GEMINI_API_KEY is not set" in found[0]
     assert found[1] == []
+
+
+def test_gemini_without_its_sdk_says_which_extra_to_install(tmp_path: Path) -> None:
+    """Google's SDK is an extra (``gemini``): an install without it, asked for Gemini,
+    says how to add it, from ``watchkeeper run``'s first check, without an import."""
+    shadow = tmp_path / "shadow"  # a ``google`` package without ``genai``, found first
+    (shadow / "google").mkdir(parents=True)
+    (shadow / "google" / "__init__.py").write_text("")
+    found = _run(
+        CHECK_ONLY,
+        tmp_path,
+        GEMINI_API_KEY="g-test",
+        PYTHONPATH=os.pathsep.join([str(shadow), str(ROOT)]),
+    )
+    assert isinstance(found, list)
+    assert "pip install 'watchkeeper[gemini]'" in found[0]
+    assert found[1] == []
+
+
+MCP_WITHOUT_SDK = """
+import asyncio, json
+from agent.app.features.mcp import build_servers
+from agent.cli.doctor import check_mcp
+from agent.config import load_settings
+from agent.tools.mcp.config import McpConfigError
+settings = load_settings()
+try:
+    build_servers(settings)
+    said = None
+except McpConfigError as exc:
+    said = str(exc)
+[check] = asyncio.run(check_mcp(settings))
+print(json.dumps([said, check.ok, check.step]))
+"""
+
+
+def test_an_mcp_file_without_the_sdk_says_which_extra_to_install(tmp_path: Path) -> None:
+    """The MCP SDK is an extra (``mcp``). Run by an interpreter whose site-packages
+    lack it: the servers file is reported (as a bad file is: no MCP tools, start-up goes
+    on), and ``doctor`` names the install as the next step."""
+    site = tmp_path / "site"  # this interpreter's packages, as links, but for mcp's
+    site.mkdir()
+    for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
+        if entry.name != "mcp" and not entry.name.startswith("mcp-"):
+            (site / entry.name).symlink_to(entry)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "mcp.json").write_text('{"mcpServers": {"x": {"command": "true"}}}')
+    clean = {k: v for k, v in os.environ.items() if not k.isupper() or k in ("PATH", "HOME")}
+    clean.update(PYTHONPATH=os.pathsep.join([str(ROOT), str(site)]), DATA_DIR="data")
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", MCP_WITHOUT_SDK],  # -S: not the real site-packages
+        cwd=tmp_path, env=clean, capture_output=True, text=True, timeout=90,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    said, ok, step = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "the MCP SDK is not installed: pip install 'watchkeeper[mcp]'" in said
+    assert not ok and step.startswith("install the MCP SDK: pip install 'watchkeeper[mcp]'")
