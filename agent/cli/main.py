@@ -16,7 +16,7 @@ import importlib
 import logging
 import signal
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from storage.embedded.spare import SpareServer
@@ -83,17 +83,27 @@ async def _run(settings: Settings, spare: SpareServer | None = None) -> int:
             serve(make_web_app(app), sockets, header_timeout=settings.http_read_timeout_seconds)
         )
         log.info("http: listening on %s:%d", settings.http_host, port)
-        # Start-up's objects out of the collector's sight (``storage.heap``). The model's
-        # SDK is not among them: it loads with the first exchange (``Agent.respond``).
+        # Start-up's objects out of the collector's sight (``storage.heap``); the model's
+        # SDK's once the first exchange has loaded it (``Agent.respond``).
         from storage.heap import freeze_heap
+        from storage.tasks import stop_task
 
         freeze_heap()
+        freezing = asyncio.create_task(_freeze_when(app.agent.model_loaded()), name="freeze")
+        stack.push_async_callback(stop_task, freezing)
         log.info("%s", dashboard_line(settings, port))
         log.info("watchkeeper is running; Ctrl-C to stop")
         await stop.wait()
         log.info("stopping")
     log.info("stopped")
     return 0
+
+
+async def _freeze_when(loaded: Awaitable[None]) -> None:
+    from storage.heap import freeze_heap
+
+    await loaded
+    freeze_heap()
 
 
 def dashboard_line(settings: Settings, port: int) -> str:

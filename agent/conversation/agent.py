@@ -109,6 +109,7 @@ class Agent:
         self._warming: asyncio.Future[None] | None = None
         """The model's SDK loading, from the first exchange on (not at start: an agent
         nobody has written to yet does not hold it)."""
+        self._loaded = asyncio.Event()
 
     async def respond(self, text: str, ctx: RunContext, *, isolated: bool = False) -> AgentReply:
         """Answer ``text`` in the conversation named by ``ctx.conversation_key``.
@@ -117,7 +118,7 @@ class Agent:
         """
         started = time.perf_counter()
         if self._warming is None:  # beside this exchange's reads; the request awaits it
-            self._warming = asyncio.ensure_future(warm_model(self.model))
+            self._warming = asyncio.ensure_future(self._load_model())
         deps = ctx.deps
         conversation = await deps.conversations.active(
             ctx.conversation_key, channel=ctx.channel, chat_id=ctx.chat_id
@@ -176,6 +177,15 @@ class Agent:
         await deps.messages.append(conv_id, stored, start_seq=next_seq)
         reply.duration_ms = (time.perf_counter() - started) * 1000
         return reply
+
+    async def model_loaded(self) -> None:
+        """Return once the first exchange has loaded the model's SDK (``watchkeeper
+        run`` then moves its modules out of the collector's sight, as start-up's)."""
+        await self._loaded.wait()
+
+    async def _load_model(self) -> None:
+        await warm_model(self.model)
+        self._loaded.set()
 
     def _history(self, docs: list[dict[str, Any]], ctx: RunContext) -> list[ModelMessage]:
         docs = [d for d in docs if d.get("parts")]

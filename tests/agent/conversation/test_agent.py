@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import aiohttp
@@ -193,7 +194,10 @@ async def test_the_model_sdk_loads_with_the_first_exchange_not_before(deps: Agen
 
     model = Loading(lambda r: "hello")
     agent = _agent(model)
-    assert model.warmed == 0
+    loaded = asyncio.ensure_future(agent.model_loaded())  # watchkeeper run freezes then
+    await asyncio.sleep(0)
+    assert model.warmed == 0 and not loaded.done()
     assert (await agent.respond("hi", owner_ctx(deps))).text == "hello"
+    await asyncio.wait_for(loaded, 10)
     assert (await agent.respond("again", owner_ctx(deps))).text == "hello"
     assert model.warmed == 1
