@@ -18,8 +18,15 @@ reaches the internet). Each run uses a fresh ``DATA_DIR`` and prints:
 5. input tokens of the "hi" request as sent on the wire (message texts plus the JSON
    of the tool schemas, o200k).
 
+The agent runs from a venv installed as ``scripts/run`` installs it for this
+configuration (``.[embedded]``, made once in ``.venv-bench`` and again when
+``pyproject.toml`` changes), not from the dev venv: there pytest and import-linter bring
+rich and Pygments, and with them httpx imports its command line at every start (3 MiB
+that no user's install holds). ``--python`` names another interpreter.
+
 Figures are the median of ``--runs`` runs, then this machine's Python speed meanwhile.
-Targets: burst <= 1.5 s, <= 8 CPU-ms per message, idle <= 110 MiB, start <= 0.8 s.
+Limits (issue 29): start <= 1.0 s, idle <= 135 MiB, burst <= 1.6 s, <= 10 CPU-ms per
+message.
 
     .venv/bin/python bench/bench_app.py [--runs 3] [--chats 100] [--model-seconds 1]
 """
@@ -28,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import os
 import signal
@@ -120,7 +128,7 @@ def resident_once_mib(pids: list[int]) -> float:
     libpython, libc and OpenSSL (~10 MiB resident in each), which a sum of RSS counts
     twice. Per mapping of the same file and offset, the larger RSS; anonymous memory
     (a fresh process each, nothing shared) summed."""
-    anon_kib, files = 0, {}
+    anon_kib, files = 0, dict[tuple[str, str], int]()
     for pid in pids:
         try:
             lines = Path(f"/proc/{pid}/smaps").read_text().splitlines()
@@ -232,10 +240,33 @@ async def wait_until(predicate: Callable[[], bool], within: float, what: str) ->
         await asyncio.sleep(0.005)
 
 
-def watchkeeper_run(env: dict[str, str], cwd: Path, out: Any) -> subprocess.Popen[bytes]:
+def product_python() -> str:
+    """The interpreter of a venv with the project installed as ``scripts/run`` installs it
+    for Telegram and OpenAI: made once (about a minute), again when pyproject changes."""
+    venv = ROOT / ".venv-bench"
+    digest = hashlib.sha1((ROOT / "pyproject.toml").read_bytes()).hexdigest()[:12]
+    stamp = venv / f".installed-embedded-{digest}"
+    if not stamp.exists():
+        print("installing the product into .venv-bench (once)...", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
+        subprocess.run([*pip, "-e", f"{ROOT}[embedded]"], check=True, cwd=ROOT,
+                       env={**os.environ, "PYTHONWARNINGS": "ignore"})  # fmt: skip
+        stamp.touch()
+    # As scripts/run does: the project's modules compiled ahead, where PYTHONDONTWRITEBYTECODE
+    # would otherwise have every start compile them again.
+    packages = ["agent", "channels", "scheduler", "storage"]
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *packages], cwd=ROOT, check=True,
+                   stdout=subprocess.DEVNULL)  # fmt: skip
+    return str(venv / "bin" / "python")
+
+
+def watchkeeper_run(
+    env: dict[str, str], cwd: Path, out: Any, python: str
+) -> subprocess.Popen[bytes]:
     """``watchkeeper run`` as a process, its output to ``out``; the caller times from here."""
     return subprocess.Popen(
-        [sys.executable, "-m", "agent", "run"],
+        [python, "-m", "agent", "run"],
         cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
     )  # fmt: skip
 
@@ -257,7 +288,8 @@ async def one_run(args: argparse.Namespace, tmp: Path) -> Run:
         env = environment(tmp / "data", telegram.url, model.base_url, [HI_CHAT, *chats])
         log_path = tmp / "run.log"
         with log_path.open("wb") as log_file:
-            spawned, process = time.perf_counter(), watchkeeper_run(env, tmp, log_file)
+            spawned = time.perf_counter()
+            process = watchkeeper_run(env, tmp, log_file, args.python)
         try:
             await wait_until(lambda: telegram.first_poll is not None, 60, "the first getUpdates")
             assert telegram.first_poll is not None
@@ -309,14 +341,15 @@ async def one_run(args: argparse.Namespace, tmp: Path) -> Run:
     )
 
 
-async def start_only(tmp: Path) -> tuple[float, float]:
+async def start_only(tmp: Path, python: str) -> tuple[float, float]:
     """Seconds from spawning ``watchkeeper run`` to its first ``getUpdates``, and to its
     answer (the model's is instant) to a message waiting for it; then stop."""
     async with TimedTelegram() as telegram, TimedOpenAI() as model:
         model.default = Answer(200, model.completion("Hello! How can I help?"), 0.0)
         telegram.push_text(HI_CHAT, "hi")
         env = environment(tmp / "data", telegram.url, model.base_url, [HI_CHAT])
-        spawned, process = time.perf_counter(), watchkeeper_run(env, tmp, subprocess.DEVNULL)
+        spawned = time.perf_counter()
+        process = watchkeeper_run(env, tmp, subprocess.DEVNULL, python)
         try:
             await wait_until(lambda: telegram.first_poll is not None, 60, "the first getUpdates")
             assert telegram.first_poll is not None
@@ -340,19 +373,19 @@ def show(runs: list[Run], chats: int, model_seconds: float) -> None:
     cpu = [r.cpu_ms_per_msg for r in runs]
     parts = " + ".join(f"{p:.1f}" for p in runs[len(runs) // 2].idle_parts)
     print(f"watchkeeper run, median of {len(runs)} run(s):")
-    print(f"start to first getUpdates: {span(start, '{:.2f}')} s (target <= 0.8 s)")
+    print(f"start to first getUpdates: {span(start, '{:.2f}')} s (limit <= 1.0 s)")
     print(f"idle resident memory, all processes: {span(idle, '{:.1f}')} MiB [{parts}]"
-          " (target <= 110 MiB)")  # fmt: skip
+          " (limit <= 135 MiB)")  # fmt: skip
     once = span([r.idle_once_mib for r in runs], "{:.1f}")
     print(f"  the same, pages of shared libraries counted once: {once} MiB")
     print(f"{chats} chats at once, {model_seconds:g} s model, all answered: "
-          f"{span(burst, '{:.2f}')} s (target <= 1.5 s)")  # fmt: skip
+          f"{span(burst, '{:.2f}')} s (limit <= 1.6 s)")  # fmt: skip
     print(f"model requests spread over: {span(spread, '{:.2f}')} s")
     first = span([r.first_ask_s for r in runs], "{:.2f}")
     tail = span([r.tail_s for r in runs], "{:.2f}")
     print(f"  the first went after {first} s; the last reply was sent {tail} s after the")
     print("  last model answer (storing and sending: the burst = first + spread + model + this)")
-    print(f"CPU per message, all processes: {span(cpu, '{:.1f}')} ms (target <= 8 ms)")
+    print(f"CPU per message, all processes: {span(cpu, '{:.1f}')} ms (limit <= 10 ms)")
     fakes = med([r.fakes_ms_per_msg for r in runs])
     print(f"  and the fakes' (this process), on the same cores meanwhile: {fakes:.1f} ms")
     print(f'"hi" request: {runs[0].hi_tokens} tokens')
@@ -380,12 +413,14 @@ async def main() -> None:
     parser.add_argument(
         "--starts", type=int, default=0, help="only time start-up, this many times (noisy)"
     )
+    parser.add_argument("--python", help="interpreter to run the agent (default: .venv-bench)")
     args = parser.parse_args()
+    args.python = args.python or product_python()
     if args.starts:
         timed = []
         for _ in range(args.starts):
             with tempfile.TemporaryDirectory(prefix="bench-app-") as tmp:
-                timed.append(await start_only(Path(tmp)))
+                timed.append(await start_only(Path(tmp), args.python))
         for label, values in (
             ("start to first getUpdates", [poll for poll, _ in timed]),
             ("a message waiting at start answered", [answer for _, answer in timed]),
