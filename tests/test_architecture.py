@@ -203,3 +203,16 @@ def test_the_readme_stays_short() -> None:
     the benchmarks' sittings live in ``bench/RESULTS.md``."""
     lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
     assert len(lines) <= 400
+
+
+def test_dependencies_are_compatible_ranges_but_the_two_pinned_on_purpose() -> None:
+    """A security release of a dependency can be taken without reading its internals:
+    nothing private is used. Exact pins only where DESIGN.md says so: neonize (its wheel
+    re-downloads its Go library on a version mismatch) and SecantusDB (beta)."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    shipped = [*project["dependencies"], *(r for k, v in extras.items() if k != "dev" for r in v)]
+    exact = sorted({r.split("==")[0] for r in shipped if "==" in r})
+    assert exact == ["SecantusDB", "neonize"]
