@@ -21,8 +21,7 @@ from google.genai import errors
 from google.genai import types as gt
 
 from agent.llm.base import ModelError, unexpected
-from agent.llm.limiter import response_retry_after, retry_delay_from_details
-from agent.llm.turns import Turns
+from agent.llm.limiter import Turns, response_retry_after, retry_delay_from_details
 from agent.llm.types import (
     MediaPart,
     ModelMessage,
@@ -127,7 +126,7 @@ class GeminiModel:
             )
 
         try:
-            # Built in turn with the other requests of a burst (``agent.llm.turns``).
+            # Built in turn with the other requests of a burst (``agent.llm.limiter``).
             response = await self._turns.run(generate)
         except errors.APIError as exc:
             code = int(exc.code or 0)

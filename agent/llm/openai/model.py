@@ -38,7 +38,7 @@ import aiohttp
 from agent.llm import textcalls
 from agent.llm.base import UNREADABLE, ModelError, unexpected
 from agent.llm.lazy_sdk import LazyImport
-from agent.llm.limiter import response_retry_after
+from agent.llm.limiter import Turns, response_retry_after
 from agent.llm.openai.wire import (
     RequestBodies,
     native_messages,
@@ -46,7 +46,6 @@ from agent.llm.openai.wire import (
     sends_images,
     text_messages,
 )
-from agent.llm.turns import Turns
 from agent.llm.types import ModelMessage, ModelResponse, ToolSpec, call_ids, without_media
 
 if TYPE_CHECKING:
@@ -256,7 +255,7 @@ class OpenAIModel:
                     # comes back as its JSON (``cast_to=object``), read by
                     # parse_completion without building the SDK's ``ChatCompletion``
                     # objects first. Built in turn with the other requests of a burst
-                    # (``agent.llm.turns``).
+                    # (``agent.llm.limiter``).
                     completion = await self._turns.run(functools.partial(self._post, wire, offered))
                 except openai.APIStatusError as exc:
                     status, detail = exc.status_code, self._redact(_detail(exc))

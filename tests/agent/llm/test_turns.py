@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from agent.llm.turns import Turns
+from agent.llm.limiter import Turns
 
 BUILD = 0.003  # CPU a request takes to build (blocking, as real building is)
 CONNECT = 0.005  # then it waits, as for its connection
