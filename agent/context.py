@@ -20,6 +20,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from agent.alerts.router import AlertRouter
 from agent.config import Settings
+from agent.llm.budget import TokenBudget
 from agent.llm.images import ImageDecoder
 from agent.owner import OwnerSettings, owner_chat
 from channels.delivery.outbox import Outbox
@@ -29,7 +30,7 @@ from scheduler.engine import Engine
 from scheduler.pulse.store import PulseStore
 from storage.repos.conversations import ConversationRepo, MessageRepo, SystemInstructionRepo
 from storage.repos.effects import EffectLog
-from storage.repos.usage import TokenBudget, UsageLog
+from storage.repos.usage import UsageLog
 
 Tier = Literal["owner", "contact"]
 RunKind = Literal["chat", "cron", "pulse"]
@@ -91,9 +92,9 @@ class AgentDeps:
     messages: MessageRepo = field(init=False)
     effects: EffectLog = field(init=False)
     usage: UsageLog = field(init=False)
-    """Tokens per day for the dashboard, written in batches (``storage.repos.usage``)."""
+    """Tokens per day for the dashboard, written in batches (``agent.llm.budget``)."""
     budget: TokenBudget = field(init=False)
-    """``DAILY_TOKEN_BUDGET``, checked before every model call (``storage.repos.usage``)."""
+    """``DAILY_TOKEN_BUDGET``, checked before every model call (``agent.llm.budget``)."""
 
     def __post_init__(self) -> None:
         # The repositories over ``db``, made with the record (it is frozen after).

@@ -1,6 +1,6 @@
 """The owner's ``/status``: one short message built from the same sections as
 ``GET /api/status``, so the two never disagree, and today's tokens against the daily
-budget with what they cost (``storage.repos.usage``)."""
+budget with what they cost (``agent.llm.budget``)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from agent.app.application import StatusSection
 from agent.app.features.mcp import mcp_status_line
 from agent.context import AgentDeps, RunContext
 from agent.conversation.dispatch import Command
+from agent.llm.budget import RAISE_HINT, load_prices, shown
 from channels.delivery.outbox import Outbox
 from channels.types import Channel, InboundMessage, Reply
-from storage.repos.usage import RAISE_HINT, load_prices, shown
 
 
 class StatusSource(Protocol):

@@ -12,7 +12,7 @@ instead of made (``agent.tools.held``), for the rest of the exchange. Sends and 
 held for the owner's approval are asked about as the loop ends, whatever ends it: one
 message per exchange, not one per send (``agent.tools.sending.ask_owner``).
 
-The daily token budget (``storage.repos.usage``) is checked before every model call and
+The daily token budget (``agent.llm.budget``) is checked before every model call and
 counted after it: once spent, the loop ends with its short answer instead of a call, so
 a turn that crosses the cap keeps what its last round did and stops there.
 

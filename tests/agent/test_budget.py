@@ -27,8 +27,7 @@ from agent.app.application import App
 from agent.app.core import build_app
 from agent.app.features.alerts import AlertingOptions, alerting
 from agent.app.features.scheduling import SchedulingOptions, scheduling
-from agent.llm.openai.model import OpenAIModel
-from storage.repos.usage import (
+from agent.llm.budget import (
     DEFAULT_PRICE,
     PriceError,
     PriceTable,
@@ -37,6 +36,7 @@ from storage.repos.usage import (
     save_prices,
     usd,
 )
+from agent.llm.openai.model import OpenAIModel
 from tests.conftest import make_settings
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import BERLIN, FakeClock

@@ -1,9 +1,9 @@
 """Spend: ``GET /spend``, input and output tokens per day for 30 days, by chat, cron and
 pulse, as two stacked bar charts (inline SVG) with totals and a table of every day, and
-what they cost in USD by model (``storage.repos.usage``: list prices, the owner's overrides;
+what they cost in USD by model (``agent.llm.budget``: list prices, the owner's overrides;
 a model missing from the table is priced by the default and marked estimated, ``~``).
 
-Read from ``usage`` (``storage.repos.usage``): at most 90 small documents for the month.
+Read from ``usage`` (``agent.llm.budget``): at most 90 small documents for the month.
 ``spend_table`` turns the counts into one row per day (days with no tokens included,
 as zeros) and totals; the table of days folds each stretch without spend into one line
 (``folded``); ``spend_svg`` draws one stacked bar per day as inline SVG
@@ -22,19 +22,17 @@ from aiohttp import web
 from markupsafe import Markup, escape
 
 from agent.app.dashboard.context import Dashboard
-from storage.repos.usage import (
+from agent.llm.budget import (
     DEFAULT_PRICE,
-    KINDS,
     Cost,
-    DayUsage,
     Price,
     PriceError,
     PriceTable,
-    UsageKind,
     load_prices,
     set_price,
     shown,
 )
+from storage.repos.usage import KINDS, DayUsage, UsageKind
 
 DAYS = 30
 Side = Literal["input", "output"]
