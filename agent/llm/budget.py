@@ -20,11 +20,11 @@ counted after each (``record``). Guarantees:
 Only this process's calls are counted live; another process on the same database
 (``watchkeeper chat`` beside ``watchkeeper run``) is seen at the next day's read.
 
-Prices (``PriceTable``): USD per million input and output tokens per model, list prices
-by default (``DEFAULT_PRICES``), overridden by the ``settings`` document
-``_id: "model_prices"``: ``{"models": [{"model", "input", "output"}], "default":
-{"input", "output"}}``, read each time a page shows money. A model missing from the
-table costs ``default`` and is marked estimated.
+Prices (``PriceTable``): USD per million input, output and cached input tokens per
+model, list prices by default (``DEFAULT_PRICES``), overridden by the ``settings``
+document ``_id: "model_prices"``: ``{"models": [{"model", "input", "output", "cached"?}],
+"default": {"input", "output", "cached"?}}``, read each time a page shows money. A
+model missing from the table costs ``default`` and is marked estimated.
 """
 
 from __future__ import annotations
@@ -60,31 +60,40 @@ RAISE_HINT = "set DAILY_TOKEN_BUDGET in .env (0 = no cap) and restart Watchkeepe
 
 @dataclass(frozen=True)
 class Price:
-    """USD per million tokens."""
+    """USD per million tokens: input, output, and input read from the provider's prompt
+    cache (``cached``; None: no discount known, priced as input)."""
 
     input: float
     output: float
+    cached: float | None = None
+
+    @property
+    def cached_input(self) -> float:
+        """What a cached input token costs (never more than an uncached one)."""
+        return self.input if self.cached is None else min(self.cached, self.input)
 
 
-# List prices as of 2026 (USD per million tokens, standard tier, no cache discount);
-# override them, or add models, in the ``settings`` document ``model_prices``.
+# List prices as of 2026 (USD per million tokens, standard tier: input, output, cached
+# input); override them, or add models, in the ``settings`` document ``model_prices``.
+# The requests repeat their start from the second of a conversation on, so most input
+# tokens of a chat are cached ones: priced as input, a month's spend read 2-3 times high.
 DEFAULT_PRICES: Mapping[str, Price] = MappingProxyType(
     {
-        "gpt-4.1": Price(2.00, 8.00),
-        "gpt-4.1-mini": Price(0.40, 1.60),
-        "gpt-4.1-nano": Price(0.10, 0.40),
-        "gpt-4o": Price(2.50, 10.00),
-        "gpt-4o-mini": Price(0.15, 0.60),
-        "gpt-5": Price(1.25, 10.00),
-        "gpt-5-mini": Price(0.25, 2.00),
-        "gpt-5-nano": Price(0.05, 0.40),
-        "gpt-5.1": Price(1.25, 10.00),
-        "o3": Price(2.00, 8.00),
-        "o4-mini": Price(1.10, 4.40),
-        "gemini-2.5-pro": Price(1.25, 10.00),
-        "gemini-2.5-flash": Price(0.30, 2.50),
-        "gemini-2.5-flash-lite": Price(0.10, 0.40),
-        "gemini-2.0-flash": Price(0.10, 0.40),
+        "gpt-4.1": Price(2.00, 8.00, 0.50),
+        "gpt-4.1-mini": Price(0.40, 1.60, 0.10),
+        "gpt-4.1-nano": Price(0.10, 0.40, 0.025),
+        "gpt-4o": Price(2.50, 10.00, 1.25),
+        "gpt-4o-mini": Price(0.15, 0.60, 0.075),
+        "gpt-5": Price(1.25, 10.00, 0.125),
+        "gpt-5-mini": Price(0.25, 2.00, 0.025),
+        "gpt-5-nano": Price(0.05, 0.40, 0.005),
+        "gpt-5.1": Price(1.25, 10.00, 0.125),
+        "o3": Price(2.00, 8.00, 0.50),
+        "o4-mini": Price(1.10, 4.40, 0.275),
+        "gemini-2.5-pro": Price(1.25, 10.00, 0.31),
+        "gemini-2.5-flash": Price(0.30, 2.50, 0.075),
+        "gemini-2.5-flash-lite": Price(0.10, 0.40, 0.025),
+        "gemini-2.0-flash": Price(0.10, 0.40, 0.025),
     }
 )
 DEFAULT_PRICE = Price(2.00, 8.00)
@@ -99,12 +108,16 @@ class PriceError(ValueError):
 
 
 def check_price(model: str, value: object) -> Price:
-    """``{"input": x, "output": y}`` (USD per million tokens) as a ``Price``."""
+    """``{"input": x, "output": y}``, optionally ``"cached": z`` (USD per million
+    tokens), as a ``Price``."""
     if not isinstance(value, Mapping):
         raise PriceError(f"price of {model!r} must be {{'input': USD, 'output': USD}}")
-    sides: list[float] = []
-    for side in ("input", "output"):
+    sides: list[float | None] = []
+    for side in ("input", "output", "cached"):
         raw = value.get(side)
+        if side == "cached" and raw is None:
+            sides.append(None)
+            continue
         if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
             raise PriceError(f"{side} price of {model!r} must be a number, not {raw!r}")
         if not 0 <= raw <= MAX_PRICE:
@@ -113,7 +126,17 @@ def check_price(model: str, value: object) -> Price:
                 f"0 to {MAX_PRICE:g}"
             )
         sides.append(float(raw))
-    return Price(*sides)
+    given, out, cached = sides
+    assert given is not None and out is not None
+    return Price(given, out, cached)
+
+
+def price_doc(price: Price) -> Doc:
+    """As stored in ``model_prices`` (``cached`` only when known)."""
+    doc: Doc = {"input": price.input, "output": price.output}
+    if price.cached is not None:
+        doc["cached"] = price.cached
+    return doc
 
 
 @dataclass(frozen=True)
@@ -145,15 +168,23 @@ class PriceTable:
             name, base = base, _VERSION_TAIL.sub("", base)
         return self.default, True
 
-    def cost(self, model: str, input_tokens: int, output_tokens: int) -> Cost:
+    def cost(
+        self, model: str, input_tokens: int, output_tokens: int, cached_input_tokens: int = 0
+    ) -> Cost:
+        """USD for the tokens; ``cached_input_tokens`` (of the input) at the cached rate."""
         price, estimated = self.price_of(model)
-        usd = (input_tokens * price.input + output_tokens * price.output) / 1_000_000
+        cached = max(0, min(cached_input_tokens, input_tokens))
+        usd = (
+            (input_tokens - cached) * price.input
+            + cached * price.cached_input
+            + output_tokens * price.output
+        ) / 1_000_000
         return Cost(usd, estimated)
 
     def total(self, counts: Iterable[DayUsage]) -> Cost:
         spent = Cost(0.0)
         for count in counts:
-            spent = spent + self.cost(count.model, count.input, count.output)
+            spent = spent + self.cost(count.model, count.input, count.output, count.cached_input)
         return spent
 
 
@@ -209,31 +240,37 @@ async def save_prices(
         if not isinstance(name, str) or not name.strip():
             raise PriceError(f"model name {name!r} is empty")
         price = check_price(name, value)
-        entries.append(
-            {"model": name.strip().lower(), "input": price.input, "output": price.output}
-        )
+        entries.append({"model": name.strip().lower(), **price_doc(price)})
     fields: Doc = {"models": entries}
     if default is not None:
         price = check_price("default", default)
-        fields["default"] = {"input": price.input, "output": price.output}
+        fields["default"] = price_doc(price)
     await db[c.SETTINGS].update_one({"_id": PRICES_ID}, {"$set": fields}, upsert=True)
     return await load_prices(db)
 
 
-async def set_price(db: AsyncDatabase[Doc], model: str, input_usd: str, output_usd: str) -> Price:
+async def set_price(
+    db: AsyncDatabase[Doc], model: str, input_usd: str, output_usd: str, cached_usd: str = ""
+) -> Price:
     """Store one override as typed in a form (``default``: the price of models missing
-    from the table); checked first, nothing is stored when it is bad."""
+    from the table); checked first, nothing is stored when it is bad. A blank cached
+    price keeps the one the table has for the model (none: priced as input)."""
     name = model.strip().lower()
     if not name:
         raise PriceError("name the model (or 'default' for models missing from the table)")
     values: dict[str, object] = {}
-    for side, raw in (("input", input_usd), ("output", output_usd)):
+    for side, raw in (("input", input_usd), ("output", output_usd), ("cached", cached_usd)):
+        if side == "cached" and not raw.strip():
+            if name != "default":
+                known, estimated = (await load_prices(db)).price_of(name)
+                values[side] = None if estimated else known.cached
+            continue
         try:
             values[side] = float(raw.strip().removeprefix("$").replace(",", ""))
         except ValueError:
             raise PriceError(f"{side} price of {name!r} must be a number, not {raw!r}") from None
     price = check_price(name, values)
-    value = {"input": price.input, "output": price.output}
+    value = price_doc(price)
     settings = db[c.SETTINGS]
     if name == "default":
         await settings.update_one({"_id": PRICES_ID}, {"$set": {"default": value}}, upsert=True)

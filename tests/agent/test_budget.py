@@ -16,7 +16,7 @@ import json
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ from agent.llm.budget import (
     usd,
 )
 from agent.llm.openai.model import OpenAIModel
+from storage.repos.usage import DayUsage
 from tests.conftest import make_settings
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import BERLIN, FakeClock
@@ -332,6 +333,20 @@ def test_prices_for_listed_models_snapshots_and_unknown_ones() -> None:
     assert table.cost("my-local", 1000, 0).estimated
 
 
+def test_input_read_from_the_prompt_cache_costs_its_cached_price() -> None:
+    """From the second request of a conversation on, most input is cached: priced as
+    input, a month's spend would read two to three times what the provider bills."""
+    table = PriceTable()
+    cost = table.cost("gpt-4.1-mini", 1_000_000, 0, 800_000)  # 0.2 x 0.40 + 0.8 x 0.10
+    assert round(cost.usd, 6) == 0.16
+    assert round(table.cost("gpt-4.1-mini", 1000, 0, 5000).usd, 9) == 0.0001  # all cached
+    assert table.cost("llama3.1:8b", 1_000_000, 0, 1_000_000).usd == 2.0  # no discount known
+    counts = [DayUsage(date(2026, 11, 27), "chat", 1_000_000, 100_000, 3, "gpt-4.1-mini", 900_000)]
+    assert round(table.total(counts).usd, 6) == round(0.04 + 0.09 + 0.16, 6)
+    cheaper = check_price("m", {"input": 1, "output": 2, "cached": 5})
+    assert cheaper.cached_input == 1.0  # never above the uncached price
+
+
 def test_usd_is_shown_small_sums_included() -> None:
     assert [usd(x) for x in (0, 0.00004, 0.0012, 0.56, 1234.5)] == [
         "$0.00",
@@ -352,6 +367,8 @@ def test_usd_is_shown_small_sums_included() -> None:
         ({"input": True, "output": 8}, "must be a number, not True"),
         ({"input": float("nan"), "output": 8}, "must be a number"),
         ([2, 8], "price of 'm' must be"),
+        ({"input": 1, "output": 2, "cached": "0.1"}, "cached price of 'm' must be a number"),
+        ({"input": 1, "output": 2, "cached": -1}, "cached price of 'm' is -1"),
     ],
 )
 def test_a_bad_price_is_refused_with_its_reason(value: object, words: str) -> None:

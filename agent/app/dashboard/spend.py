@@ -137,7 +137,7 @@ def spend_table(counts: Iterable[DayUsage], today: date, prices: PriceTable | No
         if 0 <= index < DAYS:
             rows[index].input[count.kind] += count.input
             rows[index].output[count.kind] += count.output
-            cost = table.cost(count.model, count.input, count.output)
+            cost = table.cost(count.model, count.input, count.output, count.cached_input)
             costs[count.kind] += cost
             costs["all"] += cost
             day_costs[count.day] = day_costs.get(count.day, Cost(0.0)) + cost
@@ -251,16 +251,20 @@ def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
         return dash.render(request, "spend.html", context)
 
     async def price_change(request: web.Request) -> web.StreamResponse:
-        """One model's price (USD per million input and output tokens), or ``default``."""
+        """One model's price (USD per million input, output and cached input tokens; the
+        last optional), or ``default``."""
         form = await request.post()
-        model, given = str(form.get("model", "")), (form.get("input", ""), form.get("output", ""))
+        model = str(form.get("model", ""))
+        given = [str(form.get(side, "")) for side in ("input", "output", "cached")]
         try:
-            price = await set_price(dash.app.deps.db, model, str(given[0]), str(given[1]))
+            price = await set_price(dash.app.deps.db, model, *given)
         except PriceError as exc:
             return dash.done(request, "/spend", f"Nothing changed: {exc}.")
         name = model.strip().lower()
-        text = f"Priced {name} at ${price.input:g} in / ${price.output:g} out per million tokens."
-        return dash.done(request, "/spend", text)
+        text = f"Priced {name} at ${price.input:g} in / ${price.output:g} out"
+        if price.cached is not None:
+            text += f" / ${price.cached_input:g} cached in"
+        return dash.done(request, "/spend", text + " per million tokens.")
 
     dash.get(router, "/spend", spend_page)
     dash.post(router, "/spend/prices", price_change)

@@ -108,12 +108,21 @@ async def test_a_price_set_on_the_page_is_used_and_a_bad_one_refused(
             assert "Nothing changed: name the model (or 'default'" in text
             text = await post(model="default", input="0", output="0")
             assert "Priced default at $0 in / $0 out" in text
+            # Cached input at its own price; left blank, a listed model keeps its own.
+            text = await post(model="my-local", input="0.5", output="1.5", cached="0.05")
+            assert "Priced my-local at $0.5 in / $1.5 out / $0.05 cached in per million" in text
+            assert "0.5 / 1.5 <span" in text and "(0.05 cached)</span>" in text
+            text = await post(model="gpt-4o", input="3", output="12", cached="")
+            assert "Priced gpt-4o at $3 in / $12 out / $1.25 cached in per million" in text
+            text = await post(model="gpt-4o", input="3", output="12", cached="lots")
+            assert "Nothing changed: cached price of 'gpt-4o' must be a number" in text
             anonymous = await client.post(
                 "/spend/prices", data={"model": "a", "input": "1", "output": "1"},
                 headers=AUTH, allow_redirects=False,
             )  # fmt: skip
             assert anonymous.status == 403  # no CSRF field: refused
         table = await load_prices(app.deps.db)
-    assert table.price_of("my-local") == (Price(0.5, 1.5), False)
+    assert table.price_of("my-local") == (Price(0.5, 1.5, 0.05), False)
+    assert table.prices["gpt-4o"] == Price(3.0, 12.0, 1.25)
     assert table.default == Price(0.0, 0.0) and "x" not in table.prices and "a" not in table.prices
-    assert table.prices["gpt-4.1-mini"] == Price(0.40, 1.60)  # the list price still
+    assert table.prices["gpt-4.1-mini"] == Price(0.40, 1.60, 0.10)  # the list price still
