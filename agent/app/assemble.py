@@ -19,7 +19,7 @@ import aiohttp
 from agent.app.application import App, Core, Feature, FeatureContext, Parts, Route, Services
 from agent.app.features import FEATURES
 from agent.app.shutdown import Shutdown
-from agent.app.status import StatusBoard, status_command
+from agent.app.status import StatusBoard, budget_section, status_command
 from agent.config import Settings
 from agent.context import AgentDeps, Clock
 from agent.conversation.agent import Agent
@@ -117,7 +117,10 @@ async def assemble(
     sections = [section for parts in every for section in parts.prompt_sections]
     agent = Agent(model, catalog, sections, media=media)
     core = Core(deps, agent)
-    status_sections = tuple(section for parts in every for section in parts.status)
+    status_sections = (
+        *(section for parts in every for section in parts.status),
+        budget_section(deps),
+    )
     board = StatusBoard(channels, outbox, status_sections)
     commands: dict[str, Command] = {}
     resolvers: dict[str, TierResolver] = {}

@@ -1,18 +1,19 @@
 """The owner's ``/status``: one short message built from the same sections as
-``GET /api/status``, so the two never disagree, and today's tokens against the daily
-budget with what they cost (``agent.llm.budget``)."""
+``GET /api/status``, so the two never disagree, among them today's tokens against the
+daily budget with what they cost (``agent.llm.budget``)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
 from agent.app.application import StatusSection
 from agent.app.features.mcp import mcp_status_line
 from agent.context import AgentDeps, RunContext
 from agent.conversation.dispatch import Command
-from agent.llm.budget import RAISE_HINT, load_prices, shown
+from agent.llm.budget import RAISE_HINT, Cost, load_prices, shown
 from channels.delivery.outbox import Outbox
 from channels.types import Channel, InboundMessage, Reply
 
@@ -92,35 +93,60 @@ def status_text(data: dict[str, Any], model: str) -> str:
     outbox = data["outbox"]
     if outbox["pending"] or outbox["failed"]:
         lines.append(f"Outbox: {outbox['pending']} pending, {outbox['failed']} failed to send")
+    if "budget" in data:
+        lines.append(budget_line(data["budget"]))
     return "\n".join(lines)
 
 
-async def budget_line(deps: AgentDeps) -> str:
+def budget_section(deps: AgentDeps) -> StatusSection:
+    """``budget``: today's tokens against ``DAILY_TOKEN_BUDGET`` (``limit`` 0: no cap),
+    when it resets, and what they cost in USD (``estimated``: models not priced)."""
+
+    async def section() -> dict[str, Any]:
+        view = await deps.budget.view()
+        counts = [c for c in await deps.usage.since(view.day) if c.day == view.day]
+        prices = await load_prices(deps.db)
+        cost = prices.total(counts)
+        return {
+            "budget": {
+                "day": view.day.isoformat(),
+                "used": view.used,
+                "limit": view.limit,
+                "spent": view.spent,
+                "resets_at": view.resets_at.isoformat(),
+                "timezone": deps.owner.tz.key,
+                "usd": round(cost.usd, 6),
+                "estimated": sorted(
+                    {c.model or "(unknown)" for c in counts if prices.price_of(c.model)[1]}
+                ),
+            }
+        }
+
+    return section
+
+
+def budget_line(budget: Mapping[str, Any]) -> str:
     """Today's tokens, the daily budget, when it resets, and their cost in USD."""
-    view = await deps.budget.view()
-    counts = [c for c in await deps.usage.since(view.day) if c.day == view.day]
-    prices = await load_prices(deps.db)
-    cost = prices.total(counts)
-    unknown = sorted({c.model or "(unknown)" for c in counts if prices.price_of(c.model)[1]})
-    money = shown(cost) + (f" (estimated: {', '.join(unknown)} not priced)" if unknown else "")
-    if not view.capped:
-        return f"Tokens today: {view.used:,} (no daily cap), {money}"
-    tz = deps.owner.tz
+    unknown = budget["estimated"]
+    money = shown(Cost(budget["usd"], bool(unknown)))
+    money += f" (estimated: {', '.join(unknown)} not priced)" if unknown else ""
+    used, limit = budget["used"], budget["limit"]
+    if limit <= 0:
+        return f"Tokens today: {used:,} (no daily cap), {money}"
+    resets = datetime.fromisoformat(budget["resets_at"])
     line = (
-        f"Tokens today: {view.used:,} of {view.limit:,} ({view.share:.0%}), {money}; "
-        f"resets {view.resets_at:%H:%M} {tz.key}"
+        f"Tokens today: {used:,} of {limit:,} ({used / limit:.0%}), {money}; "
+        f"resets {resets:%H:%M} {budget['timezone']}"
     )
-    if view.spent:
+    if budget["spent"]:
         line += f"\nBudget spent: chats answer without the model, runs are skipped; {RAISE_HINT}"
     return line
 
 
 def status_command(source: StatusSource, model: str) -> Command:
-    """``/status``, read from ``source`` (``model``: the model's name) and the run's
-    services (the token budget)."""
+    """``/status``, read from ``source`` (``model``: the model's name)."""
 
     async def command(message: InboundMessage, ctx: RunContext) -> list[Reply]:
-        text = status_text(await status_data(source), model)
-        return [Reply(f"{text}\n{await budget_line(ctx.deps)}")]
+        return [Reply(status_text(await status_data(source), model))]
 
     return command

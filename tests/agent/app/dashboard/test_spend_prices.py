@@ -78,6 +78,18 @@ async def test_status_shows_the_budget_and_the_cost_today(
         await save_prices(app.deps.db, {"my-local": {"input": 0, "output": 0}}, default=None)
         text = await _status(app)
         assert "~$0.5614 (estimated: (unknown) not priced)" in text
+        async with client_of(app) as client:  # the same figures for scripts and monitors
+            budget = (await (await client.get("/api/status", headers=AUTH)).json())["budget"]
+    assert budget == {
+        "day": "2026-11-26",
+        "used": 1_101_400,
+        "limit": 1_000_000,
+        "spent": True,
+        "resets_at": "2026-11-27T00:00:00+01:00",
+        "timezone": "Europe/Berlin",
+        "usd": 0.5614,
+        "estimated": ["(unknown)"],
+    }
 
 
 async def test_a_price_set_on_the_page_is_used_and_a_bad_one_refused(
