@@ -135,6 +135,7 @@ class Runner:
             outcome.extra["calls"] = call_summaries(reply.steps)
         outcome.input_tokens = reply.usage.input_tokens
         outcome.output_tokens = reply.usage.output_tokens
+        outcome.cached_input_tokens = reply.usage.cached_input_tokens
         return outcome
 
     def _context(self, kind: str, ticket: RunTicket, channel: str, chat: str) -> RunContext:

@@ -170,6 +170,8 @@ class Outcome:
     tool_calls: list[str] = field(default_factory=list)
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_input_tokens: int = 0
+    """Of ``input_tokens``, what the provider read from its prompt cache."""
     extra: Doc = field(default_factory=dict)
 
 
@@ -265,7 +267,11 @@ class RunStore:
             "ended_at": now,
             "duration_ms": round((now - started).total_seconds() * 1000, 1),
             "tool_calls": list(outcome.tool_calls),
-            "tokens": {"input": outcome.input_tokens, "output": outcome.output_tokens},
+            "tokens": {
+                "input": outcome.input_tokens,
+                "output": outcome.output_tokens,
+                "cached_input": outcome.cached_input_tokens,
+            },
             "result": outcome.result[:RESULT_LIMIT],
             "error": short_error(outcome.error) if outcome.error else None,
             "reason": outcome.reason,

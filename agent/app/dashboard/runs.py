@@ -240,6 +240,7 @@ def run_detail(run: Doc, tz: ZoneInfo, now: datetime) -> Doc:
         ended_at=run.get("ended_at"),
         input_tokens=int(tokens.get("input") or 0),
         output_tokens=int(tokens.get("output") or 0),
+        cached_input_tokens=int(tokens.get("cached_input") or 0),
         calls=calls,
         result=run.get("result") or "",
         error=run.get("error"),

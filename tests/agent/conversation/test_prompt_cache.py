@@ -44,6 +44,7 @@ from tests.fakes.fixtures import gemini_api, openai_api
 from tests.fakes.gemini_api import FakeGemini
 from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.scripted_server import Answer
+from tests.scheduling_kit import parts_of
 from tests.tokens import count_tokens
 
 __all__ = ["gemini_api", "openai_api"]  # fixtures, imported for pytest
@@ -260,7 +261,8 @@ async def test_cached_input_is_counted_with_usage_and_shown_on_the_spend_page(
     mongo_server: str, tmp_path: Path, openai_api: FakeOpenAI
 ) -> None:
     """An exchange whose provider reported cached input counts it in ``usage`` beside
-    the input (per day, kind and model), and the Spend page's model table shows it."""
+    the input (per day, kind and model), and the Spend page's model table shows it (the
+    chat's and a cron run's)."""
     clock = FakeClock(DASH_NOW)
     answer = openai_api.completion("ok", usage=(2_000, 5))
     answer["usage"]["prompt_tokens_details"] = {"cached_tokens": 1_536}
@@ -270,9 +272,24 @@ async def test_cached_input_is_counted_with_usage_and_shown_on_the_spend_page(
         await chat.say("hi")
         await app.pipeline.join()
         [count] = await app.deps.usage.since(DASH_NOW.date())
+        # A cron run's record keeps its cached input too, and its page shows it.
+        job = await parts_of(app).jobs.create(
+            name="Ping", instruction="Say ping", cron_expression="*/5 * * * *",
+            timezone="Europe/Berlin",
+        )  # fmt: skip
+        answer = openai_api.completion("ping", usage=(3_000, 7))
+        answer["usage"]["prompt_tokens_details"] = {"cached_tokens": 2_048}
+        openai_api.push(Answer(200, answer))
+        clock.advance(timedelta(minutes=5, seconds=1))
+        await parts_of(app).engine.run_due()
+        run = await app.deps.db["runs"].find_one({"job_id": job.id})
+        assert run is not None
         async with client_of(app) as client:
             text = await page(client, "/spend")
+            run_page = await page(client, f"/runs/{run['_id']}")
     await model.aclose()
     assert (count.model, count.input, count.cached_input) == ("gpt-fake", 2_000, 1_536)
     row = re.search(r'<tr data-model="gpt-fake">.*?</tr>', text, re.S)
-    assert row is not None and '<td class="cached" data-label="Cached">1,536</td>' in row.group()
+    assert row is not None and '<td class="cached" data-label="Cached">3,584</td>' in row.group()
+    assert run["tokens"] == {"input": 3_000, "output": 7, "cached_input": 2_048}
+    assert "3,000 in (2,048 cached) · 7 out" in run_page

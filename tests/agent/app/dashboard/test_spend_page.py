@@ -86,7 +86,7 @@ async def test_each_exchange_counts_its_tokens_on_the_owner_day(
         (NOW.astimezone(BERLIN).date(), "chat"): (20, 10, 2),  # 10 in / 5 out per model call
         (NOW.astimezone(BERLIN).date(), "cron"): (10, 5, 1),
     }
-    assert run is not None and run["tokens"] == {"input": 10, "output": 5}
+    assert run is not None and run["tokens"] == {"input": 10, "output": 5, "cached_input": 0}
 
 
 def test_usage_is_protected_from_db_query_writes() -> None:
