@@ -61,6 +61,14 @@ class ConfigError(Exception):
     """A setting is wrong; the message is one line naming the setting."""
 
 
+class SdkMissing(ConfigError):
+    """The configuration uses an SDK that is an extra not installed (``extra``)."""
+
+    def __init__(self, message: str, extra: str) -> None:
+        super().__init__(message)
+        self.extra = extra
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_file=".env",

@@ -28,9 +28,9 @@ from typing import Any
 import aiohttp
 from pymongo.asynchronous.database import AsyncDatabase
 
-from agent.config import ConfigError, Provider, Settings, cli_command, ensure_data_dir
+from agent.config import ConfigError, Provider, SdkMissing, Settings, cli_command, ensure_data_dir
 from agent.context import system_clock
-from agent.llm.factory import GEMINI_SDK_MISSING, provider_key
+from agent.llm.factory import provider_key
 from agent.tools.mcp.client import McpServers, ServerStatus
 from agent.tools.mcp.config import (
     HttpServer,
@@ -132,9 +132,12 @@ async def _check_provider(settings: Settings, role: str, provider: Provider) -> 
     fatal = role == "model"
     try:
         key = provider_key(settings, provider)
-    except ConfigError as exc:
-        missing = GEMINI_SDK_MISSING if str(exc) == GEMINI_SDK_MISSING else "API key missing"
-        return Check(role, False, f"{provider}: {missing}", fatal=fatal)
+    except SdkMissing as exc:
+        extra = f"'watchkeeper[{exc.extra}]'"
+        step = f"install {provider.capitalize()}'s SDK: pip install {extra}, then start again"
+        return Check(role, False, f"{provider}: {exc}", fatal=fatal, step=step)
+    except ConfigError:
+        return Check(role, False, f"{provider}: API key missing", fatal=fatal)
     wanted, setting = (
         (settings.openai_model, "OPENAI_MODEL")
         if provider == "openai"
@@ -444,8 +447,6 @@ def next_steps(settings: Settings, checks: Sequence[Check], owners: Owners) -> l
             "put a model key in .env: OPENAI_API_KEY=sk-... (or GEMINI_API_KEY=...), "
             "then start again"
         )
-    elif "model" in failed and GEMINI_SDK_MISSING in failed["model"]:
-        steps.append("install Gemini's SDK: pip install 'watchkeeper[gemini]', then start again")
     elif "model" in failed:
         steps.append(
             f"the model does not answer ({failed['model']}): check the key and base URL "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent.config import ConfigError, Provider, Settings, installed
+from agent.config import ConfigError, Provider, SdkMissing, Settings, installed
 from agent.llm.base import ModelClient
 from agent.llm.resilient import ResilientModel
 
@@ -44,7 +44,7 @@ def provider_key(settings: Settings, provider: Provider) -> str:
         if settings.gemini_api_key is None or not settings.gemini_api_key.get_secret_value():
             raise ConfigError("provider gemini is selected but GEMINI_API_KEY is not set")
         if not installed("google.genai"):
-            raise ConfigError(GEMINI_SDK_MISSING)
+            raise SdkMissing(GEMINI_SDK_MISSING, "gemini")
         return settings.gemini_api_key.get_secret_value()
     key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else ""
     if not key:

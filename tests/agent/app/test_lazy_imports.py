@@ -52,6 +52,13 @@ try:
 except ConfigError as exc:
     print(json.dumps([str(exc), [m for m in sys.argv[1:] if m in sys.modules]]))
 """
+DOCTOR_MODEL = """
+import asyncio, json
+from agent.cli.doctor import check_model
+from agent.config import load_settings
+[check] = asyncio.run(check_model(load_settings()))
+print(json.dumps([check.ok, check.detail, check.step]))
+"""
 
 
 def _run(script: str, tmp_path: Path, modules: tuple[str, ...] = SDKS, **env: str) -> object:
@@ -106,15 +113,14 @@ def test_gemini_without_its_sdk_says_which_extra_to_install(tmp_path: Path) -> N
     shadow = tmp_path / "shadow"  # a ``google`` package without ``genai``, found first
     (shadow / "google").mkdir(parents=True)
     (shadow / "google" / "__init__.py").write_text("")
-    found = _run(
-        CHECK_ONLY,
-        tmp_path,
-        GEMINI_API_KEY="g-test",
-        PYTHONPATH=os.pathsep.join([str(shadow), str(ROOT)]),
-    )
+    without = os.pathsep.join([str(shadow), str(ROOT)])
+    found = _run(CHECK_ONLY, tmp_path, GEMINI_API_KEY="g-test", PYTHONPATH=without)
     assert isinstance(found, list)
     assert "pip install 'watchkeeper[gemini]'" in found[0]
     assert found[1] == []
+    ok, detail, step = _run(DOCTOR_MODEL, tmp_path, GEMINI_API_KEY="g-test", PYTHONPATH=without)
+    assert not ok and detail.startswith("gemini: provider gemini needs Google's SDK")
+    assert step == "install Gemini's SDK: pip install 'watchkeeper[gemini]', then start again"
 
 
 MCP_WITHOUT_SDK = """

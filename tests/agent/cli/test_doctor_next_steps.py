@@ -12,7 +12,6 @@ import pytest
 
 from agent.cli.doctor import Check, Owners, doctor, next_steps
 from agent.config import cli_command
-from agent.llm.factory import GEMINI_SDK_MISSING
 from storage.db import open_database
 from storage.repos.pairing import PairingStore
 from tests.agent.cli.procs import run_env
@@ -47,11 +46,6 @@ def test_each_missing_part_gets_one_next_step(tmp_path: Path) -> None:
     assert next_steps(ready.model_copy(update={"owner_telegram_ids": [7]}), [], Owners()) == []
     [step] = next_steps(ready.model_copy(update={"owner_telegram_ids": [7]}), unreachable, Owners())
     assert step.startswith("the model does not answer (openai: HTTP 401)")
-    gemini = ready.model_copy(update={"llm_provider": "gemini", "owner_telegram_ids": [7]})
-    no_sdk = [Check("model", False, f"gemini: {GEMINI_SDK_MISSING}", fatal=True)]
-    assert next_steps(gemini, no_sdk, Owners()) == [
-        "install Gemini's SDK: pip install 'watchkeeper[gemini]', then start again"
-    ]
 
 
 async def test_doctor_names_the_pending_code_and_fails_on_a_dead_model(
