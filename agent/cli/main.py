@@ -89,7 +89,7 @@ async def _run(settings: Settings, spare: SpareServer | None = None) -> int:
         from storage.tasks import stop_task
 
         freeze_heap()
-        freezing = asyncio.create_task(_freeze_when(app.agent.model_loaded()), name="freeze")
+        freezing = asyncio.create_task(_then(app.agent.model_loaded(), freeze_heap), name="freeze")
         stack.push_async_callback(stop_task, freezing)
         log.info("%s", dashboard_line(settings, port))
         log.info("watchkeeper is running; Ctrl-C to stop")
@@ -99,11 +99,9 @@ async def _run(settings: Settings, spare: SpareServer | None = None) -> int:
     return 0
 
 
-async def _freeze_when(loaded: Awaitable[None]) -> None:
-    from storage.heap import freeze_heap
-
-    await loaded
-    freeze_heap()
+async def _then(first: Awaitable[None], call: Callable[[], object]) -> None:
+    await first
+    call()
 
 
 def dashboard_line(settings: Settings, port: int) -> str:
