@@ -229,10 +229,16 @@ class OpenAIModel:
         the text protocol for good; a server that refuses images gets the turn again
         with text markers (and, when it says it has no vision, markers from then on).
         """
-        import openai  # loaded by ``warm``: costs nothing after the first request
-
         try:
             await self.warm()
+        except Exception as exc:  # the SDK cannot be loaded, or the client made
+            raise unexpected(self.name, exc, self._redact) from None
+        # Only once ``warm`` has loaded it in its thread: an import on the loop while
+        # that thread is still importing would block the loop, and could meet the SDK's
+        # modules half made.
+        import openai
+
+        try:
             await transcribe_pending(messages)
             native = bool(tools) and not self.text_mode()
             seen = blind(messages) if self.model in self._blind else messages
