@@ -282,6 +282,12 @@ class Engine:
         against the daily cap; it runs even when there is nothing new."""
         return await self.recorder.pulse(self.clock(), trigger)
 
+    async def run_pulse_alone(self, trigger: Trigger) -> dict[str, object]:
+        """``run_pulse_now``, refused (``AlreadyRunning``) while a pulse is under way in
+        any process (``_claim_now``): ``POST /api/pulse/run`` twice at once runs one."""
+        key = await self._claim_now("pulse", None)
+        return await self._claimed(key, self.run_pulse_now(trigger))
+
     async def start_now(self, job: CronJob) -> None:
         """Run ``job`` now, asked for by hand (the dashboard's "Run now"): recorded like a
         scheduled fire (trigger ``manual``, the answer delivered to the job's chat) and

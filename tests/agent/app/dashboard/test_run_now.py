@@ -13,7 +13,7 @@ import contextlib
 import html
 import uuid
 from collections.abc import AsyncIterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -171,3 +171,41 @@ async def test_a_claim_left_by_a_process_that_died_frees_after_a_run_lease(
         run = await app.deps.db["runs"].find_one({"job_id": job.id})
         assert run is not None and run["status"] == "success"
         assert await leases.count_documents({"key": run_now_key(job.id)}) == 0  # let go
+
+
+async def test_the_pulse_api_refuses_a_second_run_while_one_is_under_way(
+    mongo_server: str, tmp_path: Path
+) -> None:
+    """``POST /api/pulse/run`` keeps its contract (it answers the run record when the run
+    ends) but a second one while a pulse is under way, here or in another process, is
+    refused with 409 rather than queued behind it."""
+    db_name = f"pulsenow_{uuid.uuid4().hex[:10]}"
+    async with HeldOpenAI() as api:
+        api.default = Answer(200, api.completion("All quiet."))
+        async with (
+            _app(mongo_server, tmp_path, db_name, api) as first,
+            _app(mongo_server, tmp_path, db_name, api) as second,
+        ):
+            try:
+                await warm_model(first.agent.model)  # see the test above
+                async with client_of(first) as one, client_of(second) as other:
+                    running = asyncio.create_task(one.post("/api/pulse/run", headers=AUTH))
+                    async with asyncio.timeout(10):
+                        await api.reached.wait()
+                    for client in (one, other):
+                        async with asyncio.timeout(10):  # it used to queue a second run
+                            refused = await client.post("/api/pulse/run", headers=AUTH)
+                        body = await refused.json()
+                        assert refused.status == 409, body
+                        assert body["error"] == "a pulse is already running; not started again"
+                        assert datetime.fromisoformat(body["since"]) == NOW
+                    assert not running.done() and api.arrived == 1
+                    api.release.set()
+                    ran = await running
+                    assert ran.status == 200 and (await ran.json())["status"] == "success"
+                    again = await other.post("/api/pulse/run", headers=AUTH)
+                    assert again.status == 200 and (await again.json())["trigger"] == "api"
+                assert api.arrived == 2
+            finally:
+                api.release.set()
+                await first.database.client.drop_database(db_name)
