@@ -45,9 +45,9 @@ from apscheduler.triggers.interval import IntervalTrigger
 from scheduler.backlog import Plan, Shared, plan_cron, plan_pulse
 from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
-from scheduler.fires.claims import LeaseStore
+from scheduler.fires.claims import LeaseStore, run_now_key
 from scheduler.fires.recorder import RunRecorder
-from scheduler.fires.records import Reason, RunStore, Trigger, skipped_doc
+from scheduler.fires.records import Reason, RunKindName, RunRecord, RunStore, Trigger, skipped_doc
 from scheduler.fires.recovery import Reclaimer, recover_once
 from scheduler.fires.retries import Retries, group_of
 from scheduler.pulse.store import PulseStore
@@ -80,6 +80,16 @@ class EngineConfig:
     sole_owner: bool = False
     """This process started the only server of its database (the embedded one): runs
     other processes left ``running`` before it started are reclaimed at once."""
+
+
+class AlreadyRunning(Exception):
+    """A run asked for by hand while one of the same job (or pulse) is under way, in
+    this process or another: refused, not queued behind it."""
+
+    def __init__(self, since: datetime | None) -> None:
+        super().__init__("a run of it is already under way")
+        self.since = since
+        """When the run under way began (None: only its claim is known so far)."""
 
 
 @dataclass
@@ -271,6 +281,46 @@ class Engine:
         """A pulse asked for by hand: recorded like a scheduled one, and it counts
         against the daily cap; it runs even when there is nothing new."""
         return await self.recorder.pulse(self.clock(), trigger)
+
+    async def run_pulse_alone(self, trigger: Trigger) -> dict[str, object]:
+        """``run_pulse_now``, refused (``AlreadyRunning``) while a pulse is under way in
+        any process (``_claim_now``): ``POST /api/pulse/run`` twice at once runs one."""
+        key = await self._claim_now("pulse", None)
+        return await self._claimed(key, self.run_pulse_now(trigger))
+
+    async def start_now(self, job: CronJob) -> None:
+        """Run ``job`` now, asked for by hand (the dashboard's "Run now"): recorded like a
+        scheduled fire (trigger ``manual``, the answer delivered to the job's chat) and
+        started in the background, so the caller answers at once; ``stop`` waits for it
+        like any run. ``AlreadyRunning`` while a run of the job is under way (see
+        ``_claim_now``): a second click starts nothing."""
+        key = await self._claim_now("cron", job.id)
+        self._spawn(self._claimed(key, self.recorder.cron(job, self.clock(), "manual")))
+
+    async def _claim_now(self, kind: RunKindName, job_id: str | None) -> str:
+        """Claim the one run by hand a job (or the pulse) may have at a time, across
+        processes: its lease ``run_now_key``, unique in ``leases``, held until the run
+        ends. Refused (``AlreadyRunning``) while any run of it holds a live run lease
+        (``RunStore.in_progress``: a scheduled one too), or the claim is taken; a claim
+        left by a process that died is free once older than a run lease lasts and no run
+        of the job is under way."""
+        now = self.clock()
+        key = run_now_key(job_id)
+        running = await self.runs.in_progress(kind, job_id, now)
+        if running is None:
+            if await self.leases.acquire(key, now):
+                return key
+            stale = now - self.recorder.leases.terms.ttl
+            if await self.leases.release_stale(key, stale) and await self.leases.acquire(key, now):
+                return key
+        raise AlreadyRunning(RunRecord.from_doc(running).began if running is not None else None)
+
+    async def _claimed(self, key: str, work: Awaitable[Doc]) -> Doc:
+        """``work``, then the claim ``key`` let go."""
+        try:
+            return await work
+        finally:
+            await self.leases.release(key)
 
     # --- due work --------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ model missing from the table costs ``default`` and is marked estimated.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import re
@@ -55,6 +56,12 @@ PRICES_ID = "model_prices"
 """The ``settings`` document holding the owner's price overrides."""
 MAX_PRICE = 10_000.0
 """USD per million tokens, at most: a larger number is a typo (cents for dollars)."""
+MAX_MODEL_CHARS = 200
+"""A model's name, at most (real ones are well under 100 characters)."""
+MAX_PRICE_CHARS = 32
+"""A price as typed in a form, at most."""
+MAX_PRICED_MODELS = 200
+"""Models with a price of the owner's, at most: the ``settings`` document stays small."""
 RAISE_HINT = "set DAILY_TOKEN_BUDGET in .env (0 = no cap) and restart Watchkeeper"
 
 
@@ -129,6 +136,24 @@ def check_price(model: str, value: object) -> Price:
     given, out, cached = sides
     assert given is not None and out is not None
     return Price(given, out, cached)
+
+
+def model_name(raw: object) -> str:
+    """``raw`` as a price override's model name is stored (stripped, lower case);
+    ``PriceError`` when it is empty, longer than ``MAX_MODEL_CHARS`` or holds a control
+    character (the message says which, without echoing a long name back)."""
+    if not isinstance(raw, str):
+        raise PriceError(f"model name {raw!r} is not text")
+    name = raw.strip().lower()
+    if not name:
+        raise PriceError("model name '' is empty")
+    if len(name) > MAX_MODEL_CHARS:
+        raise PriceError(
+            f"a model name is at most {MAX_MODEL_CHARS} characters; this one has {len(name):,}"
+        )
+    if not name.isprintable():
+        raise PriceError(f"model name {name!r} holds a control character")
+    return name
 
 
 def price_doc(price: Price) -> Doc:
@@ -217,7 +242,8 @@ async def load_prices(db: AsyncDatabase[Doc]) -> PriceTable:
         try:
             if not isinstance(name, str) or not name.strip():
                 raise PriceError(f"entry {entry!r} has no model name")
-            prices[name.strip().lower()] = check_price(name, entry)
+            key = model_name(name)  # one stored before names were bounded: skipped
+            prices[key] = check_price(key, entry)
         except PriceError as exc:
             log.warning("stored model price ignored: %s", exc)
     if doc.get("default") is not None:
@@ -235,12 +261,13 @@ async def save_prices(
 ) -> PriceTable:
     """Store the owner's overrides (every value checked first; nothing is stored when
     one is bad); returns the table as it reads now."""
+    if len(models) > MAX_PRICED_MODELS:
+        raise PriceError(f"at most {MAX_PRICED_MODELS} models can have a price of their own")
     entries = []
-    for name, value in models.items():
-        if not isinstance(name, str) or not name.strip():
-            raise PriceError(f"model name {name!r} is empty")
+    for raw, value in models.items():
+        name = model_name(raw)
         price = check_price(name, value)
-        entries.append({"model": name.strip().lower(), **price_doc(price)})
+        entries.append({"model": name, **price_doc(price)})
     fields: Doc = {"models": entries}
     if default is not None:
         price = check_price("default", default)
@@ -254,12 +281,15 @@ async def set_price(
 ) -> Price:
     """Store one override as typed in a form (``default``: the price of models missing
     from the table); checked first, nothing is stored when it is bad. A blank cached
-    price keeps the one the table has for the model (none: priced as input)."""
-    name = model.strip().lower()
-    if not name:
+    price keeps the one the table has for the model (none: priced as input). A model
+    new to the table is refused once ``MAX_PRICED_MODELS`` have a price."""
+    if not model.strip():
         raise PriceError("name the model (or 'default' for models missing from the table)")
+    name = model_name(model)
     values: dict[str, object] = {}
     for side, raw in (("input", input_usd), ("output", output_usd), ("cached", cached_usd)):
+        if len(raw) > MAX_PRICE_CHARS:
+            raise PriceError(f"{side} price is at most {MAX_PRICE_CHARS} characters")
         if side == "cached" and not raw.strip():
             if name != "default":
                 known, estimated = (await load_prices(db)).price_of(name)
@@ -275,10 +305,14 @@ async def set_price(
     if name == "default":
         await settings.update_one({"_id": PRICES_ID}, {"$set": {"default": value}}, upsert=True)
         return price
+    with contextlib.suppress(DuplicateKeyError):  # made at once by another request
+        await settings.update_one({"_id": PRICES_ID}, {"$setOnInsert": {"models": []}}, upsert=True)
     await settings.update_one({"_id": PRICES_ID}, {"$pull": {"models": {"model": name}}})
-    await settings.update_one(
-        {"_id": PRICES_ID}, {"$push": {"models": {"model": name, **value}}}, upsert=True
-    )
+    # Pushed only while there is room (a full list has an entry at its last index).
+    room = {"_id": PRICES_ID, f"models.{MAX_PRICED_MODELS - 1}": {"$exists": False}}
+    pushed = await settings.update_one(room, {"$push": {"models": {"model": name, **value}}})
+    if pushed.matched_count == 0:
+        raise PriceError(f"at most {MAX_PRICED_MODELS} models can have a price of their own")
     return price
 
 

@@ -44,6 +44,12 @@ def pulse_key(scheduled_for: datetime, trigger: str = "schedule") -> str:
     return f"{prefix}:{iso(scheduled_for)}"
 
 
+def run_now_key(job_id: str | None) -> str:
+    """The claim of a run asked for by hand (``Engine.start_now``) while it lasts: one per
+    job (``job_id``) or for the pulse (None)."""
+    return f"run-now:cron:{job_id}" if job_id is not None else "run-now:pulse"
+
+
 class LeaseStore:
     def __init__(self, db: AsyncDatabase[Doc], owner: str) -> None:
         self._coll = db[c.LEASES]
@@ -95,6 +101,12 @@ class LeaseStore:
         ids = [doc["_id"] for doc in docs]
         ours = {d["key"] async for d in self._coll.find({"_id": {"$in": ids}}, {"key": 1})}
         return {key for key in keys if key in ours}
+
+    async def release(self, key: str) -> None:
+        """Let go of ``key`` if this process holds it (a run asked for by hand ended)."""
+        await retry.retried(  # deleting twice deletes nothing more
+            lambda: self._coll.delete_one({"key": key, "owner": self.owner}), "release a lease"
+        )
 
     async def release_stale(self, key: str, before: datetime) -> bool:
         """Whether ``key`` is free after removing its lease if taken before ``before``

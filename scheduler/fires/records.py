@@ -464,6 +464,13 @@ class RunStore:
         )
         return result.modified_count
 
+    async def in_progress(self, kind: RunKindName, job_id: str | None, now: datetime) -> Doc | None:
+        """The newest record of this job (or the pulse: ``job_id`` None) ``running`` under
+        a live lease, in this process or any other: a run under way. One whose lease
+        lapsed was cut off with its process, and does not count."""
+        query = {"kind": kind, "job_id": job_id, "status": "running", "lease_until": {"$gt": now}}
+        return await self._coll.find_one(query, sort=[("started_at", -1)])
+
     async def running(self, limit: int = 1_000) -> list[Doc]:
         """Records ``running`` now, in this process or any other (a handful)."""
         cursor = self._coll.find({"status": "running"}, sort=[("started_at", 1)], limit=limit)

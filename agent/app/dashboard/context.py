@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote, urlsplit
 from zoneinfo import ZoneInfo
 
 from aiohttp import web
@@ -53,9 +53,39 @@ def secured(response: web.StreamResponse) -> web.StreamResponse:
     return response
 
 
+MAX_TARGET_CHARS = 2000
+ASCII_PRINTABLE = "".join(map(chr, range(0x21, 0x7F)))
+"""Kept as they are by ``same_site_path``; anything else in a path is percent-encoded."""
+
+
+def same_site_path(raw: str | None) -> str:
+    """Where a redirect may go: ``raw`` when it is a path on this site, else ``/`` (no
+    open redirect, no header injection). ``see_other`` applies it to every redirect the
+    dashboard answers, so a target taken from a form or a query (``next``) is safe
+    whichever handler passes it on.
+
+    A path starts with one ``/``, not ``//`` or ``/\\``; it has no backslash, scheme
+    or host, and no control character or whitespace, before or after percent-decoding:
+    browsers drop tabs and newlines from a ``Location``, so ``/%09/evil.example`` would
+    turn into ``//evil.example``, and a raw newline cannot go in a header at all.
+    Characters beyond ASCII are sent percent-encoded."""
+    if not raw or len(raw) > MAX_TARGET_CHARS or not raw.startswith("/"):
+        return "/"
+    for text in (raw, unquote(raw)):
+        if text.startswith("//") or "\\" in text:
+            return "/"
+        if any(ch.isspace() or not ch.isprintable() for ch in text):
+            return "/"
+    parts = urlsplit(raw)
+    if parts.scheme or parts.netloc:
+        return "/"
+    return quote(raw, safe=ASCII_PRINTABLE)
+
+
 def see_other(location: str) -> web.Response:
-    """A 303 redirect (returned, not raised: so the security headers go on it)."""
-    return web.Response(status=303, headers={"Location": location})
+    """A 303 redirect to ``location`` as ``same_site_path`` lets it through (returned, not
+    raised: so the security headers go on it). The dashboard's only way to redirect."""
+    return web.Response(status=303, headers={"Location": same_site_path(location)})
 
 
 def plain(text: str, status: int) -> web.Response:
@@ -212,9 +242,8 @@ class Dashboard:
         return self._env.get_template(template).render({**base, **context})
 
     def done(self, request: web.Request, path: str, text: str) -> web.StreamResponse:
-        """POST-redirect-GET: back to ``path`` (a local path), showing ``text`` there."""
-        if not path.startswith("/") or path.startswith("//"):
-            path = "/"
+        """POST-redirect-GET: back to ``path`` (a path on this site, else ``/``: see
+        ``same_site_path``), showing ``text`` there."""
         response = see_other(path)
         set_flash(response, request, self.sessions.flash_cookie(text))
         return response

@@ -5,9 +5,10 @@
 The actions go through ``CronService`` (``toggle`` and ``delete``), the same calls
 the ``manage_cronjob`` tool makes, so a job is validated, re-armed and heard by the
 engine the same way; the change is recorded with ``by="dashboard"`` (``updated_by``).
-"Run now" goes through the engine's recorder like a scheduled fire (recorded with
-trigger ``manual``, answer delivered to the job's chat) and waits for the outcome, as
-``manage_pulse``'s ``run_now`` does.
+"Run now" starts the run in the background through the engine (``Engine.start_now``:
+recorded like a scheduled fire with trigger ``manual``, answer delivered to the job's
+chat) and answers at once; while a run of the job is under way, in any process, a
+second click is refused and starts nothing.
 
 Times are words in the owner's timezone (``human_time``); where an answer goes is said
 by name ("Telegram, you").
@@ -27,6 +28,7 @@ from agent.owner import owner_address
 from scheduler.cron.expression import CronError
 from scheduler.cron.job import CronJob, JobError
 from scheduler.cron.service import CronService
+from scheduler.engine import AlreadyRunning
 from scheduler.views import job_view
 
 Doc = dict[str, Any]
@@ -137,13 +139,14 @@ def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
             return dash.done(request, "/jobs", f"Nothing ran: {exc}")
         if job.once or job.done:
             return dash.done(request, "/jobs", f"“{job.name}” runs once, at its time; not run now.")
-        run = await scheduling.engine.recorder.cron(job, dash.now(), "manual")
-        status = str(run.get("status") or "running")
-        text = f"Ran “{job.name}” now: {status}"
-        if run.get("error") and status != "success":
-            text += f" ({run['error']})"
-        if run.get("_id") is not None:
-            text += ". See Runs for the answer."
+        try:
+            await scheduling.engine.start_now(job)
+        except AlreadyRunning as busy:
+            since = f" (since {human_time(busy.since, dash.tz, dash.now())})" if busy.since else ""
+            text = f"“{job.name}” is already running{since}; not started again."
+            return dash.done(request, "/jobs", text)
+        where = destination(dash.app.settings, job.origin_channel, job.origin_chat_id)
+        text = f"Started “{job.name}”; its answer goes to {where}. See Runs for how it went."
         return dash.done(request, "/jobs", text)
 
     dash.get(router, "/jobs", jobs_page)

@@ -2,39 +2,12 @@
 
 from __future__ import annotations
 
-from urllib.parse import quote, unquote, urlsplit
-
 from aiohttp import web
 
 from agent.app.dashboard.auth import CSRF_FIELD, SESSION_COOKIE, SESSION_KEY, set_session
-from agent.app.dashboard.context import Dashboard, plain, secured, see_other
+from agent.app.dashboard.context import Dashboard, plain, same_site_path, secured, see_other
 
 MAX_TOKEN_CHARS = 1000
-MAX_NEXT_CHARS = 2000
-ASCII_PRINTABLE = "".join(map(chr, range(0x21, 0x7F)))
-"""Kept as they are by ``same_site_path``; anything else in a path is percent-encoded."""
-
-
-def same_site_path(raw: str | None) -> str:
-    """Where to go back to after logging in: ``raw`` when it is a path on this site,
-    else ``/`` (no open redirect, no header injection).
-
-    A path starts with one ``/``, not ``//`` or ``/\\``; it has no backslash, scheme
-    or host, and no control character or whitespace, before or after percent-decoding:
-    browsers drop tabs and newlines from a ``Location``, so ``/%09/evil.example`` would
-    turn into ``//evil.example``, and a raw newline cannot go in a header at all.
-    Characters beyond ASCII are sent percent-encoded."""
-    if not raw or len(raw) > MAX_NEXT_CHARS or not raw.startswith("/"):
-        return "/"
-    for text in (raw, unquote(raw)):
-        if text.startswith("//") or "\\" in text:
-            return "/"
-        if any(ch.isspace() or not ch.isprintable() for ch in text):
-            return "/"
-    parts = urlsplit(raw)
-    if parts.scheme or parts.netloc:
-        return "/"
-    return quote(raw, safe=ASCII_PRINTABLE)
 
 
 def register(router: web.UrlDispatcher, dash: Dashboard) -> None:

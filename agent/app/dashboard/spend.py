@@ -24,11 +24,14 @@ from markupsafe import Markup, escape
 from agent.app.dashboard.context import Dashboard
 from agent.llm.budget import (
     DEFAULT_PRICE,
+    MAX_MODEL_CHARS,
+    MAX_PRICE_CHARS,
     Cost,
     Price,
     PriceError,
     PriceTable,
     load_prices,
+    model_name,
     set_price,
     shown,
 )
@@ -247,6 +250,8 @@ def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
             "output_chart": spend_svg(spend, "output"),
             "shown": shown,
             "budget": await dash.app.deps.budget.view(),
+            "max_model_chars": MAX_MODEL_CHARS,
+            "max_price_chars": MAX_PRICE_CHARS,
         }
         return dash.render(request, "spend.html", context)
 
@@ -260,7 +265,7 @@ def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
             price = await set_price(dash.app.deps.db, model, *given)
         except PriceError as exc:
             return dash.done(request, "/spend", f"Nothing changed: {exc}.")
-        name = model.strip().lower()
+        name = model_name(model)
         text = f"Priced {name} at ${price.input:g} in / ${price.output:g} out"
         if price.cached is not None:
             text += f" / ${price.cached_input:g} cached in"

@@ -33,7 +33,7 @@ from agent.tools.send import SEND_MESSAGE, any_sender_running
 from channels.types import InboundMessage, Reply
 from scheduler.cron.job import CronJob, JobLimits
 from scheduler.cron.service import CronService
-from scheduler.engine import Engine, EngineConfig
+from scheduler.engine import AlreadyRunning, Engine, EngineConfig
 from scheduler.fires.claims import LeaseStore
 from scheduler.fires.recorder import Go, RunRecorder, RunTicket, Skip
 from scheduler.fires.records import LeaseTerms, Outcome, RunLeases, RunStore, Trigger
@@ -187,7 +187,12 @@ def _parts(parts: Scheduling, clock: Clock) -> Parts:
         return [Reply(f"Cron jobs (times in {ctx.tz.key}):\n" + "\n".join(lines))]
 
     async def run_pulse_route(request: web.Request) -> web.Response:
-        run = await parts.engine.run_pulse_now("api")
+        try:
+            run = await parts.engine.run_pulse_alone("api")
+        except AlreadyRunning as busy:
+            since = busy.since.isoformat() if busy.since is not None else None
+            error = {"error": "a pulse is already running; not started again", "since": since}
+            return web.json_response(error, status=409)
         return web.json_response(run_view(run))
 
     async def prompt_section(ctx: RunContext) -> str | None:
