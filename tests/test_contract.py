@@ -44,7 +44,7 @@ ARGUMENTS = {
         "action", "quiet_hours", "timezone", "primary_channel", "warning_sms_after_minutes",
     },
     "raise_alert": {"severity", "title", "body", "dedupe_key"},
-    "manage_alerts": {"action", "code", "duration"},
+    "manage_alerts": {"action", "code", "duration", "note"},
     "web_search": {"query", "count"},
     "send_message": {"channel", "to", "text"},
     "whatsapp_read_messages": {"contact", "limit"},

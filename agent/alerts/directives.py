@@ -87,6 +87,8 @@ class Ack:
 
     kind: ClassVar[Literal["ack"]] = "ack"
     scope: ClassVar[Scope] = "alert"
+    note: str | None = None
+    """What the owner said of it ("looking into it"), kept with the alert."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +97,8 @@ class Resolve:
 
     kind: ClassVar[Literal["resolve"]] = "resolve"
     scope: ClassVar[Scope] = "alert"
+    note: str | None = None
+    """What the owner said of it ("it was the disk"), kept with the alert."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,11 @@ class Outcome:
     changed: bool = False
 
 
+def _noted(note: str | None) -> Doc:
+    """The alert's ``note`` field set to ``note``, when there is one."""
+    return {"note": note} if note else {}
+
+
 def _already(alert: Doc, now: datetime, tz: ZoneInfo) -> Outcome:
     code, status = alert["code"], alert["status"]
     until = alert.get(f"{status}_until") if status in ("snoozed", "muted") else None
@@ -56,9 +61,9 @@ class Lifecycle:
         self, alert: Doc, directive: Directive, by: str, now: datetime, policy: RoutingPolicy
     ) -> Outcome:
         if isinstance(directive, Ack):
-            return await self.acknowledge(alert, by, now)
+            return await self.acknowledge(alert, by, now, directive.note)
         if isinstance(directive, Resolve):
-            return await self.resolve(alert, by, now)
+            return await self.resolve(alert, by, now, directive.note)
         if isinstance(directive, Snooze):
             return await self.snooze(alert, directive.duration, by, now)
         if isinstance(directive, Mute):
@@ -70,26 +75,34 @@ class Lifecycle:
     async def _reread(self, alert: Doc) -> Doc:
         return await self._store.by_code(alert["code"]) or alert
 
-    async def acknowledge(self, alert: Doc, by: str, now: datetime) -> Outcome:
+    async def acknowledge(
+        self, alert: Doc, by: str, now: datetime, note: str | None = None
+    ) -> Outcome:
+        """``note``: the owner's words about it, kept on the alert (``note``) and in its
+        history."""
         done = await self._store.change(
             alert["_id"],
             when_status=("open", "snoozed", "muted"),
             set_={"status": "acknowledged", "acknowledged_at": now, "acknowledged_by": by}
+            | _noted(note)
             | STOP_TIMER,
             unset=("snoozed_until", "muted_until", CALL_AT),
-            history=[entry(now, by, "acknowledged")],
+            history=[entry(now, by, "acknowledged", note)],
         )
         if done is None:
             return _already(await self._reread(alert), now, self._tz)
         return Outcome(f"#{alert['code']} acknowledged, escalation stopped.", done, True)
 
-    async def resolve(self, alert: Doc, by: str, now: datetime) -> Outcome:
+    async def resolve(self, alert: Doc, by: str, now: datetime, note: str | None = None) -> Outcome:
+        """``note``: what the owner said of it ("it was the disk"), kept as for ``ack``."""
         done = await self._store.change(
             alert["_id"],
             when_status=UNRESOLVED,
-            set_={"status": "resolved", "resolved_at": now, "resolved_by": by} | STOP_TIMER,
+            set_={"status": "resolved", "resolved_at": now, "resolved_by": by}
+            | _noted(note)
+            | STOP_TIMER,
             unset=("open_key", "snoozed_until", "muted_until", CALL_AT),
-            history=[entry(now, by, "resolved")],
+            history=[entry(now, by, "resolved", note)],
         )
         if done is None:
             return Outcome(f"#{alert['code']} was already resolved.", await self._reread(alert))

@@ -29,10 +29,18 @@ class RaiseAlertArgs(BaseModel):
     dedupe_key: str | None = Field(default=None, description="Same key while open: not re-sent")
 
 
+NOTE_CHARS = 500
+
+
 class ManageAlertsArgs(BaseModel):
     action: Literal["list", "ack", "resolve", "snooze", "mute"]
     code: str | None = None
     duration: str | None = Field(default=None, description="e.g. 30m, 2h, 1d")
+    note: str | None = Field(
+        default=None,
+        max_length=NOTE_CHARS,
+        description="ack, resolve: the owner's words on it (cause, fix), kept with the alert",
+    )
 
 
 def alert_service(ctx: RunContext) -> AlertRouter:
@@ -73,6 +81,7 @@ LISTED = (
     "last_sent_at",
     "snoozed_until",
     "muted_until",
+    "note",
 )
 
 
@@ -102,17 +111,23 @@ async def _manage(args: ManageAlertsArgs, ctx: RunContext) -> ToolResult:
     code = (args.code or "").strip().lstrip("#")
     if not code:
         raise ToolError(f"code is required for {args.action}; use action 'list' to see codes")
+    note = " ".join((args.note or "").split()) or None
     directive: Directive
     if args.action == "ack":
-        directive = Ack()
+        directive = Ack(note=note)
     elif args.action == "resolve":
-        directive = Resolve()
+        directive = Resolve(note=note)
+    elif note is not None:
+        raise ToolError(f"a note is kept only with ack and resolve, not {args.action}")
     else:
         directive = _hold(args.action, args.duration)
     outcome = await service.apply(code, directive, f"agent ({ctx.kind})")
     if outcome.alert is None:
         raise ToolError(outcome.text)
-    return {"result": outcome.text, "changed": outcome.changed, "status": outcome.alert["status"]}
+    answer = {"result": outcome.text, "changed": outcome.changed, "status": outcome.alert["status"]}
+    if outcome.changed and note is not None:
+        answer["note"] = note
+    return answer
 
 
 def _alert_guidance(ctx: RunContext) -> str:
@@ -132,8 +147,9 @@ RAISE_ALERT: Tool[Any] = Tool(
 )
 MANAGE_ALERTS: Tool[Any] = Tool(
     name="manage_alerts",
-    description="Open alerts. list: no fields; ack, resolve: code; snooze, mute: "
-    "code, optional duration (default 1h / 1d; muted repeats are counted, not sent).",
+    description="Open alerts. list: no fields; ack, resolve: code, optional note (the "
+    "owner's words on cause or fix, e.g. 'it was the disk'); snooze, mute: code, optional "
+    "duration (default 1h / 1d; muted repeats are counted, not sent).",
     args=ManageAlertsArgs,
     handler=_manage,
     acting=lambda args: args.action != "list",

@@ -148,3 +148,41 @@ async def test_with_the_scheduler_a_failing_job_alert_takes_schedule_replies(
         assert state.enabled is False and state.pulses_per_day == 6
         assert h.chat.texts()[-1] == "Pulse now runs 6 times per day."
         assert h.model.requests == []
+
+
+async def test_the_owners_words_on_a_fix_are_kept_with_the_alert(mongo_server: str) -> None:
+    """'#1 fixed, it was the disk': the model resolves with the owner's words as the note;
+    the alert, its history and the dashboard keep them. A note elsewhere is refused."""
+    model = ScriptedModel(lambda _r: "")
+    model.responder = sequence(
+        model.call("manage_alerts", action="snooze", code="1", note="later"),
+        model.call("manage_alerts", action="resolve", code="1", note="it was the  disk"),
+        "Resolved #1: it was the disk.",
+    )
+    async with alert_app(mongo_server, model=model) as h:
+        await h.router.raise_alert(severity="warning", title="Backups failing")
+        await h.app.agent.respond("#1 fixed, it was the disk", _ctx(h.app))
+        refused = model.requests[1].messages[-1].parts[0].result  # type: ignore[union-attr]
+        assert refused == {"error": "a note is kept only with ack and resolve, not snooze"}
+        answered = model.requests[2].messages[-1].parts[0].result  # type: ignore[union-attr]
+        assert answered["status"] == "resolved" and answered["note"] == "it was the disk"
+        doc = await _alert(h.app, "1")
+        assert doc["status"] == "resolved" and doc["note"] == "it was the disk"
+        assert doc["history"][-1]["action"] == "resolved"
+        assert doc["history"][-1]["detail"] == "it was the disk"
+        assert not any(step["action"] == "snoozed" for step in doc["history"])
+        page = await h.client.get("/alerts?all=1", headers=AUTH)
+        assert "Note: it was the disk" in await page.text()
+
+
+async def test_an_overlong_note_is_refused_and_changes_nothing(mongo_server: str) -> None:
+    model = ScriptedModel(lambda _r: "")
+    model.responder = sequence(
+        model.call("manage_alerts", action="ack", code="1", note="x" * 501), "No."
+    )
+    async with alert_app(mongo_server, model=model) as h:
+        await h.router.raise_alert(severity="warning", title="Backups failing")
+        await h.app.agent.respond("ack #1 with an essay", _ctx(h.app))
+        error = model.requests[1].messages[-1].parts[0].result["error"]  # type: ignore[union-attr]
+        assert "note" in error and "500" in error
+        assert (await _alert(h.app, "1"))["status"] == "open"
