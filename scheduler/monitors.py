@@ -21,6 +21,8 @@ collection), so a restarted process carries on where the last one stopped:
    checking the same monitor (``watchkeeper chat`` beside ``watchkeeper run``) make one
    transition; a heartbeat is declared down only if its stored last ping is still the
    one the deadline was counted from.
+4. A heartbeat's ping token is stored as its hash only: the token is in the answer to
+   ``create`` and nowhere else (not in ``db_query``, a list or the API).
 
 What to do when a monitor goes down or comes back is given as ``Hooks`` (the alert
 router's side, in ``agent.app.features.monitors``): this package never imports the agent.
@@ -107,7 +109,11 @@ class Monitor:
     failures_before_alert: int = 2
     period_seconds: int | None = None
     grace_seconds: int | None = None
+    token_key: str | None = None
+    """A heartbeat's ping token as stored: its hash only (``token_key``)."""
     token: str | None = None
+    """The ping token itself: only on the monitor ``create`` returns, never stored or
+    read back, so neither ``db_query`` nor a list shows it (DESIGN.md: secrets)."""
     state: State = "new"
     failures: int = 0
     failing_since: datetime | None = None
@@ -121,7 +127,7 @@ class Monitor:
 
     @classmethod
     def from_doc(cls, doc: Mapping[str, Any]) -> Monitor:
-        names = {item.name for item in fields(cls)}
+        names = {item.name for item in fields(cls)} - {"token"}
         given = {k: v for k, v in doc.items() if k in names}
         return cls(id=str(doc["_id"]), **given)
 
@@ -276,6 +282,15 @@ class MonitorStore:
     def _clock(self) -> datetime:
         return stored_time(self._now())
 
+    async def forget_plain_tokens(self) -> int:
+        """Drop the readable ping tokens earlier versions stored beside their hash (the
+        hash alone finds the monitor, so their ping URLs keep working); how many."""
+        done = await retry.retried(  # $unset: repeatable
+            lambda: self._coll.update_many({"token": {"$exists": True}}, {"$unset": {"token": ""}}),
+            "forget plain ping tokens",
+        )
+        return done.modified_count
+
     async def all(self) -> list[Monitor]:
         docs = await self._coll.find({}).sort([("created_at", 1), ("_id", 1)]).to_list(None)
         return [Monitor.from_doc(d) for d in docs]
@@ -323,12 +338,12 @@ class MonitorStore:
             "created_at": now,
             "watch_from": now,
         }
-        if kind == "heartbeat":
-            doc["token"] = secrets.token_urlsafe(24)
-            doc["token_key"] = token_key(doc["token"])
+        token = secrets.token_urlsafe(24) if kind == "heartbeat" else None
+        if token is not None:
+            doc["token_key"] = token_key(token)
         if not await retry.insert_new(self._coll, doc, lambda: secrets.token_hex(4)):
             raise MonitorError("could not allocate a monitor id; try again")
-        return Monitor.from_doc(doc)
+        return replace(Monitor.from_doc(doc), token=token)
 
     async def update(self, monitor_id: Any, given: Mapping[str, Any]) -> Monitor:
         monitor = await self.find(monitor_id)
@@ -541,6 +556,8 @@ class Monitors:
                 connector=aiohttp.TCPConnector(force_close=True, limit=100),
                 cookie_jar=aiohttp.DummyCookieJar(),
             )
+        if await self.store.forget_plain_tokens():
+            log.info("monitors: readable ping tokens removed; their hashes are kept")
         await self._load(spread=True)
         self._resync = asyncio.create_task(self._resync_loop(), name="monitors-resync")
         return len(self._watches)
@@ -582,14 +599,14 @@ class Monitors:
                 watch.wake.set()  # changed by another process (a ping): a new deadline
 
     def _remember(self, monitor: Monitor) -> None:
-        self._current[monitor.id] = monitor
-        if monitor.token is not None:
-            self._tokens[token_key(monitor.token)] = monitor.id
+        self._current[monitor.id] = replace(monitor, token=None)  # shown once, at creation
+        if monitor.token_key is not None:
+            self._tokens[monitor.token_key] = monitor.id
 
     def _forget(self, monitor_id: str) -> None:
         monitor = self._current.pop(monitor_id, None)
-        if monitor is not None and monitor.token is not None:
-            self._tokens.pop(token_key(monitor.token), None)
+        if monitor is not None and monitor.token_key is not None:
+            self._tokens.pop(monitor.token_key, None)
 
     async def _watch(self, monitor: Monitor, delay: float = 0.0) -> None:
         await self._unwatch(monitor.id)
@@ -655,9 +672,10 @@ class Monitors:
     async def ping(self, token: str, *, fail: bool = False) -> bool:
         """A heartbeat's ping; False for a token no monitor has (answered 404).
 
-        Looked up by the token's hash in memory, the token then compared in constant
-        time; an unknown token reads the database at most once every few seconds
-        (a monitor made by another process), so a flood of guesses costs nothing."""
+        Looked up by the token's hash in memory (only the hash is stored), the hashes
+        then compared in constant time; an unknown token reads the database at most
+        once every few seconds (a monitor made by another process), so a flood of
+        guesses costs nothing."""
         key = token_key(token)
         monitor_id = self._tokens.get(key)
         if monitor_id is None:
@@ -671,9 +689,7 @@ class Monitors:
             self._remember(found)
             monitor_id = found.id
         monitor = self._current.get(monitor_id)
-        if monitor is None or not hmac.compare_digest(
-            (monitor.token or "").encode(), token.encode("utf-8", "replace")
-        ):
+        if monitor is None or not hmac.compare_digest(monitor.token_key or "", key):
             return False
         now = self._clock()
         pinged = await self.store.pinged(monitor.id, now)

@@ -217,3 +217,25 @@ async def test_a_process_beside_the_runner_edits_monitors_but_does_not_check_the
     finally:
         await beside.stop()
         await runner.stop()
+
+
+async def test_a_readable_token_an_older_version_stored_is_dropped_and_still_pings(
+    db: AsyncDatabase[Doc], clock: FakeClock
+) -> None:
+    """Before issue 36 a heartbeat's token was stored readable beside its hash: the
+    start removes it, and the job's ping URL keeps working through the hash."""
+    told = Told()
+    first = await service(db, clock, told)
+    made = await first.create("heartbeat", {"name": "Old", "period_seconds": 60})
+    await first.stop()
+    assert made.token is not None
+    await db["monitors"].update_one({"_id": made.id}, {"$set": {"token": made.token}})
+    again = await service(db, clock, told)
+    try:
+        doc = await db["monitors"].find_one({"_id": made.id})
+        assert doc is not None and "token" not in doc and doc["token_key"]
+        assert again.all()[0].token is None
+        assert await again.ping(made.token)
+        await until_async(_state(again, made.id, "up"))
+    finally:
+        await again.stop()

@@ -95,11 +95,10 @@ def _json(data: Any, status: int = 200) -> web.Response:
 
 
 def _routes(monitors: Monitors, base: str, read_timeout: float) -> tuple[Route, ...]:
-    def base_of(request: web.Request) -> str:
-        return base or str(request.url.origin())
+    """``base``: ``PUBLIC_BASE_URL`` or nothing, never the request's ``Host``."""
 
     async def listed(request: web.Request) -> web.Response:
-        shown = [monitor_view(m, base_of(request)) for m in monitors.all()]
+        shown = [monitor_view(m, base) for m in monitors.all()]
         return _json({"monitors": shown, "count": len(shown)})
 
     async def created(request: web.Request) -> web.Response:
@@ -114,7 +113,7 @@ def _routes(monitors: Monitors, base: str, read_timeout: float) -> tuple[Route, 
             monitor = await monitors.create(data.get("kind"), data)
         except MonitorError as exc:
             return _json({"error": str(exc)}, 400)
-        return _json(monitor_view(monitor, base_of(request)), 201)
+        return _json(monitor_view(monitor, base), 201)
 
     async def deleted(request: web.Request) -> web.Response:
         try:
@@ -177,7 +176,7 @@ def monitoring(options: MonitoringOptions | None = None) -> Feature:
 
             yield Parts(
                 tools=((manage_monitor(monitors, base), not_pulse),),
-                routes=_routes(monitors, ctx.settings.public_base_url or "", read_timeout),
+                routes=_routes(monitors, base, read_timeout),
                 status=(status_section,),
             )
         finally:

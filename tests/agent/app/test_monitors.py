@@ -10,13 +10,16 @@ the feature's options, as only a test may); the fake clock dates what is stored,
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
 from pymongo import AsyncMongoClient
 
 from agent.app.features.monitors import MonitoringOptions, monitoring
+from agent.tools.db import DB_QUERY
 from scheduler.monitors import MonitorLimits
+from tests.contexts import owner_ctx
 from tests.fakes.alert_app import ADMIN, PUBLIC_URL, Harness, alert_app
 from tests.fakes.monitor_target import Target
 from tests.waiting import until, until_async
@@ -260,3 +263,53 @@ async def test_the_dashboard_overview_lists_the_monitors(mongo_server: str) -> N
         assert 'Nightly &lt;backup&gt;</strong> <span class="badge bad">down</span>' in section
         assert 'Fine</strong> <span class="badge muted">no ping yet</span>' in section
         assert "down since" in section
+
+
+async def test_a_ping_token_is_shown_once_and_kept_only_as_its_hash(mongo_server: str) -> None:
+    """Issue 36, point 3: the model reads ``monitors`` with ``db_query``; the token that
+    lets anyone ping (or ``/fail``) the heartbeat is not there, nor in any later view."""
+    async with alert_app(mongo_server, features=(FAST,)) as h:
+        beat = await create(h, name="Backup", kind="heartbeat", period_seconds=3600)
+        token = beat["ping_url"].rsplit("/", 1)[1]
+        assert "only a hash" in beat["ping_note"]
+        ctx = owner_ctx(h.app.deps)
+        read = await DB_QUERY.invoke({"operation": "find", "collection": "monitors"}, ctx)
+        assert [row["name"] for row in read["rows"]] == ["Backup"]
+        raw = await stored(h, beat["id"])
+        tools = h.app.catalog.for_context(ctx)
+        listed = await tools.call("manage_monitor", {"action": "list"}, ctx)
+        pause = {"action": "pause", "monitor_id": "Backup"}
+        paused = await tools.call("manage_monitor", pause, ctx)
+        seen = [
+            json.dumps(read, default=str),
+            json.dumps(raw, default=str),
+            await (await h.client.get("/api/monitors", headers=AUTH)).text(),
+            await (await h.client.get("/api/status", headers=AUTH)).text(),
+            json.dumps(listed, default=str),
+            json.dumps(paused, default=str),
+        ]
+        assert [token in text for text in seen] == [False] * len(seen)
+        assert "ping_url" not in listed["monitors"][0]
+        await tools.call("manage_monitor", {"action": "resume", "monitor_id": "Backup"}, ctx)
+        assert (await h.client.get(f"/ping/{token}")).status == 200  # the hash finds it
+        await until_async(reached(h, beat["id"], state="up"))
+
+
+async def test_without_public_base_url_a_ping_url_is_a_path_never_the_host_header(
+    mongo_server: str,
+) -> None:
+    """A ``Host`` header is the sender's to choose: it must not become the URL a job
+    is told to ping (the job would report its secret to that host)."""
+    async with alert_app(mongo_server, features=(FAST,), public_base_url=None) as h:
+        body = {"name": "Job", "kind": "heartbeat", "period_seconds": 3600}
+        headers = {**AUTH, "Host": "evil.example", "X-Forwarded-Host": "evil.example"}
+        resp = await h.client.post("/api/monitors", json=body, headers=headers)
+        made = await resp.json()
+        assert resp.status == 201 and made["ping_url"].startswith("/ping/")
+        assert "set PUBLIC_BASE_URL" in made["ping_note"]
+        ctx = owner_ctx(h.app.deps)
+        tools = h.app.catalog.for_context(ctx)
+        arguments = {"action": "create", "name": "Other", "kind": "heartbeat"}
+        by_tool = await tools.call("manage_monitor", arguments | {"period_seconds": 60}, ctx)
+        assert by_tool["created"]["ping_url"].startswith("/ping/")
+        assert (await h.client.get(made["ping_url"])).status == 200
