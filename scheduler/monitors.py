@@ -23,6 +23,8 @@ collection), so a restarted process carries on where the last one stopped:
    one the deadline was counted from.
 4. A heartbeat's ping token is stored as its hash only: the token is in the answer to
    ``create`` and nowhere else (not in ``db_query``, a list or the API).
+5. At most ``max_monitors``, however many creates run at once: each monitor holds a
+   numbered slot below the cap, one per slot by a unique index.
 
 What to do when a monitor goes down or comes back is given as ``Hooks`` (the alert
 router's side, in ``agent.app.features.monitors``): this package never imports the agent.
@@ -44,6 +46,7 @@ from typing import Any, Literal
 import aiohttp
 from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import DuplicateKeyError
 from yarl import URL
 
 from storage import retry
@@ -68,6 +71,8 @@ MAX_INTERVAL = 86_400
 MAX_PERIOD = 31 * 86_400
 MAX_GRACE = 7 * 86_400
 MAX_FAILURES = 10
+SLOT_ATTEMPTS = 20
+"""Draws of a free slot before a create gives up (each loses only to a create that won)."""
 USER_AGENT = "Watchkeeper-monitor/1"
 
 
@@ -321,11 +326,6 @@ class MonitorStore:
             raise MonitorError(f"kind is required: http or heartbeat{got}")
         settled = settle(kind, given, {}, self.limits)
         await self._name_free(settled["name"])
-        most = self.limits.max_monitors
-        if await self._coll.count_documents({}) >= most:
-            raise MonitorError(
-                f"there are already {most} monitors, the most allowed; delete one first"
-            )
         now = self._clock()
         doc: Doc = {
             **settled,
@@ -341,9 +341,68 @@ class MonitorStore:
         token = secrets.token_urlsafe(24) if kind == "heartbeat" else None
         if token is not None:
             doc["token_key"] = token_key(token)
-        if not await retry.insert_new(self._coll, doc, lambda: secrets.token_hex(4)):
-            raise MonitorError("could not allocate a monitor id; try again")
+        await self._insert_in_a_slot(doc)
         return replace(Monitor.from_doc(doc), token=token)
+
+    def _full(self) -> MonitorError:
+        most = self.limits.max_monitors
+        return MonitorError(
+            f"there are already {most} monitors, the most allowed; delete one first"
+        )
+
+    async def _open_slots(self) -> list[int]:
+        """The slot numbers below the cap that no monitor holds."""
+        held = await self._coll.find({"slot": {"$exists": True}}, {"slot": 1}).to_list(None)
+        taken = {d["slot"] for d in held}
+        return [n for n in range(self.limits.max_monitors) if n not in taken]
+
+    async def _free_slots(self) -> list[int]:
+        """The open slots; none while as many monitors as the cap exist (slotted or
+        not: a store from before the slots may hold a few more)."""
+        if await self._coll.count_documents({}) >= self.limits.max_monitors:
+            return []
+        return await self._open_slots()
+
+    async def _insert_in_a_slot(self, doc: Doc) -> None:
+        """Insert ``doc`` holding one of the ``max_monitors`` slots, under a fresh id.
+
+        The cap holds by construction, however many creates run at once: each monitor
+        holds a slot number below the cap and a unique index allows one monitor per
+        slot, so a create that loses a race for a slot (or an id) draws again among
+        those still free, and finds none once the cap is reached."""
+        for _ in range(SLOT_ATTEMPTS):
+            free = await self._free_slots()
+            if not free:
+                raise self._full()
+            doc |= {"_id": secrets.token_hex(4), "slot": secrets.choice(free)}
+            try:
+                await retry.insert(self._coll, doc)  # a retry finds its own id stored
+            except DuplicateKeyError:
+                continue
+            return
+        raise MonitorError("too many monitors are being made at once; try again")
+
+    async def fill_slots(self) -> None:
+        """Give a slot to each monitor an earlier version made without one, while
+        slots are free (repeatable; another process doing the same is fine)."""
+        unslotted = self._coll.find({"slot": {"$exists": False}}, {"_id": 1})
+        for doc in await unslotted.sort("created_at", 1).to_list(None):
+            for _ in range(SLOT_ATTEMPTS):
+                free = await self._open_slots()
+                if not free:
+                    return
+                try:
+                    await self._take_slot(doc["_id"], free[0])
+                except DuplicateKeyError:
+                    continue
+                break
+
+    async def _take_slot(self, monitor_id: str, slot: int) -> None:
+        match = {"_id": monitor_id, "slot": {"$exists": False}}
+        await retry.retried(  # a retry finds the filter false
+            lambda: self._coll.update_one(match, {"$set": {"slot": slot}}),
+            "give a monitor its slot",
+        )
 
     async def update(self, monitor_id: Any, given: Mapping[str, Any]) -> Monitor:
         monitor = await self.find(monitor_id)
@@ -558,6 +617,7 @@ class Monitors:
             )
         if await self.store.forget_plain_tokens():
             log.info("monitors: readable ping tokens removed; their hashes are kept")
+        await self.store.fill_slots()
         await self._load(spread=True)
         self._resync = asyncio.create_task(self._resync_loop(), name="monitors-resync")
         return len(self._watches)

@@ -7,6 +7,7 @@ Two services on one database stand for ``watchkeeper chat`` beside ``watchkeeper
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -31,6 +32,7 @@ from tests.waiting import until, until_async
 
 START = datetime(2026, 11, 26, 10, 0, tzinfo=UTC)
 QUICK = MonitorLimits(min_interval_seconds=1, timeout_seconds=0.5)
+CONCURRENT_CREATES = 400
 Doc = dict[str, Any]
 
 
@@ -237,5 +239,61 @@ async def test_a_readable_token_an_older_version_stored_is_dropped_and_still_pin
         assert again.all()[0].token is None
         assert await again.ping(made.token)
         await until_async(_state(again, made.id, "up"))
+    finally:
+        await again.stop()
+
+
+async def test_the_cap_holds_when_many_creates_run_at_once(
+    db: AsyncDatabase[Doc], clock: FakeClock
+) -> None:
+    """Issue 36, point 10: 2,000 creates at once stored 55 monitors against a cap of 50
+    (each counted, then inserted). Two processes share the database here, as
+    ``watchkeeper chat`` beside ``watchkeeper run`` do."""
+    limits = MonitorLimits()  # the real cap: 50
+    a, b = (
+        Monitors(MonitorStore(db, clock, limits), Told().hooks(), clock, watching=False)
+        for _ in range(2)
+    )
+    await a.start()
+    await b.start()
+    try:
+        made = await asyncio.gather(
+            *(
+                (a if n % 2 else b).create("heartbeat", {"name": f"job {n}", "period_seconds": 60})
+                for n in range(CONCURRENT_CREATES)
+            ),
+            return_exceptions=True,
+        )
+        kept = [m for m in made if isinstance(m, Monitor)]
+        refused = {str(m) for m in made if not isinstance(m, Monitor)}
+        assert await db["monitors"].count_documents({}) == len(kept) == 50
+        assert refused == {"there are already 50 monitors, the most allowed; delete one first"}
+        await a.delete(kept[0].id)
+        again = await b.create("http", {"name": "one more", "url": "http://nas.local/"})
+        assert again.name == "one more"
+        with pytest.raises(MonitorError, match="already 50 monitors"):
+            await a.create("http", {"name": "too many", "url": "http://nas.local/"})
+    finally:
+        await a.stop()
+        await b.stop()
+
+
+async def test_monitors_from_before_the_slots_get_one_and_count(
+    db: AsyncDatabase[Doc], clock: FakeClock
+) -> None:
+    limits = MonitorLimits(max_monitors=3)
+    first = Monitors(MonitorStore(db, clock, limits), Told().hooks(), clock, watching=False)
+    await first.start()
+    for n in range(3):
+        await first.create("heartbeat", {"name": f"old {n}", "period_seconds": 60})
+    await first.stop()
+    await db["monitors"].update_many({}, {"$unset": {"slot": ""}})  # as an older version left
+    again = Monitors(MonitorStore(db, clock, limits), Told().hooks(), clock, watching=False)
+    await again.start()
+    try:
+        slots = [d["slot"] async for d in db["monitors"].find({}).sort("created_at", 1)]
+        assert sorted(slots) == [0, 1, 2]
+        with pytest.raises(MonitorError, match="already 3 monitors"):
+            await again.create("heartbeat", {"name": "new", "period_seconds": 60})
     finally:
         await again.stop()
