@@ -9,24 +9,28 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import aiohttp
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from scheduler.monitors import (
+    MAX_BODY,
     Hooks,
     Monitor,
     MonitorError,
     MonitorLimits,
     Monitors,
     MonitorStore,
+    check_http,
     down_for_text,
     settle,
 )
 from tests.fakes.clock import FakeClock
+from tests.fakes.huge_answer import MIB, huge_answer
 from tests.fakes.monitor_target import Target
 from tests.waiting import until, until_async
 
@@ -297,3 +301,25 @@ async def test_monitors_from_before_the_slots_get_one_and_count(
             await again.create("heartbeat", {"name": "new", "period_seconds": 60})
     finally:
         await again.stop()
+
+
+async def test_a_target_answering_without_end_is_read_only_up_to_the_cap() -> None:
+    """A monitored site that answers an endless body costs ``MAX_BODY`` bytes at most:
+    no keyword, nothing is read; a keyword is looked for in the first MiB only."""
+    made = START
+    web = Monitor("m1", "Web", "http", "warning", False, 1, made, url="")
+    async with huge_answer(1024 * MIB) as site, aiohttp.ClientSession() as http:
+        plain = await check_http(http, replace(web, url=site.url), 5.0)
+        assert plain.ok
+        await site.done.wait()
+        site.done.clear()
+        seen = site.sent
+        wanted = replace(web, url=site.url, keyword="Welcome")
+        missing = await check_http(http, wanted, 5.0)
+        assert not missing.ok and "without the keyword 'Welcome'" in missing.reason
+        await site.done.wait()
+    assert seen < 16 * MIB and site.sent - seen < MAX_BODY + 16 * MIB
+    async with huge_answer(1024 * MIB, head=b"Welcome") as site, aiohttp.ClientSession() as http:
+        assert (await check_http(http, replace(web, url=site.url, keyword="Welcome"), 5.0)).ok
+        await site.done.wait()
+    assert site.sent < 16 * MIB
