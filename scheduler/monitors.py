@@ -10,13 +10,16 @@ once on ``/ping/<token>/fail``, as Healthchecks.io does.
 The state of each monitor lives in its document in ``monitors`` (this module owns the
 collection), so a restarted process carries on where the last one stopped:
 
-1. ``down`` is stored with the code of the alert raised for it: a restart never raises
-   a second alert for a monitor already down, and a heartbeat's deadline is counted
-   from the ping stored, not from the start of the process.
-2. The alert is raised before ``down`` is stored, under the dedupe key
-   ``monitor:<id>``: a crash in between raises it again, which the router counts
-   rather than sends. Likewise the way back up (``Hooks.up``: resolve the alert, tell
-   the owner under an idempotency key) runs before ``up`` is stored.
+1. What the owner was told is stored beside the state (``told``, with the code of the
+   alert raised): a restart never raises a second alert for a monitor already down,
+   and a heartbeat's deadline is counted from the ping stored, not from the start of
+   the process.
+2. A change of state is stored first, then told (``Hooks``), then stored as told: a
+   crash in between tells it at the next review, and telling twice is harmless (the
+   alert goes under the dedupe key ``monitor:<id>``, which the router counts rather
+   than sends; the way back up is sent under an idempotency key). What is told, and
+   when, is damped (``scheduler.monitor_news``): a flapping monitor makes one alert,
+   and a monitor makes at most one message per five minutes.
 3. Every change of state is a compare-and-set on the stored state, so two processes
    checking the same monitor (``watchkeeper chat`` beside ``watchkeeper run``) make one
    transition; a heartbeat is declared down only if its stored last ping is still the
@@ -49,6 +52,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 from yarl import URL
 
+from scheduler.monitor_news import Damping, Word, flap_text, news, noted, recent
 from storage import retry
 from storage.tasks import stop_task, wait_event
 
@@ -93,6 +97,10 @@ class MonitorLimits:
     """An http check that has no full answer within this is a failure."""
     resync_seconds: float = 60.0
     """How often the documents are read again (changes made by another process)."""
+    damping: Damping = field(default_factory=Damping)
+    """Flapping and the rate of messages (``scheduler.monitor_news``)."""
+    review_seconds: float = 1.0
+    """How often news held back (too soon, or flapping) is looked at again."""
 
 
 @dataclass(frozen=True)
@@ -124,6 +132,15 @@ class Monitor:
     failing_since: datetime | None = None
     down_since: datetime | None = None
     alert_code: str | None = None
+    """The alert open for it (down or flapping), as told."""
+    told: Word = "up"
+    """What the owner was last told: ``up`` (nothing open), ``down`` or ``flapping``."""
+    told_at: datetime | None = None
+    """When the last message about it was sent (at most one per ``Damping.quiet``)."""
+    told_since: datetime | None = None
+    """Since when what was told holds: the down (as told) or the flapping."""
+    changes: tuple[datetime, ...] = ()
+    """The latest changes of state between up and down, oldest first."""
     last_check_at: datetime | None = None
     last_error: str | None = None
     last_ping_at: datetime | None = None
@@ -134,6 +151,10 @@ class Monitor:
     def from_doc(cls, doc: Mapping[str, Any]) -> Monitor:
         names = {item.name for item in fields(cls)} - {"token"}
         given = {k: v for k, v in doc.items() if k in names}
+        given["changes"] = tuple(doc.get("changes") or ())
+        if "told" not in doc:  # stored before the damping: an open alert was told down
+            given["told"] = "down" if doc.get("alert_code") else "up"
+            given["told_since"] = doc.get("down_since")
         return cls(id=str(doc["_id"]), **given)
 
     def since(self) -> datetime:
@@ -158,7 +179,10 @@ class Hooks:
     """``monitor`` (as it was while down) is up again after the given time: resolve
     its alert and tell the owner. Must be safe to run twice."""
     cleared: Callable[[Monitor, str], Awaitable[None]]
-    """``monitor`` was down and is paused or deleted (the reason): close its alert."""
+    """``monitor``'s alert is to close, unsaid (the reason: paused, deleted, flapping,
+    settled)."""
+    flapping: Callable[[Monitor, str], Awaitable[str | None]]
+    """Raise the one alert for ``monitor`` flapping (the text says how); its code."""
 
 
 @dataclass
@@ -335,6 +359,7 @@ class MonitorStore:
             "revision": 1,
             "state": "new",
             "failures": 0,
+            "told": "up",
             "created_at": now,
             "watch_from": now,
         }
@@ -437,7 +462,8 @@ class MonitorStore:
         change: Doc = {"paused": paused}
         if paused:  # whatever it was, it starts again from nothing on resume
             change |= {"state": "new", "failures": 0, "failing_since": None}
-            change |= {"down_since": None, "alert_code": None}
+            change |= {"down_since": None, "alert_code": None, "changes": []}
+            change |= {"told": "up", "told_at": None, "told_since": None}
         else:
             change["watch_from"] = self._clock()
         return await self._set(monitor.id, change, bump=True)
@@ -476,22 +502,35 @@ class MonitorStore:
         return replace(monitor, **change) if done.matched_count else None
 
     async def went_down(
-        self, monitor: Monitor, since: datetime, reason: str, code: str | None
+        self, monitor: Monitor, since: datetime, reason: str, at: datetime
     ) -> Monitor | None:
-        """Down, if nothing changed the state meanwhile (for a heartbeat: no new ping)."""
+        """Down, if nothing changed the state meanwhile (for a heartbeat: no new ping);
+        a change at ``at`` (told later: ``told``)."""
         match: Doc = {"_id": monitor.id, "state": monitor.state, "paused": False}
         if monitor.kind == "heartbeat":
             match |= {"last_ping_at": monitor.last_ping_at, "watch_from": monitor.watch_from}
+        changes = noted(monitor.changes, at, self.limits.damping)
         return await self._cas(
             match,
-            {"state": "down", "down_since": since, "alert_code": code, "last_error": reason},
+            {"state": "down", "down_since": since, "last_error": reason, "changes": changes},
         )
 
     async def came_up(self, monitor: Monitor, at: datetime) -> Monitor | None:
+        changes = noted(monitor.changes, at, self.limits.damping)
         return await self._cas(
             {"_id": monitor.id, "state": "down", "down_since": monitor.down_since},
-            {"state": "up", "failures": 0, "failing_since": None}
-            | {"down_since": None, "alert_code": None, "last_check_at": at, "last_error": None},
+            {"state": "up", "failures": 0, "failing_since": None, "changes": changes}
+            | {"down_since": None, "last_check_at": at, "last_error": None},
+        )
+
+    async def told(
+        self, monitor: Monitor, word: Word, code: str | None, at: datetime, since: datetime
+    ) -> Monitor | None:
+        """The owner was told ``word`` at ``at`` (alert ``code`` open for it), if no
+        other process told them anything meanwhile."""
+        return await self._cas(
+            {"_id": monitor.id, "told_at": monitor.told_at},
+            {"told": word, "alert_code": code, "told_at": at, "told_since": since},
         )
 
     async def pinged(self, monitor_id: str, at: datetime) -> Monitor | None:
@@ -600,6 +639,9 @@ class Monitors:
         """token_key -> monitor id, for the pings."""
         self._watches: dict[str, _Watch] = {}
         self._resync: asyncio.Task[None] | None = None
+        self._reviews: asyncio.Task[None] | None = None
+        self._reviewing: set[str] = set()
+        """Monitors whose news is being told here now (told once, not twice at once)."""
         self._last_miss_reload = float("-inf")
         self.stats = CheckStats()
 
@@ -620,11 +662,14 @@ class Monitors:
         await self.store.fill_slots()
         await self._load(spread=True)
         self._resync = asyncio.create_task(self._resync_loop(), name="monitors-resync")
+        if self.watching:
+            self._reviews = asyncio.create_task(self._review_loop(), name="monitors-news")
         return len(self._watches)
 
     async def stop(self) -> None:
+        await stop_task(self._reviews)
         await stop_task(self._resync)
-        self._resync = None
+        self._resync = self._reviews = None
         watches, self._watches = list(self._watches.values()), {}
         await asyncio.gather(*(stop_task(watch.task) for watch in watches))
         if self._session is not None:
@@ -707,7 +752,7 @@ class Monitors:
         await self._unwatch(monitor.id)
         paused = await self.store.set_paused(monitor, True)
         self._remember(paused)
-        if monitor.state == "down":
+        if monitor.alert_code is not None:
             await self._hooks.cleared(monitor, "paused")
         return paused
 
@@ -725,7 +770,7 @@ class Monitors:
         await self._unwatch(monitor.id)
         await self.store.delete(monitor)
         self._forget(monitor.id)
-        if monitor.state == "down":
+        if monitor.alert_code is not None:
             await self._hooks.cleared(monitor, "deleted")
         return monitor
 
@@ -770,12 +815,11 @@ class Monitors:
 
     async def _ok(self, monitor: Monitor, at: datetime) -> None:
         if monitor.state == "down":
-            since = monitor.down_since or at
-            await self._hooks.up(monitor, at - since)  # before the state: see point 2
             back = await self.store.came_up(monitor, at)
             if back is not None:
                 log.info("monitor %s is up again", monitor.name)
                 self._remember(back)
+                await self._review(back)
                 return
             monitor = await self.store.reload(monitor.id) or monitor
         if monitor.state != "up" or monitor.failures or monitor.kind == "http":
@@ -798,11 +842,65 @@ class Monitors:
     async def _down(self, monitor: Monitor, since: datetime, reason: str) -> None:
         if monitor.state == "down":
             return
-        code = await self._hooks.down(monitor, reason)  # before the state: see point 2
-        down = await self.store.went_down(monitor, since, reason, code)
-        if down is not None:
-            log.warning("monitor %s is down: %s", monitor.name, reason)
-        self._remember(down or await self.store.reload(monitor.id) or monitor)
+        down = await self.store.went_down(monitor, since, reason, self._clock())
+        if down is None:
+            self._remember(await self.store.reload(monitor.id) or monitor)
+            return
+        log.warning("monitor %s is down: %s", monitor.name, reason)
+        self._remember(down)
+        await self._review(down)
+
+    # -- what the owner is told (scheduler.monitor_news) --------------------------------
+
+    async def _review(self, monitor: Monitor) -> None:
+        """Tell the owner what is new about ``monitor``, if anything may be told now
+        (module docstring, point 2); held news waits for ``_review_loop``."""
+        now = self._clock()
+        damping = self.limits.damping
+        args = (monitor.state, monitor.told, monitor.told_at, monitor.changes, now, damping)
+        word = None if monitor.paused else news(*args)
+        if word is None or monitor.id in self._reviewing:
+            return
+        self._reviewing.add(monitor.id)
+        try:
+            code, since = await self._tell(monitor, word, now)
+            told = await self.store.told(monitor, word, code, now, since)
+        finally:
+            self._reviewing.discard(monitor.id)
+        self._remember(told or await self.store.reload(monitor.id) or monitor)
+
+    async def _tell(
+        self, monitor: Monitor, word: Word, now: datetime
+    ) -> tuple[str | None, datetime]:
+        """Say ``word`` through the hooks; the code of the alert left open, and since
+        when what was said holds."""
+        open_code = monitor.alert_code
+        if word == "up":  # down for as long as it was; flapping until steady (now)
+            back = monitor.changes[-1] if monitor.changes else now
+            back = now if monitor.told == "flapping" else back
+            since = monitor.told_since or back
+            await self._hooks.up(replace(monitor, down_since=since), back - since)
+            return None, back
+        if open_code is not None:  # down and flapping are two alerts: one closes
+            await self._hooks.cleared(monitor, "flapping" if word == "flapping" else "settled")
+        if word == "flapping":
+            text = flap_text(monitor.changes, now, self.limits.damping)
+            seen = recent(monitor.changes, now, self.limits.damping)
+            return await self._hooks.flapping(monitor, text), seen[0] if seen else now
+        reason = monitor.last_error or "down"
+        return await self._hooks.down(monitor, reason), monitor.down_since or now
+
+    async def _review_loop(self) -> None:
+        """Look at each monitor's held news again (too soon after the last message, or
+        flapping until it settles): the real time between looks, the product's clock
+        for what is due."""
+        while True:
+            await asyncio.sleep(self.limits.review_seconds)
+            for monitor in list(self._current.values()):
+                try:
+                    await self._review(monitor)
+                except Exception:
+                    log.exception("monitor %s: telling the owner failed", monitor.name)
 
     # -- the loops ---------------------------------------------------------------------
 

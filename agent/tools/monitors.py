@@ -105,6 +105,8 @@ def monitor_view(monitor: Monitor, base: str) -> Doc:
         }
     if monitor.state == "down" and not monitor.paused:
         view |= {"down_since": monitor.down_since, "alert_code": monitor.alert_code}
+    if monitor.told == "flapping" and not monitor.paused:  # one alert until it is steady
+        view |= {"flapping": True, "alert_code": monitor.alert_code}
     if monitor.last_error and monitor.state != "up" and not monitor.paused:
         view["last_error"] = monitor.last_error
     view["created_at"] = monitor.created_at

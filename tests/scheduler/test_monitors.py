@@ -35,7 +35,7 @@ from tests.fakes.monitor_target import Target
 from tests.waiting import until, until_async
 
 START = datetime(2026, 11, 26, 10, 0, tzinfo=UTC)
-QUICK = MonitorLimits(min_interval_seconds=1, timeout_seconds=0.5)
+QUICK = MonitorLimits(min_interval_seconds=1, timeout_seconds=0.5, review_seconds=0.05)
 CONCURRENT_CREATES = 400
 Doc = dict[str, Any]
 
@@ -57,7 +57,11 @@ class Told:
         async def cleared(monitor: Monitor, why: str) -> None:
             self.events.append(("cleared", monitor.name, why))
 
-        return Hooks(down=down, up=up, cleared=cleared)
+        async def flapping(monitor: Monitor, how: str) -> str:
+            self.events.append(("flapping", monitor.name, how))
+            return str(len(self.events))
+
+        return Hooks(down=down, up=up, cleared=cleared, flapping=flapping)
 
     def kinds(self) -> list[str]:
         return [kind for kind, _, _ in self.events]
@@ -323,3 +327,37 @@ async def test_a_target_answering_without_end_is_read_only_up_to_the_cap() -> No
         assert (await check_http(http, replace(web, url=site.url, keyword="Welcome"), 5.0)).ok
         await site.done.wait()
     assert site.sent < 16 * MIB
+
+
+async def test_twenty_fail_and_ping_cycles_make_a_few_messages_not_forty(
+    db: AsyncDatabase[Doc], clock: FakeClock
+) -> None:
+    """Issue 36, point 10: 20 fail/ping cycles in 12 s sent 40 messages. The first
+    change is told at once; the rest waits for the 5 min between messages, by which
+    time the monitor is flapping (one alert); 15 min steady, it is up again (one more)."""
+    told = Told()
+    monitors = await service(db, clock, told)
+    try:
+        made = await monitors.create("heartbeat", {"name": "Job", "period_seconds": 3600})
+        assert made.token is not None
+        for _ in range(20):
+            assert await monitors.ping(made.token, fail=True)
+            clock.advance(seconds=0.3)
+            assert await monitors.ping(made.token)
+            clock.advance(seconds=0.3)
+        assert told.kinds() == ["down"]  # each ping told what it had to say before answering
+        clock.advance(minutes=5)
+        await until(lambda: told.kinds()[-1] == "flapping", "one flapping alert")
+        assert told.events[1:] == [
+            ("cleared", "Job", "flapping"),
+            ("flapping", "Job", "changed state 40 times in 11 s"),
+        ]
+        clock.advance(minutes=15)  # steady since its last ping
+        await until(lambda: told.kinds()[-1] == "up", "steady again")
+        assert told.events[-1] == ("up", "Job", "20 min")
+        sent = [kind for kind in told.kinds() if kind != "cleared"]  # cleared says nothing
+        assert sent == ["down", "flapping", "up"]
+        doc = await db["monitors"].find_one({"_id": made.id})
+        assert doc is not None and doc["told"] == "up" and doc["alert_code"] is None
+    finally:
+        await monitors.stop()
