@@ -311,6 +311,24 @@ class MonitorStore:
     def _clock(self) -> datetime:
         return stored_time(self._now())
 
+    async def upgrade(self) -> None:
+        """Bring monitors stored by earlier versions up to date (repeatable): no
+        readable token, a slot each, and what the owner was told."""
+        if await self.forget_plain_tokens():
+            log.info("monitors: readable ping tokens removed; their hashes are kept")
+        await self.fill_slots()
+        async for doc in self._coll.find({"told": {"$exists": False}}):
+            await self._note_told(Monitor.from_doc(doc))  # an open alert was told down
+
+    async def _note_told(self, was: Monitor) -> None:
+        await retry.retried(  # a retry finds the filter false
+            lambda: self._coll.update_one(
+                {"_id": was.id, "told": {"$exists": False}},
+                {"$set": {"told": was.told, "told_since": was.told_since}},
+            ),
+            "note what was told of a monitor",
+        )
+
     async def forget_plain_tokens(self) -> int:
         """Drop the readable ping tokens earlier versions stored beside their hash (the
         hash alone finds the monitor, so their ping URLs keep working); how many."""
@@ -657,9 +675,7 @@ class Monitors:
                 connector=aiohttp.TCPConnector(force_close=True, limit=100),
                 cookie_jar=aiohttp.DummyCookieJar(),
             )
-        if await self.store.forget_plain_tokens():
-            log.info("monitors: readable ping tokens removed; their hashes are kept")
-        await self.store.fill_slots()
+        await self.store.upgrade()
         await self._load(spread=True)
         self._resync = asyncio.create_task(self._resync_loop(), name="monitors-resync")
         if self.watching:

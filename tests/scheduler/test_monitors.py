@@ -361,3 +361,27 @@ async def test_twenty_fail_and_ping_cycles_make_a_few_messages_not_forty(
         assert doc is not None and doc["told"] == "up" and doc["alert_code"] is None
     finally:
         await monitors.stop()
+
+
+async def test_a_monitor_down_before_the_damping_is_told_up_with_its_downtime(
+    db: AsyncDatabase[Doc], clock: FakeClock
+) -> None:
+    """A store from before ``told``: a down monitor with its alert open was told down."""
+    told = Told()
+    first = await service(db, clock, told)
+    made = await first.create("heartbeat", {"name": "Old", "period_seconds": 60})
+    await first.stop()
+    assert made.token is not None
+    old_down = {"state": "down", "down_since": START, "alert_code": "7"}
+    await db["monitors"].update_one(
+        {"_id": made.id}, {"$set": old_down, "$unset": {"told": "", "told_since": ""}}
+    )
+    clock.advance(minutes=42)
+    again = await service(db, clock, told)
+    try:
+        doc = await db["monitors"].find_one({"_id": made.id})
+        assert doc is not None and (doc["told"], doc["told_since"]) == ("down", START)
+        assert await again.ping(made.token)
+        assert told.events == [("up", "Old", "42 min")]
+    finally:
+        await again.stop()
