@@ -93,8 +93,10 @@ async def measure(db_uri: str, target_url: str, size: int, seconds: float) -> di
     first = await store.create("http", {"name": "m0", "url": target_url, "interval_seconds": 30})
     doc = await db["monitors"].find_one({"_id": first.id})
     assert doc is not None
-    copies = [doc | {"_id": f"b{i}", "name": f"m{i}", "name_key": f"m{i}", "slot": i,
-                     "url": f"{target_url}?m={i}"} for i in range(1, size)]  # fmt: skip
+    slots = [n for n in range(size) if n != doc["slot"]]  # the cap's slots, one each
+    copies = [doc | {"_id": f"b{i}", "name": f"m{i}", "name_key": f"m{i}",
+                     "slot": slots[i - 1], "url": f"{target_url}?m={i}"}
+              for i in range(1, size)]  # fmt: skip
     for start in range(0, len(copies), 1000):
         await db["monitors"].insert_many(copies[start : start + 1000])
     downs: list[str] = []
