@@ -93,8 +93,10 @@ async def measure(db_uri: str, target_url: str, size: int, seconds: float) -> di
     first = await store.create("http", {"name": "m0", "url": target_url, "interval_seconds": 30})
     doc = await db["monitors"].find_one({"_id": first.id})
     assert doc is not None
+    slots = [n for n in range(size) if n != doc["slot"]]  # the cap's slots, one each
     copies = [doc | {"_id": f"b{i}", "name": f"m{i}", "name_key": f"m{i}",
-                     "url": f"{target_url}?m={i}"} for i in range(1, size)]  # fmt: skip
+                     "slot": slots[i - 1], "url": f"{target_url}?m={i}"}
+              for i in range(1, size)]  # fmt: skip
     for start in range(0, len(copies), 1000):
         await db["monitors"].insert_many(copies[start : start + 1000])
     downs: list[str] = []
@@ -106,7 +108,8 @@ async def measure(db_uri: str, target_url: str, size: int, seconds: float) -> di
     async def quiet(monitor: Monitor, *_: Any) -> None:
         return None
 
-    monitors = Monitors(store, Hooks(down=down, up=quiet, cleared=quiet), now)
+    hooks = Hooks(down=down, up=quiet, cleared=quiet, flapping=down)
+    monitors = Monitors(store, hooks, now)
     cpu, wall = time.process_time(), time.monotonic()
     await monitors.start()
     await asyncio.sleep(seconds)

@@ -1,4 +1,6 @@
-"""Downloading a media file over HTTP with a byte cap and a redirect policy.
+"""Reading HTTP answers with a byte cap: ``read_at_most`` for any answer the product
+fetches (a body past its cap is never received), ``fetch_capped`` for a media file,
+with a redirect policy.
 
 Reading stops as soon as the body passes the cap (an announced ``Content-Length``
 over it is refused before reading at all). Redirects are followed by hand so each
@@ -35,6 +37,20 @@ async def read_capped(chunks: AsyncIterable[bytes], max_bytes: int) -> bytes:
         if len(data) > max_bytes:
             raise MediaTooLarge(f"more than {max_bytes} bytes")
     return bytes(data)
+
+
+async def read_at_most(response: aiohttp.ClientResponse, limit: int) -> tuple[bytes, bool]:
+    """At most ``limit`` bytes of ``response``'s body, and whether that was all of it.
+    Past the limit the connection is closed: the rest is never received, whatever the
+    sender has (an endless or gigabyte answer costs ``limit`` bytes)."""
+    body = bytearray()
+    while len(body) <= limit:
+        chunk = await response.content.read(min(CHUNK, limit + 1 - len(body)))
+        if not chunk:
+            return bytes(body), True
+        body += chunk
+    response.close()
+    return bytes(body[:limit]), False
 
 
 async def fetch_capped(

@@ -10,17 +10,24 @@ once on ``/ping/<token>/fail``, as Healthchecks.io does.
 The state of each monitor lives in its document in ``monitors`` (this module owns the
 collection), so a restarted process carries on where the last one stopped:
 
-1. ``down`` is stored with the code of the alert raised for it: a restart never raises
-   a second alert for a monitor already down, and a heartbeat's deadline is counted
-   from the ping stored, not from the start of the process.
-2. The alert is raised before ``down`` is stored, under the dedupe key
-   ``monitor:<id>``: a crash in between raises it again, which the router counts
-   rather than sends. Likewise the way back up (``Hooks.up``: resolve the alert, tell
-   the owner under an idempotency key) runs before ``up`` is stored.
+1. What the owner was told is stored beside the state (``told``, with the code of the
+   alert raised): a restart never raises a second alert for a monitor already down,
+   and a heartbeat's deadline is counted from the ping stored, not from the start of
+   the process.
+2. A change of state is stored first, then told (``Hooks``), then stored as told: a
+   crash in between tells it at the next review, and telling twice is harmless (the
+   alert goes under the dedupe key ``monitor:<id>``, which the router counts rather
+   than sends; the way back up is sent under an idempotency key). What is told, and
+   when, is damped (``scheduler.monitor_news``): a flapping monitor makes one alert,
+   and a monitor makes at most one message per five minutes.
 3. Every change of state is a compare-and-set on the stored state, so two processes
    checking the same monitor (``watchkeeper chat`` beside ``watchkeeper run``) make one
    transition; a heartbeat is declared down only if its stored last ping is still the
    one the deadline was counted from.
+4. A heartbeat's ping token is stored as its hash only: the token is in the answer to
+   ``create`` and nowhere else (not in ``db_query``, a list or the API).
+5. At most ``max_monitors``, however many creates run at once: each monitor holds a
+   numbered slot below the cap, one per slot by a unique index.
 
 What to do when a monitor goes down or comes back is given as ``Hooks`` (the alert
 router's side, in ``agent.app.features.monitors``): this package never imports the agent.
@@ -42,8 +49,10 @@ from typing import Any, Literal
 import aiohttp
 from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import DuplicateKeyError
 from yarl import URL
 
+from scheduler.monitor_news import Damping, Word, flap_text, news, noted, recent
 from storage import retry
 from storage.tasks import stop_task, wait_event
 
@@ -66,6 +75,8 @@ MAX_INTERVAL = 86_400
 MAX_PERIOD = 31 * 86_400
 MAX_GRACE = 7 * 86_400
 MAX_FAILURES = 10
+SLOT_ATTEMPTS = 20
+"""Draws of a free slot before a create gives up (each loses only to a create that won)."""
 USER_AGENT = "Watchkeeper-monitor/1"
 
 
@@ -86,6 +97,10 @@ class MonitorLimits:
     """An http check that has no full answer within this is a failure."""
     resync_seconds: float = 60.0
     """How often the documents are read again (changes made by another process)."""
+    damping: Damping = field(default_factory=Damping)
+    """Flapping and the rate of messages (``scheduler.monitor_news``)."""
+    review_seconds: float = 1.0
+    """How often news held back (too soon, or flapping) is looked at again."""
 
 
 @dataclass(frozen=True)
@@ -107,12 +122,25 @@ class Monitor:
     failures_before_alert: int = 2
     period_seconds: int | None = None
     grace_seconds: int | None = None
+    token_key: str | None = None
+    """A heartbeat's ping token as stored: its hash only (``token_key``)."""
     token: str | None = None
+    """The ping token itself: only on the monitor ``create`` returns, never stored or
+    read back, so neither ``db_query`` nor a list shows it (DESIGN.md: secrets)."""
     state: State = "new"
     failures: int = 0
     failing_since: datetime | None = None
     down_since: datetime | None = None
     alert_code: str | None = None
+    """The alert open for it (down or flapping), as told."""
+    told: Word = "up"
+    """What the owner was last told: ``up`` (nothing open), ``down`` or ``flapping``."""
+    told_at: datetime | None = None
+    """When the last message about it was sent (at most one per ``Damping.quiet``)."""
+    told_since: datetime | None = None
+    """Since when what was told holds: the down (as told) or the flapping."""
+    changes: tuple[datetime, ...] = ()
+    """The latest changes of state between up and down, oldest first."""
     last_check_at: datetime | None = None
     last_error: str | None = None
     last_ping_at: datetime | None = None
@@ -121,8 +149,12 @@ class Monitor:
 
     @classmethod
     def from_doc(cls, doc: Mapping[str, Any]) -> Monitor:
-        names = {item.name for item in fields(cls)}
+        names = {item.name for item in fields(cls)} - {"token"}
         given = {k: v for k, v in doc.items() if k in names}
+        given["changes"] = tuple(doc.get("changes") or ())
+        if "told" not in doc:  # stored before the damping: an open alert was told down
+            given["told"] = "down" if doc.get("alert_code") else "up"
+            given["told_since"] = doc.get("down_since")
         return cls(id=str(doc["_id"]), **given)
 
     def since(self) -> datetime:
@@ -147,7 +179,10 @@ class Hooks:
     """``monitor`` (as it was while down) is up again after the given time: resolve
     its alert and tell the owner. Must be safe to run twice."""
     cleared: Callable[[Monitor, str], Awaitable[None]]
-    """``monitor`` was down and is paused or deleted (the reason): close its alert."""
+    """``monitor``'s alert is to close, unsaid (the reason: paused, deleted, flapping,
+    settled)."""
+    flapping: Callable[[Monitor, str], Awaitable[str | None]]
+    """Raise the one alert for ``monitor`` flapping (the text says how); its code."""
 
 
 @dataclass
@@ -276,6 +311,33 @@ class MonitorStore:
     def _clock(self) -> datetime:
         return stored_time(self._now())
 
+    async def upgrade(self) -> None:
+        """Bring monitors stored by earlier versions up to date (repeatable): no
+        readable token, a slot each, and what the owner was told."""
+        if await self.forget_plain_tokens():
+            log.info("monitors: readable ping tokens removed; their hashes are kept")
+        await self.fill_slots()
+        async for doc in self._coll.find({"told": {"$exists": False}}):
+            await self._note_told(Monitor.from_doc(doc))  # an open alert was told down
+
+    async def _note_told(self, was: Monitor) -> None:
+        await retry.retried(  # a retry finds the filter false
+            lambda: self._coll.update_one(
+                {"_id": was.id, "told": {"$exists": False}},
+                {"$set": {"told": was.told, "told_since": was.told_since}},
+            ),
+            "note what was told of a monitor",
+        )
+
+    async def forget_plain_tokens(self) -> int:
+        """Drop the readable ping tokens earlier versions stored beside their hash (the
+        hash alone finds the monitor, so their ping URLs keep working); how many."""
+        done = await retry.retried(  # $unset: repeatable
+            lambda: self._coll.update_many({"token": {"$exists": True}}, {"$unset": {"token": ""}}),
+            "forget plain ping tokens",
+        )
+        return done.modified_count
+
     async def all(self) -> list[Monitor]:
         docs = await self._coll.find({}).sort([("created_at", 1), ("_id", 1)]).to_list(None)
         return [Monitor.from_doc(d) for d in docs]
@@ -306,11 +368,6 @@ class MonitorStore:
             raise MonitorError(f"kind is required: http or heartbeat{got}")
         settled = settle(kind, given, {}, self.limits)
         await self._name_free(settled["name"])
-        most = self.limits.max_monitors
-        if await self._coll.count_documents({}) >= most:
-            raise MonitorError(
-                f"there are already {most} monitors, the most allowed; delete one first"
-            )
         now = self._clock()
         doc: Doc = {
             **settled,
@@ -320,15 +377,75 @@ class MonitorStore:
             "revision": 1,
             "state": "new",
             "failures": 0,
+            "told": "up",
             "created_at": now,
             "watch_from": now,
         }
-        if kind == "heartbeat":
-            doc["token"] = secrets.token_urlsafe(24)
-            doc["token_key"] = token_key(doc["token"])
-        if not await retry.insert_new(self._coll, doc, lambda: secrets.token_hex(4)):
-            raise MonitorError("could not allocate a monitor id; try again")
-        return Monitor.from_doc(doc)
+        token = secrets.token_urlsafe(24) if kind == "heartbeat" else None
+        if token is not None:
+            doc["token_key"] = token_key(token)
+        await self._insert_in_a_slot(doc)
+        return replace(Monitor.from_doc(doc), token=token)
+
+    def _full(self) -> MonitorError:
+        most = self.limits.max_monitors
+        return MonitorError(
+            f"there are already {most} monitors, the most allowed; delete one first"
+        )
+
+    async def _open_slots(self) -> list[int]:
+        """The slot numbers below the cap that no monitor holds."""
+        held = await self._coll.find({"slot": {"$exists": True}}, {"slot": 1}).to_list(None)
+        taken = {d["slot"] for d in held}
+        return [n for n in range(self.limits.max_monitors) if n not in taken]
+
+    async def _free_slots(self) -> list[int]:
+        """The open slots; none while as many monitors as the cap exist (slotted or
+        not: a store from before the slots may hold a few more)."""
+        if await self._coll.count_documents({}) >= self.limits.max_monitors:
+            return []
+        return await self._open_slots()
+
+    async def _insert_in_a_slot(self, doc: Doc) -> None:
+        """Insert ``doc`` holding one of the ``max_monitors`` slots, under a fresh id.
+
+        The cap holds by construction, however many creates run at once: each monitor
+        holds a slot number below the cap and a unique index allows one monitor per
+        slot, so a create that loses a race for a slot (or an id) draws again among
+        those still free, and finds none once the cap is reached."""
+        for _ in range(SLOT_ATTEMPTS):
+            free = await self._free_slots()
+            if not free:
+                raise self._full()
+            doc |= {"_id": secrets.token_hex(4), "slot": secrets.choice(free)}
+            try:
+                await retry.insert(self._coll, doc)  # a retry finds its own id stored
+            except DuplicateKeyError:
+                continue
+            return
+        raise MonitorError("too many monitors are being made at once; try again")
+
+    async def fill_slots(self) -> None:
+        """Give a slot to each monitor an earlier version made without one, while
+        slots are free (repeatable; another process doing the same is fine)."""
+        unslotted = self._coll.find({"slot": {"$exists": False}}, {"_id": 1})
+        for doc in await unslotted.sort("created_at", 1).to_list(None):
+            for _ in range(SLOT_ATTEMPTS):
+                free = await self._open_slots()
+                if not free:
+                    return
+                try:
+                    await self._take_slot(doc["_id"], free[0])
+                except DuplicateKeyError:
+                    continue
+                break
+
+    async def _take_slot(self, monitor_id: str, slot: int) -> None:
+        match = {"_id": monitor_id, "slot": {"$exists": False}}
+        await retry.retried(  # a retry finds the filter false
+            lambda: self._coll.update_one(match, {"$set": {"slot": slot}}),
+            "give a monitor its slot",
+        )
 
     async def update(self, monitor_id: Any, given: Mapping[str, Any]) -> Monitor:
         monitor = await self.find(monitor_id)
@@ -363,7 +480,8 @@ class MonitorStore:
         change: Doc = {"paused": paused}
         if paused:  # whatever it was, it starts again from nothing on resume
             change |= {"state": "new", "failures": 0, "failing_since": None}
-            change |= {"down_since": None, "alert_code": None}
+            change |= {"down_since": None, "alert_code": None, "changes": []}
+            change |= {"told": "up", "told_at": None, "told_since": None}
         else:
             change["watch_from"] = self._clock()
         return await self._set(monitor.id, change, bump=True)
@@ -402,22 +520,35 @@ class MonitorStore:
         return replace(monitor, **change) if done.matched_count else None
 
     async def went_down(
-        self, monitor: Monitor, since: datetime, reason: str, code: str | None
+        self, monitor: Monitor, since: datetime, reason: str, at: datetime
     ) -> Monitor | None:
-        """Down, if nothing changed the state meanwhile (for a heartbeat: no new ping)."""
+        """Down, if nothing changed the state meanwhile (for a heartbeat: no new ping);
+        a change at ``at`` (told later: ``told``)."""
         match: Doc = {"_id": monitor.id, "state": monitor.state, "paused": False}
         if monitor.kind == "heartbeat":
             match |= {"last_ping_at": monitor.last_ping_at, "watch_from": monitor.watch_from}
+        changes = noted(monitor.changes, at, self.limits.damping)
         return await self._cas(
             match,
-            {"state": "down", "down_since": since, "alert_code": code, "last_error": reason},
+            {"state": "down", "down_since": since, "last_error": reason, "changes": changes},
         )
 
     async def came_up(self, monitor: Monitor, at: datetime) -> Monitor | None:
+        changes = noted(monitor.changes, at, self.limits.damping)
         return await self._cas(
             {"_id": monitor.id, "state": "down", "down_since": monitor.down_since},
-            {"state": "up", "failures": 0, "failing_since": None}
-            | {"down_since": None, "alert_code": None, "last_check_at": at, "last_error": None},
+            {"state": "up", "failures": 0, "failing_since": None, "changes": changes}
+            | {"down_since": None, "last_check_at": at, "last_error": None},
+        )
+
+    async def told(
+        self, monitor: Monitor, word: Word, code: str | None, at: datetime, since: datetime
+    ) -> Monitor | None:
+        """The owner was told ``word`` at ``at`` (alert ``code`` open for it), if no
+        other process told them anything meanwhile."""
+        return await self._cas(
+            {"_id": monitor.id, "told_at": monitor.told_at},
+            {"told": word, "alert_code": code, "told_at": at, "told_since": since},
         )
 
     async def pinged(self, monitor_id: str, at: datetime) -> Monitor | None:
@@ -526,6 +657,9 @@ class Monitors:
         """token_key -> monitor id, for the pings."""
         self._watches: dict[str, _Watch] = {}
         self._resync: asyncio.Task[None] | None = None
+        self._reviews: asyncio.Task[None] | None = None
+        self._reviewing: set[str] = set()
+        """Monitors whose news is being told here now (told once, not twice at once)."""
         self._last_miss_reload = float("-inf")
         self.stats = CheckStats()
 
@@ -541,13 +675,17 @@ class Monitors:
                 connector=aiohttp.TCPConnector(force_close=True, limit=100),
                 cookie_jar=aiohttp.DummyCookieJar(),
             )
+        await self.store.upgrade()
         await self._load(spread=True)
         self._resync = asyncio.create_task(self._resync_loop(), name="monitors-resync")
+        if self.watching:
+            self._reviews = asyncio.create_task(self._review_loop(), name="monitors-news")
         return len(self._watches)
 
     async def stop(self) -> None:
+        await stop_task(self._reviews)
         await stop_task(self._resync)
-        self._resync = None
+        self._resync = self._reviews = None
         watches, self._watches = list(self._watches.values()), {}
         await asyncio.gather(*(stop_task(watch.task) for watch in watches))
         if self._session is not None:
@@ -582,14 +720,14 @@ class Monitors:
                 watch.wake.set()  # changed by another process (a ping): a new deadline
 
     def _remember(self, monitor: Monitor) -> None:
-        self._current[monitor.id] = monitor
-        if monitor.token is not None:
-            self._tokens[token_key(monitor.token)] = monitor.id
+        self._current[monitor.id] = replace(monitor, token=None)  # shown once, at creation
+        if monitor.token_key is not None:
+            self._tokens[monitor.token_key] = monitor.id
 
     def _forget(self, monitor_id: str) -> None:
         monitor = self._current.pop(monitor_id, None)
-        if monitor is not None and monitor.token is not None:
-            self._tokens.pop(token_key(monitor.token), None)
+        if monitor is not None and monitor.token_key is not None:
+            self._tokens.pop(monitor.token_key, None)
 
     async def _watch(self, monitor: Monitor, delay: float = 0.0) -> None:
         await self._unwatch(monitor.id)
@@ -630,7 +768,7 @@ class Monitors:
         await self._unwatch(monitor.id)
         paused = await self.store.set_paused(monitor, True)
         self._remember(paused)
-        if monitor.state == "down":
+        if monitor.alert_code is not None:
             await self._hooks.cleared(monitor, "paused")
         return paused
 
@@ -648,16 +786,17 @@ class Monitors:
         await self._unwatch(monitor.id)
         await self.store.delete(monitor)
         self._forget(monitor.id)
-        if monitor.state == "down":
+        if monitor.alert_code is not None:
             await self._hooks.cleared(monitor, "deleted")
         return monitor
 
     async def ping(self, token: str, *, fail: bool = False) -> bool:
         """A heartbeat's ping; False for a token no monitor has (answered 404).
 
-        Looked up by the token's hash in memory, the token then compared in constant
-        time; an unknown token reads the database at most once every few seconds
-        (a monitor made by another process), so a flood of guesses costs nothing."""
+        Looked up by the token's hash in memory (only the hash is stored), the hashes
+        then compared in constant time; an unknown token reads the database at most
+        once every few seconds (a monitor made by another process), so a flood of
+        guesses costs nothing."""
         key = token_key(token)
         monitor_id = self._tokens.get(key)
         if monitor_id is None:
@@ -671,9 +810,7 @@ class Monitors:
             self._remember(found)
             monitor_id = found.id
         monitor = self._current.get(monitor_id)
-        if monitor is None or not hmac.compare_digest(
-            (monitor.token or "").encode(), token.encode("utf-8", "replace")
-        ):
+        if monitor is None or not hmac.compare_digest(monitor.token_key or "", key):
             return False
         now = self._clock()
         pinged = await self.store.pinged(monitor.id, now)
@@ -694,12 +831,11 @@ class Monitors:
 
     async def _ok(self, monitor: Monitor, at: datetime) -> None:
         if monitor.state == "down":
-            since = monitor.down_since or at
-            await self._hooks.up(monitor, at - since)  # before the state: see point 2
             back = await self.store.came_up(monitor, at)
             if back is not None:
                 log.info("monitor %s is up again", monitor.name)
                 self._remember(back)
+                await self._review(back)
                 return
             monitor = await self.store.reload(monitor.id) or monitor
         if monitor.state != "up" or monitor.failures or monitor.kind == "http":
@@ -722,11 +858,65 @@ class Monitors:
     async def _down(self, monitor: Monitor, since: datetime, reason: str) -> None:
         if monitor.state == "down":
             return
-        code = await self._hooks.down(monitor, reason)  # before the state: see point 2
-        down = await self.store.went_down(monitor, since, reason, code)
-        if down is not None:
-            log.warning("monitor %s is down: %s", monitor.name, reason)
-        self._remember(down or await self.store.reload(monitor.id) or monitor)
+        down = await self.store.went_down(monitor, since, reason, self._clock())
+        if down is None:
+            self._remember(await self.store.reload(monitor.id) or monitor)
+            return
+        log.warning("monitor %s is down: %s", monitor.name, reason)
+        self._remember(down)
+        await self._review(down)
+
+    # -- what the owner is told (scheduler.monitor_news) --------------------------------
+
+    async def _review(self, monitor: Monitor) -> None:
+        """Tell the owner what is new about ``monitor``, if anything may be told now
+        (module docstring, point 2); held news waits for ``_review_loop``."""
+        now = self._clock()
+        damping = self.limits.damping
+        args = (monitor.state, monitor.told, monitor.told_at, monitor.changes, now, damping)
+        word = None if monitor.paused else news(*args)
+        if word is None or monitor.id in self._reviewing:
+            return
+        self._reviewing.add(monitor.id)
+        try:
+            code, since = await self._tell(monitor, word, now)
+            told = await self.store.told(monitor, word, code, now, since)
+        finally:
+            self._reviewing.discard(monitor.id)
+        self._remember(told or await self.store.reload(monitor.id) or monitor)
+
+    async def _tell(
+        self, monitor: Monitor, word: Word, now: datetime
+    ) -> tuple[str | None, datetime]:
+        """Say ``word`` through the hooks; the code of the alert left open, and since
+        when what was said holds."""
+        open_code = monitor.alert_code
+        if word == "up":  # down for as long as it was; flapping until steady (now)
+            back = monitor.changes[-1] if monitor.changes else now
+            back = now if monitor.told == "flapping" else back
+            since = monitor.told_since or back
+            await self._hooks.up(replace(monitor, down_since=since), back - since)
+            return None, back
+        if open_code is not None:  # down and flapping are two alerts: one closes
+            await self._hooks.cleared(monitor, "flapping" if word == "flapping" else "settled")
+        if word == "flapping":
+            text = flap_text(monitor.changes, now, self.limits.damping)
+            seen = recent(monitor.changes, now, self.limits.damping)
+            return await self._hooks.flapping(monitor, text), seen[0] if seen else now
+        reason = monitor.last_error or "down"
+        return await self._hooks.down(monitor, reason), monitor.down_since or now
+
+    async def _review_loop(self) -> None:
+        """Look at each monitor's held news again (too soon after the last message, or
+        flapping until it settles): the real time between looks, the product's clock
+        for what is due."""
+        while True:
+            await asyncio.sleep(self.limits.review_seconds)
+            for monitor in list(self._current.values()):
+                try:
+                    await self._review(monitor)
+                except Exception:
+                    log.exception("monitor %s: telling the owner failed", monitor.name)
 
     # -- the loops ---------------------------------------------------------------------
 

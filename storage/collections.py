@@ -144,7 +144,11 @@ INDEXES: Mapping[str, Sequence[IndexModel]] = MappingProxyType(
         ],
         WHATSAPP_PERMISSIONS: [IndexModel([("phone_number", ASCENDING)], unique=True)],
         # A heartbeat's ping made through another process finds its monitor by token.
-        MONITORS: [IndexModel([("token_key", ASCENDING)], unique=True, sparse=True)],
+        MONITORS: [
+            IndexModel([("token_key", ASCENDING)], unique=True, sparse=True),
+            # One monitor per slot below the cap: the cap holds under concurrent creates.
+            IndexModel([("slot", ASCENDING)], unique=True, sparse=True),
+        ],
         # Side-effect results are needed only while an exchange may still be replayed.
         TOOL_EFFECTS: [IndexModel([("created_at", ASCENDING)], expireAfterSeconds=7 * 86400)],
         # Pairing codes and "try later" notes expire; paired owners have no expires_at.

@@ -18,7 +18,8 @@ posts a one-line reason to ``<url>/fail`` (from the second check in a row that f
 the problem; the first only holds its ping back). So a host that dies or wedges (its event loop
 stuck, the process gone) stops pinging and the service outside alerts on the absence.
 A ping that cannot be delivered is logged once per outage, with the URL's host only
-(the path usually holds the check's secret UUID), and never stops anything.
+(the path usually holds the check's secret UUID), and never stops anything. The
+receiver's answer is read up to ``ANSWER_LIMIT`` bytes, within the ping's timeout.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import aiohttp
 
 from agent.app.application import App, Feature, FeatureContext, Parts, Scheduling
 from agent.tools.mcp.client import McpServers
+from channels.http_fetch import read_at_most
 from storage import collections as c
 from storage.ejson import aware
 from storage.tasks import stop_task
@@ -56,6 +58,9 @@ OUTBOX_LATE_SECONDS = 600.0
 REASON_LIMIT = 300
 PING_TIMEOUT = 10.0
 """Seconds a ping may take (at most the interval)."""
+ANSWER_LIMIT = 64 * 1024
+"""Bytes of the receiver's answer read (nothing in it is needed): a receiver that
+answers a gigabyte costs no more than this."""
 FAIL_AFTER = 2
 """Checks in a row that must find a problem before ``/fail`` is sent (the first one
 only holds the ping back): a channel reconnecting for a second pages nobody."""
@@ -386,7 +391,7 @@ class DeadMansSwitch:
                 body = reason.encode()
                 request = self._http.post(self._fail, data=body, timeout=self._timeout)
             async with request as response:
-                await response.read()
+                await read_at_most(response, ANSWER_LIMIT)
                 problem = None if response.status < 400 else f"HTTP {response.status}"
         except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
             problem = type(exc).__name__

@@ -53,13 +53,17 @@ class MonitorArgs(BaseModel):
     )
 
 
+PING_NOTE = (
+    "PUBLIC_BASE_URL is not set, so this is a path: put this server's address, as the "
+    "pinging job reaches it, before it (or set PUBLIC_BASE_URL)"
+)
+ONCE_NOTE = "shown only now: only a hash of its token is kept, so note the ping_url"
+
+
 def ping_base(settings: Settings) -> str:
-    """Where pings reach this server: ``PUBLIC_BASE_URL``, else the server's own address."""
-    if settings.public_base_url:
-        return settings.public_base_url.rstrip("/")
-    host = settings.http_host if settings.http_host not in ("0.0.0.0", "::") else "127.0.0.1"
-    host = f"[{host}]" if ":" in host else host
-    return f"http://{host}:{settings.http_port}"
+    """Where pings reach this server: ``PUBLIC_BASE_URL``, else nothing (the ping_url
+    is then a path): never a host taken from a request, which its sender chooses."""
+    return (settings.public_base_url or "").rstrip("/")
 
 
 def ping_url(base: str, token: str) -> str:
@@ -68,7 +72,9 @@ def ping_url(base: str, token: str) -> str:
 
 def monitor_view(monitor: Monitor, base: str) -> Doc:
     """A monitor as the tool, the API and the dashboard show it (fields as
-    ``manage_monitor`` names them); a heartbeat's ``ping_url`` is absolute."""
+    ``manage_monitor`` names them). A heartbeat's ``ping_url`` is shown once, on the
+    monitor ``create`` returns (the only one that knows its token); absolute with
+    ``base``, else a path with a note."""
     view: Doc = {
         "id": monitor.id,
         "name": monitor.name,
@@ -89,12 +95,18 @@ def monitor_view(monitor: Monitor, base: str) -> Doc:
         view |= {
             "period_seconds": monitor.period_seconds,
             "grace_seconds": monitor.grace_seconds,
-            "ping_url": ping_url(base, monitor.token or ""),
+        }
+        if monitor.token is not None:
+            view["ping_url"] = ping_url(base, monitor.token)
+            view["ping_note"] = ONCE_NOTE if base else f"{PING_NOTE}; {ONCE_NOTE}"
+        view |= {
             "last_ping_at": monitor.last_ping_at,
             "late_after": None if monitor.paused else monitor.deadline(),
         }
     if monitor.state == "down" and not monitor.paused:
         view |= {"down_since": monitor.down_since, "alert_code": monitor.alert_code}
+    if monitor.told == "flapping" and not monitor.paused:  # one alert until it is steady
+        view |= {"flapping": True, "alert_code": monitor.alert_code}
     if monitor.last_error and monitor.state != "up" and not monitor.paused:
         view["last_error"] = monitor.last_error
     view["created_at"] = monitor.created_at
@@ -135,8 +147,9 @@ def manage_monitor(monitors: Monitors, base: str) -> Tool[MonitorArgs]:
         description=(
             "Monitors run with no model call. create: name, kind; http: url, optional "
             "interval_seconds, expect_status, keyword, failures_before_alert; heartbeat: "
-            "period_seconds, optional grace_seconds (answer gives its ping_url: GET or POST "
-            "it, /fail for a failure); optional severity. list. update: monitor_id + fields "
+            "period_seconds, optional grace_seconds (the create answer gives its ping_url, "
+            "once: pass it on; GET or POST it, /fail for a failure; a lost one means delete "
+            "and create again); optional severity. list. update: monitor_id + fields "
             "to change. delete, pause, resume: monitor_id. At most 50 monitors."
         ),
         args=MonitorArgs,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 import aiohttp
@@ -10,6 +11,10 @@ from pydantic import BaseModel, Field, WithJsonSchema
 from agent.context import RunContext
 from agent.llm.untrusted import EXTERNAL, mark_external
 from agent.tools.base import Tool, ToolError, ToolResult
+from channels.http_fetch import read_at_most
+
+ANSWER_LIMIT = 1024 * 1024
+"""Bytes of the search service's answer read (ten results are some 50 kB)."""
 
 
 class WebSearchArgs(BaseModel):
@@ -40,9 +45,17 @@ async def _web_search(args: WebSearchArgs, ctx: RunContext) -> ToolResult:
                 raise ToolError("web search rate limit reached; try again later")
             if resp.status != 200:
                 raise ToolError(f"web search failed with HTTP {resp.status}")
-            payload: dict[str, Any] = await resp.json(content_type=None)
+            body, whole = await read_at_most(resp, ANSWER_LIMIT)
     except (aiohttp.ClientError, TimeoutError):
         raise ToolError("web search could not reach the search service") from None
+    if not whole:
+        raise ToolError(f"web search answered more than {ANSWER_LIMIT // 1024} kB; not read")
+    try:
+        payload: Any = json.loads(body)
+    except ValueError:
+        payload = None
+    if not isinstance(payload, dict):
+        raise ToolError("web search gave an answer that is not a JSON object")
     results = (payload.get("web") or {}).get("results") or []
     found = [r for r in results[: args.count] if isinstance(r, dict)]
     if not found:

@@ -25,7 +25,9 @@ Behaviour kept from ``HTTPXRequest``:
 Differences: aiohttp has no per-write timeout. Small bodies go straight into the
 socket buffer; an upload with files gets an overall deadline of
 connect + write + read timeouts instead. TLS uses aiohttp's default context (the
-system trust store, as the app's other aiohttp clients do), not certifi's bundle.
+system trust store, as the app's other aiohttp clients do), not certifi's bundle. An
+answer is read up to ``answer_limit`` bytes (a Bot API file is at most 20 MB): past it
+the call fails with ``NetworkError`` and the rest is never received.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ import aiohttp
 from telegram.error import NetworkError, TimedOut
 from telegram.request import BaseRequest, RequestData
 
+from channels.http_fetch import read_at_most
+
 log = logging.getLogger("telegram.AiohttpRequest")
 """Named like PTB's own ``telegram.HTTPXRequest`` logger; the URLs it logs carry the token,
 so the channel attaches its redacting filter to it."""
@@ -50,6 +54,8 @@ POOL_TIMEOUT_MESSAGE: Final = (
     "pool size or the pool timeout."
 )
 PROXY_VARIABLES: Final = ("http", "https", "all")
+ANSWER_LIMIT: Final = 64 * 1024 * 1024
+"""Bytes of one answer read: a Bot API file is at most 20 MB, its JSON far less."""
 
 
 def _proxy_in_env() -> bool:
@@ -94,6 +100,7 @@ class AiohttpRequest(BaseRequest):
     """
 
     __slots__ = (
+        "_answer_limit",
         "_connect_timeout",
         "_default_timeout",
         "_keepalive",
@@ -115,6 +122,7 @@ class AiohttpRequest(BaseRequest):
         pool_timeout: float | None = 1.0,
         media_write_timeout: float | None = 20.0,
         keepalive_seconds: float = 5.0,
+        answer_limit: int = ANSWER_LIMIT,
     ) -> None:
         if connection_pool_size < 1:
             raise ValueError("connection_pool_size must be at least 1")
@@ -125,6 +133,7 @@ class AiohttpRequest(BaseRequest):
         self._pool_timeout = pool_timeout
         self._media_write_timeout = media_write_timeout
         self._keepalive = keepalive_seconds
+        self._answer_limit = answer_limit
         self._default_timeout = self._timeout(
             False, self.DEFAULT_NONE, self.DEFAULT_NONE, self.DEFAULT_NONE
         )
@@ -224,7 +233,9 @@ class AiohttpRequest(BaseRequest):
             async with session.request(
                 method, url, data=body, headers=headers, timeout=timeout
             ) as response:
-                payload = await response.read()
+                payload, whole = await read_at_most(response, self._answer_limit)
+            if not whole:
+                raise NetworkError(f"the answer is over {self._answer_limit} bytes; not read")
             if log.isEnabledFor(logging.DEBUG):  # httpx logged each request at INFO
                 log.debug(
                     'HTTP Request: %s %s "%d %s"', method, url, response.status, response.reason

@@ -12,6 +12,7 @@ from aiohttp.test_utils import TestServer
 from channels.delivery.media import MediaCaps, too_large_note, too_long_note
 from channels.http_fetch import fetch_capped, read_capped
 from channels.types import MediaRefused, MediaTooLarge
+from tests.fakes.huge_answer import MIB, huge_answer
 
 AUTH = "Basic c2VjcmV0OnNlY3JldA=="
 
@@ -28,6 +29,16 @@ async def test_reading_stops_at_the_first_chunk_past_the_cap() -> None:
         await read_capped(chunks(), 200_000)
     assert len(pulled) == 4  # 4 * 65,536 is the first total over 200,000
     assert await read_capped(_just(b"abc"), 3) == b"abc"
+
+
+async def test_an_endless_download_stops_at_the_cap() -> None:
+    """No ``Content-Length`` and no end: the download stops past the cap and the
+    connection closes (what the server counts is the cap plus socket buffers)."""
+    async with huge_answer(1024 * MIB) as server:
+        with pytest.raises(MediaTooLarge):
+            await fetch_capped(server.url, 2 * MIB)
+        await server.done.wait()
+    assert server.sent < 2 * MIB + 16 * MIB
 
 
 async def _just(data: bytes) -> AsyncIterator[bytes]:

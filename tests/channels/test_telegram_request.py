@@ -17,6 +17,7 @@ from telegram import Bot
 from telegram.error import BadRequest, NetworkError, TimedOut
 
 from channels.telegram.request import AiohttpRequest
+from tests.fakes.huge_answer import MIB, huge_answer
 
 TOKEN = "123456789:AAFakeTokenForRequestTests"
 ME = {"id": 123456789, "is_bot": True, "first_name": "Keeper", "username": "keeper_bot"}
@@ -202,3 +203,15 @@ async def test_shut_down_it_refuses_and_it_can_start_again(api: Api) -> None:
         await request.do_request(f"{api.url}/bot{TOKEN}/getMe", "POST")
     async with bot:
         assert (await bot.get_me()).username == "keeper_bot"
+
+
+async def test_an_answer_past_the_limit_fails_after_a_bounded_read() -> None:
+    """A Bot API base URL that answers without end (a wrong ``TELEGRAM_API_BASE_URL``,
+    a broken proxy) costs ``answer_limit`` bytes, then a ``NetworkError``."""
+    async with huge_answer(256 * MIB) as api:
+        bot = _bot(api.url.removesuffix("/check"), AiohttpRequest(answer_limit=MIB))
+        async with bot.request:
+            with pytest.raises(NetworkError, match="the answer is over 1048576 bytes"):
+                await bot.send_message(42, "hi")
+        await api.done.wait()
+    assert api.sent < MIB + 16 * MIB

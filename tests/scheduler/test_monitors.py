@@ -7,30 +7,36 @@ Two services on one database stand for ``watchkeeper chat`` beside ``watchkeeper
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import aiohttp
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from scheduler.monitors import (
+    MAX_BODY,
     Hooks,
     Monitor,
     MonitorError,
     MonitorLimits,
     Monitors,
     MonitorStore,
+    check_http,
     down_for_text,
     settle,
 )
 from tests.fakes.clock import FakeClock
+from tests.fakes.huge_answer import MIB, huge_answer
 from tests.fakes.monitor_target import Target
 from tests.waiting import until, until_async
 
 START = datetime(2026, 11, 26, 10, 0, tzinfo=UTC)
-QUICK = MonitorLimits(min_interval_seconds=1, timeout_seconds=0.5)
+QUICK = MonitorLimits(min_interval_seconds=1, timeout_seconds=0.5, review_seconds=0.05)
+CONCURRENT_CREATES = 400
 Doc = dict[str, Any]
 
 
@@ -51,7 +57,11 @@ class Told:
         async def cleared(monitor: Monitor, why: str) -> None:
             self.events.append(("cleared", monitor.name, why))
 
-        return Hooks(down=down, up=up, cleared=cleared)
+        async def flapping(monitor: Monitor, how: str) -> str:
+            self.events.append(("flapping", monitor.name, how))
+            return str(len(self.events))
+
+        return Hooks(down=down, up=up, cleared=cleared, flapping=flapping)
 
     def kinds(self) -> list[str]:
         return [kind for kind, _, _ in self.events]
@@ -217,3 +227,161 @@ async def test_a_process_beside_the_runner_edits_monitors_but_does_not_check_the
     finally:
         await beside.stop()
         await runner.stop()
+
+
+async def test_a_readable_token_an_older_version_stored_is_dropped_and_still_pings(
+    db: AsyncDatabase[Doc], clock: FakeClock
+) -> None:
+    """Before issue 36 a heartbeat's token was stored readable beside its hash: the
+    start removes it, and the job's ping URL keeps working through the hash."""
+    told = Told()
+    first = await service(db, clock, told)
+    made = await first.create("heartbeat", {"name": "Old", "period_seconds": 60})
+    await first.stop()
+    assert made.token is not None
+    await db["monitors"].update_one({"_id": made.id}, {"$set": {"token": made.token}})
+    again = await service(db, clock, told)
+    try:
+        doc = await db["monitors"].find_one({"_id": made.id})
+        assert doc is not None and "token" not in doc and doc["token_key"]
+        assert again.all()[0].token is None
+        assert await again.ping(made.token)
+        await until_async(_state(again, made.id, "up"))
+    finally:
+        await again.stop()
+
+
+async def test_the_cap_holds_when_many_creates_run_at_once(
+    db: AsyncDatabase[Doc], clock: FakeClock
+) -> None:
+    """Issue 36, point 10: 2,000 creates at once stored 55 monitors against a cap of 50
+    (each counted, then inserted). Two processes share the database here, as
+    ``watchkeeper chat`` beside ``watchkeeper run`` do."""
+    limits = MonitorLimits()  # the real cap: 50
+    a, b = (
+        Monitors(MonitorStore(db, clock, limits), Told().hooks(), clock, watching=False)
+        for _ in range(2)
+    )
+    await a.start()
+    await b.start()
+    try:
+        made = await asyncio.gather(
+            *(
+                (a if n % 2 else b).create("heartbeat", {"name": f"job {n}", "period_seconds": 60})
+                for n in range(CONCURRENT_CREATES)
+            ),
+            return_exceptions=True,
+        )
+        kept = [m for m in made if isinstance(m, Monitor)]
+        refused = {str(m) for m in made if not isinstance(m, Monitor)}
+        assert await db["monitors"].count_documents({}) == len(kept) == 50
+        assert refused == {"there are already 50 monitors, the most allowed; delete one first"}
+        await a.delete(kept[0].id)
+        again = await b.create("http", {"name": "one more", "url": "http://nas.local/"})
+        assert again.name == "one more"
+        with pytest.raises(MonitorError, match="already 50 monitors"):
+            await a.create("http", {"name": "too many", "url": "http://nas.local/"})
+    finally:
+        await a.stop()
+        await b.stop()
+
+
+async def test_monitors_from_before_the_slots_get_one_and_count(
+    db: AsyncDatabase[Doc], clock: FakeClock
+) -> None:
+    limits = MonitorLimits(max_monitors=3)
+    first = Monitors(MonitorStore(db, clock, limits), Told().hooks(), clock, watching=False)
+    await first.start()
+    for n in range(3):
+        await first.create("heartbeat", {"name": f"old {n}", "period_seconds": 60})
+    await first.stop()
+    await db["monitors"].update_many({}, {"$unset": {"slot": ""}})  # as an older version left
+    again = Monitors(MonitorStore(db, clock, limits), Told().hooks(), clock, watching=False)
+    await again.start()
+    try:
+        slots = [d["slot"] async for d in db["monitors"].find({}).sort("created_at", 1)]
+        assert sorted(slots) == [0, 1, 2]
+        with pytest.raises(MonitorError, match="already 3 monitors"):
+            await again.create("heartbeat", {"name": "new", "period_seconds": 60})
+    finally:
+        await again.stop()
+
+
+async def test_a_target_answering_without_end_is_read_only_up_to_the_cap() -> None:
+    """A monitored site that answers an endless body costs ``MAX_BODY`` bytes at most:
+    no keyword, nothing is read; a keyword is looked for in the first MiB only."""
+    made = START
+    web = Monitor("m1", "Web", "http", "warning", False, 1, made, url="")
+    async with huge_answer(1024 * MIB) as site, aiohttp.ClientSession() as http:
+        plain = await check_http(http, replace(web, url=site.url), 5.0)
+        assert plain.ok
+        await site.done.wait()
+        site.done.clear()
+        seen = site.sent
+        wanted = replace(web, url=site.url, keyword="Welcome")
+        missing = await check_http(http, wanted, 5.0)
+        assert not missing.ok and "without the keyword 'Welcome'" in missing.reason
+        await site.done.wait()
+    assert seen < 16 * MIB and site.sent - seen < MAX_BODY + 16 * MIB
+    async with huge_answer(1024 * MIB, head=b"Welcome") as site, aiohttp.ClientSession() as http:
+        assert (await check_http(http, replace(web, url=site.url, keyword="Welcome"), 5.0)).ok
+        await site.done.wait()
+    assert site.sent < 16 * MIB
+
+
+async def test_twenty_fail_and_ping_cycles_make_a_few_messages_not_forty(
+    db: AsyncDatabase[Doc], clock: FakeClock
+) -> None:
+    """Issue 36, point 10: 20 fail/ping cycles in 12 s sent 40 messages. The first
+    change is told at once; the rest waits for the 5 min between messages, by which
+    time the monitor is flapping (one alert); 15 min steady, it is up again (one more)."""
+    told = Told()
+    monitors = await service(db, clock, told)
+    try:
+        made = await monitors.create("heartbeat", {"name": "Job", "period_seconds": 3600})
+        assert made.token is not None
+        for _ in range(20):
+            assert await monitors.ping(made.token, fail=True)
+            clock.advance(seconds=0.3)
+            assert await monitors.ping(made.token)
+            clock.advance(seconds=0.3)
+        assert told.kinds() == ["down"]  # each ping told what it had to say before answering
+        clock.advance(minutes=5)
+        await until(lambda: told.kinds()[-1] == "flapping", "one flapping alert")
+        assert told.events[1:] == [
+            ("cleared", "Job", "flapping"),
+            ("flapping", "Job", "changed state 40 times in 11 s"),
+        ]
+        clock.advance(minutes=15)  # steady since its last ping
+        await until(lambda: told.kinds()[-1] == "up", "steady again")
+        assert told.events[-1] == ("up", "Job", "20 min")
+        sent = [kind for kind in told.kinds() if kind != "cleared"]  # cleared says nothing
+        assert sent == ["down", "flapping", "up"]
+        doc = await db["monitors"].find_one({"_id": made.id})
+        assert doc is not None and doc["told"] == "up" and doc["alert_code"] is None
+    finally:
+        await monitors.stop()
+
+
+async def test_a_monitor_down_before_the_damping_is_told_up_with_its_downtime(
+    db: AsyncDatabase[Doc], clock: FakeClock
+) -> None:
+    """A store from before ``told``: a down monitor with its alert open was told down."""
+    told = Told()
+    first = await service(db, clock, told)
+    made = await first.create("heartbeat", {"name": "Old", "period_seconds": 60})
+    await first.stop()
+    assert made.token is not None
+    old_down = {"state": "down", "down_since": START, "alert_code": "7"}
+    await db["monitors"].update_one(
+        {"_id": made.id}, {"$set": old_down, "$unset": {"told": "", "told_since": ""}}
+    )
+    clock.advance(minutes=42)
+    again = await service(db, clock, told)
+    try:
+        doc = await db["monitors"].find_one({"_id": made.id})
+        assert doc is not None and (doc["told"], doc["told_since"]) == ("down", START)
+        assert await again.ping(made.token)
+        assert told.events == [("up", "Old", "42 min")]
+    finally:
+        await again.stop()

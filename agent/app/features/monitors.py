@@ -3,8 +3,10 @@
 Runs beside the alert router (it needs it: a monitor that goes down raises an alert
 through it, ``source`` ``monitor:<name>``, deduplicated by ``monitor:<id>``, so one
 per monitor while it is down). When the monitor comes back the alert is resolved and
-the owner is told how long it was down. Contributes ``manage_monitor`` (the owner's
-chats and cron runs, not the pulse), ``GET``/``POST /api/monitors``,
+the owner is told how long it was down. A monitor that flaps gets one "flapping" alert
+instead, and each monitor at most one message per five minutes
+(``scheduler.monitor_news``). Contributes ``manage_monitor`` (the owner's chats and
+cron runs, not the pulse), ``GET``/``POST /api/monitors``,
 ``DELETE /api/monitors/{id}`` (admin token, like every ``/api/*``), the pings
 ``GET``/``POST /ping/<token>`` and ``/ping/<token>/fail`` (no token but their own),
 and a ``monitors`` section of ``/api/status``.
@@ -77,7 +79,8 @@ def _hooks(router: AlertRouter, outbox: Outbox, ctx: FeatureContext) -> Hooks:
         if not told:
             return
         closed = f" (alert #{code} resolved)" if code else ""
-        text = f"✅ {monitor.name} is up again after {down_for_text(down_for)}{closed}."
+        again = "steady and up again" if monitor.told == "flapping" else "up again"
+        text = f"✅ {monitor.name} is {again} after {down_for_text(down_for)}{closed}."
         since = monitor.down_since.isoformat() if monitor.down_since else "?"
         target = owner_chat(ctx.settings, ctx.channels, primary=ctx.owner.current.primary_channel)
         key = f"monitor-up:{monitor.id}:{since}"
@@ -87,7 +90,18 @@ def _hooks(router: AlertRouter, outbox: Outbox, ctx: FeatureContext) -> Hooks:
         if monitor.alert_code is not None:
             await router.apply(monitor.alert_code, Resolve(), f"{source_of(monitor)} ({why})")
 
-    return Hooks(down=down, up=up, cleared=cleared)
+    async def flapping(monitor: Monitor, how: str) -> str | None:
+        where = monitor.url if monitor.kind == "http" else "heartbeat"
+        alert = await router.raise_alert(
+            severity=monitor.severity,
+            title=f"{monitor.name} is flapping",
+            body=f"{where}: {how}. I will say when it is steady again.",
+            dedupe_key=f"monitor:{monitor.id}",
+            source=source_of(monitor),
+        )
+        return str(alert["code"])
+
+    return Hooks(down=down, up=up, cleared=cleared, flapping=flapping)
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -95,11 +109,10 @@ def _json(data: Any, status: int = 200) -> web.Response:
 
 
 def _routes(monitors: Monitors, base: str, read_timeout: float) -> tuple[Route, ...]:
-    def base_of(request: web.Request) -> str:
-        return base or str(request.url.origin())
+    """``base``: ``PUBLIC_BASE_URL`` or nothing, never the request's ``Host``."""
 
     async def listed(request: web.Request) -> web.Response:
-        shown = [monitor_view(m, base_of(request)) for m in monitors.all()]
+        shown = [monitor_view(m, base) for m in monitors.all()]
         return _json({"monitors": shown, "count": len(shown)})
 
     async def created(request: web.Request) -> web.Response:
@@ -114,7 +127,7 @@ def _routes(monitors: Monitors, base: str, read_timeout: float) -> tuple[Route, 
             monitor = await monitors.create(data.get("kind"), data)
         except MonitorError as exc:
             return _json({"error": str(exc)}, 400)
-        return _json(monitor_view(monitor, base_of(request)), 201)
+        return _json(monitor_view(monitor, base), 201)
 
     async def deleted(request: web.Request) -> web.Response:
         try:
@@ -177,7 +190,7 @@ def monitoring(options: MonitoringOptions | None = None) -> Feature:
 
             yield Parts(
                 tools=((manage_monitor(monitors, base), not_pulse),),
-                routes=_routes(monitors, ctx.settings.public_base_url or "", read_timeout),
+                routes=_routes(monitors, base, read_timeout),
                 status=(status_section,),
             )
         finally:

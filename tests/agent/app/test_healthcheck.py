@@ -46,6 +46,7 @@ from storage.embedded.owner import EmbeddedServer
 from tests.conftest import make_settings
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import FakeClock
+from tests.fakes.huge_answer import MIB, huge_answer
 from tests.fakes.scripted import ScriptedModel
 from tests.scheduling_kit import call_tool, parts_of
 from tests.waiting import until
@@ -325,6 +326,21 @@ async def test_a_check_that_raises_is_reported_as_a_failure() -> None:
         assert hc.got == []
         assert await switch.beat() is True
     assert hc.fails() == ["health check failed: RuntimeError"]
+
+
+async def test_a_receiver_answering_a_huge_body_costs_a_bounded_read() -> None:
+    """Issue 36, point 10: a 1 GB answer from ``HEALTHCHECK_URL`` took the agent from
+    230 MB to 2,185 MB. The answer says nothing the switch needs: the ping counts as
+    delivered, the connection is closed past ``ANSWER_LIMIT``, the rest never read."""
+
+    async def well() -> Health:
+        return Health("ok", Component("ok"), {}, {})
+
+    async with huge_answer(64 * MIB) as hc, aiohttp.ClientSession() as http:
+        switch = DeadMansSwitch(hc.url, interval=30, check=well, http=http)
+        assert await switch.beat() is True and switch.pings == 1
+        await hc.done.wait()
+        assert hc.sent < 16 * MIB  # the cap plus what socket buffers hold
 
 
 def test_bad_switch_settings_are_refused_clearly() -> None:

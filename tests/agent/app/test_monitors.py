@@ -10,19 +10,26 @@ the feature's options, as only a test may); the fake clock dates what is stored,
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
 from pymongo import AsyncMongoClient
 
 from agent.app.features.monitors import MonitoringOptions, monitoring
+from agent.tools.db import DB_QUERY
 from scheduler.monitors import MonitorLimits
+from tests.contexts import owner_ctx
 from tests.fakes.alert_app import ADMIN, PUBLIC_URL, Harness, alert_app
 from tests.fakes.monitor_target import Target
 from tests.waiting import until, until_async
 
 AUTH = {"Authorization": f"Bearer {ADMIN}"}
-FAST = monitoring(MonitoringOptions(MonitorLimits(min_interval_seconds=1, timeout_seconds=0.5)))
+FAST = monitoring(
+    MonitoringOptions(
+        MonitorLimits(min_interval_seconds=1, timeout_seconds=0.5, review_seconds=0.05)
+    )
+)
 Doc = dict[str, Any]
 
 
@@ -62,11 +69,13 @@ async def test_a_target_that_goes_away_alerts_after_two_failures_and_resolves(
     async with alert_app(mongo_server, features=(FAST,)) as h:
         m = await create(h, name="NAS", kind="http", url=target.url, interval_seconds=1)
         assert m["failures_before_alert"] == 2 and m["severity"] == "warning"
-        await until_async(reached(h, m["id"], state="up"), "the first good check")
+        await until_async(reached(h, m["id"], state="up", told="up"), "the first good check")
         await target.stop()
         await until_async(reached(h, m["id"], failures=1), "one failed check")
         assert await alerts(h) == []  # one failure alone stays quiet
-        await until_async(reached(h, m["id"], state="down"), "down after the second failure")
+        await until_async(
+            reached(h, m["id"], state="down", told="down"), "down after the second failure"
+        )
         [alert] = await alerts(h)
         assert alert["title"] == "NAS is down" and alert["severity"] == "warning"
         assert alert["source"] == "monitor:NAS" and "request failed" in alert["body"]
@@ -80,6 +89,8 @@ async def test_a_target_that_goes_away_alerts_after_two_failures_and_resolves(
         h.clock.advance(minutes=3)
         await target.start()
         await until_async(reached(h, m["id"], state="up"), "up again")
+        h.clock.advance(minutes=2)  # told once 5 min have passed since the last message
+        await until_async(reached(h, m["id"], told="up"), "told up again")
         [alert] = await alerts(h)
         assert alert["status"] == "resolved" and alert["resolved_by"] == "monitor:NAS"
         await until(lambda: told(h, "NAS is up again after 3 min (alert #1 resolved)."))
@@ -93,7 +104,7 @@ async def test_a_target_answering_500_alerts_with_the_status(mongo_server: str) 
         m = await create(
             h, name="API", kind="http", url=target.url, interval_seconds=1, severity="critical"
         )
-        await until_async(reached(h, m["id"], state="down"))
+        await until_async(reached(h, m["id"], state="down", told="down"))
         [alert] = await alerts(h)
         assert alert["severity"] == "critical"
         assert "answered HTTP 500; expected 2xx or 3xx" in alert["body"]
@@ -109,7 +120,7 @@ async def test_a_target_that_hangs_fails_at_the_timeout(mongo_server: str) -> No
             h, name="Wedged", kind="http", url=target.url, interval_seconds=1,
             failures_before_alert=1,
         )  # fmt: skip
-        await until_async(reached(h, m["id"], state="down"))
+        await until_async(reached(h, m["id"], state="down", told="down"))
         [alert] = await alerts(h)
         assert "no answer within 0.5 s" in alert["body"]
         assert h.model.requests == []
@@ -123,7 +134,7 @@ async def test_a_wrong_keyword_or_status_is_down(mongo_server: str) -> None:
             h, name="Shop", kind="http", url=target.url, interval_seconds=1, keyword="Welcome",
             failures_before_alert=1,
         )  # fmt: skip
-        await until_async(reached(h, m["id"], state="down"))
+        await until_async(reached(h, m["id"], state="down", told="down"))
         [alert] = await alerts(h)
         assert "answered HTTP 200 without the keyword 'Welcome'" in alert["body"]
         target.body = "Welcome to the shop"
@@ -132,7 +143,7 @@ async def test_a_wrong_keyword_or_status_is_down(mongo_server: str) -> None:
             h, name="Teapot", kind="http", url=target.url, interval_seconds=1,
             expect_status=418, failures_before_alert=1,
         )  # fmt: skip
-        await until_async(reached(h, teapot["id"], state="down"))
+        await until_async(reached(h, teapot["id"], state="down", told="down"))
         assert "answered HTTP 200; expected 418" in (await alerts(h))[-1]["body"]
         assert h.model.requests == []
     await target.stop()
@@ -145,17 +156,19 @@ async def test_a_heartbeat_that_stops_alerts_once_period_and_grace_pass(
         m = await create(h, name="Backup", kind="heartbeat", period_seconds=60, grace_seconds=30)
         token = m["ping_url"].rsplit("/", 1)[1]
         assert (await h.client.get(f"/ping/{token}")).status == 200
-        await until_async(reached(h, m["id"], state="up"))
+        await until_async(reached(h, m["id"], state="up", told="up"))
         h.clock.advance(seconds=89)
         assert (await h.client.post(f"/ping/{token}")).status == 200  # in time: counts again
         h.clock.advance(seconds=91)
-        await until_async(reached(h, m["id"], state="down"), "down after period + grace")
+        await until_async(
+            reached(h, m["id"], state="down", told="down"), "down after period + grace"
+        )
         [alert] = await alerts(h)
         assert alert["title"] == "Backup is down" and alert["source"] == "monitor:Backup"
         assert "no ping for 1 min (expected every 1 min)" in alert["body"]
         h.clock.advance(minutes=10)
         assert (await h.client.get(f"/ping/{token}")).status == 200
-        await until_async(reached(h, m["id"], state="up"))
+        await until_async(reached(h, m["id"], state="up", told="up"))
         assert (await alerts(h))[0]["status"] == "resolved"
         await until(lambda: told(h, "Backup is up again after 10 min"))
         assert h.model.requests == []
@@ -174,6 +187,7 @@ async def test_fail_ping_alerts_at_once_and_unknown_tokens_get_404(mongo_server:
         assert (await stored(h, m["id"]))["state"] == "down"
         assert (await h.client.get(f"/ping/{token}/fail")).status == 200
         assert len(await alerts(h)) == 1  # still one while down
+        h.clock.advance(minutes=5)  # the next message may go
         assert (await h.client.get(f"/ping/{token}")).status == 200
         assert (await alerts(h))[0]["status"] == "resolved"
         assert h.model.requests == []
@@ -226,12 +240,14 @@ async def test_a_restart_keeps_the_down_state_and_raises_no_second_alert(
         beat = await create(h, name="Nightly", kind="heartbeat", period_seconds=60)
         token = beat["ping_url"].rsplit("/", 1)[1]
         assert (await h.client.get(f"/ping/{token}")).status == 200
-        await until_async(reached(h, m["id"], state="down"))
+        await until_async(reached(h, m["id"], state="down", told="down"))
         assert len(await alerts(h)) == 1
     clock.advance(minutes=5)  # the heartbeat's deadline passes while nothing runs
     try:
         async with alert_app(mongo_server, db_name=name, clock=clock, features=(FAST,)) as h:
-            await until_async(reached(h, beat["id"], state="down"), "late, counted from the DB")
+            await until_async(
+                reached(h, beat["id"], state="down", told="down"), "late, counted from the DB"
+            )
             hits = target.hits
             await until(lambda: target.hits >= hits + 2, "checks after the restart")
             got = await alerts(h)
@@ -239,7 +255,7 @@ async def test_a_restart_keeps_the_down_state_and_raises_no_second_alert(
             assert "no ping for 5 min" in got[1]["body"]
             assert sum("Router is down" in t for t in h.chat.texts()) == 0  # none again
             target.status = 200
-            await until_async(reached(h, m["id"], state="up"))
+            await until_async(reached(h, m["id"], state="up", told="up"))
             await until(lambda: told(h, "Router is up again after 5 min"))
             assert h.model.requests == []
     finally:
@@ -260,3 +276,86 @@ async def test_the_dashboard_overview_lists_the_monitors(mongo_server: str) -> N
         assert 'Nightly &lt;backup&gt;</strong> <span class="badge bad">down</span>' in section
         assert 'Fine</strong> <span class="badge muted">no ping yet</span>' in section
         assert "down since" in section
+
+
+async def test_a_ping_token_is_shown_once_and_kept_only_as_its_hash(mongo_server: str) -> None:
+    """Issue 36, point 3: the model reads ``monitors`` with ``db_query``; the token that
+    lets anyone ping (or ``/fail``) the heartbeat is not there, nor in any later view."""
+    async with alert_app(mongo_server, features=(FAST,)) as h:
+        beat = await create(h, name="Backup", kind="heartbeat", period_seconds=3600)
+        token = beat["ping_url"].rsplit("/", 1)[1]
+        assert "only a hash" in beat["ping_note"]
+        ctx = owner_ctx(h.app.deps)
+        read = await DB_QUERY.invoke({"operation": "find", "collection": "monitors"}, ctx)
+        assert [row["name"] for row in read["rows"]] == ["Backup"]
+        raw = await stored(h, beat["id"])
+        tools = h.app.catalog.for_context(ctx)
+        listed = await tools.call("manage_monitor", {"action": "list"}, ctx)
+        pause = {"action": "pause", "monitor_id": "Backup"}
+        paused = await tools.call("manage_monitor", pause, ctx)
+        seen = [
+            json.dumps(read, default=str),
+            json.dumps(raw, default=str),
+            await (await h.client.get("/api/monitors", headers=AUTH)).text(),
+            await (await h.client.get("/api/status", headers=AUTH)).text(),
+            json.dumps(listed, default=str),
+            json.dumps(paused, default=str),
+        ]
+        assert [token in text for text in seen] == [False] * len(seen)
+        assert "ping_url" not in listed["monitors"][0]
+        await tools.call("manage_monitor", {"action": "resume", "monitor_id": "Backup"}, ctx)
+        assert (await h.client.get(f"/ping/{token}")).status == 200  # the hash finds it
+        await until_async(reached(h, beat["id"], state="up", told="up"))
+
+
+async def test_without_public_base_url_a_ping_url_is_a_path_never_the_host_header(
+    mongo_server: str,
+) -> None:
+    """A ``Host`` header is the sender's to choose: it must not become the URL a job
+    is told to ping (the job would report its secret to that host)."""
+    async with alert_app(mongo_server, features=(FAST,), public_base_url=None) as h:
+        body = {"name": "Job", "kind": "heartbeat", "period_seconds": 3600}
+        headers = {**AUTH, "Host": "evil.example", "X-Forwarded-Host": "evil.example"}
+        resp = await h.client.post("/api/monitors", json=body, headers=headers)
+        made = await resp.json()
+        assert resp.status == 201 and made["ping_url"].startswith("/ping/")
+        assert "set PUBLIC_BASE_URL" in made["ping_note"]
+        ctx = owner_ctx(h.app.deps)
+        tools = h.app.catalog.for_context(ctx)
+        arguments = {"action": "create", "name": "Other", "kind": "heartbeat"}
+        by_tool = await tools.call("manage_monitor", arguments | {"period_seconds": 60}, ctx)
+        assert by_tool["created"]["ping_url"].startswith("/ping/")
+        assert (await h.client.get(made["ping_url"])).status == 200
+
+
+async def test_a_flapping_target_makes_one_flapping_alert(mongo_server: str) -> None:
+    """Issue 36, point 10: a target going down and up every half minute sent a message
+    for each change (about 120 an hour). Now: the first down, one "flapping" alert
+    (held until 5 min after that message), and one message once it is steady again."""
+    target = await Target().start()
+    async with alert_app(mongo_server, features=(FAST,)) as h:
+        m = await create(
+            h, name="Web", kind="http", url=target.url, interval_seconds=1,
+            failures_before_alert=1,
+        )  # fmt: skip
+        await until_async(reached(h, m["id"], state="up"), "the first good check")
+        for _ in range(3):  # six changes in three minutes
+            target.status = 500
+            await until_async(reached(h, m["id"], state="down"))
+            h.clock.advance(seconds=30)
+            target.status = 200
+            await until_async(reached(h, m["id"], state="up"))
+            h.clock.advance(seconds=30)
+        assert [a["title"] for a in await alerts(h)] == ["Web is down"]
+        h.clock.advance(minutes=2)  # 5 min since the first message
+        await until_async(reached(h, m["id"], told="flapping"), "told it flaps")
+        down, flapping = await alerts(h)
+        assert down["status"] == "resolved" and flapping["title"] == "Web is flapping"
+        assert "changed state 6 times in 2 min" in flapping["body"]
+        h.clock.advance(minutes=15)
+        await until_async(reached(h, m["id"], told="up"), "steady again")
+        await until(lambda: told(h, "Web is steady and up again after 20 min (alert #2 resolved)"))
+        assert [a["status"] for a in await alerts(h)] == ["resolved", "resolved"]
+        assert sum("Web is" in text for text in h.chat.texts()) == 3
+        assert h.model.requests == []
+    await target.stop()
