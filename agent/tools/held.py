@@ -129,3 +129,9 @@ def provenance(ctx: RunContext) -> dict[str, Any] | None:
         source["approved"] = ctx.tally.approved
     return source
 
+
+def instruction_source(source: Mapping[str, Any]) -> str:
+    """What a job whose instruction a run wrote after reading outside text (``source``,
+    from ``provenance``) reads when it runs: that text, at one remove."""
+    read = [str(u) for u in source.get("untrusted") or ()] or ["outside text"]
+    return f"a job instruction written after reading {_listed(read)}"
