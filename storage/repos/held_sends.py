@@ -16,7 +16,10 @@ readable by the model (its own words), writable only here. Guarantees:
 3. An approved group stays approved until ``release`` (its sends queued, its calls
    made): it can no longer be declined, and a second "send" finishes what a first one
    left.
-4. A declined or expired group is never sent; unconfirmed groups expire after a day.
+4. A declined or expired group is never sent or made. A group expires a day after it
+   was held or last approved (``expires_at``): a TTL index deletes it, and a code
+   taken by an expired group is freed when a new group draws it, so stale groups
+   never use up the 9,000 codes.
 5. A held call is claimed (``claim``) before it is made, and a claimed call is never
    made again: an approval replayed after a crash, or sent twice, does nothing more.
 """
@@ -38,6 +41,7 @@ from storage import collections as c
 
 PREFIX = "held_send:"
 KEEP = timedelta(days=1)
+CODE_TRIES = 20
 Doc = dict[str, Any]
 
 
@@ -100,9 +104,21 @@ def _group(doc: Doc) -> HeldGroup:
     return HeldGroup(code, key, sends, actions, dict(doc.get("run") or {}), untrusted, claimed)
 
 
+def _live(now: datetime) -> Doc:
+    """Not expired. A group stored before ``expires_at`` existed counts as expired (a
+    day's questions at the upgrade at most); no ``$or``: it would cost the ``_id``
+    index (SecantusDB then scans every settings document)."""
+    return {"expires_at": {"$gt": now}}
+
+
+def _stale(now: datetime) -> Doc:
+    """Expired: the opposite of ``_live`` (no ``expires_at`` included)."""
+    return {"expires_at": {"$not": {"$gt": now}}}
+
+
 def _open(now: datetime) -> Doc:
     """Still waiting for the owner: neither approved nor expired."""
-    return {"approved": {"$exists": False}, "held_at": {"$gt": now - KEEP}}
+    return {"approved": {"$exists": False}, **_live(now)}
 
 
 class HeldSends:
@@ -134,7 +150,7 @@ class HeldSends:
             )
             if doc is not None:
                 return _group(doc)
-        for _ in range(5):
+        for _ in range(CODE_TRIES):
             code = f"{secrets.randbelow(9000) + 1000}"
             doc = {
                 "_id": PREFIX + code,
@@ -146,13 +162,25 @@ class HeldSends:
                 "run": dict(run or {}),
                 "untrusted": sources,
                 "held_at": now,
+                "expires_at": now + KEEP,
             }
+            if await self._insert(doc, now):
+                return _group(doc)
+        raise RuntimeError("could not allocate a confirmation code")
+
+    async def _insert(self, doc: Doc, now: datetime) -> bool:
+        """Store a new group under its code; False when a live group has the code. An
+        expired group holding it (the TTL monitor has not come by yet) gives it up."""
+        for _ in range(2):
             try:
                 await self._coll.insert_one(doc)
             except DuplicateKeyError:
+                gone = await self._coll.delete_one({"_id": doc["_id"], **_stale(now)})
+                if gone.deleted_count == 0:
+                    return False
                 continue
-            return _group(doc)
-        raise RuntimeError("could not allocate a confirmation code")
+            return True
+        return False
 
     async def waiting(self, code: str, now: datetime) -> HeldGroup | None:
         """The open group of ``code``, as the owner is to be asked about it."""
@@ -161,10 +189,10 @@ class HeldSends:
 
     async def approve(self, code: str, now: datetime) -> HeldGroup | None:
         """The group of ``code``, now approved (or approved before and not yet
-        released); None when unknown, expired or declined."""
+        released), with a day more to finish; None when unknown, expired or declined."""
         doc = await self._coll.find_one_and_update(
-            {"_id": PREFIX + code, "$or": [{"approved": True}, _open(now)]},
-            {"$set": {"approved": True}},
+            {"_id": PREFIX + code, **_live(now)},
+            {"$set": {"approved": True, "expires_at": now + KEEP}},
             return_document=ReturnDocument.AFTER,
         )
         return _group(doc) if doc is not None else None
