@@ -87,6 +87,10 @@ WHOLE_TEXT: Mapping[str, int] = MappingProxyType({"sms": 1600})
 (Twilio refuses more than 1,600 characters, so ``channels.sms`` cuts there; Telegram
 splits a long text into several messages itself). A text that must arrive whole (what
 the owner approves) is split into messages of this size before it is queued."""
+VERBATIM = "verbatim"
+"""``OutboundMessage.meta`` key: send the text exactly as written, with no formatting (a
+Markdown link would hide its address, ``**`` and ``_`` would vanish): what the owner
+approves must show every character."""
 SMS_BUDGET_TAKEN = "sms_budget_taken"
 """``OutboundMessage.meta`` key: the sender already reserved this SMS in the hourly budget."""
 VOICE_CALL = "voice_call"

@@ -20,7 +20,7 @@ from agent.context import RunContext
 from agent.owner import owner_address, owner_chat
 from agent.tools.base import ToolError, ToolResult
 from agent.tools.held import APPROVE_WORD, describe
-from channels.types import SMS_BUDGET_TAKEN, WHOLE_TEXT, OutboundMessage
+from channels.types import SMS_BUDGET_TAKEN, VERBATIM, WHOLE_TEXT, OutboundMessage
 from storage.repos.held_sends import HeldGroup, HeldSend, HeldSends
 from storage.repos.sms_budget import take_sms
 from storage.repos.whatsapp_permissions import WhatsAppPermissions
@@ -105,9 +105,10 @@ async def ask_owner(ctx: RunContext, codes: Sequence[str]) -> None:
         key = f"held:{group.key}:{len(group.sends)}:{len(group.actions)}"
         parts = split_whole(ask_text(group), WHOLE_TEXT.get(target.channel))
         for n, part in enumerate(parts):
-            message = OutboundMessage(
-                target.channel, target.chat_id, part, f"{key}:{n}" if n else key
-            )
+            # As written: no Markdown may hide a link's address or eat a character.
+            index_key = f"{key}:{n}" if n else key
+            meta: dict[str, object] = {VERBATIM: True}
+            message = OutboundMessage(target.channel, target.chat_id, part, index_key, meta=meta)
             await outbox.enqueue(message)
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from agent.tools.mcp.client import McpServers
 from channels.sms import MAX_BODY
+from channels.types import VERBATIM
 from tests.agent.conversation.test_untrusted_holds import (
     CASES,
     CODE,
@@ -58,6 +59,8 @@ async def test_a_long_held_instruction_is_shown_to_the_owner_in_full(
         [ask] = asks(h)
         assert LONG_INSTRUCTION in ask and HIDDEN_END in ask, ask
         assert CODE.search(ask) is not None
+        [sent] = [m for m in h.chat.sent if m.text == ask]
+        assert sent.meta.get(VERBATIM) is True  # no Markdown may hide a character
 
 
 async def test_a_question_longer_than_an_sms_arrives_whole_in_numbered_parts(
