@@ -46,6 +46,11 @@ async def test_a_job_written_from_approved_outside_text_has_its_acting_calls_hel
             "untrusted": ["the result of the MCP tool shop/echo"],
             "approved": code,
         }
+        fake.reply_tool_calls(("manage_cronjob", {"action": "list"}))
+        fake.reply_text("One job.")
+        await say(h, "which jobs do I have?")
+        [listed] = last_result(fake)["jobs"]
+        assert listed["source"] == job.source  # the model and the owner see where it came from
 
         # The job runs: it read nothing outside in this run, yet its instruction did.
         fake.reply_tool_calls((quiet.tool, quiet.arguments))
