@@ -40,6 +40,7 @@ from channels.http_fetch import Hop, fetch_capped, origin
 from channels.types import (
     SMS_BUDGET_TAKEN,
     VOICE_CALL,
+    WHOLE_TEXT,
     InboundMessage,
     InboundSink,
     MediaItem,
@@ -63,7 +64,7 @@ CHANNEL = "sms"
 WEBHOOK_PATH = "/webhooks/twilio/sms"
 SIGNATURE_HEADER = "X-Twilio-Signature"
 SIGNATURE_SETTINGS_HEADER = "X-Twilio-Webhooks-Signature-Settings"
-MAX_BODY = 1600
+MAX_BODY = WHOLE_TEXT[CHANNEL]
 """Twilio refuses a longer body; we cut it ourselves so the owner sees that it was cut."""
 EMPTY_TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response/>'
 MAX_WEBHOOK_BYTES = 64 * 1024

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any, Literal, Protocol, runtime_checkable
 
 MediaKind = Literal["image", "audio"]
@@ -81,6 +82,15 @@ class Button:
     data: str
 
 
+WHOLE_TEXT: Mapping[str, int] = MappingProxyType({"sms": 1600})
+"""The longest text a channel sends whole, by channel name, where it cuts a longer one
+(Twilio refuses more than 1,600 characters, so ``channels.sms`` cuts there; Telegram
+splits a long text into several messages itself). A text that must arrive whole (what
+the owner approves) is split into messages of this size before it is queued."""
+VERBATIM = "verbatim"
+"""``OutboundMessage.meta`` key: send the text exactly as written, with no formatting (a
+Markdown link would hide its address, ``**`` and ``_`` would vanish): what the owner
+approves must show every character."""
 SMS_BUDGET_TAKEN = "sms_budget_taken"
 """``OutboundMessage.meta`` key: the sender already reserved this SMS in the hourly budget."""
 VOICE_CALL = "voice_call"

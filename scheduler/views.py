@@ -64,7 +64,8 @@ def schedule_words(job: CronJob, shown_in: ZoneInfo | None = None) -> str:
 def job_view(job: CronJob, now: datetime, shown_in: ZoneInfo | None = None) -> Doc:
     """The ``manage_cronjob`` shape: a recurring job's next three fires as ISO times in
     ``shown_in`` (the owner's timezone in a list; default the job's own); a one-time
-    job's time is said once, in ``schedule``."""
+    job's time is said once, in ``schedule``; ``source`` when the instruction is not
+    the owner's words (``CronJob.source``)."""
     tz = shown_in or ZoneInfo(job.timezone)
     view: Doc = {
         "job_id": job.id,
@@ -73,6 +74,8 @@ def job_view(job: CronJob, now: datetime, shown_in: ZoneInfo | None = None) -> D
         "kind": "one-time" if job.once else "recurring",
         "schedule": schedule_words(job, tz),
     }
+    if job.source is not None:  # written after outside text: its runs' calls are held
+        view["source"] = job.source
     if not job.once:
         view["cron_expression"] = job.cron_expression
     view.update(timezone=job.timezone, enabled=job.enabled, on_failure=job.on_failure)

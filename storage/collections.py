@@ -151,6 +151,13 @@ INDEXES: Mapping[str, Sequence[IndexModel]] = MappingProxyType(
         ],
         # Side-effect results are needed only while an exchange may still be replayed.
         TOOL_EFFECTS: [IndexModel([("created_at", ASCENDING)], expireAfterSeconds=7 * 86400)],
+        SETTINGS: [
+            # Held groups (``storage.repos.held_sends``) and pending "ack all" questions
+            # expire; every other settings document has no expires_at.
+            IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=0),
+            # Each held call finds its exchange's open group (only groups have one).
+            IndexModel([("exchange", ASCENDING)], sparse=True),
+        ],
         # Pairing codes and "try later" notes expire; paired owners have no expires_at.
         PAIRING: [
             IndexModel([("kind", ASCENDING), ("expires_at", ASCENDING)]),

@@ -61,6 +61,10 @@ def mongo_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         port=0,
         storage_path=str(tmp_path_factory.mktemp("secantus")),
         replica_set_name=None,  # a standalone node, as the embedded server runs
+        # No TTL sweeper: it works on the wall clock, and would delete what a test
+        # stored under its own clock (a held group's ``expires_at`` a day after a
+        # fake "now" that is days ago). ``tests/storage/test_held_expiry.py`` runs one.
+        ttl_sweep_seconds=0,
     )
     server.start()
     try:

@@ -31,6 +31,7 @@ from agent.conversation.agent import Agent
 from agent.llm.types import ModelMessage, ToolCallPart, ToolResultPart
 from agent.owner import owner_chat
 from agent.runs.briefs import build_brief, cron_prompt, delivery_head
+from agent.tools.held import instruction_source, read_outside
 from channels.types import OutboundMessage
 from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
@@ -159,6 +160,8 @@ class Runner:
             detail = self.deps.budget.skip_detail(spent)
             return Outcome("skipped", error=detail, reason="budget_spent")
         ctx = self._context("cron", ticket, job.origin_channel, job.origin_chat_id)
+        if job.source is not None:  # its instruction is not the owner's words
+            read_outside(ctx, instruction_source(job.source))
         timeout = self.config.cron_timeout
         outcome = await self._execute(cron_prompt(job, ticket, self.now()), ctx, timeout)
         if outcome.status == "success":

@@ -5,7 +5,9 @@ which validates and stores; ``cronjobs`` is written nowhere else. A new job reme
 the chat it was created in, and its results are delivered there; an empty answer is
 not delivered at all (``agent.runs.runner``), so a check can stay silent when all is
 well. A schedule with both day fields set is kept, with cron's OR rule said plainly
-in the answer (``scheduler.cron.expression.day_rule_warning``).
+in the answer (``scheduler.cron.expression.day_rule_warning``). An instruction written
+by a run that had read outside text (on the owner's approval) keeps that text as its
+source (``agent.tools.held.provenance``), and the job's runs count as having read it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from agent.context import RunContext
 from agent.tools.base import Tool, ToolError, ToolResult
+from agent.tools.held import provenance
 from scheduler.cron.expression import day_rule_warning
 from scheduler.cron.job import CronJob, JobError
 from scheduler.cron.service import CronService
@@ -80,6 +83,7 @@ async def _manage(args: CronArgs, ctx: RunContext) -> ToolResult:
                 on_failure=args.on_failure,
                 origin_channel=ctx.channel,
                 origin_chat_id=ctx.chat_id,
+                source=provenance(ctx),
             )
             return _with_warning({"created": job_view(job, now)}, job)
         if args.action == "update":
@@ -93,6 +97,7 @@ async def _manage(args: CronArgs, ctx: RunContext) -> ToolResult:
                 timezone=args.timezone,
                 enabled=args.enabled,
                 on_failure=args.on_failure,
+                source=provenance(ctx),
             )
             updated: ToolResult = {"updated": job_view(job, now)}
             return _with_warning(updated, job) if args.cron_expression else updated

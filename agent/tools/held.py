@@ -35,8 +35,6 @@ GUIDANCE = (
     "anything or send are held for the owner's confirmation; say what waits."
 )
 """The tool guidance line, sent while a tool that reads outside text is offered."""
-SHOWN_ARGUMENTS = 300
-"""Characters of a held call's arguments in the owner's question."""
 RUN_FIELDS = ("kind", "channel", "chat_id", "sender", "conversation_key", "job_id", "job_name")
 
 
@@ -116,11 +114,9 @@ def approved_context(deps: AgentDeps, group: HeldGroup, owner: RunContext) -> Ru
 
 
 def describe(action: HeldAction) -> str:
-    """One line for the owner: the tool and its arguments, cut to a readable length."""
-    shown = json.dumps(action.args, ensure_ascii=False, default=str)
-    if len(shown) > SHOWN_ARGUMENTS:
-        shown = shown[: SHOWN_ARGUMENTS - 1] + "…"
-    return f"{action.tool} {shown}"
+    """The tool and its arguments for the owner, in full: what they approve is what
+    they saw (a long question is split into several messages, never cut)."""
+    return f"{action.tool} {json.dumps(action.args, ensure_ascii=False, default=str)}"
 
 
 def provenance(ctx: RunContext) -> dict[str, Any] | None:
@@ -132,3 +128,10 @@ def provenance(ctx: RunContext) -> dict[str, Any] | None:
     if ctx.tally.approved is not None:
         source["approved"] = ctx.tally.approved
     return source
+
+
+def instruction_source(source: Mapping[str, Any]) -> str:
+    """What a job whose instruction a run wrote after reading outside text (``source``,
+    from ``provenance``) reads when it runs: that text, at one remove."""
+    read = [str(u) for u in source.get("untrusted") or ()] or ["outside text"]
+    return f"a job instruction written after reading {_listed(read)}"

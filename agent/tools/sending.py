@@ -20,7 +20,7 @@ from agent.context import RunContext
 from agent.owner import owner_address, owner_chat
 from agent.tools.base import ToolError, ToolResult
 from agent.tools.held import APPROVE_WORD, describe
-from channels.types import SMS_BUDGET_TAKEN, OutboundMessage
+from channels.types import SMS_BUDGET_TAKEN, VERBATIM, WHOLE_TEXT, OutboundMessage
 from storage.repos.held_sends import HeldGroup, HeldSend, HeldSends
 from storage.repos.sms_budget import take_sms
 from storage.repos.whatsapp_permissions import WhatsAppPermissions
@@ -103,7 +103,35 @@ async def ask_owner(ctx: RunContext, codes: Sequence[str]) -> None:
         if group is None:
             continue  # answered or expired meanwhile
         key = f"held:{group.key}:{len(group.sends)}:{len(group.actions)}"
-        await outbox.enqueue(OutboundMessage(target.channel, target.chat_id, ask_text(group), key))
+        parts = split_whole(ask_text(group), WHOLE_TEXT.get(target.channel))
+        for n, part in enumerate(parts):
+            # As written: no Markdown may hide a link's address or eat a character.
+            index_key = f"{key}:{n}" if n else key
+            meta: dict[str, object] = {VERBATIM: True}
+            message = OutboundMessage(target.channel, target.chat_id, part, index_key, meta=meta)
+            await outbox.enqueue(message)
+
+
+def split_whole(text: str, limit: int | None) -> list[str]:
+    """``text`` in messages of at most ``limit`` characters, so that a channel that cuts
+    longer ones (``WHOLE_TEXT``) delivers all of it: cut between lines where it can,
+    numbered "(1/3)" so the parts read in order whatever order they arrive in."""
+    if limit is None or len(text) <= limit:
+        return [text]
+    room = limit - len("(99/99) ")
+    pieces: list[str] = []
+    for line in text.split("\n"):
+        while len(line) > room:  # a long argument: cut mid-line, nothing dropped
+            pieces.append(line[:room])
+            line = line[room:]
+        pieces.append(line)
+    parts: list[str] = []
+    for piece in pieces:
+        if parts and len(parts[-1]) + 1 + len(piece) <= room:
+            parts[-1] += "\n" + piece
+        else:
+            parts.append(piece)
+    return [f"({n}/{len(parts)}) {part}" for n, part in enumerate(parts, 1)]
 
 
 def ask_text(group: HeldGroup) -> str:

@@ -34,7 +34,7 @@ from telegram.error import (
 )
 from telegram.warnings import PTBDeprecationWarning
 
-from channels.types import Button, OutboundMessage, SendError, SendResult
+from channels.types import VERBATIM, Button, OutboundMessage, SendError, SendResult
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +200,8 @@ class TelegramSender:
         retried by the outbox."""
 
     async def send(self, message: OutboundMessage) -> SendResult:
-        """Send ``message`` in chunks of at most 4,096 characters, buttons on the last.
+        """Send ``message`` in chunks of at most 4,096 characters, buttons on the last;
+        as plain text when its ``meta`` asks for it ``VERBATIM``.
 
         If a later chunk fails, a retry of the same message skips the chunks
         already delivered.
@@ -224,6 +225,7 @@ class TelegramSender:
                     chunks[i],
                     markup if last else None,
                     reply_to if i == 0 else None,
+                    verbatim=bool(message.meta.get(VERBATIM)),
                 )
             except TelegramError as exc:
                 error = self._send_error(exc)
@@ -244,11 +246,13 @@ class TelegramSender:
         text: str,
         markup: InlineKeyboardMarkup | None,
         reply_to: int | None,
+        *,
+        verbatim: bool = False,
     ) -> str:
-        """``sendMessage`` for one chunk, as HTML, else (formatting refused) as plain
-        text; a short flood-control pause is waited out once. The new message's id, ""
-        if the answer is not a message with one (the message went: a retry would send
-        it twice).
+        """``sendMessage`` for one chunk, as HTML, else (formatting refused, or
+        ``verbatim``) as plain text; a short flood-control pause is waited out once.
+        The new message's id, "" if the answer is not a message with one (the message
+        went: a retry would send it twice).
 
         Every failure of the request itself reaches us as a ``TelegramError`` (the
         transport's included: ``BaseRequest.post`` wraps whatever else it raises); what
@@ -261,7 +265,7 @@ class TelegramSender:
             {"text": to_html(text), "parse_mode": ParseMode.HTML},
             {"text": text},
         )
-        form, attempt = 0, 0
+        form, attempt = (1 if verbatim else 0), 0
         while True:
             try:
                 async with self._slots:

@@ -78,6 +78,10 @@ class CronJob:
     last_status: str | None = None
     updated_by: str | None = None
     """Who made the latest change when not the model or the owner's chat (``dashboard``)."""
+    source: Doc | None = None
+    """Where ``instruction`` came from when a run that had read outside text wrote it
+    (the owner approving it): that text's sources and the owner's code. Its runs count
+    as having read outside text. None when the instruction is the owner's own words."""
 
     @property
     def once(self) -> bool:
@@ -108,6 +112,7 @@ class CronJob:
             done_at=aware(doc.get("done_at")),
             last_status=doc.get("last_status"),
             updated_by=doc.get("updated_by"),
+            source=doc["source"] if isinstance(doc.get("source"), dict) else None,
         )
 
     def next_fires(self, after: datetime, count: int = 3) -> list[datetime]:

@@ -110,9 +110,11 @@ class CronService:
         on_failure: str | None = None,
         origin_channel: str = "console",
         origin_chat_id: str = "owner",
+        source: Doc | None = None,
     ) -> CronJob:
         """A recurring job (``cron_expression``) or a one-time one (``run_at`` or
-        ``in_minutes``); exactly one of the three."""
+        ``in_minutes``); exactly one of the three. ``source``: where the instruction
+        came from, when not from the owner (``CronJob.source``)."""
         name = text_field(name, "name", NAME_LIMIT)
         instruction = text_field(instruction, "instruction", INSTRUCTION_LIMIT)
         which = which_schedule(cron_expression, run_at, in_minutes) or ""
@@ -138,6 +140,7 @@ class CronService:
             "origin_chat_id": origin_chat_id,
             "created_at": now,
             "updated_at": now,
+            **({"source": dict(source)} if source else {}),
         }
         if not await retry.insert_new(self._coll, doc, lambda: secrets.token_hex(4)):
             raise JobError("could not allocate a job id; try again")
@@ -171,12 +174,14 @@ class CronService:
         enabled: bool | None = None,
         on_failure: str | None = None,
         by: str | None = None,
+        source: Doc | None = None,
     ) -> CronJob:
         """Change any of the fields; a new schedule or re-enabling recomputes the next fire
         from now, so fires missed while paused are not replayed. ``cron_expression`` makes
         a one-time job recurring, ``run_at``/``in_minutes`` a recurring one one-time.
         ``by`` names who changed it when not the usual callers (``dashboard``), kept as
-        ``updated_by``."""
+        ``updated_by``. A new ``instruction`` takes ``source`` as its own (None: the
+        owner's words)."""
         job = await self.get(job_id)
         if job.done:
             raise JobError(done_text(job))
@@ -206,6 +211,11 @@ class CronService:
             fields["next_fire_at"] = self._resumed_fire(job, now)
         if not fields:
             raise JobError(f"nothing to update: give {UPDATABLE}")
+        if instruction is not None:  # the new instruction's own origin
+            if source:
+                fields["source"] = dict(source)
+            else:
+                unset = {**unset, "source": ""}
         fields["updated_at"] = now
         if by:  # who made the latest change, when not the usual callers
             fields["updated_by"] = by

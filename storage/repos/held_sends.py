@@ -14,11 +14,17 @@ readable by the model (its own words), writable only here. Guarantees:
    the outbox keys of its question and of its sends derive from it, so a confirmation
    replayed after a crash half-way, or sent twice, queues each send once.
 3. An approved group stays approved until ``release`` (its sends queued, its calls
-   made): it can no longer be declined, and a second "send" finishes what a first one
-   left.
-4. A declined or expired group is never sent; unconfirmed groups expire after a day.
-5. A held call is claimed (``claim``) before it is made, and a claimed call is never
-   made again: an approval replayed after a crash, or sent twice, does nothing more.
+   made) or ``reopen`` (a call was interrupted): it can no longer be declined, and a
+   second "send" finishes what a first one left.
+4. A declined or expired group is never sent or made. A group expires a day after it
+   was held or last approved (``expires_at``): a TTL index deletes it, and a code
+   taken by an expired group is freed when a new group draws it, so stale groups
+   never use up the 9,000 codes.
+5. A held call is made once or is said not to have finished: ``start`` marks it
+   (by the approval making it, under a lease renewed while it runs) before it is made,
+   ``finish`` records its outcome after. Only a recorded outcome counts as done; a
+   call started and never finished (its process died) is interrupted: it is never
+   made again on the same approval, and ``reopen`` asks the owner anew.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ import json
 import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pymongo import ReturnDocument
@@ -35,9 +41,15 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
 from storage import collections as c
+from storage import retry
+from storage.ejson import aware
 
 PREFIX = "held_send:"
 KEEP = timedelta(days=1)
+LEASE = timedelta(minutes=2)
+"""How long a started call counts as being made without news from the approval making
+it (renewed while it runs): past it, a call with no recorded outcome was interrupted."""
+CODE_TRIES = 20
 Doc = dict[str, Any]
 
 
@@ -84,8 +96,26 @@ class HeldGroup:
     """The run the held calls were made in (kind, channel, chat...): they are made as it."""
     untrusted: tuple[str, ...] = ()
     """The outside text that run had read: why its calls were held."""
-    claimed: frozenset[int] = frozenset()
-    """Indexes of ``actions`` already claimed (made, or being made: guarantee 5)."""
+    started: Mapping[int, Started] = field(default_factory=dict)
+    """Calls of ``actions`` being made, or cut off while made (guarantee 5), by index."""
+    finished: Mapping[int, str] = field(default_factory=dict)
+    """Calls made, by index: what the owner was told of each (its recorded outcome)."""
+    interrupted: frozenset[int] = frozenset()
+    """Calls once cut off while made, and offered to the owner again."""
+    spent: frozenset[str] = frozenset()
+    """Approvals that found a call interrupted: handled again, they make nothing."""
+
+
+@dataclass(frozen=True)
+class Started:
+    """A held call being made: by which approval, and until when that counts as alive."""
+
+    by: str
+    until: datetime
+
+
+_MARKS = ("started", "claimed", "finished")
+"""A call with any of these was made, or is being made, or was cut off while made."""
 
 
 def _group(doc: Doc) -> HeldGroup:
@@ -95,14 +125,46 @@ def _group(doc: Doc) -> HeldGroup:
         return HeldGroup(code, key, (HeldSend(doc["channel"], doc["chat_id"], doc["text"]),))
     sends = tuple(HeldSend(s["channel"], s["chat_id"], s["text"]) for s in doc.get("sends", ()))
     actions = tuple(HeldAction(a["tool"], a["arguments"], a["why"]) for a in doc.get("actions", ()))
-    claimed = frozenset(int(i) for i in (doc.get("claimed") or {}))
     untrusted = tuple(str(u) for u in doc.get("untrusted", ()))
-    return HeldGroup(code, key, sends, actions, dict(doc.get("run") or {}), untrusted, claimed)
+    started = {
+        int(i): Started(str(mark.get("by", "")), aware(mark.get("until")) or _EPOCH)
+        for i, mark in (doc.get("started") or {}).items()
+        if isinstance(mark, dict)
+    }
+    # Claimed by a version that recorded no outcome: its maker is long gone.
+    for i in doc.get("claimed") or {}:
+        started.setdefault(int(i), Started("", _EPOCH))
+    finished = {
+        int(i): str(mark.get("line", ""))
+        for i, mark in (doc.get("finished") or {}).items()
+        if isinstance(mark, dict)
+    }
+    interrupted = frozenset(int(i) for i in (doc.get("interrupted") or {}))
+    spent = frozenset(str(by) for by in doc.get("spent") or ())
+    run = dict(doc.get("run") or {})
+    return HeldGroup(
+        code, key, sends, actions, run, untrusted, started, finished, interrupted, spent
+    )
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _live(now: datetime) -> Doc:
+    """Not expired. A group stored before ``expires_at`` existed counts as expired (a
+    day's questions at the upgrade at most); no ``$or``: it would cost the ``_id``
+    index (SecantusDB then scans every settings document)."""
+    return {"expires_at": {"$gt": now}}
+
+
+def _stale(now: datetime) -> Doc:
+    """Expired: the opposite of ``_live`` (no ``expires_at`` included)."""
+    return {"expires_at": {"$not": {"$gt": now}}}
 
 
 def _open(now: datetime) -> Doc:
     """Still waiting for the owner: neither approved nor expired."""
-    return {"approved": {"$exists": False}, "held_at": {"$gt": now - KEEP}}
+    return {"approved": {"$exists": False}, **_live(now)}
 
 
 class HeldSends:
@@ -134,7 +196,7 @@ class HeldSends:
             )
             if doc is not None:
                 return _group(doc)
-        for _ in range(5):
+        for _ in range(CODE_TRIES):
             code = f"{secrets.randbelow(9000) + 1000}"
             doc = {
                 "_id": PREFIX + code,
@@ -146,41 +208,103 @@ class HeldSends:
                 "run": dict(run or {}),
                 "untrusted": sources,
                 "held_at": now,
+                "expires_at": now + KEEP,
             }
+            if await self._insert(doc, now):
+                return _group(doc)
+        raise RuntimeError("could not allocate a confirmation code")
+
+    async def _insert(self, doc: Doc, now: datetime) -> bool:
+        """Store a new group under its code; False when a live group has the code. An
+        expired group holding it (the TTL monitor has not come by yet) gives it up."""
+        for _ in range(2):
             try:
                 await self._coll.insert_one(doc)
             except DuplicateKeyError:
+                gone = await self._coll.delete_one({"_id": doc["_id"], **_stale(now)})
+                if gone.deleted_count == 0:
+                    return False
                 continue
-            return _group(doc)
-        raise RuntimeError("could not allocate a confirmation code")
+            return True
+        return False
 
     async def waiting(self, code: str, now: datetime) -> HeldGroup | None:
         """The open group of ``code``, as the owner is to be asked about it."""
         doc = await self._coll.find_one({"_id": PREFIX + code, **_open(now)})
         return _group(doc) if doc is not None else None
 
-    async def approve(self, code: str, now: datetime) -> HeldGroup | None:
-        """The group of ``code``, now approved (or approved before and not yet
-        released); None when unknown, expired or declined."""
+    async def approve(self, code: str, now: datetime, by: str = "") -> HeldGroup | None:
+        """The group of ``code``, now approved by ``by`` (or approved before and not yet
+        released), with a day more to finish; None when unknown, expired or declined,
+        or when ``by`` already found one of its calls interrupted (``reopen``)."""
         doc = await self._coll.find_one_and_update(
-            {"_id": PREFIX + code, "$or": [{"approved": True}, _open(now)]},
-            {"$set": {"approved": True}},
+            {"_id": PREFIX + code, "spent": {"$ne": by}, **_live(now)},
+            {"$set": {"approved": True, "expires_at": now + KEEP}},
             return_document=ReturnDocument.AFTER,
         )
         return _group(doc) if doc is not None else None
 
-    async def claim(self, group: HeldGroup, index: int, now: datetime) -> bool:
-        """Take the held call ``index`` of an approved group to make it now: True once,
-        False ever after (guarantee 5). Recorded before the call is made, so a crash
-        during it leaves it claimed: never made twice, at the cost of never finishing."""
+    async def start(self, group: HeldGroup, index: int, by: str, now: datetime) -> bool:
+        """Mark the held call ``index`` of an approved group as being made now by the
+        approval ``by``: True for the one approval that may make it, False when it was
+        started or finished before (guarantee 5). Recorded before the call is made."""
+        free = {f"{field}.{index}": {"$exists": False} for field in _MARKS}
         done = await self._coll.update_one(
-            {"_id": PREFIX + group.code, "approved": True, f"claimed.{index}": {"$exists": False}},
-            {"$set": {f"claimed.{index}": now}},
+            {"_id": PREFIX + group.code, "approved": True, **free},
+            {"$set": {f"started.{index}": {"by": by, "at": now, "until": now + LEASE}}},
         )
         return done.modified_count == 1
 
+    async def renew(self, group: HeldGroup, index: int, by: str, now: datetime) -> None:
+        """Say that the approval ``by`` is still making call ``index`` (its lease)."""
+        await retry.retried(  # $set by key: safe to repeat
+            lambda: self._coll.update_one(
+                {"_id": PREFIX + group.code, f"started.{index}.by": by},
+                {"$set": {f"started.{index}.until": now + LEASE}},
+            ),
+            "renew a held call's lease",
+        )
+
+    async def finish(self, group: HeldGroup, index: int, line: str, now: datetime) -> None:
+        """Record the outcome of call ``index`` (what the owner is told of it): from
+        now on it counts as made."""
+        await retry.retried(  # $set by key: safe to repeat
+            lambda: self._coll.update_one(
+                {"_id": PREFIX + group.code},
+                {"$set": {f"finished.{index}": {"line": line, "at": now}}},
+            ),
+            "record a held call's outcome",
+        )
+
+    async def reopen(
+        self, group: HeldGroup, indexes: Iterable[int], by: str, now: datetime
+    ) -> None:
+        """Put an approved group whose calls ``indexes`` were interrupted back before
+        the owner: no longer approved, those calls not started, a day to answer. The
+        approval ``by`` that found them so is spent: handled again after a crash, it
+        does not approve them anew (only a new word from the owner does)."""
+        marks = list(indexes)
+        unset = {"approved": ""} | {f"{f}.{i}": "" for i in marks for f in ("started", "claimed")}
+        await retry.retried(  # a compare-and-set the first try makes false, then $set
+            lambda: self._coll.update_one(
+                {"_id": PREFIX + group.code},
+                {
+                    "$unset": unset,
+                    "$set": {"expires_at": now + KEEP} | {f"interrupted.{i}": now for i in marks},
+                    "$addToSet": {"spent": by},
+                },
+            ),
+            "reopen an interrupted held group",
+        )
+
+    async def spent_by(self, code: str, by: str, now: datetime) -> HeldGroup | None:
+        """The live group of ``code`` when the approval ``by`` found a call of it
+        interrupted (its answer, given again)."""
+        doc = await self._coll.find_one({"_id": PREFIX + code, "spent": by, **_live(now)})
+        return _group(doc) if doc is not None else None
+
     async def release(self, group: HeldGroup) -> None:
-        """Forget an approved group once its sends are queued."""
+        """Forget an approved group once its sends are queued and its calls made."""
         await self._coll.delete_one({"_id": PREFIX + group.code, "approved": True})
 
     async def decline(self, code: str, now: datetime) -> HeldGroup | None:

@@ -10,7 +10,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from channels.telegram.channel import SECRET_HEADER, TelegramChannel
 from channels.telegram.outbound import split_text, to_html, utf16_length
-from channels.types import Button, InboundMessage, OutboundMessage, SendError
+from channels.types import VERBATIM, Button, InboundMessage, OutboundMessage, SendError
 from tests.channels.telegram_kit import HOOK_URL, OWNER, SECRET, Build, Doc, build, fake, settle
 from tests.fakes.scripted import ScriptedModel
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
@@ -158,6 +158,19 @@ async def test_rejected_formatting_is_resent_as_plain_text(
     [sent] = await fake.wait_sent(1)
     assert sent.parse_mode is None and sent.text == "**bold** & <odd>"
     assert [c.get("parse_mode") for c in fake.calls_to("sendMessage")] == ["HTML", None]
+
+
+async def test_a_verbatim_message_shows_every_character(build: Build, fake: FakeTelegram) -> None:
+    """What the owner approves (``VERBATIM``): a Markdown link would show only its label
+    and hide the address; ``**`` and ``_`` would vanish into formatting."""
+    stack = await build(ScriptedModel(lambda r: "-"))
+    text = '• send_message {"text": "[your invoice](https://evil.example/pay) **now** _x_"}'
+    assert to_html(text) != text  # formatted, the address would not be seen
+    await stack.channel.send(
+        OutboundMessage("telegram", str(OWNER), text, "v1", meta={VERBATIM: True})
+    )
+    [sent] = fake.sent
+    assert sent.parse_mode is None and sent.visible == text
 
 
 async def test_buttons_go_on_the_last_chunk_and_retries_resume(

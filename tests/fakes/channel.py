@@ -83,15 +83,21 @@ class RecordingChannel:
         return [m.text for m in self.sent if chat_id is None or m.chat_id == chat_id]
 
     async def say(
-        self, text: str, *, sender: str | int | None = None, reply_to: str | None = None
+        self,
+        text: str,
+        *,
+        sender: str | int | None = None,
+        reply_to: str | None = None,
+        external_id: str | None = None,
     ) -> bool:
-        """Deliver an inbound message as the transport would; False for a duplicate."""
+        """Deliver an inbound message as the transport would; False for a duplicate.
+        ``external_id``: the transport's id (default ``u1``, ``u2``... per channel)."""
         assert self.sink is not None, f"{self.name} was not started"
         who = self.sender if sender is None else str(sender)
         return await self.sink(
             InboundMessage(
                 channel=self.name,
-                external_id=f"u{next(self._inbound)}",
+                external_id=external_id or f"u{next(self._inbound)}",
                 chat_id=who,
                 sender_id=who,
                 text=text,

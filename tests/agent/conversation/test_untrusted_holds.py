@@ -278,7 +278,7 @@ async def test_the_guidance_says_acting_calls_wait_after_outside_text(
         assert system.count("are held for the owner's confirmation") == 1
 
 
-async def test_an_approval_replayed_after_a_crash_does_not_act_again(
+async def test_an_approval_handled_again_after_a_crash_says_interrupted_and_waits(
     mongo_server: str, shop: McpServers
 ) -> None:
     async with app(mongo_server, shop) as (h, fake):
@@ -289,16 +289,31 @@ async def test_an_approval_replayed_after_a_crash_does_not_act_again(
         await say(h, "check my order")
         code = last_result(fake)["code"]
         held = HeldSends(h.app.deps.db)
-        # The first approval recorded itself and claimed the call, then the process died.
-        group = await held.approve(code, h.clock())
-        assert group is not None and await held.claim(group, 0, h.clock())
-        confirm = InboundMessage(
-            "telegram", "u-replay", str(OWNER_TG), str(OWNER_TG), f"approve {code}", h.clock()
-        )
-        ctx = owner_ctx(h.app.deps, channel="telegram", chat_id=str(OWNER_TG))
-        replies = await confirm_held_send(confirm, ctx, h.app.catalog)
-        assert replies is not None and "already done before" in replies[0].text
-        assert await h.app.deps.db["ai_orders"].count_documents({}) == 0
+        # The first approval recorded itself and started the call, then the process died.
+        group = await held.approve(code, h.clock(), "inbox-1")
+        assert group is not None and await held.start(group, 0, "inbox-1", h.clock())
+
+        async def approval(inbox_id: str) -> str:
+            confirm = InboundMessage(
+                "telegram", inbox_id, str(OWNER_TG), str(OWNER_TG), f"approve {code}", h.clock()
+            )
+            ctx = owner_ctx(
+                h.app.deps, channel="telegram", chat_id=str(OWNER_TG), inbox_id=inbox_id
+            )
+            replies = await confirm_held_send(confirm, ctx, h.app.catalog)
+            assert replies is not None
+            return replies[0].text
+
+        for _ in range(2):  # handled again on restart, twice: never made, never "done"
+            said = await approval("inbox-1")
+            assert said.startswith("• db_query: interrupted: "), said
+            assert "done" not in said.replace("what was not done", "")
+            assert f"Reply 'approve {code}' to do what was not done" in said
+            assert await h.app.deps.db["ai_orders"].count_documents({}) == 0
+        again = await approval("inbox-2")  # the owner's new word
+        assert again.startswith("• db_query: done"), again
+        assert await h.app.deps.db["ai_orders"].count_documents({}) == 1
+        assert (await approval("inbox-3")).startswith("Nothing is waiting")
 
 
 async def test_a_scheduled_runs_held_calls_wait_for_the_owner(
