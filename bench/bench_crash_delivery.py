@@ -175,9 +175,10 @@ async def one_run(args: argparse.Namespace, seed: int, tmp: Path) -> dict[str, A
     for sent in telegram.sent:
         for m in ECHO.findall(sent.text):
             first_at.setdefault(m, sent.at)
-    # How long before the kill that cut it off each doubled reply's first copy was sent.
-    before_kill = [
-        round(min((k - first_at[m] for k in kills if k >= first_at[m]), default=-1) * 1000)
+    # When each doubled reply's first copy reached the Bot API, in ms from the nearest
+    # kill (negative: before it; a request on its way at the kill arrives just after).
+    near_kill = [
+        round(min((first_at[m] - k for k in kills), key=abs, default=0.0) * 1000)
         for m in sorted(doubled)
     ]
     return {
@@ -188,7 +189,7 @@ async def one_run(args: argparse.Namespace, seed: int, tmp: Path) -> dict[str, A
         "lost": len(lost),
         "doubled": sum(n - 1 for n in doubled.values()),
         "doubled_keys": sorted(doubled),
-        "doubled_ms_before_kill": before_kill,
+        "doubled_ms_from_kill": near_kill,
         "lost_keys": lost[:10],
         "seconds": round(elapsed, 1),
         "restart_s": [round(r, 2) for r in restarts],
