@@ -9,9 +9,10 @@ send share one command (``storage.coalesce``).
 A send's outcome is recorded at once, by its own write: the window in which a crash
 can leave a reply sent but not recorded (so sent again after the restart) is that one
 local write, never a batch waiting for company or for another command in flight.
-Telegram gives no way to ask whether a message arrived, so that window cannot be
-closed; a reply left ``sending`` by a dead process is sent again (a reply lost would
-be worse than one seen twice). README, "Delivery", says so.
+Telegram gives no way to ask whether a message arrived, so that window (and a send
+still on its way at the crash) cannot be closed: a reply left ``sending`` by a dead
+process is sent again, a reply lost being worse than one seen twice (the README's
+"Nothing lost, nothing doubled" says so).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """``watchkeeper run`` killed between Telegram accepting a reply and the reply's record.
 
 Telegram gives no way to ask whether a message arrived, so a reply whose record a
-``kill -9`` cut off is sent again after the restart (README, "Delivery"): never lost,
-seen twice. That window is the reply's own write: no other reply's record waits for
-it, so a reply sent meanwhile is recorded, and a restart does not send it again.
+``kill -9`` cut off is sent again after the restart: seen twice, never lost (the
+README's "Nothing lost, nothing doubled"). That window is the reply's own write: no
+other reply's record waits for it, so a reply sent meanwhile is recorded, and a
+restart does not send it again.
 
 A real process against the fake Bot API and the fake OpenAI model; its database is the
 test's server behind a relay that holds back the first reply's record for good (a
