@@ -57,9 +57,10 @@ MAX_ITEMS = 200
 """At most this many items in one command (a command stays far below 16 MB)."""
 BOOKKEEPING_LINGER = 0.03
 """How long a write that answers nobody waits for company while other exchanges are in
-flight: a sent reply's record, a handled message's "done" mark. Under a burst they come
-one every few ms, as answers arrive, and then share a command instead of going one or
-two at a time. A write with no company in sight goes at once."""
+flight: a handled message's "done" mark. Under a burst they come one every few ms, as
+answers arrive, and then share a command instead of going one or two at a time. A write
+with no company in sight goes at once. Not for a sent reply's record: a crash while it
+waits would have the reply sent again (``channels.delivery.outbox``)."""
 
 
 class GroupCommit(Generic[I]):

@@ -3,8 +3,16 @@
 A reply is claimed atomically (``pending`` -> ``sending``) before it is sent, so
 the fast path (send right after enqueue) and the retry loop never send it twice.
 One that finally fails stays in the collection as ``failed`` with its error and
-is reported; nothing is dropped silently. Under load, replies stored and sends
-recorded meanwhile share one command each (``storage.coalesce``).
+is reported; nothing is dropped silently. Under load, replies stored before their
+send share one command (``storage.coalesce``).
+
+A send's outcome is recorded at once, by its own write: the window in which a crash
+can leave a reply sent but not recorded (so sent again after the restart) is that one
+local write, never a batch waiting for company or for another command in flight.
+Telegram gives no way to ask whether a message arrived, so that window (and a send
+still on its way at the crash) cannot be closed: a reply left ``sending`` by a dead
+process is sent again, a reply lost being worse than one seen twice (the README's
+"Nothing lost, nothing doubled" says so).
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from channels.types import Button, Channel, OutboundMessage, SendError, SendResu
 from storage import collections as c
 from storage import retry
 from storage.backoff import Backoff
-from storage.coalesce import BOOKKEEPING_LINGER, GroupCommit, insert_each, set_each
+from storage.coalesce import GroupCommit, insert_each
 from storage.tasks import stop_task, wait_event
 
 log = logging.getLogger(__name__)
@@ -79,9 +87,8 @@ class Outbox:
         self._task: asyncio.Task[None] | None = None
         self._timers: set[asyncio.TimerHandle] = set()
         self._insert = GroupCommit(insert_each(self._coll, keyed=True))
-        self._mark_sent = GroupCommit(set_each(self._coll))
-        # Written after the send: in a crowd it waits for company (storage.coalesce).
-        self._record = GroupCommit(insert_each(self._coll, keyed=True), linger=BOOKKEEPING_LINGER)
+        # After a send: its own command at once, never a batch (the module docstring).
+        self._record = insert_each(self._coll, keyed=True)
 
     async def enqueue(self, message: OutboundMessage, *, send_now: bool = True) -> bool:
         """Store ``message``; False when its idempotency key was already stored."""
@@ -98,7 +105,7 @@ class Outbox:
             self._wake.set()
         return True
 
-    async def send_then_record(self, message: OutboundMessage, *, crowded: bool = False) -> None:
+    async def send_then_record(self, message: OutboundMessage) -> None:
         """Send ``message`` first, then store it as sent: one write instead of two, and
         none before the send.
 
@@ -106,11 +113,8 @@ class Outbox:
         effects, if the process dies before it is recorded: the agent's answer, which
         is stored in the conversation before it is sent (a replay reads it back,
         ``MessageRepo.answer_for``). The window for a second copy after a crash is the
-        same as ``enqueue``'s (sent, not yet recorded). A failed send is stored as
+        same as ``enqueue``'s: the one write after the send. A failed send is stored as
         ``enqueue`` would have left it: due again later, or failed and reported.
-
-        ``crowded``: other replies are being sent meanwhile; the record then waits a
-        moment to share their command (``BOOKKEEPING_LINGER``).
         """
         message, doc = self._storable(message, send_now=True)
         outcome = await self._attempt(message)
@@ -122,11 +126,13 @@ class Outbox:
             if outcome.info:
                 fields["info"] = dict(outcome.info)
         doc.update(fields)
-        try:
-            await self._record(doc, crowded=crowded)
-        except DuplicateKeyError:  # only a second process handling the same message
+        # One insert, retried once on a dropped connection (its own copy is success).
+        [error] = await self._record([doc]) or [None]
+        if isinstance(error, DuplicateKeyError):  # only a second process on the message
             log.warning("outbox %s was recorded twice", doc["idempotency_key"])
             return
+        if error is not None:
+            raise error
         if isinstance(outcome, Failure):
             await self._failure_noted(doc, outcome, delay)
 
@@ -183,9 +189,11 @@ class Outbox:
             await self._failure_noted(doc, outcome, delay)
             return
         sent = {**self._sent(outcome), **{f"info.{k}": v for k, v in outcome.info.items()}}
-        # $set by _id, so safe to retry; a lost "sent" would have it sent again. Written
-        # with the other sends that returned meanwhile, in one command.
-        await self._mark_sent((doc["_id"], sent))
+        # $set by _id, so safe to retry; a lost "sent" would have it sent again. Its own
+        # command, at once (the module docstring).
+        await retry.retried(
+            lambda: self._coll.update_one({"_id": doc["_id"]}, {"$set": sent}), "mark sent"
+        )
 
     async def _attempt(self, message: OutboundMessage) -> SendResult | Failure:
         """Send ``message`` through its channel; what went wrong instead of raising."""
@@ -284,16 +292,8 @@ class Outbox:
         for handle in self._timers:
             handle.cancel()
         self._timers.clear()
-        try:
-            await stop_task(self._task)
-            self._task = None
-            await self._record.flush()  # the sends' records waiting for company
-        except asyncio.CancelledError:  # the app's stop deadline passed (a stuck database)
-            log.warning(
-                "outbox: stopped before the last sent replies were recorded; "
-                "the next start may send them again"
-            )
-            raise
+        await stop_task(self._task)
+        self._task = None
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()

@@ -10,8 +10,9 @@
 3. Replies go to the outbox under ``<inbox id>:<n>`` keys, so a message handled
    again after a crash produces no second reply. A reply the handler would give
    again unchanged (``Reply.replayable``: the agent's stored answer) is sent first
-   and recorded after, in one write; a crash in between sends it again, the same
-   window as a crash between a send and its "sent" mark.
+   and recorded after, in one write of its own, at once (never batched); a crash in
+   between sends it again, the same window as a crash between a send and its "sent"
+   mark (``channels.delivery.outbox``).
 4. On start, messages a dead process left ``processing`` are handled again: at
    once when this process owns the database, else once their claim is stale (another
    instance on the same MongoDB may still be working on them).
@@ -263,7 +264,7 @@ class Pipeline:
                 if reply.replayable and failure is None:
                     # Stored after it is sent: a crash before that handles the message
                     # again, and the handler gives the same reply (no write before it).
-                    await self._outbox.send_then_record(outbound, crowded=self._crowded())
+                    await self._outbox.send_then_record(outbound)
                 else:
                     await self._outbox.enqueue(outbound)
             if failure is not None:

@@ -48,6 +48,12 @@ FREEZE_AFTER = 2.0
 """Seconds after start before the heap is frozen (``storage.heap``)."""
 KNOCK_EVERY = 0.05
 """Seconds between the connections that wake the accept thread at stop."""
+DRAIN_LIMIT = 1.0
+"""Seconds a server whose owner died waits for the owner's last commands to be applied
+(``_drain``); within the new owner's patience (``owner.KILL_AFTER``)."""
+DRAIN_QUIET = 0.02
+"""Seconds with no connection left that end the drain (one accepted just now registers
+a moment after it is accepted)."""
 
 log = logging.getLogger("watchkeeper-db")
 
@@ -124,6 +130,28 @@ def _stop_server(server: Any) -> None:
         server.stop()
     finally:
         stopped.set()
+
+
+def _drain(server: Any) -> None:
+    """Apply what a dead owner sent before it died, then return.
+
+    A command the owner wrote to its socket just before a ``kill -9`` (a sent reply's
+    record, say) sits in this process's receive buffer; stopping closes every
+    connection at once and would drop it. The owner's side is closed, so each of its
+    connections reads what is left, applies it and ends: wait for that, bounded by
+    ``DRAIN_LIMIT`` (another process still connected, ``watchkeeper chat`` say, keeps
+    its connection open).
+    """
+    deadline = time.monotonic() + DRAIN_LIMIT
+    quiet_since: float | None = None
+    while (now := time.monotonic()) < deadline:
+        if len(server.connections):
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = now
+        elif now - quiet_since >= DRAIN_QUIET:
+            return
+        time.sleep(0.005)
 
 
 def _unpublish(uri_file: Path, uri: str) -> None:
@@ -251,6 +279,8 @@ def main(argv: list[str] | None = None) -> int:
         pass
     started = time.monotonic()
     _unpublish(uri_file, uri)
+    if os.getppid() != args.parent_pid:  # the owner died (reparented before the signal)
+        _drain(server)
     _stop_server(server)
     log.info("stopped in %.2f s", time.monotonic() - started)
     return 0
