@@ -15,7 +15,10 @@
    mark (``channels.delivery.outbox``).
 4. On start, messages a dead process left ``processing`` are handled again: at
    once when this process owns the database, else once their claim is stale (another
-   instance on the same MongoDB may still be working on them).
+   instance on the same MongoDB may still be working on them). Sharing the database,
+   it looks again every ``reclaim_every`` seconds: a process that died minutes before
+   this one started leaves claims that go stale only later, and they are not left
+   until some later restart.
 5. Bursts ("hi" / "are you there" / "question...") become one exchange where a
    channel's burst rule asks for it: each message is stored first, one by one; the
    conversation's worker then waits ``window`` seconds after the latest (at most
@@ -82,8 +85,12 @@ class Pipeline:
         clock: Callable[[], datetime],
         max_concurrency: int | None = None,
         typing_indicator: TypingIndicator | None = None,
+        reclaim_every: float = STALE_CLAIM.total_seconds() / 4,
     ) -> None:
         self._inbox = db[c.INBOX]
+        self._reclaim_every = reclaim_every
+        self._reclaims: asyncio.Task[None] | None = None
+        """Looks for stale claims again while the database is shared (guarantee 4)."""
         self._handler = handler
         """The handler, or its future while the app builds it (then the handler itself)."""
         self._outbox = outbox
@@ -96,8 +103,9 @@ class Pipeline:
         self._queues: dict[str, deque[Doc | ObjectId]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._stopping = False
-        self._recoverable: Doc = {"status": "pending"}
-        """What ``recover`` may claim; the same filter guards the claim itself."""
+        self._sole_owner = False
+        """Whether this process owns the database (``recover``): then every unfinished
+        message is orphaned, else only those whose claim is stale (``_claimable``)."""
         self.burst_rules: dict[str, BurstRule] = {}
         """Per channel: how long to gather a burst before handling it."""
         self._arrivals: dict[str, asyncio.Event] = {}
@@ -209,7 +217,7 @@ class Pipeline:
         """
         if isinstance(item, ObjectId):
             doc = await self._inbox.find_one_and_update(
-                {"_id": item, **self._recoverable},
+                {"_id": item, **self._claimable()},
                 {"$set": {"claimed_at": self._clock(), "status": "processing"},
                  "$inc": {"attempts": 1}},
                 # As claimed: its attempts count this one, so the handler knows it is a
@@ -337,15 +345,21 @@ class Pipeline:
         ``sole_owner``: this process owns the database, so every unfinished message
         is orphaned; otherwise only those whose claim is older than ``STALE_CLAIM``.
         """
-        query: Doc = {"status": {"$in": ["pending", "processing"]}}
-        if not sole_owner:
-            query = {
-                "$or": [
-                    {"status": "pending"},
-                    {"status": "processing", "claimed_at": {"$lt": self._clock() - STALE_CLAIM}},
-                ]
-            }
-        self._recoverable = query
+        self._sole_owner = sole_owner
+        count = await self._resume(self._claimable())
+        if not sole_owner and self._reclaims is None and not self._stopping:
+            self._reclaims = asyncio.create_task(self._reclaim_loop(), name="inbox-reclaims")
+        return count
+
+    def _claimable(self) -> Doc:
+        """What ``recover`` may claim, now; the same filter guards the claim itself."""
+        if self._sole_owner:
+            return {"status": {"$in": ["pending", "processing"]}}
+        stale = {"status": "processing", "claimed_at": {"$lt": self._clock() - STALE_CLAIM}}
+        return {"$or": [{"status": "pending"}, stale]}
+
+    async def _resume(self, query: Doc) -> int:
+        """Queue the messages ``query`` finds, oldest first (claimed as each is handled)."""
         cursor = self._inbox.find(
             query, projection={"conversation_key": 1}, sort=[("received_at", 1)]
         )
@@ -357,6 +371,17 @@ class Pipeline:
             log.info("resuming %d unfinished inbound messages", count)
         return count
 
+    async def _reclaim_loop(self) -> None:
+        """Every ``reclaim_every`` seconds, messages whose claim went stale since the
+        last look (their process died): handled here, each claimed first."""
+        while True:
+            await asyncio.sleep(self._reclaim_every)
+            stale = {"status": "processing", "claimed_at": {"$lt": self._clock() - STALE_CLAIM}}
+            try:
+                await self._resume(stale)
+            except Exception:  # the database away for a moment: the next look finds them
+                log.warning("looking for unfinished inbound messages failed", exc_info=True)
+
     async def join(self) -> None:
         """Wait until every queued message has been handled (tests, shutdown)."""
         while self._workers:
@@ -364,6 +389,8 @@ class Pipeline:
 
     async def stop(self, grace: float = 10.0) -> None:
         self._stopping = True
+        await stop_task(self._reclaims)
+        self._reclaims = None
         workers = list(self._workers.values())
         if workers:
             try:

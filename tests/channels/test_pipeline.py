@@ -160,3 +160,39 @@ async def test_a_second_instance_leaves_fresh_work_alone(db: AsyncDatabase[Doc])
     release.set()
     await first.join()
     assert [m.text for m in channel.sent] == ["first instance"]
+
+
+async def test_a_claim_gone_stale_after_start_is_picked_up_without_a_restart(
+    db: AsyncDatabase[Doc],
+) -> None:
+    """Sharing the database (not its sole owner), a process that died minutes before this
+    one started left its claim fresh at our start; once stale, it is handled here, not
+    left until some later restart."""
+    moment = [now()]
+
+    def clock() -> datetime:
+        return moment[0]
+
+    async def answer(envelope: Envelope) -> list[Reply]:
+        return [Reply(f"answered: {envelope.message.text}")]
+
+    orphan = inbound("a", 1)
+    await db["inbox"].insert_one({
+        "_id": inbox_key("rec", orphan.external_id), "channel": "rec",
+        "external_id": orphan.external_id, "chat_id": "a", "sender_id": "u",
+        "text": orphan.text, "received_at": moment[0], "conversation_key": "rec:a",
+        "status": "processing", "claimed_at": moment[0], "attempts": 1,
+    })  # fmt: skip
+    channel = RecordingChannel("rec")
+    outbox = Outbox(db, {"rec": channel}, clock)
+    pipeline = Pipeline(db, answer, outbox, {"rec": channel}, clock, reclaim_every=0.01)
+    try:
+        assert await pipeline.recover() == 0  # claimed a moment ago: maybe still at work
+        moment[0] += timedelta(minutes=16)  # the claim is stale now: its process is gone
+        await until(lambda: [m.text for m in channel.sent] == ["answered: a message 1"])
+        await pipeline.join()
+        doc = await db["inbox"].find_one({"_id": inbox_key("rec", orphan.external_id)})
+        assert doc is not None and doc["status"] == "done" and doc["attempts"] == 2
+    finally:
+        await pipeline.stop()
+        await outbox.stop()
