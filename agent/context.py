@@ -102,7 +102,10 @@ class AgentDeps:
         set_field(self, "effects", EffectLog(self.db))
         set_field(self, "usage", UsageLog(self.db))
         limit, owner = self.settings.daily_token_budget, self.owner
-        budget = TokenBudget(self.usage, self.db, limit, self.clock, lambda: owner.tz, self.tell)
+        budget = TokenBudget(
+            self.usage, self.db, limit, self.clock, lambda: owner.tz, self.tell,
+            max_output=self.settings.max_output_tokens,
+        )  # fmt: skip
         set_field(self, "budget", budget)
         set_field(self, "instructions", SystemInstructionRepo(self.db))
         set_field(self, "conversations", ConversationRepo(self.db))
