@@ -13,7 +13,8 @@ Guarantees:
    processes call at once, the day ends at most one reservation past the cap. A call
    that finds the cap held by calls in flight (not spent) waits for them to settle. After
    the call its real usage replaces the reservation (``settle``); a failed call frees
-   it (``release``); a process killed in between holds it at most ``RESERVATION_TTL``.
+   it (``release``); a process killed in between holds it at most ``RESERVATION_TTL``
+   after its last reservation.
 2. One cap per real day, whatever the timezone does. The budget day is opened at the
    owner's midnight (their timezone then) and closes at the next one (``next_day``),
    and that close is stored with it: moving the timezone never opens a new day early,
@@ -385,9 +386,9 @@ class BudgetView:
 
 @dataclass(frozen=True)
 class Hold:
-    """One model call's reservation (``id`` None: nothing reserved, there is no cap)."""
+    """One model call's reservation on ``day`` (``tokens`` 0: nothing reserved, there is
+    no cap)."""
 
-    id: str | None
     day: date
     tokens: int
 
@@ -436,10 +437,14 @@ class TokenBudget:
     max_output: int = MAX_OUTPUT_TOKENS
     """What one call may write at most (``MAX_OUTPUT_TOKENS``): reserved with its input."""
     _ledger: TokenLedger = field(init=False)
+    _proc: str = field(default_factory=lambda: uuid.uuid4().hex, init=False)
+    """This process's name in the ledger (its reservations, expired if it dies)."""
     _last: Ledger | None = field(default=None, init=False)
     """The ledger as this process last read or changed it."""
     _told: set[tuple[date, Level]] = field(default_factory=set, init=False)
     _settled: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    _queue: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
+    """Calls waiting for the cap, one looking at a time."""
 
     def __post_init__(self) -> None:
         self._ledger = TokenLedger(self.db)
@@ -492,32 +497,44 @@ class TokenBudget:
         """Reserve a model call's bound (``input_tokens`` estimated, ``request_bound``,
         plus ``max_output``) before it is made; the day's budget instead when it is spent
         (no call may be made; the owner told once). While the cap is held by calls in
-        flight, waits for them to settle (or their reservations to expire)."""
+        flight, waits for them to settle (or their reservations to expire): one waiter
+        at a time looks again, once per call settled here (or every ``WAIT_SECONDS``,
+        for another process's), and the next looks as soon as it got through."""
         if self.limit <= 0:
-            return Hold(None, (await self._day(fresh=False)).day, 0)
+            return Hold((await self._day(fresh=False)).day, 0)
         tokens = max(0, input_tokens) + self.max_output
-        hold = uuid.uuid4().hex
-        fresh = False
+        if not self._queue.locked():  # nobody waiting: try at once
+            outcome = await self._take(tokens)
+            if outcome is not None:
+                return outcome
+        async with self._queue:
+            while True:
+                settled = self._settled  # a call settling while this one looks counts
+                outcome = await self._take(tokens)
+                if outcome is not None:
+                    return outcome
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(settled.wait(), WAIT_SECONDS)
+
+    async def _take(self, tokens: int) -> Hold | BudgetView | None:
+        """One try: the hold; the budget when it is spent; None while calls in flight
+        hold it."""
         while True:
-            ledger = await self._day(fresh=fresh)
+            ledger = await self._day(fresh=False)
             until_ = self.clock() + RESERVATION_TTL
-            taken = await self._ledger.reserve(ledger.day, hold, tokens, self.limit, until_)
+            taken = await self._ledger.reserve(ledger.day, self._proc, tokens, self.limit, until_)
             if taken is not None:
                 self._last = taken
-                return Hold(hold, taken.day, tokens)
-            ledger, fresh = await self._day(fresh=True), False
+                return Hold(taken.day, tokens)
+            ledger = await self._day(fresh=True)
             if ledger.used >= self.limit:
                 view = self._view(ledger)
                 await self._tell(view, "spent")
                 return view
             if ledger.held < self.limit:
                 continue  # a call settled (or the day changed) meanwhile: ask again
-            if await self._ledger.expire(ledger, self.clock()):
-                continue
-            settled = self._settled
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(settled.wait(), WAIT_SECONDS)
-            fresh = True
+            if not await self._ledger.expire(ledger, self.clock()):
+                return None
 
     async def settle(
         self,
@@ -540,7 +557,7 @@ class TokenBudget:
                 model=model, exchanges=1 if first else 0,
                 cached_input_tokens=cached_input_tokens,
             )  # fmt: skip
-            ledger = await self._ledger.settle(hold.day, hold.id, hold.tokens, tokens)
+            ledger = await self._ledger.settle(hold.day, self._proc, hold.tokens, tokens)
             self._wake()
             if ledger is None:  # its day closed meanwhile: counted in that day's counts
                 return
@@ -558,10 +575,10 @@ class TokenBudget:
     async def release(self, hold: Hold) -> None:
         """Free the reservation of a call that failed (no answer, nothing counted).
         Never raises: an unreleased hold expires."""
-        if hold.id is None:
+        if not hold.tokens:
             return
         try:
-            ledger = await self._ledger.settle(hold.day, hold.id, hold.tokens, 0)
+            ledger = await self._ledger.settle(hold.day, self._proc, hold.tokens, 0)
             self._wake()
             if ledger is not None:
                 self._last = ledger
@@ -585,7 +602,7 @@ class TokenBudget:
             log.exception("could not count %d tokens of %s", input_tokens + output_tokens, model)
             return
         await self.settle(
-            Hold(None, day, 0), kind, model, input_tokens, output_tokens,
+            Hold(day, 0), kind, model, input_tokens, output_tokens,
             first=first, cached_input_tokens=cached_input_tokens,
         )  # fmt: skip
 
