@@ -313,6 +313,8 @@ async def set_price(
 
 Notify = Callable[[str, str, str], Awaitable[None]]
 """Tells the owner (title, body, key): an info alert, or a chat message without alerts."""
+Unnotify = Callable[[str], Awaitable[None]]
+"""The notice of ``key`` no longer holds: its alert, if still open, is resolved."""
 Zone = Callable[[], tzinfo]
 
 RESERVATION_TTL = timedelta(minutes=30)
@@ -436,6 +438,10 @@ class TokenBudget:
     notify: Notify
     max_output: int = MAX_OUTPUT_TOKENS
     """What one call may write at most (``MAX_OUTPUT_TOKENS``): reserved with its input."""
+    unnotify: Unnotify | None = None
+    """Resolves the "spent" notice when the day's budget is not spent any more (raised)."""
+    _checked: set[date] = field(default_factory=set, init=False)
+    """Days whose "spent" notice this process looked at (once each)."""
     _ledger: TokenLedger = field(init=False)
     _proc: str = field(default_factory=lambda: uuid.uuid4().hex, init=False)
     """This process's name in the ledger (its reservations, expired if it dies)."""
@@ -460,6 +466,7 @@ class TokenBudget:
             found = await self._ledger.read()
             if found is not None and now < found.ends:
                 self._last = found
+                await self._check_raised(found)
                 return found
             day, ends = next_day(now, self.zone(), found)
             used = 0 if found is not None else await self._counted(day)
@@ -467,6 +474,23 @@ class TokenBudget:
             if opened is not None:  # else another process opened it first: read it
                 self._last = opened
                 return opened
+
+    async def _check_raised(self, ledger: Ledger) -> None:
+        """Once a day per process: a "spent" notice of a day not spent under this
+        process's cap (``DAILY_TOKEN_BUDGET`` raised and restarted) is resolved, and
+        its claim dropped, so a cap met again is told again."""
+        if ledger.day in self._checked or self.limit <= 0:
+            return
+        self._checked.add(ledger.day)
+        if ledger.used >= self.limit:
+            return
+        key = f"{ledger.day.isoformat()}:budget:spent"
+        try:
+            dropped = await self.db[c.USAGE].delete_one({"_id": key})
+            if dropped.deleted_count and self.unnotify is not None:
+                await self.unnotify(f"budget:{key}")
+        except Exception:
+            log.exception("could not resolve the budget's notice %s", key)
 
     async def _counted(self, day: date) -> int:
         """Tokens counted on ``day`` before the ledger was kept (the first day after an

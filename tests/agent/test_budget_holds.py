@@ -242,3 +242,28 @@ def test_the_input_estimate_is_on_the_high_side(text: str) -> None:
     spec = ToolSpec(name="t", description=text[:200], parameters={"type": "object"})
     real = count_tokens(text) + count_tokens(text[:200])
     assert request_bound("", [message], [spec]) >= real
+
+
+async def test_raising_the_budget_resolves_its_spent_alert(
+    mongo_server: str, tmp_path: Path, api: FakeOpenAI, clock: FakeClock
+) -> None:
+    """Issue 40: the "daily token budget spent" alert stayed open after the raise."""
+    db_name = f"budget_{uuid.uuid4().hex[:10]}"
+    try:
+        async with rig(mongo_server, tmp_path, api, clock, db_name=db_name) as r:
+            api.reply_text("spent", usage=(100, 10))
+            await r.ask("go")
+            [spent] = [a for a in await r.budget_alerts() if a["title"] == SPENT_TITLE]
+            assert spent["status"] == "open"
+        async with rig(
+            mongo_server, tmp_path, api, clock, db_name=db_name, chat=r.chat, budget=1_000
+        ) as r:  # DAILY_TOKEN_BUDGET raised, restarted
+            api.reply_text("back", usage=(10, 5))
+            assert "back" in await r.ask("again")
+            [spent] = [a for a in await r.budget_alerts() if a["title"] == SPENT_TITLE]
+            assert spent["status"] == "resolved"
+            api.reply_text("all of it", usage=(900, 0))  # 1,025 of 1,000: told again
+            sent = await r.ask("more")
+            assert "all of it" in sent and any(SPENT_TITLE in t for t in sent)
+    finally:
+        await _drop(mongo_server, db_name)
