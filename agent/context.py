@@ -21,7 +21,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from agent.alerts.directives import Resolve
 from agent.alerts.router import AlertRouter
 from agent.config import Settings
-from agent.llm.budget import TokenBudget
+from agent.llm.budget import TokenBudget, reservation_ttl
 from agent.llm.images import ImageDecoder
 from agent.owner import OwnerSettings, owner_chat
 from channels.delivery.outbox import Outbox
@@ -107,6 +107,7 @@ class AgentDeps:
         budget = TokenBudget(
             self.usage, self.db, limit, self.clock, lambda: owner.tz, self.tell,
             max_output=self.settings.max_output_tokens, unnotify=self.untell,
+            hold_for=reservation_ttl(self.settings.llm_timeout_seconds),
         )  # fmt: skip
         set_field(self, "budget", budget)
         set_field(self, "instructions", SystemInstructionRepo(self.db))

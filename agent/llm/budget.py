@@ -13,8 +13,8 @@ Guarantees:
    processes call at once, the day ends at most one reservation past the cap. A call
    that finds the cap held by calls in flight (not spent) waits for them to settle. After
    the call its real usage replaces the reservation (``settle``); a failed call frees
-   it (``release``); a process killed in between holds it at most ``RESERVATION_TTL``
-   after its last reservation.
+   it (``release``); a process killed in between holds it at most ``hold_for`` (30 min,
+   or longer for a long ``LLM_TIMEOUT_SECONDS``) after its last reservation.
 2. One cap per real day, whatever the timezone does. The budget day is opened at the
    owner's midnight (their timezone then) and closes at the next one (``next_day``),
    and that close is stored with it: moving the timezone never opens a new day early,
@@ -318,9 +318,20 @@ Unnotify = Callable[[str], Awaitable[None]]
 Zone = Callable[[], tzinfo]
 
 RESERVATION_TTL = timedelta(minutes=30)
-"""How long a reservation counts unsettled: longer than one model call may take with its
-retries and fallback, so only a reservation whose process died (``kill -9`` during the
-call) stops counting, and the cap it held opens again after at most this long."""
+"""How long a reservation counts unsettled, at least (``hold_for``): longer than one model
+call may take with its retries and fallback, so only a reservation whose process died
+(``kill -9`` during the call) stops counting, and the cap it held opens again after at
+most this long."""
+TRIES_PER_CALL = 10
+"""``LLM_TIMEOUT_SECONDS`` times this bounds one call with its retries and fallback (4
+tries of each provider, and the waits between): ``hold_for`` is at least that long."""
+
+
+def reservation_ttl(llm_timeout_seconds: float) -> timedelta:
+    """How long a reservation counts unsettled for this model timeout."""
+    return max(RESERVATION_TTL, timedelta(seconds=llm_timeout_seconds * TRIES_PER_CALL))
+
+
 MIN_DAY = timedelta(hours=20)
 """The shortest budget day after a timezone move (a day of summer-time change is 23 h)."""
 WAIT_SECONDS = 0.25
@@ -438,6 +449,8 @@ class TokenBudget:
     notify: Notify
     max_output: int = MAX_OUTPUT_TOKENS
     """What one call may write at most (``MAX_OUTPUT_TOKENS``): reserved with its input."""
+    hold_for: timedelta = RESERVATION_TTL
+    """How long a reservation counts unsettled (``reservation_ttl``)."""
     unnotify: Unnotify | None = None
     """Resolves the "spent" notice when the day's budget is not spent any more (raised)."""
     _checked: set[date] = field(default_factory=set, init=False)
@@ -545,7 +558,7 @@ class TokenBudget:
         hold it."""
         while True:
             ledger = await self._day(fresh=False)
-            until_ = self.clock() + RESERVATION_TTL
+            until_ = self.clock() + self.hold_for
             taken = await self._ledger.reserve(ledger.day, self._proc, tokens, self.limit, until_)
             if taken is not None:
                 self._last = taken

@@ -28,6 +28,7 @@ from agent.llm.budget import (
     TokenBudget,
     next_day,
     request_bound,
+    reservation_ttl,
 )
 from agent.llm.types import ModelMessage, TextPart, ToolSpec
 from storage.repos.token_budget import Ledger
@@ -213,6 +214,11 @@ async def test_a_reservation_whose_process_died_stops_counting(db: AsyncDatabase
     assert (view.used, view.spent) == (250, False)
     ledger = await db["usage"].find_one({"_id": "budget"})
     assert ledger is not None and ledger["held"] == 250
+
+
+def test_a_reservation_outlasts_the_slowest_call_with_its_retries() -> None:
+    assert reservation_ttl(60) == RESERVATION_TTL  # 4 tries of 60 s, fallback: 30 min
+    assert reservation_ttl(900) == timedelta(seconds=9_000)  # a local model on a CPU
 
 
 async def test_a_failed_call_frees_its_reservation(db: AsyncDatabase[Doc]) -> None:
