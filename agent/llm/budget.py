@@ -21,10 +21,13 @@ Guarantees:
    the tokens used stay counted until it closes. The day after a move starts when the
    old one closes and ends at a midnight of the new zone at least ``MIN_DAY`` later, so
    a move east (where the date is later) cannot make a short day and a second cap soon
-   after. Its label (``day``; usage counts are kept under it) is that day's date.
+   after. Its label (``day``; usage counts are kept under it) is the owner's date whose
+   end closes it: today's, unless a move made the day run on.
 3. At 80% the owner gets one info notice a day; at 100% one more, whether a chat, a
    pulse or a cron run met the cap. "Once" survives a restart: each notice is claimed
    by inserting ``<day>:budget:<level>`` into ``usage`` (a duplicate key: told before).
+   When the cap was raised (and Watchkeeper restarted), the "spent" notice is resolved
+   and its claim dropped.
 4. At 100% no model call is made (0 = no cap, nothing reserved): a chat gets
    ``spent_reply`` (when it resets, how to raise it), a run is skipped. A call already
    made is counted, so a turn that crosses the cap finishes its round (the tools the
