@@ -142,6 +142,9 @@ class Settings(BaseSettings):
     daily_token_budget: int = Field(default=1_000_000, ge=0)
     """Input plus output tokens per local day of the owner (0: no cap). At 80% one info
     alert; at 100% chat answers without the model and pulse and cron runs are skipped."""
+    max_output_tokens: int = Field(default=8192, ge=256, le=1_000_000)
+    """The most tokens the model may write in one answer, reasoning included (every
+    request asks for it): each call's cost is bounded, so the daily budget holds."""
     healthcheck_url: str | None = None
     """A dead man's switch (Healthchecks.io style): pinged while all is well, ``/fail``
     with a reason otherwise, so a dead or wedged host still alerts from outside."""

@@ -18,9 +18,10 @@ from zoneinfo import ZoneInfo
 import aiohttp
 from pymongo.asynchronous.database import AsyncDatabase
 
+from agent.alerts.directives import Resolve
 from agent.alerts.router import AlertRouter
 from agent.config import Settings
-from agent.llm.budget import TokenBudget
+from agent.llm.budget import TokenBudget, reservation_ttl
 from agent.llm.images import ImageDecoder
 from agent.owner import OwnerSettings, owner_chat
 from channels.delivery.outbox import Outbox
@@ -28,6 +29,7 @@ from channels.types import Channel, OutboundMessage
 from scheduler.cron.service import CronService
 from scheduler.engine import Engine
 from scheduler.pulse.store import PulseStore
+from storage import collections as c
 from storage.repos.conversations import ConversationRepo, MessageRepo, SystemInstructionRepo
 from storage.repos.effects import EffectLog
 from storage.repos.usage import UsageLog
@@ -102,7 +104,11 @@ class AgentDeps:
         set_field(self, "effects", EffectLog(self.db))
         set_field(self, "usage", UsageLog(self.db))
         limit, owner = self.settings.daily_token_budget, self.owner
-        budget = TokenBudget(self.usage, self.db, limit, self.clock, lambda: owner.tz, self.tell)
+        budget = TokenBudget(
+            self.usage, self.db, limit, self.clock, lambda: owner.tz, self.tell,
+            max_output=self.settings.max_output_tokens, unnotify=self.untell,
+            hold_for=reservation_ttl(self.settings.llm_timeout_seconds),
+        )  # fmt: skip
         set_field(self, "budget", budget)
         set_field(self, "instructions", SystemInstructionRepo(self.db))
         set_field(self, "conversations", ConversationRepo(self.db))
@@ -112,6 +118,15 @@ class AgentDeps:
     def primary_channel(self) -> str | None:
         """The owner's preferred chat channel (``manage_settings``), if set."""
         return self.owner.current.primary_channel
+
+    async def untell(self, key: str) -> None:
+        """The notice ``key`` (``tell``) no longer holds: its alert, if still open, is
+        resolved (a chat message stays as sent)."""
+        if self.alerts is None:
+            return
+        alert = await self.db[c.ALERTS].find_one({"open_key": key}, {"code": 1})
+        if alert is not None:
+            await self.alerts.apply(str(alert["code"]), Resolve(), "watchkeeper (budget raised)")
 
     async def tell(self, title: str, body: str, key: str) -> None:
         """An info notice for the owner: an alert (deduplicated by ``key``), or, with

@@ -12,9 +12,10 @@ instead of made (``agent.tools.held``), for the rest of the exchange. Sends and 
 held for the owner's approval are asked about as the loop ends, whatever ends it: one
 message per exchange, not one per send (``agent.tools.sending.ask_owner``).
 
-The daily token budget (``agent.llm.budget``) is checked before every model call and
-counted after it: once spent, the loop ends with its short answer instead of a call, so
-a turn that crosses the cap keeps what its last round did and stops there.
+The daily token budget (``agent.llm.budget``): each model call's bound is reserved
+before it and settled with its real usage after (freed when it fails): once spent, the
+loop ends with its short answer instead of a call, so a turn that crosses the cap keeps
+what its last round did and stops there.
 
 Nothing else leaves the loop: a model failure is a ``ModelError`` (the agent answers
 with an apology), a tool that fails or arguments that cannot be used are a tool error
@@ -30,6 +31,7 @@ from typing import Any
 
 from agent.context import RunContext
 from agent.llm.base import ModelClient, ModelError, unexpected
+from agent.llm.budget import BudgetView, request_bound
 from agent.llm.types import (
     INVALID_ARGUMENTS_KEY,
     ModelMessage,
@@ -192,25 +194,33 @@ async def run_loop(
         read_outside(ctx, "a contact's message")
     try:
         budget = ctx.deps.budget
+        fixed = request_bound(system, (), specs)  # the same for every call of the loop
         for _ in range(max_turns):
-            if (spent := await budget.blocked()) is not None:
+            messages = [*history, *result.messages]
+            hold = await budget.reserve(fixed + request_bound("", messages))
+            if isinstance(hold, BudgetView):
                 result.budget_spent = True
-                result.text = budget.spent_reply(spent, tool_calls=result.tool_calls)
+                result.text = budget.spent_reply(hold, tool_calls=result.tool_calls)
                 return result
             try:
-                response = await model.request(system, [*history, *result.messages], specs)
+                response = await model.request(system, messages, specs)
             except ModelError:
+                await budget.release(hold)
                 raise
             except Exception as exc:  # an adapter that let something else through
+                await budget.release(hold)
                 raise unexpected(model.name, exc) from exc
+            except BaseException:  # cancelled (stopping): freed now, or it expires
+                await budget.release(hold)
+                raise
             result.turns += 1
             result.usage = result.usage + response.usage
             result.model = response.model or model.name
             tokens = response.usage
             first = result.turns == 1
-            await budget.record(
-                ctx.kind, result.model, tokens.input_tokens, tokens.output_tokens, first=first,
-                cached_input_tokens=tokens.cached_input_tokens,
+            await budget.settle(
+                hold, ctx.kind, result.model, tokens.input_tokens, tokens.output_tokens,
+                first=first, cached_input_tokens=tokens.cached_input_tokens,
             )  # fmt: skip
             reply = storable_reply(response.message)
             result.messages.append(reply)

@@ -66,6 +66,7 @@ def build_provider(settings: Settings, provider: Provider) -> ModelClient:
             settings.gemini_model,
             base_url=settings.gemini_base_url or None,
             timeout=settings.llm_timeout_seconds,
+            max_output_tokens=settings.max_output_tokens,
         )
     from agent.llm.openai.model import OpenAIModel
 
@@ -75,4 +76,5 @@ def build_provider(settings: Settings, provider: Provider) -> ModelClient:
         base_url=settings.openai_base_url or None,
         timeout=settings.llm_timeout_seconds,
         max_connections=settings.max_concurrent_model_calls,
+        max_output_tokens=settings.max_output_tokens,
     )

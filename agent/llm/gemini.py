@@ -23,6 +23,7 @@ from google.genai import types as gt
 from agent.llm.base import ModelError, unexpected
 from agent.llm.limiter import Turns, response_retry_after, retry_delay_from_details
 from agent.llm.types import (
+    MAX_OUTPUT_TOKENS,
     MediaPart,
     ModelMessage,
     ModelResponse,
@@ -74,9 +75,16 @@ class GeminiModel:
     native_media = frozenset({"image", "audio"})
 
     def __init__(
-        self, api_key: str, model: str, base_url: str | None = None, timeout: float = 60.0
+        self,
+        api_key: str,
+        model: str,
+        base_url: str | None = None,
+        timeout: float = 60.0,
+        max_output_tokens: int = MAX_OUTPUT_TOKENS,
     ) -> None:
         self.model = model
+        self._max_output = max_output_tokens
+        """Asked for on every request (thinking included): a call's cost is bounded."""
         self._secret = api_key
         self._client = genai.Client(
             api_key=api_key,
@@ -117,6 +125,7 @@ class GeminiModel:
             if tools
             else None,
             automatic_function_calling=gt.AutomaticFunctionCallingConfig(disable=True),
+            max_output_tokens=self._max_output,
         )
 
         async def generate() -> gt.GenerateContentResponse:

@@ -87,19 +87,24 @@ async def rig(
     db_name: str | None = None,
     budget: int = 100,
     chat: RecordingChannel | None = None,
+    exclusive: bool = True,
+    **settings: Any,
 ) -> AsyncIterator[Rig]:
     """The app; a given ``db_name`` outlives it (a restart builds it again, with the same
-    ``chat``: its message ids go on)."""
+    ``chat``: its message ids go on). ``settings``: more of its settings; ``exclusive``
+    False: beside another app on the database, as ``watchkeeper chat``."""
     name = db_name or f"budget_{uuid.uuid4().hex[:10]}"
-    model = OpenAIModel("sk-test", "gpt-4.1-mini", base_url=api.base_url)
     config = make_settings(
         mongodb_uri=mongo_server + "?directConnection=true",
         mongodb_db=name,
         data_dir=tmp_path,
-        owner_telegram_ids=[OWNER_TG],
         openai_api_key="sk-test",
         timezone="Europe/Berlin",
         daily_token_budget=budget,
+        **{"owner_telegram_ids": [OWNER_TG], **settings},
+    )
+    model = OpenAIModel(
+        "sk-test", "gpt-4.1-mini", base_url=api.base_url, max_output_tokens=config.max_output_tokens
     )
     chat = chat or RecordingChannel("telegram", sender=OWNER_TG, clock=clock)
     features = [
@@ -108,7 +113,12 @@ async def rig(
     ]
     try:
         async with build_app(
-            config, model=model, channels=[chat], clock=clock, features=features
+            config,
+            model=model,
+            channels=[chat],
+            clock=clock,
+            features=features,
+            exclusive_transports=exclusive,
         ) as app:
             try:
                 yield Rig(app, api, chat, clock)

@@ -7,6 +7,10 @@ tools with a 400 is switched, once and for good, to the text protocol in
 voice note goes as its transcript (made before, ``agent.llm.transcribe``) or a
 marker. A server that refuses images with a 400 gets the turn again with markers,
 and a model that says it cannot see images gets markers from then on.
+Every request bounds the answer (``MAX_OUTPUT_TOKENS``): ``max_completion_tokens`` to
+OpenAI itself (its reasoning models refuse ``max_tokens``), ``max_tokens`` to other
+servers (what compatible servers know); a server that says it does not take the one
+sent gets the other from then on.
 The SDK is imported on first use, in a thread (``agent.llm.lazy_sdk``). The wire
 format, both ways, is ``agent.llm.openai.wire``.
 
@@ -46,7 +50,14 @@ from agent.llm.openai.wire import (
     sends_images,
     text_messages,
 )
-from agent.llm.types import ModelMessage, ModelResponse, ToolSpec, call_ids, without_media
+from agent.llm.types import (
+    MAX_OUTPUT_TOKENS,
+    ModelMessage,
+    ModelResponse,
+    ToolSpec,
+    call_ids,
+    without_media,
+)
 
 if TYPE_CHECKING:
     import openai
@@ -59,6 +70,10 @@ _NO_VISION = re.compile(
     r"|images? (?:is|are) not supported",
     re.IGNORECASE,
 )
+_UNKNOWN_FIELD = re.compile(
+    r"unsupported|not supported|unrecognized|unknown|not permitted|extra", re.IGNORECASE
+)
+MOST_FIELDS = ("max_completion_tokens", "max_tokens")
 CONNECTIONS = 1000
 """Connections one client may hold open, at least (the SDK's own default): above any
 likely ``MAX_CONCURRENT_MODEL_CALLS``; aiohttp's own default (100) would queue past it."""
@@ -174,8 +189,14 @@ class OpenAIModel:
         base_url: str | None = None,
         timeout: float = 60.0,
         max_connections: int = CONNECTIONS,
+        max_output_tokens: int = MAX_OUTPUT_TOKENS,
     ) -> None:
         self.model = model
+        self._max_output = max_output_tokens
+        host = urlsplit(api_base(base_url) or "https://api.openai.com").hostname or ""
+        self._most_field = MOST_FIELDS[0] if host.endswith("openai.com") else MOST_FIELDS[1]
+        """The field bounding an answer's tokens, switched once if the server refuses it."""
+        self._most_switched = False
         self._max_connections = max_connections
         self._secret = api_key
         self._timeout = timeout
@@ -275,6 +296,18 @@ class OpenAIModel:
                         self._text_mode.add(self.model)
                         native = False
                         continue
+                    if status in (400, 422) and self._refuses_most_field(detail):
+                        log.warning(
+                            "%s refused %s (HTTP %s: %s); asking with %s from now",
+                            self.name,
+                            self._most_field,
+                            status,
+                            detail,
+                            self._other_most_field,
+                        )
+                        self._most_field = self._other_most_field
+                        self._most_switched = True
+                        continue
                     if status in (400, 422) and seen is messages and sends_images(messages):
                         # A model or server without vision: the turn again, with markers.
                         log.warning(
@@ -321,8 +354,20 @@ class OpenAIModel:
         """``POST /chat/completions`` with ``wire`` as its encoded body."""
         client = self._client
         assert client is not None  # made by ``warm`` before any request
-        body = self._bodies.encode(self.model, wire, tools)
+        most = (self._most_field, self._max_output)
+        body = self._bodies.encode(self.model, wire, tools, most)
         return await client.post("/chat/completions", content=body, cast_to=object)
+
+    @property
+    def _other_most_field(self) -> str:
+        return MOST_FIELDS[1] if self._most_field == MOST_FIELDS[0] else MOST_FIELDS[0]
+
+    def _refuses_most_field(self, detail: str) -> bool:
+        """Whether a 400 says the field bounding the answer is not taken (switched at
+        most once: a server refusing both gets its error)."""
+        if self._most_switched or self._most_field not in detail:
+            return False
+        return bool(_UNKNOWN_FIELD.search(detail))
 
     def _redact(self, text: str) -> str:
         """Remove the key from error text: some servers echo it back in their errors."""

@@ -68,13 +68,20 @@ class RequestBodies:
         self._tools: OrderedDict[tuple[str, str], tuple[dict[str, Any], str]] = OrderedDict()
 
     def encode(
-        self, model: str, messages: list[dict[str, Any]], tools: Sequence[ToolSpec] | None
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        tools: Sequence[ToolSpec] | None,
+        most: tuple[str, int] | None = None,
     ) -> bytes:
-        """``{"model", "messages"[, "tools"]}`` as JSON bytes; tools as function tools."""
+        """``{"model", "messages"[, "tools"][, <most's field>]}`` as JSON bytes; tools as
+        function tools; ``most``: the field bounding the answer's tokens and its value."""
         head = dumps({"model": model, "messages": messages})
         if tools:
             listed = ",".join(self._tool(t) for t in tools)
             head = f'{head[:-1]},"tools":[{listed}]}}'
+        if most is not None:
+            head = f"{head[:-1]},{dumps(most[0])}:{int(most[1])}}}"
         try:
             return head.encode()
         except UnicodeEncodeError:  # a lone surrogate: \ud800 in JSON, nothing in UTF-8
