@@ -25,6 +25,11 @@ collection), so a restarted process carries on where the last one stopped:
 What to do when a monitor goes down or comes back is given as ``Hooks`` (the alert
 router's side, in ``agent.app.features.monitors``): this package never imports the agent.
 Nothing here calls a model.
+
+Why a check failed is our own words ("no answer within 10 s", "answered HTTP 503"), or,
+when the reason is what the site sent or what a failed request quotes of it (a status
+line such as ``HTTP/1.1 2OO <anything>``), an ``Outside`` from the site: stored so
+(``last_error``), and quoted as the site's words wherever it goes (the alert, the model).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from yarl import URL
 
 from storage import retry
+from storage.outside import Outside
 from storage.tasks import stop_task, wait_event
 
 log = logging.getLogger(__name__)
@@ -67,6 +73,10 @@ MAX_PERIOD = 31 * 86_400
 MAX_GRACE = 7 * 86_400
 MAX_FAILURES = 10
 USER_AGENT = "Watchkeeper-monitor/1"
+SITE = "the site"
+"""Where a reason the site sent came from, as the alert quotes it ("Reason from the site")."""
+Reason = str | Outside
+"""Why a check failed: our own words, or the site's (``Outside``)."""
 
 
 class MonitorError(ValueError):
@@ -114,7 +124,7 @@ class Monitor:
     down_since: datetime | None = None
     alert_code: str | None = None
     last_check_at: datetime | None = None
-    last_error: str | None = None
+    last_error: Reason | None = None
     last_ping_at: datetime | None = None
     watch_from: datetime | None = None
     """A heartbeat with no ping yet is late this long after creation or resume."""
@@ -123,6 +133,8 @@ class Monitor:
     def from_doc(cls, doc: Mapping[str, Any]) -> Monitor:
         names = {item.name for item in fields(cls)}
         given = {k: v for k, v in doc.items() if k in names}
+        if isinstance(given.get("last_error"), Mapping):  # the site's words, kept as such
+            given["last_error"] = Outside.from_doc(given["last_error"])
         return cls(id=str(doc["_id"]), **given)
 
     def since(self) -> datetime:
@@ -141,7 +153,7 @@ class Monitor:
 class Hooks:
     """What happens outside the scheduler when a monitor changes state."""
 
-    down: Callable[[Monitor, str], Awaitable[str | None]]
+    down: Callable[[Monitor, Reason], Awaitable[str | None]]
     """Raise the alert for ``monitor``, down for ``reason``; returns its code."""
     up: Callable[[Monitor, timedelta], Awaitable[None]]
     """``monitor`` (as it was while down) is up again after the given time: resolve
@@ -385,7 +397,7 @@ class MonitorStore:
         change |= {"last_check_at": at, "last_error": None}
         return await self._put(monitor, {"state": {"$ne": "down"}}, change)
 
-    async def failed(self, monitor: Monitor, at: datetime, reason: str) -> Monitor | None:
+    async def failed(self, monitor: Monitor, at: datetime, reason: Reason) -> Monitor | None:
         """One more failure in a row; ``failing_since`` is kept from the first."""
         change: Doc = {"failures": monitor.failures + 1, "last_error": reason}
         change |= {"failing_since": monitor.failing_since or at, "last_check_at": at}
@@ -395,14 +407,15 @@ class MonitorStore:
         """A compare-and-set by ``update_one`` (every check makes one: SecantusDB runs it
         about ten times faster than ``find_one_and_update``); the monitor as it is now,
         or None when the stored one did not match."""
+        stored = _stored(change)
         done = await retry.retried(  # a retry finds the filter false, or sets the same
-            lambda: self._coll.update_one({"_id": monitor.id, **match}, {"$set": change}),
+            lambda: self._coll.update_one({"_id": monitor.id, **match}, {"$set": stored}),
             "record a check",
         )
         return replace(monitor, **change) if done.matched_count else None
 
     async def went_down(
-        self, monitor: Monitor, since: datetime, reason: str, code: str | None
+        self, monitor: Monitor, since: datetime, reason: Reason, code: str | None
     ) -> Monitor | None:
         """Down, if nothing changed the state meanwhile (for a heartbeat: no new ping)."""
         match: Doc = {"_id": monitor.id, "state": monitor.state, "paused": False}
@@ -426,11 +439,16 @@ class MonitorStore:
     async def _cas(self, match: Doc, change: Doc) -> Monitor | None:
         doc = await retry.retried(  # a retry finds the filter false, or sets the same
             lambda: self._coll.find_one_and_update(
-                match, {"$set": change}, return_document=ReturnDocument.AFTER
+                match, {"$set": _stored(change)}, return_document=ReturnDocument.AFTER
             ),
             "change a monitor",
         )
         return None if doc is None else Monitor.from_doc(doc)
+
+
+def _stored(change: Doc) -> Doc:
+    """``change`` as MongoDB stores it: a reason from the site as its ``Outside`` doc."""
+    return {k: v.doc() if isinstance(v, Outside) else v for k, v in change.items()}
 
 
 # -- the check ------------------------------------------------------------------------
@@ -439,7 +457,7 @@ class MonitorStore:
 @dataclass(frozen=True)
 class Result:
     ok: bool
-    reason: str = ""
+    reason: Reason = ""
 
 
 async def check_http(
@@ -476,8 +494,20 @@ async def check_http(
     except TimeoutError:
         return Result(False, f"no answer within {limit_seconds:g} s")
     except (aiohttp.ClientError, OSError, ValueError, LookupError) as exc:
-        detail = str(exc) or type(exc).__name__
-        return Result(False, f"request failed: {detail}"[:REASON_LIMIT])
+        detail = (str(exc) or type(exc).__name__)[:REASON_LIMIT]
+        if _ours(exc):
+            return Result(False, f"request failed: {detail}")
+        # What the site sent (a status line, a header, a charset) is quoted: its words.
+        return Result(False, Outside(detail, SITE))
+
+
+def _ours(exc: BaseException) -> bool:
+    """Whether a failed request's message is only ours and the network's (no route, no
+    answer, refused): it quotes nothing the site sent. Anything that got as far as an
+    answer (a malformed status line, a certificate, a payload) may quote the site."""
+    return isinstance(exc, aiohttp.ClientConnectorError) and not isinstance(
+        exc, aiohttp.ClientSSLError
+    )
 
 
 def down_for_text(span: timedelta) -> str:
@@ -709,7 +739,7 @@ class Monitors:
             if done is not None:
                 self._remember(done)
 
-    async def _failed(self, monitor: Monitor, at: datetime, reason: str) -> None:
+    async def _failed(self, monitor: Monitor, at: datetime, reason: Reason) -> None:
         counted = await self.store.failed(monitor, at, reason)
         if counted is None:  # another process counted meanwhile: take its count
             counted = await self.store.reload(monitor.id)
@@ -719,7 +749,7 @@ class Monitors:
         if counted.state != "down" and counted.failures >= counted.failures_before_alert:
             await self._down(counted, counted.failing_since or at, reason)
 
-    async def _down(self, monitor: Monitor, since: datetime, reason: str) -> None:
+    async def _down(self, monitor: Monitor, since: datetime, reason: Reason) -> None:
         if monitor.state == "down":
             return
         code = await self._hooks.down(monitor, reason)  # before the state: see point 2

@@ -138,7 +138,9 @@ class Runner:
         outcome.cached_input_tokens = reply.usage.cached_input_tokens
         return outcome
 
-    def _context(self, kind: str, ticket: RunTicket, channel: str, chat: str) -> RunContext:
+    def _context(
+        self, kind: str, ticket: RunTicket, channel: str, chat: str, words: str | None = None
+    ) -> RunContext:
         return RunContext(
             deps=self.deps,
             tier="owner",  # scheduled by the owner (a cron job) or the owner's own pulse
@@ -149,6 +151,7 @@ class Runner:
             conversation_key=f"cron:{ticket.job_id}" if kind == "cron" else PULSE_CONVERSATION,
             run_id=ticket.id,
             job_id=ticket.job_id,
+            owner_words=words,
         )
 
     async def run_cron(self, job: CronJob, ticket: RunTicket) -> Outcome:
@@ -158,7 +161,9 @@ class Runner:
         if (spent := await self.deps.budget.blocked()) is not None:  # the owner is told once
             detail = self.deps.budget.skip_detail(spent)
             return Outcome("skipped", error=detail, reason="budget_spent")
-        ctx = self._context("cron", ticket, job.origin_channel, job.origin_chat_id)
+        # The job's instruction is the owner's own words: its run may alert the owner.
+        words = job.instruction
+        ctx = self._context("cron", ticket, job.origin_channel, job.origin_chat_id, words)
         timeout = self.config.cron_timeout
         outcome = await self._execute(cron_prompt(job, ticket, self.now()), ctx, timeout)
         if outcome.status == "success":

@@ -13,10 +13,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, StrictBool
 
 from agent.context import RunContext
+from agent.llm.untrusted import for_model
 from agent.tools.base import Tool, ToolError, ToolResult
 from agent.tools.sending import deliver
 from channels.delivery.inbox import newest_received
 from storage import collections as c
+from storage.outside import Outside
 from storage.repos.whatsapp_permissions import (
     Permission,
     WhatsAppPermissions,
@@ -79,7 +81,7 @@ async def _read(args: ReadArgs, ctx: RunContext) -> ToolResult:
             "name": readable.get(doc["sender_id"], Permission(doc["sender_id"])).display_name
             or doc.get("sender_name", ""),
             "chat": doc["chat_id"],
-            "text": doc["text"],
+            "text": for_model(Outside(doc["text"], f"a WhatsApp message from {doc['sender_id']}")),
             "received_at": doc["received_at"],  # shown in the owner's timezone
         }
         for doc in newest
