@@ -43,8 +43,9 @@ class Tool(Generic[A]):
     guidance_for: Callable[[RunContext], str] | None = None
     """The line, when it depends on the run (what is configured): wins over ``guidance``."""
     untrusted_result: str = ""
-    """What outside text the result is ("web search results"), when it is some: once a
-    run has read it, the run's acting calls wait for the owner (``agent.tools.held``)."""
+    """What outside text the result is ("web search results"), when it is some: the
+    first such tool offered carries the line saying acting calls wait after it. What
+    marks a run is the untrusted block itself, where the loop builds a request."""
     acting: Callable[[A], bool] | None = None
     """Whether a call (its checked arguments) changes settings, memory, schedules,
     permissions or the owner's data, raises an alert or sends; None: ``writes`` says.

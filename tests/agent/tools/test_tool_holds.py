@@ -12,7 +12,7 @@ from typing import Any, cast
 import pytest
 
 from agent.context import RunContext
-from agent.tools.alerts import MANAGE_ALERTS, RAISE_ALERT
+from agent.tools.alerts import MANAGE_ALERTS, RAISE_ALERT, severity_named
 from agent.tools.base import Tool
 from agent.tools.catalog import told_of_holding
 from agent.tools.cron import MANAGE_CRONJOB
@@ -124,3 +124,18 @@ def test_the_first_tool_reading_outside_text_carries_the_line_once() -> None:
     assert sum(GUIDANCE in line for line in lines) == 1
     assert told_of_holding([SAVE_MEMORY, DB_QUERY]) == [SAVE_MEMORY, DB_QUERY]
     assert told_of_holding([WEB_SEARCH]) == [WEB_SEARCH]  # nothing offered could be held
+
+
+@pytest.mark.parametrize(
+    ("words", "most"),
+    [
+        ("Every morning at 7 check for storm warnings and alert me", "warning"),
+        ("check the shop and call me if an order failed", "critical"),
+        ("Urgent: tell me at once if the NAS is down", "critical"),
+        ("send me an info alert when the parcel moves", "info"),
+        ("send an info alert, or a warning if it is late", "warning"),
+        ("", "warning"),
+    ],
+)
+def test_the_severity_an_owners_words_allow_after_outside_text(words: str, most: str) -> None:
+    assert severity_named(words) == most
