@@ -25,11 +25,8 @@ collection), so a restarted process carries on where the last one stopped:
 What to do when a monitor goes down or comes back is given as ``Hooks`` (the alert
 router's side, in ``agent.app.features.monitors``): this package never imports the agent.
 Nothing here calls a model.
-
-Why a check failed is our own words ("no answer within 10 s", "answered HTTP 503"), or,
-when the reason is what the site sent or what a failed request quotes of it (a status
-line such as ``HTTP/1.1 2OO <anything>``), an ``Outside`` from the site: stored so
-(``last_error``), and quoted as the site's words wherever it goes (the alert, the model).
+Why a check failed is ours, or what the site sent (``HTTP/1.1 2OO <anything>``): an
+``Outside``, stored and quoted as the site's words wherever it goes.
 """
 
 from __future__ import annotations
@@ -50,7 +47,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from yarl import URL
 
 from storage import retry
-from storage.outside import Outside
+from storage.ejson import Outside, outside_docs
 from storage.tasks import stop_task, wait_event
 
 log = logging.getLogger(__name__)
@@ -73,10 +70,8 @@ MAX_PERIOD = 31 * 86_400
 MAX_GRACE = 7 * 86_400
 MAX_FAILURES = 10
 USER_AGENT = "Watchkeeper-monitor/1"
-SITE = "the site"
-"""Where a reason the site sent came from, as the alert quotes it ("Reason from the site")."""
-Reason = str | Outside
-"""Why a check failed: our own words, or the site's (``Outside``)."""
+SITE = "the site"  # whose words a reason from the site's answer are
+Reason = str | Outside  # why a check failed: our own words, or the site's
 
 
 class MonitorError(ValueError):
@@ -407,7 +402,7 @@ class MonitorStore:
         """A compare-and-set by ``update_one`` (every check makes one: SecantusDB runs it
         about ten times faster than ``find_one_and_update``); the monitor as it is now,
         or None when the stored one did not match."""
-        stored = _stored(change)
+        stored = outside_docs(change)
         done = await retry.retried(  # a retry finds the filter false, or sets the same
             lambda: self._coll.update_one({"_id": monitor.id, **match}, {"$set": stored}),
             "record a check",
@@ -439,16 +434,11 @@ class MonitorStore:
     async def _cas(self, match: Doc, change: Doc) -> Monitor | None:
         doc = await retry.retried(  # a retry finds the filter false, or sets the same
             lambda: self._coll.find_one_and_update(
-                match, {"$set": _stored(change)}, return_document=ReturnDocument.AFTER
+                match, {"$set": outside_docs(change)}, return_document=ReturnDocument.AFTER
             ),
             "change a monitor",
         )
         return None if doc is None else Monitor.from_doc(doc)
-
-
-def _stored(change: Doc) -> Doc:
-    """``change`` as MongoDB stores it: a reason from the site as its ``Outside`` doc."""
-    return {k: v.doc() if isinstance(v, Outside) else v for k, v in change.items()}
 
 
 # -- the check ------------------------------------------------------------------------
@@ -495,19 +485,10 @@ async def check_http(
         return Result(False, f"no answer within {limit_seconds:g} s")
     except (aiohttp.ClientError, OSError, ValueError, LookupError) as exc:
         detail = (str(exc) or type(exc).__name__)[:REASON_LIMIT]
-        if _ours(exc):
+        unanswered = isinstance(exc, aiohttp.ClientConnectorError)  # no word from the site
+        if unanswered and not isinstance(exc, aiohttp.ClientSSLError):
             return Result(False, f"request failed: {detail}")
-        # What the site sent (a status line, a header, a charset) is quoted: its words.
-        return Result(False, Outside(detail, SITE))
-
-
-def _ours(exc: BaseException) -> bool:
-    """Whether a failed request's message is only ours and the network's (no route, no
-    answer, refused): it quotes nothing the site sent. Anything that got as far as an
-    answer (a malformed status line, a certificate, a payload) may quote the site."""
-    return isinstance(exc, aiohttp.ClientConnectorError) and not isinstance(
-        exc, aiohttp.ClientSSLError
-    )
+        return Result(False, Outside(detail, SITE))  # it may quote what the site sent
 
 
 def down_for_text(span: timedelta) -> str:

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field, WithJsonSchema
 from agent.context import RunContext
 from agent.llm.untrusted import EXTERNAL, for_model
 from agent.tools.base import Tool, ToolError, ToolResult
-from storage.outside import Outside
+from storage.ejson import Outside
 
 
 class WebSearchArgs(BaseModel):

@@ -40,7 +40,7 @@ from scheduler.monitors import (
     Reason,
     down_for_text,
 )
-from storage.outside import Outside
+from storage.ejson import Outside
 
 log = logging.getLogger(__name__)
 MAX_BODY = 16 * 1024

@@ -20,10 +20,10 @@ async def test_hi_with_two_mcp_servers_stays_under_budget(
     mongo_server: str, tmp_path: Path
 ) -> None:
     async with (
-        http_server("web", extra=3) as web,
+        http_server("web", extra=4) as web,
         owner_app(mongo_server, tmp_path) as (app, model),
     ):
-        manager = McpServers([stdio_server("files", extra=3), web.config()], start_timeout=20)
+        manager = McpServers([stdio_server("files", extra=4), web.config()], start_timeout=20)
         # The app's services with these servers, then with a budget that fits them all.
         deps = dataclasses.replace(app.deps, mcp=manager)
         budget = {"mcp_tool_token_budget": 100_000}

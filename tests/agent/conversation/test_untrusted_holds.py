@@ -57,7 +57,8 @@ Check = Callable[[Harness], Awaitable[bool]]
 @pytest.fixture(scope="module")
 async def shop() -> AsyncIterator[McpServers]:
     """The ``shop`` MCP server over stdio: ``echo`` returns whatever the test has it say."""
-    manager = McpServers([stdio_server("shop")], start_timeout=20, call_timeout=10)
+    shop = stdio_server("shop", hostile=True)  # with order_status
+    manager = McpServers([shop], start_timeout=20, call_timeout=10)
     await manager.start()
     await manager.until_settled()
     assert manager.connected() == ["shop"], manager.status()

@@ -18,7 +18,7 @@ from tests.fakes.mcp_kit import Gate, http_server, our_server_processes, stdio_s
 from tests.waiting import WATCHDOG, until
 
 FAST = Backoff(first=0.2, cap=1.0)
-BASE_TOOLS = {"echo", "add", "record", "slow", "fail", "die", "order_status"}
+BASE_TOOLS = {"echo", "add", "record", "slow", "fail", "die"}
 
 
 def manager(*configs: object, **kw: object) -> McpServers:
