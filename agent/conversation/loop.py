@@ -16,9 +16,9 @@ owner's approval instead of made (``agent.tools.held``), for the rest of the run
 own errors (a timeout, an unknown tool) are plain text and mark nothing. Earlier
 exchanges of a chat were marked in their own runs; the system prompt's memory block
 holds only what the owner approved (a save after outside text is held), so neither is
-read again here. Sends and calls
-held for the owner's approval are asked about as the loop ends, whatever ends it: one
-message per exchange, not one per send (``agent.tools.sending.ask_owner``).
+read again here. Sends and calls held for the owner's approval are asked about as the
+loop ends, whatever ends it: one message per exchange, not one per send
+(``agent.tools.sending.ask_owner``).
 
 The daily token budget (``agent.llm.budget``) is checked before every model call and
 counted after it: once spent, the loop ends with its short answer instead of a call, so
