@@ -195,6 +195,11 @@ class RunContext:
     job_id: str | None = None
     job_name: str | None = None
     alert: AlertInPlay | None = None
+    owner_words: str | None = None
+    """The owner's own words that started this run (their chat message, the instruction
+    of a job they wrote), or None when the owner's words did not start it (a contact, the
+    pulse, a job made from outside text). After outside text such a run may still alert
+    the owner, at most at the severity these words name (``agent.tools.alerts``)."""
     transport: Mapping[str, Any] = field(default_factory=lambda: NO_META)
     tally: Tally = field(default_factory=Tally)
     """What the transport said about the message (``is_group``...): untrusted facts."""

@@ -32,6 +32,8 @@ collection), so a restarted process carries on where the last one stopped:
 What to do when a monitor goes down or comes back is given as ``Hooks`` (the alert
 router's side, in ``agent.app.features.monitors``): this package never imports the agent.
 Nothing here calls a model.
+Why a check failed is ours, or what the site sent (``HTTP/1.1 2OO <anything>``): an
+``Outside``, stored and quoted as the site's words wherever it goes.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from yarl import URL
 
 from scheduler.monitor_news import Damping, Word, flap_text, news, noted, recent
 from storage import retry
+from storage.ejson import Outside, outside_docs
 from storage.tasks import stop_task, wait_event
 
 log = logging.getLogger(__name__)
@@ -78,6 +81,8 @@ MAX_FAILURES = 10
 SLOT_ATTEMPTS = 20
 """Draws of a free slot before a create gives up (each loses only to a create that won)."""
 USER_AGENT = "Watchkeeper-monitor/1"
+SITE = "the site"  # whose words a reason from the site's answer are
+Reason = str | Outside  # why a check failed: our own words, or the site's
 
 
 class MonitorError(ValueError):
@@ -142,7 +147,7 @@ class Monitor:
     changes: tuple[datetime, ...] = ()
     """The latest changes of state between up and down, oldest first."""
     last_check_at: datetime | None = None
-    last_error: str | None = None
+    last_error: Reason | None = None
     last_ping_at: datetime | None = None
     watch_from: datetime | None = None
     """A heartbeat with no ping yet is late this long after creation or resume."""
@@ -155,6 +160,8 @@ class Monitor:
         if "told" not in doc:  # stored before the damping: an open alert was told down
             given["told"] = "down" if doc.get("alert_code") else "up"
             given["told_since"] = doc.get("down_since")
+        if isinstance(given.get("last_error"), Mapping):  # the site's words, kept as such
+            given["last_error"] = Outside.from_doc(given["last_error"])
         return cls(id=str(doc["_id"]), **given)
 
     def since(self) -> datetime:
@@ -173,7 +180,7 @@ class Monitor:
 class Hooks:
     """What happens outside the scheduler when a monitor changes state."""
 
-    down: Callable[[Monitor, str], Awaitable[str | None]]
+    down: Callable[[Monitor, Reason], Awaitable[str | None]]
     """Raise the alert for ``monitor``, down for ``reason``; returns its code."""
     up: Callable[[Monitor, timedelta], Awaitable[None]]
     """``monitor`` (as it was while down) is up again after the given time: resolve
@@ -503,7 +510,7 @@ class MonitorStore:
         change |= {"last_check_at": at, "last_error": None}
         return await self._put(monitor, {"state": {"$ne": "down"}}, change)
 
-    async def failed(self, monitor: Monitor, at: datetime, reason: str) -> Monitor | None:
+    async def failed(self, monitor: Monitor, at: datetime, reason: Reason) -> Monitor | None:
         """One more failure in a row; ``failing_since`` is kept from the first."""
         change: Doc = {"failures": monitor.failures + 1, "last_error": reason}
         change |= {"failing_since": monitor.failing_since or at, "last_check_at": at}
@@ -513,14 +520,15 @@ class MonitorStore:
         """A compare-and-set by ``update_one`` (every check makes one: SecantusDB runs it
         about ten times faster than ``find_one_and_update``); the monitor as it is now,
         or None when the stored one did not match."""
+        stored = outside_docs(change)
         done = await retry.retried(  # a retry finds the filter false, or sets the same
-            lambda: self._coll.update_one({"_id": monitor.id, **match}, {"$set": change}),
+            lambda: self._coll.update_one({"_id": monitor.id, **match}, {"$set": stored}),
             "record a check",
         )
         return replace(monitor, **change) if done.matched_count else None
 
     async def went_down(
-        self, monitor: Monitor, since: datetime, reason: str, at: datetime
+        self, monitor: Monitor, since: datetime, reason: Reason, at: datetime
     ) -> Monitor | None:
         """Down, if nothing changed the state meanwhile (for a heartbeat: no new ping);
         a change at ``at`` (told later: ``told``)."""
@@ -557,7 +565,7 @@ class MonitorStore:
     async def _cas(self, match: Doc, change: Doc) -> Monitor | None:
         doc = await retry.retried(  # a retry finds the filter false, or sets the same
             lambda: self._coll.find_one_and_update(
-                match, {"$set": change}, return_document=ReturnDocument.AFTER
+                match, {"$set": outside_docs(change)}, return_document=ReturnDocument.AFTER
             ),
             "change a monitor",
         )
@@ -570,7 +578,7 @@ class MonitorStore:
 @dataclass(frozen=True)
 class Result:
     ok: bool
-    reason: str = ""
+    reason: Reason = ""
 
 
 async def check_http(
@@ -607,8 +615,11 @@ async def check_http(
     except TimeoutError:
         return Result(False, f"no answer within {limit_seconds:g} s")
     except (aiohttp.ClientError, OSError, ValueError, LookupError) as exc:
-        detail = str(exc) or type(exc).__name__
-        return Result(False, f"request failed: {detail}"[:REASON_LIMIT])
+        detail = (str(exc) or type(exc).__name__)[:REASON_LIMIT]
+        unanswered = isinstance(exc, aiohttp.ClientConnectorError)  # no word from the site
+        if unanswered and not isinstance(exc, aiohttp.ClientSSLError):
+            return Result(False, f"request failed: {detail}")
+        return Result(False, Outside(detail, SITE))  # it may quote what the site sent
 
 
 def down_for_text(span: timedelta) -> str:
@@ -845,7 +856,7 @@ class Monitors:
             if done is not None:
                 self._remember(done)
 
-    async def _failed(self, monitor: Monitor, at: datetime, reason: str) -> None:
+    async def _failed(self, monitor: Monitor, at: datetime, reason: Reason) -> None:
         counted = await self.store.failed(monitor, at, reason)
         if counted is None:  # another process counted meanwhile: take its count
             counted = await self.store.reload(monitor.id)
@@ -855,7 +866,7 @@ class Monitors:
         if counted.state != "down" and counted.failures >= counted.failures_before_alert:
             await self._down(counted, counted.failing_since or at, reason)
 
-    async def _down(self, monitor: Monitor, since: datetime, reason: str) -> None:
+    async def _down(self, monitor: Monitor, since: datetime, reason: Reason) -> None:
         if monitor.state == "down":
             return
         down = await self.store.went_down(monitor, since, reason, self._clock())

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 
-from agent.alerts.policy import RoutingPolicy
+from agent.alerts.policy import RoutingPolicy, model_field
 
 Doc = dict[str, Any]
 NO_MORE = "no further reminders"
@@ -126,6 +126,8 @@ def describe(view: Mapping[str, Any], now: datetime, tz: tzinfo) -> Doc:
     """The ``raise_alert`` reply for the router's answer ``view``."""
     severity = str(view.get("severity") or "")
     alert = {k: view[k] for k in ("code", "severity", "title", "status") if k in view}
+    if "title" in alert:  # outside words (a posted alert's) in their block
+        alert["title"] = model_field(view, "title")
     facts: Mapping[str, Any] = view.get("routing") or {}
     reply: Doc = {"alert": alert}
     if view.get("deduplicated") and not facts.get("sent_now"):

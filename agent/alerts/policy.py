@@ -20,9 +20,11 @@ from zoneinfo import ZoneInfo
 from pymongo.asynchronous.database import AsyncDatabase
 
 from agent.alerts.directives import format_duration, help_text
+from agent.llm.untrusted import for_model
 from agent.owner import OwnerPrefs
 from channels.types import Button
 from storage import collections as c
+from storage.ejson import Outside
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
@@ -109,27 +111,89 @@ def _repeats(alert: Doc) -> str:
     return f" (seen {count} times)" if count > 1 else ""
 
 
+def outside_part(alert: Mapping[str, Any], name: str) -> Outside | None:
+    """The alert's field ``name`` (``title``, ``body``, ``reason``) as outside text with
+    its source, when it is some (``AlertRouter.raise_alert`` records which are)."""
+    sources = alert.get("outside")
+    text = alert.get(name)
+    if not isinstance(sources, dict) or not isinstance(text, str) or name not in sources:
+        return None
+    return Outside(text, str(sources[name]))
+
+
+def model_field(alert: Mapping[str, Any], name: str, limit: int | None = None) -> str:
+    """The alert's field ``name`` as the model reads it: outside words inside their
+    untrusted block (``agent.llm.untrusted``), ours as they are; cut to ``limit``."""
+    said = outside_part(alert, name)
+    text = str(alert.get(name) or "") if said is None else said.text
+    if limit is not None and len(text) > limit:
+        text = text[:limit] + "…"
+    return text if said is None else for_model(Outside(text, said.source))
+
+
+def _said(outside: Outside, limit: int | None = None) -> str:
+    """Outside words quoted as such: in quotes, on one line, cut to ``limit``."""
+    text = " ".join(outside.text.split()).replace('"', "'")
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 1].rstrip() + "…"
+    return f'"{text}"'
+
+
+def _head(alert: Doc, label: str) -> str:
+    """``LABEL #12: title``; a title from outside is quoted and says whose words it is."""
+    return f"{label} #{alert['code']}: {title_text(alert)}"
+
+
+def title_text(alert: Doc) -> str:
+    """The title as alert texts show it: ours as it is, outside words quoted with their
+    source (``"Disk full" (from grafana via POST /api/alerts)``), then the repeats."""
+    said = outside_part(alert, "title")
+    title = (
+        str(alert.get("title") or "")
+        if said is None
+        else f"{_said(said, 200)} (from {said.source})"
+    )
+    return f"{title}{_repeats(alert)}"
+
+
+def quoted_parts(alert: Doc, limit: int | None = None) -> list[str]:
+    """The body and the reason as an alert text shows them: our own words as they are,
+    outside words quoted and said to be from where they came ("Reason from the site:
+    "..."")."""
+    parts: list[str] = []
+    body = alert.get("body")
+    said = outside_part(alert, "body")
+    if said is not None and said.text:
+        parts.append(f"From {said.source}: {_said(said, limit)}")
+    elif body:
+        text = str(body)
+        if limit is not None and len(text) > limit:
+            text = text[: limit - 1].rstrip() + "…"
+        parts.append(text)
+    reason = outside_part(alert, "reason")
+    if reason is not None and reason.text:
+        parts.append(f"Reason from {reason.source}: {_said(reason, limit)}")
+    return parts
+
+
 def chat_text(alert: Doc, lead: str = "") -> str:
     """The full alert for a chat: code, severity, body, and how to reply."""
     code, severity = alert["code"], alert["severity"]
-    head = f"{ICONS[severity]} {LABELS[severity]} #{code}: {alert['title']}{_repeats(alert)}"
+    head = f"{ICONS[severity]} {_head(alert, LABELS[severity])}"
     reply = help_text(_has_cron(alert), has_pulse=_has_pulse(alert)).replace("#12", f"#{code}")
     parts = [f"{lead}\n{head}" if lead else head]
-    if alert.get("body"):
-        parts.append(str(alert["body"]))
+    parts.extend(quoted_parts(alert))
     parts.append(reply)
     return "\n\n".join(parts)
 
 
 def sms_text(alert: Doc, lead: str = "") -> str:
     """A short copy for SMS; GoAlert-style ``12a`` / ``12c`` save typing."""
-    code, body = alert["code"], str(alert.get("body") or "")
-    if len(body) > SMS_BODY_CHARS:
-        body = body[: SMS_BODY_CHARS - 1].rstrip() + "…"
-    head = f"{LABELS[alert['severity']]} #{code}: {alert['title']}{_repeats(alert)}"
+    code = alert["code"]
+    head = _head(alert, LABELS[alert["severity"]])
     text = f"{lead} {head}" if lead else head
-    if body:
-        text += f"\n{body}"
+    for part in quoted_parts(alert, SMS_BODY_CHARS):
+        text += f"\n{part}"
     return text + f"\nReply {code}a to ack, {code}c to resolve, or #{code} snooze 1h."
 
 
@@ -160,7 +224,7 @@ def summary_line(alert: Doc, now: datetime, tz: ZoneInfo) -> str:
         status += f" until {local_time(until, now, tz)}"
     age = format_duration(now - alert["created_at"])
     return (
-        f"#{alert['code']} {LABELS[alert['severity']]} {alert['title']}{_repeats(alert)}"
+        f"#{alert['code']} {LABELS[alert['severity']]} {title_text(alert)}"
         f" - {status}, raised {age} ago"
     )
 
@@ -172,6 +236,8 @@ def public(alert: Doc) -> Doc:
         "severity",
         "title",
         "body",
+        "reason",
+        "outside",
         "status",
         "source",
         "dedupe_key",

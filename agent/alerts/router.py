@@ -43,6 +43,7 @@ from agent.config import Settings
 from agent.owner import OwnerPrefs, OwnerSettings
 from channels.delivery.outbox import Outbox
 from channels.types import Channel
+from storage.ejson import Outside
 from storage.tasks import stop_task, wait_event
 
 log = logging.getLogger(__name__)
@@ -132,10 +133,16 @@ class AlertRouter:
         body: Any = "",
         dedupe_key: Any = None,
         source: Any = "agent",
+        reason: Outside | None = None,
     ) -> Doc:
         """Store and route an alert; returns its public view with ``deduplicated`` and
-        ``routing`` (where it went and what comes next: ``outcome.routing_facts``)."""
-        fields = validate(severity, title, body, dedupe_key, source)
+        ``routing`` (where it went and what comes next: ``outcome.routing_facts``).
+
+        ``title`` and ``body`` may be ``Outside`` (an alert posted from outside, one a
+        run wrote after reading outside text); ``reason`` is outside words the alert
+        quotes (what a monitored site answered). Each is sent quoted, as the words of
+        where it came from, beside our own (``policy.chat_text``)."""
+        fields = validate(severity, title, body, dedupe_key, source, reason)
         now = self._clock()
         key = fields["dedupe_key"]
         if key is not None:

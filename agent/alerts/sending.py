@@ -91,7 +91,7 @@ class Pager:
         when = r.local_time(frees, now, self.tz) if frees else "within the hour"
         text = (
             f"SMS budget reached ({self._sms_per_hour()} per hour): #{alert['code']} "
-            f"{alert['title']} was not sent by SMS. SMS pages resume at {when}."
+            f"{r.title_text(alert)} was not sent by SMS. SMS pages resume at {when}."
         )
         key = f"sms-budget:{now.isoformat()}"
         for target in self.chats():

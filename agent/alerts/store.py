@@ -30,7 +30,7 @@ from pymongo.errors import DuplicateKeyError
 
 from storage import collections as c
 from storage import retry
-from storage.ejson import aware
+from storage.ejson import Outside, aware
 from storage.repos import sms_budget
 from storage.repos.sms_budget import BUDGET_DOC
 
@@ -57,7 +57,7 @@ HINT_SECONDS = 5.0
 owner message asks, and nearly always no alert is in play. A change through this
 store forgets the hint at once; one made by another process counts within this."""
 LIMITS: Mapping[str, int] = MappingProxyType(
-    {"title": 200, "body": 4000, "dedupe_key": 200, "source": 100}
+    {"title": 200, "body": 4000, "dedupe_key": 200, "source": 100, "reason": 1000}
 )
 
 
@@ -422,17 +422,36 @@ def _text(name: str, value: Any, *, required: bool) -> str | None:
     return text
 
 
-def validate(severity: Any, title: Any, body: Any, dedupe_key: Any, source: Any) -> dict[str, Any]:
-    """Check raw input (tool, API, internal) once, here, with messages a caller can act on."""
+def validate(
+    severity: Any, title: Any, body: Any, dedupe_key: Any, source: Any, reason: Any = None
+) -> dict[str, Any]:
+    """Check raw input (tool, API, internal) once, here, with messages a caller can act on.
+
+    ``title``, ``body`` and ``reason`` may be ``Outside`` (words from outside, with their
+    source): they are stored as text, and ``outside`` maps each such field to its source,
+    so every later reader (the alert texts, the prompt) knows whose words they are."""
+    outside: dict[str, str] = {}
+    given = {"title": title, "body": body, "reason": reason, "source": source}
+    for name, value in given.items():
+        if isinstance(value, Outside):
+            outside[name] = value.source[: LIMITS["source"]]
+            given[name] = value.text
     if severity not in SEVERITIES:
         shown = repr(severity)
         if len(shown) > 40:  # the message goes back to the caller: never echo a huge value
             shown = shown[:39] + "…"
         raise AlertError(f"severity must be one of info, warning, critical; got {shown}")
-    return {
+    fields: dict[str, Any] = {
         "severity": severity,
-        "title": _text("title", title, required=True),
-        "body": _text("body", body, required=False) or "",
+        "title": _text("title", given["title"], required=True),
+        "body": _text("body", given["body"], required=False) or "",
         "dedupe_key": _text("dedupe_key", dedupe_key, required=False),
-        "source": _text("source", source, required=False) or "agent",
+        "source": _text("source", given["source"], required=False) or "agent",
     }
+    said = _text("reason", given["reason"], required=False)
+    if said:
+        fields["reason"] = said
+    kept = {k: v for k, v in outside.items() if fields.get(k)}
+    if kept:
+        fields["outside"] = kept
+    return fields

@@ -36,7 +36,7 @@ from agent.alerts.directives import (
 )
 from agent.alerts.job_directives import apply_cron, apply_pulse, job_id_of
 from agent.alerts.lifecycle import ALERT_DIRECTIVES
-from agent.alerts.policy import local_time, public
+from agent.alerts.policy import local_time, model_field, public
 from agent.alerts.reply_target import last_sent_alert, last_sent_to, replied_alert
 from agent.alerts.router import AlertRouter
 from agent.context import AlertInPlay, RunContext
@@ -232,15 +232,18 @@ async def alert_prompt_section(ctx: RunContext) -> str | None:
     alert = ctx.alert.alert
     lines = [
         "## The alert this message is about",
-        f"#{alert.get('code')} [{alert.get('severity')}] {alert.get('title')}",
+        f"#{alert.get('code')} [{alert.get('severity')}] {model_field(alert, 'title')}",
     ]
+    # Words from outside (a site's answer, a posted alert) come in untrusted blocks.
     if alert.get("body"):
-        lines.append(str(alert["body"])[:1500])
+        lines.append(model_field(alert, "body", 1500))
+    if alert.get("reason"):
+        lines.append("Reason given: " + model_field(alert, "reason", 1000))
     raised = alert.get("created_at")
     when = local_time(raised, ctx.now, ctx.tz) if raised else "?"
     lines.append(
         f"Status: {alert.get('status')}; seen {alert.get('count', 1)} time(s); "
-        f"raised by {alert.get('source')} at {when}."
+        f"raised by {model_field(alert, 'source', 100)} at {when}."
     )
     job = job_id_of(alert)
     if job is not None:

@@ -125,6 +125,7 @@ class Dispatcher:
             has_media=envelope.has_media,
             reply_to=message.reply_to,
             can_reply=trust.can_reply,
+            owner_words=message.text if tier == "owner" else None,
             transport=MappingProxyType(dict(message.meta)),
         )
         try:

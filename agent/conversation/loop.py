@@ -6,11 +6,19 @@ run again; the model is told to use the earlier result instead. A call that acts
 the world is keyed by (exchange, call index): when a replayed exchange makes the same
 call again, its stored result is returned and nothing is done twice.
 
-Once a call has read outside text (an MCP result, web search results; a contact's
-words from the start), every later call that acts is held for the owner's approval
-instead of made (``agent.tools.held``), for the rest of the exchange. Sends and calls
-held for the owner's approval are asked about as the loop ends, whatever ends it: one
-message per exchange, not one per send (``agent.tools.sending.ask_owner``).
+Outside text (an MCP result or error, web search results, a contact's words, an
+alert's text from outside) reaches the model only inside an untrusted block
+(``agent.llm.untrusted``). Whatever path it came by, the run is marked in one place:
+just before each request, what the request carries that is new to this run (the
+newest message with its note, then every message the run added) is read for such
+blocks (``outside_sources``). From then on every call that acts is held for the
+owner's approval instead of made (``agent.tools.held``), for the rest of the run. Our
+own errors (a timeout, an unknown tool) are plain text and mark nothing. Earlier
+exchanges of a chat were marked in their own runs; the system prompt's memory block
+holds only what the owner approved (a save after outside text is held), so neither is
+read again here. Sends and calls held for the owner's approval are asked about as the
+loop ends, whatever ends it: one message per exchange, not one per send
+(``agent.tools.sending.ask_owner``).
 
 The daily token budget (``agent.llm.budget``): each model call's bound is reserved
 before it and settled with its real usage after (freed when it fails): once spent, the
@@ -34,13 +42,15 @@ from agent.llm.base import ModelClient, ModelError, unexpected
 from agent.llm.budget import BudgetView, request_bound
 from agent.llm.types import (
     INVALID_ARGUMENTS_KEY,
+    MediaPart,
     ModelMessage,
+    NotePart,
     TextPart,
     ToolCallPart,
     ToolResultPart,
     Usage,
 )
-from agent.llm.untrusted import UNTRUSTED
+from agent.llm.untrusted import outside_sources
 from agent.tools.base import Toolset
 from agent.tools.held import hold_call, read_outside, reason
 from agent.tools.sending import ask_owner, held_codes
@@ -85,20 +95,10 @@ async def _call_once(
 
 async def _call_or_hold(tools: Toolset, call: ToolCallPart, ctx: RunContext) -> dict[str, Any]:
     """The call's result; after outside text, an acting call is held instead."""
-    if reason(ctx) and tools.holds(call.name, call.arguments):
+    if reason(ctx) and tools.holds(call.name, call.arguments, ctx):
         log.info("held %s for the owner: %s", call.name, reason(ctx))
         return await hold_call(ctx, call.name, call.arguments)
     return await tools.call(call.name, call.arguments, ctx)
-
-
-def _holds_outside_text(result: dict[str, Any]) -> bool:
-    """Whether a result of a tool that reads outside text carries some: anything but our
-    own plain error (a timeout, an unknown tool); an error quoting what the outside
-    said comes in an untrusted block and counts."""
-    error = result.get("error")
-    if len(result) != 1 or not isinstance(error, str):
-        return True
-    return UNTRUSTED in error
 
 
 def storable_result(name: str, result: dict[str, Any]) -> dict[str, Any]:
@@ -168,11 +168,7 @@ async def _answer(
                 "exact arguments in this exchange; use that earlier result"
             }
         seen.add(key)
-        outcome = await _call_once(tools, call, ctx, index, key)
-        source = tools.untrusted_result(call.name)
-        if source and _holds_outside_text(outcome):
-            read_outside(ctx, source)  # from here on, the run's acting calls wait
-        return outcome
+        return await _call_once(tools, call, ctx, index, key)
     except Exception:
         log.exception("tool call %s failed", call.name)
         return {"error": f"{call.name} failed unexpectedly; try a different approach"}
@@ -192,6 +188,7 @@ async def run_loop(
     outcomes: list[dict[str, Any]] = []
     if ctx.tier == "contact":  # no acting tool is offered either (``ToolCatalog``)
         read_outside(ctx, "a contact's message")
+    read = max(0, len(history) - 1)  # earlier exchanges were marked in their own runs
     try:
         budget = ctx.deps.budget
         fixed = request_bound(system, (), specs)  # the same for every call of the loop
@@ -202,6 +199,7 @@ async def run_loop(
                 result.budget_spent = True
                 result.text = budget.spent_reply(hold, tool_calls=result.tool_calls)
                 return result
+            read = _mark_outside(ctx, messages, read)  # the one place a run is marked
             try:
                 response = await model.request(system, messages, specs)
             except ModelError:
@@ -241,6 +239,41 @@ async def run_loop(
     result.text = _exhausted_reply(result)
     log.warning("turn cap reached after %d tool calls", len(result.tool_calls))
     return result
+
+
+def _mark_outside(ctx: RunContext, sent: list[ModelMessage], read: int) -> int:
+    """Mark the run with the source of every untrusted block in ``sent[read:]`` (what
+    this request carries that no earlier request of the run did); how far is read now."""
+    for message in sent[read:]:
+        for text in _texts(message):
+            for source in outside_sources(text):
+                read_outside(ctx, source)
+    return len(sent)
+
+
+def _texts(message: ModelMessage) -> list[str]:
+    """The texts a message carries to the model, as they are (not JSON-escaped)."""
+    found: list[str] = []
+    for part in message.parts:
+        if isinstance(part, TextPart | NotePart):
+            found.append(part.text)
+        elif isinstance(part, ToolResultPart):
+            _strings(part.result, found)
+        elif isinstance(part, MediaPart):
+            found.append(part.fallback_text())
+    return found
+
+
+def _strings(value: Any, into: list[str]) -> None:
+    if isinstance(value, str):
+        into.append(value)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            into.append(str(key))
+            _strings(item, into)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _strings(item, into)
 
 
 async def _ask_about_held(ctx: RunContext, outcomes: list[dict[str, Any]]) -> None:

@@ -145,7 +145,13 @@ def reach_section(tools: Toolset) -> str:
         act = "raise_alert" if "raise_alert" in tools else "say so in its answer"
         text += (
             "\nA job's on_failure covers runs that error or time out, not bad results: to "
-            f"report a bad result, the instruction itself says to {act}."
+            f"report a bad result, the instruction itself says to {act}"
+        )
+        text += (
+            " (after outside text it still goes out, at warning unless the instruction "
+            "names critical or urgent)."
+            if act == "raise_alert"
+            else "."
         )
     return text
 

@@ -22,6 +22,8 @@ import re
 import unicodedata
 from functools import lru_cache
 
+from storage.ejson import Outside
+
 UNTRUSTED = 'trust="untrusted"'
 """What the opening tag of every untrusted block carries, whatever its name: text
 holding it holds outside words (``agent.tools.held``)."""
@@ -82,3 +84,32 @@ def mark_external(text: str, source: str) -> str:
     origin = flat.replace('"', "'").replace("<", "‹").replace(">", "›")[:120]
     body = defuse(text, EXTERNAL)
     return f'<{EXTERNAL} from="{origin}" {UNTRUSTED}>\n{body}\n</{EXTERNAL}>'
+
+
+def for_model(value: str | Outside) -> str:
+    """What the model reads of ``value``: outside text inside its untrusted block,
+    Watchkeeper's own words as they are."""
+    if isinstance(value, Outside):
+        return mark_external(value.text, value.source)
+    return value
+
+
+_OPENING = re.compile(r"<([a-z_]+)((?:\s+[a-z_]+=\"[^\"]*\")*)\s+" + re.escape(UNTRUSTED) + ">")
+_ATTRIBUTE = re.compile(r"([a-z_]+)=\"([^\"]*)\"")
+_READ_AS: dict[str, str] = {"third_party_message": "a message from {}"}
+
+
+def outside_sources(text: str) -> list[str]:
+    """Where the untrusted blocks in ``text`` say their words came from, in order
+    (repeats kept once): the blocks outside text comes in (``mark_external``, a
+    contact's ``<third_party_message>``, memory saved after outside text). Text that
+    only mentions the marker counts too: a false alarm holds a call, never frees one."""
+    found: dict[str, None] = {}
+    if UNTRUSTED not in text:
+        return []
+    for match in _OPENING.finditer(text):
+        attributes = dict(_ATTRIBUTE.findall(match.group(2)))
+        origin = attributes.get("from") or attributes.get("after") or ""
+        shown = _READ_AS.get(match.group(1), "{}").format(origin) if origin else ""
+        found[shown or "outside text"] = None
+    return list(found) or ["outside text"]

@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from agent.alerts.policy import model_field, outside_part
 from agent.config import Settings
 from agent.context import AgentDeps
 from channels.delivery.inbox import STATUSES, received_since
@@ -240,6 +241,8 @@ async def build_brief(
 
 def _alert_line(alert: Doc) -> str:
     code = alert.get("code", "?")
+    if outside_part(alert, "title") is not None:  # a posted alert's words: in their block
+        return f"- #{code} {alert.get('severity', '')}: {model_field(alert, 'title', 100)}"
     return f"- #{code} {alert.get('severity', '')}: {_clip(str(alert.get('title', '')), 100)}"
 
 

@@ -139,7 +139,9 @@ class Runner:
         outcome.cached_input_tokens = reply.usage.cached_input_tokens
         return outcome
 
-    def _context(self, kind: str, ticket: RunTicket, channel: str, chat: str) -> RunContext:
+    def _context(
+        self, kind: str, ticket: RunTicket, channel: str, chat: str, words: str | None = None
+    ) -> RunContext:
         return RunContext(
             deps=self.deps,
             tier="owner",  # scheduled by the owner (a cron job) or the owner's own pulse
@@ -150,6 +152,7 @@ class Runner:
             conversation_key=f"cron:{ticket.job_id}" if kind == "cron" else PULSE_CONVERSATION,
             run_id=ticket.id,
             job_id=ticket.job_id,
+            owner_words=words,
         )
 
     async def run_cron(self, job: CronJob, ticket: RunTicket) -> Outcome:
@@ -159,7 +162,9 @@ class Runner:
         if (spent := await self.deps.budget.blocked()) is not None:  # the owner is told once
             detail = self.deps.budget.skip_detail(spent)
             return Outcome("skipped", error=detail, reason="budget_spent")
-        ctx = self._context("cron", ticket, job.origin_channel, job.origin_chat_id)
+        # An instruction the owner wrote is their own words: its run may alert them.
+        words = job.instruction if job.source is None else None
+        ctx = self._context("cron", ticket, job.origin_channel, job.origin_chat_id, words)
         if job.source is not None:  # its instruction is not the owner's words
             read_outside(ctx, instruction_source(job.source))
         timeout = self.config.cron_timeout

@@ -6,21 +6,27 @@ validates, dedupes and routes; argument names are fixed by DESIGN.md.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from agent.alerts.directives import Ack, Directive, Mute, Resolve, Snooze, parse_reply
 from agent.alerts.outcome import describe
+from agent.alerts.policy import model_field
 from agent.alerts.router import AlertRouter
 from agent.alerts.store import AlertError
 from agent.context import RunContext
 from agent.owner import can_page
 from agent.tools.base import Tool, ToolError, ToolResult
+from agent.tools.held import read_sources
+from storage.ejson import Outside
+
+Severity = Literal["info", "warning", "critical"]
 
 
 class RaiseAlertArgs(BaseModel):
-    severity: Literal["info", "warning", "critical"] = Field(
+    severity: Severity = Field(
         description="info: chat; warning: chat, SMS after 30 min unacknowledged; both held in "
         "quiet hours. critical: SMS and all chats, even in quiet hours, repeated until acked."
     )
@@ -56,18 +62,59 @@ def source_of(ctx: RunContext) -> str:
     return "pulse" if ctx.kind == "pulse" else "agent"
 
 
+RANKS = ("info", "warning", "critical")
+CRITICAL_WORDS = re.compile(
+    r"\b(critical|urgent(ly)?|emergency|page me|call me|ring me|wake me)\b", re.IGNORECASE
+)
+WARNING_WORDS = re.compile(r"\bwarn(ing)?\b", re.IGNORECASE)
+INFO_WORDS = re.compile(r"\binfo\b", re.IGNORECASE)
+
+
+def severity_named(words: str) -> Severity:
+    """The highest severity the owner's own words allow an alert raised after outside
+    text: ``critical`` when they name it (critical, urgent, emergency, "call me", "page
+    me", "wake me"), ``info`` when they name only info, else ``warning``: outside text
+    never makes the phone ring unless the owner said it may."""
+    if CRITICAL_WORDS.search(words):
+        return "critical"
+    if INFO_WORDS.search(words) and not WARNING_WORDS.search(words):
+        return "info"
+    return "warning"
+
+
 async def _raise(args: RaiseAlertArgs, ctx: RunContext) -> ToolResult:
+    """Raise the alert. After outside text (a run the owner's own words started: other
+    runs are held before this), the severity is at most what the owner's words name and
+    the title and body go out quoted, as written after reading that text."""
+    severity: Severity = args.severity
+    title: str | Outside = args.title
+    body: str | Outside = args.body
+    read = read_sources(ctx)
+    lowered = ""
+    if read:
+        allowed = severity_named(ctx.owner_words or "")
+        if RANKS.index(severity) > RANKS.index(allowed):
+            lowered = (
+                f"severity lowered from {severity} to {allowed}: this run read {read}, and "
+                f"the owner's own words name no higher severity"
+            )
+            severity = allowed
+        source = f"a run that read {read}"
+        title, body = Outside(args.title, source), Outside(args.body, source)
     try:
         alert = await alert_service(ctx).raise_alert(
-            severity=args.severity,
-            title=args.title,
-            body=args.body,
+            severity=severity,
+            title=title,
+            body=body,
             dedupe_key=args.dedupe_key,
             source=source_of(ctx),
         )
     except AlertError as exc:
         raise ToolError(str(exc)) from None
-    return describe(alert, ctx.now, ctx.tz)
+    reply = describe(alert, ctx.now, ctx.tz)
+    if lowered:
+        reply["severity"] = lowered
+    return reply
 
 
 LISTED = (
@@ -88,6 +135,9 @@ LISTED = (
 def _listed(alert: dict[str, Any]) -> dict[str, Any]:
     """An open alert as ``list`` shows it: no internal counters to misread."""
     shown = {k: alert[k] for k in LISTED if alert.get(k) is not None}
+    for name in ("title", "source"):  # outside words (a posted alert) in their block
+        if name in shown:
+            shown[name] = model_field(alert, name)
     if alert.get("held"):
         shown["held_until"] = alert.get("next_escalation_at")
     return shown
@@ -144,6 +194,7 @@ RAISE_ALERT: Tool[Any] = Tool(
     "(quiet hours) and what comes next: relay that, promise nothing more.",
     args=RaiseAlertArgs,
     handler=_raise,
+    owner_may=True,
 )
 MANAGE_ALERTS: Tool[Any] = Tool(
     name="manage_alerts",

@@ -43,20 +43,28 @@ class Tool(Generic[A]):
     guidance_for: Callable[[RunContext], str] | None = None
     """The line, when it depends on the run (what is configured): wins over ``guidance``."""
     untrusted_result: str = ""
-    """What outside text the result is ("web search results"), when it is some: once a
-    run has read it, the run's acting calls wait for the owner (``agent.tools.held``)."""
+    """What outside text the result is ("web search results"), when it is some: the
+    first such tool offered carries the line saying acting calls wait after it. What
+    marks a run is the untrusted block itself, where the loop builds a request."""
     acting: Callable[[A], bool] | None = None
     """Whether a call (its checked arguments) changes settings, memory, schedules,
     permissions or the owner's data, raises an alert or sends; None: ``writes`` says.
     Reads (a find, a list) stay free after outside text."""
+    owner_may: bool = False
+    """Whether the call stays free after outside text in a run the owner's own words
+    started (``RunContext.owner_words``): ``raise_alert``, whose handler then bounds the
+    severity and quotes what was read (an owner's job may alert the owner)."""
 
     def guidance_in(self, ctx: RunContext) -> str:
         return self.guidance_for(ctx) if self.guidance_for is not None else self.guidance
 
-    def holds(self, raw: dict[str, Any]) -> bool:
+    def holds(self, raw: dict[str, Any], ctx: RunContext) -> bool:
         """Whether a call with ``raw`` waits for the owner once its run has read outside
-        text: when it acts (``acting``); arguments that do not validate act on nothing
-        (the call answers with their error)."""
+        text: when it acts (``acting``), unless the owner's own words started the run and
+        the tool is one the owner may have (``owner_may``); arguments that do not
+        validate act on nothing (the call answers with their error)."""
+        if self.owner_may and ctx.owner_words is not None:
+            return False
         if self.acting is None:
             return self.writes
         try:
@@ -122,10 +130,10 @@ class Toolset:
         tool = self._tools.get(name)
         return tool is not None and tool.writes
 
-    def holds(self, name: str, arguments: dict[str, Any]) -> bool:
+    def holds(self, name: str, arguments: dict[str, Any], ctx: RunContext) -> bool:
         """Whether this call waits for the owner once the run has read outside text."""
         tool = self._tools.get(name)
-        return tool is not None and tool.holds(arguments)
+        return tool is not None and tool.holds(arguments, ctx)
 
     def untrusted_result(self, name: str) -> str:
         """What outside text calling ``name`` reads, or "" (see ``Tool.untrusted_result``)."""

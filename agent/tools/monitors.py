@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 
 from agent.config import Settings
 from agent.context import RunContext
+from agent.llm.untrusted import for_model
 from agent.tools.base import Tool, ToolError, ToolResult
 from scheduler.monitors import Monitor, MonitorError, Monitors
 
@@ -108,7 +109,7 @@ def monitor_view(monitor: Monitor, base: str) -> Doc:
     if monitor.told == "flapping" and not monitor.paused:  # one alert until it is steady
         view |= {"flapping": True, "alert_code": monitor.alert_code}
     if monitor.last_error and monitor.state != "up" and not monitor.paused:
-        view["last_error"] = monitor.last_error
+        view["last_error"] = for_model(monitor.last_error)  # the site's words in a block
     view["created_at"] = monitor.created_at
     return view
 

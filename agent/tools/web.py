@@ -9,9 +9,10 @@ import aiohttp
 from pydantic import BaseModel, Field, WithJsonSchema
 
 from agent.context import RunContext
-from agent.llm.untrusted import EXTERNAL, mark_external
+from agent.llm.untrusted import EXTERNAL, for_model
 from agent.tools.base import Tool, ToolError, ToolResult
 from channels.http_fetch import read_at_most
+from storage.ejson import Outside
 
 ANSWER_LIMIT = 1024 * 1024
 """Bytes of the search service's answer read (ten results are some 50 kB)."""
@@ -65,7 +66,8 @@ async def _web_search(args: WebSearchArgs, ctx: RunContext) -> ToolResult:
         f"{n}. {_text(r.get('title'))}\n{_text(r.get('url'))}\n{_text(r.get('description'))}"
         for n, r in enumerate(found, 1)
     )
-    return {"results": len(found), "found": mark_external(lines, f"web search: {args.query}")}
+    said = Outside(lines, f"web search results for {args.query}")
+    return {"results": len(found), "found": for_model(said)}
 
 
 def _text(value: object) -> str:

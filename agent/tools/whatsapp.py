@@ -13,10 +13,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, StrictBool
 
 from agent.context import RunContext
+from agent.llm.untrusted import for_model
 from agent.tools.base import Tool, ToolError, ToolResult
 from agent.tools.sending import deliver
 from channels.delivery.inbox import newest_received
 from storage import collections as c
+from storage.ejson import Outside
 from storage.repos.whatsapp_permissions import (
     Permission,
     WhatsAppPermissions,
@@ -73,13 +75,20 @@ async def _read(args: ReadArgs, ctx: RunContext) -> ToolResult:
 
     # Newest first, read back from now a window at a time: the inbox holds every message.
     newest = await newest_received(ctx.deps.db[c.INBOX], keep, args.limit, ctx.now)
+
+    def said(doc: dict[str, Any], text: str) -> str:
+        """The contact's own words (their message, the name they gave themselves)."""
+        if not text:
+            return ""
+        return for_model(Outside(text, f"a WhatsApp message from {doc['sender_id']}"))
+
     rows = [
         {
             "from": doc["sender_id"],
             "name": readable.get(doc["sender_id"], Permission(doc["sender_id"])).display_name
-            or doc.get("sender_name", ""),
+            or said(doc, doc.get("sender_name") or ""),
             "chat": doc["chat_id"],
-            "text": doc["text"],
+            "text": said(doc, doc["text"]),
             "received_at": doc["received_at"],  # shown in the owner's timezone
         }
         for doc in newest

@@ -21,15 +21,25 @@ SERVER_SCRIPT = str(Path(__file__).with_name("mcp_server.py"))
 
 
 def stdio_server(
-    name: str, effects: Path | None = None, extra: int = 0, gate: Gate | None = None
+    name: str,
+    effects: Path | None = None,
+    extra: int = 0,
+    gate: Gate | None = None,
+    *,
+    trust_read: bool = False,
+    hostile: bool = False,
 ) -> StdioServer:
-    """The fake server's config for the manager to start over stdio (held at ``gate``)."""
+    """The fake server's config for the manager to start over stdio (held at ``gate``;
+    ``trust_read``: as ``"trust": "read"`` in the servers file; ``hostile``: with
+    ``order_status``, whose result breaks its own schema)."""
     args = [SERVER_SCRIPT, "stdio", "--name", name, "--extra", str(extra)]
     if effects is not None:
         args += ["--effects", str(effects)]
     if gate is not None:
         args += ["--gate", str(gate.port)]
-    return StdioServer(name=name, command=sys.executable, args=tuple(args))
+    if hostile:
+        args.append("--hostile")
+    return StdioServer(name=name, command=sys.executable, args=tuple(args), trust_read=trust_read)
 
 
 class Gate:

@@ -52,3 +52,38 @@ class Target:
             await self._runner.cleanup()
         self._runner = None
         self._released = asyncio.Event()
+
+
+@dataclass
+class RawTarget:
+    """A target that answers every request with ``status_line`` as sent, whatever it
+    holds (``HTTP/1.1 2OO <anything>``): what a hostile or broken site can say before
+    any parser has agreed it is HTTP."""
+
+    status_line: str
+    port: int = 0
+    _server: asyncio.Server | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/health"
+
+    async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(self.status_line.encode() + b"\r\nContent-Length: 2\r\n\r\nok")
+            await writer.drain()
+        except (asyncio.IncompleteReadError, OSError):
+            pass
+        finally:
+            writer.close()
+
+    async def __aenter__(self) -> RawTarget:
+        self._server = await asyncio.start_server(self._answer, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()

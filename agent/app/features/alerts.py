@@ -29,6 +29,7 @@ from agent.tools.alerts import MANAGE_ALERTS, RAISE_ALERT
 from agent.tools.catalog import always
 from channels.types import InboundMessage, Reply
 from channels.webhook_body import BodyRefused, read_json_object
+from storage.ejson import Outside
 from storage.repos.sms_budget import take_sms
 
 if TYPE_CHECKING:
@@ -98,19 +99,29 @@ def _api_raise(router: AlertRouter, read_timeout: float) -> Any:
         unknown = sorted(set(data) - FIELDS)
         if unknown:
             return _json({"error": f"unknown field(s): {_names(unknown)}"}, 400)
-        try:
+        try:  # the caller's words are outside text: sent quoted, as the caller's
             alert = await router.raise_alert(
                 severity=data.get("severity"),
-                title=data.get("title"),
-                body=data.get("body", ""),
+                title=_outside(data.get("title")),
+                body=_outside(data.get("body", "")),
                 dedupe_key=data.get("dedupe_key"),
-                source=data.get("source") or "api",
+                source=_outside(data.get("source") or "api"),
             )
         except AlertError as exc:
             return _json({"error": str(exc)}, 400)
         return _json(alert, 200 if alert.get("deduplicated") else 201)
 
     return handler
+
+
+API_SOURCE = "POST /api/alerts"
+"""Where an alert posted from outside says its words came from."""
+
+
+def _outside(value: Any) -> Any:
+    """A text field of a posted alert as outside text (anything else as it came, for
+    ``validate`` to refuse with a clear message)."""
+    return Outside(value, API_SOURCE) if isinstance(value, str) else value
 
 
 def _names(names: list[str], most: int = 5, width: int = 40) -> str:

@@ -39,8 +39,10 @@ from scheduler.monitors import (
     MonitorLimits,
     Monitors,
     MonitorStore,
+    Reason,
     down_for_text,
 )
+from storage.ejson import Outside
 
 log = logging.getLogger(__name__)
 MAX_BODY = 16 * 1024
@@ -58,14 +60,18 @@ def source_of(monitor: Monitor) -> str:
 
 
 def _hooks(router: AlertRouter, outbox: Outbox, ctx: FeatureContext) -> Hooks:
-    async def down(monitor: Monitor, reason: str) -> str | None:
+    async def down(monitor: Monitor, reason: Reason) -> str | None:
         where = monitor.url if monitor.kind == "http" else "heartbeat"
+        # The site's words are quoted as its own beside ours, never in place of them.
+        said = reason if isinstance(reason, Outside) else None
+        why = "its answer could not be accepted" if said is not None else reason
         alert = await router.raise_alert(
             severity=monitor.severity,
             title=f"{monitor.name} is down",
-            body=f"{where}: {reason}. I will say when it is back up.",
+            body=f"{where}: {why}. I will say when it is back up.",
             dedupe_key=f"monitor:{monitor.id}",
             source=source_of(monitor),
+            reason=said,
         )
         return str(alert["code"])
 

@@ -22,8 +22,17 @@ class McpTool:
     description: str
     input_schema: Mapping[str, Any]
     read_only: bool = False
-    """The server marks it ``readOnlyHint``: it changes nothing, so it stays free after
-    outside text (``agent.tools.held``); by MCP's default a tool may change anything."""
+    """The server marks it ``readOnlyHint``: it changes nothing (by MCP's default a tool
+    may change anything). It still sends free text to the server."""
+    trusted: bool = False
+    """Its server is trusted for reads (``"trust": "read"``): when read-only, it stays
+    free after outside text (``agent.tools.held``); otherwise every call waits then."""
+
+    @property
+    def free_after_outside(self) -> bool:
+        """Whether a call stays free once a run has read outside text: a read-only tool
+        of a server the owner trusts with what the run read."""
+        return self.read_only and self.trusted
 
 
 def describe(exc: BaseException) -> str:

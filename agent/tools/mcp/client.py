@@ -265,7 +265,9 @@ class McpServers:
                 timer = asyncio.get_running_loop().call_later(self.start_timeout, expire)
                 try:
                     async with mcp_session.open_session(server.config, stderr) as session:
-                        tools = await mcp_session.list_tools(session, server.config.name)
+                        tools = await mcp_session.list_tools(
+                            session, server.config.name, server.config.trust_read
+                        )
                         timer.cancel()
                         server.tools, server.session = tools, session
                         server.state, server.error, server.stderr = "connected", None, ""

@@ -4,6 +4,9 @@
 server over stdio; ``{"url": ..., "headers": {...}}`` connects over streamable HTTP.
 ``${VAR}`` in a command, argument, env value, URL or header is taken from the
 environment or ``.env`` (the environment wins), so secrets can stay out of the file.
+Either kind may add ``"trust": "read"``: the owner trusts the server with what a run
+has read, so its read-only tools stay callable after outside text (by default every
+call to a server waits for the owner then: it sends free text to a third party).
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,30}")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _STDIO_KEYS = {"command", "args", "env", "cwd"}
 _HTTP_KEYS = {"url", "headers"}
-_COMMON_KEYS = {"type", "disabled", "description"}
+_COMMON_KEYS = {"type", "disabled", "description", "trust"}
+TRUST_LEVELS = ("read",)
 
 
 class McpConfigError(Exception):
@@ -56,6 +60,8 @@ class StdioServer:
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: str | None = None
+    trust_read: bool = False
+    """``"trust": "read"``: its read-only tools stay free after outside text."""
 
     @property
     def transport(self) -> str:
@@ -67,6 +73,8 @@ class HttpServer:
     name: str
     url: str
     headers: Mapping[str, str] = field(default_factory=dict)
+    trust_read: bool = False
+    """``"trust": "read"``: its read-only tools stay free after outside text."""
 
     @property
     def transport(self) -> str:
@@ -204,6 +212,14 @@ def _parse_server(
             raise McpConfigError(
                 f'{where}: "{key}" does not go with ' + ('"command"' if has_command else '"url"')
             )
+    trust = entry.get("trust")
+    if trust is not None and trust not in TRUST_LEVELS:
+        shown = repr(trust) if len(repr(trust)) <= 40 else repr(trust)[:39] + "…"
+        raise McpConfigError(
+            f'{where}: trust must be "read" (its read-only tools stay callable after '
+            f"outside text) or left out (every call waits for the owner then); got {shown}"
+        )
+    trust_read = trust == "read"
     if has_command:
         command = _text(entry["command"], f"{where}: command", env)
         if not command.strip():
@@ -218,6 +234,7 @@ def _parse_server(
             args=tuple(_text(a, f"{where}: args[{i}]", env) for i, a in enumerate(args)),
             env=_strings(entry.get("env", {}), f"{where}: env", env),
             cwd=None if cwd is None else _text(cwd, f"{where}: cwd", env),
+            trust_read=trust_read,
         )
     url = _text(entry["url"], f"{where}: url", env)
     try:
@@ -225,7 +242,10 @@ def _parse_server(
     except ValueError as exc:
         raise McpConfigError(f"{where}: url {exc}") from None
     return HttpServer(
-        name=name, url=url, headers=_strings(entry.get("headers", {}), f"{where}: headers", env)
+        name=name,
+        url=url,
+        headers=_strings(entry.get("headers", {}), f"{where}: headers", env),
+        trust_read=trust_read,
     )
 
 

@@ -62,7 +62,9 @@ async def open_session(config: ServerConfig, stderr: TextIO | None) -> AsyncIter
         yield session
 
 
-async def list_tools(session: ClientSession, server: str) -> list[McpTool]:
+async def list_tools(session: ClientSession, server: str, trusted: bool = False) -> list[McpTool]:
+    """The server's tools (at most ``MAX_PAGES`` pages); ``trusted``: the owner trusts
+    it for reads (``ServerConfig.trust_read``)."""
     tools: list[Tool] = []
     cursor: str | None = None
     for _ in range(MAX_PAGES):
@@ -79,6 +81,7 @@ async def list_tools(session: ClientSession, server: str) -> list[McpTool]:
             t.description or t.title or "",
             dict(t.input_schema),
             read_only=bool(t.annotations is not None and t.annotations.read_only_hint),
+            trusted=trusted,
         )
         for t in tools
     ]
@@ -103,8 +106,10 @@ async def call(
 ) -> tuple[dict[str, Any], bool]:
     """The tool's answer for the model, and whether the connection was lost.
 
-    ``{"tool_error": ...}`` holds what the server said went wrong (its words);
-    ``{"error": ...}`` what we saw go wrong (a timeout, the connection lost)."""
+    ``{"tool_error": ...}`` holds what the server said went wrong (its words), or what
+    the SDK refused in its answer (a result that breaks the tool's ``outputSchema``: the
+    message quotes the result, so it is the server's words too); ``{"error": ...}`` what
+    we saw go wrong (a timeout, the connection lost)."""
     slow = {"error": f"{server}__{tool} did not answer within {limit:g} seconds"}
     try:
         with anyio.fail_after(limit + 1):
@@ -117,8 +122,11 @@ async def call(
         return {"tool_error": exc.message or f"error {exc.code}"}, False
     except TimeoutError:
         return slow, False
+    except (RuntimeError, ValueError) as exc:  # the SDK refused the answer; it may quote it
+        return {"tool_error": f"the answer was refused: {describe(exc)}"}, False
     except Exception as exc:  # a transport failure must not escape to the model loop
-        return {"error": f"{server}__{tool} failed: {describe(exc)}"}, True
+        # Its message may quote what the server sent: the server's words, not ours.
+        return {"tool_error": f"the call broke off: {describe(exc)}"}, True
     return _result(result), False
 
 

@@ -16,8 +16,14 @@ Like a contact's text, it goes inside a tagged block the model is told to read a
 data. The text goes in as the server sent it (no HTML escaping: ``<``, ``&`` and
 quotes are data the model must read as they are), except that anything looking like
 the block's own tags is defused, so a result cannot close the block early and go on
-as if it were us. What the server said goes in the block; what we say (a timeout, a
-server that stopped, an unknown tool) is our own plain ``{"error": ...}``.
+as if it were us. What the server said goes in the block (an ``Outside`` from where it
+came: the failure it reported, a result the SDK refused as breaking the tool's
+``outputSchema``, a broken-off call's message); what we say (a timeout, a server that
+stopped, an unknown tool) is our own plain ``{"error": ...}``.
+
+After outside text every call waits for the owner: it sends free text to a third party
+(``readOnlyHint`` or not), unless the tool is read-only and the owner trusts its server
+for reads (``"trust": "read"`` in the servers file).
 """
 
 from __future__ import annotations
@@ -34,9 +40,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent.context import McpManager, RunContext
 from agent.llm.types import ToolSpec
-from agent.llm.untrusted import EXTERNAL, mark_external
+from agent.llm.untrusted import EXTERNAL, for_model
 from agent.tools.base import Tool, ToolError, ToolResult, _compact
 from agent.tools.mcp import McpTool
+from storage.ejson import Outside
 
 MAX_NAME = 64
 """OpenAI's limit on a tool name (Gemini allows more)."""
@@ -90,13 +97,18 @@ def model_result(
     """The manager's answer as the model's result: ``{"result": <block>}`` for what the
     tool returned, ``{"error": "... failed: <block>"}`` for the failure the tool itself
     reported (the server's words), and our own ``{"error"}`` as it is."""
-    source = f"MCP {server}/{tool}"
     if "error" in raw:
         return {"error": cut(str(raw["error"]), ERROR_CAP)}
     if "tool_error" in raw:
         detail = cut(str(raw["tool_error"]), ERROR_CAP)
-        return {"error": f"{source} failed: " + mark_external(detail, source)}
-    return {"result": mark_external(cut(_body(raw), cap), source)}
+        said = Outside(detail, f"the error of {_tool(server, tool)}")
+        return {"error": f"MCP {server}/{tool} failed: " + for_model(said)}
+    said = Outside(cut(_body(raw), cap), f"the result of {_tool(server, tool)}")
+    return {"result": for_model(said)}
+
+
+def _tool(server: str, tool: str) -> str:
+    return f"the MCP tool {server}/{tool}"
 
 
 class AnyArgs(BaseModel):
@@ -215,7 +227,9 @@ def _direct(name: str, tool: McpTool, guidance: str) -> SchemaTool:
         guidance=guidance,
         schema=server_schema(tool.input_schema),
         untrusted_result=f"the result of the MCP tool {tool.server}/{tool.name}",
-        acting=None if not tool.read_only else (lambda _: False),
+        # Every call sends free text to the server: after outside text it waits for the
+        # owner, unless the tool only reads and the owner trusts its server for reads.
+        acting=lambda _: not tool.free_after_outside,
     )
 
 
@@ -297,9 +311,12 @@ def find_tool(servers: Sequence[str]) -> Tool[McpFindArgs]:
 
 
 def call_tool_of(tools: Sequence[McpTool]) -> Tool[McpCallArgs]:
-    """``mcp_call``; a call acts when it names one of ``tools`` that its server does not
-    mark read-only (a tool no server has acts on nothing: its call is an error)."""
-    acting = {(t.server, t.name) for t in tools if not t.read_only}
+    """``mcp_call``; after outside text a call waits for the owner unless it names a
+    read-only tool of a server trusted for reads (a tool no server has acts on nothing:
+    its call is an error)."""
+    known = {(t.server, t.name) for t in tools}
+    free = {(t.server, t.name) for t in tools if t.free_after_outside}
+    acting = known - free
     return Tool(
         name="mcp_call",
         description="Call a tool of an MCP server (found with mcp_find_tools) with its arguments.",

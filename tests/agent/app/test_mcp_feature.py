@@ -205,7 +205,8 @@ async def test_the_first_message_after_start_waits_for_a_slow_server_and_gets_it
         [(_, result)] = api.tool_results(1)
         # As the server said it: no HTML entities, inside the untrusted block.
         assert result == {
-            "result": f'<external_content from="MCP slow/echo" trust="untrusted">\n'
+            "result": '<external_content from="the result of the MCP tool slow/echo" '
+            'trust="untrusted">\n'
             f"{SPECIAL}\n</external_content>"
         }
 

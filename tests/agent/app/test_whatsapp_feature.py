@@ -84,7 +84,10 @@ async def test_send_and_read_tools_respect_permissions(kit: Kit) -> None:
     await kit.say(BOB, "secret from an unknown")
     await kit.settle()
     read = await tools.call("whatsapp_read_messages", {}, ctx)
-    assert [m["text"] for m in read["messages"]] == ["thanks!"]
+    assert [m["text"] for m in read["messages"]] == [  # a contact's words: in their block
+        f'<external_content from="a WhatsApp message from {ALICE}" trust="untrusted">\n'
+        "thanks!\n</external_content>"
+    ]
     assert "error" in await tools.call("whatsapp_read_messages", {"contact": BOB}, ctx)
 
 

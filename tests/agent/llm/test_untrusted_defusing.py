@@ -20,8 +20,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from agent.conversation.prompt import mark_untrusted
-from agent.llm.untrusted import DEFUSED, OPENERS, defuse
-from agent.tools.mcp.tools import mark_external
+from agent.llm.untrusted import DEFUSED, OPENERS, defuse, mark_external
 
 INVISIBLE = [
     "\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad", "\u180e", "\u2061",

@@ -244,5 +244,8 @@ def test_what_is_within_reach_names_only_offered_tools() -> None:
     assert "the instruction itself says to say so in its answer" in bare
     full = reach_section(Toolset([MANAGE_CRONJOB, RAISE_ALERT, monitor]))
     assert "POST /api/alerts; or use manage_monitor." in full
-    assert "the instruction itself says to raise_alert." in full
+    assert (
+        "the instruction itself says to raise_alert (after outside text it still goes out, "
+        "at warning unless the instruction names critical or urgent)." in full
+    )
     assert "on_failure" not in reach_section(Toolset([RAISE_ALERT]))

@@ -47,6 +47,23 @@ def test_stdio_and_http_servers_read_with_variables_from_the_environment() -> No
     ]
 
 
+def test_a_server_may_be_trusted_for_reads() -> None:
+    """``"trust": "read"``: its read-only tools stay callable after outside text; a
+    server without it is not trusted (every call waits for the owner then)."""
+    mail, notes, plain = parse(
+        {
+            "mcpServers": {
+                "mail": {"command": "uvx", "args": ["imap-mcp"], "trust": "read"},
+                "notes": {"url": "https://notes.example.com/mcp", "trust": "read"},
+                "shop": {"command": "shop-mcp"},
+            }
+        }
+    )
+    assert isinstance(mail, StdioServer) and mail.trust_read
+    assert isinstance(notes, HttpServer) and notes.trust_read
+    assert isinstance(plain, StdioServer) and not plain.trust_read
+
+
 @pytest.mark.parametrize(
     ("doc", "says"),
     [
@@ -63,6 +80,8 @@ def test_stdio_and_http_servers_read_with_variables_from_the_environment() -> No
         ({"mcpServers": {"s": {"url": "http://h/mcp", "type": "sse"}}}, "SSE"),
         ({"mcpServers": {"s": {"command": "x", "env": {"K": "${NOPE}"}}}}, "${NOPE}"),
         ({"mcpServers": {"s": "npx server"}}, "must be an object"),
+        ({"mcpServers": {"s": {"command": "x", "trust": "all"}}}, 'trust must be "read"'),
+        ({"mcpServers": {"s": {"url": "http://h/mcp", "trust": True}}}, 'trust must be "read"'),
     ],
 )
 def test_a_bad_file_names_the_server_and_field(doc: object, says: str) -> None:

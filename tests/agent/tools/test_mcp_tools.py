@@ -51,7 +51,8 @@ async def servers(effects: Path) -> AsyncIterator[McpServers]:
     """``files`` over stdio and ``web`` over HTTP, ten tools each, for the whole module."""
     async with (
         http_server("web", effects=effects, extra=4) as web,
-        running(stdio_server("files", effects=effects, extra=4), web.config()) as manager,
+        # "files" is trusted for reads: its read-only tools stay free after a result.
+        running(stdio_server("files", effects, 4, trust_read=True), web.config()) as manager,
     ):
         assert sorted(manager.connected()) == ["files", "web"], manager.status()
         yield manager
@@ -90,7 +91,10 @@ async def test_tools_offered_directly_under_the_budget_and_called(
     spec = next(t for t in model.requests[0].tools if t.name == "web__add")
     assert spec.parameters["properties"] == {"a": {"type": "integer"}, "b": {"type": "integer"}}
     added, echoed = results(model.requests[-1])
-    assert "42" in added["result"] and 'from="MCP web/add" trust="untrusted"' in added["result"]
+    assert (
+        "42" in added["result"]
+        and 'from="the result of the MCP tool web/add" trust="untrusted"' in added["result"]
+    )
     assert "hello" in echoed["result"]
     assert "<external_content>" in model.requests[0].system.replace(" blocks", "")
     assert reply.text == "done" and reply.tool_calls == ["web__add", "files__echo"]
@@ -135,7 +139,8 @@ async def test_a_timeout_is_our_plain_error_and_a_failing_tool_is_the_servers_wo
     slow, failed = results(model.requests[-1])
     assert slow == {"error": "web__slow did not answer within 5 seconds"}  # ours: plain
     assert failed == {
-        "error": 'MCP files/fail failed: <external_content from="MCP files/fail" '
+        "error": 'MCP files/fail failed: <external_content from="the error of the MCP tool '
+        'files/fail" '
         'trust="untrusted">\nError executing tool fail: boom\n</external_content>'
     }
     assert reply.text == "ok"

@@ -1,13 +1,18 @@
 """Every owner tool says, by its own attributes, whether its result is outside text and
-which of its calls act (held once a run has read outside text): reads stay free."""
+which of its calls act (held once a run has read outside text): reads stay free. An MCP
+call sends free text to a third party: held too, unless it only reads and the owner
+trusts its server for reads. ``raise_alert`` stays free in a run the owner's own words
+started."""
 
 from __future__ import annotations
 
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
-from agent.tools.alerts import MANAGE_ALERTS, RAISE_ALERT
+from agent.context import RunContext
+from agent.tools.alerts import MANAGE_ALERTS, RAISE_ALERT, severity_named
 from agent.tools.base import Tool
 from agent.tools.catalog import told_of_holding
 from agent.tools.cron import MANAGE_CRONJOB
@@ -28,9 +33,17 @@ from agent.tools.whatsapp import (
 )
 
 SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}}
-MCP = [McpTool("shop", "lookup", "", SCHEMA, read_only=True), McpTool("shop", "order", "", SCHEMA)]
-LOOKUP, ORDER = direct_tools(MCP)
+MCP = [
+    McpTool("shop", "lookup", "", SCHEMA, read_only=True),
+    McpTool("shop", "order", "", SCHEMA),
+    McpTool("mail", "read", "", SCHEMA, read_only=True, trusted=True),  # "trust": "read"
+    McpTool("mail", "send", "", SCHEMA, trusted=True),
+]
+LOOKUP, ORDER, MAIL_READ, MAIL_SEND = direct_tools(MCP)
 MCP_CALL = call_tool_of(MCP)
+PULSE = cast(RunContext, SimpleNamespace(owner_words=None))
+"""A run the owner's own words did not start (``holds`` reads only that of it)."""
+OWNERS = cast(RunContext, SimpleNamespace(owner_words="check the storms and alert me"))
 
 FREE: list[tuple[Tool[Any], dict[str, Any]]] = [
     (DB_QUERY, {"operation": "find", "collection": "ai_orders"}),
@@ -43,8 +56,8 @@ FREE: list[tuple[Tool[Any], dict[str, Any]]] = [
     (WHATSAPP_READ_MESSAGES, {}),
     (WHATSAPP_LIST_PERMISSIONS, {}),
     (WEB_SEARCH, {"query": "news"}),
-    (LOOKUP, {"text": "1182"}),
-    (MCP_CALL, {"server": "shop", "tool": "lookup", "arguments": {}}),
+    (MAIL_READ, {"text": "3"}),
+    (MCP_CALL, {"server": "mail", "tool": "read", "arguments": {}}),
     (MCP_CALL, {"server": "nowhere", "tool": "x"}),  # an error, never an act
     (MANAGE_SETTINGS, {"action": "update", "quiet_hours": "not a list"}),  # invalid: an error
 ]
@@ -66,19 +79,30 @@ ACTING: list[tuple[Tool[Any], dict[str, Any]]] = [
     (WHATSAPP_SEND_MESSAGE, {"phone": "+14155550100", "message": "hi"}),
     (WHATSAPP_MANAGE_PERMISSION, {"action": "grant", "phone_number": "+14155550100"}),
     (ORDER, {"text": "1182"}),
+    (LOOKUP, {"text": "1182"}),  # read-only, but its server is not trusted for reads
+    (MAIL_SEND, {"text": "hi"}),  # a trusted server's acting tool
     (MCP_CALL, {"server": "shop", "tool": "order", "arguments": {}}),
+    (MCP_CALL, {"server": "shop", "tool": "lookup", "arguments": {}}),
+    (MCP_CALL, {"server": "mail", "tool": "send", "arguments": {}}),
     (MCP_CALL, {"server": "shop", "tool": "shop__order"}),
 ]
 
 
 @pytest.mark.parametrize(("tool", "args"), FREE, ids=lambda v: getattr(v, "name", ""))
 def test_reads_stay_free(tool: Tool[Any], args: dict[str, Any]) -> None:
-    assert not tool.holds(args)
+    assert not tool.holds(args, PULSE) and not tool.holds(args, OWNERS)
 
 
 @pytest.mark.parametrize(("tool", "args"), ACTING, ids=lambda v: getattr(v, "name", ""))
 def test_acting_calls_are_held(tool: Tool[Any], args: dict[str, Any]) -> None:
-    assert tool.holds(args)
+    assert tool.holds(args, PULSE)
+    assert tool.holds(args, OWNERS) == (tool is not RAISE_ALERT)
+
+
+def test_only_raise_alert_is_free_in_a_run_the_owners_words_started() -> None:
+    alert = {"severity": "critical", "title": "Storm", "body": "b"}
+    assert not RAISE_ALERT.holds(alert, OWNERS) and RAISE_ALERT.holds(alert, PULSE)
+    assert [t.name for t, _ in ACTING if t.owner_may] == ["raise_alert"]
 
 
 def test_the_tools_that_read_outside_text_say_what_it_is() -> None:
@@ -100,3 +124,18 @@ def test_the_first_tool_reading_outside_text_carries_the_line_once() -> None:
     assert sum(GUIDANCE in line for line in lines) == 1
     assert told_of_holding([SAVE_MEMORY, DB_QUERY]) == [SAVE_MEMORY, DB_QUERY]
     assert told_of_holding([WEB_SEARCH]) == [WEB_SEARCH]  # nothing offered could be held
+
+
+@pytest.mark.parametrize(
+    ("words", "most"),
+    [
+        ("Every morning at 7 check for storm warnings and alert me", "warning"),
+        ("check the shop and call me if an order failed", "critical"),
+        ("Urgent: tell me at once if the NAS is down", "critical"),
+        ("send me an info alert when the parcel moves", "info"),
+        ("send an info alert, or a warning if it is late", "warning"),
+        ("", "warning"),
+    ],
+)
+def test_the_severity_an_owners_words_allow_after_outside_text(words: str, most: str) -> None:
+    assert severity_named(words) == most
