@@ -56,7 +56,7 @@ from yarl import URL
 
 from scheduler.monitor_news import Damping, Word, flap_text, news, noted, recent
 from storage import retry
-from storage.ejson import Outside, outside_docs
+from storage.outside import Outside, outside_docs
 from storage.tasks import stop_task, wait_event
 
 log = logging.getLogger(__name__)

@@ -8,22 +8,12 @@ and dates travel as relaxed Extended JSON (``{"$oid": ...}``, ``{"$date": ...}``
 Values coming in are turned into BSON types before they reach MongoDB, and documents
 going out are turned back, so that an ``_id`` the model has read can be pasted straight
 into its next filter.
-
-Outside text (``Outside``): words that did not come from the owner or from Watchkeeper
-itself (an MCP server's result or error, a monitored site's answer, an alert posted to
-``/api/alerts``) can say anything, "ignore your instructions" included. Such text is an
-``Outside`` from the moment it enters the process, carrying where it came from, so
-that whoever handles it later (the alert texts, the prompt) knows whose words they are
-without remembering which path they came by; stored, it keeps its source (``doc``,
-``from_doc``). It lives here, in the bottom layer, so the scheduler and the channels
-(which never import the agent) can make one too.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -255,40 +245,3 @@ def rows_within(docs: Iterable[Any], max_chars: int) -> list[Any]:
             break
         rows.append(row)
     return rows
-
-
-# -- outside text -----------------------------------------------------------------
-
-OUTSIDE_KEY = "outside"
-"""The marker of a stored ``Outside``: ``{"outside": true, "text": ..., "source": ...}``."""
-
-
-@dataclass(frozen=True)
-class Outside:
-    """``text`` that came from ``source`` ("the site https://x", "POST /api/alerts"),
-    not from the owner or from Watchkeeper."""
-
-    text: str
-    source: str
-
-    def __str__(self) -> str:
-        """What a log line or a plain field shows: the text, said to be from outside."""
-        return f'{self.source} said: "{self.text}"'
-
-    def doc(self) -> dict[str, Any]:
-        """How it is stored (a monitor's state, an alert's field)."""
-        return {OUTSIDE_KEY: True, "text": self.text, "source": self.source}
-
-    @classmethod
-    def from_doc(cls, value: Any) -> Outside | None:
-        """The ``Outside`` stored as ``value``, or None when ``value`` is not one."""
-        if isinstance(value, Outside):
-            return value
-        if not isinstance(value, Mapping) or value.get(OUTSIDE_KEY) is not True:
-            return None
-        return cls(str(value.get("text") or ""), str(value.get("source") or "outside"))
-
-
-def outside_docs(change: Mapping[str, Any]) -> dict[str, Any]:
-    """``change`` as MongoDB stores it: each ``Outside`` value as its ``doc``."""
-    return {k: v.doc() if isinstance(v, Outside) else v for k, v in change.items()}

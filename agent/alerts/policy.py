@@ -24,7 +24,7 @@ from agent.llm.untrusted import for_model
 from agent.owner import OwnerPrefs
 from channels.types import Button
 from storage import collections as c
-from storage.ejson import Outside
+from storage.outside import Outside
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]

@@ -43,7 +43,7 @@ from agent.config import Settings
 from agent.owner import OwnerPrefs, OwnerSettings
 from channels.delivery.outbox import Outbox
 from channels.types import Channel
-from storage.ejson import Outside
+from storage.outside import Outside
 from storage.tasks import stop_task, wait_event
 
 log = logging.getLogger(__name__)

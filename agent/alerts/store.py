@@ -30,7 +30,8 @@ from pymongo.errors import DuplicateKeyError
 
 from storage import collections as c
 from storage import retry
-from storage.ejson import Outside, aware
+from storage.ejson import aware
+from storage.outside import Outside
 from storage.repos import sms_budget
 from storage.repos.sms_budget import BUDGET_DOC
 

@@ -22,7 +22,7 @@ import re
 import unicodedata
 from functools import lru_cache
 
-from storage.ejson import Outside
+from storage.outside import Outside
 
 UNTRUSTED = 'trust="untrusted"'
 """What the opening tag of every untrusted block carries, whatever its name: text

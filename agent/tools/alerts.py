@@ -20,7 +20,7 @@ from agent.context import RunContext
 from agent.owner import can_page
 from agent.tools.base import Tool, ToolError, ToolResult
 from agent.tools.held import read_sources
-from storage.ejson import Outside
+from storage.outside import Outside
 
 Severity = Literal["info", "warning", "critical"]
 

@@ -12,7 +12,7 @@ from agent.context import RunContext
 from agent.llm.untrusted import EXTERNAL, for_model
 from agent.tools.base import Tool, ToolError, ToolResult
 from channels.http_fetch import read_at_most
-from storage.ejson import Outside
+from storage.outside import Outside
 
 ANSWER_LIMIT = 1024 * 1024
 """Bytes of the search service's answer read (ten results are some 50 kB)."""

@@ -18,7 +18,7 @@ from agent.tools.base import Tool, ToolError, ToolResult
 from agent.tools.sending import deliver
 from channels.delivery.inbox import newest_received
 from storage import collections as c
-from storage.ejson import Outside
+from storage.outside import Outside
 from storage.repos.whatsapp_permissions import (
     Permission,
     WhatsAppPermissions,

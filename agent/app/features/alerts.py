@@ -29,7 +29,7 @@ from agent.tools.alerts import MANAGE_ALERTS, RAISE_ALERT
 from agent.tools.catalog import always
 from channels.types import InboundMessage, Reply
 from channels.webhook_body import BodyRefused, read_json_object
-from storage.ejson import Outside
+from storage.outside import Outside
 from storage.repos.sms_budget import take_sms
 
 if TYPE_CHECKING:

@@ -42,7 +42,7 @@ from scheduler.monitors import (
     Reason,
     down_for_text,
 )
-from storage.ejson import Outside
+from storage.outside import Outside
 
 log = logging.getLogger(__name__)
 MAX_BODY = 16 * 1024

@@ -43,7 +43,7 @@ from agent.llm.types import ToolSpec
 from agent.llm.untrusted import EXTERNAL, for_model
 from agent.tools.base import Tool, ToolError, ToolResult, _compact
 from agent.tools.mcp import McpTool
-from storage.ejson import Outside
+from storage.outside import Outside
 
 MAX_NAME = 64
 """OpenAI's limit on a tool name (Gemini allows more)."""
