@@ -357,8 +357,12 @@ async def test_twenty_fail_and_ping_cycles_make_a_few_messages_not_forty(
         assert told.events[-1] == ("up", "Job", "20 min")
         sent = [kind for kind in told.kinds() if kind != "cleared"]  # cleared says nothing
         assert sent == ["down", "flapping", "up"]
-        doc = await db["monitors"].find_one({"_id": made.id})
-        assert doc is not None and doc["told"] == "up" and doc["alert_code"] is None
+
+        async def stored_as_told() -> bool:  # told first, then stored that it was
+            doc = await db["monitors"].find_one({"_id": made.id})
+            return doc is not None and doc["told"] == "up" and doc["alert_code"] is None
+
+        await until_async(stored_as_told, "the monitor stored as told up")
     finally:
         await monitors.stop()
 
