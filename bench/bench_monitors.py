@@ -33,13 +33,10 @@ from pymongo import AsyncMongoClient
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from scheduler.monitors import (  # noqa: E402
-    Hooks,
-    Monitor,
-    MonitorLimits,
-    Monitors,
-    MonitorStore,
-)
+
+from scheduler.monitors.monitor import Monitor, MonitorLimits  # noqa: E402
+from scheduler.monitors.service import Hooks, Monitors  # noqa: E402
+from scheduler.monitors.store import MonitorStore  # noqa: E402
 from storage.collections import ensure_indexes  # noqa: E402
 
 INTERVAL = 30

@@ -1,10 +1,10 @@
-"""``scheduler.monitor_news``: when a monitor is flapping and what may be told when."""
+"""``scheduler.monitors.news``: when a monitor is flapping and what may be told when."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from scheduler.monitor_news import Damping, flap_text, news, noted, truth
+from scheduler.monitors.news import Damping, flap_text, news, noted, truth
 
 T0 = datetime(2026, 11, 26, 10, 0, tzinfo=UTC)
 D = Damping()

@@ -17,18 +17,10 @@ import aiohttp
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
-from scheduler.monitors import (
-    MAX_BODY,
-    Hooks,
-    Monitor,
-    MonitorError,
-    MonitorLimits,
-    Monitors,
-    MonitorStore,
-    check_http,
-    down_for_text,
-    settle,
-)
+from scheduler.monitors.check import check_http, down_for_text
+from scheduler.monitors.monitor import MAX_BODY, Monitor, MonitorError, MonitorLimits, settle
+from scheduler.monitors.service import Hooks, Monitors
+from scheduler.monitors.store import MonitorStore
 from tests.fakes.clock import FakeClock
 from tests.fakes.huge_answer import MIB, huge_answer
 from tests.fakes.monitor_target import Target

@@ -29,7 +29,8 @@ from agent.app.dashboard.alerts import open_alerts
 from agent.app.dashboard.context import LIVE_SECONDS, Dashboard, channel_name, human_time
 from agent.app.healthcheck import Component, Health
 from agent.owner import can_page
-from scheduler.monitors import Monitor, MonitorLimits, MonitorStore
+from scheduler.monitors.monitor import Monitor, MonitorLimits
+from scheduler.monitors.store import MonitorStore
 from scheduler.views import pulse_view, quiet_text
 
 Doc = dict[str, Any]

@@ -5,7 +5,7 @@ through it, ``source`` ``monitor:<name>``, deduplicated by ``monitor:<id>``, so 
 per monitor while it is down). When the monitor comes back the alert is resolved and
 the owner is told how long it was down. A monitor that flaps gets one "flapping" alert
 instead, and each monitor at most one message per five minutes
-(``scheduler.monitor_news``). Contributes ``manage_monitor`` (the owner's chats and
+(``scheduler.monitors.news``). Contributes ``manage_monitor`` (the owner's chats and
 cron runs, not the pulse), ``GET``/``POST /api/monitors``,
 ``DELETE /api/monitors/{id}`` (admin token, like every ``/api/*``), the pings
 ``GET``/``POST /ping/<token>`` and ``/ping/<token>/fail`` (no token but their own),
@@ -32,16 +32,10 @@ from agent.tools.monitors import SETTINGS, manage_monitor, monitor_view, ping_ba
 from channels.delivery.outbox import Outbox
 from channels.types import OutboundMessage
 from channels.webhook_body import BodyRefused, read_json_object
-from scheduler.monitors import (
-    Hooks,
-    Monitor,
-    MonitorError,
-    MonitorLimits,
-    Monitors,
-    MonitorStore,
-    Reason,
-    down_for_text,
-)
+from scheduler.monitors.check import down_for_text
+from scheduler.monitors.monitor import Monitor, MonitorError, MonitorLimits, Reason
+from scheduler.monitors.service import Hooks, Monitors
+from scheduler.monitors.store import MonitorStore
 from storage.outside import Outside
 
 log = logging.getLogger(__name__)

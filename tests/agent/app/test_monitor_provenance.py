@@ -17,7 +17,7 @@ from typing import Any
 
 from agent.app.features.monitors import MonitoringOptions, monitoring
 from agent.llm.openai.model import OpenAIModel
-from scheduler.monitors import MonitorLimits
+from scheduler.monitors.monitor import MonitorLimits
 from tests.fakes.alert_app import ADMIN, alert_app
 from tests.fakes.monitor_target import RawTarget
 from tests.fakes.openai_api import FakeOpenAI

@@ -18,7 +18,7 @@ from pymongo import AsyncMongoClient
 
 from agent.app.features.monitors import MonitoringOptions, monitoring
 from agent.tools.db import DB_QUERY
-from scheduler.monitors import MonitorLimits
+from scheduler.monitors.monitor import MonitorLimits
 from tests.contexts import owner_ctx
 from tests.fakes.alert_app import ADMIN, PUBLIC_URL, Harness, alert_app
 from tests.fakes.monitor_target import Target

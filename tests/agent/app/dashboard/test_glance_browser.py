@@ -9,7 +9,8 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler.monitors import MonitorLimits, MonitorStore
+from scheduler.monitors.monitor import MonitorLimits
+from scheduler.monitors.store import MonitorStore
 from tests.agent.app.dashboard.browser_kit import PHONE, Browser
 from tests.agent.app.dashboard.conftest import TOKEN
 from tests.fakes.alert_app import Harness

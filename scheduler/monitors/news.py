@@ -12,7 +12,7 @@ with two brakes, as Healthchecks.io and Uptime Kuma have them:
    meantime is no news at all).
 
 Pure: ``news`` takes the stored facts and the time and returns what to say now, if
-anything; ``scheduler.monitors`` says it and stores that it did.
+anything; ``scheduler.monitors.service`` says it and stores that it did.
 """
 
 from __future__ import annotations

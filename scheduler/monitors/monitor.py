@@ -1,0 +1,228 @@
+"""A monitor as a value: its settings (checked once, for the tool and the API), its
+stored state, and the limits every monitor keeps.
+
+Why a check failed is ours, or what the site sent (``HTTP/1.1 2OO <anything>``): an
+``Outside`` (``Reason``), stored and quoted as the site's words wherever it goes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from yarl import URL
+
+from scheduler.monitors.news import Damping, Word
+from storage.outside import Outside
+
+Doc = dict[str, Any]
+Clock = Callable[[], datetime]
+Kind = Literal["http", "heartbeat"]
+State = Literal["new", "up", "down"]
+COLLECTION = "monitors"
+KINDS: tuple[Kind, ...] = ("http", "heartbeat")
+SEVERITIES = ("info", "warning", "critical")
+HTTP_FIELDS = ("url", "interval_seconds", "expect_status", "keyword", "failures_before_alert")
+HEARTBEAT_FIELDS = ("period_seconds", "grace_seconds")
+NAME_LIMIT = 80
+URL_LIMIT = 2000
+KEYWORD_LIMIT = 200
+REASON_LIMIT = 300
+MAX_BODY = 1024 * 1024  # bytes of an answer searched for the keyword
+MAX_INTERVAL = 86_400
+MAX_PERIOD = 31 * 86_400
+MAX_GRACE = 7 * 86_400
+MAX_FAILURES = 10
+SLOT_ATTEMPTS = 20
+"""Draws of a free slot before a create gives up (each loses only to a create that won)."""
+USER_AGENT = "Watchkeeper-monitor/1"
+SITE = "the site"  # whose words a reason from the site's answer are
+Reason = str | Outside  # why a check failed: our own words, or the site's
+
+
+class MonitorError(ValueError):
+    """A monitor that cannot be made or changed as asked; the message says why, in
+    words the model can relay."""
+
+
+@dataclass(frozen=True)
+class MonitorLimits:
+    """The rules for monitors. Tests shorten ``min_interval_seconds`` (and the
+    timeout) here, never through the tool or the API."""
+
+    max_monitors: int = 50
+    min_interval_seconds: int = 30
+    """Smallest ``interval_seconds`` and ``period_seconds``."""
+    timeout_seconds: float = 10.0
+    """An http check that has no full answer within this is a failure."""
+    resync_seconds: float = 60.0
+    """How often the documents are read again (changes made by another process)."""
+    damping: Damping = field(default_factory=Damping)
+    """Flapping and the rate of messages (``scheduler.monitors.news``)."""
+    review_seconds: float = 1.0
+    """How often news held back (too soon, or flapping) is looked at again."""
+
+
+@dataclass(frozen=True)
+class Monitor:
+    """One monitor as stored: its settings and its state."""
+
+    id: str
+    name: str
+    kind: Kind
+    severity: str
+    paused: bool
+    revision: int
+    """Raised by every change of settings: a running watch with an older one restarts."""
+    created_at: datetime
+    url: str | None = None
+    interval_seconds: int | None = None
+    expect_status: int | None = None
+    keyword: str | None = None
+    failures_before_alert: int = 2
+    period_seconds: int | None = None
+    grace_seconds: int | None = None
+    token_key: str | None = None
+    """A heartbeat's ping token as stored: its hash only (``token_key``)."""
+    token: str | None = None
+    """The ping token itself: only on the monitor ``create`` returns, never stored or
+    read back, so neither ``db_query`` nor a list shows it (DESIGN.md: secrets)."""
+    state: State = "new"
+    failures: int = 0
+    failing_since: datetime | None = None
+    down_since: datetime | None = None
+    alert_code: str | None = None
+    """The alert open for it (down or flapping), as told."""
+    told: Word = "up"
+    """What the owner was last told: ``up`` (nothing open), ``down`` or ``flapping``."""
+    told_at: datetime | None = None
+    """When the last message about it was sent (at most one per ``Damping.quiet``)."""
+    told_since: datetime | None = None
+    """Since when what was told holds: the down (as told) or the flapping."""
+    changes: tuple[datetime, ...] = ()
+    """The latest changes of state between up and down, oldest first."""
+    last_check_at: datetime | None = None
+    last_error: Reason | None = None
+    last_ping_at: datetime | None = None
+    watch_from: datetime | None = None
+    """A heartbeat with no ping yet is late this long after creation or resume."""
+
+    @classmethod
+    def from_doc(cls, doc: Mapping[str, Any]) -> Monitor:
+        names = {item.name for item in fields(cls)} - {"token"}
+        given = {k: v for k, v in doc.items() if k in names}
+        given["changes"] = tuple(doc.get("changes") or ())
+        if "told" not in doc:  # stored before the damping: an open alert was told down
+            given["told"] = "down" if doc.get("alert_code") else "up"
+            given["told_since"] = doc.get("down_since")
+        if isinstance(given.get("last_error"), Mapping):  # the site's words, kept as such
+            given["last_error"] = Outside.from_doc(given["last_error"])
+        return cls(id=str(doc["_id"]), **given)
+
+    def since(self) -> datetime:
+        """What a heartbeat counts from: its last ping, or its creation or resume if later."""
+        return max(m for m in (self.last_ping_at, self.watch_from, self.created_at) if m)
+
+    def deadline(self) -> datetime | None:
+        """When a heartbeat is late (None for ``http``)."""
+        if self.kind != "heartbeat":
+            return None
+        wait = (self.period_seconds or 0) + (self.grace_seconds or 0)
+        return self.since() + timedelta(seconds=wait)
+
+
+# -- settings: checked once, for the tool and the API ---------------------------------
+
+
+def _text(value: Any, name: str, limit: int) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise MonitorError(f"{name} must be a non-empty text")
+    text = value.strip()
+    if len(text) > limit:
+        raise MonitorError(f"{name} is {len(text)} characters; at most {limit}")
+    return text
+
+
+def _whole(value: Any, name: str, low: int, high: int, hint: str = "") -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise MonitorError(f"{name} must be a whole number")
+    if not low <= value <= high:
+        raise MonitorError(f"{name} must be between {low} and {high}{hint}; got {value}")
+    return value
+
+
+def check_url(value: Any) -> str:
+    """An http(s) URL with a host; private and home-network hosts are allowed."""
+    text = _text(value, "url", URL_LIMIT)
+    try:
+        url = URL(text)
+    except (ValueError, TypeError):
+        raise MonitorError(f"url {text[:80]!r} is not a valid URL") from None
+    if url.scheme not in ("http", "https"):
+        raise MonitorError(f"url must start with http:// or https://; got {text[:80]!r}")
+    if not url.host:
+        raise MonitorError(f"url {text[:80]!r} has no host name")
+    return text
+
+
+def settle(
+    kind: Kind, given: Mapping[str, Any], current: Mapping[str, Any], limits: MonitorLimits
+) -> Doc:
+    """The settings of a ``kind`` monitor: ``current`` (stored) with ``given`` over it
+    (None = unchanged), checked; raises ``MonitorError`` naming the field."""
+    given = {k: v for k, v in given.items() if v is not None}
+    wrong = [k for k in (HEARTBEAT_FIELDS if kind == "http" else HTTP_FIELDS) if k in given]
+    if wrong:
+        fits = "a heartbeat" if kind == "http" else "an http monitor"
+        raise MonitorError(f"{', '.join(wrong)} only apply to {fits}, not a {kind} monitor")
+    merged = {**current, **given}
+    out: Doc = {"name": _text(merged.get("name"), "name", NAME_LIMIT)}
+    severity = merged.get("severity") or "warning"
+    if severity not in SEVERITIES:
+        raise MonitorError(
+            f"severity must be info, warning or critical; got {str(severity)[:40]!r}"
+        )
+    out["severity"] = severity
+    least = limits.min_interval_seconds
+    if kind == "http":
+        if merged.get("url") is None:
+            raise MonitorError("url is required for an http monitor")
+        out["url"] = check_url(merged["url"])
+        interval = merged.get("interval_seconds", 60)
+        hint = f" (a check at most every {least} s)"
+        out["interval_seconds"] = _whole(interval, "interval_seconds", least, MAX_INTERVAL, hint)
+        status = merged.get("expect_status")
+        if status == 0:  # any 2xx or 3xx again
+            status = None
+        out["expect_status"] = None if status is None else _whole(status, "expect_status", 100, 599)
+        keyword = merged.get("keyword")
+        out["keyword"] = None if keyword in (None, "") else _text(keyword, "keyword", KEYWORD_LIMIT)
+        failures = merged.get("failures_before_alert", 2)
+        out["failures_before_alert"] = _whole(failures, "failures_before_alert", 1, MAX_FAILURES)
+        return out
+    if merged.get("period_seconds") is None:
+        raise MonitorError(
+            "period_seconds is required for a heartbeat: how often the job pings, in seconds"
+        )
+    period = _whole(merged["period_seconds"], "period_seconds", least, MAX_PERIOD)
+    grace = merged.get("grace_seconds")
+    if grace is None:  # a tenth of the period, from a minute to an hour
+        grace = min(max(period // 10, 60), 3600)
+    out["period_seconds"] = period
+    out["grace_seconds"] = _whole(grace, "grace_seconds", 0, MAX_GRACE)
+    return out
+
+
+def stored_time(moment: datetime) -> datetime:
+    """``moment`` as MongoDB keeps it (milliseconds), so a time held in memory equals
+    the one read back (compare-and-set filters compare them)."""
+    return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+
+
+def token_key(token: str) -> str:
+    """What a ping token is looked up by: its hash, so the look-up's timing tells a
+    guesser nothing about the token itself."""
+    return hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
