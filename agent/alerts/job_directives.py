@@ -23,6 +23,7 @@ from agent.alerts.directives import (
     SetPulseRate,
     SetTime,
 )
+from agent.alerts.store import own_source
 from scheduler.cron.expression import CronError, describe, reschedule
 from scheduler.cron.job import JobError
 from scheduler.cron.service import CronService
@@ -37,7 +38,7 @@ NO_SCHEDULER = "Schedule changes are unavailable right now: the scheduler is not
 
 def job_id_of(alert: Mapping[str, Any]) -> str | None:
     """The cron job that raised the alert (``source`` ``cron:<job_id>``), if any."""
-    source = str(alert.get("source") or "")
+    source = own_source(alert)
     job = source[len(CRON_PREFIX) :] if source.startswith(CRON_PREFIX) else ""
     return job or None
 

@@ -20,6 +20,7 @@ from zoneinfo import ZoneInfo
 from pymongo.asynchronous.database import AsyncDatabase
 
 from agent.alerts.directives import format_duration, help_text
+from agent.alerts.store import own_source
 from agent.llm.untrusted import for_model
 from agent.owner import OwnerPrefs
 from channels.types import Button
@@ -99,11 +100,11 @@ async def load_policy(db: AsyncDatabase[Doc]) -> RoutingPolicy:
 
 
 def _has_cron(alert: Doc) -> bool:
-    return str(alert.get("source") or "").startswith("cron:")
+    return own_source(alert).startswith("cron:")
 
 
 def _has_pulse(alert: Doc) -> bool:
-    return str(alert.get("source") or "") == "pulse"
+    return own_source(alert) == "pulse"
 
 
 def _repeats(alert: Doc) -> str:

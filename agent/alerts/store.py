@@ -423,6 +423,16 @@ def _text(name: str, value: Any, *, required: bool) -> str | None:
     return text
 
 
+def own_source(alert: Mapping[str, Any]) -> str:
+    """Who raised ``alert`` (``cron:<job id>``, ``pulse``, ``agent``, ``monitor:<name>``)
+    when Watchkeeper said it; "" when the source is a caller's words (``POST /api/alerts``
+    may say anything, ``cron:<id>`` included): job and pulse replies never reach through
+    an alert that only claims to be one."""
+    if "source" in (alert.get("outside") or {}):
+        return ""
+    return str(alert.get("source") or "")
+
+
 def validate(
     severity: Any, title: Any, body: Any, dedupe_key: Any, source: Any, reason: Any = None
 ) -> dict[str, Any]:

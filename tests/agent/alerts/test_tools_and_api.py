@@ -150,6 +150,32 @@ async def test_with_the_scheduler_a_failing_job_alert_takes_schedule_replies(
         assert h.model.requests == []
 
 
+async def test_a_posted_alert_claiming_a_jobs_source_takes_no_job_words(
+    mongo_server: str,
+) -> None:
+    """``POST /api/alerts`` may say ``source: cron:<id>``: the caller's words, not a job's
+    alert: "#code pause" never reaches the job it names."""
+    from agent.app.features.scheduling import SchedulingOptions, scheduling
+
+    feature = scheduling(SchedulingOptions(timer=False))
+    async with alert_app(mongo_server, features=(feature,)) as h:
+        parts = h.app.scheduling
+        assert parts is not None
+        job = await parts.jobs.create(
+            name="Report", instruction="send the report", cron_expression="0 8 * * *"
+        )
+        posted = await h.client.post(
+            "/api/alerts",
+            json={"severity": "warning", "title": "Disk", "source": f"cron:{job.id}"},
+            headers=AUTH,
+        )
+        assert posted.status == 201
+        code = (await posted.json())["code"]
+        await h.chat.say(f"#{code} pause")
+        await h.settle()
+        assert (await parts.jobs.get(job.id)).enabled is True
+
+
 async def test_the_owners_words_on_a_fix_are_kept_with_the_alert(mongo_server: str) -> None:
     """'#1 fixed, it was the disk': the model resolves with the owner's words as the note;
     the alert, its history and the dashboard keep them. A note elsewhere is refused."""
