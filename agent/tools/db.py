@@ -10,18 +10,26 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import ExecutionTimeout, OperationFailure, PyMongoError
 
 from agent.context import RunContext
-from agent.tools.base import Tool, ToolError, ToolResult
+from agent.llm.untrusted import for_model
+from agent.tools.base import Tool, ToolError, ToolResult, result_json
+from storage import collections as c
+from storage.outside import OUTSIDE_KEY, Outside
 from storage.sandbox import DbOperation, SandboxError, run_db_query
 from storage.sandbox.rules import OUTPUT_STAGES, READS
 
 MAX_ERROR_CHARS = 300
 MAX_REFUSAL_CHARS = 1_000
+OTHERS_WORDS = frozenset({c.INBOX, c.MESSAGES, c.CONVERSATIONS})
+"""Collections whose text is often not the owner's: contacts' messages, tool results
+kept with the history (MCP, web). Read through ``db_query``, their rows are outside text."""
+UNTRUSTED_KEY = "untrusted"
+SCAN_DEPTH = 12
 
 
 async def _db_query(args: DbOperation, ctx: RunContext) -> ToolResult:
     """Every outcome is a bounded result: refusals and server errors become error text."""
     try:
-        return await run_db_query(in_timezone(ctx.deps.db, ctx.tz), args)
+        result = await run_db_query(in_timezone(ctx.deps.db, ctx.tz), args)
     except SandboxError as exc:
         raise ToolError(str(exc)[:MAX_REFUSAL_CHARS]) from None
     except ExecutionTimeout:
@@ -34,6 +42,62 @@ async def _db_query(args: DbOperation, ctx: RunContext) -> ToolResult:
         raise ToolError(f"database error: {_first_line(str(exc))}") from None
     except (OverflowError, RecursionError, MemoryError):
         raise ToolError("the query is too large or too deeply nested; simplify it") from None
+    source = stored_outside(args, result)
+    if not source:
+        return result
+    # Words stored from outside stay outside text when read back: in their block, and
+    # the run that reads them is marked where its next request is built.
+    return {"outside_text": for_model(Outside(result_json(result, ctx.tz), source))}
+
+
+def stored_outside(op: DbOperation, result: Any) -> str:
+    """Where the words ``op`` read came from, when some are not the owner's or ours
+    ("stored messages"); "" when none are. A collection that keeps others' words
+    (``OTHERS_WORDS``, by name or through a pipeline's ``$lookup``/``$unionWith``) or a
+    value marked as outside text anywhere in the answer counts."""
+    if not reads_only(op) or op.operation == "listCollections":
+        return ""
+    read = {op.collection, *_joined(op.pipeline or [])}
+    kept = sorted(read & OTHERS_WORDS)
+    if kept:
+        return f"stored {', '.join(kept)} (words that may not be the owner's)"
+    if _marked(result, SCAN_DEPTH):
+        return f"stored outside text in {op.collection}"
+    return ""
+
+
+def _joined(value: Any) -> set[str]:
+    """Every collection a pipeline names (``from``, ``coll``, ``$unionWith``)."""
+    found: set[str] = set()
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key in ("from", "coll", "$unionWith") and isinstance(item, str):
+                found.add(item)
+            found |= _joined(item)
+    elif isinstance(value, list):
+        for item in value:
+            found |= _joined(item)
+    return found
+
+
+def _marked(value: Any, depth: int) -> bool:
+    """Whether ``value`` holds a stored marker of outside text: an ``Outside``
+    (``outside: true``), an alert's ``outside`` map, the ``untrusted`` sources of a held
+    call, a memory or a job; past ``depth`` levels it is taken to (a false alarm holds a
+    call, never frees one)."""
+    if depth <= 0:
+        return True
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == OUTSIDE_KEY and (item is True or (isinstance(item, dict) and item)):
+                return True
+            if key == UNTRUSTED_KEY and isinstance(item, list) and item:
+                return True
+            if _marked(item, depth - 1):
+                return True
+    elif isinstance(value, list):
+        return any(_marked(item, depth - 1) for item in value)
+    return False
 
 
 def reads_only(op: DbOperation) -> bool:

@@ -35,7 +35,7 @@ from agent.tools.mcp.client import McpServers
 from channels.types import InboundMessage
 from storage.repos.held_sends import HeldAction, HeldSends
 from tests.contexts import owner_ctx
-from tests.fakes.alert_app import OWNER_TG, Harness, alert_app
+from tests.fakes.alert_app import ADMIN, OWNER_TG, Harness, alert_app
 from tests.fakes.features import providing
 from tests.fakes.mcp_kit import stdio_server
 from tests.fakes.openai_api import FakeOpenAI
@@ -584,3 +584,41 @@ async def test_an_owners_job_alerts_after_web_results_at_warning(
                 assert asks(h) == [] and h.sms == []  # nothing held; a warning rings nothing
         finally:
             await model.aclose()
+
+
+async def test_outside_text_read_back_from_the_database_is_still_outside_text(
+    mongo_server: str, shop: McpServers
+) -> None:
+    """An alert posted from outside, read back through ``db_query``, comes in an
+    untrusted block and holds what the run does next; so do stored messages (contacts'
+    words, tool results kept with the history). The owner's own collections stay plain."""
+    async with app(mongo_server, shop) as (h, fake):
+        posted = await h.client.post(
+            "/api/alerts",
+            json={"severity": "info", "title": "Shop notice", "body": HOSTILE},
+            headers={"Authorization": f"Bearer {ADMIN}"},
+        )
+        assert posted.status == 201
+        quiet = CASES["quiet_hours"]
+        fake.reply_tool_calls(("db_query", {"operation": "find", "collection": "alerts"}))
+        fake.reply_tool_calls((quiet.tool, quiet.arguments))
+        fake.reply_text("Held for you.")
+        await say(h, "what do the alerts say?")
+        read = fake.tool_results(1)[-1][1]
+        assert set(read) == {"outside_text"} and 'trust="untrusted"' in read["outside_text"]
+        assert HOSTILE in read["outside_text"]
+        assert last_result(fake)["needs_owner_confirmation"] is True
+        assert not await quiet.done(h) and len(asks(h)) == 1
+
+        fake.reply_tool_calls(("db_query", {"operation": "find", "collection": "messages"}))
+        fake.reply_text("Those are our messages.")
+        await say(h, "show me what we said")
+        assert "outside_text" in last_result(fake)
+
+        code = (await posted.json())["code"]
+        await say(h, f"#{code} resolve")  # its words no longer ride with each message
+        fake.reply_tool_calls(("db_query", {"operation": "find", "collection": "ai_orders"}))
+        fake.reply_tool_calls((quiet.tool, quiet.arguments))
+        fake.reply_text("Done.")
+        await say(h, "check my orders, then quiet all day")
+        assert await quiet.done(h) and len(asks(h)) == 1
