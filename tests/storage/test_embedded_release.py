@@ -21,6 +21,7 @@ import pytest
 
 from storage.embedded import owner
 from storage.embedded.owner import EmbeddedServer, EmbeddedUnavailable
+from tests.waiting import until
 
 ROOT = Path(__file__).resolve().parents[2]
 HOLDER = """
@@ -103,11 +104,14 @@ async def test_a_busy_store_the_probe_misses_is_retried(
     await _make_store(data_dir)
     monkeypatch.setattr(owner, "store_holder", lambda path: None)
     server = EmbeddedServer(data_dir)
-    with _holding(data_dir, 3.0):  # outlasts the child's start-up, even on a busy machine
-        await server.start()
+    log = data_dir / "db.log"
+    with _holding(data_dir, 60):  # held until a child found it in use, however slow
+        starting = asyncio.create_task(server.start())
+        await until(lambda: "in use" in log.read_text(), "a child found the store in use")
+        assert not starting.done()
     try:
+        await starting  # the holder let go: a later child owns the store
         assert server.owner
-        assert "in use" in (data_dir / "db.log").read_text()
     finally:
         await server.stop()
 
