@@ -21,6 +21,7 @@ import pytest
 
 from storage.embedded import owner
 from storage.embedded.owner import EmbeddedServer, EmbeddedUnavailable
+from tests.waiting import until
 
 ROOT = Path(__file__).resolve().parents[2]
 HOLDER = """
@@ -28,18 +29,7 @@ import fcntl, os, sys, time
 fd = os.open(sys.argv[1], os.O_RDWR)
 fcntl.lockf(fd, fcntl.LOCK_EX)
 print("held", flush=True)
-if len(sys.argv) > 3:  # until a line holding argv[3] is in the file argv[4], or argv[2] s
-    end = time.monotonic() + float(sys.argv[2])
-    while time.monotonic() < end:
-        try:
-            with open(sys.argv[4]) as log:
-                if sys.argv[3] in log.read():
-                    break
-        except FileNotFoundError:
-            pass
-        time.sleep(0.05)
-else:
-    time.sleep(float(sys.argv[2]))
+time.sleep(float(sys.argv[2]))
 """
 
 
@@ -51,17 +41,10 @@ async def _make_store(data_dir: Path) -> None:
 
 
 @contextlib.contextmanager
-def _holding(
-    data_dir: Path, seconds: float, until_logged: str = ""
-) -> Iterator[subprocess.Popen[str]]:
-    """The store's lock held by another process for ``seconds``, or, with
-    ``until_logged``, until ``DATA_DIR/db.log`` shows it (``seconds`` bounds the wait)."""
+def _holding(data_dir: Path, seconds: float) -> Iterator[subprocess.Popen[str]]:
     lock = data_dir / "db" / "WiredTiger.lock"
-    until = [until_logged, str(data_dir / "db.log")] if until_logged else []
     proc = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(lock), str(seconds), *until],
-        stdout=subprocess.PIPE,
-        text=True,
+        [sys.executable, "-c", HOLDER, str(lock), str(seconds)], stdout=subprocess.PIPE, text=True
     )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
@@ -121,13 +104,14 @@ async def test_a_busy_store_the_probe_misses_is_retried(
     await _make_store(data_dir)
     monkeypatch.setattr(owner, "store_holder", lambda path: None)
     server = EmbeddedServer(data_dir)
-    # Held until the child has met the busy store (however slow its start-up on a busy
-    # machine), then let go: the retry owns it.
-    with _holding(data_dir, 60.0, until_logged="in use"):
-        await server.start()
+    log = data_dir / "db.log"
+    with _holding(data_dir, 60):  # held until a child found it in use, however slow
+        starting = asyncio.create_task(server.start())
+        await until(lambda: "in use" in log.read_text(), "a child found the store in use")
+        assert not starting.done()
     try:
+        await starting  # the holder let go: a later child owns the store
         assert server.owner
-        assert "in use" in (data_dir / "db.log").read_text()
     finally:
         await server.stop()
 
