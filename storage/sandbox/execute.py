@@ -42,10 +42,10 @@ from storage.sandbox.rules import (
     READS,
     DbOperation,
     SandboxError,
-    check_collection_name,
     check_document_depth,
     check_paging,
     check_pipeline,
+    check_readable,
     check_shape,
     check_stage_count,
     check_ttl,
@@ -110,7 +110,7 @@ def check_request(op: DbOperation, db_name: str) -> None:
     check_paging(op.limit, op.skip)
     check_ttl(op.index.options.expireAfterSeconds if op.index and op.index.options else None)
     if op.operation in READS:
-        check_collection_name(op.collection)
+        check_readable(op.collection)
     elif op.operation != "listCollections":
         check_writable(op.collection)
     values = {name: getattr(op, name) for name in ARGUMENTS}

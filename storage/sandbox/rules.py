@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, NonNegativeInt, WithJsonSchema
 
-from storage.collections import PROTECTED, model_may_write
+from storage.collections import PAIRING, PROTECTED, model_may_write
 from storage.ejson import walk
 
 Doc = dict[str, Any]
@@ -138,6 +138,22 @@ def check_collection_name(name: str) -> None:
         )
 
 
+SECRET_HOLDERS: dict[str, str] = {PAIRING: "pending pairing codes"}
+"""Collections that hold secrets in the clear: never read through ``db_query``, directly
+or by a pipeline (DESIGN: secrets are never returned). Ping tokens are kept only as
+hashes, so ``monitors`` stays readable."""
+
+
+def check_readable(name: str) -> None:
+    """A read of ``name``: a valid name, and not a collection holding secrets."""
+    check_collection_name(name)
+    if name in SECRET_HOLDERS:
+        raise SandboxError(
+            f"collection {name!r} holds {SECRET_HOLDERS[name]}, which are secrets: it cannot "
+            "be read; `watchkeeper pair --list` shows owners to the person at the server"
+        )
+
+
 def check_writable(name: str) -> None:
     """Refuse a write to anything but master, contacts, schedule and ai_* collections."""
     check_collection_name(name)
@@ -186,7 +202,7 @@ def _check_source(source: Any, stage: str) -> None:
         )
     if not isinstance(source, str):
         raise SandboxError(f"{stage}: the source collection must be a name")
-    check_collection_name(source)
+    check_readable(source)
 
 
 def check_pipeline(pipeline: list[Doc], db_name: str, where: str = "pipeline") -> None:

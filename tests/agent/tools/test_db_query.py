@@ -60,3 +60,43 @@ def test_tool_schema_has_the_contract_arguments() -> None:
         "index",
     }
     assert len(json.dumps(spec.parameters)) < 1400
+
+
+async def test_pairing_codes_are_never_read_through_db_query(deps: AgentDeps) -> None:
+    """A stranger's pending code is a secret (whoever sends it becomes the owner): no
+    read reaches ``pairing``, directly or through a pipeline, and nothing shows the code."""
+    from datetime import UTC, datetime
+
+    from storage.repos.pairing import PairingStore
+
+    offer = await PairingStore(deps.db, lambda: datetime.now(UTC)).offer(42, "42", "Mallory")
+    assert offer.pending is not None
+    secret = offer.pending.code
+    await deps.db.ai_t.insert_one({"user_id": 42})
+    ctx = owner_ctx(deps)
+    calls = [
+        {"operation": "find", "collection": "pairing"},
+        {"operation": "findOne", "collection": "pairing", "filter": {"kind": "code"}},
+        {"operation": "countDocuments", "collection": "pairing"},
+        {"operation": "aggregate", "collection": "pairing", "pipeline": [{"$match": {}}]},
+        {
+            "operation": "aggregate",
+            "collection": "ai_t",
+            "pipeline": [
+                {"$lookup": {"from": "pairing", "localField": "user_id",
+                             "foreignField": "user_id", "as": "p"}}
+            ],
+        },
+        {"operation": "aggregate", "collection": "ai_t", "pipeline": [{"$unionWith": "pairing"}]},
+        {
+            "operation": "aggregate",
+            "collection": "ai_t",
+            "pipeline": [{"$facet": {"x": [{"$unionWith": {"coll": "pairing"}}]}}],
+        },
+    ]  # fmt: skip
+    for call in calls:
+        result = await DB_QUERY.invoke(call, ctx)
+        assert set(result) == {"error"}, (call, result)
+        assert "secret" in result["error"] and secret not in json.dumps(result)
+    listed = await DB_QUERY.invoke({"operation": "listCollections", "collection": ""}, ctx)
+    assert secret not in json.dumps(listed)
