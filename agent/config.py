@@ -24,10 +24,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 if TYPE_CHECKING:
-    import contextlib
-
-    from storage.db import Database
-    from storage.embedded.owner import EmbeddedServer
+    pass
 
 Provider = Literal["gemini", "openai"]
 _E164 = re.compile(r"^\+[1-9]\d{6,14}$")
@@ -318,23 +315,6 @@ class Settings(BaseSettings):
 
     def set_paired_telegram_ids(self, ids: list[int]) -> None:
         self._paired_telegram_ids = tuple(ids)
-
-
-def open_configured_database(
-    settings: Settings, *, server: EmbeddedServer | None = None
-) -> contextlib.AbstractAsyncContextManager[Database]:
-    """The database the settings name: ``MONGODB_URI``, or the embedded server in
-    ``DATA_DIR`` when it is unset (``server``: the one ``watchkeeper run`` already
-    launched, if any). Used by ``build_app`` and by the commands beside a running agent."""
-    from storage.db import open_database  # pymongo: imported when a database is opened
-
-    return open_database(
-        settings.mongodb_uri,
-        settings.mongodb_db,
-        settings.data_dir,
-        idle_timeout=settings.embedded_db_idle_timeout_seconds,
-        server=server,
-    )
 
 
 def cli_command() -> str:

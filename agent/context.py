@@ -8,9 +8,9 @@ apart, read-only, in ``transport``, so no message can set a trusted field.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from types import MappingProxyType
 from typing import Any, Literal, Protocol
 from zoneinfo import ZoneInfo
@@ -21,11 +21,12 @@ from pymongo.asynchronous.database import AsyncDatabase
 from agent.alerts.directives import Resolve
 from agent.alerts.router import AlertRouter
 from agent.config import Settings
-from agent.llm.budget import TokenBudget, reservation_ttl
 from agent.llm.images import ImageDecoder
 from agent.owner import OwnerSettings, owner_chat
+from agent.spend.budget import TokenBudget, reservation_ttl
 from channels.delivery.outbox import Outbox
 from channels.types import Channel, OutboundMessage
+from runtime.clock import Clock, utcnow
 from scheduler.cron.service import CronService
 from scheduler.engine import Engine
 from scheduler.pulse.store import PulseStore
@@ -36,12 +37,7 @@ from storage.repos.usage import UsageLog
 
 Tier = Literal["owner", "contact"]
 RunKind = Literal["chat", "cron", "pulse"]
-Clock = Callable[[], datetime]
 NO_META: Mapping[str, Any] = MappingProxyType({})
-
-
-def system_clock() -> datetime:
-    return datetime.now(UTC)
 
 
 class McpManager(Protocol):
@@ -76,7 +72,7 @@ class AgentDeps:
     """The app's HTTP client (web search)."""
     outbox: Outbox
     """Where every message the agent sends goes (``channels.delivery.outbox``)."""
-    clock: Clock = system_clock
+    clock: Clock = utcnow
     channels: Mapping[str, Channel] = field(default_factory=dict)
     """The running channels by name (the composition root's live mapping)."""
     alerts: AlertRouter | None = None
@@ -94,9 +90,9 @@ class AgentDeps:
     messages: MessageRepo = field(init=False)
     effects: EffectLog = field(init=False)
     usage: UsageLog = field(init=False)
-    """Tokens per day for the dashboard, written in batches (``agent.llm.budget``)."""
+    """Tokens per day for the dashboard, written in batches (``agent.spend.budget``)."""
     budget: TokenBudget = field(init=False)
-    """``DAILY_TOKEN_BUDGET``, checked before every model call (``agent.llm.budget``)."""
+    """``DAILY_TOKEN_BUDGET``, checked before every model call (``agent.spend.budget``)."""
 
     def __post_init__(self) -> None:
         # The repositories over ``db``, made with the record (it is frozen after).

@@ -31,6 +31,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
 from agent.config import Settings
+from runtime.clock import Clock
 from scheduler.cron.expression import CronError, validate_timezone
 from scheduler.pulse.grid import (
     DEFAULT_QUIET,
@@ -123,7 +124,6 @@ def owner_chat(
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
-Clock = Callable[[], datetime]
 OWNER_ID = "owner"
 PULSE_ID = "pulse"
 CHANNELS = ("telegram", "whatsapp", "sms")

@@ -28,11 +28,11 @@ from bench_directives import main as directives_main  # noqa: E402
 
 from agent.alerts.policy import RoutingPolicy  # noqa: E402
 from agent.alerts.router import AlertRouter  # noqa: E402
-from agent.cli.main import run as run_app_loop  # noqa: E402
 from agent.config import Settings  # noqa: E402
 from channels.delivery.outbox import Outbox  # noqa: E402
 from channels.sms import SmsChannel  # noqa: E402
 from channels.types import Channel, InboundMessage, OutboundMessage, SendResult  # noqa: E402
+from runtime.loop import run as run_app_loop  # noqa: E402
 from storage.db import open_database  # noqa: E402
 from tests.fakes.twilio_api import FakeTwilio  # noqa: E402
 

@@ -255,7 +255,7 @@ def product_python() -> str:
         stamp.touch()
     # As scripts/run does: the project's modules compiled ahead, where PYTHONDONTWRITEBYTECODE
     # would otherwise have every start compile them again.
-    packages = ["agent", "channels", "scheduler", "storage"]
+    packages = ["agent", "channels", "scheduler", "storage", "runtime"]
     subprocess.run([sys.executable, "-m", "compileall", "-q", *packages], cwd=ROOT, check=True,
                    stdout=subprocess.DEVNULL)  # fmt: skip
     return str(venv / "bin" / "python")

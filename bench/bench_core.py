@@ -25,7 +25,6 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.app.core import build_app
-from agent.cli.main import run as run_app_loop
 from agent.config import Settings
 from agent.context import AgentDeps
 from agent.conversation.agent import Agent
@@ -35,6 +34,7 @@ from agent.tools.catalog import core_catalog
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
 from channels.types import InboundMessage, OutboundMessage, SendResult
+from runtime.loop import run as run_app_loop
 from storage.db import open_database
 from tests.contexts import agent_deps, owner_ctx
 from tests.fakes.scripted import ScriptedModel

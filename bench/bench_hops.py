@@ -26,12 +26,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a plain script
 
 from agent.app.core import build_app  # noqa: E402
-from agent.cli.main import run as run_app_loop  # noqa: E402
 from agent.config import Settings  # noqa: E402
+from runtime.loop import run as run_app_loop  # noqa: E402
 from tests.fakes.openai_api import FakeOpenAI  # noqa: E402
 from tests.fakes.telegram_api import TOKEN, FakeTelegram  # noqa: E402
 
-OURS = tuple(str(ROOT / package) for package in ("agent", "channels", "storage", "scheduler"))
+OURS = tuple(
+    str(ROOT / package) for package in ("agent", "channels", "storage", "scheduler", "runtime")
+)
 LOOP = str(ROOT / "agent" / "cli" / "main.py")  # the loop runner, not a hop
 INLINE = ("<listcomp>", "<genexpr>", "<dictcomp>", "<setcomp>")
 OWNER = 4242

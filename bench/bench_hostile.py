@@ -27,10 +27,10 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.cli.main import run as run_app_loop
 from agent.config import Settings
 from agent.context import AgentDeps, RunContext
 from agent.tools.db import DB_QUERY
+from runtime.loop import run as run_app_loop
 from storage.db import open_database
 from tests.contexts import agent_deps, owner_ctx
 

@@ -32,10 +32,10 @@ sys.path.insert(0, str(ROOT))
 from agent.app.application import Scheduling  # noqa: E402
 from agent.app.core import App, build_app  # noqa: E402
 from agent.app.features.scheduling import SchedulingOptions, scheduling  # noqa: E402
-from agent.cli.main import run as run_app_loop  # noqa: E402
 from agent.config import Settings  # noqa: E402
 from agent.owner import OwnerSettings  # noqa: E402
 from channels.types import InboundSink, OutboundMessage, SendResult  # noqa: E402
+from runtime.loop import run as run_app_loop  # noqa: E402
 from scheduler.cron.expression import next_fires  # noqa: E402
 from scheduler.cron.job import CronJob  # noqa: E402
 from scheduler.cron.service import CronService  # noqa: E402

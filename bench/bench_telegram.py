@@ -32,9 +32,8 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a plain script
 
-from agent.cli.main import run as run_app_loop
 from agent.config import Settings
-from agent.context import AgentDeps, system_clock
+from agent.context import AgentDeps
 from agent.conversation.agent import Agent
 from agent.conversation.dispatch import Dispatcher
 from agent.owner import OwnerSettings
@@ -42,6 +41,8 @@ from agent.tools.catalog import ToolCatalog
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
 from channels.telegram import TelegramChannel
+from runtime.clock import utcnow
+from runtime.loop import run as run_app_loop
 from storage.collections import ensure_indexes
 from storage.db import open_database
 from storage.embedded.owner import EmbeddedServer
@@ -112,8 +113,8 @@ async def _run(
     async with _database(data, args) as db, aiohttp.ClientSession() as http:
         channel = TelegramChannel(TOKEN, fake.url, poll_timeout=5)
         channels = {"telegram": channel}
-        outbox = Outbox(db, channels, system_clock, poll_seconds=0.5)
-        owner = OwnerSettings(db, system_clock, settings.timezone)
+        outbox = Outbox(db, channels, utcnow, poll_seconds=0.5)
+        owner = OwnerSettings(db, utcnow, settings.timezone)
         deps = AgentDeps(settings=settings, db=db, http=http, outbox=outbox, owner=owner)
         dispatcher = Dispatcher(deps, Agent(ScriptedModel(_echo), ToolCatalog()))
         pipeline = Pipeline(

@@ -39,9 +39,9 @@ from pymongo import monitoring
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a plain script
 
 from agent.app.core import build_app
-from agent.cli.main import run as run_app_loop
 from agent.config import Settings
-from storage.heap import freeze_heap
+from runtime.heap import freeze_heap
+from runtime.loop import run as run_app_loop
 from tests.fakes.commands import Commands
 from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.scripted_server import Answer

@@ -12,7 +12,7 @@ from typing import Any, TextIO
 
 from channels.delivery.text import clean_text
 from channels.types import InboundMessage, InboundSink, OutboundMessage, SendResult
-from storage.tasks import stop_task
+from runtime.tasks import stop_task
 
 CHAT_ID = "owner"
 

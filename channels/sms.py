@@ -23,7 +23,7 @@ import math
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -57,6 +57,7 @@ from channels.webhook_body import (
     parse_form,
     read_body,
 )
+from runtime.clock import Clock, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +193,7 @@ class SmsChannel:
         public_base_url: str | None = None,
         timeout: float = SEND_TIMEOUT,
         read_timeout: float = READ_TIMEOUT,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Clock = utcnow,
         budget: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
         self._budget = budget

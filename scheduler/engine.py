@@ -42,6 +42,8 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
+from runtime.clock import Clock
+from runtime.tasks import stop_task
 from scheduler.backlog import Plan, Shared, plan_cron, plan_pulse
 from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
@@ -52,10 +54,8 @@ from scheduler.fires.recovery import Reclaimer, recover_once
 from scheduler.fires.retries import Retries, group_of
 from scheduler.pulse.store import PulseStore
 from storage.retry import unreachable
-from storage.tasks import stop_task
 
 log = logging.getLogger(__name__)
-Clock = Callable[[], datetime]
 Doc = dict[str, Any]
 PULSE_TIMER = "pulse"
 RETRY_TIMER = "retry"

@@ -28,9 +28,9 @@ fi
 # (PYTHONDONTWRITEBYTECODE, a read-only checkout), where every start would otherwise
 # compile them again, about a quarter of a second before the first long poll.
 compiled=".venv/.compiled"
-if [ ! -f "$compiled" ] || [ -n "$(find agent channels scheduler storage -name '*.py' -newer "$compiled" -print -quit)" ]; then
+if [ ! -f "$compiled" ] || [ -n "$(find agent channels scheduler storage runtime -name '*.py' -newer "$compiled" -print -quit)" ]; then
   touch "$compiled"
-  if ! .venv/bin/python -m compileall -q agent channels scheduler storage >/dev/null; then
+  if ! .venv/bin/python -m compileall -q agent channels scheduler storage runtime >/dev/null; then
     echo "note: could not compile every module ahead; Python compiles them as they load" >&2
     rm -f "$compiled"
   fi

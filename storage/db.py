@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import pymongo
 from pymongo import AsyncMongoClient
@@ -204,3 +204,31 @@ async def close_client(client: AsyncMongoClient[Doc], seconds: float = CLOSE_TIM
             "sessions expire there by themselves",
             took,
         )
+
+
+class DatabaseConfig(Protocol):
+    """Where the database is, as the settings say (``agent.config.Settings`` is one)."""
+
+    @property
+    def mongodb_uri(self) -> str | None: ...
+    @property
+    def mongodb_db(self) -> str: ...
+    @property
+    def data_dir(self) -> Path: ...
+    @property
+    def embedded_db_idle_timeout_seconds(self) -> float: ...
+
+
+def open_configured(
+    config: DatabaseConfig, *, server: EmbeddedServer | None = None
+) -> contextlib.AbstractAsyncContextManager[Database]:
+    """The database the settings name: ``MONGODB_URI``, or the embedded server in
+    ``DATA_DIR`` when it is unset (``server``: the one ``watchkeeper run`` already
+    launched, if any). Used by ``build_app`` and by the commands beside a running agent."""
+    return open_database(
+        config.mongodb_uri,
+        config.mongodb_db,
+        config.data_dir,
+        idle_timeout=config.embedded_db_idle_timeout_seconds,
+        server=server,
+    )

@@ -44,11 +44,6 @@ EJSON_KEYS: frozenset[str] = frozenset(
 operator, and ``$code``/``$symbol``/``$dbPointer`` because the model has no use for them."""
 
 
-def utcnow() -> datetime:
-    """The system clock, aware and in UTC."""
-    return datetime.now(UTC)
-
-
 def aware(value: Any) -> datetime | None:
     """A stored date as an aware UTC datetime; anything that is not a date is None."""
     if not isinstance(value, datetime):

@@ -126,6 +126,6 @@ def deps(
 
 
 def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> Any:
-    """Every async test runs on the loop ``watchkeeper`` runs on (``agent.cli.main.run``),
+    """Every async test runs on the loop ``watchkeeper`` runs on (``runtime.loop.run``),
     with the internet blocked there too."""
     return {"uvloop": OfflineLoop}

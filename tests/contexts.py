@@ -9,10 +9,11 @@ import aiohttp
 from pymongo.asynchronous.database import AsyncDatabase
 
 from agent.config import Settings
-from agent.context import AgentDeps, Clock, RunContext, system_clock
+from agent.context import AgentDeps, RunContext
 from agent.owner import OwnerSettings
 from channels.delivery.outbox import Outbox
 from channels.types import Channel
+from runtime.clock import Clock, utcnow
 
 
 def agent_deps(
@@ -20,7 +21,7 @@ def agent_deps(
     db: AsyncDatabase[dict[str, Any]],
     http: aiohttp.ClientSession,
     *,
-    clock: Clock = system_clock,
+    clock: Clock = utcnow,
     channels: Mapping[str, Channel] | None = None,
     **services: Any,
 ) -> AgentDeps:

@@ -2,7 +2,7 @@
 
 Two doors are guarded. Python's own sockets (``socket.connect``, ``getaddrinfo``) cover
 sync code and asyncio's own loop. uvloop, which the app and every async test run on
-(``agent.cli.main.run``), resolves and connects in libuv without touching those, so
+(``runtime.loop.run``), resolves and connects in libuv without touching those, so
 ``OfflineLoop`` checks the address at the loop's own entry points before libuv sees it.
 """
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import grimp
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("agent", "channels", "scheduler", "storage")
+PACKAGES = ("agent", "channels", "scheduler", "storage", "runtime")
 MAX_LINES = 800
 
 

@@ -66,7 +66,7 @@ def _installed_checkout(tmp_path: Path) -> Path:
     (tmp_path / "scripts").mkdir()
     shutil.copy2(ROOT / "scripts" / "_venv.sh", tmp_path / "scripts" / "_venv.sh")
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
-    for package in ("agent", "channels", "scheduler", "storage"):
+    for package in ("agent", "channels", "scheduler", "storage", "runtime"):
         (tmp_path / package).mkdir()
         (tmp_path / package / "m.py").write_text("X = 1\n")
     bin_dir = tmp_path / ".venv" / "bin"
@@ -92,7 +92,7 @@ def test_the_modules_are_compiled_ahead_and_again_once_changed(tmp_path: Path) -
         return Path(importlib.util.cache_from_source(str(root / package / "m.py")))
 
     _source_venv(root)  # PYTHONDONTWRITEBYTECODE set, as some hosts and images do
-    for package in ("agent", "channels", "scheduler", "storage"):
+    for package in ("agent", "channels", "scheduler", "storage", "runtime"):
         assert compiled(package).is_file(), package
     before = {p: compiled(p).read_bytes() for p in ("agent", "channels")}
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any
@@ -43,11 +43,11 @@ from agent.config import Settings
 from agent.owner import OwnerPrefs, OwnerSettings
 from channels.delivery.outbox import Outbox
 from channels.types import Channel
+from runtime.clock import Clock
+from runtime.tasks import stop_task, wait_event
 from storage.outside import Outside
-from storage.tasks import stop_task, wait_event
 
 log = logging.getLogger(__name__)
-Clock = Callable[[], datetime]
 Doc = dict[str, Any]
 RANK: Mapping[str, int] = MappingProxyType({name: i for i, name in enumerate(SEVERITIES)})
 MAX_POLL = 30.0

@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # the agent's modules load after the first long poll (``agent
 
     from agent.alerts.router import AlertRouter
     from agent.config import Settings
-    from agent.context import AgentDeps, Clock, McpManager
+    from agent.context import AgentDeps, McpManager
     from agent.conversation.agent import Agent
     from agent.conversation.dispatch import Command, Dispatcher, Interceptor, TierResolver
     from agent.conversation.pairing import Pairing
@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # the agent's modules load after the first long poll (``agent
     from channels.delivery.outbox import Outbox
     from channels.delivery.pipeline import Pipeline
     from channels.types import Channel
+    from runtime.clock import Clock
     from scheduler.cron.service import CronService
     from scheduler.engine import Engine
     from scheduler.fires.records import RunStore

@@ -21,7 +21,7 @@ from agent.app.features import FEATURES
 from agent.app.shutdown import Shutdown
 from agent.app.status import StatusBoard, budget_section, status_command
 from agent.config import Settings
-from agent.context import AgentDeps, Clock
+from agent.context import AgentDeps
 from agent.conversation.agent import Agent
 from agent.conversation.dispatch import Command, Dispatcher, Interceptor, TierResolver
 from agent.conversation.held_sends import confirming
@@ -34,6 +34,7 @@ from channels.delivery.media import MediaCaps, MediaFetcher, MediaStore
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
 from channels.types import Channel
+from runtime.clock import Clock
 from storage.db import Database
 from storage.repos.pairing import PairingStore
 

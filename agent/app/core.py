@@ -24,15 +24,15 @@ from typing import TYPE_CHECKING
 from agent.app.application import TELEGRAM_WEBHOOK, App, Feature, Route
 from agent.app.gate import SinkGate
 from agent.app.shutdown import Shutdown, ShutdownStack
-from agent.config import Settings, ensure_data_dir, open_configured_database
+from agent.config import Settings, ensure_data_dir
 from agent.llm.factory import build_model, check_model
 from channels.types import Channel
-from storage.ejson import utcnow
-from storage.tasks import stop_task
+from runtime.clock import utcnow
+from runtime.tasks import stop_task
 
 if TYPE_CHECKING:
-    from agent.context import Clock
     from agent.llm.base import ModelClient
+    from runtime.clock import Clock
     from storage.db import Database
     from storage.embedded.owner import EmbeddedServer
 
@@ -226,7 +226,9 @@ async def _open_database(
 ) -> Database:
     """The database, opened into ``stack`` once ``client`` (its modules) has loaded."""
     await asyncio.shield(client)
-    return await stack.enter_async_context(open_configured_database(settings, server=embedded))
+    from storage.db import open_configured  # pymongo: loaded when a database opens
+
+    return await stack.enter_async_context(open_configured(settings, server=embedded))
 
 
 async def _load_after(first: Awaitable[None], names: Sequence[str]) -> None:

@@ -37,14 +37,15 @@ import aiohttp
 from agent.app.application import App, Feature, FeatureContext, Parts, Scheduling
 from agent.tools.mcp.client import McpServers
 from channels.http_fetch import read_at_most
+from runtime.tasks import stop_task
 from storage import collections as c
 from storage.ejson import aware
-from storage.tasks import stop_task
 
 if TYPE_CHECKING:
-    from agent.context import Clock, McpManager
+    from agent.context import McpManager
     from channels.delivery.outbox import Outbox
     from channels.types import Channel
+    from runtime.clock import Clock
     from storage.db import Database
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """The owner's ``/status``: one short message built from the same sections as
 ``GET /api/status``, so the two never disagree, among them today's tokens against the
-daily budget with what they cost (``agent.llm.budget``)."""
+daily budget with what they cost (``agent.spend.budget``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from agent.app.application import StatusSection
 from agent.app.features.mcp import mcp_status_line
 from agent.context import AgentDeps, RunContext
 from agent.conversation.dispatch import Command
-from agent.llm.budget import RAISE_HINT, Cost, load_prices, shown
+from agent.spend.budget import RAISE_HINT
+from agent.spend.prices import Cost, load_prices, shown
 from channels.delivery.outbox import Outbox
 from channels.types import Channel, InboundMessage, Reply
 

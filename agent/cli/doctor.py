@@ -29,7 +29,6 @@ import aiohttp
 from pymongo.asynchronous.database import AsyncDatabase
 
 from agent.config import ConfigError, Provider, SdkMissing, Settings, cli_command, ensure_data_dir
-from agent.context import system_clock
 from agent.llm.factory import provider_key
 from agent.tools.mcp.client import McpServers, ServerStatus
 from agent.tools.mcp.config import (
@@ -40,6 +39,7 @@ from agent.tools.mcp.config import (
     StdioServer,
     survey_mcp_config,
 )
+from runtime.clock import utcnow
 from storage.db import make_client
 from storage.embedded.owner import EmbeddedServer, EmbeddedUnavailable
 from storage.repos.pairing import PairedOwner, PairingStore, PendingCode
@@ -413,7 +413,7 @@ class Owners:
     loaded: bool = False
 
     async def load(self, db: AsyncDatabase[dict[str, Any]]) -> None:
-        store = PairingStore(db, system_clock)
+        store = PairingStore(db, utcnow)
         self.paired, self.pending = await store.owners(), await store.pending()
         self.loaded = True
 

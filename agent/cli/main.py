@@ -1,10 +1,6 @@
 """``watchkeeper`` command line: run, chat, doctor, schedule, whatsapp link, pair.
 
-Every command runs on uvloop where it is installed (``run``): libuv runs the same
-asyncio code with less work per callback, socket and timer, so a burst costs less CPU
-per message (``bench/profile_burst.py``) for a little memory. Where it is not
-installed (a platform without a wheel), asyncio's own loop runs everything unchanged.
-The test suite runs on uvloop too.
+Every command runs on ``runtime.loop.run`` (uvloop where it is installed).
 """
 
 from __future__ import annotations
@@ -16,9 +12,10 @@ import importlib
 import logging
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar
 
+from runtime.loop import run
 from storage.embedded.spare import SpareServer
 
 if TYPE_CHECKING:
@@ -27,22 +24,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("watchkeeper")
 T = TypeVar("T")
-LoopFactory = Callable[[], asyncio.AbstractEventLoop]
-
-
-def loop_factory() -> LoopFactory | None:
-    """uvloop's loop, or None (asyncio's own) when uvloop is not installed."""
-    try:
-        import uvloop
-    except ImportError:
-        return None
-    return uvloop.new_event_loop
-
-
-def run(main: Coroutine[Any, Any, T]) -> T:
-    """``asyncio.run(main)`` on ``loop_factory()``'s loop."""
-    with asyncio.Runner(loop_factory=loop_factory()) as runner:
-        return runner.run(main)
 
 
 async def _run(settings: Settings, spare: SpareServer | None = None) -> int:
@@ -83,10 +64,10 @@ async def _run(settings: Settings, spare: SpareServer | None = None) -> int:
             serve(make_web_app(app), sockets, header_timeout=settings.http_read_timeout_seconds)
         )
         log.info("http: listening on %s:%d", settings.http_host, port)
-        # Start-up's objects out of the collector's sight (``storage.heap``); the model's
+        # Start-up's objects out of the collector's sight (``runtime.heap``); the model's
         # SDK's once the first exchange has loaded it (``Agent.respond``).
-        from storage.heap import freeze_heap
-        from storage.tasks import stop_task
+        from runtime.heap import freeze_heap
+        from runtime.tasks import stop_task
 
         freeze_heap()
         freezing = asyncio.create_task(_then(app.agent.model_loaded(), freeze_heap), name="freeze")

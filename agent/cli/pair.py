@@ -14,11 +14,11 @@ import re
 import sys
 from typing import TextIO
 
-from agent.config import Settings, cli_command, open_configured_database
-from agent.context import Clock, system_clock
+from agent.config import Settings, cli_command
 from agent.conversation.pairing import WELCOME
 from channels.delivery.outbox import Outbox
 from channels.types import OutboundMessage
+from runtime.clock import Clock, utcnow
 from storage.repos.pairing import CODE_TTL, PairedOwner, PairingStore, invite_code_in
 
 CODE = re.compile(r"\d{6}")
@@ -32,7 +32,7 @@ async def pair(
     remove: int | None = None,
     new: bool = False,
     out: TextIO | None = None,
-    clock: Clock = system_clock,
+    clock: Clock = utcnow,
 ) -> int:
     """Approve ``code``, list pairings, make an owner's code (``new``) or unpair;
     returns the process exit code."""
@@ -59,7 +59,9 @@ async def pair(
             file=sys.stderr,
         )
         return 2
-    async with open_configured_database(settings) as db:
+    from storage.db import open_configured  # pymongo: loaded when a database opens
+
+    async with open_configured(settings) as db:
         store = PairingStore(db.db, clock)
         if list_only or code is None:
             lines = await listing(store, settings)
@@ -87,7 +89,9 @@ async def pair(
 
 
 async def _new(settings: Settings, stream: TextIO, clock: Clock) -> int:
-    async with open_configured_database(settings) as db:
+    from storage.db import open_configured  # pymongo: loaded when a database opens
+
+    async with open_configured(settings) as db:
         invite = await PairingStore(db.db, clock).invite()
     minutes = int(CODE_TTL.total_seconds() // 60)
     print(
@@ -108,7 +112,9 @@ async def _remove(settings: Settings, user_id: int, stream: TextIO, clock: Clock
             file=sys.stderr,
         )
         return 2
-    async with open_configured_database(settings) as db:
+    from storage.db import open_configured  # pymongo: loaded when a database opens
+
+    async with open_configured(settings) as db:
         store = PairingStore(db.db, clock)
         removed = await store.remove(user_id)
         if removed is None:

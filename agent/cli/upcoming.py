@@ -11,9 +11,9 @@ from datetime import datetime, timedelta
 from typing import TextIO
 from zoneinfo import ZoneInfo
 
-from agent.config import Settings, open_configured_database
-from agent.context import Clock, system_clock
+from agent.config import Settings
 from agent.owner import OwnerSettings
+from runtime.clock import Clock, utcnow
 from scheduler.cron.expression import CronError, describe
 from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService, fires_window
@@ -76,14 +76,16 @@ async def print_schedule(
     hours: float = 24.0,
     *,
     out: TextIO | None = None,
-    clock: Clock = system_clock,
+    clock: Clock = utcnow,
 ) -> int:
     """Print upcoming fires; returns the process exit code."""
     stream = out or sys.stdout
     if hours <= 0:
         print("watchkeeper: --hours must be positive", file=sys.stderr)
         return 2
-    async with open_configured_database(settings) as db:
+    from storage.db import open_configured  # pymongo: loaded when a database opens
+
+    async with open_configured(settings) as db:
         owner = OwnerSettings(db.db, clock, settings.timezone)
         await owner.load()  # the owner's timezone and quiet hours (manage_settings)
         tz = owner.tz

@@ -72,7 +72,7 @@ class AgentReply:
     """Why it failed, for logs and the inbox row; never shown to the user."""
     exhausted: bool = False
     budget_spent: bool = False
-    """The daily token budget stopped it (``text`` says so; ``agent.llm.budget``)."""
+    """The daily token budget stopped it (``text`` says so; ``agent.spend.budget``)."""
     conversation_id: ObjectId | None = None
     duration_ms: float = 0.0
     steps: list[ModelMessage] = field(default_factory=list)

@@ -20,7 +20,7 @@ read again here. Sends and calls held for the owner's approval are asked about a
 loop ends, whatever ends it: one message per exchange, not one per send
 (``agent.tools.sending.ask_owner``).
 
-The daily token budget (``agent.llm.budget``): each model call's bound is reserved
+The daily token budget (``agent.spend.budget``): each model call's bound is reserved
 before it and settled with its real usage after (freed when it fails): once spent, the
 loop ends with its short answer instead of a call, so a turn that crosses the cap keeps
 what its last round did and stops there.
@@ -39,7 +39,6 @@ from typing import Any
 
 from agent.context import RunContext
 from agent.llm.base import ModelClient, ModelError, unexpected
-from agent.llm.budget import BudgetView, request_bound
 from agent.llm.types import (
     INVALID_ARGUMENTS_KEY,
     MediaPart,
@@ -51,6 +50,7 @@ from agent.llm.types import (
     Usage,
 )
 from agent.llm.untrusted import outside_sources
+from agent.spend.budget import BudgetView, request_bound
 from agent.tools.base import Toolset
 from agent.tools.held import hold_call, read_outside, reason
 from agent.tools.sending import ask_owner, held_codes

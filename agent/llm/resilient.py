@@ -2,7 +2,7 @@
 
 Adapters never retry themselves; they classify failures as retryable (rate
 limits, server errors, timeouts) or not. Here a retryable failure is retried after
-a wait from ``MODEL_BACKOFF`` (the project's one policy, ``storage.backoff``); once a
+a wait from ``MODEL_BACKOFF`` (the project's one policy, ``runtime.backoff``); once a
 provider gives up (or fails in a way retrying cannot fix), the fallback provider
 gets its turn under the same policy.
 
@@ -24,7 +24,7 @@ from agent.llm.base import ModelClient, ModelError
 from agent.llm.lazy_sdk import warm_model
 from agent.llm.limiter import OVERLOAD_STATUSES, AdaptiveLimit
 from agent.llm.types import ModelMessage, ModelResponse, ToolSpec
-from storage.backoff import Backoff, Draw
+from runtime.backoff import Backoff, Draw
 
 log = logging.getLogger(__name__)
 

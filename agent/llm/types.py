@@ -151,7 +151,7 @@ class Usage(BaseModel):
 MAX_OUTPUT_TOKENS = 8192
 """The most tokens a model may write in one answer (``MAX_OUTPUT_TOKENS``; its reasoning
 included): every adapter asks for it, so a call's cost is bounded before it is made
-(``agent.llm.budget``)."""
+(``agent.spend.budget``)."""
 
 
 class ModelResponse(BaseModel):

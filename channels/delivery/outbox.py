@@ -21,7 +21,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any, NamedTuple
 
 from pymongo.asynchronous.database import AsyncDatabase
@@ -29,15 +29,15 @@ from pymongo.errors import DuplicateKeyError
 
 from channels.delivery.text import clean_text, clean_value
 from channels.types import Button, Channel, OutboundMessage, SendError, SendResult
+from runtime.backoff import Backoff
+from runtime.clock import Clock
+from runtime.tasks import stop_task, wait_event
 from storage import collections as c
 from storage import retry
-from storage.backoff import Backoff
 from storage.coalesce import GroupCommit, insert_each
-from storage.tasks import stop_task, wait_event
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
-Clock = Callable[[], datetime]
 FailureHook = Callable[[Doc], Awaitable[None]]
 SEND_BACKOFF = Backoff(first=1.0, factor=4.0, cap=300.0, retries=5)
 """Waits after a failed send (1, 4, 16, 64, 256 s; longer when the service asks), and

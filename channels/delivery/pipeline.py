@@ -60,10 +60,10 @@ from channels.delivery.outbox import Outbox
 from channels.delivery.text import clean_inbound, clean_text
 from channels.types import Channel, HandlingFailed, InboundMessage, OutboundMessage, Reply
 from channels.typing_indicator import TypingIndicator
+from runtime.tasks import stop_task, wait_event
 from storage import collections as c
 from storage.coalesce import BOOKKEEPING_LINGER, GroupCommit, insert_each, set_all
 from storage.collections import inbox_key
-from storage.tasks import stop_task, wait_event
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]

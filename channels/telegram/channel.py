@@ -21,7 +21,7 @@ import json
 import logging
 import secrets
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from telegram import Bot, BotCommand, Update
@@ -39,8 +39,9 @@ from channels.telegram.outbound import TelegramSender, retry_after_seconds
 from channels.telegram.request import AiohttpRequest
 from channels.types import InboundSink
 from channels.webhook_body import READ_TIMEOUT, BodyRefused, read_body
-from storage.backoff import Backoff
-from storage.tasks import stop_task
+from runtime.backoff import Backoff
+from runtime.clock import utcnow
+from runtime.tasks import stop_task
 
 if TYPE_CHECKING:  # aiohttp.web loads with the HTTP server, after the first long poll
     from aiohttp import web
@@ -60,10 +61,6 @@ DEFAULT_COMMANDS: tuple[tuple[str, str], ...] = (
     ("status", "What is running"),
     ("reset", "Start a new conversation"),
 )
-
-
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 REDACTED_LOGGERS = ("telegram.Bot", "telegram.BaseRequest", "telegram.AiohttpRequest", "httpx")
@@ -136,7 +133,7 @@ class TelegramChannel(TelegramSender):
         *,
         poll_timeout: int = 30,
         backoff: Backoff = POLL_BACKOFF,
-        clock: Callable[[], datetime] = _utcnow,
+        clock: Callable[[], datetime] = utcnow,
         pool_size: int = 8,
         read_timeout: float = READ_TIMEOUT,
         media_max_bytes: int = DEFAULT_MAX_BYTES,

@@ -20,7 +20,7 @@ import logging
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,8 @@ from channels.whatsapp.events import (
     phone_of,
     phone_to_jid,
 )
-from storage.backoff import Backoff
+from runtime.backoff import Backoff
+from runtime.clock import Clock, utcnow
 from storage.repos.whatsapp_permissions import normalise_phone
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,6 @@ ClientFactory = Callable[[str], Any]
 GroupCheck = Callable[[str], Awaitable[bool]]
 Notify = Callable[[str, str], Awaitable[None]]
 """(kind, text): kind is ``disconnected``, ``logged_out`` or ``unlinked``."""
-Clock = Callable[[], datetime]
 Sleep = Callable[[float], Awaitable[None]]
 
 RECONNECT_BACKOFF = Backoff(first=1.0, cap=300.0)
@@ -78,10 +78,6 @@ def _neonize_events() -> dict[str, Any]:
     }
 
 
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
 def to_jid(chat_id: str) -> str | None:
     """A chat id as stored (JID string) or an E.164 number -> JID string."""
     if "@" in chat_id:
@@ -100,7 +96,7 @@ class WhatsAppChannel:
         client_factory: ClientFactory = neonize_client,
         group_allowed: GroupCheck | None = None,
         notify: Notify | None = None,
-        clock: Clock = _utcnow,
+        clock: Clock = utcnow,
         sleep: Sleep = asyncio.sleep,
         backoff: Backoff = RECONNECT_BACKOFF,
         notice_after: timedelta = NOTICE_AFTER,

@@ -18,6 +18,7 @@ from typing import Any
 from pymongo import ReturnDocument, UpdateOne
 from pymongo.asynchronous.database import AsyncDatabase
 
+from runtime.clock import Clock
 from scheduler.backlog import window
 from scheduler.cron.expression import CronError, next_fires, validate_timezone
 from scheduler.cron.job import (
@@ -48,7 +49,6 @@ from storage.ejson import aware
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
-Clock = Callable[[], datetime]
 Listener = Callable[[str], Awaitable[None]]
 
 

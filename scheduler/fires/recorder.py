@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from runtime.backoff import Backoff
+from runtime.clock import Clock
 from scheduler.cron.job import CronJob
 from scheduler.fires.records import (
     FAILED,
@@ -43,12 +45,10 @@ from scheduler.fires.records import (
     Trigger,
     lost_doc,
 )
-from storage.backoff import Backoff
 from storage.retry import unreachable
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
-Clock = Callable[[], datetime]
 RETRY_BACKOFF = Backoff(first=30.0, cap=240.0, retries=4)
 """From a failed try to the next: 30, 60, 120, 240 s; each must also start inside the
 fire's grace window."""

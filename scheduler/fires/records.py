@@ -48,10 +48,10 @@ from bson import ObjectId
 from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 
+from runtime.tasks import stop_task
 from storage import collections as c
 from storage import retry
 from storage.ejson import aware
-from storage.tasks import stop_task
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]

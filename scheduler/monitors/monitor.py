@@ -8,7 +8,7 @@ Why a check failed is ours, or what the site sent (``HTTP/1.1 2OO <anything>``):
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -19,7 +19,6 @@ from scheduler.monitors.news import Damping, Word
 from storage.outside import Outside
 
 Doc = dict[str, Any]
-Clock = Callable[[], datetime]
 Kind = Literal["http", "heartbeat"]
 State = Literal["new", "up", "down"]
 COLLECTION = "monitors"

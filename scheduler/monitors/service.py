@@ -48,11 +48,12 @@ from typing import Any
 
 import aiohttp
 
+from runtime.clock import Clock
+from runtime.tasks import stop_task, wait_event
 from scheduler.monitors.check import check_http, down_for_text
-from scheduler.monitors.monitor import Clock, Monitor, Reason, stored_time, token_key
+from scheduler.monitors.monitor import Monitor, Reason, stored_time, token_key
 from scheduler.monitors.news import Word, flap_text, news, recent
 from scheduler.monitors.store import MonitorStore
-from storage.tasks import stop_task, wait_event
 
 log = logging.getLogger(__name__)
 

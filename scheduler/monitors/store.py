@@ -18,13 +18,13 @@ from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
+from runtime.clock import Clock
 from scheduler.monitors.monitor import (
     COLLECTION,
     HEARTBEAT_FIELDS,
     HTTP_FIELDS,
     KINDS,
     SLOT_ATTEMPTS,
-    Clock,
     Doc,
     Monitor,
     MonitorError,

@@ -23,6 +23,7 @@ from zoneinfo import ZoneInfo
 
 from pymongo.asynchronous.database import AsyncDatabase
 
+from runtime.clock import Clock
 from scheduler.pulse.grid import (
     DEFAULT_QUIET,
     PulseConfigError,
@@ -39,7 +40,6 @@ from storage.ejson import aware
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
-Clock = Callable[[], datetime]
 Listener = Callable[[], Awaitable[None]]
 PULSE_ID = "pulse"
 NOTES_LIMIT = 2_000

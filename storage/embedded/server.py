@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from storage.heap import freeze_heap
+from runtime.heap import freeze_heap
 
 BUSY_EXIT = 75  # EX_TEMPFAIL
 PR_SET_PDEATHSIG = 1
@@ -45,7 +45,7 @@ PIPELINE_DOCS = 200_000
 """Documents one aggregation stage may hold (SecantusDB's default: 5,000,000), with the
 heap capped (``--memory-mb``)."""
 FREEZE_AFTER = 2.0
-"""Seconds after start before the heap is frozen (``storage.heap``)."""
+"""Seconds after start before the heap is frozen (``runtime.heap``)."""
 KNOCK_EVERY = 0.05
 """Seconds between the connections that wake the accept thread at stop."""
 DRAIN_LIMIT = 1.0

@@ -15,10 +15,11 @@ from bson import ObjectId
 from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 
+from runtime.clock import utcnow
 from storage import collections as c
 from storage import retry
 from storage.coalesce import GroupCommit, GroupLoad, TtlCache, insert_groups
-from storage.ejson import aware, utcnow
+from storage.ejson import aware
 
 Doc = dict[str, Any]
 MEMORY_LIMIT = 4_000

@@ -26,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -34,10 +33,10 @@ from typing import Any, Literal
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
+from runtime.clock import Clock
 from storage import collections as c
 
 Doc = dict[str, Any]
-Clock = Callable[[], datetime]
 CODE_TTL = timedelta(minutes=10)
 MAX_PENDING = 3
 SHOW_EVERY = timedelta(minutes=1)

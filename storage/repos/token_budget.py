@@ -19,7 +19,7 @@ when it matters). ``until`` is the latest of its process's reservations, so a li
 process's is never past while its calls are within their time; a call that outlived it
 settles as a call without a reservation.
 
-What the day is and when it closes, and what the numbers mean: ``agent.llm.budget``.
+What the day is and when it closes, and what the numbers mean: ``agent.spend.budget``.
 """
 
 from __future__ import annotations

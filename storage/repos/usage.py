@@ -11,10 +11,10 @@ at most those few seconds of counts, never an exchange.
 
 Counts with no model named (and those written before models were recorded) stay in
 ``<day>:<kind>`` and read as model ``""`` (priced as an unknown model). Other
-``<day>:...`` documents without a known ``kind`` (the budget's notices, ``agent.llm.budget``) are
+``<day>:...`` documents without a known ``kind`` (the budget's notices, ``agent.spend.budget``) are
 not counts and are skipped.
 
-The daily cap on them and what they cost: ``agent.llm.budget``.
+The daily cap on them and what they cost: ``agent.spend.budget``.
 """
 
 from __future__ import annotations

@@ -27,7 +27,8 @@ from agent.app.application import App
 from agent.app.core import build_app
 from agent.app.features.alerts import AlertingOptions, alerting
 from agent.app.features.scheduling import SchedulingOptions, scheduling
-from agent.llm.budget import (
+from agent.llm.openai.model import OpenAIModel
+from agent.spend.prices import (
     DEFAULT_PRICE,
     PriceError,
     PriceTable,
@@ -36,7 +37,6 @@ from agent.llm.budget import (
     save_prices,
     usd,
 )
-from agent.llm.openai.model import OpenAIModel
 from storage.repos.usage import DayUsage
 from tests.conftest import make_settings
 from tests.fakes.channel import RecordingChannel

@@ -20,7 +20,8 @@ from zoneinfo import ZoneInfo
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
-from agent.llm.budget import (
+from agent.llm.types import ModelMessage, TextPart, ToolSpec
+from agent.spend.budget import (
     MIN_DAY,
     RESERVATION_TTL,
     BudgetView,
@@ -30,7 +31,6 @@ from agent.llm.budget import (
     request_bound,
     reservation_ttl,
 )
-from agent.llm.types import ModelMessage, TextPart, ToolSpec
 from storage.repos.token_budget import Ledger
 from storage.repos.usage import UsageLog
 from tests.agent.test_budget import NOW, OWNER_TG, SPENT, SPENT_TITLE, WARNED, _drop, rig

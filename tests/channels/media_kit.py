@@ -24,7 +24,7 @@ from channels.delivery.media import MediaCaps, MediaFetcher, MediaStore
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
 from channels.types import Channel
-from storage.backoff import Backoff
+from runtime.backoff import Backoff
 
 Doc = dict[str, Any]
 Db = AsyncDatabase[Doc]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import aiohttp
@@ -21,7 +21,8 @@ from agent.tools.catalog import ToolCatalog
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
 from channels.telegram import TelegramChannel
-from storage.backoff import Backoff
+from runtime.backoff import Backoff
+from runtime.clock import utcnow
 from tests.conftest import make_settings
 from tests.fakes.fixtures import fake
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
@@ -43,10 +44,6 @@ def _catalog() -> ToolCatalog:
         return core_catalog()
     except ImportError:  # agent.tools.db is not written yet
         return ToolCatalog()
-
-
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass
@@ -75,7 +72,7 @@ async def build(
     async def make(
         model: ModelClient,
         *,
-        clock: Callable[[], datetime] = _utcnow,
+        clock: Callable[[], datetime] = utcnow,
         webhook: bool = False,
         poll_timeout: int = 1,
         wrap: Callable[[Any], Any] = lambda sink: sink,

@@ -23,7 +23,7 @@ from channels.types import (
     SendError,
     SendResult,
 )
-from storage.backoff import Backoff
+from runtime.backoff import Backoff
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.commands import Commands
 from tests.fakes.fixtures import watched

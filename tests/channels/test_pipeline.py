@@ -12,7 +12,7 @@ from channels.delivery.envelope import Envelope
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
 from channels.types import InboundMessage, OutboundMessage, Reply, SendError
-from storage.backoff import Backoff
+from runtime.backoff import Backoff
 from storage.collections import inbox_key
 from tests.fakes.channel import RecordingChannel
 from tests.waiting import until, until_async, waiting_in

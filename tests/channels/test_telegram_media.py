@@ -14,7 +14,7 @@ import pytest
 
 from channels.delivery.media import MediaCaps
 from channels.telegram import TelegramChannel
-from storage.backoff import Backoff
+from runtime.backoff import Backoff
 from tests.channels.media_kit import (
     CrashAfterPut,
     Db,

@@ -12,7 +12,7 @@ import pytest
 
 from channels.telegram import TelegramChannel
 from channels.types import InboundMessage
-from storage.backoff import Backoff
+from runtime.backoff import Backoff
 from tests.fakes.fixtures import fake
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
 from tests.waiting import until

@@ -29,6 +29,7 @@ from agent.app.core import build_app
 from agent.app.features.scheduling import SchedulingOptions, scheduling
 from agent.llm.types import ModelMessage, ModelResponse, ToolSpec
 from agent.owner import OwnerSettings
+from runtime.backoff import Backoff
 from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
 from scheduler.engine import Engine
@@ -36,7 +37,6 @@ from scheduler.fires.claims import LeaseStore
 from scheduler.fires.recorder import RunRecorder, RunTicket, Skip
 from scheduler.fires.records import Outcome, RunStore, Trigger
 from scheduler.pulse.store import PulseStore
-from storage.backoff import Backoff
 from tests.conftest import make_settings
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import FakeClock

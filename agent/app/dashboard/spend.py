@@ -1,9 +1,9 @@
 """Spend: ``GET /spend``, input and output tokens per day for 30 days, by chat, cron and
 pulse, as two stacked bar charts (inline SVG) with totals and a table of every day, and
-what they cost in USD by model (``agent.llm.budget``: list prices, the owner's overrides;
+what they cost in USD by model (``agent.spend.budget``: list prices, the owner's overrides;
 a model missing from the table is priced by the default and marked estimated, ``~``).
 
-Read from ``usage`` (``agent.llm.budget``): at most 90 small documents for the month.
+Read from ``usage`` (``agent.spend.budget``): at most 90 small documents for the month.
 ``spend_table`` turns the counts into one row per day (days with no tokens included,
 as zeros) and totals; the table of days folds each stretch without spend into one line
 (``folded``); ``spend_svg`` draws one stacked bar per day as inline SVG
@@ -22,7 +22,7 @@ from aiohttp import web
 from markupsafe import Markup, escape
 
 from agent.app.dashboard.context import Dashboard
-from agent.llm.budget import (
+from agent.spend.prices import (
     DEFAULT_PRICE,
     MAX_MODEL_CHARS,
     MAX_PRICE_CHARS,

@@ -21,7 +21,7 @@ from agent.alerts.router import AlertRouter
 from agent.alerts.store import AlertError
 from agent.app.application import Feature, FeatureContext, Parts, Route, Services
 from agent.config import Settings
-from agent.context import Clock, RunContext
+from agent.context import RunContext
 from agent.conversation.alert_replies import AlertReplies, alert_prompt_section, reply_words_section
 from agent.conversation.dispatch import Command
 from agent.conversation.prompt import changing
@@ -29,6 +29,7 @@ from agent.tools.alerts import MANAGE_ALERTS, RAISE_ALERT
 from agent.tools.catalog import always
 from channels.types import InboundMessage, Reply
 from channels.webhook_body import BodyRefused, read_json_object
+from runtime.clock import Clock
 from storage.outside import Outside
 from storage.repos.sms_budget import take_sms
 

@@ -11,7 +11,7 @@ from typing import Any
 from agent.app.application import FeatureContext, Parts
 from agent.config import Settings
 from agent.conversation.pairing import REFRESH_EVERY, Pairing
-from storage.tasks import stop_task, wait_event
+from runtime.tasks import stop_task, wait_event
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from agent.app.application import App, Core, Feature, FeatureContext, Parts, Scheduling, Services
 from agent.config import Settings
-from agent.context import Clock, RunContext
+from agent.context import RunContext
 from agent.conversation.prompt import changing
 from agent.owner import OwnerPrefs, OwnerSettings
 from agent.runs.runner import Runner, RunnerConfig
@@ -31,6 +31,7 @@ from agent.tools.cron import MANAGE_CRONJOB
 from agent.tools.pulse import MANAGE_PULSE
 from agent.tools.send import SEND_MESSAGE, any_sender_running
 from channels.types import InboundMessage, Reply
+from runtime.clock import Clock
 from scheduler.cron.job import CronJob, JobLimits
 from scheduler.cron.service import CronService
 from scheduler.engine import AlreadyRunning, Engine, EngineConfig

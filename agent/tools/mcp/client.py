@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from agent.tools.mcp import McpTool, describe
 from agent.tools.mcp.config import ServerConfig, StdioServer
-from storage.backoff import Backoff
+from runtime.backoff import Backoff
 
 if TYPE_CHECKING:  # the SDK (~1.4 s to import) loads only when a server is configured
     from mcp import ClientSession

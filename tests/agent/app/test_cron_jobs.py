@@ -16,7 +16,7 @@ from agent.cli.upcoming import print_schedule
 from agent.llm.types import ModelMessage
 from channels.delivery.envelope import Envelope
 from channels.telegram import TelegramChannel
-from storage.backoff import Backoff
+from runtime.backoff import Backoff
 from tests.contexts import owner_ctx
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import BERLIN, FakeClock

@@ -24,7 +24,7 @@ from agent.conversation.dispatch import refusal
 from agent.conversation.pairing import busy_text
 from agent.owner import owner_address
 from channels.telegram import TelegramChannel
-from storage.backoff import Backoff
+from runtime.backoff import Backoff
 from tests.conftest import make_settings
 from tests.fakes.clock import FakeClock
 from tests.fakes.fixtures import fake

@@ -23,8 +23,8 @@ from agent.app.application import Feature, FeatureContext, Parts
 from agent.app.core import build_app
 from agent.config import Settings
 from channels.telegram import TelegramChannel
+from runtime.backoff import Backoff
 from storage import collections as c
-from storage.backoff import Backoff
 from tests.conftest import make_settings
 from tests.fakes.clock import FakeClock
 from tests.fakes.fixtures import fake

@@ -20,8 +20,8 @@ from agent.app.shutdown import Shutdown
 from agent.config import Settings
 from agent.llm.types import ModelMessage, ModelResponse, ToolSpec
 from channels.telegram import TelegramChannel
+from runtime.backoff import Backoff
 from storage import collections as c
-from storage.backoff import Backoff
 from tests.conftest import make_settings
 from tests.fakes.clock import FakeClock
 from tests.fakes.fixtures import fake

@@ -13,7 +13,7 @@ import pytest
 from agent.tools.mcp import session  # noqa: F401  (the SDK loaded: timings are the servers')
 from agent.tools.mcp.client import McpServers
 from agent.tools.mcp.config import StdioServer
-from storage.backoff import Backoff
+from runtime.backoff import Backoff
 from tests.fakes.mcp_kit import Gate, http_server, our_server_processes, stdio_server
 from tests.waiting import WATCHDOG, until
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
-from agent.llm.budget import (
+from agent.spend.prices import (
     MAX_MODEL_CHARS,
     MAX_PRICED_MODELS,
     PRICES_ID,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent.app.application import App
-from agent.llm.budget import Price, load_prices, save_prices
+from agent.spend.prices import Price, load_prices, save_prices
 from channels.delivery.envelope import Envelope
 from tests.agent.app.dashboard.pages_kit import AUTH, NOW, client_of, csrf_of, dash_app, page
 from tests.fakes.clock import FakeClock

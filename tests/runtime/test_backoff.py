@@ -6,7 +6,7 @@ from random import Random
 
 import pytest
 
-from storage.backoff import Backoff
+from runtime.backoff import Backoff
 
 
 def never() -> float:

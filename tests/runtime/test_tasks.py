@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from agent.alerts.router import AlertRouter
-from storage.tasks import stop_task, wait_event
+from runtime.tasks import stop_task, wait_event
 from tests.fakes.alert_app import alert_app
 from tests.waiting import until
 
@@ -81,7 +81,7 @@ async def test_a_task_that_refuses_to_stop_is_left_behind_with_its_place_logged(
 
     task = asyncio.create_task(stubborn(), name="stubborn")
     await asyncio.sleep(0)
-    with caplog.at_level(logging.ERROR, logger="storage.tasks"):
+    with caplog.at_level(logging.ERROR, logger="runtime.tasks"):
         async with asyncio.timeout(30):  # watchdog: the task never stops, stop_task must
             await stop_task(task, grace=0.2)
     assert "stubborn did not stop" in caplog.text and "test_tasks.py" in caplog.text

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from storage.heap import freeze_heap
+from runtime.heap import freeze_heap
 
 
 class Node:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import uvloop
 
-from agent.cli import main as event_loop
+from runtime import loop as event_loop
 from tests.agent.cli.procs import free_port, run_env
 
 
