@@ -23,9 +23,7 @@ from tests.scheduling_kit import call_tool, parts_of, scheduled_app, tool_call, 
 FRIDAY_EVENING = datetime(2026, 3, 6, 18, 0, tzinfo=BERLIN)
 
 
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(FRIDAY_EVENING)
+pytestmark = pytest.mark.clock(FRIDAY_EVENING)
 
 
 def _app(
