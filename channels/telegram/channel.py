@@ -39,7 +39,7 @@ from channels.telegram.outbound import TelegramSender, retry_after_seconds
 from channels.telegram.request import AiohttpRequest
 from channels.types import InboundSink
 from channels.webhook_body import READ_TIMEOUT, BodyRefused, read_body
-from runtime.backoff import Backoff
+from runtime.backoff import Backoff, Pauses
 from runtime.clock import utcnow
 from runtime.tasks import stop_task
 
@@ -97,24 +97,6 @@ class TokenRedactor(logging.Filter):
     def detach(self) -> None:
         for name in REDACTED_LOGGERS:
             logging.getLogger(name).removeFilter(self)
-
-
-class Pauses:
-    """One loop's failures in a row: each sleeps the policy's next wait; a success
-    starts it over."""
-
-    def __init__(self, policy: Backoff) -> None:
-        self._policy = policy
-        self._failures = 0
-        self.upcoming = policy.delay(1)
-
-    def reset(self) -> None:
-        self._failures, self.upcoming = 0, self._policy.delay(1)
-
-    async def sleep(self) -> None:
-        delay, self._failures = self.upcoming, self._failures + 1
-        self.upcoming = self._policy.delay(self._failures + 1)
-        await asyncio.sleep(delay)
 
 
 class TelegramChannel(TelegramSender):
