@@ -16,6 +16,11 @@ Calls: ``POST /2010-04-01/Accounts/{sid}/Calls.json`` records ``To``, ``From``, 
 inline ``Twiml`` and ``StatusCallback`` (``calls``) and answers 201 with a call
 resource (``sid`` ``CA...``, ``status`` ``queued``); its failures are scripted apart
 from the messages' with ``push_call(Answer(...))``.
+
+The account: ``GET /2010-04-01/Accounts/{sid}.json`` answers the account resource
+(``status`` from ``account_status``) to the account's basic auth, 401 (code 20003)
+otherwise; ``GET .../IncomingPhoneNumbers.json?PhoneNumber=`` lists those of
+``numbers`` that match, as Twilio's list resource ``incoming_phone_numbers``.
 """
 
 from __future__ import annotations
@@ -81,6 +86,9 @@ class FakeTwilio(ScriptedServer):
         self.media_requests: list[tuple[str, bool]] = []
         """(path, whether it carried the account's basic auth), media and CDN alike."""
         self.cdn_base: str | None = None
+        self.account_status = "active"
+        self.numbers: set[str] = {"+15550001111"}
+        """The account's own phone numbers (``IncomingPhoneNumbers``)."""
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/2010-04-01/Accounts/{sid}/Messages.json", self._messages)
@@ -88,6 +96,29 @@ class FakeTwilio(ScriptedServer):
         media = "/2010-04-01/Accounts/{sid}/Messages/{msid}/Media/{media_sid}"
         app.router.add_get(media, self._media)
         app.router.add_get("/cdn/{media_sid}", self._cdn)
+        app.router.add_get("/2010-04-01/Accounts/{sid}.json", self._account)
+        numbers = "/2010-04-01/Accounts/{sid}/IncomingPhoneNumbers.json"
+        app.router.add_get(numbers, self._numbers)
+
+    def _refused(self) -> web.Response:
+        return web.json_response(twilio_error(401, 20003, "Authenticate").body, status=401)
+
+    async def _account(self, request: web.Request) -> web.Response:
+        if not self._authorized(request) or request.match_info["sid"] != self.account_sid:
+            return self._refused()
+        sid = self.account_sid
+        return web.json_response(
+            {"sid": sid, "friendly_name": "My first account", "status": self.account_status,
+             "type": "Full", "uri": f"/2010-04-01/Accounts/{sid}.json"}
+        )  # fmt: skip
+
+    async def _numbers(self, request: web.Request) -> web.Response:
+        if not self._authorized(request) or request.match_info["sid"] != self.account_sid:
+            return self._refused()
+        wanted = request.query.get("PhoneNumber")
+        owned = sorted(n for n in self.numbers if wanted in (None, n))
+        rows = [{"sid": f"PN{i:032d}", "phone_number": n} for i, n in enumerate(owned)]
+        return web.json_response({"incoming_phone_numbers": rows, "page": 0, "page_size": 50})
 
     def add_media(self, data: bytes, content_type: str, message_sid: str = "MM1") -> str:
         """Host ``data``; returns its ``MediaUrl``."""
