@@ -11,6 +11,7 @@ from agent.context import RunContext
 from agent.tools import held
 from agent.tools.base import Tool, Toolset
 from agent.tools.db import DB_QUERY
+from agent.tools.fetch import FETCH_URL
 from agent.tools.mcp.tools import mcp_ready, mcp_tools
 from agent.tools.memory import SAVE_MEMORY, UPDATE_DB_SCHEMA
 from agent.tools.settings import MANAGE_SETTINGS
@@ -102,6 +103,7 @@ def core_catalog(offers: Iterable[Offer] = ()) -> ToolCatalog:
         (UPDATE_DB_SCHEMA, always),
         (DB_QUERY, always),
         (WEB_SEARCH, lambda ctx: ctx.deps.settings.brave_api_key is not None),
+        (FETCH_URL, always),
         (MANAGE_SETTINGS, settings_offered),
     ]
     return ToolCatalog([*core, *offers], sources=[(mcp_tools, mcp_ready)])
