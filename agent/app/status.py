@@ -15,6 +15,7 @@ from agent.context import AgentDeps, RunContext
 from agent.conversation.dispatch import Command
 from agent.spend.budget import RAISE_HINT
 from agent.spend.prices import Cost, load_prices, shown
+from agent.spend.report import priced
 from channels.delivery.outbox import Outbox
 from channels.types import Channel, InboundMessage, Reply
 
@@ -106,8 +107,7 @@ def budget_section(deps: AgentDeps) -> StatusSection:
     async def section() -> dict[str, Any]:
         view = await deps.budget.view()
         counts = [c for c in await deps.usage.since(view.day) if c.day == view.day]
-        prices = await load_prices(deps.db)
-        cost = prices.total(counts)
+        cost, estimated = priced(counts, await load_prices(deps.db))
         return {
             "budget": {
                 "day": view.day.isoformat(),
@@ -117,9 +117,7 @@ def budget_section(deps: AgentDeps) -> StatusSection:
                 "resets_at": view.resets_at.isoformat(),
                 "timezone": deps.owner.tz.key,
                 "usd": round(cost.usd, 6),
-                "estimated": sorted(
-                    {c.model or "(unknown)" for c in counts if prices.price_of(c.model)[1]}
-                ),
+                "estimated": list(estimated),
             }
         }
 

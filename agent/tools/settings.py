@@ -35,6 +35,7 @@ from agent.owner import (
     owner_chat,
     unreachable,
 )
+from agent.spend.report import spend_report
 from agent.tools.base import Tool, ToolError, ToolResult
 from scheduler.cron.job import CronJob
 from scheduler.pulse.grid import in_quiet_hours
@@ -195,7 +196,10 @@ async def _manage(args: SettingsArgs, ctx: RunContext) -> ToolResult:
     owner = owner_settings(ctx)
     policy = await load_policy(ctx.deps.db)  # the routing default under the owner's wait
     if args.action == "get":
-        return settings_view(await owner.load(), owner, policy, ctx)
+        view = settings_view(await owner.load(), owner, policy, ctx)
+        deps = ctx.deps
+        view["spend"] = (await spend_report(deps.budget, deps.usage, deps.db)).as_result()
+        return view
     asked = {field: getattr(args, field) is not None for field in FIELDS}
     if not any(asked.values()):
         raise ToolError(f"update needs one or more of {', '.join(FIELDS)}")
@@ -230,7 +234,8 @@ async def _manage(args: SettingsArgs, ctx: RunContext) -> ToolResult:
 MANAGE_SETTINGS: Tool[Any] = Tool(
     name="manage_settings",
     description=(  # what each setting does is in the replies: every turn pays for this
-        "The owner's settings; replies explain them. update: any of quiet_hours (HH:MM, at "
+        "The owner's settings; replies explain them (get: also today's spend). update: any "
+        "of quiet_hours (HH:MM, at "
         f"most {MAX_QUIET_WINDOWS}; [] = off), timezone (IANA), primary_channel, "
         "warning_sms_after_minutes (0 = warnings never by SMS)."
     ),
