@@ -60,12 +60,14 @@ async def assemble(
     routes: Sequence[Route],
     exclusive_transports: bool,
     shutdown: Shutdown,
+    cli: str,
 ) -> App:
     """The agent, its dispatcher and every feature, on the started core.
 
     ``stack`` takes what stops before the channels (the features); ``late`` what
     must outlive the pipeline's last handler (the HTTP client, the usage counts).
     ``shutdown``: the stop's deadline, which ``stack`` keeps to (kept on the app).
+    ``cli``: how the owner runs the command line, as the pairing hints name it.
     """
     http = await late.enter_async_context(aiohttp.ClientSession())
     owner = OwnerSettings(database.db, clock, settings.timezone)
@@ -73,7 +75,7 @@ async def assemble(
     images = ImageDecoder()  # one photo decoded at a time, whatever the number of chats
     late.callback(images.close)
     # Paired owners known before the dispatcher handles a message from one.
-    pairing = Pairing(PairingStore(database.db, clock), settings)
+    pairing = Pairing(PairingStore(database.db, clock), settings, cli=cli)
     await pairing.refresh()
     services = Services()
     every: list[Parts] = []

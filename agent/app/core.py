@@ -102,6 +102,7 @@ async def build_app(
     exclusive_transports: bool = True,
     embedded: EmbeddedServer | None = None,
     shutdown: Shutdown | None = None,
+    cli: str = "watchkeeper",
 ) -> AsyncIterator[App]:
     """Start the channels, the database, the pipeline and the agent; stop in reverse.
 
@@ -109,7 +110,9 @@ async def build_app(
     (``watchkeeper run`` launches it before its slow imports).
     ``shutdown``: the stop's shared deadline (``agent.app.shutdown``), kept on the app
     so the HTTP server's stop shares it; the database closes after it, within its own
-    bounds, so a database that does not answer cannot hold the stop."""
+    bounds, so a database that does not answer cannot hold the stop.
+    ``cli``: how the owner runs the command line (``watchkeeper pair CODE``), as the
+    hints in the log and to a Telegram stranger name it; the CLI passes its own."""
     note = on_part or (lambda text: log.info("%s", text))
     clock = clock or utcnow  # the system clock (agent.context's, without its imports)
     shutdown = shutdown or Shutdown()
@@ -210,6 +213,7 @@ async def build_app(
             routes=[route for _channel, routes in parts for route in routes],
             exclusive_transports=exclusive_transports,
             shutdown=shutdown,
+            cli=cli,
         )
         handler.set_result(app.dispatcher.handle)
         # The parts' tasks take their first step (WhatsApp's supervisor: connect) before

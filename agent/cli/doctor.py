@@ -28,7 +28,8 @@ from typing import Any
 import aiohttp
 from pymongo.asynchronous.database import AsyncDatabase
 
-from agent.config import ConfigError, Provider, SdkMissing, Settings, cli_command, ensure_data_dir
+from agent.cli.command import cli_command
+from agent.config import ConfigError, Provider, SdkMissing, Settings, ensure_data_dir
 from agent.llm.factory import provider_key
 from agent.tools.mcp.client import McpServers, ServerStatus
 from agent.tools.mcp.config import (

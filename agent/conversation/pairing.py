@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from agent.config import Settings, cli_command
+from agent.config import Settings
 from channels.types import InboundMessage, Reply
 from storage.repos.pairing import (
     CODE_TTL,
@@ -36,8 +36,12 @@ REFRESH_EVERY = timedelta(seconds=30)
 and deliveries go to the first owner)."""
 
 
-def code_text(code: str, cli: str = "watchkeeper") -> str:
-    """``cli``: how this install's command line is run (``agent.config.cli_command``)."""
+CLI = "watchkeeper"
+"""How the hints name the command line when the app is not told (``build_app``'s ``cli``)."""
+
+
+def code_text(code: str, cli: str = CLI) -> str:
+    """``cli``: how this install's command line is run (``agent.cli.command``)."""
     minutes = int(CODE_TTL.total_seconds() // 60)
     return (
         "Hello! This assistant has no owner yet. To become its owner, run this where it "
@@ -46,7 +50,7 @@ def code_text(code: str, cli: str = "watchkeeper") -> str:
     )
 
 
-def busy_text(cli: str = "watchkeeper") -> str:
+def busy_text(cli: str = CLI) -> str:
     return (
         "Hello! This assistant has no owner yet and other pairing requests are waiting. "
         "Try again in a few minutes. Your message was not read. If you are setting it up: "
@@ -58,12 +62,12 @@ WELCOME = "You are now the owner of this assistant. Write to me any time; /help 
 
 
 class Pairing:
-    def __init__(self, store: PairingStore, settings: Settings, *, cli: str | None = None) -> None:
-        """``cli``: how this install's command line is run, as the hints name it
-        (default ``agent.config.cli_command()``)."""
+    def __init__(self, store: PairingStore, settings: Settings, *, cli: str = CLI) -> None:
+        """``cli``: how this install's command line is run, as the hints name it (the
+        CLI works it out: ``agent.cli.command``)."""
         self.store = store
         self._settings = settings
-        self.cli = cli_command() if cli is None else cli
+        self.cli = cli
 
     async def refresh(self) -> list[PairedOwner]:
         """Load the paired owners into the settings; returns them."""

@@ -88,7 +88,7 @@ def test_the_command_hint_names_what_works_in_this_install(
 ) -> None:
     import sys
 
-    from agent.config import cli_command
+    from agent.cli.command import cli_command
 
     root = Path(__file__).resolve().parents[2]
     ours = Path(sys.executable).parent

@@ -18,8 +18,9 @@ from pymongo.asynchronous.database import AsyncDatabase
 from agent.app.application import App
 from agent.app.core import build_app
 from agent.app.features.pairing import pairing_feature
+from agent.cli.command import cli_command
 from agent.cli.pair import WELCOME, pair
-from agent.config import Settings, cli_command
+from agent.config import Settings
 from agent.conversation.dispatch import refusal
 from agent.conversation.pairing import busy_text
 from agent.owner import owner_address
@@ -57,7 +58,12 @@ def start(fake: FakeTelegram, settings: Settings) -> Start:
     async def run(model: ScriptedModel, clock: Callable[[], datetime]) -> AsyncIterator[App]:
         bot = TelegramChannel(TOKEN, fake.url, poll_timeout=1, backoff=Backoff(first=0.01, cap=0.1))
         async with build_app(
-            settings, model=model, channels=[bot], clock=clock, features=[pairing_feature]
+            settings,
+            model=model,
+            channels=[bot],
+            clock=clock,
+            features=[pairing_feature],
+            cli=cli_command(),  # as `watchkeeper run` passes it
         ) as app:
             yield app
 
