@@ -13,7 +13,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
     Field,
-    PrivateAttr,
     SecretStr,
     ValidationError,
     field_validator,
@@ -93,8 +92,6 @@ class Settings(BaseSettings):
 
     owner_telegram_ids: Annotated[list[int], NoDecode] = Field(default_factory=list)
     owner_phone: str | None = None
-    _paired_telegram_ids: tuple[int, ...] = PrivateAttr(default=())
-    """Owners approved with ``watchkeeper pair``; kept current by ``agent.conversation.pairing``."""
 
     telegram_bot_token: SecretStr | None = None
     telegram_api_base_url: str = "https://api.telegram.org"
@@ -304,15 +301,6 @@ class Settings(BaseSettings):
     @property
     def embedded_db(self) -> bool:
         return self.mongodb_uri is None
-
-    @property
-    def telegram_owner_ids(self) -> list[int]:
-        """Every Telegram owner: ``OWNER_TELEGRAM_IDS``, then those paired in the database."""
-        configured = self.owner_telegram_ids
-        return [*configured, *(i for i in self._paired_telegram_ids if i not in configured)]
-
-    def set_paired_telegram_ids(self, ids: list[int]) -> None:
-        self._paired_telegram_ids = tuple(ids)
 
 
 def check_http_url(value: str) -> str:

@@ -40,7 +40,7 @@ from agent.alerts.store import (
     validate,
 )
 from agent.config import Settings
-from agent.owner import OwnerPrefs, OwnerSettings
+from agent.owner import OwnerPrefs, Owners, OwnerSettings
 from channels.delivery.outbox import Outbox
 from channels.types import Channel
 from runtime.clock import Clock
@@ -65,6 +65,7 @@ class AlertRouter:
         clock: Clock,
         policy: r.RoutingPolicy | None = None,
         owner: OwnerSettings | None = None,
+        owners: Owners | None = None,
     ) -> None:
         self.store = AlertStore(db)
         self._db = db
@@ -72,7 +73,12 @@ class AlertRouter:
         self.owner = owner or OwnerSettings(db, clock, settings.timezone)
         """Quiet hours, timezone and primary chat; a router built alone reads its own."""
         self._pager = Pager(
-            self.store, outbox, channels, settings, lambda: self.sms_per_hour, self.owner
+            self.store,
+            outbox,
+            channels,
+            owners or Owners(settings),  # alone: the settings' owners (the app's: paired too)
+            lambda: self.sms_per_hour,
+            self.owner,
         )
         self._clock = clock
         self.policy = policy or r.RoutingPolicy()

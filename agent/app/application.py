@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # the agent's modules load after the first long poll (``agent
     from agent.conversation.dispatch import Command, Dispatcher, Interceptor, TierResolver
     from agent.conversation.pairing import Pairing
     from agent.conversation.prompt import PromptSection
-    from agent.owner import OwnerSettings
+    from agent.owner import Owners, OwnerSettings
     from agent.runs.runner import Runner
     from agent.tools.catalog import Offer, ToolCatalog
     from channels.delivery.outbox import Outbox
@@ -133,6 +133,8 @@ class FeatureContext:
     clock: Clock
     http: aiohttp.ClientSession
     owner: OwnerSettings
+    owners: Owners
+    """Who the owner is (the settings' and the paired Telegram owners)."""
     pairing: Pairing
     services: Services
     exclusive_transports: bool

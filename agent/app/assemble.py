@@ -28,7 +28,7 @@ from agent.conversation.held_sends import confirming
 from agent.conversation.pairing import Pairing
 from agent.llm.base import ModelClient
 from agent.llm.images import ImageDecoder
-from agent.owner import OwnerSettings
+from agent.owner import Owners, OwnerSettings
 from agent.tools.catalog import core_catalog
 from channels.delivery.media import MediaCaps, MediaFetcher, MediaStore
 from channels.delivery.outbox import Outbox
@@ -75,8 +75,10 @@ async def assemble(
     images = ImageDecoder()  # one photo decoded at a time, whatever the number of chats
     late.callback(images.close)
     # Paired owners known before the dispatcher handles a message from one.
-    pairing = Pairing(PairingStore(database.db, clock), settings, cli=cli)
-    await pairing.refresh()
+    store = PairingStore(database.db, clock)
+    owners = Owners(settings, store)
+    pairing = Pairing(store, owners, cli=cli)
+    await owners.refresh()
     services = Services()
     every: list[Parts] = []
     for feature in features if features is not None else default_features():
@@ -89,6 +91,7 @@ async def assemble(
             clock=clock,
             http=http,
             owner=owner,
+            owners=owners,
             pairing=pairing,
             services=services,
             exclusive_transports=exclusive_transports,
@@ -109,6 +112,7 @@ async def assemble(
         pulse=scheduling.pulse if scheduling is not None else None,
         scheduler=scheduling.engine if scheduling is not None else None,
         owner=owner,
+        owners=owners,
         mcp=services.mcp,
         images=images,
     )

@@ -9,9 +9,10 @@ Strangers can fill the few pending slots; the owner is never kept out by them:
 (``/start CODE`` or the code alone) becomes an owner, whether or not an owner is
 known already.
 
-The paired owners are kept on ``Settings`` (``telegram_owner_ids``), so every place that
-asks who the owner is sees them without a database query: ``refresh`` reloads them at
-start, every ``REFRESH_EVERY`` and whenever an unknown Telegram user writes.
+The paired owners live in the database; ``agent.owner.Owners`` keeps the last read, so
+every place that asks who the owner is sees them without a database query: it reads
+them again at start, every ``REFRESH_EVERY``, after a code is claimed and whenever an
+unknown Telegram user writes (``watchkeeper pair`` runs in another process).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from agent.config import Settings
+from agent.owner import Owners
 from channels.types import InboundMessage, Reply
 from storage.repos.pairing import (
     CODE_TTL,
@@ -62,18 +63,17 @@ WELCOME = "You are now the owner of this assistant. Write to me any time; /help 
 
 
 class Pairing:
-    def __init__(self, store: PairingStore, settings: Settings, *, cli: str = CLI) -> None:
-        """``cli``: how this install's command line is run, as the hints name it (the
-        CLI works it out: ``agent.cli.command``)."""
+    def __init__(self, store: PairingStore, owners: Owners, *, cli: str = CLI) -> None:
+        """``owners``: who is owner, read again here when a code is claimed. ``cli``:
+        how this install's command line is run, as the hints name it (the CLI works it
+        out: ``agent.cli.command``)."""
         self.store = store
-        self._settings = settings
+        self.owners = owners
         self.cli = cli
 
     async def refresh(self) -> list[PairedOwner]:
-        """Load the paired owners into the settings; returns them."""
-        owners = await self.store.owners()
-        self._settings.set_paired_telegram_ids([owner.user_id for owner in owners])
-        return owners
+        """Read the paired owners again (``Owners.refresh``); returns them."""
+        return await self.owners.refresh()
 
     async def offer(self, message: InboundMessage) -> list[Reply] | None:
         """The answer to a Telegram stranger: the welcome when they sent an owner's code
@@ -103,7 +103,7 @@ class Pairing:
                 )
                 return [Reply(WELCOME)]
             log.info("pairing: %s sent a code that is no owner's code", who(user_id, name, handle))
-        if self._settings.telegram_owner_ids:
+        if self.owners.telegram_ids:
             return None
         offer = await self.store.offer(user_id, message.chat_id, name, handle=handle)
         if offer.outcome == "full":

@@ -170,6 +170,7 @@ def alerting(options: AlertingOptions | None = None) -> Feature:
                 ctx.clock,
                 chosen.policy,
                 owner=ctx.owner,
+                owners=ctx.owners,
             )
             await router.start(background=chosen.background)
             try:
