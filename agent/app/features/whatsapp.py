@@ -141,13 +141,12 @@ def make_whatsapp_feature(
             clock=ctx.clock,
             **options,
         )
-        # The pipeline runs before the features: its rule for the channel joins it here.
-        ctx.pipeline.burst_rules["whatsapp"] = burst_rule(settings, burst_seconds)
         await ctx.add_channel(channel)
         log.info("channel: whatsapp (session in %s)", settings.whatsapp_session_path)
         yield Parts(
             tools=tuple((tool, whatsapp_connected) for tool in WHATSAPP_TOOLS),
             resolvers={"whatsapp": make_resolver(settings, permissions)},
+            burst_rules={"whatsapp": burst_rule(settings, burst_seconds)},
             prompt_sections=(permissions_section,),
         )
         await channel.stop()
