@@ -84,7 +84,7 @@ def build_scheduling(
         max_jobs=settings.max_cron_jobs,
         min_interval=timedelta(minutes=settings.min_cron_interval_minutes),
     )
-    jobs = CronService(db, clock, owner.current.timezone, limits)
+    jobs = CronService(db, clock, lambda: owner.current.timezone, limits)
     pulse = PulseStore(db, clock, owner)
 
     async def timezone_changed(old: OwnerPrefs, new: OwnerPrefs) -> None:
