@@ -36,6 +36,7 @@ from pymongo.errors import DuplicateKeyError
 
 from agent.config import Settings
 from runtime.clock import Clock
+from runtime.listeners import Listeners
 from scheduler.cron.expression import CronError, validate_timezone
 from scheduler.pulse.grid import (
     DEFAULT_QUIET,
@@ -318,7 +319,8 @@ class OwnerSettings:
         self._clock = clock
         self.default_timezone = default_timezone
         self.current = OwnerPrefs(timezone=default_timezone, quiet_hours=DEFAULT_QUIET)
-        self.listeners: list[Listener] = []
+        self.listeners: Listeners[Listener] = Listeners()
+        """Told of every change ``update`` stores; fixed once the app is assembled."""
         self._loaded_at: float | None = None
         self._migrated = False
         self._told_truncated = False

@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # the agent's modules load after the first long poll (``agent
     from agent.conversation.dispatch import Command, Dispatcher, Interceptor, TierResolver
     from agent.conversation.pairing import Pairing
     from agent.conversation.prompt import PromptSection
+    from agent.owner import Listener as OwnerListener
     from agent.owner import Owners, OwnerSettings
     from agent.runs.runner import Runner
     from agent.tools.catalog import Offer, ToolCatalog
@@ -118,6 +119,9 @@ class Parts:
     status: tuple[StatusSection, ...] = ()
     """Contributions to ``GET /api/status`` and ``/status``."""
     services: Services = field(default_factory=Services)
+    owner_listeners: tuple[OwnerListener, ...] = ()
+    """Told when the owner's settings change (``manage_settings``); registered as the
+    feature starts, before the features after it."""
     start: Callable[[Core], Awaitable[None]] | None = None
     """What starts once the agent exists (the scheduler's timers); it stops after the
     feature's ``yield``."""

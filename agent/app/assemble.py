@@ -106,6 +106,8 @@ async def assemble(
             exclusive_transports=exclusive_transports,
         )
         parts = await enter_feature(feature, ctx, stack)
+        for listener in parts.owner_listeners:
+            owner.listen(listener)
         services = services.merged(parts.services)
         every.append(parts)
     scheduling = services.scheduling
@@ -175,6 +177,11 @@ async def assemble(
     for parts in every:
         if parts.start is not None:
             await parts.start(core)
+    # Assembled: what listens to the owner's settings, jobs and pulse is fixed now.
+    owner.listeners.freeze()
+    if scheduling is not None:
+        scheduling.jobs.listeners.freeze()
+        scheduling.pulse.listeners.freeze()
     pipeline.start()  # what waits in the intake's queue first, in the order it came
     return App(
         settings,

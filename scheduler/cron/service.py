@@ -19,6 +19,7 @@ from pymongo import ReturnDocument, UpdateOne
 from pymongo.asynchronous.database import AsyncDatabase
 
 from runtime.clock import Clock
+from runtime.listeners import Listeners
 from scheduler.backlog import window
 from scheduler.cron.expression import CronError, next_fires, validate_timezone
 from scheduler.cron.job import (
@@ -68,7 +69,7 @@ class CronService:
         self._default_timezone = default_timezone
         self.limits = limits
         """The scheduling feature passes the settings' limits; direct use has none."""
-        self.listeners: list[Listener] = []
+        self.listeners: Listeners[Listener] = Listeners()
 
     @property
     def default_timezone(self) -> str:

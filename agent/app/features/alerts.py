@@ -201,6 +201,7 @@ def alerting(options: AlertingOptions | None = None) -> Feature:
                     prompt_sections=(reply_words_section, changing(alert_prompt_section)),
                     status=(status_section,),
                     services=Services(alerts=router),
+                    owner_listeners=router.owner_listeners,
                 )
             finally:
                 await router.stop()
