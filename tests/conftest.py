@@ -56,6 +56,7 @@ def pytest_configure(config: pytest.Config) -> None:
             "MCP",
         }:
             del os.environ[name]
+    os.environ.pop("WATCHKEEPER_CLI", None)  # a container's hint: each test sets its own
 
 
 @pytest.fixture(scope="session")

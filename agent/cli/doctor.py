@@ -29,8 +29,9 @@ from typing import Any
 import aiohttp
 from pymongo.asynchronous.database import AsyncDatabase
 
+from agent.cli.command import cli_command
 from agent.cli.run_lock import run_holder
-from agent.config import ConfigError, Provider, SdkMissing, Settings, cli_command, ensure_data_dir
+from agent.config import ConfigError, Provider, SdkMissing, Settings, ensure_data_dir
 from agent.llm.factory import provider_key
 from agent.tools.mcp.client import McpServers, ServerStatus
 from agent.tools.mcp.config import (

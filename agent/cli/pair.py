@@ -14,7 +14,8 @@ import re
 import sys
 from typing import TextIO
 
-from agent.config import Settings, cli_command
+from agent.cli.command import cli_command
+from agent.config import Settings
 from agent.conversation.pairing import WELCOME
 from channels.delivery.outbox import Outbox
 from channels.types import OutboundMessage

@@ -214,7 +214,7 @@ class Runner:
         channel, chat = job.origin_channel, job.origin_chat_id
         if channel not in self.deps.channels:  # the job's chat is not running here
             target = owner_chat(
-                self.deps.settings, self.deps.channels, primary=self.deps.primary_channel
+                self.deps.owners, self.deps.channels, primary=self.deps.primary_channel
             )
             channel, chat = target.channel, target.chat_id
         delivery: Doc = {"channel": channel, "chat_id": chat, "idempotency_key": key}
@@ -229,7 +229,7 @@ class Runner:
 
     def _pulse_tools(self) -> list[str]:
         """The tools a pulse is offered now, so its brief names no other."""
-        target = owner_chat(self.deps.settings, self.deps.channels)
+        target = owner_chat(self.deps.owners, self.deps.channels)
         probe = RunContext(
             deps=self.deps,
             tier="owner",
@@ -266,7 +266,7 @@ class Runner:
 
         async def work(ticket: RunTicket) -> Outcome:
             target = owner_chat(
-                self.deps.settings, self.deps.channels, primary=self.deps.primary_channel
+                self.deps.owners, self.deps.channels, primary=self.deps.primary_channel
             )
             ctx = self._context("pulse", ticket, target.channel, target.chat_id)
             outcome = await self._execute(brief.text, ctx, self.config.pulse_timeout)
@@ -369,9 +369,7 @@ class Runner:
                 log.exception("alert router refused a failure warning; using the chat")
         if not first:
             return
-        target = owner_chat(
-            self.deps.settings, self.deps.channels, primary=self.deps.primary_channel
-        )
+        target = owner_chat(self.deps.owners, self.deps.channels, primary=self.deps.primary_channel)
         await self.deps.outbox.enqueue(
             OutboundMessage(
                 channel=target.channel,

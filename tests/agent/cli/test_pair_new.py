@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
+from agent.cli.command import cli_command
 from agent.cli.pair import WELCOME, pair
-from agent.config import Settings, cli_command
+from agent.config import Settings
 from agent.conversation.dispatch import refusal
 from agent.conversation.pairing import busy_text
 from storage.repos.pairing import PairingStore
