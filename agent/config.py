@@ -294,6 +294,11 @@ class Settings(BaseSettings):
         return ZoneInfo(self.timezone)
 
     @property
+    def timezone_chosen(self) -> bool:
+        """Whether ``TIMEZONE`` was set (else the zone is UTC because nobody chose one)."""
+        return "timezone" in self.model_fields_set
+
+    @property
     def whatsapp_session_path(self) -> Path:
         """The linked WhatsApp session (neonize's SQLite file) inside ``DATA_DIR``."""
         return self.data_dir / "whatsapp.sqlite3"

@@ -190,6 +190,8 @@ class OwnerPrefs:
     warning_sms_after_minutes: int | None = None
     """Minutes an unacknowledged warning waits before its SMS (0: never by SMS); None
     until the owner sets it, when the alert routing's default applies."""
+    zone_stored: bool = False
+    """Whether the owner chose the zone (``manage_settings``); else it is ``TIMEZONE``'s."""
 
     @property
     def tz(self) -> ZoneInfo:
@@ -363,7 +365,8 @@ class OwnerSettings:
                 log.warning("stored quiet_hours ignored: %s", exc)
         if doc.get("timezone"):
             try:
-                prefs = replace(prefs, timezone=check_timezone(str(doc["timezone"])))
+                zone = check_timezone(str(doc["timezone"]))
+                prefs = replace(prefs, timezone=zone, zone_stored=True)
             except SettingsError as exc:
                 log.warning("stored timezone ignored: %s", exc)
         if doc.get("primary_channel"):

@@ -20,7 +20,7 @@ import aiohttp
 from agent.app.application import App, Core, Feature, FeatureContext, Parts, Route, Services
 from agent.app.features import FEATURES
 from agent.app.shutdown import Shutdown
-from agent.app.status import StatusBoard, budget_section, status_command
+from agent.app.status import StatusBoard, budget_section, status_command, zone_section
 from agent.config import Settings
 from agent.context import AgentDeps
 from agent.conversation.agent import Agent
@@ -86,7 +86,10 @@ async def assemble(
     # Paired owners known before the dispatcher handles a message from one.
     store = PairingStore(database.db, clock)
     owners = Owners(settings, store)
-    pairing = Pairing(store, owners, cli=cli)
+    chosen = settings.timezone_chosen
+    pairing = Pairing(
+        store, owners, cli=cli, zone_known=lambda: chosen or owner.current.zone_stored
+    )
     await owners.refresh()
     services = Services()
     every: list[Parts] = []
@@ -138,6 +141,7 @@ async def assemble(
     status_sections = (
         *(section for parts in every for section in parts.status),
         budget_section(deps),
+        zone_section(deps),
     )
     board = StatusBoard(channels, outbox, status_sections)
     commands: dict[str, Command] = {}

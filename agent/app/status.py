@@ -97,7 +97,32 @@ def status_text(data: dict[str, Any], model: str) -> str:
         lines.append(f"Outbox: {outbox['pending']} pending, {outbox['failed']} failed to send")
     if "budget" in data:
         lines.append(budget_line(data["budget"]))
+    if "zone" in data:
+        lines.append(zone_line(data["zone"]))
     return "\n".join(lines)
+
+
+def zone_section(deps: AgentDeps) -> StatusSection:
+    """``zone``: the owner's timezone, and whether anyone chose it (``TIMEZONE`` or
+    ``manage_settings``); until then quiet hours and jobs run on UTC."""
+
+    async def section() -> dict[str, Any]:
+        prefs = await deps.owner.load()
+        chosen = deps.settings.timezone_chosen or prefs.zone_stored
+        windows = (q.as_dict() for q in prefs.quiet_hours)
+        quiet = ", ".join(f"{w['start']}-{w['end']}" for w in windows) or "off"
+        return {"zone": {"timezone": prefs.timezone, "chosen": chosen, "quiet_hours": quiet}}
+
+    return section
+
+
+def zone_line(zone: Mapping[str, Any]) -> str:
+    if zone["chosen"]:
+        return f"Timezone: {zone['timezone']}"
+    return (
+        f"Timezone: {zone['timezone']}, never chosen: quiet hours ({zone['quiet_hours']}) "
+        "are UTC; tell me where you are to change it"
+    )
 
 
 def budget_section(deps: AgentDeps) -> StatusSection:

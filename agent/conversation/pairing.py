@@ -18,6 +18,7 @@ unknown Telegram user writes (``watchkeeper pair`` runs in another process).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import timedelta
 
 from agent.owner import Owners
@@ -60,16 +61,35 @@ def busy_text(cli: str = CLI) -> str:
 
 
 WELCOME = "You are now the owner of this assistant. Write to me any time; /help lists the commands."
+ZONE_QUESTION = (
+    "Where are you? Name a city (or a timezone like Europe/Berlin): quiet hours "
+    "(22:00-07:00) and reminders follow your clock, and until you say, they run on UTC."
+)
+
+
+def welcome(zone_known: bool) -> str:
+    """The greeting of a new owner; it asks where they are while the zone is UTC because
+    nobody chose one."""
+    return WELCOME if zone_known else f"{WELCOME}\n\n{ZONE_QUESTION}"
 
 
 class Pairing:
-    def __init__(self, store: PairingStore, owners: Owners, *, cli: str = CLI) -> None:
+    def __init__(
+        self,
+        store: PairingStore,
+        owners: Owners,
+        *,
+        cli: str = CLI,
+        zone_known: Callable[[], bool] = lambda: True,
+    ) -> None:
         """``owners``: who is owner, read again here when a code is claimed. ``cli``:
         how this install's command line is run, as the hints name it (the CLI works it
-        out: ``agent.cli.command``)."""
+        out: ``agent.cli.command``). ``zone_known``: whether anyone chose the owner's
+        timezone (else the welcome asks where they are)."""
         self.store = store
         self.owners = owners
         self.cli = cli
+        self.zone_known = zone_known
 
     async def refresh(self) -> list[PairedOwner]:
         """Read the paired owners again (``Owners.refresh``); returns them."""
@@ -101,7 +121,7 @@ class Pairing:
                     owner.who(),
                     self.cli,
                 )
-                return [Reply(WELCOME)]
+                return [Reply(welcome(self.zone_known()))]
             log.info("pairing: %s sent a code that is no owner's code", who(user_id, name, handle))
         if self.owners.telegram_ids:
             return None

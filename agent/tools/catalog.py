@@ -80,10 +80,13 @@ def told_of_holding(tools: list[Tool[Any]]) -> list[Tool[Any]]:
     if first is None or not any(t.writes for t in tools):
         return tools
     tool = tools[first]
+    line = held.GUIDANCE
+    if any(t.name == "raise_alert" for t in tools):
+        line += held.OWNER_MAY_ALERT
 
     def guidance(ctx: RunContext) -> str:
         own = tool.guidance_in(ctx).strip()
-        return f"{own} {held.GUIDANCE}" if own else held.GUIDANCE
+        return f"{own} {line}" if own else line
 
     return [*tools[:first], dataclasses.replace(tool, guidance_for=guidance), *tools[first + 1 :]]
 

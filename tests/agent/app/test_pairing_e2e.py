@@ -23,10 +23,11 @@ from agent.app.application import App
 from agent.app.core import build_app
 from agent.app.features.pairing import pairing_feature
 from agent.cli.command import cli_command
-from agent.cli.pair import WELCOME, pair
+from agent.cli.pair import pair
 from agent.config import Settings
 from agent.conversation.dispatch import refusal
 from agent.conversation.pairing import busy_text
+from agent.conversation.pairing import welcome as welcome_text
 from agent.owner import owner_address
 from channels.telegram import TelegramChannel
 from runtime.backoff import Backoff
@@ -122,7 +123,8 @@ async def test_a_newcomer_pairs_and_is_answered_as_the_owner(
         assert await pair(settings, code) == 0
         assert "@ann_new (id 777) is now an owner" in capsys.readouterr().out
         welcome = (await fake.wait_sent(2))[1]  # the running outbox sends the greeting
-        assert (welcome.chat_id, welcome.visible) == (str(NEWCOMER), WELCOME)
+        greeting = welcome_text(zone_known=False)
+        assert (welcome.chat_id, welcome.visible) == (str(NEWCOMER), greeting)
 
         await settle(app, fake, push(fake, NEWCOMER, "what can you do?"))
         assert fake.sent[-1].visible == "Hello, owner."
@@ -171,7 +173,7 @@ async def test_an_owner_paired_in_another_process_is_known_and_settings_stay_as_
         assert done.returncode == 0, done.stderr
         assert "@ann_new (id 777) is now an owner" in done.stdout
         welcome = (await fake.wait_sent(2))[1]  # the running outbox sends the greeting
-        assert welcome.visible == WELCOME
+        assert welcome.visible == welcome_text(zone_known=False)
         await settle(app, fake, push(fake, NEWCOMER, "what can you do?"))
         assert fake.sent[-1].visible == "Hello, owner."
         assert len(model.requests) == 1
