@@ -22,6 +22,7 @@ negative chat id) 20 in the last minute, is refused with 429 and
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import html
 import itertools
@@ -184,8 +185,8 @@ class FakeTelegram:
         self.hang_after_delivery = False  # sendMessage delivers, then never answers
         self.flood: FloodRules | None = None  # keep Telegram's flood limits (429s)
         self.refusals: list[Refusal] = []
-        self._bot_sends: deque[float] = deque()
-        self._chat_sends: dict[str, deque[float]] = {}
+        self._bot_sends: list[float] = []
+        self._chat_sends: dict[str, list[float]] = {}
         self._update_ids = itertools.count(1)
         self._message_ids = itertools.count(1000)
         self._wake = asyncio.Event()
@@ -387,31 +388,32 @@ class FakeTelegram:
 
     def _flooded(self, chat_id: str, now: float) -> tuple[str, float] | None:
         """The limit a message to ``chat_id`` arriving ``now`` would break, and how long
-        until it would not; None when it may go."""
+        until it would not; None when it may go. Arrivals are kept sorted: requests are
+        read concurrently, so they are not always accepted in the order they arrived."""
         rules = self.flood
         if rules is None:
             return None
-        chat = self._chat_sends.get(chat_id, deque())
-        if chat and now - chat[-1] < rules.chat_gap:
-            return "chat", chat[-1] + rules.chat_gap - now
+        chat = self._chat_sends.get(chat_id, [])
+        at = bisect.bisect_right(chat, now)
+        near = [t for t in chat[max(0, at - 1) : at + 1] if abs(now - t) < rules.chat_gap]
+        if near:
+            return "chat", max(near) + rules.chat_gap - now
         if chat_id.startswith("-"):
-            recent = [t for t in chat if t > now - rules.group_period]
+            recent = chat[bisect.bisect_right(chat, now - rules.group_period) : at]
             if len(recent) >= rules.per_group:
                 return "group", recent[-rules.per_group] + rules.group_period - now
-        while self._bot_sends and self._bot_sends[0] <= now - rules.bot_period:
-            self._bot_sends.popleft()
-        if len(self._bot_sends) >= rules.per_bot:
-            return "bot", self._bot_sends[-rules.per_bot] + rules.bot_period - now
+        bot = self._bot_sends
+        recent = bot[
+            bisect.bisect_right(bot, now - rules.bot_period) : bisect.bisect_right(bot, now)
+        ]
+        if len(recent) >= rules.per_bot:
+            return "bot", recent[-rules.per_bot] + rules.bot_period - now
         return None
 
     def _count(self, chat_id: str, now: float) -> None:
-        if self.flood is None:
-            return
-        self._bot_sends.append(now)
-        chat = self._chat_sends.setdefault(chat_id, deque())
-        chat.append(now)
-        while len(chat) > self.flood.per_group:
-            chat.popleft()
+        if self.flood is not None:
+            bisect.insort(self._bot_sends, now)
+            bisect.insort(self._chat_sends.setdefault(chat_id, []), now)
 
     def _send_message(self, params: Json, arrived: float) -> web.Response:
         chat_key = str(params.get("chat_id"))
