@@ -189,6 +189,22 @@ async def test_a_cancelled_send_frees_the_chat_for_the_next(bot: Any, fake: Fake
     assert waiting.cancelled()
 
 
+async def test_due_messages_go_chat_by_chat_and_a_waiting_chat_holds_up_no_other(
+    bot: Any, fake: FakeTelegram, db: AsyncDatabase[Doc]
+) -> None:
+    channel: TelegramChannel = await bot()
+    outbox = Outbox(db, {"telegram": channel}, lambda: datetime.now(UTC))
+    for text in ("a1", "a2", "a3"):
+        await outbox.enqueue(_msg(7400, text), send_now=False)
+    await outbox.enqueue(_msg(7401, "b1"), send_now=False)  # queued last
+    assert await outbox.run_due() == 4
+    assert fake.refusals == []
+    slow = _in(fake, 7400)
+    assert [s.text for s in slow] == ["a1", "a2", "a3"]
+    [other] = _in(fake, 7401)
+    assert other.at < slow[1].at  # not behind the chat that waits its second
+
+
 # -- the pace itself ---------------------------------------------------------------------
 async def test_a_window_counts_from_the_answer_and_gives_back_refusals() -> None:
     loop = asyncio.get_running_loop()
