@@ -9,9 +9,14 @@ keeps at it for longer), so a send waits its turn here instead. Two shapes cover
   every caller and granted first come, first served (a bot's 30 a second, a group's 20 a
   minute).
 - ``Lane``: one destination's sends one at a time, in the order they arrived, each a gap
-  after the one before (a chat's second; a number's second per segment). A sender holds
-  the lane across a long message's chunks, so they stay together and in order; other
-  destinations have lanes of their own and never wait behind this one.
+  after the one before (a chat's second; a number's second per segment), then a place
+  in the destination's windows. A sender holds the lane across a long message's chunks,
+  so they stay together and in order; other destinations have lanes of their own and
+  never wait behind this one. ``Pace`` keeps the lanes by destination.
+
+A send in its lane is ``turn()``, the request, ``done(gap)``. On the common path (no
+wait) one send enters seven functions of ours: ``Pace.lane``, the lane's enter and exit,
+``turn``, ``done``, and the bot window's ``acquire`` and ``release``.
 
 A send is counted from when its answer came back, not from when it left. The service
 counts arrivals and a request arrives before its answer, so no spread of network delays
@@ -29,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
 
 
@@ -70,8 +74,11 @@ class Window:
         if self._closed:
             raise PacingClosed
         loop = asyncio.get_running_loop()
-        if not self._waiters and self._room(loop.time()):
-            self._busy += 1  # the common case: no future, no timer
+        horizon, ends = loop.time() - self._period, self._ends
+        while ends and ends[0] <= horizon:
+            ends.popleft()
+        if not self._waiters and self._busy + len(ends) < self._limit:
+            self._busy += 1  # the common case: no future, no timer, no call
             return
         waiter: asyncio.Future[None] = loop.create_future()
         self._waiters.append(waiter)
@@ -92,7 +99,8 @@ class Window:
         self._busy -= 1
         if counted:
             self._ends.append(loop.time())
-        self._grant(loop)
+        if self._waiters:
+            self._grant(loop)
 
     def _grant(self, loop: asyncio.AbstractEventLoop) -> None:
         now = loop.time()
@@ -128,12 +136,14 @@ class Window:
 
 
 class Lane:
-    """One destination's sends: one at a time, in arrival order, each ``after`` the gap
-    the previous one left. ``async with lane:`` takes it (first come, first served)."""
+    """One destination's sends: one at a time, in arrival order (``async with lane:``,
+    first come, first served), each waiting the gap the previous one left, then a place
+    in each of the destination's ``windows``."""
 
-    def __init__(self, closed: asyncio.Event) -> None:
+    def __init__(self, closed: asyncio.Event, windows: tuple[Window, ...] = ()) -> None:
         self._lock = asyncio.Lock()  # FIFO: a new comer never overtakes a waiter
         self._closed = closed
+        self._windows = windows
         self._next_at = 0.0
         self.users = 0
         """Holders and waiters: a lane in use is never forgotten."""
@@ -162,29 +172,43 @@ class Lane:
         self.users -= 1
 
     async def turn(self) -> None:
-        """Wait out the gap the previous send left (``PacingClosed`` when closed)."""
+        """Wait out the previous send's gap, then take a place in each window; every
+        ``turn`` is followed by one ``done``. ``PacingClosed`` once closed."""
         loop = asyncio.get_running_loop()
-        while True:
+        while self._closed.is_set() or self._next_at > loop.time():
             if self._closed.is_set():
                 raise PacingClosed
-            delay = self._next_at - loop.time()
-            if delay <= 0:
-                return
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(delay):
+                async with asyncio.timeout(self._next_at - loop.time()):
                     await self._closed.wait()
+        taken = 0
+        try:
+            for window in self._windows:
+                await window.acquire()
+                taken += 1
+        except BaseException:
+            for window in self._windows[:taken]:
+                window.release(counted=False)
+            raise
 
-    def after(self, gap: float) -> None:
-        """The send just answered: the next waits ``gap`` seconds from now (at least)."""
-        self._next_at = max(self._next_at, asyncio.get_running_loop().time() + gap)
+    def done(self, gap: float, counted: bool = True) -> None:
+        """The send's answer came back (or its request failed): release its places, and
+        keep the next send ``gap`` seconds away. ``counted=False``: the service refused it
+        and delivered nothing, so it takes no place in the windows."""
+        for window in self._windows:
+            window.release(counted=counted)
+        if gap > 0:
+            self._next_at = max(self._next_at, asyncio.get_running_loop().time() + gap)
 
 
 class Pace:
-    """The lanes and windows of one sender, by destination, and their common close.
+    """The lanes of one sender, by destination, and what they share; ``close`` fails
+    every wait. A subclass says which windows a destination's sends take
+    (``windows_for``).
 
-    Lanes and group windows of destinations gone quiet are forgotten (swept whenever
-    their number has doubled since the last sweep), so a million chats over a year cost
-    what the chats of the last minute do."""
+    Lanes and windows of destinations gone quiet are forgotten (swept whenever their
+    number has doubled since the last sweep), so a million chats over a year cost what
+    the chats of the last minute do."""
 
     SWEEP_FROM = 64
 
@@ -196,41 +220,47 @@ class Pace:
         self._sweep_at = self.SWEEP_FROM
 
     def lane(self, key: str) -> Lane:
+        """The lane of ``key`` (made with its windows when new)."""
         lane = self._lanes.get(key)
         if lane is None:
             self._sweep()
-            lane = self._lanes[key] = Lane(self._closed)
+            lane = self._lanes[key] = Lane(self._closed, self.windows_for(key))
         return lane
+
+    def windows_for(self, key: str) -> tuple[Window, ...]:
+        """The windows a send to ``key`` takes a place in (none here)."""
+        return ()
 
     def window(self, key: str, limit: int, period: float) -> Window:
         """The window of ``key`` (a group), made with ``limit`` and ``period`` if new."""
         window = self._windows.get(key)
         if window is None:
-            self._sweep()
             window = self._windows[key] = Window(limit, period)
             if self._closed.is_set():
                 window.close()
         return window
 
     def shared(self, limit: int, period: float) -> Window:
-        """A window for every destination at once (a bot's 30 a second); closed with the
-        others."""
+        """A window for every destination at once (a bot's 30 a second)."""
         window = Window(limit, period)
         self._shared.append(window)
         return window
 
     def _sweep(self) -> None:
-        if len(self._lanes) + len(self._windows) < self._sweep_at:
+        if len(self._lanes) < self._sweep_at:
             return
         now = asyncio.get_running_loop().time()
         self._lanes = {k: v for k, v in self._lanes.items() if not v.idle(now)}
-        self._windows = {k: v for k, v in self._windows.items() if not v.idle(now)}
-        self._sweep_at = max(self.SWEEP_FROM, 2 * (len(self._lanes) + len(self._windows)))
+        # A window stays while a lane holds it, so close() still reaches its waiters.
+        self._windows = {
+            k: v for k, v in self._windows.items() if k in self._lanes or not v.idle(now)
+        }
+        self._sweep_at = max(self.SWEEP_FROM, 2 * len(self._lanes))
 
     @property
     def tracked(self) -> int:
-        """Destinations remembered (for tests of the sweep)."""
-        return len(self._lanes) + len(self._windows)
+        """Destinations remembered."""
+        return len(self._lanes)
 
     def close(self) -> None:
         """Fail every wait, and every later one, with ``PacingClosed``."""
@@ -242,29 +272,3 @@ class Pace:
         self._closed.clear()
         for window in (*self._shared, *self._windows.values()):
             window.open()
-
-
-@contextlib.asynccontextmanager
-async def places(
-    windows: Sequence[Window], refused: type[BaseException] | tuple[type[BaseException], ...] = ()
-) -> AsyncIterator[None]:
-    """Hold a place in each of ``windows`` (taken in order) around one request; an
-    exception of a ``refused`` type releases them uncounted (nothing was delivered)."""
-    taken: list[Window] = []
-    try:
-        for window in windows:
-            await window.acquire()
-            taken.append(window)
-    except BaseException:
-        for window in taken:
-            window.release(counted=False)
-        raise
-    counted = True
-    try:
-        yield
-    except refused:
-        counted = False
-        raise
-    finally:
-        for window in taken:
-            window.release(counted=counted)

@@ -336,11 +336,12 @@ class SmsChannel:
         try:
             answer = await request()
         except TwilioException:
+            lane.done(0.0, counted=False)
             raise
         except BaseException:
-            lane.after(busy)  # a timeout: it may have gone
+            lane.done(busy)  # a timeout: it may have gone
             raise
-        lane.after(busy)
+        lane.done(busy)
         return answer
 
     async def fetch_media(self, source: Mapping[str, str], max_bytes: int) -> bytes:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from channels.pacing import Lane, Pace, Window
+from channels.pacing import Pace, Window
 
 
 @dataclass(frozen=True)
@@ -37,25 +37,17 @@ def is_group(chat_id: str) -> bool:
     return chat_id.startswith(("-", "@"))
 
 
-class FloodPace:
-    """Where a send to a chat waits: its lane, then its windows."""
+class FloodPace(Pace):
+    """A bot's lanes: each chat's own, taking a place in its group's window when it is
+    a group, then in the bot's."""
 
     def __init__(self, limits: FloodLimits = TELEGRAM_LIMITS) -> None:
+        super().__init__()
         self.limits = limits
-        self._pace = Pace()
-        self._bot = self._pace.shared(limits.per_bot, limits.bot_period)
+        self._bot = self.shared(limits.per_bot, limits.bot_period)
 
-    def lane(self, chat_id: str) -> Lane:
-        return self._pace.lane(chat_id)
-
-    def windows(self, chat_id: str) -> tuple[Window, ...]:
-        if not is_group(chat_id):
+    def windows_for(self, key: str) -> tuple[Window, ...]:
+        if not is_group(key):
             return (self._bot,)
-        limits = self.limits
-        return self._pace.window(chat_id, limits.per_group, limits.group_period), self._bot
-
-    def close(self) -> None:
-        self._pace.close()
-
-    def open(self) -> None:
-        self._pace.open()
+        group = self.window(key, self.limits.per_group, self.limits.group_period)
+        return group, self._bot

@@ -34,7 +34,7 @@ from telegram.error import (
 )
 from telegram.warnings import PTBDeprecationWarning
 
-from channels.pacing import Lane, PacingClosed, places
+from channels.pacing import Lane, PacingClosed
 from channels.telegram.flood import TELEGRAM_LIMITS, FloodLimits, FloodPace
 from channels.types import VERBATIM, Button, OutboundMessage, SendError, SendResult
 
@@ -169,6 +169,18 @@ def retry_after_seconds(exc: RetryAfter) -> float:
         return _seconds(exc.retry_after)
 
 
+def _cost(exc: BaseException, gap: float) -> tuple[float, bool]:
+    """What a failed ``sendMessage`` leaves its lane: the gap before the chat's next send,
+    and whether it counts against the limits. A refusal delivered nothing (a flood
+    refusal keeps the chat waiting as long as Telegram asked); anything else (a timeout,
+    a dropped connection, an answer we could not read) may have been delivered."""
+    if isinstance(exc, RetryAfter):
+        return retry_after_seconds(exc), False
+    if isinstance(exc, REFUSED):
+        return 0.0, False
+    return gap, True
+
+
 def _keyboard(buttons: Sequence[Button]) -> InlineKeyboardMarkup | None:
     if not buttons:
         return None
@@ -289,30 +301,30 @@ class TelegramSender:
         while True:
             try:
                 await lane.turn()
-                async with places(self._pace.windows(chat_id), REFUSED), self._slots:
-                    sent = await self._bot.send_message(**forms[form], **params)
+                try:
+                    async with self._slots:
+                        sent = await self._bot.send_message(**forms[form], **params)
+                except BaseException as exc:
+                    lane.done(*_cost(exc, gap))
+                    raise
+                lane.done(gap)
             except RetryAfter as exc:
                 wait = retry_after_seconds(exc)
-                lane.after(wait)  # the chat's next send waits too, whichever it is
                 if attempt or wait > RETRY_AFTER_WAIT_MAX:
                     raise
                 attempt += 1
-                continue
+                continue  # in the lane: its turn comes after the wait
             except BadRequest as exc:
                 if form or "can't parse entities" not in exc.message.lower():
                     raise
                 log.info("telegram rejected the formatting (%s); sending plain text", exc.message)
                 form = 1
                 continue
-            except TelegramError as exc:
-                if not isinstance(exc, REFUSED):  # a timeout: it may have been delivered
-                    lane.after(gap)
+            except TelegramError:
                 raise
             except (TypeError, KeyError, ValueError, AttributeError) as exc:
-                lane.after(gap)
                 log.warning("telegram accepted a message but gave no id for it: %s", exc)
                 return ""
-            lane.after(gap)
             return str(sent.message_id)
 
     def _send_error(self, exc: TelegramError) -> SendError:
