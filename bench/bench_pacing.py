@@ -9,10 +9,12 @@ reply the fake accepted (its own arrival times). At 30 a second, 100 replies can
 arrive in under 3.3 s (ninety-nine gaps of 1/30 s; a burst of 30 per second finishes
 its fourth second's ten at 3.0 s plus the answer times).
 
-Targets (issue 37): 0 refusals, all 100 replies within 4.0 s. ``--unpaced`` runs the
-same with the pace lifted (what the code did before), for comparison.
+Targets (issue 37): 0 refusals, all 100 replies within 4.0 s. For comparison,
+``--unpaced`` lifts the pace (what the code did before issue 37) and ``--free`` also
+lifts the fake's limits: how long the answers take to be ready, with no limit at all
+(on a busy machine that, not the pace, is what the paced figure waits for).
 
-    .venv/bin/python bench/bench_pacing.py [--chats 100] [--runs 3] [--unpaced]
+    .venv/bin/python bench/bench_pacing.py [--chats 100] [--runs 3] [--unpaced | --free]
 """
 
 from __future__ import annotations
@@ -68,14 +70,15 @@ async def _burst(fake: FakeTelegram, chats: int, label: str) -> tuple[float, int
 
 
 async def _run(args: argparse.Namespace, data: Path, settings: Settings) -> list[float]:
-    limits = UNPACED if args.unpaced else TELEGRAM_LIMITS
+    limits = UNPACED if args.unpaced or args.free else TELEGRAM_LIMITS
+    mode = "free" if args.free else "unpaced" if args.unpaced else "paced"
     seconds: list[float] = []
     async with (
         FakeTelegram() as fake,
         open_database(None, "bench", data) as database,
         aiohttp.ClientSession() as http,
     ):
-        fake.flood = FloodRules()
+        fake.flood = None if args.free else FloodRules()
         db = database.db
         channel = TelegramChannel(TOKEN, fake.url, poll_timeout=5, limits=limits)
         channels = {"telegram": channel}
@@ -96,7 +99,7 @@ async def _run(args: argparse.Namespace, data: Path, settings: Settings) -> list
                     f" refusals {sum(refusals.values())} ({by_limit})"
                 )
                 refused_total = sum(refusals.values())
-                if refused_total and not args.unpaced:
+                if refused_total and mode == "paced":
                     print("  target MISSED: a paced burst was refused")
                 # Every chat's last reply must be a second old before the next run.
                 await asyncio.sleep(1.0)
@@ -107,10 +110,10 @@ async def _run(args: argparse.Namespace, data: Path, settings: Settings) -> list
         total_refusals = len(fake.refusals)
     median = statistics.median(seconds)
     print(
-        f"{args.chats} chats x {args.runs} runs ({'unpaced' if args.unpaced else 'paced'}):"
+        f"{args.chats} chats x {args.runs} runs ({mode}):"
         f" median {median:.2f} s to the last reply, {total_refusals} refusals in all"
     )
-    if not args.unpaced:
+    if mode == "paced":
         ok = total_refusals == 0 and max(seconds) <= 4.0
         print("targets (0 refusals, every run <= 4.0 s):", "met" if ok else "MISSED")
     return seconds
@@ -121,6 +124,7 @@ async def main() -> None:
     parser.add_argument("--chats", type=int, default=100)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--unpaced", action="store_true", help="lift the pace (as before)")
+    parser.add_argument("--free", action="store_true", help="lift the pace and the limits")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
     owners = list(range(FIRST_CHAT, FIRST_CHAT + args.chats))

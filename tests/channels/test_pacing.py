@@ -18,7 +18,7 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from channels.delivery.outbox import Outbox
-from channels.pacing import PacingClosed, Window
+from channels.pacing import Pace, PacingClosed, Window
 from channels.sms import SmsChannel
 from channels.telegram import TelegramChannel
 from channels.telegram.flood import TELEGRAM_LIMITS, FloodLimits
@@ -234,6 +234,15 @@ async def test_a_cancelled_waiter_passes_its_place_on_and_close_fails_the_rest()
         await last
     with pytest.raises(PacingClosed):
         await window.acquire()
+
+
+async def test_destinations_gone_quiet_are_forgotten() -> None:
+    pace = Pace()
+    for chat in range(1000):
+        async with pace.lane(str(chat)) as lane:
+            await lane.turn()
+            lane.done(0.0)
+    assert pace.tracked <= 2 * Pace.SWEEP_FROM
 
 
 # -- Twilio -----------------------------------------------------------------------------
