@@ -348,8 +348,8 @@ class Outbox:
         self._timers.clear()
         await stop_task(self._task)
         self._task = None
-        for lane in list(self._lanes.values()):
-            await stop_task(lane)  # a send cut short stays "sending": recovered
+        # All at once, each within the grace: a send cut short stays "sending" (recovered).
+        await asyncio.gather(*(stop_task(lane) for lane in list(self._lanes.values())))
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
