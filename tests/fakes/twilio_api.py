@@ -21,12 +21,20 @@ The account: ``GET /2010-04-01/Accounts/{sid}.json`` answers the account resourc
 (``status`` from ``account_status``) to the account's basic auth, 401 (code 20003)
 otherwise; ``GET .../IncomingPhoneNumbers.json?PhoneNumber=`` lists those of
 ``numbers`` that match, as Twilio's list resource ``incoming_phone_numbers``.
+
+With ``segment_pacing`` on, a sending number sends one segment a second, as a long code
+does: a message arriving before the segments of the number's last accepted message have
+had their seconds (counted from its arrival, ``time.perf_counter()``) is refused with
+429 and Twilio's error 20429, and recorded in ``refusals``. Segments are counted as
+carriers count them (GSM-7: 160 alone, 153 per part; else UCS-2: 70, or 67).
 """
 
 from __future__ import annotations
 
 import base64
 import itertools
+import math
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +53,9 @@ class Sent:
     sender: str
     body: str
     fields: dict[str, str]
+    at: float = 0.0
+    """``time.perf_counter()`` when the request arrived."""
+    segments: int = 1
 
 
 @dataclass
@@ -57,6 +68,22 @@ class Call:
     twiml: str
     status_callback: str
     fields: dict[str, str]
+
+
+GSM_7 = frozenset(
+    "@£$¥èéùìòÇ\nØø\rÅåΔ_ΦΓΛΩΠΨΣΘΞÆæßÉ !\"#¤%&'()*+,-./0123456789:;<=>?"
+    "¡ABCDEFGHIJKLMNOPQRSTUVWXYZÄÖÑÜ§¿abcdefghijklmnopqrstuvwxyzäöñüà"
+)
+GSM_7_ESCAPED = frozenset("\f^{}\\[~]|€")
+
+
+def segments_of(body: str) -> int:
+    """Billed segments of ``body``, as the carrier counts them."""
+    if all(ch in GSM_7 or ch in GSM_7_ESCAPED for ch in body):
+        septets = len(body) + sum(ch in GSM_7_ESCAPED for ch in body)
+        return 1 if septets <= 160 else math.ceil(septets / 153)
+    units = len(body.encode("utf-16-le")) // 2
+    return 1 if units <= 70 else math.ceil(units / 67)
 
 
 def twilio_error(status: int, code: int, message: str) -> Answer:
@@ -89,6 +116,11 @@ class FakeTwilio(ScriptedServer):
         self.account_status = "active"
         self.numbers: set[str] = {"+15550001111"}
         """The account's own phone numbers (``IncomingPhoneNumbers``)."""
+        self.segment_pacing = False
+        """One segment a second per sending number; faster gets 429 (error 20429)."""
+        self.refusals: list[tuple[str, float]] = []
+        """(From, arrival) of each message refused for going too fast."""
+        self._free_at: dict[str, float] = {}
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/2010-04-01/Accounts/{sid}/Messages.json", self._messages)
@@ -193,6 +225,7 @@ class FakeTwilio(ScriptedServer):
         return request.headers.get("Authorization", "") == f"Basic {expected}"
 
     async def _messages(self, request: web.Request) -> web.Response:
+        arrived = time.perf_counter()
         self.attempts += 1
         if not self._authorized(request):
             return web.json_response(twilio_error(401, 20003, "Authenticate").body, status=401)
@@ -200,12 +233,20 @@ class FakeTwilio(ScriptedServer):
         scripted = self.script.popleft() if self.script else None
         if scripted is not None and scripted.status >= 300:
             return web.json_response(scripted.body, status=scripted.status)
+        sender, body = form.get("From", ""), form.get("Body", "")
+        segments = segments_of(body)
+        if self.segment_pacing:
+            if arrived < self._free_at.get(sender, 0.0):
+                self.refusals.append((sender, arrived))
+                error = twilio_error(429, 20429, "Too Many Requests").body
+                return web.json_response(error, status=429)
+            self._free_at[sender] = arrived + segments
         sid = f"SM{next(self._ids):032d}"
         account = request.match_info["sid"]
-        self.sent.append(
-            Sent(account, form.get("To", ""), form.get("From", ""), form.get("Body", ""), form)
-        )
-        return web.json_response(self._message(sid, account, form), status=201)
+        self.sent.append(Sent(account, form.get("To", ""), sender, body, form, arrived, segments))
+        answer = self._message(sid, account, form)
+        answer["num_segments"] = str(segments)
+        return web.json_response(answer, status=201)
 
     @staticmethod
     def _message(sid: str, account: str, form: dict[str, str]) -> dict[str, Any]:
