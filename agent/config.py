@@ -102,6 +102,9 @@ class Settings(BaseSettings):
     twilio_auth_token: SecretStr | None = None
     twilio_from_number: str | None = None
     twilio_api_base_url: str | None = None
+    twilio_segments_per_second: float = Field(default=1.0, gt=0, le=1000)
+    """How fast the sending number may send, in SMS segments a second: 1 for a long code
+    (Twilio's limit), more for a toll-free number (3) or a short code (100)."""
     public_base_url: str | None = None
     alert_call_after_minutes: float = Field(default=5.0, ge=0)
     """A critical alert unacknowledged this long rings ``OWNER_PHONE`` (0: with the

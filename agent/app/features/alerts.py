@@ -76,6 +76,7 @@ def _sms_channel(ctx: FeatureContext) -> SmsChannel | None:
         read_timeout=settings.http_read_timeout_seconds,
         clock=clock,
         budget=lambda: take_sms(db, clock(), settings.sms_per_hour),
+        segment_seconds=1 / settings.twilio_segments_per_second,
     )
 
 
