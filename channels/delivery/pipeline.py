@@ -287,8 +287,8 @@ class Pipeline:
 
     async def join(self) -> None:
         """Wait until every queued message has been handled (tests, shutdown)."""
-        if self._consumer is not None:
-            await self.intake.updates.join()
+        if self._consumer is not None and not self._consumer.done():
+            await self.intake.updates.join()  # each taken to its conversation's worker
         while self._workers:
             await asyncio.gather(*list(self._workers.values()), return_exceptions=True)
 
