@@ -34,18 +34,20 @@ from tests.fakes.telegram_api import TOKEN, FakeTelegram  # noqa: E402
 OURS = tuple(
     str(ROOT / package) for package in ("agent", "channels", "storage", "scheduler", "runtime")
 )
-LOOP = str(ROOT / "agent" / "cli" / "main.py")  # the loop runner, not a hop
+LOOP = str(ROOT / "runtime" / "loop.py")  # the loop runner, not a hop
 INLINE = ("<listcomp>", "<genexpr>", "<dictcomp>", "<setcomp>")
 OWNER = 4242
 MOMENTS = {
-    "Pipeline._enqueue": "handed to the conversation's worker (after the inbox write)",
+    "Intake.submit": "stored in the inbox before the offset moves on, and queued",
+    "Pipeline._consume": "taken off the queue to the conversation's worker",
     "Turns.run": "the model request, built in turn",
     "OpenAIModel._post": "the request's own task",
     "Bot.send_message": "the Bot API call",
 }
 TASKS = (
     ("TelegramChannel._poll_loop", "TelegramChannel._take_chat"),
-    ("Pipeline._enqueue", "Pipeline._work"),
+    ("Intake.submit", "Pipeline._consume"),
+    ("Pipeline._consume", "Pipeline._work"),
     ("Turns.run", "OpenAIModel._post"),
 )
 """Hand-offs to a new task (``gather``, ``create_task``, ``ensure_future``): the callee

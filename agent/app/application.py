@@ -3,10 +3,11 @@ shapes of what plugs into it: features, their parts, HTTP routes, status section
 
 A feature is a setup/teardown generator, as aiohttp's ``cleanup_ctx``: the code before
 its one ``yield`` starts what it owns, it yields its ``Parts`` (tools, commands,
-interceptors, routes, prompt and status sections, the services it provides), and the
-code after the ``yield`` stops what it started. The root runs the features in order,
-then builds the services, the tool catalogue, the agent and the dispatcher once from
-their parts; nothing is added to any of them afterwards.
+interceptors, routes, prompt and status sections, burst rules, listeners of the
+owner's settings, the services it provides), and the code after the ``yield`` stops
+what it started. The root runs the features in order, then builds the services, the
+tool catalogue, the agent, the dispatcher and the pipeline once from their parts and
+freezes the listeners; nothing is added to any of them afterwards.
 """
 
 from __future__ import annotations

@@ -119,10 +119,20 @@ class Pipeline:
             self._consumer = asyncio.create_task(self._consume(), name="inbox-updates")
 
     async def _consume(self) -> None:
+        """Each stored message to its conversation's queue, whose worker starts if none
+        runs (one per conversation, in order)."""
         updates = self.intake.updates
         while True:
             key, item = await updates.get()
-            self._enqueue(key, item)
+            queue = self._queues.get(key)
+            if queue is None:
+                queue = self._queues[key] = deque()
+            queue.append(item)
+            arrived = self._arrivals.get(key)
+            if arrived is not None:
+                arrived.set()
+            if key not in self._workers and not self._stopping:
+                self._workers[key] = asyncio.create_task(self._work(key, queue), name=f"conv:{key}")
             updates.task_done()
 
     async def submit(self, message: InboundMessage) -> bool:
@@ -135,17 +145,6 @@ class Pipeline:
         """Queue what a dead process left unfinished (``Intake.recover``)."""
         self.start()
         return await self.intake.recover(sole_owner=sole_owner)
-
-    def _enqueue(self, key: str, item: Doc | ObjectId) -> None:
-        queue = self._queues.get(key)
-        if queue is None:
-            queue = self._queues[key] = deque()
-        queue.append(item)
-        arrived = self._arrivals.get(key)
-        if arrived is not None:
-            arrived.set()
-        if key not in self._workers and not self._stopping:
-            self._workers[key] = asyncio.create_task(self._work(key, queue), name=f"conv:{key}")
 
     async def _work(self, key: str, queue: deque[Doc | ObjectId]) -> None:
         try:
@@ -288,8 +287,8 @@ class Pipeline:
 
     async def join(self) -> None:
         """Wait until every queued message has been handled (tests, shutdown)."""
-        if self._consumer is not None:
-            await self.intake.updates.join()
+        if self._consumer is not None and not self._consumer.done():
+            await self.intake.updates.join()  # each taken to its conversation's worker
         while self._workers:
             await asyncio.gather(*list(self._workers.values()), return_exceptions=True)
 

@@ -1,5 +1,6 @@
-"""Telegram pairing and the paired owners: the dispatcher's pairing step, the owner
-list kept current on ``Settings``, and the ``owners`` status section (``/status``)."""
+"""Telegram pairing and the paired owners: the dispatcher's pairing step, the paired
+owners read again from the database now and then (``agent.owner.Owners``), and the
+``owners`` status section (``/status``)."""
 
 from __future__ import annotations
 
