@@ -10,8 +10,6 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from bson import ObjectId
-
 from scheduler.cron.expression import CronError, describe
 from scheduler.cron.job import CronJob
 from scheduler.pulse.grid import (
@@ -25,8 +23,8 @@ from scheduler.pulse.grid import (
     remaining_today,
 )
 from scheduler.pulse.store import PulseState
+from storage.repos.runs.record import Run
 
-Doc = dict[str, Any]
 DAY_NAMES = ("Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat")
 
 
@@ -61,13 +59,13 @@ def schedule_words(job: CronJob, shown_in: ZoneInfo | None = None) -> str:
     return f"runs once at {at}, then is kept as done"
 
 
-def job_view(job: CronJob, now: datetime, shown_in: ZoneInfo | None = None) -> Doc:
+def job_view(job: CronJob, now: datetime, shown_in: ZoneInfo | None = None) -> dict[str, Any]:
     """The ``manage_cronjob`` shape: a recurring job's next three fires as ISO times in
     ``shown_in`` (the owner's timezone in a list; default the job's own); a one-time
     job's time is said once, in ``schedule``; ``source`` when the instruction is not
     the owner's words (``CronJob.source``)."""
     tz = shown_in or ZoneInfo(job.timezone)
-    view: Doc = {
+    view: dict[str, Any] = {
         "job_id": job.id,
         "name": job.name,
         "instruction": job.instruction,
@@ -131,11 +129,11 @@ def quiet_text(quiet: tuple[dict[str, str], ...] | list[dict[str, str]]) -> str:
     return ", ".join(f"{q['start']}–{q['end']}" for q in quiet) or "none"
 
 
-def pulse_view(state: PulseState, tz: ZoneInfo, now: datetime) -> Doc:
+def pulse_view(state: PulseState, tz: ZoneInfo, now: datetime) -> dict[str, Any]:
     """The ``get_config`` shape, with what the settings imply right now: ``today`` holds
     today's grid slot times, ``slots_passed`` (at or before now, whether or not a pulse
     ran then: ``done_today`` counts those that ran) and ``slots_left`` (after now)."""
-    view: Doc = {
+    view: dict[str, Any] = {
         "enabled": state.enabled,
         "pulses_per_day": state.pulses_per_day,
         "spacing": None,
@@ -209,34 +207,16 @@ def _duration(minutes: int) -> str:
     return f"{hours} h" if not rest else f"{hours} h {rest} min"
 
 
-def json_safe(value: Any) -> Any:
-    """ObjectIds and datetimes as strings, recursively (for JSON answers)."""
-    if isinstance(value, dict):
-        return {("id" if k == "_id" else k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [json_safe(v) for v in value]
-    if isinstance(value, ObjectId):
-        return str(value)
-    if isinstance(value, datetime):
-        return value.isoformat()
-    return value
-
-
-def run_view(run: Doc) -> Doc:
-    return json_safe(run)  # type: ignore[no-any-return]
-
-
-def run_line(run: Doc, tz: ZoneInfo) -> str:
+def run_line(run: Run, tz: ZoneInfo) -> str:
     """``pulse success in 2.1 s (3 tool calls): <first words of the result>``."""
-    status = run.get("status", "?")
-    what = run.get("kind", "run") + (f" {run['name']}" if run.get("name") else "")
-    text = f"{what} {status}"
-    if status != "skipped":
-        text += f" in {float(run.get('duration_ms') or 0) / 1000:.1f} s"
-        calls = len(run.get("tool_calls") or [])
+    what = run.kind + (f" {run.name}" if run.name else "")
+    text = f"{what} {run.status}"
+    if run.status != "skipped":
+        text += f" in {(run.duration_ms or 0) / 1000:.1f} s"
+        calls = len(run.tool_calls)
         text += f" ({calls} tool call{'s' if calls != 1 else ''})" if calls else ""
-    detail = run.get("error") if status != "success" else run.get("result")
+    detail = run.error if run.status != "success" else run.result
     if detail:
-        detail = " ".join(str(detail).split())
+        detail = " ".join(detail.split())
         text += ": " + (detail if len(detail) <= 300 else detail[:299] + "…")
     return text

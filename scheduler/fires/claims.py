@@ -54,7 +54,7 @@ class LeaseStore:
     def __init__(self, db: AsyncDatabase[Doc], owner: str) -> None:
         self._coll = db[c.LEASES]
         self.owner = owner
-        """Which process holds a lease (its boot id, ``scheduler.fires.records``): for
+        """Which process holds a lease (its boot id, ``scheduler.fires.leases``): for
         diagnosis only."""
 
     def _lease(self, key: str, now: datetime) -> Doc:

@@ -8,6 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from bson import ObjectId
 
 from agent.app.dashboard.runs import STATUS_COLOURS
 from tests.agent.app.dashboard.pages_kit import (
@@ -140,8 +141,10 @@ async def test_unknown_or_malformed_run_ids_are_not_found(
 
 def test_marks_fall_on_the_owner_local_day() -> None:
     from agent.app.dashboard.runs import marks
+    from storage.repos.runs.record import Run
 
     late = NOW.replace(hour=0, minute=30).astimezone(BERLIN)  # 23:30 UTC the day before
-    [mark] = marks([{"_id": "r1", "kind": "pulse", "status": "success", "started_at": late}],
-                   NOW.date(), BERLIN)  # fmt: skip
+    doc = {"_id": ObjectId(), "kind": "pulse", "status": "success", "started_at": late}
+    run = Run.from_doc(doc)
+    [mark] = marks([run], NOW.date(), BERLIN)
     assert (mark.day, mark.lane, mark.hour) == (0, 0, 0.5)
