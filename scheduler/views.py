@@ -78,15 +78,24 @@ def job_view(job: CronJob, now: datetime, shown_in: ZoneInfo | None = None) -> d
         view["cron_expression"] = job.cron_expression
     view.update(timezone=job.timezone, enabled=job.enabled, on_failure=job.on_failure)
     view["delivers_to"] = f"{job.origin_channel}:{job.origin_chat_id}"
+    if (state := job_state(job, now)) is not None:
+        view["state"] = state
     if job.done:
-        view["state"] = "done"
         view["done_at"] = local_iso(job.done_at, tz)
         view["last_status"] = job.last_status
     elif not job.once:
         view["next_fires"] = upcoming(job, now, 3, tz) if job.enabled else []
-    elif job.enabled and job.run_at is not None and job.run_at <= now:
-        view["state"] = "running" if job.next_fire_at is None else "overdue: runs now"
     return view
+
+
+def job_state(job: CronJob, now: datetime) -> str | None:
+    """``done``, or a one-time job past its time: ``running`` (claimed) or ``overdue:
+    runs now``; None for a job waiting for its next fire."""
+    if job.done:
+        return "done"
+    if job.once and job.enabled and job.run_at is not None and job.run_at <= now:
+        return "running" if job.next_fire_at is None else "overdue: runs now"
+    return None
 
 
 def upcoming(

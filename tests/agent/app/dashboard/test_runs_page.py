@@ -148,3 +148,18 @@ def test_marks_fall_on_the_owner_local_day() -> None:
     run = Run.from_doc(doc)
     [mark] = marks([run], NOW.date(), BERLIN)
     assert (mark.day, mark.lane, mark.hour) == (0, 0, 0.5)
+
+
+async def test_a_damaged_run_record_is_left_out_and_the_page_still_shows(
+    mongo_server: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    async with dash_app(mongo_server, tmp_path, clock) as app:
+        good = await record_run(app, "cron", "success", NOW - timedelta(hours=1), name="News")
+        await app.deps.db["runs"].insert_one(
+            {"kind": "cron", "name": "Hand-edited", "status": "success",
+             "started_at": NOW - timedelta(hours=2), "duration_ms": "slow"}
+        )  # fmt: skip
+        async with client_of(app) as client:
+            text = await page(client, "/runs")
+    assert list(marks_of(text)) == [good]
+    assert "Hand-edited" not in text
