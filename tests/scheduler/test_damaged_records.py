@@ -10,9 +10,13 @@ from typing import Any
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
+from scheduler.monitors.monitor import MonitorLimits
+from scheduler.monitors.service import Monitors
+from scheduler.monitors.store import MonitorStore
 from scheduler.pulse.store import PULSE_ID
 from tests.fakes.clock import FakeClock
 from tests.scheduler.test_engine import Harness, _pulse_off, utc
+from tests.scheduler.test_monitors import Told
 
 Doc = dict[str, Any]
 
@@ -71,3 +75,26 @@ async def test_a_damaged_pulse_setting_keeps_its_default_and_the_jobs_still_fire
     assert h.cron_calls == [(job.id, utc(2026, 3, 2, 8, 0))]
     assert state.pulses_per_day == 12 and state.next_pulse_at is not None
     assert "pulses_per_day kept at its default" in caplog.text
+
+
+async def test_a_damaged_monitor_is_skipped_and_the_others_are_watched(
+    db: AsyncDatabase[Doc], caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = FakeClock(utc(2026, 11, 26, 10, 0))
+    quick = MonitorLimits(min_interval_seconds=1, timeout_seconds=0.5, review_seconds=0.05)
+    first = Monitors(MonitorStore(db, clock, quick), Told().hooks(), clock)
+    await first.start()
+    try:
+        made = await first.create("heartbeat", {"name": "Backups", "period_seconds": 60})
+    finally:
+        await first.stop()
+    # Edited by hand: no kind, and a period that is not a number.
+    await db["monitors"].insert_one({"_id": "hand", "name": "Hand", "period_seconds": "1h"})
+    caplog.set_level(logging.WARNING)
+    again = Monitors(MonitorStore(db, clock, quick), Told().hooks(), clock)
+    await again.start()
+    try:
+        assert [m.id for m in again.all()] == [made.id]
+    finally:
+        await again.stop()
+    assert "monitor 'hand' skipped: it does not parse" in caplog.text
