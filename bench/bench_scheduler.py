@@ -274,7 +274,7 @@ async def bench_pulse_tokens(data: Path) -> None:
     tools = count_tokens(json.dumps([t.model_dump() for t in request.tools]))
     total = system + messages + tools
     print(
-        f"[3] non-idle pulse request ({run['status']}, {len(request.tools)} tools): "
+        f"[3] non-idle pulse request ({run.status}, {len(request.tools)} tools): "
         f"{total} input tokens = system {system} + brief {messages} + tool schemas {tools} "
         "(target <= 3,000)"
     )

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from scheduler.cron.expression import CronError, describe
+from scheduler.cron.expression import CronError
 from scheduler.cron.job import CronJob
 from scheduler.pulse.grid import (
     PulseConfigError,
@@ -52,7 +52,7 @@ def schedule_words(job: CronJob, shown_in: ZoneInfo | None = None) -> str:
     moment in ``shown_in``, default its own timezone)."""
     tz = shown_in or ZoneInfo(job.timezone)
     if not job.once:
-        return f"repeats: {describe(job.cron_expression)} ({job.timezone})"
+        return f"repeats: {job.rule_words()} ({job.timezone})"
     at = local_iso(job.run_at, tz) or "?"
     if job.done:
         return f"ran once (set for {at}); done"
@@ -122,7 +122,7 @@ def job_line(job: CronJob, now: datetime, shown_in: ZoneInfo | None = None) -> s
         state = f"next {short_time(job.next_fire_at or job.run_at, tz, now)}"
     if job.once:
         return f"• {job.name} [{job.id}] — once, {state}"
-    return f"• {job.name} [{job.id}] — {describe(job.cron_expression)} ({job.timezone}), {state}"
+    return f"• {job.name} [{job.id}] — {job.rule_words()} ({job.timezone}), {state}"
 
 
 def days_text(days: tuple[int, ...] | list[int]) -> str:
@@ -142,6 +142,8 @@ def pulse_view(state: PulseState, tz: ZoneInfo, now: datetime) -> dict[str, Any]
     """The ``get_config`` shape, with what the settings imply right now: ``today`` holds
     today's grid slot times, ``slots_passed`` (at or before now, whether or not a pulse
     ran then: ``done_today`` counts those that ran) and ``slots_left`` (after now)."""
+    done = state.done_on(local_day(now, tz))
+    today: dict[str, list[str | None]] = {"slots_passed": [], "slots_left": []}
     view: dict[str, Any] = {
         "enabled": state.enabled,
         "pulses_per_day": state.pulses_per_day,
@@ -150,19 +152,19 @@ def pulse_view(state: PulseState, tz: ZoneInfo, now: datetime) -> dict[str, Any]
         "quiet_hours": [dict(q) for q in state.quiet_hours],
         "timezone": tz.key,
         "notes": state.notes,
-        "done_today": state.done_on(local_day(now, tz)),
+        "done_today": done,
         "last_pulse_at": local_iso(state.last_pulse_at, tz),
-        "today": {"slots_passed": [], "slots_left": []},
+        "today": today,
     }
     schedule = _schedule(state, tz)
     if schedule is None:
         view["remaining_today"], view["next_pulse_at"] = 0, None
         return view
     view["spacing"] = spacing_text(schedule)
-    view["remaining_today"] = remaining_today(schedule, view["done_today"], now)
+    view["remaining_today"] = remaining_today(schedule, done, now)
     view["next_pulse_at"] = local_iso(next_pulse(schedule, now), tz)
     for slot in grid_slots(schedule, local_day(now, tz)):
-        view["today"]["slots_left" if slot > now else "slots_passed"].append(local_iso(slot, tz))
+        today["slots_left" if slot > now else "slots_passed"].append(local_iso(slot, tz))
     return view
 
 

@@ -26,7 +26,6 @@ from agent.alerts.policy import model_field, outside_part
 from agent.config import Settings
 from agent.context import AgentDeps
 from channels.delivery.inbox import STATUSES, received_since
-from scheduler.cron.expression import describe
 from scheduler.cron.job import CronJob, local_text
 from scheduler.cron.service import CronService
 from scheduler.fires.recorder import RunTicket
@@ -55,7 +54,7 @@ def cron_prompt(job: CronJob, ticket: RunTicket, now: datetime) -> str:
         due = local_text(ticket.scheduled_for, tz)
         what = f"one-time (set for {due}; this is its only run)"
     else:
-        what = f"recurring ({describe(job.cron_expression)}, {job.timezone})"
+        what = f"recurring ({job.rule_words()}, {job.timezone})"
     head = f"Scheduled job {job.id} “{job.name}”, {what}."
     if is_late(ticket, now):
         head += (

@@ -366,6 +366,10 @@ class Schedule:
         written = validate_cron(expression)
         return cls(written, ALIASES.get(written, written), validate_timezone(timezone))
 
+    def words(self) -> str:
+        """``describe`` of the expression (checked already)."""
+        return _describe(self.expression)
+
     def next_fires(self, after: datetime, count: int = 3) -> list[datetime]:
         """The next ``count`` fire times strictly after ``after``, aware, in ``tz``."""
         fires: list[datetime] = []
@@ -486,6 +490,11 @@ def describe(expression: str) -> str:
         written = validate_cron(expression)
     except CronError:
         return expression
+    return _describe(written)
+
+
+def _describe(written: str) -> str:
+    """``describe`` of an expression already checked (``validate_cron``)."""
     expanded = ALIASES.get(written, written)
     minute, hour, dom, month, dow = ("*" if field == "?" else field for field in expanded.split())
     if dom != "*" and dow != "*":

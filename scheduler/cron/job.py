@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, cast, get_args
@@ -28,6 +28,7 @@ from zoneinfo import ZoneInfo
 from scheduler.cron.expression import (
     CronError,
     Schedule,
+    describe,
     gap_end,
     next_fires,
     resolve_wall_time,
@@ -99,9 +100,12 @@ class CronJob:
     for a one-time job, or a stored expression that cannot be used (never fires)."""
 
     @classmethod
-    def from_doc(cls, doc: Mapping[str, Any]) -> CronJob:
+    def from_doc(
+        cls, doc: Mapping[str, Any], schedule_of: Callable[[str, str], Schedule] = Schedule.of
+    ) -> CronJob:
         """The stored job; a field of the wrong type is a ``BadRecord``. A recurring
-        job's schedule is checked here, once: the engine's fires only compute."""
+        job's schedule is checked here, by ``schedule_of`` (the store remembers the ones
+        it checked): the engine's fires only compute."""
         kind: JobKind = "once" if doc.get("kind") == "once" else "recurring"
         policy = doc.get("on_failure")
         expression = text(doc, "cron_expression")
@@ -109,7 +113,7 @@ class CronJob:
         schedule: Schedule | None = None
         if kind == "recurring":
             try:
-                schedule = Schedule.of(expression, timezone)
+                schedule = schedule_of(expression, timezone)
             except CronError as exc:
                 log.warning("cron job %s has an unusable schedule: %s", doc.get("_id"), exc)
         source = doc.get("source")
@@ -132,6 +136,12 @@ class CronJob:
             updated_by=maybe_text(doc, "updated_by"),
             source=dict(source) if isinstance(source, Mapping) else None,
             schedule=schedule,
+        )
+
+    def rule_words(self) -> str:
+        """A recurring job's rule in words (``describe``)."""
+        return (
+            self.schedule.words() if self.schedule is not None else describe(self.cron_expression)
         )
 
     def next_fires(self, after: datetime, count: int = 3) -> list[datetime]:

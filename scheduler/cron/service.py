@@ -9,6 +9,7 @@ change at once, so a change takes effect without a restart.
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
@@ -19,7 +20,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from runtime.clock import Clock
 from scheduler.backlog import window
-from scheduler.cron.expression import CronError, next_fires, validate_timezone
+from scheduler.cron.expression import CronError, Schedule, next_fires, validate_timezone
 from scheduler.cron.job import (
     CHOICES,
     DONE_KEPT,
@@ -64,6 +65,12 @@ class CronService:
         self.limits = limits
         """The scheduling feature passes the settings' limits; direct use has none."""
         self.listeners: list[Listener] = []
+        self._schedule_of = functools.lru_cache(maxsize=1024)(Schedule.of)
+        """Schedules checked once per process, not at every read of their jobs (a
+        stored expression was checked when it was written)."""
+
+    def _job(self, doc: Doc) -> CronJob:
+        return CronJob.from_doc(doc, self._schedule_of)
 
     def _first_fire(self, expression: str, timezone: str) -> datetime:
         return next_fires(expression, validate_timezone(timezone), self._clock(), 1)[0]
@@ -143,7 +150,16 @@ class CronService:
         if not await retry.insert_new(self._coll, doc, lambda: secrets.token_hex(4)):
             raise JobError("could not allocate a job id; try again")
         await self._changed(doc["_id"])
-        return CronJob.from_doc(doc)
+        return self._job(doc)
+
+    def _read(self, doc: Doc) -> CronJob:
+        """One stored job, or a JobError saying it cannot be read (logged)."""
+        try:
+            return self._job(doc)
+        except (BadRecord, KeyError) as exc:
+            log.warning("cron job %r does not parse: %s", doc.get("_id"), exc)
+            unread = f"cron job {doc.get('_id')!r} is stored in a form that cannot be read"
+            raise JobError(unread) from None
 
     async def get(self, job_id: str | None) -> CronJob:
         if not job_id:
@@ -151,13 +167,13 @@ class CronService:
         doc = await self._coll.find_one({"_id": job_id})
         if doc is None:
             raise JobError(f"no cron job with id {job_id!r}; use action 'list' to see the ids")
-        return _read(doc)
+        return self._read(doc)
 
     async def list_jobs(self, limit: int = 0) -> list[CronJob]:
         """Jobs, pending first then done (one-time jobs that ran), oldest first."""
         order = [("done_at", 1), ("created_at", 1), ("_id", 1)]
         cursor = self._coll.find({}, sort=order, limit=limit)
-        return await each_async(cursor, CronJob.from_doc, "cron job")
+        return await each_async(cursor, self._job, "cron job")
 
     async def update(
         self,
@@ -229,7 +245,7 @@ class CronService:
         if doc is None:
             raise JobError(f"cron job {job.id!r} was deleted meanwhile")
         await self._changed(job.id)
-        return _read(doc)
+        return self._read(doc)
 
     def _resumed_fire(self, job: CronJob, now: datetime) -> datetime:
         if not job.once:
@@ -295,7 +311,7 @@ class CronService:
     async def stranded_once(self) -> list[CronJob]:
         """Enabled one-time jobs whose fire was claimed (no next fire) but not yet done."""
         query = {"kind": "once", "enabled": True, "next_fire_at": None, **PENDING}
-        return await each_async(self._coll.find(query), CronJob.from_doc, "cron job")
+        return await each_async(self._coll.find(query), self._job, "cron job")
 
     async def restore_once(self, job_id: str, run_at: datetime) -> None:
         """Put back the fire of a one-time job whose claim left no run behind."""
@@ -319,7 +335,7 @@ class CronService:
         query: Doc = {"enabled": True}
         if due_by is not None:
             query["next_fire_at"] = {"$lte": due_by}
-        return await each_async(self._coll.find(query), CronJob.from_doc, "cron job")
+        return await each_async(self._coll.find(query), self._job, "cron job")
 
     async def advance_many(self, moves: list[tuple[str, datetime | None, datetime | None]]) -> None:
         """Move each job's next fire from its expected value to a new one, in one round
@@ -357,7 +373,7 @@ class CronService:
         found: list[tuple[datetime, CronJob]] = []
         query = {"enabled": True, "next_fire_at": {"$lte": end}}
         async for doc in self._coll.find(query):
-            job = parsed(doc, CronJob.from_doc, "cron job")
+            job = parsed(doc, self._job, "cron job")
             if job is None:
                 continue
             try:
@@ -367,17 +383,6 @@ class CronService:
             found.extend((moment, job) for moment in times)
         found.sort(key=lambda item: item[0])
         return found[:limit]
-
-
-def _read(doc: Doc) -> CronJob:
-    """One stored job, or a JobError saying it cannot be read (logged)."""
-    try:
-        return CronJob.from_doc(doc)
-    except (BadRecord, KeyError) as exc:
-        log.warning("cron job %r does not parse: %s", doc.get("_id"), exc)
-        raise JobError(
-            f"cron job {doc.get('_id')!r} is stored in a form that cannot be read"
-        ) from None
 
 
 def _next_fire(doc: Doc) -> datetime | None:
