@@ -131,8 +131,15 @@ class Engine:
         self._sweeping = asyncio.Lock()
         """One ``run_due`` at a time: a timer firing during a sweep waits for it."""
         self._runs: set[asyncio.Task[object]] = set()
-        self.retries = Retries(runs, jobs, recorder, clock, config.grace, self._retry_at)
-        self.retries.soon = timedelta(seconds=config.retry_seconds)
+        self.retries = Retries(
+            runs,
+            jobs,
+            recorder,
+            clock,
+            config.grace,
+            self._retry_at,
+            soon=timedelta(seconds=config.retry_seconds),
+        )
         self.reclaim = Reclaimer(runs, jobs, recorder, config.grace, sole_owner=config.sole_owner)
         self._last_ok: datetime | None = None
         """When a sweep last reached the database (``_unreachable``: one failed since)."""
@@ -204,8 +211,7 @@ class Engine:
         the next retry are due, and arm the timer for the earliest."""
         # The owner's settings too: another process may have changed the timezone
         # (the default for new jobs) or the quiet hours.
-        owner = await self.pulse.owner.load()
-        self.jobs.default_timezone = owner.timezone
+        await self.pulse.owner.load()  # a new job's default zone follows it (CronService)
         await self.reclaim.scan(self.clock())
         await recover_once(self.jobs, self.recorder, self.leases, self.clock(), self.config.grace)
         await self.pulse.ensure_next(self.clock())

@@ -30,11 +30,13 @@ if TYPE_CHECKING:  # the agent's modules load after the first long poll (``agent
     from agent.conversation.dispatch import Command, Dispatcher, Interceptor, TierResolver
     from agent.conversation.pairing import Pairing
     from agent.conversation.prompt import PromptSection
-    from agent.owner import OwnerSettings
+    from agent.owner import Listener as OwnerListener
+    from agent.owner import Owners, OwnerSettings
     from agent.runs.runner import Runner
     from agent.tools.catalog import Offer, ToolCatalog
+    from channels.delivery.intake import Intake
     from channels.delivery.outbox import Outbox
-    from channels.delivery.pipeline import Pipeline
+    from channels.delivery.pipeline import BurstRule, Pipeline
     from channels.types import Channel
     from runtime.clock import Clock
     from scheduler.cron.service import CronService
@@ -109,11 +111,17 @@ class Parts:
     """Tried before the agent, in feature order; each built once the agent exists."""
     resolvers: Mapping[str, TierResolver] = field(default_factory=dict)
     """Who a channel's message is from (the channel's name as the key)."""
+    burst_rules: Mapping[str, BurstRule] = field(default_factory=dict)
+    """How long a channel's quick messages are gathered into one exchange (the
+    channel's name as the key; ``channels.delivery.pipeline``)."""
     routes: tuple[Route, ...] = ()
     prompt_sections: tuple[PromptSection, ...] = ()
     status: tuple[StatusSection, ...] = ()
     """Contributions to ``GET /api/status`` and ``/status``."""
     services: Services = field(default_factory=Services)
+    owner_listeners: tuple[OwnerListener, ...] = ()
+    """Told when the owner's settings change (``manage_settings``); registered as the
+    feature starts, before the features after it."""
     start: Callable[[Core], Awaitable[None]] | None = None
     """What starts once the agent exists (the scheduler's timers); it stops after the
     feature's ``yield``."""
@@ -127,12 +135,15 @@ class FeatureContext:
     settings: Settings
     database: Database
     outbox: Outbox
-    pipeline: Pipeline
+    intake: Intake
+    """Where the channels' messages are stored; the pipeline handles them once built."""
     channels: dict[str, Channel]
     """The running channels (the core's live mapping): a feature's channel joins it."""
     clock: Clock
     http: aiohttp.ClientSession
     owner: OwnerSettings
+    owners: Owners
+    """Who the owner is (the settings' and the paired Telegram owners)."""
     pairing: Pairing
     services: Services
     exclusive_transports: bool
@@ -140,8 +151,8 @@ class FeatureContext:
     False for ``watchkeeper chat``, which may run beside ``watchkeeper run``."""
 
     async def add_channel(self, channel: Channel) -> None:
-        """Start ``channel`` on the pipeline; the feature stops it after its ``yield``."""
-        await channel.start(self.pipeline.submit)
+        """Start ``channel`` on the intake; the feature stops it after its ``yield``."""
+        await channel.start(self.intake.submit)
         self.channels[channel.name] = channel
 
 

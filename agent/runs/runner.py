@@ -220,7 +220,7 @@ class Runner:
         channel, chat = job.origin_channel, job.origin_chat_id
         if channel not in self.deps.channels:  # the job's chat is not running here
             target = owner_chat(
-                self.deps.settings, self.deps.channels, primary=self.deps.primary_channel
+                self.deps.owners, self.deps.channels, primary=self.deps.primary_channel
             )
             channel, chat = target.channel, target.chat_id
         try:
@@ -234,7 +234,7 @@ class Runner:
 
     def _pulse_tools(self) -> list[str]:
         """The tools a pulse is offered now, so its brief names no other."""
-        target = owner_chat(self.deps.settings, self.deps.channels)
+        target = owner_chat(self.deps.owners, self.deps.channels)
         probe = RunContext(
             deps=self.deps,
             tier="owner",
@@ -271,7 +271,7 @@ class Runner:
 
         async def work(ticket: RunTicket) -> Outcome:
             target = owner_chat(
-                self.deps.settings, self.deps.channels, primary=self.deps.primary_channel
+                self.deps.owners, self.deps.channels, primary=self.deps.primary_channel
             )
             ctx = self._context("pulse", ticket, target.channel, target.chat_id)
             outcome = await self._execute(brief.text, ctx, self.config.pulse_timeout)
@@ -376,9 +376,7 @@ class Runner:
                 log.exception("alert router refused a failure warning; using the chat")
         if not first:
             return
-        target = owner_chat(
-            self.deps.settings, self.deps.channels, primary=self.deps.primary_channel
-        )
+        target = owner_chat(self.deps.owners, self.deps.channels, primary=self.deps.primary_channel)
         await self.deps.outbox.enqueue(
             OutboundMessage(
                 channel=target.channel,

@@ -19,6 +19,7 @@ from pymongo import ReturnDocument, UpdateOne
 from pymongo.asynchronous.database import AsyncDatabase
 
 from runtime.clock import Clock
+from runtime.listeners import Listeners
 from scheduler.backlog import window
 from scheduler.cron.expression import CronError, Schedule, next_fires, validate_timezone
 from scheduler.cron.job import (
@@ -56,18 +57,26 @@ class CronService:
         self,
         db: AsyncDatabase[Doc],
         clock: Clock,
-        default_timezone: str,
+        default_timezone: str | Callable[[], str],
         limits: JobLimits = NO_LIMITS,
     ) -> None:
+        """``default_timezone``: a new job's zone when it names none; a callable is the
+        owner's timezone as it is now (the app's: it follows the owner's settings, read
+        again by the engine's resync), a name is fixed until ``move_timezone``."""
         self._coll = db[c.CRONJOBS]
         self._clock = clock
-        self.default_timezone = default_timezone
+        self._default_timezone = default_timezone
         self.limits = limits
         """The scheduling feature passes the settings' limits; direct use has none."""
-        self.listeners: list[Listener] = []
+        self.listeners: Listeners[Listener] = Listeners()
         self._schedule_of = functools.lru_cache(maxsize=1024)(Schedule.of)
         """Schedules checked once per process, not at every read of their jobs (a
         stored expression was checked when it was written)."""
+
+    @property
+    def default_timezone(self) -> str:
+        zone = self._default_timezone
+        return zone if isinstance(zone, str) else zone()
 
     def _job(self, doc: Doc) -> CronJob:
         return CronJob.from_doc(doc, self._schedule_of)
@@ -277,7 +286,8 @@ class CronService:
         with its next fire recomputed (``update``); pending one-time jobs in ``old`` keep
         their moment and are shown in ``new`` from now on (a later ``run_at`` without an
         offset is read on the owner's new clock). The ids of the jobs moved."""
-        self.default_timezone = new
+        if isinstance(self._default_timezone, str):  # else it follows the owner already
+            self._default_timezone = new
         if old == new:
             return []
         recurring = {"cron_expression": {"$type": "string"}}

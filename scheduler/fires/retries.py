@@ -76,15 +76,17 @@ class Retries:
         clock: Callable[[], datetime],
         grace: timedelta,
         sweep_at: Callable[[datetime], None],
+        *,
+        soon: timedelta = timedelta(seconds=15),
     ) -> None:
         self.runs = runs
         self.jobs = jobs
         self.recorder = recorder
         self._clock = clock
         self._grace = grace
-        self.soon = timedelta(seconds=15)
+        self.soon = soon
         """How soon a held fire, an unsaved outcome or a failed sweep is tried again
-        (the engine sets its ``EngineConfig.retry_seconds``)."""
+        (the engine passes its ``EngineConfig.retry_seconds``)."""
         self._sweep_at = sweep_at
         """Asks the engine to sweep at a moment (for a retry, or a held fire)."""
         self.held: dict[str, Unstarted] = {}

@@ -24,6 +24,7 @@ from zoneinfo import ZoneInfo
 from pymongo.asynchronous.database import AsyncDatabase
 
 from runtime.clock import Clock
+from runtime.listeners import Listeners
 from scheduler.pulse.grid import (
     DEFAULT_QUIET,
     PulseConfigError,
@@ -172,7 +173,7 @@ class PulseStore:
         self._clock = clock
         self.owner = owner
         owner.listen(self._owner_changed)
-        self.listeners: list[Listener] = []
+        self.listeners: Listeners[Listener] = Listeners()
         self._cache: TtlCache[str, PulseState] = TtlCache(self.CACHE_SECONDS)
 
     @property

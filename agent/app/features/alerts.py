@@ -170,6 +170,7 @@ def alerting(options: AlertingOptions | None = None) -> Feature:
                 ctx.clock,
                 chosen.policy,
                 owner=ctx.owner,
+                owners=ctx.owners,
             )
             await router.start(background=chosen.background)
             try:
@@ -200,6 +201,7 @@ def alerting(options: AlertingOptions | None = None) -> Feature:
                     prompt_sections=(reply_words_section, changing(alert_prompt_section)),
                     status=(status_section,),
                     services=Services(alerts=router),
+                    owner_listeners=router.owner_listeners,
                 )
             finally:
                 await router.stop()

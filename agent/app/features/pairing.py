@@ -23,7 +23,7 @@ async def pairing_feature(ctx: FeatureContext) -> AsyncIterator[Parts]:
     async def owners_section() -> dict[str, Any]:
         return {"owners": await owners_status(ctx.settings, pairing)}
 
-    if "telegram" in ctx.channels and not ctx.settings.telegram_owner_ids:
+    if "telegram" in ctx.channels and not ctx.owners.telegram_ids:
         log.warning("telegram: no owner yet; write to the bot to get a pairing code")
         for pending in await pairing.store.pending():
             log.warning("pairing: %s", pending.command(pairing.cli))

@@ -24,6 +24,7 @@ from agent.app.application import App, Core, Feature, FeatureContext, Parts, Sch
 from agent.config import Settings
 from agent.context import RunContext
 from agent.conversation.prompt import changing
+from agent.owner import Listener as OwnerListener
 from agent.owner import OwnerPrefs, OwnerSettings
 from agent.runs.runner import Runner, RunnerConfig
 from agent.tools.catalog import always
@@ -84,18 +85,8 @@ def build_scheduling(
         max_jobs=settings.max_cron_jobs,
         min_interval=timedelta(minutes=settings.min_cron_interval_minutes),
     )
-    jobs = CronService(db, clock, owner.current.timezone, limits)
+    jobs = CronService(db, clock, lambda: owner.current.timezone, limits)
     pulse = PulseStore(db, clock, owner)
-
-    async def timezone_changed(old: OwnerPrefs, new: OwnerPrefs) -> None:
-        """Jobs that ran on the owner's old clock follow the owner to the new one."""
-        if old.timezone != new.timezone:
-            moved = await jobs.move_timezone(old.timezone, new.timezone)
-            log.info(
-                "timezone %s -> %s: %d cron job(s) moved", old.timezone, new.timezone, len(moved)
-            )
-
-    owner.listen(timezone_changed)
     runs = RunStore(db)
     started: asyncio.Future[Runner] = asyncio.get_running_loop().create_future()
 
@@ -139,6 +130,20 @@ def build_scheduling(
     return Scheduling(jobs, pulse, runs, engine, started)
 
 
+def following_timezone(jobs: CronService) -> OwnerListener:
+    """The owner's listener that moves the jobs that ran on the owner's old clock to
+    the new one."""
+
+    async def timezone_changed(old: OwnerPrefs, new: OwnerPrefs) -> None:
+        if old.timezone != new.timezone:
+            moved = await jobs.move_timezone(old.timezone, new.timezone)
+            log.info(
+                "timezone %s -> %s: %d cron job(s) moved", old.timezone, new.timezone, len(moved)
+            )
+
+    return timezone_changed
+
+
 def make_runner(core: Core, parts: Scheduling, options: SchedulingOptions) -> Runner:
     settings = core.deps.settings
     return Runner(
@@ -155,10 +160,12 @@ def make_runner(core: Core, parts: Scheduling, options: SchedulingOptions) -> Ru
 
 
 def build_parts(app: App, options: SchedulingOptions) -> Scheduling:
-    """A second scheduler on a running app, its runner ready (tests: another process)."""
+    """A second scheduler on a running app, its runner ready (tests: another process,
+    with the owner's settings of its own, read as its engine starts)."""
     deps = app.deps
+    owner = OwnerSettings(deps.db, app.clock, deps.settings.timezone)
     parts = build_scheduling(
-        deps.db, app.clock, deps.owner, deps.settings, options, sole_owner=app.database.owns_server
+        deps.db, app.clock, owner, deps.settings, options, sole_owner=app.database.owns_server
     )
     parts.started.set_result(make_runner(Core(deps, app.agent), parts, options))
     return parts
@@ -249,7 +256,11 @@ def scheduling(options: SchedulingOptions | None = None) -> Feature:
             armed = True
             log.info("scheduler: %d timer(s) armed%s", count, "" if chosen.timer else " (manual)")
 
-        yield dataclasses.replace(_parts(parts, ctx.clock), start=start)
+        yield dataclasses.replace(
+            _parts(parts, ctx.clock),
+            start=start,
+            owner_listeners=(following_timezone(parts.jobs),),
+        )
         if armed:
             await parts.engine.stop()
 

@@ -38,9 +38,7 @@ def berlin(
     return datetime(year, month, day, hour, minute, second, tzinfo=BERLIN)
 
 
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(FRIDAY_EVENING.astimezone(UTC))
+pytestmark = pytest.mark.clock(FRIDAY_EVENING.astimezone(UTC))
 
 
 def _app(mongo_server: str, tmp_path: Path, model: ScriptedModel, clock: FakeClock, **kw: Any):  # type: ignore[no-untyped-def]

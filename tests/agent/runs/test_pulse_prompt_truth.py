@@ -32,9 +32,7 @@ from tests.scheduling_kit import call_tool, parts_of, scheduled_app
 NOW = datetime(2026, 3, 6, 17, 0, tzinfo=UTC)
 
 
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(NOW)
+pytestmark = pytest.mark.clock(NOW)
 
 
 async def _pulse_request(app: App, model: ScriptedModel) -> Request:

@@ -26,6 +26,7 @@ OWNER_TOOLS = {
     "update_db_schema",
     "db_query",
     "web_search",
+    "fetch_url",
     "raise_alert",
     "manage_alerts",
     "manage_cronjob",

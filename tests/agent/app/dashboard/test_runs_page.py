@@ -31,9 +31,7 @@ MARK = re.compile(
 )
 
 
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(NOW)
+pytestmark = pytest.mark.clock(NOW)
 
 
 def marks_of(text: str) -> dict[str, dict[str, str]]:
