@@ -42,9 +42,9 @@ if TYPE_CHECKING:  # the agent's modules load after the first long poll (``agent
     from runtime.clock import Clock
     from scheduler.cron.service import CronService
     from scheduler.engine import Engine
-    from scheduler.fires.records import RunStore
     from scheduler.pulse.store import PulseStore
     from storage.db import Database
+    from storage.repos.runs.store import RunStore
 
 Handler = Callable[["web.Request"], Awaitable["web.StreamResponse"]]
 Route = tuple[str, str, Handler]

@@ -26,15 +26,15 @@ from agent.alerts.policy import model_field, outside_part
 from agent.context import AgentDeps
 from agent.owner import Owners
 from channels.delivery.inbox import STATUSES, received_since
-from scheduler.cron.expression import describe
 from scheduler.cron.job import CronJob, local_text
 from scheduler.cron.service import CronService
 from scheduler.fires.recorder import RunTicket
-from scheduler.fires.records import RunStore
 from scheduler.pulse.grid import PulseConfigError, next_pulse, remaining_today
 from scheduler.pulse.store import PulseState
 from scheduler.views import short_time
 from storage import collections as c
+from storage.repos.runs.record import Run
+from storage.repos.runs.store import RunStore
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
@@ -54,7 +54,7 @@ def cron_prompt(job: CronJob, ticket: RunTicket, now: datetime) -> str:
         due = local_text(ticket.scheduled_for, tz)
         what = f"one-time (set for {due}; this is its only run)"
     else:
-        what = f"recurring ({describe(job.cron_expression)}, {job.timezone})"
+        what = f"recurring ({job.rule_words()}, {job.timezone})"
     head = f"Scheduled job {job.id} “{job.name}”, {what}."
     if is_late(ticket, now):
         head += (
@@ -242,8 +242,8 @@ def _alert_line(alert: Doc) -> str:
     return f"- #{code} {alert.get('severity', '')}: {_clip(str(alert.get('title', '')), 100)}"
 
 
-def _run_line(run: Doc, tz: ZoneInfo, now: datetime) -> str:
-    detail = run.get("error") if run.get("status") != "success" else run.get("result")
-    line = f"- cron {run.get('name') or run.get('job_id')} {run.get('status')}"
-    line += f" at {short_time(run.get('scheduled_for'), tz, now)}"
+def _run_line(run: Run, tz: ZoneInfo, now: datetime) -> str:
+    detail = run.error if run.status != "success" else run.result
+    line = f"- cron {run.name or run.job_id} {run.status}"
+    line += f" at {short_time(run.scheduled_for, tz, now)}"
     return line + (f": {_clip(str(detail), 160)}" if detail else "")

@@ -28,9 +28,8 @@ from scheduler.cron.expression import CronError
 from scheduler.cron.job import CronJob, JobError
 from scheduler.cron.service import CronService
 from scheduler.engine import AlreadyRunning
-from scheduler.views import job_view
+from scheduler.views import job_state, job_view, schedule_words
 
-Doc = dict[str, Any]
 LISTED = 200
 
 
@@ -51,7 +50,7 @@ def destination(owners: Owners, channel: str, chat_id: str) -> str:
     return f"{channel_name(channel)}, chat {chat_id}"
 
 
-def job_row(job: CronJob, now: datetime, dash: Dashboard) -> Doc:
+def job_row(job: CronJob, now: datetime, dash: Dashboard) -> dict[str, Any]:
     view = job_view(job, now, dash.tz)
 
     def shown(at: datetime | None) -> str:
@@ -62,11 +61,11 @@ def job_row(job: CronJob, now: datetime, dash: Dashboard) -> Doc:
     elif not job.enabled:
         state, badge = "paused", "warn"
     else:
-        state, badge = view.get("state", "active"), "ok"
+        state, badge = job_state(job, now) or "active", "ok"
     if job.once:
         schedule = f"once, {shown(job.run_at)}" + (", then kept as done" if not job.done else "")
     else:
-        schedule = str(view["schedule"])
+        schedule = schedule_words(job, dash.tz)
     try:
         fires = job.next_fires(now, 3) if job.enabled and not job.done else []
     except CronError:

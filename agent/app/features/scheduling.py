@@ -37,8 +37,8 @@ from scheduler.cron.job import CronJob, JobLimits
 from scheduler.cron.service import CronService
 from scheduler.engine import AlreadyRunning, Engine, EngineConfig
 from scheduler.fires.claims import LeaseStore
+from scheduler.fires.leases import LeaseTerms, RunLeases
 from scheduler.fires.recorder import Go, RunRecorder, RunTicket, Skip
-from scheduler.fires.records import LeaseTerms, Outcome, RunLeases, RunStore, Trigger
 from scheduler.pulse.store import PulseStore
 from scheduler.views import (
     job_line,
@@ -46,11 +46,11 @@ from scheduler.views import (
     pulse_status_text,
     pulse_view,
     run_line,
-    run_view,
 )
+from storage.repos.runs.record import Outcome, Run, Trigger
+from storage.repos.runs.store import RunStore
 
 log = logging.getLogger(__name__)
-Doc = dict[str, Any]
 SHOWN_JOBS = 30
 """Jobs shown by ``/jobs`` and ``/api/status`` (a Telegram message holds 4,096 chars)."""
 JOBS_HINT = "No cron jobs yet. Try: “every weekday at 9 remind me to check the backups”."
@@ -67,11 +67,11 @@ class SchedulingOptions:
     grace: timedelta = timedelta(minutes=10)
     resync_seconds: float = 60.0
     lease: LeaseTerms = field(default_factory=LeaseTerms)
-    """How long a run's lease lasts unrenewed (``scheduler.fires.records``)."""
+    """How long a run's lease lasts unrenewed (``scheduler.fires.leases``)."""
 
 
 def build_scheduling(
-    db: AsyncDatabase[Doc],
+    db: AsyncDatabase[Any],
     clock: Clock,
     owner: OwnerSettings,
     settings: Settings,
@@ -96,10 +96,10 @@ def build_scheduling(
     async def plan_pulse(now: datetime, trigger: Trigger) -> Skip | Go:
         return await (await started).plan_pulse(now, trigger)
 
-    async def warn_failures(run: Doc, streak: int, job: CronJob | None) -> None:
+    async def warn_failures(run: Run, streak: int, job: CronJob | None) -> None:
         await (await started).warn_failures(run, streak, job)
 
-    async def warn_missed(runs: Sequence[Doc], jobs: Mapping[str, CronJob]) -> None:
+    async def warn_missed(runs: Sequence[Run], jobs: Mapping[str, CronJob]) -> None:
         await (await started).warn_missed(runs, jobs)
 
     # This start of this process, as the holder of its runs and fires.
@@ -201,7 +201,7 @@ def _parts(parts: Scheduling, clock: Clock) -> Parts:
             since = busy.since.isoformat() if busy.since is not None else None
             error = {"error": "a pulse is already running; not started again", "since": since}
             return web.json_response(error, status=409)
-        return web.json_response(run_view(run))
+        return web.json_response(run.to_json())
 
     async def prompt_section(ctx: RunContext) -> str | None:
         if ctx.tier != "owner":
