@@ -44,6 +44,9 @@ STATUS_COLOURS: Mapping[str, str] = MappingProxyType(
     }
 )
 """Each status's colour; the legend shows the same ones, with words beside them."""
+DRAWN_LAST = ("failed", "timeout", "missed", "retrying")
+"""Drawn after (so above) every other mark, worst last: a failure at the same spot as
+a success is never hidden under it."""
 LANES = ("pulse", "cron")
 LABEL_W = 84
 HOUR_W = 26
@@ -125,6 +128,12 @@ def marks(runs: Iterable[Run], today: date, tz: ZoneInfo) -> list[Mark]:
     return found
 
 
+def drawing_order(mark: Mark) -> int:
+    """0 for the marks drawn first; failures come last (see ``DRAWN_LAST``)."""
+    status = mark.status
+    return len(DRAWN_LAST) - DRAWN_LAST.index(status) if status in DRAWN_LAST else 0
+
+
 def timeline_svg(runs: Iterable[Run], now: datetime, tz: ZoneInfo) -> Markup:
     today = now.astimezone(tz).date()
     height = TOP + DAYS * ROW_H + 4
@@ -155,7 +164,7 @@ def timeline_svg(runs: Iterable[Run], now: datetime, tz: ZoneInfo) -> Markup:
             f'<text x="4" y="{y + ROW_H / 2 + 2}" font-size="14" fill="currentColor">{label}</text>'
         )
     lane_h = (ROW_H - 4) / len(LANES)
-    for mark in marks(runs, today, tz):
+    for mark in sorted(marks(runs, today, tz), key=drawing_order):
         x = LABEL_W + mark.hour * HOUR_W - MARK_W / 2
         top = TOP + mark.day * ROW_H + mark.lane * lane_h + 2
         label = escape(mark.label)

@@ -161,3 +161,18 @@ async def test_a_damaged_run_record_is_left_out_and_the_page_still_shows(
             text = await page(client, "/runs")
     assert list(marks_of(text)) == [good]
     assert "Hand-edited" not in text
+
+
+async def test_a_failure_at_the_same_moment_as_a_success_is_drawn_above_it(
+    mongo_server: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    async with dash_app(mongo_server, tmp_path, clock) as app:
+        at = NOW - timedelta(hours=2)
+        failed = await record_run(app, "cron", "failed", at, name="Backups", error="disk full")
+        fine = await record_run(app, "cron", "success", at, name="News")
+        async with client_of(app) as client:
+            text = await page(client, "/runs")
+    drawn = list(marks_of(text))  # in the order the SVG paints them: later is on top
+    assert drawn.index(failed) > drawn.index(fine)
+    found = marks_of(text)
+    assert (found[failed]["x"], found[failed]["y"]) == (found[fine]["x"], found[fine]["y"])
