@@ -156,6 +156,8 @@ def pulse_view(state: PulseState, tz: ZoneInfo, now: datetime) -> dict[str, Any]
         "last_pulse_at": local_iso(state.last_pulse_at, tz),
         "today": today,
     }
+    if state.paused_at(now):
+        view["paused_until"] = local_iso(state.paused_until, tz)
     schedule = _schedule(state, tz)
     if schedule is None:
         view["remaining_today"], view["next_pulse_at"] = 0, None
@@ -199,6 +201,8 @@ def pulse_status_text(state: PulseState, tz: ZoneInfo, now: datetime, *, notes: 
     else:
         spread = spacing_text(schedule) if schedule is not None else "(settings invalid)"
         head = f"on, {state.pulses_per_day}/day {spread}, {days_text(state.active_days)}"
+        if state.paused_at(now):
+            head += f"; paused until {short_time(state.paused_until, tz, now)}"
     nxt = next_pulse(schedule, now) if schedule is not None else None
     line = (
         f"done today {state.done_on(local_day(now, tz))}/{state.pulses_per_day}, "

@@ -7,6 +7,7 @@ runner as a scheduled pulse (recorded, capped, time-boxed).
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
@@ -34,6 +35,12 @@ class PulseArgs(BaseModel):
         description="any whole number 1-48, spread evenly over the waking (non-quiet) part "
         "of active days",
     )
+    paused_until: str | None = Field(
+        default=None,
+        max_length=40,
+        description="ISO 8601 (owner's time unless it has an offset): no pulse before then; "
+        "'' ends a pause",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -42,6 +49,22 @@ class PulseArgs(BaseModel):
         if isinstance(data, dict) and "quiet_hours" in data:
             raise ValueError(QUIET_MOVED)
         return data
+
+
+def pause_of(text: str | None, store: PulseStore) -> datetime | Literal["unchanged"] | None:
+    """``paused_until`` as given: "unchanged" when absent, None for '' (no pause), else
+    the moment (a time without an offset is the owner's)."""
+    if text is None:
+        return "unchanged"
+    if not text.strip():
+        return None
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ToolError(
+            f"paused_until {text!r} is not an ISO 8601 time, like 2026-05-04T07:00"
+        ) from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=store.tz)
 
 
 def _store(ctx: RunContext) -> PulseStore:
@@ -75,16 +98,17 @@ async def _manage(args: PulseArgs, ctx: RunContext) -> ToolResult:
             return {"success": True, "action": "notes_updated", "length": len(state.notes)}
         if args.action == "run_now":
             return await _run_now(ctx)
-        given = [args.enabled, args.active_days, args.pulses_per_day]
+        given = [args.enabled, args.active_days, args.pulses_per_day, args.paused_until]
         if all(value is None for value in given):
             raise ToolError(
-                "update_config needs enabled, active_days or pulses_per_day (quiet hours "
-                "are set with manage_settings)"
+                "update_config needs enabled, active_days, pulses_per_day or paused_until "
+                "(quiet hours are set with manage_settings)"
             )
         state = await store.update_config(
             enabled=args.enabled,
             active_days=args.active_days,
             pulses_per_day=args.pulses_per_day,
+            paused_until=pause_of(args.paused_until, store),
         )
         return {
             "success": True,
@@ -101,7 +125,7 @@ MANAGE_PULSE: Tool[Any] = Tool(
     description=(
         "Your periodic check-in (pulse), never in quiet hours (manage_settings). "
         "get_config: settings, today's times; update_config: enabled, active_days, "
-        "pulses_per_day; update_notes: notes for your next pulse; run_now: none."
+        "pulses_per_day, paused_until; update_notes: notes for your next pulse; run_now."
     ),
     args=PulseArgs,
     handler=_manage,

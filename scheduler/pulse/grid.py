@@ -97,6 +97,8 @@ class PulseSchedule:
     active_days: frozenset[int]
     quiet_hours: tuple[QuietHours, ...]
     tz: ZoneInfo
+    paused_until: datetime | None = None
+    """No pulse before this moment (``manage_pulse``'s ``paused_until``); None: not paused."""
 
 
 def _parse_time(value: object, where: str) -> time:
@@ -177,6 +179,7 @@ def make_schedule(
     active_days: Iterable[int] = ALL_DAYS,
     quiet_hours: Sequence[QuietHours | Mapping[str, object]] = (),
     tz: ZoneInfo | str = "UTC",
+    paused_until: datetime | None = None,
 ) -> PulseSchedule:
     """Validate raw settings into a ``PulseSchedule``; an empty ``active_days`` means never."""
     windows = [item for item in quiet_hours if isinstance(item, QuietHours)]
@@ -193,6 +196,7 @@ def make_schedule(
         active_days=_check_days(active_days),
         quiet_hours=tuple(windows),
         tz=tz,
+        paused_until=None if paused_until is None else _aware_utc(paused_until, "paused_until"),
     )
 
 
@@ -317,7 +321,10 @@ def _utc_slots(schedule: PulseSchedule, day: date) -> tuple[datetime, ...]:
     active = _active_minutes(schedule.quiet_hours)
     count = min(schedule.pulses_per_day, len(active))
     wanted = [active[index * len(active) // count] for index in range(count)]
-    return tuple(_place(wanted, active, day, schedule.tz))
+    slots = tuple(_place(wanted, active, day, schedule.tz))
+    if schedule.paused_until is None:
+        return slots
+    return tuple(slot for slot in slots if slot >= schedule.paused_until)
 
 
 def grid_slots(schedule: PulseSchedule, day: date) -> list[datetime]:
@@ -330,6 +337,8 @@ def next_pulse(schedule: PulseSchedule, after: datetime) -> datetime | None:
     after_utc = _aware_utc(after, "after")
     if not schedule.enabled or not schedule.active_days:
         return None
+    if schedule.paused_until is not None:  # a pause of weeks: search from its end
+        after_utc = max(after_utc, schedule.paused_until - timedelta(microseconds=1))
     first = local_day(after_utc, schedule.tz)
     for offset in range(_SEARCH_DAYS + 1):
         for slot in _utc_slots(schedule, first + timedelta(days=offset)):

@@ -17,8 +17,8 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime
-from typing import Protocol, TypeVar
+from datetime import date, datetime, timedelta
+from typing import Literal, Protocol, TypeVar
 from zoneinfo import ZoneInfo
 
 from pymongo.asynchronous.database import AsyncDatabase
@@ -93,6 +93,8 @@ class PulseState:
     last_check_at: datetime | None = None
     """When a pulse last looked (idle or not): "since the last pulse" starts here."""
     next_pulse_at: datetime | None = None
+    paused_until: datetime | None = None
+    """No pulse before this moment; a moment past is no pause."""
 
     @classmethod
     def from_doc(cls, doc: Doc | None, owner: OwnerHours | None = None) -> PulseState:
@@ -124,6 +126,7 @@ class PulseState:
             last_pulse_at=read("last_pulse_at", moment, None),
             last_check_at=read("last_check_at", moment, None),
             next_pulse_at=read("next_pulse_at", moment, None),
+            paused_until=read("paused_until", moment, None),
         )
 
     def schedule(self, tz: ZoneInfo) -> PulseSchedule:
@@ -133,7 +136,12 @@ class PulseState:
             active_days=self.active_days,
             quiet_hours=list(self.quiet_hours),
             tz=tz,
+            paused_until=self.paused_until,
         )
+
+    def paused_at(self, now: datetime) -> bool:
+        """Whether the pulse is paused at ``now`` (``paused_until`` still ahead)."""
+        return self.paused_until is not None and self.paused_until > now
 
     def done_on(self, day: date) -> int:
         """Pulses done on a local day: the counter resets when the day changes."""
@@ -162,6 +170,10 @@ def check_notes(notes: str) -> str:
             "saved: condense them and save again."
         )
     return notes
+
+
+MAX_PAUSE = timedelta(days=90)
+"""The longest pause ``paused_until`` may set."""
 
 
 class PulseStore:
@@ -235,24 +247,38 @@ class PulseStore:
         enabled: bool | None = None,
         active_days: Sequence[int] | None = None,
         pulses_per_day: int | None = None,
+        paused_until: datetime | Literal["unchanged"] | None = "unchanged",
     ) -> PulseState:
-        """Validate the merged settings as a whole, then store only what changed."""
-        current = await self.get()
+        """Validate the merged settings as a whole, then store only what changed.
+        ``paused_until``: no pulse before then (None or a moment past: no pause; at most
+        ``MAX_PAUSE`` ahead)."""
+        current, now = await self.get(), self._clock()
+        pause = current.paused_until if paused_until == "unchanged" else paused_until
+        if pause is not None and pause > now + MAX_PAUSE:
+            days = MAX_PAUSE.days
+            raise PulseConfigError(
+                f"paused_until is at most {days} days ahead; got {pause:%Y-%m-%d}"
+            )
+        if pause is not None and pause <= now:
+            pause = None  # a moment past pauses nothing: the pulse runs as set
         schedule = make_schedule(
             enabled=current.enabled if enabled is None else enabled,
             pulses_per_day=current.pulses_per_day if pulses_per_day is None else pulses_per_day,
             active_days=current.active_days if active_days is None else active_days,
             quiet_hours=list(current.quiet_hours),
             tz=self.tz,
+            paused_until=pause,
         )
-        fields: Doc = {"updated_at": self._clock()}
+        fields: Doc = {"updated_at": now}
+        if paused_until != "unchanged":
+            fields["paused_until"] = pause
         if enabled is not None:
             fields["enabled"] = schedule.enabled
         if pulses_per_day is not None:
             fields["pulses_per_day"] = schedule.pulses_per_day
         if active_days is not None:
             fields["active_days"] = sorted(schedule.active_days)
-        fields["next_pulse_at"] = next_pulse(schedule, self._clock())
+        fields["next_pulse_at"] = next_pulse(schedule, now)
         await self._set(fields)
         await self._changed()
         return await self.get()

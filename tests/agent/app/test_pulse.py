@@ -114,6 +114,32 @@ async def test_active_days_skip_the_weekend(
     assert all(r["status"] == "success" for r in ran)
 
 
+async def test_stop_the_pulse_for_the_weekend_and_it_comes_back_by_itself(
+    mongo_server: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    model = ScriptedModel(lambda r: "ok")
+    async with _app(mongo_server, tmp_path, model, clock) as app:
+        await parts_of(app).pulse.update_notes("n")
+        await _configure(app, pulses_per_day=6, quiet_hours=[])
+        view = await _configure(app, paused_until="2026-03-09T07:00")  # Monday, Berlin
+        assert view["enabled"] is True and view["paused_until"] == "2026-03-09T07:00+01:00"
+        assert view["next_pulse_at"] == "2026-03-09T08:00+01:00"
+        shown = await app.dispatcher.handle(Envelope(inbound("/pulse")))
+        assert "paused until Mon 07:00" in shown[0].text
+        await _walk(app, clock, 64, step_minutes=10)  # to Monday 10:00
+        ran = await _pulse_runs(app)
+        assert _local_hours(ran) == ["Mon 08:00"]
+        assert "paused_until" not in (await call_tool(app, "manage_pulse", action="get_config"))
+        bad = await call_tool(app, "manage_pulse", action="update_config", paused_until="soon")
+        assert bad == {
+            "error": "paused_until 'soon' is not an ISO 8601 time, like 2026-05-04T07:00"
+        }
+        far = await call_tool(
+            app, "manage_pulse", action="update_config", paused_until="2027-03-09T07:00"
+        )
+        assert far["error"].startswith("paused_until is at most 90 days ahead")
+
+
 async def test_daily_cap_is_enforced_and_resets_at_local_midnight(
     mongo_server: str, tmp_path: Path, clock: FakeClock
 ) -> None:
