@@ -25,21 +25,20 @@ QUIET_MOVED = (
 )
 
 
+MAX_TIME_CHARS = 40
+
+
 class PulseArgs(BaseModel):
     action: Literal["get_config", "update_config", "update_notes", "run_now"]
-    notes: str | None = Field(default=None, description="Notes for your next pulse, <=2000 chars.")
+    notes: str | None = Field(default=None, description="<=2000 chars")
     enabled: bool | None = None
     active_days: list[int] | None = Field(default=None, description="0=Sunday..6")
     pulses_per_day: int | None = Field(
         default=None,
-        description="any whole number 1-48, spread evenly over the waking (non-quiet) part "
-        "of active days",
+        description="1-48, spread evenly over the non-quiet hours of active days",
     )
     paused_until: str | None = Field(
-        default=None,
-        max_length=40,
-        description="ISO 8601 (owner's time unless it has an offset): no pulse before then; "
-        "'' ends a pause",
+        default=None, description="ISO 8601, owner's time: no pulse before it; '' ends a pause"
     )
 
     @model_validator(mode="before")
@@ -58,6 +57,8 @@ def pause_of(text: str | None, store: PulseStore) -> datetime | Literal["unchang
         return "unchanged"
     if not text.strip():
         return None
+    if len(text) > MAX_TIME_CHARS:
+        raise ToolError(f"paused_until is at most {MAX_TIME_CHARS} characters")
     try:
         moment = datetime.fromisoformat(text.strip())
     except ValueError:
@@ -121,11 +122,10 @@ async def _manage(args: PulseArgs, ctx: RunContext) -> ToolResult:
 
 MANAGE_PULSE: Tool[Any] = Tool(
     name="manage_pulse",
-    guidance=("manage_pulse: your periodic check-in; keep notes for the next pulse."),
     description=(
-        "Your periodic check-in (pulse), never in quiet hours (manage_settings). "
-        "get_config: settings, today's times; update_config: enabled, active_days, "
-        "pulses_per_day, paused_until; update_notes: notes for your next pulse; run_now."
+        "Your periodic check-in (pulse), never in quiet hours. get_config: settings, "
+        "today's times; update_config: enabled, active_days, pulses_per_day, paused_until; "
+        "update_notes: notes every pulse reads until changed; run_now."
     ),
     args=PulseArgs,
     handler=_manage,
