@@ -32,6 +32,7 @@ from agent.owner import can_page
 from scheduler.monitors.monitor import Monitor, MonitorLimits
 from scheduler.monitors.store import MonitorStore
 from scheduler.views import pulse_view, quiet_text
+from storage.repos.alert_record import Alert
 
 Doc = dict[str, Any]
 Shown = Callable[[datetime | None], str]
@@ -65,19 +66,19 @@ def plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
 
 
-def alert_problems(alerts: list[Doc]) -> list[Problem]:
+def alert_problems(alerts: list[Alert]) -> list[Problem]:
     """Open alerts by severity; acknowledged, snoozed or muted ones last."""
     found = []
-    opened = [a for a in alerts if a.get("status") == "open"]
+    opened = [a for a in alerts if a.status == "open"]
     ranked: tuple[tuple[int, str, Level], ...] = (
         (10, "critical", "critical"),
         (45, "warning", "warn"),
     )
     for rank, severity, level in ranked:
-        count = sum(a.get("severity") == severity for a in opened)
+        count = sum(a.severity == severity for a in opened)
         if count:
             found.append(Problem(rank, level, f"{plural(count, severity + ' alert')} open"))
-    infos = sum(a.get("severity") not in ("critical", "warning") for a in opened)
+    infos = sum(a.severity not in ("critical", "warning") for a in opened)
     if infos:
         found.append(Problem(70, "info", f"{plural(infos, 'info alert')} open"))
     held = len(alerts) - len(opened)
@@ -288,7 +289,8 @@ async def glance(dash: Dashboard) -> Doc:
     router = dash.app.deps.alerts
     ready = can_page(dash.app.settings, dash.app.channels)
     sms = {"ready": ready, "calls": router.calls.status() if router is not None else None}
-    problems = alert_problems(alerts or []) + health_problems(health, ready, monitors)
+    opened = [card.alert for card in alerts or []]
+    problems = alert_problems(opened) + health_problems(health, ready, monitors)
 
     def shown(at: datetime | None) -> str:
         return human_time(at, dash.tz, now)

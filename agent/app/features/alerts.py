@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from agent.alerts.calls import VOICE_WEBHOOK
+from agent.alerts.intake import AlertError
 from agent.alerts.policy import RoutingPolicy, summary_line
 from agent.alerts.router import AlertRouter
-from agent.alerts.store import AlertError
 from agent.app.application import Feature, FeatureContext, Parts, Route, Services
 from agent.config import Settings
 from agent.context import RunContext
@@ -101,7 +101,7 @@ def _api_raise(router: AlertRouter, read_timeout: float) -> Any:
         if unknown:
             return _json({"error": f"unknown field(s): {_names(unknown)}"}, 400)
         try:  # the caller's words are outside text: sent quoted, as the caller's
-            alert = await router.raise_alert(
+            raised = await router.raise_alert(
                 severity=data.get("severity"),
                 title=_outside(data.get("title")),
                 body=_outside(data.get("body", "")),
@@ -110,7 +110,7 @@ def _api_raise(router: AlertRouter, read_timeout: float) -> Any:
             )
         except AlertError as exc:
             return _json({"error": str(exc)}, 400)
-        return _json(alert, 200 if alert.get("deduplicated") else 201)
+        return _json(raised.view(), 200 if raised.deduplicated else 201)
 
     return handler
 
@@ -184,7 +184,8 @@ def alerting(options: AlertingOptions | None = None) -> Feature:
                     calls_line = f"calls off: {calls['off_because']}"
 
                 async def status_section() -> dict[str, Any]:
-                    return {"alerts": await router.open_alerts(), "calls": router.calls.status()}
+                    alerts = [alert.public() for alert in await router.open_alerts()]
+                    return {"alerts": alerts, "calls": router.calls.status()}
 
                 log.info(
                     "alerts: routing on (%s); %s",
