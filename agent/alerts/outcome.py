@@ -16,7 +16,6 @@ from typing import Any
 from agent.alerts.policy import RoutingPolicy, model_field
 from storage.repos.alert_record import Action, Alert
 
-Doc = dict[str, Any]
 NO_MORE = "no further reminders"
 
 
@@ -40,7 +39,7 @@ class RoutingFacts:
     repeat_every: timedelta
     warning_sms_after: timedelta
 
-    def to_json(self) -> Doc:
+    def to_json(self) -> dict[str, Any]:
         """The ``routing`` object of ``POST /api/alerts`` (``json.dumps(default=str)``)."""
         out = asdict(self)
         out["delivered"] = list(self.delivered)
@@ -60,7 +59,7 @@ class Raised:
     def code(self) -> str:
         return self.alert.code
 
-    def view(self) -> Doc:
+    def view(self) -> dict[str, Any]:
         """The answer of ``POST /api/alerts``: the alert's public fields, ``deduplicated``
         and ``routing``."""
         return {
@@ -166,7 +165,7 @@ def _sms(severity: str, facts: RoutingFacts, now: datetime, tz: tzinfo) -> str:
     return "not sent"
 
 
-def describe(raised: Raised, now: datetime, tz: tzinfo) -> Doc:
+def describe(raised: Raised, now: datetime, tz: tzinfo) -> dict[str, Any]:
     """The ``raise_alert`` reply for what the router did (``raised``)."""
     stored, facts = raised.alert, raised.routing
     severity, code = stored.severity, stored.code
@@ -176,7 +175,7 @@ def describe(raised: Raised, now: datetime, tz: tzinfo) -> Doc:
         "title": model_field(stored, "title"),
         "status": stored.status,
     }
-    reply: Doc = {"alert": alert}
+    reply: dict[str, Any] = {"alert": alert}
     if raised.deduplicated and not facts.sent_now:
         reply["deduplicated"] = (
             f"same dedupe_key as open alert #{code}: counted (seen {stored.count} "

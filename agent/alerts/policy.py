@@ -23,14 +23,11 @@ from agent.alerts.directives import format_duration, help_text
 from agent.llm.untrusted import for_model
 from agent.owner import OwnerPrefs
 from channels.types import Button
-from storage import collections as c
 from storage.outside import Outside
 from storage.repos.alert_record import Alert, Severity, TextField
+from storage.repos.alerts import routing_overrides
 
 log = logging.getLogger(__name__)
-Doc = dict[str, Any]
-
-POLICY_DOC = "alert_routing"
 LABELS: Mapping[Severity, str] = MappingProxyType(
     {"info": "INFO", "warning": "WARNING", "critical": "CRITICAL"}
 )
@@ -92,8 +89,8 @@ class RoutingPolicy:
         return self.warning_sms_after > timedelta(0)
 
 
-async def load_policy(db: AsyncDatabase[Doc]) -> RoutingPolicy:
-    return RoutingPolicy.from_doc(await db[c.SETTINGS].find_one({"_id": POLICY_DOC}))
+async def load_policy(db: AsyncDatabase[dict[str, Any]]) -> RoutingPolicy:
+    return RoutingPolicy.from_doc(await routing_overrides(db))
 
 
 # -- texts --------------------------------------------------------------------------

@@ -42,7 +42,6 @@ from storage.repos.alert_record import SEVERITIES, Alert, Step
 from storage.repos.alerts import LEASE, AlertStore
 
 log = logging.getLogger(__name__)
-Doc = dict[str, Any]
 RANK: Mapping[str, int] = MappingProxyType({name: i for i, name in enumerate(SEVERITIES)})
 MAX_POLL = 30.0
 MAX_STEPS_PER_TICK = 10_000
@@ -52,7 +51,7 @@ NO_WARNING_SMS = "warnings never go by SMS (warning_sms_after_minutes is 0)"
 class AlertRouter:
     def __init__(
         self,
-        db: AsyncDatabase[Doc],
+        db: AsyncDatabase[dict[str, Any]],
         outbox: Outbox,
         channels: Mapping[str, Channel],
         settings: Settings,
