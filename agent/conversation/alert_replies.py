@@ -37,13 +37,13 @@ from agent.alerts.directives import (
 from agent.alerts.job_directives import apply_cron, apply_pulse, job_id_of
 from agent.alerts.lifecycle import ALERT_DIRECTIVES
 from agent.alerts.policy import local_time, model_field
-from agent.alerts.reply_target import last_sent_alert, last_sent_to, replied_alert
 from agent.alerts.router import AlertRouter
 from agent.context import AlertInPlay, RunContext
 from agent.conversation.agent import Agent
 from agent.owner import owner_address
 from channels.types import HandlingFailed, InboundMessage, Reply
 from storage.repos.alert_record import Alert
+from storage.repos.sent_alerts import last_sent_alert, last_sent_to, replied_alert
 
 log = logging.getLogger(__name__)
 Named = Literal["code", "reply"]
