@@ -7,22 +7,18 @@ doing anything again. The confirmation texts are the ones the owner reads.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from types import MappingProxyType
-from typing import Any
+from typing import Final
 from zoneinfo import ZoneInfo
 
 from agent.alerts.directives import Ack, Directive, Mute, Resolve, Snooze, Unmute, format_duration
 from agent.alerts.policy import RoutingPolicy, local_time
-from storage.repos.alert_record import UNRESOLVED, Alert, Step
+from storage.repos.alert_record import UNRESOLVED, Alert, AlertChanges, Step, stop_timer
 from storage.repos.alerts import AlertStore
 
-Timer = Mapping[str, Any]
-"""The timer fields of an update (``next_action``, ``next_escalation_at``)."""
-STOP_TIMER: Timer = MappingProxyType({"next_action": None, "next_escalation_at": None})
-CALL_AT = "call_at"
+CALL_AT: Final = "call_at"
 """When the alert's next phone call is due (``agent.alerts.calls``); every change that
 stops the escalation drops it, so a call never rings for an alert the owner answered."""
 ALERT_DIRECTIVES = (Ack, Resolve, Snooze, Mute, Unmute)
@@ -37,7 +33,7 @@ class Outcome:
     changed: bool = False
 
 
-def _noted(note: str | None) -> dict[str, str]:
+def _noted(note: str | None) -> AlertChanges:
     """The alert's ``note`` field set to ``note``, when there is one."""
     return {"note": note} if note else {}
 
@@ -85,9 +81,13 @@ class Lifecycle:
         done = await self._store.change(
             alert.id,
             when_status=("open", "snoozed", "muted"),
-            set_={"status": "acknowledged", "acknowledged_at": now, "acknowledged_by": by}
-            | _noted(note)
-            | dict(STOP_TIMER),
+            set_={
+                "status": "acknowledged",
+                "acknowledged_at": now,
+                "acknowledged_by": by,
+                **_noted(note),
+                **stop_timer(),
+            },
             unset=("snoozed_until", "muted_until", CALL_AT),
             history=[Step(now, by, "acknowledged", note)],
         )
@@ -102,9 +102,13 @@ class Lifecycle:
         done = await self._store.change(
             alert.id,
             when_status=UNRESOLVED,
-            set_={"status": "resolved", "resolved_at": now, "resolved_by": by}
-            | _noted(note)
-            | dict(STOP_TIMER),
+            set_={
+                "status": "resolved",
+                "resolved_at": now,
+                "resolved_by": by,
+                **_noted(note),
+                **stop_timer(),
+            },
             unset=("open_key", "snoozed_until", "muted_until", CALL_AT),
             history=[Step(now, by, "resolved", note)],
         )
@@ -140,14 +144,15 @@ class Lifecycle:
         if current.status == "resolved":
             return _already(current, now, self._tz)
         until = now + duration
-        fields: dict[str, Any] = {
+        fields: AlertChanges = {
             "status": "muted",
             "muted_until": until,
             "next_action": "unmute",
             "next_escalation_at": until,
         }
         if current.status != "muted":  # a second mute extends; it keeps the first baseline
-            fields |= {"status_before_mute": current.status, "count_at_mute": current.count}
+            fields["status_before_mute"] = current.status
+            fields["count_at_mute"] = current.count
         done = await self._store.change(
             alert.id,
             when_status=(current.status,),
@@ -168,9 +173,10 @@ class Lifecycle:
         current = await self._reread(alert)
         if current.status != "muted":
             return Outcome(f"#{alert.code} is not muted.", current)
-        fields: dict[str, Any] = {"status": "acknowledged", **STOP_TIMER}
+        fields: AlertChanges = {"status": "acknowledged", **stop_timer()}
         if current.status_before_mute != "acknowledged":
-            fields = {"status": "open"} | escalation_after(current, now, policy, delivered=False)
+            timer = escalation_after(current, now, policy, delivered=False)
+            fields = {"status": "open", **timer}
         done = await self._store.change(
             alert.id,
             when_status=("muted",),
@@ -185,14 +191,14 @@ class Lifecycle:
 
 def escalation_after(
     alert: Alert, now: datetime, policy: RoutingPolicy, *, delivered: bool, pages: int = 0
-) -> dict[str, Any]:
+) -> AlertChanges:
     """The next timer once an alert was sent (or unmuted): per severity, DESIGN.md. A
     warning's SMS waits ``warning_sms_after``; zero means it never goes by SMS.
     ``pages``: SMS pages of the round just sent, not yet counted on ``alert``."""
     severity, sms_rounds = alert.severity, alert.sms_rounds + pages
     if severity == "warning" and sms_rounds == 0:
         if not policy.warnings_page:
-            return dict(STOP_TIMER)
+            return stop_timer()
         return {
             "next_action": "sms",
             "next_escalation_at": now + _at_least(policy.warning_sms_after),
@@ -202,7 +208,7 @@ def escalation_after(
         if rounds < policy.critical_max_sms:
             at = now + _at_least(policy.critical_repeat_every)
             return {"next_action": "sms", "next_escalation_at": at}
-    return dict(STOP_TIMER)
+    return stop_timer()
 
 
 def _at_least(delay: timedelta) -> timedelta:

@@ -28,7 +28,7 @@ from agent.alerts import policy as r
 from agent.alerts.calls import Caller
 from agent.alerts.directives import Directive, format_duration
 from agent.alerts.intake import AlertError, Raising, validate
-from agent.alerts.lifecycle import STOP_TIMER, Lifecycle, Outcome
+from agent.alerts.lifecycle import Lifecycle, Outcome
 from agent.alerts.outcome import Raised, RoutingFacts, routing_facts
 from agent.alerts.sending import Pager, Sender
 from agent.config import Settings
@@ -38,7 +38,7 @@ from channels.types import Channel
 from runtime.clock import Clock
 from runtime.tasks import stop_task, wait_event
 from storage.outside import Outside
-from storage.repos.alert_record import SEVERITIES, Alert, Step
+from storage.repos.alert_record import SEVERITIES, Alert, AlertChanges, Step, stop_timer
 from storage.repos.alerts import LEASE, AlertStore
 
 log = logging.getLogger(__name__)
@@ -312,7 +312,7 @@ class AlertRouter:
             else:
                 await self._sender.escalate(alert, now)
         else:
-            await self.store.change(alert.id, set_=STOP_TIMER)
+            await self.store.change(alert.id, set_=stop_timer())
 
     async def _warning_stays_off_sms(self, alert: Alert, now: datetime) -> bool:
         """A warning's SMS step after the owner turned warning SMS off: stopped here."""
@@ -323,7 +323,7 @@ class AlertRouter:
             return False
         await self.store.change(
             alert.id,
-            set_={"held": False} | dict(STOP_TIMER),
+            set_={"held": False, **stop_timer()},
             history=[Step(now, "router", "not paged", NO_WARNING_SMS)],
         )
         return True
@@ -341,8 +341,8 @@ class AlertRouter:
             due = alert.next_escalation_at  # as stored: the compare-and-set value
             if due is None:
                 continue
-            timer = (
-                dict(STOP_TIMER)
+            timer: AlertChanges = (
+                stop_timer()
                 if not after
                 else {"next_escalation_at": max(now, due - before + after)}
             )
@@ -374,8 +374,13 @@ class AlertRouter:
         reopened = await self.store.change(
             alert.id,
             when_status=(alert.status,),
-            set_={"status": "open", "sms_rounds": 0, "lead": lead}
-            | {"next_action": "deliver", "next_escalation_at": now + LEASE},
+            set_={
+                "status": "open",
+                "sms_rounds": 0,
+                "lead": lead,
+                "next_action": "deliver",
+                "next_escalation_at": now + LEASE,
+            },
             unset=("snoozed_until", "muted_until", "status_before_mute", "count_at_mute"),
             history=[Step(now, "router", why)],
         )
@@ -392,8 +397,12 @@ class AlertRouter:
         await self.store.change(
             alert.id,
             when_status=("muted",),
-            set_={"status": "resolved", "resolved_at": now, "resolved_by": "router"}
-            | dict(STOP_TIMER),
+            set_={
+                "status": "resolved",
+                "resolved_at": now,
+                "resolved_by": "router",
+                **stop_timer(),
+            },
             unset=("open_key", "muted_until", "status_before_mute", "count_at_mute"),
             history=[Step(now, "router", "resolved", "mute ended and it did not happen again")],
         )

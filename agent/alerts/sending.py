@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 from zoneinfo import ZoneInfo
 
 from agent.alerts import policy as r
@@ -26,7 +26,7 @@ from agent.config import Settings
 from agent.owner import OwnerSettings, Target, can_page, owner_address, owner_chats
 from channels.delivery.outbox import Outbox
 from channels.types import SMS_BUDGET_TAKEN, Channel, OutboundMessage
-from storage.repos.alert_record import Alert, Delivery, Step
+from storage.repos.alert_record import Alert, AlertChanges, Delivery, Step
 from storage.repos.alerts import AlertStore
 
 log = logging.getLogger(__name__)
@@ -204,7 +204,7 @@ class Sender:
             sent.append("sms")
         pages = 1 if paged is not None else 0
         timer = escalation_after(alert, now, self._policy(), delivered=False, pages=pages)
-        fields: dict[str, Any] = {
+        fields: AlertChanges = {
             "seq": alert.seq + 1,
             "held": False,
             "updated_at": now,
@@ -223,7 +223,7 @@ class Sender:
         await self._store.change(
             alert.id,
             when_status=("open",),
-            set_=fields | timer,
+            set_={**fields, **timer},
             unset=("lead",),
             inc={"sms_rounds": pages, "sms_sent": 1 if paged == "sent" else 0},
             history=[Step(now, "router", "sent" if delivered else "escalated", detail)],

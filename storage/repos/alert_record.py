@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, Literal, TypedDict, TypeVar, cast
 
 from storage.ejson import aware
 from storage.outside import Outside
@@ -35,6 +35,53 @@ ACTIONS: tuple[Action, ...] = ("deliver", "sms", "wake", "unmute")
 PUBLIC_HISTORY = 10
 """History steps in the public view (tools, the API)."""
 _EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+class AlertChanges(TypedDict, total=False):
+    """The fields a change sets (``AlertStore.change``), by their stored names: a
+    misspelt field or a wrong value fails the type check, not a reader later."""
+
+    severity: Severity
+    status: Status
+    lead: str | None
+    last_page: str | None
+    held: bool
+    seq: int
+    sms_rounds: int
+    next_action: Action | None
+    next_escalation_at: datetime | None
+    updated_at: datetime
+    last_sent_at: datetime
+    delivered_at: datetime
+    snoozed_until: datetime
+    muted_until: datetime
+    status_before_mute: Status
+    count_at_mute: int
+    acknowledged_at: datetime
+    acknowledged_by: str
+    resolved_at: datetime
+    resolved_by: str
+    note: str
+    call_at: datetime
+
+
+Removable = Literal[
+    "open_key",
+    "lead",
+    "snoozed_until",
+    "muted_until",
+    "status_before_mute",
+    "count_at_mute",
+    "call_at",
+]
+"""Fields a change may remove."""
+Counter = Literal["sms_rounds", "sms_sent", "calls"]
+"""Fields a change may count up."""
+
+
+def stop_timer() -> AlertChanges:
+    """No next step: the escalation timer is off."""
+    return {"next_action": None, "next_escalation_at": None}
 
 
 class AlertRecordError(ValueError):

@@ -32,7 +32,16 @@ from pymongo.errors import DuplicateKeyError
 from storage import collections as c
 from storage import retry
 from storage.repos import sms_budget
-from storage.repos.alert_record import UNRESOLVED, Alert, AlertRecordError, Delivery, Step
+from storage.repos.alert_record import (
+    UNRESOLVED,
+    Alert,
+    AlertChanges,
+    AlertRecordError,
+    Counter,
+    Delivery,
+    Removable,
+    Step,
+)
 from storage.repos.sms_budget import BUDGET_DOC
 
 log = logging.getLogger(__name__)
@@ -360,9 +369,9 @@ class AlertStore:
         alert_id: Any,
         *,
         when_status: Sequence[str] | None = None,
-        set_: Mapping[str, Any] | None = None,
-        unset: Sequence[str] = (),
-        inc: Mapping[str, int] | None = None,
+        set_: AlertChanges | None = None,
+        unset: Sequence[Removable] = (),
+        inc: Mapping[Counter, int] | None = None,
         history: Sequence[Step] = (),
         delivered: Sequence[Delivery] = (),
         when_due: datetime | None = None,
