@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
@@ -51,6 +52,34 @@ CALL_STATUSES = frozenset({"completed", "busy", "no-answer", "failed", "canceled
 """Final call states Twilio's status callback reports; each goes in the alert's history."""
 BY = "owner via call"
 XML_HEAD = '<?xml version="1.0" encoding="UTF-8"?>'
+
+
+@dataclass(frozen=True)
+class CallsStatus:
+    """Whether critical alerts ring the owner, and why not (``/status``, the overview)."""
+
+    off_because: str | None
+    """Why no call can ring; None: calls are on."""
+    after_minutes: float = 0
+    per_hour: int = CALLS_PER_HOUR
+
+    @property
+    def on(self) -> bool:
+        return self.off_because is None
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``calls`` object of ``GET /api/status``."""
+        if not self.on:
+            return {"on": False, "off_because": self.off_because}
+        return {"on": True, "after_minutes": self.after_minutes, "per_hour": self.per_hour}
+
+    def words(self) -> str:
+        """``calls after 5 min`` or ``calls off: <why>``."""
+        return (
+            f"calls after {self.after_minutes:g} min"
+            if self.on
+            else f"calls off: {self.off_because}"
+        )
 
 
 def calls_off_reason(settings: Settings) -> str | None:
@@ -114,13 +143,12 @@ class Caller:
             return "the Twilio (SMS) channel is not running"
         return reason
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> CallsStatus:
         """For ``/status`` and ``GET /api/status``: whether calls are on, or why not."""
         reason = self.off_reason()
         if reason is not None:
-            return {"on": False, "off_because": reason}
-        minutes = self._settings.alert_call_after_minutes
-        return {"on": True, "after_minutes": minutes, "per_hour": CALLS_PER_HOUR}
+            return CallsStatus(reason)
+        return CallsStatus(None, self._settings.alert_call_after_minutes)
 
     # -- when -------------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from aiohttp import web
 
+from agent.alerts.calls import CallsStatus
 from agent.app.dashboard.alerts import open_alerts
 from agent.app.dashboard.context import LIVE_SECONDS, Dashboard, channel_name, human_time
 from agent.app.healthcheck import Component, Health
@@ -60,6 +61,15 @@ class Part:
     state: str
     level: Level
     detail: str = ""
+
+
+@dataclass(frozen=True)
+class SmsPaging:
+    """Whether a page can go by SMS, and whether critical alerts ring the owner."""
+
+    ready: bool
+    calls: CallsStatus | None
+    """None: alerting is not running."""
 
 
 def plural(count: int, word: str) -> str:
@@ -135,7 +145,9 @@ def moment(value: Any) -> datetime | None:
     return datetime.fromisoformat(value) if isinstance(value, str) else None
 
 
-def health_parts(health: Health, sms: Doc, monitors: list[Monitor], shown: Shown) -> list[Part]:
+def health_parts(
+    health: Health, sms: SmsPaging, monitors: list[Monitor], shown: Shown
+) -> list[Part]:
     """The panel's rows; ``shown`` turns a moment into words (``human_time``)."""
     parts: list[Part] = []
     model = health.others.get("model", Component("unknown"))
@@ -155,14 +167,8 @@ def health_parts(health: Health, sms: Doc, monitors: list[Monitor], shown: Shown
         up = comp.state == "ok"
         mode = str(comp.detail.get("mode") or "")
         parts.append(Part(channel_name(name), "up" if up else "down", "ok" if up else "bad", mode))
-    calls = sms.get("calls")
-    if calls is None:
-        call_text = ""
-    elif calls.get("on"):
-        call_text = f"phone calls after {calls.get('after_minutes', 0):g} min"
-    else:
-        call_text = f"phone calls off: {calls.get('off_because')}"
-    if sms["ready"]:
+    call_text = f"phone {sms.calls.words()}" if sms.calls is not None else ""
+    if sms.ready:
         parts.append(Part("SMS paging", "ready", "ok", call_text))
     else:
         parts.append(Part("SMS paging", "not set up", "bad", "critical alerts cannot page you"))
@@ -288,7 +294,7 @@ async def glance(dash: Dashboard) -> Doc:
     monitors = await monitors_of(dash) if health.database_ok else []
     router = dash.app.deps.alerts
     ready = can_page(dash.app.settings, dash.app.channels)
-    sms = {"ready": ready, "calls": router.calls.status() if router is not None else None}
+    sms = SmsPaging(ready, router.calls.status() if router is not None else None)
     opened = [card.alert for card in alerts or []]
     problems = alert_problems(opened) + health_problems(health, ready, monitors)
 

@@ -177,20 +177,15 @@ def alerting(options: AlertingOptions | None = None) -> Feature:
                 routes.append(("POST", "/api/alerts", _api_raise(router, read_timeout)))
                 if sms is not None:  # key presses and call statuses, signed like SMS
                     routes.append(("POST", VOICE_WEBHOOK, sms.voice_webhook(router.calls.answer)))
-                calls = router.calls.status()
-                if calls["on"]:
-                    calls_line = f"calls after {calls['after_minutes']:g} min"
-                else:
-                    calls_line = f"calls off: {calls['off_because']}"
 
                 async def status_section() -> dict[str, Any]:
                     alerts = [alert.public() for alert in await router.open_alerts()]
-                    return {"alerts": alerts, "calls": router.calls.status()}
+                    return {"alerts": alerts, "calls": router.calls.status().to_json()}
 
                 log.info(
                     "alerts: routing on (%s); %s",
                     ", ".join(sorted(ctx.channels)) or "no channels",
-                    calls_line,
+                    router.calls.status().words(),
                 )
                 yield Parts(
                     tools=((RAISE_ALERT, always), (MANAGE_ALERTS, always)),

@@ -250,7 +250,10 @@ async def test_voice_calls_off_means_no_calls(mongo_server: str) -> None:
         for _ in range(4):
             await h.tick(minutes=15)
         assert h.twilio.calls == [] and len(h.twilio.sent) == 4
-        assert h.router.calls.status() == {"on": False, "off_because": "TWILIO_VOICE_CALLS=off"}
+        assert h.router.calls.status().to_json() == {
+            "on": False,
+            "off_because": "TWILIO_VOICE_CALLS=off",
+        }
         text = status_text(await status_data(h.app), "m")
         assert "Calls: off (TWILIO_VOICE_CALLS=off)" in text
 
