@@ -159,10 +159,7 @@ def _read_group(code: str, doc: Doc) -> HeldGroup:
     if "sends" not in doc and "channel" in doc:  # held one by one before groups existed
         return HeldGroup(code, key, (_send(doc),))
     sends = tuple(_send(s) for s in doc.get("sends") or ())
-    actions = tuple(
-        HeldAction(str(a["tool"]), str(a["arguments"]), str(a.get("why", "")))
-        for a in doc.get("actions") or ()
-    )
+    actions = tuple(_action(a) for a in doc.get("actions") or ())
     untrusted = tuple(str(u) for u in doc.get("untrusted") or ())
     started = {
         int(i): Started(str(mark.get("by", "")), aware(mark.get("until")) or _EPOCH)
@@ -191,6 +188,13 @@ def _read_group(code: str, doc: Doc) -> HeldGroup:
         interrupted,
         spent,
     )
+
+
+def _action(item: Mapping[str, Any]) -> HeldAction:
+    arguments = str(item["arguments"])
+    if not isinstance(json.loads(arguments), dict):
+        raise ValueError(f"the arguments of {item['tool']!r} are not a JSON object")
+    return HeldAction(str(item["tool"]), arguments, str(item.get("why", "")))
 
 
 def _send(item: Mapping[str, Any]) -> HeldSend:

@@ -17,6 +17,7 @@ async def test_a_damaged_group_is_refused_and_the_others_still_go(mongo_server: 
         for code, damaged in (
             ("4711", {"sends": [{"channel": "sms", "chat_id": "+15550100"}]}),
             ("4712", {"actions": [{"arguments": "{}", "why": "read a page"}]}),
+            ("4713", {"actions": [{"tool": "save_memory", "arguments": "{oops", "why": "x"}]}),
         ):
             await settings.insert_one(
                 {"_id": f"{PREFIX}{code}", "key": f"k{code}", "exchange": None}
@@ -27,7 +28,7 @@ async def test_a_damaged_group_is_refused_and_the_others_still_go(mongo_server: 
             HeldSend("sms", "+15550101", "see you at 6"), now, exchange="chat-1"
         )
 
-        for word in ("send 4711", "approve 4712", "cancel 4711"):
+        for word in ("send 4711", "approve 4712", "approve 4713", "cancel 4711"):
             await h.chat.say(word)
             await h.settle()
             answer = h.chat.texts(str(OWNER_TG))[-1]
