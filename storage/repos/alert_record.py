@@ -302,8 +302,13 @@ class Alert:
 
     def text(self, name: TextField) -> str:
         """The text field ``name`` as stored."""
-        texts = {"title": self.title, "body": self.body, "reason": self.reason or ""}
-        return texts.get(name, self.source)
+        if name == "title":
+            return self.title
+        if name == "body":
+            return self.body
+        if name == "reason":
+            return self.reason or ""
+        return self.source
 
     def outside_part(self, name: TextField) -> Outside | None:
         """The field ``name`` as outside text with its source, when it is some."""
