@@ -30,7 +30,7 @@ from runtime.clock import Clock, utcnow
 from scheduler.cron.service import CronService
 from scheduler.engine import Engine
 from scheduler.pulse.store import PulseStore
-from storage import collections as c
+from storage.repos.alert_record import Alert
 from storage.repos.conversations import ConversationRepo, MessageRepo, SystemInstructionRepo
 from storage.repos.effects import EffectLog
 from storage.repos.usage import UsageLog
@@ -122,9 +122,9 @@ class AgentDeps:
         resolved (a chat message stays as sent)."""
         if self.alerts is None:
             return
-        alert = await self.db[c.ALERTS].find_one({"open_key": key}, {"code": 1})
+        alert = await self.alerts.store.by_open_key(key)
         if alert is not None:
-            await self.alerts.apply(str(alert["code"]), Resolve(), "watchkeeper (budget raised)")
+            await self.alerts.apply(alert.code, Resolve(), "watchkeeper (budget raised)")
 
     async def tell(self, title: str, body: str, key: str) -> None:
         """An info notice for the owner: an alert (deduplicated by ``key``), or, with
@@ -147,7 +147,7 @@ class AgentDeps:
 class AlertInPlay:
     """The alert a free-text reply is about, and whether the owner named it."""
 
-    alert: Mapping[str, Any]
+    alert: Alert
     named_by_owner: bool
 
 

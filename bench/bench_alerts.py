@@ -109,9 +109,7 @@ async def run() -> None:
                     dedupe_key=f"check:{key}",
                     source="bench",
                 )
-                (repeat_times if alert["deduplicated"] else new_times).append(
-                    time.perf_counter() - t0
-                )
+                (repeat_times if alert.deduplicated else new_times).append(time.perf_counter() - t0)
             total = time.perf_counter() - started
             sms_first, chat_first = len(fake.sent), chat.sent
             now += timedelta(minutes=15)

@@ -31,12 +31,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a plain script
 
-from agent.alerts.reply_target import last_sent_alert, replied_alert  # noqa: E402
 from agent.runs.briefs import is_news  # noqa: E402
 from channels.delivery.inbox import STATUSES, newest_received, received_since  # noqa: E402
 from runtime.loop import run as run_app_loop  # noqa: E402
 from storage import collections as c  # noqa: E402
 from storage.db import open_database  # noqa: E402
+from storage.repos.sent_alerts import last_sent_alert, replied_alert  # noqa: E402
 
 NOW = datetime(2026, 11, 26, 10, 0, tzinfo=UTC)
 OWNER = "+15550100100"

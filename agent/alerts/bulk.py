@@ -9,17 +9,11 @@ exactly those alerts (not to any raised meanwhile). The pending question lives i
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
-
-from pymongo.asynchronous.database import AsyncDatabase
 
 from agent.alerts.directives import Ack, AckAll, Resolve, ResolveAll
 from agent.alerts.router import AlertRouter
-from storage import collections as c
 
-Doc = dict[str, Any]
 CONFIRM_WITHIN = timedelta(minutes=10)
-PENDING_PREFIX = "alert_bulk:"
 MAX_ALERTS = 100
 SHOWN = 8
 _TARGETS = {"ack_all": ("open", "snoozed"), "resolve_all": None}
@@ -37,7 +31,6 @@ def _plural(n: int) -> str:
 
 async def bulk_reply(
     router: AlertRouter,
-    db: AsyncDatabase[Doc],
     directive: AckAll | ResolveAll,
     *,
     chat: str,
@@ -46,27 +39,20 @@ async def bulk_reply(
     by: str,
 ) -> str:
     """Ask first; apply when the same request comes back in time. Returns the one line."""
-    settings = db[c.SETTINGS]
-    key = f"{PENDING_PREFIX}{chat}"
+    store = router.store
     verb = "acknowledge" if isinstance(directive, AckAll) else "resolve"
-    pending = await settings.find_one_and_delete(
-        {"_id": key, "action": directive.kind, "expires_at": {"$gt": now}}
-    )
+    pending = await store.take_bulk(chat, directive.kind, now)
     if pending is not None:
-        return await _apply(router, directive, [str(x) for x in pending["codes"]], verb, by)
+        return await _apply(router, directive, pending, verb, by)
     statuses = _TARGETS[directive.kind]
     alerts = await router.store.unresolved(MAX_ALERTS)
     codes = sorted(
-        (str(a["code"]) for a in alerts if statuses is None or a["status"] in statuses),
+        (a.code for a in alerts if statuses is None or a.status in statuses),
         key=lambda code: (len(code), code),
     )
     if not codes:
         return f"No open alerts to {verb}."
-    await settings.replace_one(
-        {"_id": key},
-        {"action": directive.kind, "codes": codes, "expires_at": now + CONFIRM_WITHIN},
-        upsert=True,
-    )
+    await store.ask_bulk(chat, directive.kind, codes, now + CONFIRM_WITHIN)
     minutes = int(CONFIRM_WITHIN.total_seconds() // 60)
     return (
         f"{verb.capitalize()} all {_plural(len(codes))} ({_listed(codes)})? "

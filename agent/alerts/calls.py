@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
@@ -30,15 +31,14 @@ from xml.sax.saxutils import escape, quoteattr
 from agent.alerts import policy as r
 from agent.alerts.directives import Ack, Directive, Resolve
 from agent.alerts.lifecycle import CALL_AT, Outcome
-from agent.alerts.store import AlertStore, entry
 from agent.config import Settings
 from agent.owner import Target
 from channels.delivery.outbox import Outbox
 from channels.types import VOICE_CALL, OutboundMessage
-from storage.ejson import aware
+from storage.repos.alert_record import Alert, Step
+from storage.repos.alerts import AlertStore
 
 log = logging.getLogger(__name__)
-Doc = dict[str, Any]
 Apply = Callable[[str, Directive, str], Awaitable[Outcome]]
 
 VOICE_WEBHOOK = "/webhooks/twilio/voice"
@@ -52,6 +52,34 @@ CALL_STATUSES = frozenset({"completed", "busy", "no-answer", "failed", "canceled
 """Final call states Twilio's status callback reports; each goes in the alert's history."""
 BY = "owner via call"
 XML_HEAD = '<?xml version="1.0" encoding="UTF-8"?>'
+
+
+@dataclass(frozen=True)
+class CallsStatus:
+    """Whether critical alerts ring the owner, and why not (``/status``, the overview)."""
+
+    off_because: str | None
+    """Why no call can ring; None: calls are on."""
+    after_minutes: float = 0
+    per_hour: int = CALLS_PER_HOUR
+
+    @property
+    def on(self) -> bool:
+        return self.off_because is None
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``calls`` object of ``GET /api/status``."""
+        if not self.on:
+            return {"on": False, "off_because": self.off_because}
+        return {"on": True, "after_minutes": self.after_minutes, "per_hour": self.per_hour}
+
+    def words(self) -> str:
+        """``calls after 5 min`` or ``calls off: <why>``."""
+        return (
+            f"calls after {self.after_minutes:g} min"
+            if self.on
+            else f"calls off: {self.off_because}"
+        )
 
 
 def calls_off_reason(settings: Settings) -> str | None:
@@ -115,25 +143,24 @@ class Caller:
             return "the Twilio (SMS) channel is not running"
         return reason
 
-    def status(self) -> Doc:
+    def status(self) -> CallsStatus:
         """For ``/status`` and ``GET /api/status``: whether calls are on, or why not."""
         reason = self.off_reason()
         if reason is not None:
-            return {"on": False, "off_because": reason}
-        minutes = self._settings.alert_call_after_minutes
-        return {"on": True, "after_minutes": minutes, "per_hour": CALLS_PER_HOUR}
+            return CallsStatus(reason)
+        return CallsStatus(None, self._settings.alert_call_after_minutes)
 
     # -- when -------------------------------------------------------------------------
 
-    def next_call(self, alert: Doc, now: datetime, *, delivered: bool) -> datetime | None:
+    def next_call(self, alert: Alert, now: datetime, *, delivered: bool) -> datetime | None:
         """When a round of sending (``delivered``: the first of an escalation) rings next:
         a delivery arms a call ``call_after`` on; a later page rings with it, unless the
         delivery's call is still to come. None: this alert never rings."""
-        if alert.get("severity") != "critical" or self.off_reason() is not None:
+        if alert.severity != "critical" or self.off_reason() is not None:
             return None
         if delivered:
             return now + self.call_after
-        armed = aware(alert.get("call_at"))
+        armed = alert.call_at
         return armed if armed is not None and armed > now else now
 
     async def ring_due(self, now: datetime) -> int:
@@ -144,11 +171,11 @@ class Caller:
             try:
                 await self._ring(alert, now)
             except Exception:  # the lease makes it due again in a few minutes
-                log.exception("alert #%s: the call step failed", alert.get("code"))
+                log.exception("alert #%s: the call step failed", alert.code)
         return done
 
-    async def _ring(self, alert: Doc, now: datetime) -> None:
-        code, before = str(alert["code"]), int(alert.get("calls") or 0)
+    async def _ring(self, alert: Alert, now: datetime) -> None:
+        code, before = alert.code, alert.calls
         key = f"alert:{code}:call:{before}"
         phone = self._settings.owner_phone  # OWNER_PHONE: where a call rings
         stored = await self._outbox.has(key)  # a restart after storing it: never again
@@ -159,14 +186,14 @@ class Caller:
                 reason = f"{CALLS_PER_HOUR} calls in the last hour already"
             if reason is not None or phone is None:
                 await self._store.change(
-                    alert["_id"],
+                    alert.id,
                     unset=(CALL_AT,),
-                    history=[entry(now, "router", "call skipped", reason)],
+                    history=[Step(now, "router", "call skipped", reason)],
                 )
                 return
             await self._outbox.enqueue(self._call_message(alert, phone, key, now))
-        row = await self._store.outbox_row(key) or {}
-        status, error = row.get("status"), row.get("last_error")
+        row = await self._store.outbox_row(key)
+        status, error = row.status, row.last_error
         if status == "sent":
             action, detail = "called", f"call {before + 1} to OWNER_PHONE"
         elif status == "failed":
@@ -178,14 +205,14 @@ class Caller:
         if action == "call failed":
             log.warning("alert #%s: %s", code, detail)
         await self._store.change(
-            alert["_id"],
+            alert.id,
             unset=(CALL_AT,),
             inc={"calls": 1},
-            history=[entry(now, "router", action, detail)],
+            history=[Step(now, "router", action, detail)],
         )
 
-    def _call_message(self, alert: Doc, phone: str, key: str, now: datetime) -> OutboundMessage:
-        code = str(alert["code"])
+    def _call_message(self, alert: Alert, phone: str, key: str, now: datetime) -> OutboundMessage:
+        code = alert.code
         call = {
             "status_callback": self._url(code, "status"),
             "ring_until": (now + RING_WINDOW).isoformat(),
@@ -198,12 +225,12 @@ class Caller:
     def _url(self, code: str, event: str) -> str:
         return f"{self._webhook}?{urlencode({'alert': code, 'event': event})}"
 
-    def twiml(self, alert: Doc, lead: str = "") -> str:
+    def twiml(self, alert: Alert, lead: str = "") -> str:
         """The alert said plainly (severity, title, code) and one key gathered."""
-        code = str(alert["code"])
-        label = r.LABELS.get(str(alert.get("severity")), "").capitalize()
+        code = alert.code
+        label = r.LABELS[alert.severity].capitalize()
         text = (
-            f"{lead}Watchkeeper. {label} alert {code}: {alert.get('title', '')}. "
+            f"{lead}Watchkeeper. {label} alert {code}: {alert.title}. "
             "Press 4 to acknowledge, 6 to resolve, 1 to repeat."
         )
         gather = (
@@ -235,13 +262,13 @@ class Caller:
             return self.twiml(alert, "That key does nothing. ")
         return await self._key(alert, digit, directive, form.get("CallSid", "")[:64])
 
-    async def _key(self, alert: Doc, digit: str, directive: Directive, call_sid: str) -> str:
-        code, now = str(alert["code"]), self._clock()
+    async def _key(self, alert: Alert, digit: str, directive: Directive, call_sid: str) -> str:
+        code, now = alert.code, self._clock()
         event = f"{call_sid}:{digit}"
-        heard = entry(now, "twilio", "key pressed", f"{digit} on call {call_sid}")
-        if not await self._store.note_call_event(alert["_id"], event, [heard]):
+        heard = Step(now, "twilio", "key pressed", f"{digit} on call {call_sid}")
+        if not await self._store.note_call_event(alert.id, event, [heard]):
             current = await self._store.by_code(code) or alert
-            said = f"Alert {code} is {current.get('status')}. Goodbye."
+            said = f"Alert {code} is {current.status}. Goodbye."
             return _response(_say(said))
         outcome = await self._apply(code, directive, BY)
         await self._confirm(outcome.text, code, event)
@@ -261,11 +288,11 @@ class Caller:
             if await self._store.outbox_status(message.idempotency_key) == "sent":
                 return
 
-    async def _call_status(self, alert: Doc, form: Mapping[str, str]) -> None:
+    async def _call_status(self, alert: Alert, form: Mapping[str, str]) -> None:
         status, sid = form.get("CallStatus", ""), form.get("CallSid", "")[:64]
         if status not in CALL_STATUSES:
             return
         now = self._clock()
-        line = entry(now, "twilio", f"call {status}", f"call {sid}")
-        if await self._store.note_call_event(alert["_id"], f"{sid}:{status}", [line]):
-            log.info("alert #%s: call %s", alert["code"], status)
+        line = Step(now, "twilio", f"call {status}", f"call {sid}")
+        if await self._store.note_call_event(alert.id, f"{sid}:{status}", [line]):
+            log.info("alert #%s: call %s", alert.code, status)

@@ -8,7 +8,6 @@ running (``None``), the owner is told so instead.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -23,22 +22,21 @@ from agent.alerts.directives import (
     SetPulseRate,
     SetTime,
 )
-from agent.alerts.store import own_source
 from scheduler.cron.expression import CronError, describe, reschedule
 from scheduler.cron.job import JobError
 from scheduler.cron.service import CronService
 from scheduler.pulse.grid import PulseConfigError
 from scheduler.pulse.store import PulseStore
+from storage.repos.alert_record import Alert
 
 log = logging.getLogger(__name__)
-Doc = dict[str, Any]
 CRON_PREFIX = "cron:"
 NO_SCHEDULER = "Schedule changes are unavailable right now: the scheduler is not running."
 
 
-def job_id_of(alert: Mapping[str, Any]) -> str | None:
+def job_id_of(alert: Alert) -> str | None:
     """The cron job that raised the alert (``source`` ``cron:<job_id>``), if any."""
-    source = own_source(alert)
+    source = alert.own_source
     job = source[len(CRON_PREFIX) :] if source.startswith(CRON_PREFIX) else ""
     return job or None
 
@@ -65,10 +63,10 @@ def _next_run(job: Any, now: datetime) -> str:
 
 
 async def apply_cron(
-    service: CronService | None, alert: Doc, directive: Directive, now: datetime
+    service: CronService | None, alert: Alert, directive: Directive, now: datetime
 ) -> str:
     """Change the job behind a cron-raised alert; the reply says what it is now."""
-    code = alert["code"]
+    code = alert.code
     job_id = job_id_of(alert)
     if job_id is None:
         return f"#{code} was not raised by a cron job, so it has no schedule to change."

@@ -9,18 +9,68 @@ when a timer for it is armed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta, tzinfo
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta, tzinfo
 from typing import Any
 
 from agent.alerts.policy import RoutingPolicy, model_field
+from storage.repos.alert_record import Action, Alert
 
-Doc = dict[str, Any]
 NO_MORE = "no further reminders"
 
 
+@dataclass(frozen=True)
+class RoutingFacts:
+    """Where one raise went and what comes next, read back from the stored alert."""
+
+    sent_now: bool
+    """False for a repeat that was only counted."""
+    delivered: tuple[str, ...]
+    """The channels that took it at this raise."""
+    page: str | None
+    """How the SMS page went (``sending.Paged``), None when none was tried."""
+    sms_ready: bool
+    sms_per_hour: int
+    budget_frees_at: datetime | None
+    held_until: datetime | None
+    next_action: Action | None
+    next_at: datetime | None
+    pages_left: int
+    repeat_every: timedelta
+    warning_sms_after: timedelta
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``routing`` object of ``POST /api/alerts`` (``json.dumps(default=str)``)."""
+        out = asdict(self)
+        out["delivered"] = list(self.delivered)
+        return out
+
+
+@dataclass(frozen=True)
+class Raised:
+    """What ``AlertRouter.raise_alert`` did: the alert as stored now, whether it was a
+    repeat of an open one, and where it went."""
+
+    alert: Alert
+    deduplicated: bool
+    routing: RoutingFacts
+
+    @property
+    def code(self) -> str:
+        return self.alert.code
+
+    def view(self) -> dict[str, Any]:
+        """The answer of ``POST /api/alerts``: the alert's public fields, ``deduplicated``
+        and ``routing``."""
+        return {
+            **self.alert.public(),
+            "deduplicated": self.deduplicated,
+            "routing": self.routing.to_json(),
+        }
+
+
 def routing_facts(
-    alert: Mapping[str, Any],
+    alert: Alert,
     now: datetime,
     policy: RoutingPolicy,
     *,
@@ -28,40 +78,33 @@ def routing_facts(
     sms_ready: bool,
     sms_per_hour: int,
     budget_frees_at: datetime | None = None,
-) -> Doc:
+) -> RoutingFacts:
     """The facts of the raise handled at ``now``, read back from the stored ``alert``;
     ``sent_now`` is False for a repeat that was only counted."""
-    held = bool(alert.get("held"))
-    deliveries = alert.get("deliveries") or [] if sent_now else []
-    return {
-        "sent_now": sent_now,
-        "delivered": [d["channel"] for d in deliveries if _same(d.get("at"), now)],
-        "page": alert.get("last_page") if sent_now else None,
-        "sms_ready": sms_ready,
-        "sms_per_hour": sms_per_hour,
-        "budget_frees_at": budget_frees_at,
-        "held_until": alert.get("next_escalation_at") if held else None,
-        "next_action": alert.get("next_action"),
-        "next_at": alert.get("next_escalation_at"),
-        "pages_left": max(0, policy.critical_max_sms - int(alert.get("sms_rounds") or 0)),
-        "repeat_every": policy.critical_repeat_every,
-        "warning_sms_after": policy.warning_sms_after,
-    }
+    deliveries = alert.deliveries if sent_now else ()
+    return RoutingFacts(
+        sent_now=sent_now,
+        delivered=tuple(d.channel for d in deliveries if _same(d.at, now)),
+        page=alert.last_page if sent_now else None,
+        sms_ready=sms_ready,
+        sms_per_hour=sms_per_hour,
+        budget_frees_at=budget_frees_at,
+        held_until=alert.next_escalation_at if alert.held else None,
+        next_action=alert.next_action,
+        next_at=alert.next_escalation_at,
+        pages_left=max(0, policy.critical_max_sms - alert.sms_rounds),
+        repeat_every=policy.critical_repeat_every,
+        warning_sms_after=policy.warning_sms_after,
+    )
 
 
-def _same(stored: Any, now: datetime) -> bool:
-    """``stored`` (read back from MongoDB: milliseconds, maybe naive UTC) is ``now``."""
-    if not isinstance(stored, datetime):
-        return False
-    if stored.tzinfo is None:
-        stored = stored.replace(tzinfo=UTC)
-    return bool(abs(stored - now) < timedelta(milliseconds=1))
+def _same(stored: datetime, now: datetime) -> bool:
+    """``stored`` (read back from MongoDB: milliseconds) is ``now``."""
+    return abs(stored - now) < timedelta(milliseconds=1)
 
 
 def _at(moment: datetime, now: datetime, tz: tzinfo) -> str:
     """``14:35+01:00`` today, else the full ``2026-11-27T14:35+01:00``."""
-    if moment.tzinfo is None:  # naive from MongoDB is UTC
-        moment = moment.replace(tzinfo=UTC)
     local = moment.astimezone(tz)
     if local.date() == now.astimezone(tz).date():
         return local.isoformat(timespec="minutes").split("T", 1)[1]
@@ -72,31 +115,31 @@ def _minutes(delay: timedelta) -> str:
     return f"{int(delay.total_seconds() // 60)} min"
 
 
-def _page_text(facts: Mapping[str, Any], now: datetime, tz: tzinfo) -> str:
-    page = facts["page"]
+def _page_text(facts: RoutingFacts, now: datetime, tz: tzinfo) -> str:
+    page = facts.page
     if page == "sent":
         return "sent"
     if page == "budget":
-        frees = facts.get("budget_frees_at")
+        frees = facts.budget_frees_at
         again = f"; SMS possible again at {_at(frees, now, tz)}" if frees else ""
-        return f"hourly SMS budget used up ({facts['sms_per_hour']} per hour){again}"
+        return f"hourly SMS budget used up ({facts.sms_per_hour} per hour){again}"
     if page == "failed":
         return "failed: the SMS provider refused it"
     return "not configured"
 
 
-def _next(severity: str, facts: Mapping[str, Any], now: datetime, tz: tzinfo) -> str:
+def _next(severity: str, facts: RoutingFacts, now: datetime, tz: tzinfo) -> str:
     """The next step the armed timer will take, if any."""
-    held, at = facts.get("held_until"), facts.get("next_at")
+    held, at = facts.held_until, facts.next_at
     if held is not None:
         return f"sent at {_at(held, now, tz)} when quiet hours end"
-    if facts.get("next_action") != "sms" or at is None:
+    if facts.next_action != "sms" or at is None:
         return NO_MORE
-    how = "SMS" if facts["sms_ready"] else "a reminder on every chat (SMS is not configured)"
+    how = "SMS" if facts.sms_ready else "a reminder on every chat (SMS is not configured)"
     when = _at(at, now, tz)
     if severity == "critical":
-        every = _minutes(facts["repeat_every"])
-        left = facts["pages_left"]
+        every = _minutes(facts.repeat_every)
+        left = facts.pages_left
         return (
             f"{how} again at {when}, then every {every} until acknowledged "
             f"(at most {left} more time{'s' if left != 1 else ''})"
@@ -104,48 +147,49 @@ def _next(severity: str, facts: Mapping[str, Any], now: datetime, tz: tzinfo) ->
     return f"{how} at {when} if not acknowledged; {NO_MORE} after that"
 
 
-def _sms(severity: str, facts: Mapping[str, Any], now: datetime, tz: tzinfo) -> str:
-    if facts["page"] is not None:
+def _sms(severity: str, facts: RoutingFacts, now: datetime, tz: tzinfo) -> str:
+    if facts.page is not None:
         return _page_text(facts, now, tz)
-    if not facts["sms_ready"]:
+    if not facts.sms_ready:
         return "not configured"
     if severity == "info":
         return "not used for info alerts"
-    if severity == "warning" and not facts["warning_sms_after"]:
+    if severity == "warning" and not facts.warning_sms_after:
         return "never for warnings: warning_sms_after_minutes is 0 (manage_settings)"
-    held = facts.get("held_until")
+    held = facts.held_until
     if severity == "warning" and held is not None:
-        at = _at(held + facts["warning_sms_after"], now, tz)
+        at = _at(held + facts.warning_sms_after, now, tz)
         return f"will be sent at {at} if not acknowledged by then"
-    if facts.get("next_action") == "sms" and facts.get("next_at") is not None:
-        return f"will be sent at {_at(facts['next_at'], now, tz)} if not acknowledged"
+    if facts.next_action == "sms" and facts.next_at is not None:
+        return f"will be sent at {_at(facts.next_at, now, tz)} if not acknowledged"
     return "not sent"
 
 
-def describe(view: Mapping[str, Any], now: datetime, tz: tzinfo) -> Doc:
-    """The ``raise_alert`` reply for the router's answer ``view``."""
-    severity = str(view.get("severity") or "")
-    alert = {k: view[k] for k in ("code", "severity", "title", "status") if k in view}
-    if "title" in alert:  # outside words (a posted alert's) in their block
-        alert["title"] = model_field(view, "title")
-    facts: Mapping[str, Any] = view.get("routing") or {}
-    reply: Doc = {"alert": alert}
-    if view.get("deduplicated") and not facts.get("sent_now"):
-        count = int(view.get("count") or 1)
+def describe(raised: Raised, now: datetime, tz: tzinfo) -> dict[str, Any]:
+    """The ``raise_alert`` reply for what the router did (``raised``)."""
+    stored, facts = raised.alert, raised.routing
+    severity, code = stored.severity, stored.code
+    alert = {  # outside words (a posted alert's) in their block
+        "code": code,
+        "severity": severity,
+        "title": model_field(stored, "title"),
+        "status": stored.status,
+    }
+    reply: dict[str, Any] = {"alert": alert}
+    if raised.deduplicated and not facts.sent_now:
         reply["deduplicated"] = (
-            f"same dedupe_key as open alert #{view.get('code')}: counted (seen {count} "
+            f"same dedupe_key as open alert #{code}: counted (seen {stored.count} "
             "times), not sent again"
         )
         reply["delivered"] = []
-        if facts:
-            reply["next"] = _next(severity, facts, now, tz)
+        reply["next"] = _next(severity, facts, now, tz)
         return reply
-    if view.get("deduplicated"):
-        reply["deduplicated"] = f"alert #{view.get('code')} raised to {severity}: sent again"
-    delivered = list(facts.get("delivered") or [])
+    if raised.deduplicated:
+        reply["deduplicated"] = f"alert #{code} raised to {severity}: sent again"
+    delivered = list(facts.delivered)
     reply["delivered"] = delivered
-    if facts.get("held_until") is not None:
-        reply["held_until"] = facts["held_until"]
+    if facts.held_until is not None:
+        reply["held_until"] = facts.held_until
     elif not delivered:
         reply["problem"] = "no channel took the alert; it is stored and listed as open"
     reply["sms"] = _sms(severity, facts, now, tz)

@@ -20,21 +20,18 @@ from zoneinfo import ZoneInfo
 from pymongo.asynchronous.database import AsyncDatabase
 
 from agent.alerts.directives import format_duration, help_text
-from agent.alerts.store import own_source
 from agent.llm.untrusted import for_model
 from agent.owner import OwnerPrefs
 from channels.types import Button
-from storage import collections as c
 from storage.outside import Outside
+from storage.repos.alert_record import Alert, Severity, TextField
+from storage.repos.alerts import routing_overrides
 
 log = logging.getLogger(__name__)
-Doc = dict[str, Any]
-
-POLICY_DOC = "alert_routing"
-LABELS: Mapping[str, str] = MappingProxyType(
+LABELS: Mapping[Severity, str] = MappingProxyType(
     {"info": "INFO", "warning": "WARNING", "critical": "CRITICAL"}
 )
-ICONS: Mapping[str, str] = MappingProxyType({"info": "ℹ️", "warning": "⚠️", "critical": "🚨"})
+ICONS: Mapping[Severity, str] = MappingProxyType({"info": "ℹ️", "warning": "⚠️", "critical": "🚨"})
 SMS_BODY_CHARS = 240
 """SMS copies stay short: GSM-7, one or two segments; the full text is on chat."""
 
@@ -92,41 +89,30 @@ class RoutingPolicy:
         return self.warning_sms_after > timedelta(0)
 
 
-async def load_policy(db: AsyncDatabase[Doc]) -> RoutingPolicy:
-    return RoutingPolicy.from_doc(await db[c.SETTINGS].find_one({"_id": POLICY_DOC}))
+async def load_policy(db: AsyncDatabase[dict[str, Any]]) -> RoutingPolicy:
+    return RoutingPolicy.from_doc(await routing_overrides(db))
 
 
 # -- texts --------------------------------------------------------------------------
 
 
-def _has_cron(alert: Doc) -> bool:
-    return own_source(alert).startswith("cron:")
+def _has_cron(alert: Alert) -> bool:
+    return alert.own_source.startswith("cron:")
 
 
-def _has_pulse(alert: Doc) -> bool:
-    return own_source(alert) == "pulse"
+def _has_pulse(alert: Alert) -> bool:
+    return alert.own_source == "pulse"
 
 
-def _repeats(alert: Doc) -> str:
-    count = int(alert.get("count") or 1)
-    return f" (seen {count} times)" if count > 1 else ""
+def _repeats(alert: Alert) -> str:
+    return f" (seen {alert.count} times)" if alert.count > 1 else ""
 
 
-def outside_part(alert: Mapping[str, Any], name: str) -> Outside | None:
-    """The alert's field ``name`` (``title``, ``body``, ``reason``) as outside text with
-    its source, when it is some (``AlertRouter.raise_alert`` records which are)."""
-    sources = alert.get("outside")
-    text = alert.get(name)
-    if not isinstance(sources, dict) or not isinstance(text, str) or name not in sources:
-        return None
-    return Outside(text, str(sources[name]))
-
-
-def model_field(alert: Mapping[str, Any], name: str, limit: int | None = None) -> str:
+def model_field(alert: Alert, name: TextField, limit: int | None = None) -> str:
     """The alert's field ``name`` as the model reads it: outside words inside their
     untrusted block (``agent.llm.untrusted``), ours as they are; cut to ``limit``."""
-    said = outside_part(alert, name)
-    text = str(alert.get(name) or "") if said is None else said.text
+    said = alert.outside_part(name)
+    text = alert.text(name)
     if limit is not None and len(text) > limit:
         text = text[:limit] + "…"
     return text if said is None else for_model(Outside(text, said.source))
@@ -140,46 +126,41 @@ def _said(outside: Outside, limit: int | None = None) -> str:
     return f'"{text}"'
 
 
-def _head(alert: Doc, label: str) -> str:
+def _head(alert: Alert, label: str) -> str:
     """``LABEL #12: title``; a title from outside is quoted and says whose words it is."""
-    return f"{label} #{alert['code']}: {title_text(alert)}"
+    return f"{label} #{alert.code}: {title_text(alert)}"
 
 
-def title_text(alert: Doc) -> str:
+def title_text(alert: Alert) -> str:
     """The title as alert texts show it: ours as it is, outside words quoted with their
     source (``"Disk full" (from grafana via POST /api/alerts)``), then the repeats."""
-    said = outside_part(alert, "title")
-    title = (
-        str(alert.get("title") or "")
-        if said is None
-        else f"{_said(said, 200)} (from {said.source})"
-    )
+    said = alert.outside_part("title")
+    title = alert.title if said is None else f"{_said(said, 200)} (from {said.source})"
     return f"{title}{_repeats(alert)}"
 
 
-def quoted_parts(alert: Doc, limit: int | None = None) -> list[str]:
+def quoted_parts(alert: Alert, limit: int | None = None) -> list[str]:
     """The body and the reason as an alert text shows them: our own words as they are,
     outside words quoted and said to be from where they came ("Reason from the site:
     "..."")."""
     parts: list[str] = []
-    body = alert.get("body")
-    said = outside_part(alert, "body")
+    said = alert.outside_part("body")
     if said is not None and said.text:
         parts.append(f"From {said.source}: {_said(said, limit)}")
-    elif body:
-        text = str(body)
+    elif alert.body:
+        text = alert.body
         if limit is not None and len(text) > limit:
             text = text[: limit - 1].rstrip() + "…"
         parts.append(text)
-    reason = outside_part(alert, "reason")
+    reason = alert.outside_part("reason")
     if reason is not None and reason.text:
         parts.append(f"Reason from {reason.source}: {_said(reason, limit)}")
     return parts
 
 
-def chat_text(alert: Doc, lead: str = "") -> str:
+def chat_text(alert: Alert, lead: str = "") -> str:
     """The full alert for a chat: code, severity, body, and how to reply."""
-    code, severity = alert["code"], alert["severity"]
+    code, severity = alert.code, alert.severity
     head = f"{ICONS[severity]} {_head(alert, LABELS[severity])}"
     reply = help_text(_has_cron(alert), has_pulse=_has_pulse(alert)).replace("#12", f"#{code}")
     parts = [f"{lead}\n{head}" if lead else head]
@@ -188,18 +169,18 @@ def chat_text(alert: Doc, lead: str = "") -> str:
     return "\n\n".join(parts)
 
 
-def sms_text(alert: Doc, lead: str = "") -> str:
+def sms_text(alert: Alert, lead: str = "") -> str:
     """A short copy for SMS; GoAlert-style ``12a`` / ``12c`` save typing."""
-    code = alert["code"]
-    head = _head(alert, LABELS[alert["severity"]])
+    code = alert.code
+    head = _head(alert, LABELS[alert.severity])
     text = f"{lead} {head}" if lead else head
     for part in quoted_parts(alert, SMS_BODY_CHARS):
         text += f"\n{part}"
     return text + f"\nReply {code}a to ack, {code}c to resolve, or #{code} snooze 1h."
 
 
-def buttons(alert: Doc) -> tuple[Button, ...]:
-    code = alert["code"]
+def buttons(alert: Alert) -> tuple[Button, ...]:
+    code = alert.code
     return (
         Button("Ack", f"#{code} ack"),
         Button("Snooze 1h", f"#{code} snooze 1h"),
@@ -217,41 +198,12 @@ def local_time(moment: datetime, now: datetime, tz: ZoneInfo) -> str:
     return f"{local.day} {local.strftime('%b %H:%M')}"
 
 
-def summary_line(alert: Doc, now: datetime, tz: ZoneInfo) -> str:
+def summary_line(alert: Alert, now: datetime, tz: ZoneInfo) -> str:
     """One line per alert for ``/alerts`` and the pulse context."""
-    status = str(alert["status"])
-    until = alert.get("snoozed_until") if status == "snoozed" else alert.get("muted_until")
-    if until is not None and status in ("snoozed", "muted"):
-        status += f" until {local_time(until, now, tz)}"
-    age = format_duration(now - alert["created_at"])
+    status: str = alert.status
+    if alert.until is not None:
+        status += f" until {local_time(alert.until, now, tz)}"
+    age = format_duration(now - alert.created_at)
     return (
-        f"#{alert['code']} {LABELS[alert['severity']]} {title_text(alert)}"
-        f" - {status}, raised {age} ago"
+        f"#{alert.code} {LABELS[alert.severity]} {title_text(alert)} - {status}, raised {age} ago"
     )
-
-
-def public(alert: Doc) -> Doc:
-    """What tools, the API and the status page show of an alert (no internals)."""
-    keys = (
-        "code",
-        "severity",
-        "title",
-        "body",
-        "reason",
-        "outside",
-        "status",
-        "source",
-        "dedupe_key",
-        "count",
-        "created_at",
-        "last_seen_at",
-        "last_sent_at",
-        "snoozed_until",
-        "muted_until",
-        "sms_sent",
-        "next_escalation_at",
-        "held",
-    )
-    out = {k: alert.get(k) for k in keys if alert.get(k) is not None}
-    out["history"] = [dict(h) for h in alert.get("history", [])][-10:]
-    return out

@@ -27,18 +27,10 @@ from pymongo.asynchronous.database import AsyncDatabase
 from agent.alerts import policy as r
 from agent.alerts.calls import Caller
 from agent.alerts.directives import Directive, format_duration
-from agent.alerts.lifecycle import STOP_TIMER, Lifecycle, Outcome
-from agent.alerts.outcome import routing_facts
+from agent.alerts.intake import AlertError, Raising, validate
+from agent.alerts.lifecycle import Lifecycle, Outcome
+from agent.alerts.outcome import Raised, RoutingFacts, routing_facts
 from agent.alerts.sending import Pager, Sender
-from agent.alerts.store import (
-    LEASE,
-    SEVERITIES,
-    AlertError,
-    AlertRecord,
-    AlertStore,
-    entry,
-    validate,
-)
 from agent.config import Settings
 from agent.owner import Listener as OwnerListener
 from agent.owner import OwnerPrefs, Owners, OwnerSettings
@@ -47,9 +39,10 @@ from channels.types import Channel
 from runtime.clock import Clock
 from runtime.tasks import stop_task, wait_event
 from storage.outside import Outside
+from storage.repos.alert_record import SEVERITIES, Alert, AlertChanges, Step, stop_timer
+from storage.repos.alerts import LEASE, AlertStore
 
 log = logging.getLogger(__name__)
-Doc = dict[str, Any]
 RANK: Mapping[str, int] = MappingProxyType({name: i for i, name in enumerate(SEVERITIES)})
 MAX_POLL = 30.0
 MAX_STEPS_PER_TICK = 10_000
@@ -59,7 +52,7 @@ NO_WARNING_SMS = "warnings never go by SMS (warning_sms_after_minutes is 0)"
 class AlertRouter:
     def __init__(
         self,
-        db: AsyncDatabase[Doc],
+        db: AsyncDatabase[dict[str, Any]],
         outbox: Outbox,
         channels: Mapping[str, Channel],
         settings: Settings,
@@ -149,8 +142,8 @@ class AlertRouter:
         dedupe_key: Any = None,
         source: Any = "agent",
         reason: Outside | None = None,
-    ) -> Doc:
-        """Store and route an alert; returns its public view with ``deduplicated`` and
+    ) -> Raised:
+        """Store and route an alert; returns it as stored now, with ``deduplicated`` and
         ``routing`` (where it went and what comes next: ``outcome.routing_facts``).
 
         ``title`` and ``body`` may be ``Outside`` (an alert posted from outside, one a
@@ -159,48 +152,47 @@ class AlertRouter:
         where it came from, beside our own (``policy.chat_text``)."""
         fields = validate(severity, title, body, dedupe_key, source, reason)
         now = self._clock()
-        key = fields["dedupe_key"]
+        key = fields.dedupe_key
         if key is not None:
             repeated = await self._repeat(key, fields, now)
             if repeated is not None:
                 return repeated
         code = await self.store.next_code()
-        doc: Doc = {
-            **fields,
-            "code": code,
-            "status": "open",
-            "count": 1,
-            "created_at": now,
-            "updated_at": now,
-            "last_seen_at": now,
-            "last_sent_at": None,
-            "seq": 0,
-            "sms_rounds": 0,
-            "sms_sent": 0,
-            "held": False,
-            "next_action": "deliver",
-            "next_escalation_at": now,
-            "history": [entry(now, fields["source"], "raised", fields["severity"])],
-            "deliveries": [],
-        }
-        if key is not None:
-            doc["open_key"] = key
-        if await self.store.insert(doc) is None:  # raised concurrently with the same key
+        new = Alert(
+            id=None,
+            code=code,
+            severity=fields.severity,
+            title=fields.title,
+            status="open",
+            created_at=now,
+            body=fields.body,
+            reason=fields.reason,
+            outside=fields.outside,
+            source=fields.source,
+            dedupe_key=key,
+            open_key=key,
+            updated_at=now,
+            last_seen_at=now,
+            next_action="deliver",
+            next_escalation_at=now,
+            history=(Step(now, fields.source, "raised", fields.severity),),
+        )
+        stored = await self.store.insert(new)
+        if stored is None:  # raised concurrently with the same key
             repeated = await self._repeat(key or "", fields, now)
             if repeated is not None:
                 return repeated
             raise AlertError("an alert with this dedupe_key changed meanwhile; try again")
-        log.info("alert #%s (%s) raised by %s", code, fields["severity"], fields["source"])
-        await self._run_now(doc["_id"], now)
-        return await self._view(code, now, deduplicated=False)
+        log.info("alert #%s (%s) raised by %s", code, fields.severity, fields.source)
+        await self._run_now(stored.id, now)
+        return await self._raised(stored, now, deduplicated=False)
 
-    async def _repeat(self, key: str, fields: Doc, now: datetime) -> Doc | None:
+    async def _repeat(self, key: str, fields: Raising, now: datetime) -> Raised | None:
         """Count a repeat; re-send only when the severity went up (warning -> critical)."""
-        alert = await self.store.repeat(key, now)
-        if alert is None:
+        record = await self.store.repeat(key, now)
+        if record is None:
             return None
-        record = AlertRecord.from_doc(alert)
-        new, old = fields["severity"], record.severity
+        new, old = fields.severity, record.severity
         if RANK[new] > RANK[old] and record.status in ("open", "acknowledged", "snoozed"):
             raised = await self.store.change(
                 record.id,
@@ -215,21 +207,22 @@ class AlertRouter:
                     "lead": f"Now {r.LABELS[new]} (was {old}).",
                 },
                 unset=("snoozed_until",),
-                history=[entry(now, fields["source"], "severity raised", f"{old} -> {new}")],
+                history=[Step(now, fields.source, "severity raised", f"{old} -> {new}")],
             )
             if raised is not None:
-                await self._run_now(raised["_id"], now)
-                return await self._view(record.code, now, deduplicated=True)
-        routing = await self._routing(alert, now, sent_now=False)
-        return {**r.public(alert), "deduplicated": True, "routing": routing}
+                await self._run_now(raised.id, now)
+                return await self._raised(raised, now, deduplicated=True)
+        routing = await self._routing(record, now, sent_now=False)
+        return Raised(record, True, routing)
 
-    async def _view(self, code: str, now: datetime, *, deduplicated: bool) -> Doc:
-        alert = await self.store.by_code(code) or {"code": code}
-        routing = await self._routing(alert, now, sent_now=True)
-        return {**r.public(alert), "deduplicated": deduplicated, "routing": routing}
+    async def _raised(self, alert: Alert, now: datetime, *, deduplicated: bool) -> Raised:
+        """``alert`` as it is after its first round (read again), and where it went."""
+        current = await self.store.by_code(alert.code) or alert
+        routing = await self._routing(current, now, sent_now=True)
+        return Raised(current, deduplicated, routing)
 
-    async def _routing(self, alert: Doc, now: datetime, *, sent_now: bool) -> Doc:
-        budget = AlertRecord.from_doc(alert).last_page == "budget"
+    async def _routing(self, alert: Alert, now: datetime, *, sent_now: bool) -> RoutingFacts:
+        budget = alert.last_page == "budget"
         frees = await self.store.budget_frees_at() if budget else None
         return routing_facts(
             alert,
@@ -241,9 +234,9 @@ class AlertRouter:
             budget_frees_at=frees,
         )
 
-    async def open_alerts(self, limit: int = 20) -> list[Doc]:
+    async def open_alerts(self, limit: int = 20) -> list[Alert]:
         """Unresolved alerts, newest first, as shown to tools, the API and the pulse."""
-        return [r.public(a) for a in await self.store.unresolved(limit)]
+        return await self.store.unresolved(limit)
 
     # -- owner actions ----------------------------------------------------------------
 
@@ -264,18 +257,17 @@ class AlertRouter:
         alert = await self.store.by_code(code)
         if alert is None:
             return Outcome(f"There is no alert #{code.lstrip('#')}.")
-        record = AlertRecord.from_doc(alert)
-        code, status, now = record.code, record.status, self._clock()
+        code, status, now = alert.code, alert.status, self._clock()
         if status == "resolved":
             return Outcome(f"#{code} is resolved; there is nothing to escalate.", alert)
         if status == "muted":
             return Outcome(f"#{code} is muted; unmute it first.", alert)
         claimed = await self.store.change(  # the lease keeps the timer loop off it meanwhile
-            record.id,
+            alert.id,
             when_status=(status,),
             set_={"status": "open", "next_action": "sms", "next_escalation_at": now + LEASE},
             unset=("snoozed_until",),
-            history=[entry(now, by, "escalation requested")],
+            history=[Step(now, by, "escalation requested")],
         )
         if claimed is None:
             return Outcome(f"#{code} changed just now; please try again.", alert)
@@ -306,7 +298,7 @@ class AlertRouter:
             try:
                 await self._step(alert, now)
             except Exception:  # the lease makes it due again in a few minutes
-                log.exception("alert #%s step %s failed", alert["code"], alert.get("next_action"))
+                log.exception("alert #%s step %s failed", alert.code, alert.next_action)
         return steps + await self.calls.ring_due(now)
 
     async def _run_now(self, alert_id: Any, now: datetime) -> None:
@@ -316,29 +308,28 @@ class AlertRouter:
             await self.calls.ring_due(now)  # ALERT_CALL_AFTER_MINUTES=0: with the first SMS
         self._wake.set()
 
-    async def _step(self, alert: Doc, now: datetime) -> None:
-        record = AlertRecord.from_doc(alert)
-        action, status = record.next_action, record.status
+    async def _step(self, alert: Alert, now: datetime) -> None:
+        action, status = alert.next_action, alert.status
         if action == "wake" and status == "snoozed":
-            await self._reopen(record, now, "snooze ended", "Snooze over.")
+            await self._reopen(alert, now, "snooze ended", "Snooze over.")
         elif action == "unmute" and status == "muted":
-            await self._mute_over(record, now)
+            await self._mute_over(alert, now)
         elif action in ("deliver", "sms") and status == "open":
-            if action == "sms" and await self._warning_stays_off_sms(record, now):
+            if action == "sms" and await self._warning_stays_off_sms(alert, now):
                 return
-            if record.severity != "critical":
+            if alert.severity != "critical":
                 until = await self.owner.quiet_until(now)
                 if until is not None:
-                    await self._hold(record, now, until)
+                    await self._hold(alert, now, until)
                     return
             if action == "deliver":
                 await self._sender.deliver(alert, now)
             else:
                 await self._sender.escalate(alert, now)
         else:
-            await self.store.change(record.id, set_=dict(STOP_TIMER))
+            await self.store.change(alert.id, set_=stop_timer())
 
-    async def _warning_stays_off_sms(self, alert: AlertRecord, now: datetime) -> bool:
+    async def _warning_stays_off_sms(self, alert: Alert, now: datetime) -> bool:
         """A warning's SMS step after the owner turned warning SMS off: stopped here."""
         if alert.severity != "warning" or alert.sms_rounds > 0:
             return False
@@ -347,8 +338,8 @@ class AlertRouter:
             return False
         await self.store.change(
             alert.id,
-            set_={"held": False} | STOP_TIMER,
-            history=[entry(now, "router", "not paged", NO_WARNING_SMS)],
+            set_={"held": False, **stop_timer()},
+            history=[Step(now, "router", "not paged", NO_WARNING_SMS)],
         )
         return True
 
@@ -362,18 +353,20 @@ class AlertRouter:
         now = self._clock()
         detail = f"{format_duration(before)} -> {format_duration(after)}" if after else None
         for alert in await self.store.waiting_warning_pages():
-            due = alert["next_escalation_at"]  # as stored: the compare-and-set value
-            timer = (
-                dict(STOP_TIMER)
+            due = alert.next_escalation_at  # as stored: the compare-and-set value
+            if due is None:
+                continue
+            timer: AlertChanges = (
+                stop_timer()
                 if not after
                 else {"next_escalation_at": max(now, due - before + after)}
             )
             await self.store.change(  # skipped if a step took the timer meanwhile
-                alert["_id"],
+                alert.id,
                 when_status=("open",),
                 when_due=due,
                 set_=timer,
-                history=[entry(now, "owner", "sms wait changed", detail or NO_WARNING_SMS)],
+                history=[Step(now, "owner", "sms wait changed", detail or NO_WARNING_SMS)],
             )
         self._wake.set()
 
@@ -383,28 +376,33 @@ class AlertRouter:
         if changed and await self.store.release_held(self._clock()):
             self._wake.set()
 
-    async def _hold(self, alert: AlertRecord, now: datetime, until: datetime) -> None:
+    async def _hold(self, alert: Alert, now: datetime, until: datetime) -> None:
         history = []
         if not alert.held:
             when = r.local_time(until, now, self.owner.tz)
-            history.append(entry(now, "router", "held", f"quiet hours until {when}"))
+            history.append(Step(now, "router", "held", f"quiet hours until {when}"))
         await self.store.change(
             alert.id, set_={"held": True, "next_escalation_at": until}, history=history
         )
 
-    async def _reopen(self, alert: AlertRecord, now: datetime, why: str, lead: str) -> None:
+    async def _reopen(self, alert: Alert, now: datetime, why: str, lead: str) -> None:
         reopened = await self.store.change(
             alert.id,
             when_status=(alert.status,),
-            set_={"status": "open", "sms_rounds": 0, "lead": lead}
-            | {"next_action": "deliver", "next_escalation_at": now + LEASE},
+            set_={
+                "status": "open",
+                "sms_rounds": 0,
+                "lead": lead,
+                "next_action": "deliver",
+                "next_escalation_at": now + LEASE,
+            },
             unset=("snoozed_until", "muted_until", "status_before_mute", "count_at_mute"),
-            history=[entry(now, "router", why)],
+            history=[Step(now, "router", why)],
         )
         if reopened is not None:
             await self._step(reopened, now)
 
-    async def _mute_over(self, alert: AlertRecord, now: datetime) -> None:
+    async def _mute_over(self, alert: Alert, now: datetime) -> None:
         """A mute ends: tell the owner if it kept happening, else close it quietly."""
         repeats = alert.count - (alert.count_at_mute or alert.count)
         if repeats > 0:
@@ -414,7 +412,12 @@ class AlertRouter:
         await self.store.change(
             alert.id,
             when_status=("muted",),
-            set_={"status": "resolved", "resolved_at": now, "resolved_by": "router"} | STOP_TIMER,
+            set_={
+                "status": "resolved",
+                "resolved_at": now,
+                "resolved_by": "router",
+                **stop_timer(),
+            },
             unset=("open_key", "muted_until", "status_before_mute", "count_at_mute"),
-            history=[entry(now, "router", "resolved", "mute ended and it did not happen again")],
+            history=[Step(now, "router", "resolved", "mute ended and it did not happen again")],
         )

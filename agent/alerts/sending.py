@@ -15,23 +15,27 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal, Protocol
 from zoneinfo import ZoneInfo
 
 from agent.alerts import policy as r
 from agent.alerts.directives import format_duration
 from agent.alerts.lifecycle import CALL_AT, escalation_after
 from agent.alerts.policy import RoutingPolicy
-from agent.alerts.store import AlertStore, entry
 from agent.owner import Owners, OwnerSettings, Target, can_page, owner_address, owner_chats
 from channels.delivery.outbox import Outbox
 from channels.types import SMS_BUDGET_TAKEN, Channel, OutboundMessage
+from storage.repos.alert_record import Alert, AlertChanges, Delivery, Step
+from storage.repos.alerts import AlertStore
 
 log = logging.getLogger(__name__)
-Doc = dict[str, Any]
 Paged = Literal["sent", "budget", "unavailable", "failed"]
-NextCall = Callable[..., datetime | None]
-"""``Caller.next_call(alert, now, delivered=...)``: when this round's call rings."""
+
+
+class NextCall(Protocol):
+    """``Caller.next_call``: when this round's call rings, if it rings."""
+
+    def __call__(self, alert: Alert, now: datetime, *, delivered: bool) -> datetime | None: ...
 
 
 class Pager:
@@ -64,17 +68,17 @@ class Pager:
         """Whether a page can go at all: the SMS channel runs and the owner has a number."""
         return can_page(self._owners, self._channels)
 
-    async def page(self, alert: Doc, now: datetime, seq: int, lead: str) -> Paged:
+    async def page(self, alert: Alert, now: datetime, seq: int, lead: str) -> Paged:
         """One SMS to the owner, within the hourly budget."""
         phone = owner_address(self._owners, "sms")
         if not self.sms_ready() or phone is None:
             return "unavailable"
         if not await self._store.take_sms(now, self._sms_per_hour()):
-            log.warning("sms budget reached; alert #%s not paged", alert["code"])
+            log.warning("sms budget reached; alert #%s not paged", alert.code)
             await self._tell_budget(alert, now)
             return "budget"
-        key = f"alert:{alert['code']}:{seq}:sms"
-        meta = {"alert_code": alert["code"], SMS_BUDGET_TAKEN: True}
+        key = f"alert:{alert.code}:{seq}:sms"
+        meta = {"alert_code": alert.code, SMS_BUDGET_TAKEN: True}
         await self._outbox.enqueue(
             OutboundMessage("sms", phone, r.sms_text(alert, lead), key, meta=meta)
         )
@@ -83,13 +87,13 @@ class Pager:
         status = await self._store.outbox_status(key)
         return "failed" if status == "failed" else "sent"
 
-    async def _tell_budget(self, alert: Doc, now: datetime) -> None:
+    async def _tell_budget(self, alert: Alert, now: datetime) -> None:
         if not await self._store.claim_budget_notice(now):
             return
         frees = await self._store.budget_frees_at()
         when = r.local_time(frees, now, self.tz) if frees else "within the hour"
         text = (
-            f"SMS budget reached ({self._sms_per_hour()} per hour): #{alert['code']} "
+            f"SMS budget reached ({self._sms_per_hour()} per hour): #{alert.code} "
             f"{r.title_text(alert)} was not sent by SMS. SMS pages resume at {when}."
         )
         key = f"sms-budget:{now.isoformat()}"
@@ -101,21 +105,21 @@ class Pager:
             if await self._store.outbox_status(message.idempotency_key) == "sent":
                 return
 
-    async def send(self, target: Target, alert: Doc, seq: int, lead: str) -> bool:
+    async def send(self, target: Target, alert: Alert, seq: int, lead: str) -> bool:
         """Send the chat copy through the outbox; True once the channel accepted it."""
-        key = f"alert:{alert['code']}:{seq}:{target.channel}"
+        key = f"alert:{alert.code}:{seq}:{target.channel}"
         message = OutboundMessage(
             target.channel,
             target.chat_id,
             r.chat_text(alert, lead),
             key,
             buttons=r.buttons(alert) if target.channel == "telegram" else (),
-            meta={"alert_code": alert["code"]},
+            meta={"alert_code": alert.code},
         )
         await self._outbox.enqueue(message)
         return await self._store.outbox_status(key) == "sent"
 
-    async def send_everywhere(self, alert: Doc, seq: int, lead: str) -> list[str]:
+    async def send_everywhere(self, alert: Alert, seq: int, lead: str) -> list[str]:
         """The chat copy on every chat channel; the channels that took it."""
         return [  # the SMS copy is the page, never a second SMS
             target.channel
@@ -123,17 +127,15 @@ class Pager:
             if target.channel != "sms" and await self.send(target, alert, seq, lead)
         ]
 
-    async def send_first(self, alert: Doc, seq: int, lead: str) -> Target | None:
+    async def send_first(self, alert: Alert, seq: int, lead: str) -> Target | None:
         """The first chat that takes the alert; copies that failed on the way stop retrying."""
         failed: list[str] = []
         for target in self.chats():
             if await self.send(target, alert, seq, lead):
                 await self._store.supersede(failed, target.channel)
                 return target
-            log.warning(
-                "alert #%s: %s failed, trying the next channel", alert["code"], target.channel
-            )
-            failed.append(f"alert:{alert['code']}:{seq}:{target.channel}")
+            log.warning("alert #%s: %s failed, trying the next channel", alert.code, target.channel)
+            failed.append(f"alert:{alert.code}:{seq}:{target.channel}")
         return None
 
 
@@ -151,35 +153,34 @@ class Sender:
         self._policy = policy
         self._next_call = next_call
 
-    async def deliver(self, alert: Doc, now: datetime) -> None:
+    async def deliver(self, alert: Alert, now: datetime) -> None:
         """First delivery (or a reminder): critical everywhere, others to the first chat."""
-        lead = str(alert.get("lead") or "")
-        seq = int(alert.get("seq") or 0)
+        lead, seq = alert.lead or "", alert.seq
         sent: list[str] = []
         paged: Paged | None = None
-        if alert["severity"] == "critical":
+        if alert.severity == "critical":
             paged = await self._pager.page(alert, now, seq, lead)
             sent = await self._pager.send_everywhere(alert, seq, lead)
         else:
             first = await self._pager.send_first(alert, seq, lead)
             if first is not None:
                 sent.append(first.channel)
-            elif alert["severity"] == "warning" and self._policy().warnings_page:
+            elif alert.severity == "warning" and self._policy().warnings_page:
                 paged = await self._pager.page(alert, now, seq, lead)
         await self._sent(alert, now, sent, paged, delivered=True)
 
     async def escalate(
-        self, alert: Doc, now: datetime, lead: str = "", *, call: bool = True
+        self, alert: Alert, now: datetime, lead: str = "", *, call: bool = True
     ) -> tuple[Paged, list[str]]:
         """Not acknowledged in time: page by SMS, or on every chat when SMS cannot go;
         ``call``: a critical alert rings too (not when the owner asked for the page)."""
-        if not lead and alert["severity"] == "critical":
-            rounds = int(alert.get("sms_rounds") or 0) + 1
+        if not lead and alert.severity == "critical":
+            rounds = alert.sms_rounds + 1
             lead = f"Page {rounds} of {self._policy().critical_max_sms}, not acknowledged."
         elif not lead:
-            age = format_duration(now - (alert.get("delivered_at") or alert["created_at"]))
+            age = format_duration(now - (alert.delivered_at or alert.created_at))
             lead = f"Not acknowledged after {age}."
-        seq = int(alert.get("seq") or 0)
+        seq = alert.seq
         paged = await self._pager.page(alert, now, seq, lead)
         sent: list[str] = []
         if paged != "sent":
@@ -189,7 +190,7 @@ class Sender:
 
     async def _sent(
         self,
-        alert: Doc,
+        alert: Alert,
         now: datetime,
         sent: list[str],
         paged: Paged | None,
@@ -201,10 +202,9 @@ class Sender:
         if paged == "sent":
             sent.append("sms")
         pages = 1 if paged is not None else 0
-        counted = {**alert, "sms_rounds": int(alert.get("sms_rounds") or 0) + pages}
-        timer = escalation_after(counted, now, self._policy(), delivered=False)
-        fields: Doc = {
-            "seq": int(alert.get("seq") or 0) + 1,
+        timer = escalation_after(alert, now, self._policy(), delivered=False, pages=pages)
+        fields: AlertChanges = {
+            "seq": alert.seq + 1,
             "held": False,
             "updated_at": now,
             "last_page": paged,
@@ -214,19 +214,19 @@ class Sender:
             fields[CALL_AT] = ring
         if sent:
             fields["last_sent_at"] = now
-            if delivered and not alert.get("delivered_at"):
+            if delivered and alert.delivered_at is None:
                 fields["delivered_at"] = now
         detail = ", ".join(sent) if sent else "nowhere: no channel took it"
         if paged in ("budget", "unavailable", "failed"):
             detail += f"; sms {paged}"
         await self._store.change(
-            alert["_id"],
+            alert.id,
             when_status=("open",),
-            set_=fields | timer,
+            set_={**fields, **timer},
             unset=("lead",),
             inc={"sms_rounds": pages, "sms_sent": 1 if paged == "sent" else 0},
-            history=[entry(now, "router", "sent" if delivered else "escalated", detail)],
-            delivered=[{"at": now, "channel": ch} for ch in sent],
+            history=[Step(now, "router", "sent" if delivered else "escalated", detail)],
+            delivered=[Delivery(now, ch) for ch in sent],
         )
         if not sent:
-            log.error("alert #%s reached no channel", alert["code"])
+            log.error("alert #%s reached no channel", alert.code)

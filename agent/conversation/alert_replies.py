@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any, Literal
+from typing import Literal
 
 from agent.alerts.bulk import bulk_reply
 from agent.alerts.directives import (
@@ -36,16 +36,16 @@ from agent.alerts.directives import (
 )
 from agent.alerts.job_directives import apply_cron, apply_pulse, job_id_of
 from agent.alerts.lifecycle import ALERT_DIRECTIVES
-from agent.alerts.policy import local_time, model_field, public
-from agent.alerts.reply_target import last_sent_alert, last_sent_to, replied_alert
+from agent.alerts.policy import local_time, model_field
 from agent.alerts.router import AlertRouter
 from agent.context import AlertInPlay, RunContext
 from agent.conversation.agent import Agent
 from agent.owner import owner_address
 from channels.types import HandlingFailed, InboundMessage, Reply
+from storage.repos.alert_record import Alert
+from storage.repos.sent_alerts import last_sent_alert, last_sent_to, replied_alert
 
 log = logging.getLogger(__name__)
-Doc = dict[str, Any]
 Named = Literal["code", "reply"]
 SETTLED = frozenset({"acknowledged", "resolved"})
 """An alert in one of these states is no longer a question an everyday word answers,
@@ -80,14 +80,14 @@ class AlertReplies:
         if parsed.short:
             target = await self._short_ack_target(message, ctx)
             if target is not None:
-                outcome = await self._router.apply(target["code"], Ack(), by)
-                return [self._reply(outcome.text, target["code"])]
+                outcome = await self._router.apply(target.code, Ack(), by)
+                return [self._reply(outcome.text, target.code)]
             parsed, directive = ParsedReply(), None  # not a reply to an alert: free text
         plain = await self._plain_target(message, ctx, directive) if parsed.everyday else None
         if parsed.everyday and plain is None:
             parsed, directive = ParsedReply(), None  # conversation ("weekly", "resume")
         if plain is not None:
-            alert: Doc | None = plain
+            alert: Alert | None = plain
             how: Named | None = "reply" if message.reply_to else None
         else:
             alert, how = await self._match(message, parsed, ctx)
@@ -95,16 +95,14 @@ class AlertReplies:
             if parsed.code is not None and (directive is not None or parsed.error):
                 return [self._reply(f"There is no alert #{parsed.code}.")]
             return None
-        code = alert["code"]
+        code = alert.code
         if parsed.error is not None:
             return [self._reply(parsed.error, code)]
         if directive is None or (directive.scope == "cron" and job_id_of(alert) is None):
             # Free text, or a schedule word for an alert no job raised ("make this
             # weekly" about a check the agent raised): the agent asks what is meant.
             others = tuple(c for c in (parsed.code, *parsed.more) if c and c != code)
-            return await self._ask_agent(
-                message, ctx, NamedAlert(public(alert), bool(how), how, others)
-            )
+            return await self._ask_agent(message, ctx, NamedAlert(alert, bool(how), how, others))
         if isinstance(directive, Escalate):
             return [self._reply((await self._router.escalate(code, by)).text, code)]
         if isinstance(directive, ALERT_DIRECTIVES):
@@ -127,11 +125,9 @@ class AlertReplies:
         words = "ack all" if isinstance(directive, AckAll) else "resolve all"
         form = f"{parsed.code}{letters}" if parsed.code else f"'{words}'"
         chat = f"{message.channel}:{message.chat_id}"
-        return await bulk_reply(
-            self._router, ctx.deps.db, directive, chat=chat, form=form, now=ctx.now, by=by
-        )
+        return await bulk_reply(self._router, directive, chat=chat, form=form, now=ctx.now, by=by)
 
-    async def _short_ack_target(self, message: InboundMessage, ctx: RunContext) -> Doc | None:
+    async def _short_ack_target(self, message: InboundMessage, ctx: RunContext) -> Alert | None:
         """The alert a "k" / "thx" / "👍" answers: the alert message it replies to (any
         channel that says so, Telegram always), else on SMS/WhatsApp the alert last sent
         to this chat within the window, if nothing was sent there since."""
@@ -150,7 +146,7 @@ class AlertReplies:
 
     async def _plain_target(
         self, message: InboundMessage, ctx: RunContext, directive: Directive | None
-    ) -> Doc | None:
+    ) -> Alert | None:
         """The alert an everyday word ("weekly", "resume", "ok") plainly answers: the
         alert it replies to, else the alert that is the last thing sent to the owner on
         any of their chats, within ``short_ack_window`` (a word after the agent's own
@@ -173,13 +169,13 @@ class AlertReplies:
         alert = await store.by_code(code) if code else None
         if alert is None:
             return None
-        status = alert.get("status")
+        status = alert.status
         closing = isinstance(directive, Resolve) and status == "acknowledged"
         return None if status in SETTLED and not closing else alert
 
     async def _match(
         self, message: InboundMessage, parsed: ParsedReply, ctx: RunContext
-    ) -> tuple[Doc | None, Named | None]:
+    ) -> tuple[Alert | None, Named | None]:
         """The alert this reply is about, and how the owner named it (code, reply-to)."""
         store = self._router.store
         if parsed.code is not None:
@@ -232,17 +228,16 @@ async def alert_prompt_section(ctx: RunContext) -> str | None:
     alert = ctx.alert.alert
     lines = [
         "## The alert this message is about",
-        f"#{alert.get('code')} [{alert.get('severity')}] {model_field(alert, 'title')}",
+        f"#{alert.code} [{alert.severity}] {model_field(alert, 'title')}",
     ]
     # Words from outside (a site's answer, a posted alert) come in untrusted blocks.
-    if alert.get("body"):
+    if alert.body:
         lines.append(model_field(alert, "body", 1500))
-    if alert.get("reason"):
+    if alert.reason:
         lines.append("Reason given: " + model_field(alert, "reason", 1000))
-    raised = alert.get("created_at")
-    when = local_time(raised, ctx.now, ctx.tz) if raised else "?"
+    when = local_time(alert.created_at, ctx.now, ctx.tz)
     lines.append(
-        f"Status: {alert.get('status')}; seen {alert.get('count', 1)} time(s); "
+        f"Status: {alert.status}; seen {alert.count} time(s); "
         f"raised by {model_field(alert, 'source', 100)} at {when}."
     )
     job = job_id_of(alert)
@@ -251,14 +246,14 @@ async def alert_prompt_section(ctx: RunContext) -> str | None:
     lines.append(_how_named(ctx.alert))
     lines.append(
         "Answer the owner's message in that light. To change the alert use manage_alerts "
-        f"with code {alert.get('code')!r}."
+        f"with code {alert.code!r}."
     )
     return "\n".join(lines)
 
 
 def _how_named(in_play: AlertInPlay) -> str:
     """Which alert the owner meant, and how sure that is, in the prompt's words."""
-    code = in_play.alert.get("code")
+    code = in_play.alert.code
     how = in_play.how if isinstance(in_play, NamedAlert) else None
     also = in_play.also if isinstance(in_play, NamedAlert) else ()
     if not in_play.named_by_owner:

@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from agent.alerts.policy import model_field, outside_part
+from agent.alerts.policy import model_field
 from agent.context import AgentDeps
 from agent.owner import Owners
 from channels.delivery.inbox import STATUSES, received_since
@@ -33,12 +33,12 @@ from scheduler.pulse.grid import PulseConfigError, next_pulse, remaining_today
 from scheduler.pulse.store import PulseState
 from scheduler.views import short_time
 from storage import collections as c
+from storage.repos.alert_record import Alert
 from storage.repos.runs.record import Run
 from storage.repos.runs.store import RunStore
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
-_STAMPS = ("created_at", "raised_at", "updated_at", "last_seen_at")
 LATE = timedelta(minutes=10)
 """A fire that starts this long after its time is called late."""
 
@@ -80,7 +80,7 @@ class PulseBrief:
     counts: dict[str, int] = field(default_factory=dict)
 
 
-async def open_alerts(deps: AgentDeps) -> list[Doc]:
+async def open_alerts(deps: AgentDeps) -> list[Alert]:
     """Open alerts when the alert router runs; else none. A failing read costs the
     pulse its alert section, never the pulse itself."""
     if deps.alerts is None:
@@ -92,9 +92,9 @@ async def open_alerts(deps: AgentDeps) -> list[Doc]:
         return []
 
 
-def _is_new(alert: Doc, since: datetime) -> bool:
-    stamps = [alert[k] for k in _STAMPS if isinstance(alert.get(k), datetime)]
-    return not stamps or max(stamps) > since
+def _is_new(alert: Alert, since: datetime) -> bool:
+    stamps = [at for at in (alert.created_at, alert.updated_at, alert.last_seen_at) if at]
+    return max(stamps) > since
 
 
 def _clip(text: str, limit: int) -> str:
@@ -235,11 +235,11 @@ async def build_brief(
     return PulseBrief(text="\n\n".join(parts), idle=idle, since=since, counts=counts)
 
 
-def _alert_line(alert: Doc) -> str:
-    code = alert.get("code", "?")
-    if outside_part(alert, "title") is not None:  # a posted alert's words: in their block
-        return f"- #{code} {alert.get('severity', '')}: {model_field(alert, 'title', 100)}"
-    return f"- #{code} {alert.get('severity', '')}: {_clip(str(alert.get('title', '')), 100)}"
+def _alert_line(alert: Alert) -> str:
+    code, severity = alert.code, alert.severity
+    if alert.outside_part("title") is not None:  # a posted alert's words: in their block
+        return f"- #{code} {severity}: {model_field(alert, 'title', 100)}"
+    return f"- #{code} {severity}: {_clip(alert.title, 100)}"
 
 
 def _run_line(run: Run, tz: ZoneInfo, now: datetime) -> str:

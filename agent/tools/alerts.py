@@ -12,15 +12,16 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from agent.alerts.directives import Ack, Directive, Mute, Resolve, Snooze, parse_reply
+from agent.alerts.intake import AlertError
 from agent.alerts.outcome import describe
 from agent.alerts.policy import model_field
 from agent.alerts.router import AlertRouter
-from agent.alerts.store import AlertError
 from agent.context import RunContext
 from agent.owner import can_page
 from agent.tools.base import Tool, ToolError, ToolResult
 from agent.tools.held import read_sources
 from storage.outside import Outside
+from storage.repos.alert_record import Alert
 
 Severity = Literal["info", "warning", "critical"]
 
@@ -102,7 +103,7 @@ async def _raise(args: RaiseAlertArgs, ctx: RunContext) -> ToolResult:
         source = f"a run that read {read}"
         title, body = Outside(args.title, source), Outside(args.body, source)
     try:
-        alert = await alert_service(ctx).raise_alert(
+        raised = await alert_service(ctx).raise_alert(
             severity=severity,
             title=title,
             body=body,
@@ -111,35 +112,31 @@ async def _raise(args: RaiseAlertArgs, ctx: RunContext) -> ToolResult:
         )
     except AlertError as exc:
         raise ToolError(str(exc)) from None
-    reply = describe(alert, ctx.now, ctx.tz)
+    reply = describe(raised, ctx.now, ctx.tz)
     if lowered:
         reply["severity"] = lowered
     return reply
 
 
-LISTED = (
-    "code",
-    "severity",
-    "title",
-    "status",
-    "source",
-    "count",
-    "created_at",
-    "last_sent_at",
-    "snoozed_until",
-    "muted_until",
-    "note",
-)
-
-
-def _listed(alert: dict[str, Any]) -> dict[str, Any]:
-    """An open alert as ``list`` shows it: no internal counters to misread."""
-    shown = {k: alert[k] for k in LISTED if alert.get(k) is not None}
-    for name in ("title", "source"):  # outside words (a posted alert) in their block
-        if name in shown:
-            shown[name] = model_field(alert, name)
-    if alert.get("held"):
-        shown["held_until"] = alert.get("next_escalation_at")
+def _listed(alert: Alert) -> dict[str, Any]:
+    """An open alert as ``list`` shows it: no internal counters to misread; outside
+    words (a posted alert's title or source) in their block."""
+    fields = {
+        "code": alert.code,
+        "severity": alert.severity,
+        "title": model_field(alert, "title"),
+        "status": alert.status,
+        "source": model_field(alert, "source"),
+        "count": alert.count,
+        "created_at": alert.created_at,
+        "last_sent_at": alert.last_sent_at,
+        "snoozed_until": alert.snoozed_until,
+        "muted_until": alert.muted_until,
+        "note": alert.note,
+    }
+    shown = {k: v for k, v in fields.items() if v is not None}
+    if alert.held:
+        shown["held_until"] = alert.next_escalation_at
     return shown
 
 
@@ -174,7 +171,7 @@ async def _manage(args: ManageAlertsArgs, ctx: RunContext) -> ToolResult:
     outcome = await service.apply(code, directive, f"agent ({ctx.kind})")
     if outcome.alert is None:
         raise ToolError(outcome.text)
-    answer = {"result": outcome.text, "changed": outcome.changed, "status": outcome.alert["status"]}
+    answer = {"result": outcome.text, "changed": outcome.changed, "status": outcome.alert.status}
     if outcome.changed and note is not None:
         answer["note"] = note
     return answer

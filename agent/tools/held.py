@@ -32,7 +32,7 @@ from typing import Any
 from agent.context import AgentDeps, RunContext, Tally
 from agent.tools.base import ToolResult
 from scheduler.cron.job import JobError
-from storage.repos.held_sends import HeldAction, HeldGroup, HeldSends
+from storage.repos.held_sends import HeldAction, HeldGroup, HeldRun, HeldSends
 
 APPROVE_WORD = "approve"
 GUIDANCE = (
@@ -80,8 +80,15 @@ async def hold_call(ctx: RunContext, name: str, arguments: Mapping[str, Any]) ->
     """Hold the call ``name(arguments)`` for the owner, in this run's group; what the
     model reads instead of the call's result."""
     why = reason(ctx)
-    run = {f: getattr(ctx, f) for f in RUN_FIELDS}
-    run["job_name"] = ctx.job_name or await _job_name(ctx)
+    run = HeldRun(
+        kind=ctx.kind,
+        channel=ctx.channel,
+        chat_id=ctx.chat_id,
+        sender=ctx.sender,
+        conversation_key=ctx.conversation_key,
+        job_id=ctx.job_id,
+        job_name=ctx.job_name or await _job_name(ctx),
+    )
     group = await HeldSends(ctx.deps.db).hold(
         HeldAction.of(name, arguments, why),
         ctx.now,
@@ -119,14 +126,14 @@ def approved_context(deps: AgentDeps, group: HeldGroup, owner: RunContext) -> Ru
     return RunContext(
         deps=deps,
         tier="owner",
-        kind=run.get("kind") or owner.kind,
-        channel=run.get("channel") or owner.channel,
-        chat_id=run.get("chat_id") or owner.chat_id,
-        sender=run.get("sender") or owner.sender,
-        conversation_key=run.get("conversation_key") or owner.conversation_key,
+        kind=run.kind or owner.kind,
+        channel=run.channel or owner.channel,
+        chat_id=run.chat_id or owner.chat_id,
+        sender=run.sender or owner.sender,
+        conversation_key=run.conversation_key or owner.conversation_key,
         run_id=f"held:{group.key}",
-        job_id=run.get("job_id"),
-        job_name=run.get("job_name"),
+        job_id=run.job_id,
+        job_name=run.job_name,
         tally=Tally(untrusted=list(group.untrusted), approved=group.code),
     )
 

@@ -170,8 +170,8 @@ def _ask_actions(group: HeldGroup) -> str:
     sends to new recipients it held beside them)."""
     code = group.code
     read = ", ".join(dict.fromkeys(group.untrusted)) or "outside text"
-    what = "a scheduled run" if group.run.get("kind") in ("cron", "pulse") else "our chat"
-    name = group.run.get("job_name")
+    what = "a scheduled run" if group.run.scheduled else "our chat"
+    name = group.run.job_name
     if name:
         what = f"the job “{name}”"
     lines = [

@@ -227,7 +227,7 @@ class Outbox:
             "status": "sent",
             "sent_at": now,
             # No attempt is due any more: the (status, next_attempt_at) index then also
-            # finds what was sent recently (agent.alerts.reply_target.last_sent_alert).
+            # finds what was sent recently (storage.repos.sent_alerts.last_sent_alert).
             "next_attempt_at": now,
             "external_ids": list(result.external_ids),
         }

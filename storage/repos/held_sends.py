@@ -30,11 +30,12 @@ readable by the model (its own words), writable only here. Guarantees:
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal, cast
 
 from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
@@ -44,12 +45,15 @@ from storage import collections as c
 from storage import retry
 from storage.ejson import aware
 
+log = logging.getLogger(__name__)
 PREFIX = "held_send:"
 KEEP = timedelta(days=1)
 LEASE = timedelta(minutes=2)
 """How long a started call counts as being made without news from the approval making
 it (renewed while it runs): past it, a call with no recorded outcome was interrupted."""
 CODE_TRIES = 20
+RunKind = Literal["chat", "cron", "pulse"]
+RUN_KINDS: tuple[RunKind, ...] = ("chat", "cron", "pulse")
 Doc = dict[str, Any]
 
 
@@ -84,6 +88,29 @@ class HeldAction:
 
 
 @dataclass(frozen=True)
+class HeldRun:
+    """The run a held call was made in: it is made again as that run (``run`` of a
+    group, as stored)."""
+
+    kind: RunKind | None = None
+    channel: str | None = None
+    chat_id: str | None = None
+    sender: str | None = None
+    conversation_key: str | None = None
+    job_id: str | None = None
+    job_name: str | None = None
+
+    @property
+    def scheduled(self) -> bool:
+        """A cron job's run or a pulse: nobody was watching when it held its calls."""
+        return self.kind in ("cron", "pulse")
+
+
+class HeldRecordError(ValueError):
+    """A stored group that cannot be read; the message names the field."""
+
+
+@dataclass(frozen=True)
 class HeldGroup:
     """What one exchange held, approved or declined together by ``code``."""
 
@@ -92,8 +119,8 @@ class HeldGroup:
     """This group's own id, never another's (guarantee 2)."""
     sends: tuple[HeldSend, ...]
     actions: tuple[HeldAction, ...] = ()
-    run: Mapping[str, Any] = field(default_factory=dict)
-    """The run the held calls were made in (kind, channel, chat...): they are made as it."""
+    run: HeldRun = field(default_factory=HeldRun)
+    """The run the held calls were made in: they are made as it."""
     untrusted: tuple[str, ...] = ()
     """The outside text that run had read: why its calls were held."""
     started: Mapping[int, Started] = field(default_factory=dict)
@@ -119,13 +146,21 @@ _MARKS = ("started", "claimed", "finished")
 
 
 def _group(doc: Doc) -> HeldGroup:
-    code = str(doc["_id"]).removeprefix(PREFIX)
+    """The group ``doc`` holds; ``HeldRecordError`` naming the field when it holds none."""
+    code = str(doc.get("_id", "")).removeprefix(PREFIX)
+    try:
+        return _read_group(code, doc)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise HeldRecordError(f"held group {code!r}: {exc!r}") from None
+
+
+def _read_group(code: str, doc: Doc) -> HeldGroup:
     key = str(doc.get("key") or f"{code}:{doc.get('held_at')}")
     if "sends" not in doc and "channel" in doc:  # held one by one before groups existed
-        return HeldGroup(code, key, (HeldSend(doc["channel"], doc["chat_id"], doc["text"]),))
-    sends = tuple(HeldSend(s["channel"], s["chat_id"], s["text"]) for s in doc.get("sends", ()))
-    actions = tuple(HeldAction(a["tool"], a["arguments"], a["why"]) for a in doc.get("actions", ()))
-    untrusted = tuple(str(u) for u in doc.get("untrusted", ()))
+        return HeldGroup(code, key, (_send(doc),))
+    sends = tuple(_send(s) for s in doc.get("sends") or ())
+    actions = tuple(_action(a) for a in doc.get("actions") or ())
+    untrusted = tuple(str(u) for u in doc.get("untrusted") or ())
     started = {
         int(i): Started(str(mark.get("by", "")), aware(mark.get("until")) or _EPOCH)
         for i, mark in (doc.get("started") or {}).items()
@@ -141,10 +176,64 @@ def _group(doc: Doc) -> HeldGroup:
     }
     interrupted = frozenset(int(i) for i in (doc.get("interrupted") or {}))
     spent = frozenset(str(by) for by in doc.get("spent") or ())
-    run = dict(doc.get("run") or {})
     return HeldGroup(
-        code, key, sends, actions, run, untrusted, started, finished, interrupted, spent
+        code,
+        key,
+        sends,
+        actions,
+        _run(doc.get("run")),
+        untrusted,
+        started,
+        finished,
+        interrupted,
+        spent,
     )
+
+
+def _action(item: Mapping[str, Any]) -> HeldAction:
+    arguments = str(item["arguments"])
+    if not isinstance(json.loads(arguments), dict):
+        raise ValueError(f"the arguments of {item['tool']!r} are not a JSON object")
+    return HeldAction(str(item["tool"]), arguments, str(item.get("why", "")))
+
+
+def _send(item: Mapping[str, Any]) -> HeldSend:
+    return HeldSend(str(item["channel"]), str(item["chat_id"]), str(item["text"]))
+
+
+def _run(stored: Any) -> HeldRun:
+    """A group's ``run`` as stored (a document of text fields; absent for sends)."""
+    if not stored:
+        return HeldRun()
+    if not isinstance(stored, dict):
+        raise TypeError(f"run is {stored!r}, not a document")
+
+    def text(name: str) -> str | None:
+        value = stored.get(name)
+        return None if value is None else str(value)
+
+    kind = stored.get("kind")
+    return HeldRun(
+        kind=cast(RunKind, kind) if kind in RUN_KINDS else None,
+        channel=text("channel"),
+        chat_id=text("chat_id"),
+        sender=text("sender"),
+        conversation_key=text("conversation_key"),
+        job_id=text("job_id"),
+        job_name=text("job_name"),
+    )
+
+
+def _read(doc: Doc | None) -> HeldGroup | None:
+    """``doc`` as a group; None when there is none, or (logged) when it cannot be read:
+    a damaged group is never sent or made, and never stops the chat it is asked in."""
+    if doc is None:
+        return None
+    try:
+        return _group(doc)
+    except HeldRecordError as exc:
+        log.error("skipped a damaged held group: %s", exc)
+        return None
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -177,7 +266,7 @@ class HeldSends:
         now: datetime,
         *,
         exchange: str | None,
-        run: Mapping[str, Any] | None = None,
+        run: HeldRun | None = None,
         untrusted: Iterable[str] = (),
     ) -> HeldGroup:
         """Add ``item`` to the open group of ``exchange`` (a new group when it has none,
@@ -188,14 +277,14 @@ class HeldSends:
         if exchange is not None:
             update: Doc = {"$addToSet": {array: asdict(item), "untrusted": {"$each": sources}}}
             if run is not None:
-                update["$set"] = {"run": dict(run)}
+                update["$set"] = {"run": asdict(run)}
             doc = await self._coll.find_one_and_update(
                 {"_id": {"$regex": f"^{PREFIX}"}, "exchange": exchange, **_open(now)},
                 update,
                 return_document=ReturnDocument.AFTER,
             )
-            if doc is not None:
-                return _group(doc)
+            if (group := _read(doc)) is not None:
+                return group
         for _ in range(CODE_TRIES):
             code = f"{secrets.randbelow(9000) + 1000}"
             doc = {
@@ -205,7 +294,7 @@ class HeldSends:
                 "sends": [],
                 "actions": [],
                 array: [asdict(item)],
-                "run": dict(run or {}),
+                "run": asdict(run) if run is not None else {},
                 "untrusted": sources,
                 "held_at": now,
                 "expires_at": now + KEEP,
@@ -231,7 +320,7 @@ class HeldSends:
     async def waiting(self, code: str, now: datetime) -> HeldGroup | None:
         """The open group of ``code``, as the owner is to be asked about it."""
         doc = await self._coll.find_one({"_id": PREFIX + code, **_open(now)})
-        return _group(doc) if doc is not None else None
+        return _read(doc)
 
     async def approve(self, code: str, now: datetime, by: str = "") -> HeldGroup | None:
         """The group of ``code``, now approved by ``by`` (or approved before and not yet
@@ -242,7 +331,7 @@ class HeldSends:
             {"$set": {"approved": True, "expires_at": now + KEEP}},
             return_document=ReturnDocument.AFTER,
         )
-        return _group(doc) if doc is not None else None
+        return _read(doc)
 
     async def start(self, group: HeldGroup, index: int, by: str, now: datetime) -> bool:
         """Mark the held call ``index`` of an approved group as being made now by the
@@ -301,7 +390,7 @@ class HeldSends:
         """The live group of ``code`` when the approval ``by`` found a call of it
         interrupted (its answer, given again)."""
         doc = await self._coll.find_one({"_id": PREFIX + code, "spent": by, **_live(now)})
-        return _group(doc) if doc is not None else None
+        return _read(doc)
 
     async def release(self, group: HeldGroup) -> None:
         """Forget an approved group once its sends are queued and its calls made."""
@@ -310,4 +399,4 @@ class HeldSends:
     async def decline(self, code: str, now: datetime) -> HeldGroup | None:
         """Drop the open group of ``code``; what it held, or None when there was none."""
         doc = await self._coll.find_one_and_delete({"_id": PREFIX + code, **_open(now)})
-        return _group(doc) if doc is not None else None
+        return _read(doc)

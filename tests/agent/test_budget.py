@@ -261,9 +261,9 @@ async def test_an_alert_is_still_acknowledged_at_100_percent(
         await r.ask("use it all")
         asked = len(api.requests)
         alert = await r.router.raise_alert(severity="warning", title="Disk almost full")
-        sent = await r.ask(f"ack #{alert['code']}")
+        sent = await r.ask(f"ack #{alert.code}")
         assert any("acknowledged" in t.lower() for t in sent), sent
-        stored = await r.app.deps.db["alerts"].find_one({"code": alert["code"]})
+        stored = await r.app.deps.db["alerts"].find_one({"code": alert.code})
         assert stored is not None and stored["status"] == "acknowledged"
         assert len(api.requests) == asked
 

@@ -202,7 +202,7 @@ async def test_the_app_keeps_watch_through_quiet_stretches(
         await router.raise_alert(severity="info", title="Disk almost full", body="91 %")
         delivered = len(channel.sent)
         await router.store.change(
-            (await router.store.unresolved())[0]["_id"],
+            (await router.store.unresolved())[0].id,
             set_={"next_action": "deliver", "next_escalation_at": clock() + timedelta(minutes=1)},
         )
         await relay.quiet()

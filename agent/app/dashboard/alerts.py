@@ -12,18 +12,17 @@ alerts the same way (``open_alerts``).
 
 from __future__ import annotations
 
-from datetime import timedelta
-from typing import Any
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from aiohttp import web
-from pymongo import DESCENDING
 
 from agent.alerts.directives import Ack, Directive, Resolve, Snooze
 from agent.alerts.router import AlertRouter
 from agent.app.dashboard.context import BY, LIVE_SECONDS, Dashboard, channel_name, plain
-from storage import collections as c
+from storage.repos.alert_record import Alert, Step
+from storage.repos.alerts import AlertStore
 
-Doc = dict[str, Any]
 ACTIONS: dict[str, tuple[str, Directive]] = {
     "ack": ("Ack", Ack()),
     "snooze": ("Snooze 1h", Snooze(timedelta(hours=1))),
@@ -35,14 +34,10 @@ HISTORY_SHOWN = 100
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
 
 
-def by_severity(alerts: list[Doc]) -> list[Doc]:
+def by_severity(alerts: list[Alert]) -> list[Alert]:
     """Unresolved before resolved, then critical, warning, info, then newest first."""
-    newest = sorted(alerts, key=lambda a: (a.get("created_at") is None, a.get("created_at")))
-    newest.reverse()
-    return sorted(
-        newest,
-        key=lambda a: (a.get("status") == "resolved", SEVERITY_RANK.get(str(a.get("severity")), 3)),
-    )
+    newest = sorted(alerts, key=lambda a: a.created_at, reverse=True)
+    return sorted(newest, key=lambda a: (a.status == "resolved", SEVERITY_RANK.get(a.severity, 3)))
 
 
 def how(by: str | None) -> str:
@@ -57,22 +52,43 @@ def how(by: str | None) -> str:
     return by
 
 
-def step_detail(step: Doc) -> str:
+@dataclass(frozen=True)
+class ShownStep:
+    """One step of an alert's history as the page shows it."""
+
+    at: datetime
+    action: str
+    detail: str
+    how: str
+
+
+def step_detail(step: Step) -> str:
     """A step's detail in words: the channels a round went to by name (``Telegram, SMS``)."""
-    detail = str(step.get("detail") or "")
-    if step.get("action") in ("sent", "escalated"):
+    detail = step.detail or ""
+    if step.action in ("sent", "escalated"):
         return ", ".join(channel_name(part) for part in detail.split(", ") if part)
     return detail
 
 
-def shown(alert: Doc) -> Doc:
-    """What a template reads of an alert: fields plus ``steps`` (its history, oldest first,
-    each with ``how``) and ``buttons`` (the actions that still apply)."""
-    status = alert.get("status")
-    steps = [
-        {**step, "how": how(step.get("by")), "detail": step_detail(step)}
-        for step in alert.get("history", [])
-    ]
+@dataclass(frozen=True)
+class AlertCard:
+    """What a template reads of an alert (``_alert.html``): the alert, its history
+    (oldest first, each with ``how``), the buttons that still apply, and who
+    acknowledged or resolved it, in words."""
+
+    alert: Alert
+    steps: tuple[ShownStep, ...]
+    buttons: tuple[tuple[str, str], ...]
+    acknowledged_how: str | None
+    resolved_how: str | None
+
+
+def shown(alert: Alert) -> AlertCard:
+    """``alert`` as the dashboard shows it."""
+    status = alert.status
+    steps = tuple(
+        ShownStep(step.at, step.action, step_detail(step), how(step.by)) for step in alert.history
+    )
     buttons = []
     if status in ("open", "snoozed", "muted"):
         buttons.append(("ack", "Ack"))
@@ -80,21 +96,21 @@ def shown(alert: Doc) -> Doc:
         buttons.append(("snooze", "Snooze 1h"))
     if status != "resolved":
         buttons.append(("resolve", "Resolve"))
-    acked = alert.get("acknowledged_by")
-    return {
-        **{k: v for k, v in alert.items() if k != "_id"},
-        "steps": steps,
-        "buttons": buttons,
-        "acknowledged_how": how(acked) if acked else None,
-        "resolved_how": how(alert.get("resolved_by")) if alert.get("resolved_by") else None,
-    }
+    acked, resolved = alert.acknowledged_by, alert.resolved_by
+    return AlertCard(
+        alert,
+        steps,
+        tuple(buttons),
+        how(acked) if acked else None,
+        how(resolved) if resolved else None,
+    )
 
 
 def router_of(dash: Dashboard) -> AlertRouter | None:
     return dash.app.deps.alerts
 
 
-async def open_alerts(dash: Dashboard) -> list[Doc] | None:
+async def open_alerts(dash: Dashboard) -> list[AlertCard] | None:
     """Unresolved alerts, worst first (``by_severity``); None when alerting is not running."""
     router = router_of(dash)
     if router is None:
@@ -102,10 +118,10 @@ async def open_alerts(dash: Dashboard) -> list[Doc] | None:
     return [shown(a) for a in by_severity(await router.store.unresolved(OPEN_SHOWN))]
 
 
-async def all_alerts(dash: Dashboard, limit: int = HISTORY_SHOWN) -> list[Doc]:
+async def all_alerts(dash: Dashboard, limit: int = HISTORY_SHOWN) -> list[AlertCard]:
     """The latest ``limit`` alerts, open and closed, worst first (``by_severity``)."""
-    cursor = dash.app.database.db[c.ALERTS].find({}, sort=[("created_at", DESCENDING)], limit=limit)
-    return [shown(a) for a in by_severity(await cursor.to_list())]
+    store = AlertStore(dash.app.database.db)
+    return [shown(a) for a in by_severity(await store.latest(limit))]
 
 
 def register_actions(router: web.UrlDispatcher, dash: Dashboard) -> None:
@@ -126,7 +142,7 @@ def register_actions(router: web.UrlDispatcher, dash: Dashboard) -> None:
 
 
 def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
-    async def listed() -> Doc:
+    async def listed() -> dict[str, object]:
         return {"alerts": await all_alerts(dash), "running": dash.app.deps.alerts is not None}
 
     async def alerts_page(request: web.Request) -> web.StreamResponse:

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from aiohttp import web
 
+from agent.alerts.calls import CallsStatus
 from agent.app.dashboard.alerts import open_alerts
 from agent.app.dashboard.context import LIVE_SECONDS, Dashboard, channel_name, human_time
 from agent.app.healthcheck import Component, Health
@@ -32,6 +33,7 @@ from agent.owner import can_page
 from scheduler.monitors.monitor import Monitor, MonitorLimits
 from scheduler.monitors.store import MonitorStore
 from scheduler.views import pulse_view, quiet_text
+from storage.repos.alert_record import Alert
 
 Doc = dict[str, Any]
 Shown = Callable[[datetime | None], str]
@@ -61,23 +63,32 @@ class Part:
     detail: str = ""
 
 
+@dataclass(frozen=True)
+class SmsPaging:
+    """Whether a page can go by SMS, and whether critical alerts ring the owner."""
+
+    ready: bool
+    calls: CallsStatus | None
+    """None: alerting is not running."""
+
+
 def plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
 
 
-def alert_problems(alerts: list[Doc]) -> list[Problem]:
+def alert_problems(alerts: list[Alert]) -> list[Problem]:
     """Open alerts by severity; acknowledged, snoozed or muted ones last."""
     found = []
-    opened = [a for a in alerts if a.get("status") == "open"]
+    opened = [a for a in alerts if a.status == "open"]
     ranked: tuple[tuple[int, str, Level], ...] = (
         (10, "critical", "critical"),
         (45, "warning", "warn"),
     )
     for rank, severity, level in ranked:
-        count = sum(a.get("severity") == severity for a in opened)
+        count = sum(a.severity == severity for a in opened)
         if count:
             found.append(Problem(rank, level, f"{plural(count, severity + ' alert')} open"))
-    infos = sum(a.get("severity") not in ("critical", "warning") for a in opened)
+    infos = sum(a.severity not in ("critical", "warning") for a in opened)
     if infos:
         found.append(Problem(70, "info", f"{plural(infos, 'info alert')} open"))
     held = len(alerts) - len(opened)
@@ -134,7 +145,9 @@ def moment(value: Any) -> datetime | None:
     return datetime.fromisoformat(value) if isinstance(value, str) else None
 
 
-def health_parts(health: Health, sms: Doc, monitors: list[Monitor], shown: Shown) -> list[Part]:
+def health_parts(
+    health: Health, sms: SmsPaging, monitors: list[Monitor], shown: Shown
+) -> list[Part]:
     """The panel's rows; ``shown`` turns a moment into words (``human_time``)."""
     parts: list[Part] = []
     model = health.others.get("model", Component("unknown"))
@@ -154,14 +167,8 @@ def health_parts(health: Health, sms: Doc, monitors: list[Monitor], shown: Shown
         up = comp.state == "ok"
         mode = str(comp.detail.get("mode") or "")
         parts.append(Part(channel_name(name), "up" if up else "down", "ok" if up else "bad", mode))
-    calls = sms.get("calls")
-    if calls is None:
-        call_text = ""
-    elif calls.get("on"):
-        call_text = f"phone calls after {calls.get('after_minutes', 0):g} min"
-    else:
-        call_text = f"phone calls off: {calls.get('off_because')}"
-    if sms["ready"]:
+    call_text = f"phone {sms.calls.words()}" if sms.calls is not None else ""
+    if sms.ready:
         parts.append(Part("SMS paging", "ready", "ok", call_text))
     else:
         parts.append(Part("SMS paging", "not set up", "bad", "critical alerts cannot page you"))
@@ -287,8 +294,9 @@ async def glance(dash: Dashboard) -> Doc:
     monitors = await monitors_of(dash) if health.database_ok else []
     router = dash.app.deps.alerts
     ready = can_page(dash.app.deps.owners, dash.app.channels)
-    sms = {"ready": ready, "calls": router.calls.status() if router is not None else None}
-    problems = alert_problems(alerts or []) + health_problems(health, ready, monitors)
+    sms = SmsPaging(ready, router.calls.status() if router is not None else None)
+    opened = [card.alert for card in alerts or []]
+    problems = alert_problems(opened) + health_problems(health, ready, monitors)
 
     def shown(at: datetime | None) -> str:
         return human_time(at, dash.tz, now)

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from agent.alerts.calls import VOICE_WEBHOOK
+from agent.alerts.intake import AlertError
 from agent.alerts.policy import RoutingPolicy, summary_line
 from agent.alerts.router import AlertRouter
-from agent.alerts.store import AlertError
 from agent.app.application import Feature, FeatureContext, Parts, Route, Services
 from agent.config import Settings
 from agent.context import RunContext
@@ -102,7 +102,7 @@ def _api_raise(router: AlertRouter, read_timeout: float) -> Any:
         if unknown:
             return _json({"error": f"unknown field(s): {_names(unknown)}"}, 400)
         try:  # the caller's words are outside text: sent quoted, as the caller's
-            alert = await router.raise_alert(
+            raised = await router.raise_alert(
                 severity=data.get("severity"),
                 title=_outside(data.get("title")),
                 body=_outside(data.get("body", "")),
@@ -111,7 +111,7 @@ def _api_raise(router: AlertRouter, read_timeout: float) -> Any:
             )
         except AlertError as exc:
             return _json({"error": str(exc)}, 400)
-        return _json(alert, 200 if alert.get("deduplicated") else 201)
+        return _json(raised.view(), 200 if raised.deduplicated else 201)
 
     return handler
 
@@ -179,19 +179,15 @@ def alerting(options: AlertingOptions | None = None) -> Feature:
                 routes.append(("POST", "/api/alerts", _api_raise(router, read_timeout)))
                 if sms is not None:  # key presses and call statuses, signed like SMS
                     routes.append(("POST", VOICE_WEBHOOK, sms.voice_webhook(router.calls.answer)))
-                calls = router.calls.status()
-                if calls["on"]:
-                    calls_line = f"calls after {calls['after_minutes']:g} min"
-                else:
-                    calls_line = f"calls off: {calls['off_because']}"
 
                 async def status_section() -> dict[str, Any]:
-                    return {"alerts": await router.open_alerts(), "calls": router.calls.status()}
+                    alerts = [alert.public() for alert in await router.open_alerts()]
+                    return {"alerts": alerts, "calls": router.calls.status().to_json()}
 
                 log.info(
                     "alerts: routing on (%s); %s",
                     ", ".join(sorted(ctx.channels)) or "no channels",
-                    calls_line,
+                    router.calls.status().words(),
                 )
                 yield Parts(
                     tools=((RAISE_ALERT, always), (MANAGE_ALERTS, always)),

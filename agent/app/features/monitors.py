@@ -67,7 +67,7 @@ def _hooks(router: AlertRouter, outbox: Outbox, ctx: FeatureContext) -> Hooks:
             source=source_of(monitor),
             reason=said,
         )
-        return str(alert["code"])
+        return alert.code
 
     async def up(monitor: Monitor, down_for: timedelta) -> None:
         code = monitor.alert_code
@@ -75,7 +75,7 @@ def _hooks(router: AlertRouter, outbox: Outbox, ctx: FeatureContext) -> Hooks:
         if code is not None:
             outcome = await router.apply(code, Resolve(), source_of(monitor))
             # Held by quiet hours and never sent: nothing to take back at night.
-            told = outcome.alert is None or outcome.alert.get("last_sent_at") is not None
+            told = outcome.alert is None or outcome.alert.last_sent_at is not None
         if not told:
             return
         closed = f" (alert #{code} resolved)" if code else ""
@@ -99,7 +99,7 @@ def _hooks(router: AlertRouter, outbox: Outbox, ctx: FeatureContext) -> Hooks:
             dedupe_key=f"monitor:{monitor.id}",
             source=source_of(monitor),
         )
-        return str(alert["code"])
+        return alert.code
 
     return Hooks(down=down, up=up, cleared=cleared, flapping=flapping)
 

@@ -103,7 +103,7 @@ async def fresh_alerts(h: Harness) -> None:
                 {"_id": "alert_code"}, {"$set": {"value": 10}}, upsert=True
             )
         alert = await h.router.raise_alert(severity=severity, title=TITLES[code])
-        assert alert["code"] == code
+        assert alert.code == code
     await h.settle()
     h.chat.sent.clear()
     h.twilio.sent.clear()

@@ -87,7 +87,7 @@ def _actions(doc: dict[str, Any]) -> list[str]:
 async def test_a_call_rings_after_the_wait_and_not_before(mongo_server: str) -> None:
     async with alert_app(mongo_server) as h:
         alert = await h.router.raise_alert(severity="critical", title="NAS disk full")
-        code = alert["code"]
+        code = alert.code
         assert len(h.twilio.sent) == 1 and h.twilio.calls == []
         await h.tick(minutes=4, seconds=59)
         assert h.twilio.calls == []
@@ -117,12 +117,12 @@ async def test_an_alert_acknowledged_before_the_wait_never_rings(mongo_server: s
     async with alert_app(mongo_server) as h:
         alert = await h.router.raise_alert(severity="critical", title="NAS disk full")
         await h.tick(minutes=2)
-        await h.chat.say(f"#{alert['code']} ack")
+        await h.chat.say(f"#{alert.code} ack")
         await h.settle()
         for _ in range(4):
             await h.tick(minutes=15)
         assert h.twilio.calls == [] and len(h.twilio.sent) == 1
-        assert (await _alert(h.app, alert["code"])).get("call_at") is None
+        assert (await _alert(h.app, alert.code)).get("call_at") is None
 
 
 async def test_zero_wait_calls_with_the_first_sms(mongo_server: str) -> None:
@@ -141,7 +141,7 @@ async def test_warnings_never_ring(mongo_server: str) -> None:
 async def test_key_4_acknowledges_and_the_chat_is_told(mongo_server: str) -> None:
     async with alert_app(mongo_server, alert_call_after_minutes=0) as h:
         alert = await h.router.raise_alert(severity="critical", title="Freezer warm")
-        code = alert["code"]
+        code = alert.code
         status, twiml = await _press(h, "4")
         assert status == 200
         assert _spoken(twiml) == f"Alert {code} acknowledged, escalation stopped. Goodbye."
@@ -156,9 +156,9 @@ async def test_key_6_resolves(mongo_server: str) -> None:
     async with alert_app(mongo_server, alert_call_after_minutes=0) as h:
         alert = await h.router.raise_alert(severity="critical", title="Freezer warm")
         status, twiml = await _press(h, "6")
-        assert status == 200 and _spoken(twiml) == f"Alert {alert['code']} resolved. Goodbye."
-        assert (await _alert(h.app, alert["code"]))["status"] == "resolved"
-        assert h.chat.texts()[-1] == f"By phone: #{alert['code']} resolved."
+        assert status == 200 and _spoken(twiml) == f"Alert {alert.code} resolved. Goodbye."
+        assert (await _alert(h.app, alert.code))["status"] == "resolved"
+        assert h.chat.texts()[-1] == f"By phone: #{alert.code} resolved."
 
 
 async def test_key_1_repeats_and_other_keys_do_nothing(mongo_server: str) -> None:
@@ -168,7 +168,7 @@ async def test_key_1_repeats_and_other_keys_do_nothing(mongo_server: str) -> Non
         assert status == 200 and "Freezer warm" in _spoken(_tostring(_gather(twiml)))
         status, twiml = await _press(h, "9")
         assert status == 200 and _spoken(twiml).startswith("That key does nothing.")
-        doc = await _alert(h.app, alert["code"])
+        doc = await _alert(h.app, alert.code)
         assert doc["status"] == "open" and len(h.chat.sent) == 1  # only the alert itself
 
 
@@ -185,11 +185,11 @@ async def test_a_wrongly_signed_key_press_is_refused_and_nothing_applied(
         status, _ = await _press(h, "4", sign_url=no_query)
         assert status == 403
         resp = await h.client.post(
-            f"/webhooks/twilio/voice?alert={alert['code']}&event=key",
+            f"/webhooks/twilio/voice?alert={alert.code}&event=key",
             data={"CallSid": "CA1", "Digits": "4"},
         )
         assert resp.status == 403  # unsigned
-        doc = await _alert(h.app, alert["code"])
+        doc = await _alert(h.app, alert.code)
         assert doc["status"] == "open" and "key pressed" not in _actions(doc)
         assert len(h.chat.sent) == 1
 
@@ -197,7 +197,7 @@ async def test_a_wrongly_signed_key_press_is_refused_and_nothing_applied(
 async def test_a_replayed_key_press_is_answered_but_applied_once(mongo_server: str) -> None:
     async with alert_app(mongo_server, alert_call_after_minutes=0) as h:
         alert = await h.router.raise_alert(severity="critical", title="Freezer warm")
-        code = alert["code"]
+        code = alert.code
         await _press(h, "4")
         await h.router.escalate(code, "owner")  # open again, paging again
         status, twiml = await _press(h, "4")  # Twilio retries the same request
@@ -223,7 +223,7 @@ async def test_no_answer_is_recorded_in_the_history_once(mongo_server: str) -> N
         alert = await h.router.raise_alert(severity="critical", title="Freezer warm")
         assert await _call_status(h, "no-answer") == 200
         assert await _call_status(h, "no-answer") == 200  # a retried callback
-        doc = await _alert(h.app, alert["code"])
+        doc = await _alert(h.app, alert.code)
         assert _actions(doc).count("call no-answer") == 1
         assert doc["status"] == "open"
         await h.tick(minutes=15)  # no answer: the escalation carries on, and rings again
@@ -236,12 +236,12 @@ async def test_at_most_three_calls_an_hour(mongo_server: str) -> None:
         for _ in range(3):
             await h.tick(minutes=15)
         assert len(h.twilio.sent) == 4 and len(h.twilio.calls) == 3
-        doc = await _alert(h.app, alert["code"])
+        doc = await _alert(h.app, alert.code)
         skipped = [e for e in doc["history"] if e["action"] == "call skipped"]
         assert [e["detail"] for e in skipped] == ["3 calls in the last hour already"]
         other = await h.router.raise_alert(severity="critical", title="Second problem")
         assert len(h.twilio.calls) == 3  # per phone, not per alert
-        assert "call skipped" in _actions(await _alert(h.app, other["code"]))
+        assert "call skipped" in _actions(await _alert(h.app, other.code))
 
 
 async def test_voice_calls_off_means_no_calls(mongo_server: str) -> None:
@@ -250,7 +250,10 @@ async def test_voice_calls_off_means_no_calls(mongo_server: str) -> None:
         for _ in range(4):
             await h.tick(minutes=15)
         assert h.twilio.calls == [] and len(h.twilio.sent) == 4
-        assert h.router.calls.status() == {"on": False, "off_because": "TWILIO_VOICE_CALLS=off"}
+        assert h.router.calls.status().to_json() == {
+            "on": False,
+            "off_because": "TWILIO_VOICE_CALLS=off",
+        }
         text = status_text(await status_data(h.app), "m")
         assert "Calls: off (TWILIO_VOICE_CALLS=off)" in text
 
@@ -286,7 +289,7 @@ async def test_a_refused_call_is_recorded_and_sms_goes_on(mongo_server: str) -> 
         h.twilio.push_call(twilio_error(400, 21215, "Geo permission not enabled"))
         alert = await h.router.raise_alert(severity="critical", title="Freezer warm")
         assert h.twilio.call_attempts == 1 and h.twilio.calls == []
-        doc = await _alert(h.app, alert["code"])
+        doc = await _alert(h.app, alert.code)
         failed = [e for e in doc["history"] if e["action"] == "call failed"]
         assert len(failed) == 1 and "Geo permission not enabled" in failed[0]["detail"]
         await h.tick(minutes=15)
@@ -297,7 +300,7 @@ async def test_a_call_twilio_cannot_place_now_is_retried(mongo_server: str) -> N
     async with alert_app(mongo_server, alert_call_after_minutes=0) as h:
         h.twilio.push_call(twilio_error(503, 20500, "Service unavailable"))
         alert = await h.router.raise_alert(severity="critical", title="Freezer warm")
-        doc = await _alert(h.app, alert["code"])
+        doc = await _alert(h.app, alert.code)
         failed = [e["detail"] for e in doc["history"] if e["action"] == "call failed"]
         assert len(failed) == 1 and failed[0].endswith("retrying")
         h.clock.advance(seconds=5)
@@ -311,7 +314,7 @@ async def test_a_restart_never_rings_twice_for_one_step(mongo_server: str, tmp_p
     async with FakeTwilio() as twilio:
         async with alert_app(mongo_server, db_name=name, clock=clock, twilio=twilio) as first:
             alert = await first.router.raise_alert(severity="critical", title="UPS on battery")
-            code = alert["code"]
+            code = alert.code
             await first.tick(minutes=5)
             assert len(twilio.calls) == 1
             # What a crash after the call was stored, before the alert recorded it,
@@ -344,7 +347,7 @@ async def test_odd_voice_webhooks_get_clear_answers(mongo_server: str) -> None:
         assert await _call_status(h, "sideways") == 200  # not a call state: not recorded
         status, twiml = await _press(h, "")  # the caller pressed nothing in time
         assert status == 200 and _spoken(twiml).startswith("That key does nothing.")
-        doc = await _alert(h.app, alert["code"])
+        doc = await _alert(h.app, alert.code)
         assert doc["status"] == "open" and "call sideways" not in _actions(doc)
         resp = await h.client.post(
             "/webhooks/twilio/voice?alert=1&event=key",

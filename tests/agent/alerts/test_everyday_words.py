@@ -62,7 +62,7 @@ async def nas_alert(h: Harness, cron: CronService) -> tuple[CronJob, str]:
     alert = await h.router.raise_alert(
         severity="warning", title="NAS disk 91% full", source=f"cron:{job.id}"
     )
-    assert alert["code"] == "2"
+    assert alert.code == "2"
     return job, "2"
 
 
@@ -233,7 +233,7 @@ async def test_make_this_weekly_for_an_alert_without_a_job_asks_the_model(
         assert await say(h, "make this weekly") == "agent answer"
         assert "no schedule to change" not in " ".join(h.chat.texts())
         system = h.model.requests[0].read
-        assert f"## The alert this message is about\n#{alert['code']} [" in system
+        assert f"## The alert this message is about\n#{alert.code} [" in system
 
 
 async def test_the_model_is_told_which_words_are_read_as_replies(mongo_server: str) -> None:

@@ -9,21 +9,23 @@ from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from agent.alerts.store import AlertStore
+from storage.repos.alert_record import Alert, Status
+from storage.repos.alerts import AlertStore
 
 Doc = dict[str, Any]
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
 
 
-def alert(code: str, sent: datetime | None, status: str = "open") -> Doc:
-    return {"code": code, "status": status, "last_sent_at": sent, "title": code}
+def alert(code: str, sent: datetime | None, status: Status = "open") -> Alert:
+    created = NOW - timedelta(days=3)
+    return Alert(None, code, "info", code, status, created, last_sent_at=sent)
 
 
 async def test_nothing_sent_is_remembered_briefly(db: AsyncDatabase[Doc]) -> None:
     store = AlertStore(db, hint_seconds=60)
     assert await store.latest_sent(NOW - timedelta(hours=24)) is None
     # Written behind the store's back (another process): the hint still says none.
-    await db["alerts"].insert_one(alert("7", NOW))
+    await db["alerts"].insert_one(alert("7", NOW).to_doc())
     assert await store.latest_sent(NOW - timedelta(hours=24)) is None
     assert await AlertStore(db, hint_seconds=0).latest_sent(NOW - timedelta(hours=1)) is not None
 
@@ -33,8 +35,8 @@ async def test_a_change_through_the_store_looks_again(db: AsyncDatabase[Doc]) ->
     assert await store.latest_sent() is None
     await store.insert(alert("8", NOW))
     found = await store.latest_sent(NOW - timedelta(minutes=5))
-    assert found is not None and found["code"] == "8"
-    await store.change(found["_id"], set_={"status": "resolved"})
+    assert found is not None and found.code == "8"
+    await store.change(found.id, set_={"status": "resolved"})
     assert await store.latest_sent() is None
 
 
@@ -44,7 +46,7 @@ async def test_an_alert_sent_before_the_window_is_not_in_play(db: AsyncDatabase[
     assert await store.latest_sent(NOW - timedelta(hours=24)) is None
     assert (await store.latest_sent()) is not None  # without a window it is the latest
     older = await store.latest_sent(NOW - timedelta(days=3))
-    assert older is not None and older["code"] == "9"
+    assert older is not None and older.code == "9"
 
 
 async def test_one_query_answers_many_messages(db: AsyncDatabase[Doc]) -> None:

@@ -28,7 +28,7 @@ async def test_quiet_hours_hold_info_and_warning_until_they_end_and_let_critical
         assert "critical alerts" in reply["quiet"] and "delivered" in reply["quiet"]
         info = await h.router.raise_alert(severity="info", title="Backup finished late")
         warning = await h.router.raise_alert(severity="warning", title="Disk 91% full")
-        assert info["held"] is True and warning["held"] is True
+        assert info.alert.held is True and warning.alert.held is True
         assert h.chat.sent == [] and h.sms == []
         critical = await h.router.raise_alert(severity="critical", title="Site down")
         assert len(h.sms) == 1 and "Site down" in h.sms[0]
@@ -38,9 +38,9 @@ async def test_quiet_hours_hold_info_and_warning_until_they_end_and_let_critical
         await h.tick(minutes=1)  # 12:15: quiet hours over, both delivered
         held = h.chat.texts()[1:]
         assert len(held) == 2
-        assert f"#{info['code']}" in held[0] or f"#{info['code']}" in held[1]
-        assert any(f"#{warning['code']}" in text for text in held)
-        assert critical["code"] == "3"
+        assert f"#{info.code}" in held[0] or f"#{info.code}" in held[1]
+        assert any(f"#{warning.code}" in text for text in held)
+        assert critical.code == "3"
 
 
 async def test_turning_quiet_hours_off_lets_an_info_alert_through_at_night(
@@ -49,14 +49,14 @@ async def test_turning_quiet_hours_off_lets_an_info_alert_through_at_night(
     async with alert_app(mongo_server) as h:
         h.clock.set(datetime(2026, 11, 26, 23, 30, tzinfo=UTC))  # default quiet 22:00-07:00
         held = await h.router.raise_alert(severity="info", title="Nightly report")
-        assert held["held"] is True and h.chat.sent == []
+        assert held.alert.held is True and h.chat.sent == []
         reply = await _settings(h, quiet_hours=[])
         assert reply["quiet_hours"] == [] and reply["quiet"].startswith("off")
         await h.tick()  # the held one is due at once, not at 07:00
-        assert [f"#{held['code']}" in t for t in h.chat.texts()] == [True]
+        assert [f"#{held.code}" in t for t in h.chat.texts()] == [True]
         sent = await h.router.raise_alert(severity="info", title="Another report")
-        assert sent["held"] is False
-        assert [f"#{sent['code']}" in t for t in h.chat.texts()] == [False, True]
+        assert sent.alert.held is False
+        assert [f"#{sent.code}" in t for t in h.chat.texts()] == [False, True]
 
 
 async def test_new_quiet_hours_hold_a_held_alert_to_their_new_end(mongo_server: str) -> None:
@@ -65,11 +65,11 @@ async def test_new_quiet_hours_hold_a_held_alert_to_their_new_end(mongo_server: 
         held = await h.router.raise_alert(severity="warning", title="Slow disk")
         await _settings(h, quiet_hours=[{"start": "09:00", "end": "10:30"}])
         await h.tick()
-        doc = await h.app.database.db["alerts"].find_one({"code": held["code"]})
+        doc = await h.app.database.db["alerts"].find_one({"code": held.code})
         assert doc is not None and doc["held"] is True
         assert doc["next_escalation_at"].replace(tzinfo=UTC) == START.replace(minute=30)
         await h.tick(minutes=30)
-        assert [f"#{held['code']}" in t for t in h.chat.texts()] == [True]
+        assert [f"#{held.code}" in t for t in h.chat.texts()] == [True]
 
 
 async def test_a_cron_delivery_in_quiet_hours_is_delivered(mongo_server: str) -> None:

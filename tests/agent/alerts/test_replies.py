@@ -18,20 +18,20 @@ async def test_snooze_by_code_while_another_alert_is_newer(mongo_server: str) ->
     async with alert_app(mongo_server) as h:
         older = await h.router.raise_alert(severity="warning", title="Older")
         newer = await h.router.raise_alert(severity="warning", title="Newer")
-        await h.chat.say(f"#{older['code']} snooze 2h")
+        await h.chat.say(f"#{older.code} snooze 2h")
         await h.settle()
-        assert h.chat.texts()[-1] == f"#{older['code']} snoozed for 2h, until 12:00."
-        assert (await _alert(h.app, older["code"]))["status"] == "snoozed"
-        assert (await _alert(h.app, newer["code"]))["status"] == "open"
+        assert h.chat.texts()[-1] == f"#{older.code} snoozed for 2h, until 12:00."
+        assert (await _alert(h.app, older.code))["status"] == "snoozed"
+        assert (await _alert(h.app, newer.code))["status"] == "open"
         await h.chat.say("ack")  # no code: the latest alert sent
         await h.settle()
-        assert (await _alert(h.app, newer["code"]))["status"] == "acknowledged"
+        assert (await _alert(h.app, newer.code))["status"] == "acknowledged"
         await h.tick(minutes=30)  # the snoozed one does not page meanwhile
         assert h.twilio.sent == []
         sent = len(h.chat.sent)
         await h.tick(minutes=90)
         assert len(h.chat.sent) == sent + 1 and "Snooze over" in h.chat.texts()[-1]
-        assert (await _alert(h.app, older["code"]))["status"] == "open"
+        assert (await _alert(h.app, older.code))["status"] == "open"
 
 
 async def test_telegram_reply_to_picks_the_alert(mongo_server: str) -> None:
@@ -39,13 +39,13 @@ async def test_telegram_reply_to_picks_the_alert(mongo_server: str) -> None:
         older = await h.router.raise_alert(severity="info", title="Older")
         await h.router.raise_alert(severity="info", title="Newer")
         outbox = await h.app.database.db["outbox"].find_one(
-            {"idempotency_key": f"alert:{older['code']}:0:telegram"}
+            {"idempotency_key": f"alert:{older.code}:0:telegram"}
         )
         assert outbox is not None
         await h.chat.say("resolve", reply_to=outbox["external_ids"][0])
         await h.settle()
-        assert h.chat.texts()[-1] == f"#{older['code']} resolved."
-        assert (await _alert(h.app, older["code"]))["status"] == "resolved"
+        assert h.chat.texts()[-1] == f"#{older.code} resolved."
+        assert (await _alert(h.app, older.code))["status"] == "resolved"
 
 
 async def test_weekly_on_a_cron_raised_alert_reschedules_the_job(mongo_server: str) -> None:
@@ -64,10 +64,8 @@ async def test_weekly_on_a_cron_raised_alert_reschedules_the_job(mongo_server: s
         await h.settle()
         assert (await cron.get(job.id)).cron_expression == "30 7 * * 1"
         reply = h.chat.texts()[-1]
-        assert reply.startswith(
-            f"#{alert['code']}: job “Backup check” now runs every Monday at 07:30"
-        )
-        await h.chat.say(f"#{alert['code']} pause")
+        assert reply.startswith(f"#{alert.code}: job “Backup check” now runs every Monday at 07:30")
+        await h.chat.say(f"#{alert.code} pause")
         await h.settle()
         assert (await cron.get(job.id)).enabled is False
         assert h.model.requests == []
@@ -98,7 +96,7 @@ async def test_free_text_reply_reaches_the_model_with_the_alert(mongo_server: st
         assert len(model.requests) == 1
         system = model.requests[0].read
         assert "## The alert this message is about" in system
-        assert f"#{alert['code']}" in system and "rsync exit 23" in system
+        assert f"#{alert.code}" in system and "rsync exit 23" in system
         assert model.requests[0].messages[-1].text == "why did it fail? anything I should do?"
         assert h.sms[-1] == "The backup failed because the disk is full."
 
@@ -132,7 +130,7 @@ async def test_mute_counts_repeats_and_reports_them_when_it_ends(mongo_server: s
         assert len(h.chat.sent) == 2 and h.twilio.sent == []
         await h.tick(hours=22)
         assert "Mute over; it happened 3 more times" in h.chat.texts()[-1]
-        assert (await _alert(h.app, alert["code"]))["status"] == "open"
+        assert (await _alert(h.app, alert.code))["status"] == "open"
 
 
 async def test_unknown_code_and_bad_duration_are_answered(mongo_server: str) -> None:

@@ -3,9 +3,10 @@ confirmation, escalate, and short acknowledgements with their window."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from agent.alerts.policy import RoutingPolicy, sms_text
+from storage.repos.alert_record import Alert
 from tests.agent.alerts.alert_kit import _alert
 from tests.fakes.alert_app import Harness, alert_app
 
@@ -163,5 +164,5 @@ def test_short_ack_window_is_configurable_in_minutes() -> None:
 
 
 def test_sms_copy_offers_goalerts_forms() -> None:
-    alert = {"code": "7", "severity": "critical", "title": "Pump", "body": ""}
+    alert = Alert(None, "7", "critical", "Pump", "open", datetime(2026, 11, 27, tzinfo=UTC))
     assert sms_text(alert).endswith("Reply 7a to ack, 7c to resolve, or #7 snooze 1h.")

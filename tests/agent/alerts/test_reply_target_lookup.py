@@ -12,10 +12,10 @@ from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from agent.alerts.reply_target import last_sent_alert, last_sent_to, replied_alert
 from channels.delivery.outbox import Outbox
 from channels.types import OutboundMessage
 from storage import collections as c
+from storage.repos.sent_alerts import last_sent_alert, last_sent_to, replied_alert
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import FakeClock
 from tests.waiting import until_async

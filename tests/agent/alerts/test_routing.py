@@ -20,7 +20,7 @@ async def test_critical_pages_again_after_15_minutes_until_acknowledged(mongo_se
         alert = await h.router.raise_alert(
             severity="critical", title="NAS disk full", body="/volume1 at 99%"
         )
-        code = alert["code"]
+        code = alert.code
         assert len(h.twilio.sent) == 1
         first = h.twilio.sent[0]
         assert first.to == OWNER_PHONE and f"#{code}" in first.body and f"{code}a" in first.body
@@ -65,7 +65,7 @@ async def test_warning_goes_to_chat_then_sms_after_30_minutes(mongo_server: str)
         assert h.twilio.sent == []
         await h.tick(minutes=1)
         assert len(h.twilio.sent) == 1
-        assert "Not acknowledged after 30m" in h.sms[0] and f"#{alert['code']}" in h.sms[0]
+        assert "Not acknowledged after 30m" in h.sms[0] and f"#{alert.code}" in h.sms[0]
         await h.tick(minutes=60)
         assert len(h.twilio.sent) == 1  # a warning pages once
 
@@ -75,7 +75,7 @@ async def test_acknowledged_warning_never_pages(mongo_server: str) -> None:
         alert = await h.router.raise_alert(severity="warning", title="Backup is late")
         await h.chat.say("ok")
         await h.settle()
-        assert h.chat.texts()[-1] == f"#{alert['code']} acknowledged, escalation stopped."
+        assert h.chat.texts()[-1] == f"#{alert.code} acknowledged, escalation stopped."
         await h.tick(minutes=45)
         assert h.twilio.sent == []
 
@@ -90,7 +90,7 @@ async def test_info_goes_to_the_primary_chat_only(mongo_server: str) -> None:
 async def test_telegram_alert_carries_code_reply_help_and_buttons(mongo_server: str) -> None:
     async with alert_app(mongo_server) as h:
         alert = await h.router.raise_alert(severity="warning", title="Cert expires soon")
-        code = alert["code"]
+        code = alert.code
         message = h.chat.sent[0]
         assert f"#{code}" in message.text and "Reply ack, snooze 1h" in message.text
         assert [(b.label, b.data) for b in message.buttons] == [
@@ -128,7 +128,7 @@ async def test_a_refused_page_goes_to_the_chats_instead(mongo_server: str) -> No
         assert h.twilio.sent == [] and len(h.chat.sent) == 1
         await h.tick(minutes=15)
         assert h.twilio.sent == [] and "Page 2 of 4" in h.chat.texts()[-1]
-        doc = await _alert(h.app, alert["code"])
+        doc = await _alert(h.app, alert.code)
         escalated = [e["detail"] for e in doc["history"] if e["action"] == "escalated"]
         assert doc["sms_sent"] == 0 and escalated[-1] == "telegram; sms failed"
 
@@ -150,15 +150,15 @@ async def test_quiet_hours_hold_a_warning_but_not_a_critical(mongo_server: str) 
     async with alert_app(mongo_server) as h:
         await h.router.owner.update(quiet_hours=[{"start": "09:30", "end": "11:00"}])
         warning = await h.router.raise_alert(severity="warning", title="Slow DNS")
-        assert h.chat.sent == [] and warning["held"] is True
+        assert h.chat.sent == [] and warning.alert.held is True
         critical = await h.router.raise_alert(severity="critical", title="Server on fire")
         assert len(h.twilio.sent) == 1
-        assert [f"#{critical['code']}" in t for t in h.chat.texts()] == [True]
+        assert [f"#{critical.code}" in t for t in h.chat.texts()] == [True]
         await h.tick(minutes=59)
         assert len(h.chat.sent) == 1
         await h.tick(minutes=1)  # 11:00, quiet hours over
-        assert f"#{warning['code']}" in h.chat.texts()[-1]
-        doc = await _alert(h.app, warning["code"])
+        assert f"#{warning.code}" in h.chat.texts()[-1]
+        doc = await _alert(h.app, warning.code)
         assert doc["held"] is False and any(e["action"] == "held" for e in doc["history"])
 
 
@@ -171,19 +171,19 @@ async def test_same_dedupe_key_is_counted_not_resent(mongo_server: str) -> None:
             again = await h.router.raise_alert(
                 severity="warning", title="Ping loss", dedupe_key="ping:gw"
             )
-            assert again["deduplicated"] is True and again["code"] == first["code"]
+            assert again.deduplicated is True and again.code == first.code
         assert len(h.chat.sent) == 1
-        assert (await _alert(h.app, first["code"]))["count"] == 4
+        assert (await _alert(h.app, first.code))["count"] == 4
         worse = await h.router.raise_alert(
             severity="critical", title="Ping loss", dedupe_key="ping:gw"
         )
-        assert worse["code"] == first["code"] and worse["severity"] == "critical"
+        assert worse.code == first.code and worse.alert.severity == "critical"
         assert len(h.twilio.sent) == 1 and "Now CRITICAL" in h.chat.texts()[-1]
-        await h.router.apply(first["code"], _resolve(), "test")
+        await h.router.apply(first.code, _resolve(), "test")
         fresh = await h.router.raise_alert(
             severity="warning", title="Ping loss", dedupe_key="ping:gw"
         )
-        assert fresh["code"] != first["code"] and fresh["deduplicated"] is False
+        assert fresh.code != first.code and fresh.deduplicated is False
 
 
 def _resolve() -> Any:
@@ -197,9 +197,9 @@ async def test_failed_primary_chat_falls_over_to_the_next(mongo_server: str) -> 
         h.chat.failing = True
         alert = await h.router.raise_alert(severity="info", title="Update ready")
         console = h.extra_chats[0]
-        assert [f"#{alert['code']}" in t for t in console.texts()] == [True]
+        assert [f"#{alert.code}" in t for t in console.texts()] == [True]
         outbox = h.app.database.db["outbox"]
-        tg = await outbox.find_one({"idempotency_key": f"alert:{alert['code']}:0:telegram"})
+        tg = await outbox.find_one({"idempotency_key": f"alert:{alert.code}:0:telegram"})
         assert tg is not None and tg["status"] == "superseded"
 
 
@@ -208,6 +208,6 @@ async def test_a_chat_channel_that_says_it_is_down_is_tried_last(mongo_server: s
         h.chat.connected = False
         alert = await h.router.raise_alert(severity="info", title="Update ready")
         console = h.extra_chats[0]
-        assert [f"#{alert['code']}" in t for t in console.texts()] == [True]
+        assert [f"#{alert.code}" in t for t in console.texts()] == [True]
         outbox = h.app.database.db["outbox"]
         assert await outbox.find_one({"idempotency_key": {"$regex": "telegram$"}}) is None

@@ -12,6 +12,7 @@ from typing import Any
 
 from agent.app.core import App
 from agent.app.features.alerts import AlertingOptions, alerting
+from storage.repos.alert_record import Alert
 from tests.agent.alerts.alert_kit import _alert
 from tests.contexts import owner_ctx
 from tests.fakes.alert_app import ADMIN, alert_app
@@ -139,8 +140,8 @@ async def test_with_the_scheduler_a_failing_job_alert_takes_schedule_replies(
         # Something was sent since the alert (the answer above): words without a code no
         # longer plainly answer it (issue 32), so these name the alert.
         [alert] = await h.router.open_alerts()
-        await h.chat.say(f"#{alert['code']} pause pulse")
-        await h.chat.say(f"#{alert['code']} pulse 6 per day")
+        await h.chat.say(f"#{alert.code} pause pulse")
+        await h.chat.say(f"#{alert.code} pulse 6 per day")
         await h.settle()
         assert (await parts.jobs.get(job.id)).cron_expression == "0 */2 * * *"
         assert "now runs every 2 hours at minute 0" in h.chat.texts()[-3]
@@ -235,6 +236,6 @@ async def test_a_posted_alert_is_sent_and_shown_as_the_callers_words(mongo_serve
         [sent] = h.chat.texts()
         assert sent.startswith(f'⚠️ WARNING #1: "Disk full. {orders}" (from POST /api/alerts)')
         assert 'From POST /api/alerts: "sda1 at 99%"' in sent
-        shown = model_field(stored, "title")
+        shown = model_field(Alert.from_doc(stored), "title")
         assert shown.startswith('<external_content from="POST /api/alerts" trust="untrusted">')
         assert orders in shown

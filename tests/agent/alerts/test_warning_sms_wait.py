@@ -110,16 +110,16 @@ async def test_a_change_moves_the_timer_of_a_warning_already_waiting(mongo_serve
         second = await h.router.raise_alert(severity="warning", title="Slow DNS")
         h.clock.advance(minutes=2)
         await _settings(h, action="update", warning_sms_after_minutes=5)
-        doc = await _alert(h, first["code"])
+        doc = await _alert(h, first.code)
         assert doc["next_escalation_at"] == START + timedelta(minutes=5)
         assert ("owner", "sms wait changed", "30m -> 5m") in _actions(doc)
-        await h.router.apply(second["code"], Ack(), "owner")
+        await h.router.apply(second.code, Ack(), "owner")
         await _settings(h, action="update", warning_sms_after_minutes=0)
-        acked = await _alert(h, second["code"])
+        acked = await _alert(h, second.code)
         assert [a for a in _actions(acked) if a[1] == "sms wait changed"] == [
             ("owner", "sms wait changed", "30m -> 5m")
         ]  # acknowledged: its timer had stopped, nothing to move
-        doc = await _alert(h, first["code"])
+        doc = await _alert(h, first.code)
         assert (doc["next_action"], doc["next_escalation_at"]) == (None, None)
         assert _actions(doc)[-1] == (
             "owner",
@@ -137,11 +137,11 @@ async def test_zero_stops_a_page_held_for_quiet_hours(mongo_server: str) -> None
         alert = await h.router.raise_alert(severity="warning", title="Backup is late")
         await _settings(h, action="update", quiet_hours=[{"start": "10:15", "end": "11:00"}])
         assert await h.tick(minutes=30) == 1  # 10:30: the SMS step, held
-        doc = await _alert(h, alert["code"])
+        doc = await _alert(h, alert.code)
         assert doc["held"] is True and doc["next_action"] == "sms"
         await _settings(h, action="update", warning_sms_after_minutes=0)
         assert await h.tick(minutes=30) == 1  # 11:00: quiet hours over, the step runs
-        doc = await _alert(h, alert["code"])
+        doc = await _alert(h, alert.code)
         assert (doc["next_action"], doc["next_escalation_at"]) == (None, None)
         assert _actions(doc)[-1] == (
             "router",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 
-from agent.alerts.store import CODE_COUNTER
+from storage.repos.alerts import CODE_COUNTER
 from tests.fakes.alert_app import ADMIN, Harness, alert_app
 
 AUTH = {"Authorization": f"Bearer {ADMIN}"}
@@ -59,9 +59,9 @@ async def test_concurrent_raise_alert_calls_count_and_get_their_own_codes(
                 for i in range(POSTS // 2)
             ]
             views = await asyncio.gather(*same, *distinct)
-            fresh = [v for v in views if not v["deduplicated"]]
+            fresh = [v for v in views if not v.deduplicated]
             assert len(fresh) == 1 + POSTS // 2, round_
-            assert len({v["code"] for v in fresh}) == len(fresh), round_  # no code twice
+            assert len({v.code for v in fresh}) == len(fresh), round_  # no code twice
             backup = await h.app.database.db["alerts"].find_one({"dedupe_key": "backup"})
             assert backup is not None and backup["count"] == POSTS // 2, round_
             assert await h.app.database.db["alerts"].count_documents({}) == len(fresh)

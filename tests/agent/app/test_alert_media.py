@@ -95,7 +95,7 @@ async def _open_alert(rig: Rig) -> str:
         severity="warning", title="Boiler pressure low", body="0.6 bar, expected 1.5"
     )
     await until(lambda: any("Boiler pressure low" in t for t in rig.telegram.replies()))
-    return str(alert["code"])
+    return str(alert.code)
 
 
 async def test_a_photo_about_an_alert_reaches_the_model_with_the_alert(

@@ -92,12 +92,12 @@ async def test_a_stalled_body_is_cut_on_a_dashboard_action_and_a_webhook(
     ):
         alert = await h.router.raise_alert(severity="warning", title="disk")
         bearer = f"Authorization: Bearer {ADMIN}\r\n"
-        action = _stall(port, f"/alerts/{alert['code']}/ack", head=bearer)
+        action = _stall(port, f"/alerts/{alert.code}/ack", head=bearer)
         sms = _stall(port, "/webhooks/twilio/sms", head="X-Twilio-Signature: x\r\n")
         for answer in await asyncio.gather(action, sms):
             assert answer.startswith(b"HTTP/1.1 408"), answer[:80]
-        stored = await h.router.store.by_code(alert["code"])
-        assert stored is not None and stored["status"] == "open"
+        stored = await h.router.store.by_code(alert.code)
+        assert stored is not None and stored.status == "open"
 
 
 async def test_a_prompt_body_and_a_slow_handler_are_not_cut(mongo_server: str) -> None:

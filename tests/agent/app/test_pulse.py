@@ -14,6 +14,7 @@ from agent.app.core import App
 from agent.app.features.scheduling import SchedulingOptions
 from agent.app.http import make_web_app
 from channels.delivery.envelope import Envelope
+from storage.repos.alert_record import Alert
 from tests.contexts import contact_ctx, owner_ctx
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import BERLIN, FakeClock
@@ -182,8 +183,8 @@ async def test_the_pulse_gets_a_light_isolated_brief(
     mongo_server: str, tmp_path: Path, clock: FakeClock
 ) -> None:
     class Alerts:
-        async def open_alerts(self) -> list[dict[str, Any]]:
-            return [{"code": "k7", "severity": "warning", "title": "Disk 91% full"}]
+        async def open_alerts(self) -> list[Alert]:
+            return [Alert(None, "k7", "warning", "Disk 91% full", "open", clock())]
 
     model = ScriptedModel(lambda r: "chat reply")
     async with _app(

@@ -233,16 +233,16 @@ async def test_an_alert_reaches_the_owner_on_whatsapp_and_ack_works(alert_kit: K
     alert = await router.raise_alert(severity="info", title="Disk 91% full", body="on nas")
     await alert_kit.settle()
     [(to, text)] = alert_kit.client.sent
-    assert to.startswith(OWNER.lstrip("+")) and f"#{alert['code']}" in text
+    assert to.startswith(OWNER.lstrip("+")) and f"#{alert.code}" in text
     assert "Disk 91% full" in text
 
     await alert_kit.say(OWNER, "ack")
     await alert_kit.settle()
     confirmation = alert_kit.client.sent[-1][1]
-    assert f"#{alert['code']} acknowledged" in confirmation
+    assert f"#{alert.code} acknowledged" in confirmation
     assert alert_kit.model.requests == []  # a directive never costs a model call
     [stored] = await router.open_alerts()
-    assert stored["status"] == "acknowledged"
+    assert stored.status == "acknowledged"
 
 
 async def test_whatsapp_logging_out_is_reported_on_another_channel(alert_kit: Kit) -> None:

@@ -108,7 +108,7 @@ async def test_a_reply_about_an_alert_is_an_owner_chat_that_knows_the_alert(
     async with _app(mongo_server) as h:
         alert = await h.router.raise_alert(severity="info", title="Disk 91% full on nas")
         await h.settle()
-        await h.chat.say(f"#{alert['code']} which disk is that?")
+        await h.chat.say(f"#{alert.code} which disk is that?")
         await h.settle()
         request = _last(h.model.requests)
         assert set(request.tool_names) == OWNER_TOOLS

@@ -42,8 +42,8 @@ async def test_an_alert_over_a_thousand_stored_windows_is_held_by_the_first_seve
         await h.app.deps.owner.load()  # as a restart, or the next resync, reads it
         h.clock.set(datetime(2026, 11, 27, 0, 2, tzinfo=UTC))  # in window 3 of 7
         held = await h.router.raise_alert(severity="info", title="Backup finished")
-        assert held["held"] is True and h.chat.sent == []
+        assert held.alert.held is True and h.chat.sent == []
         await h.tick(minutes=4)  # 00:06: still in the seventh
         assert h.chat.sent == []
         await h.tick(minutes=1)  # 00:07: the seven are over (the 995 after them are not read)
-        assert [f"#{held['code']}" in t for t in h.chat.texts()] == [True]
+        assert [f"#{held.code}" in t for t in h.chat.texts()] == [True]

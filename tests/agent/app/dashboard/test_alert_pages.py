@@ -53,10 +53,10 @@ async def press_button(dash: Harness, code: str) -> None:
 
 
 async def test_alerts_page_shows_each_step_and_who_acted_how(dash: Harness) -> None:
-    by_sms = (await dash.router.raise_alert(severity="warning", title="Disk full"))["code"]
-    by_button = (await dash.router.raise_alert(severity="warning", title="Cert expires"))["code"]
-    by_dash = (await dash.router.raise_alert(severity="info", title="New login"))["code"]
-    ignored = (await dash.router.raise_alert(severity="critical", title="Site down"))["code"]
+    by_sms = (await dash.router.raise_alert(severity="warning", title="Disk full")).code
+    by_button = (await dash.router.raise_alert(severity="warning", title="Cert expires")).code
+    by_dash = (await dash.router.raise_alert(severity="info", title="New login")).code
+    ignored = (await dash.router.raise_alert(severity="critical", title="Site down")).code
     assert (await dash.sms_in(f"{by_sms} ack")).status == 200
     await press_button(dash, by_button)
     csrf = await logged_in(dash)
@@ -74,7 +74,7 @@ async def test_alerts_page_shows_each_step_and_who_acted_how(dash: Harness) -> N
     assert critical.count("<li>") >= 3  # raised, sent, escalated: every step
     assert "escalated" in critical and "escalated: SMS" in critical
     stored = await dash.router.store.by_code(by_button)
-    assert stored is not None and stored["acknowledged_by"] == "owner via telegram button"
+    assert stored is not None and stored.acknowledged_by == "owner via telegram button"
 
 
 def section_of_alert(html: str, code: str) -> str:
@@ -84,13 +84,13 @@ def section_of_alert(html: str, code: str) -> str:
 
 
 async def test_snooze_goes_through_the_reply_code(dash: Harness) -> None:
-    code = (await dash.router.raise_alert(severity="warning", title="Disk full"))["code"]
+    code = (await dash.router.raise_alert(severity="warning", title="Disk full")).code
     csrf = await logged_in(dash)
     resp = await dash.client.post(f"/alerts/{code}/snooze", data={"csrf": csrf})
     assert f"#{code} snoozed for 1h" in await resp.text()
     stored = await dash.router.store.by_code(code)
-    assert stored is not None and stored["status"] == "snoozed"
-    assert stored["history"][-1] | {"at": None} == {
+    assert stored is not None and stored.status == "snoozed"
+    assert stored.history[-1].to_doc() | {"at": None} == {
         "at": None,
         "by": "dashboard",
         "action": "snoozed",
@@ -112,10 +112,8 @@ async def test_overview_shows_channels_pulse_fires_and_open_alerts(dash: Harness
     paused = await cron.create(name="Paused one", instruction="x", cron_expression="0 8 * * *")
     await cron.toggle(paused.id, False)
     await dash.router.raise_alert(severity="warning", title="Disk full", body="<b>90%</b>")
-    closed = (await dash.router.raise_alert(severity="info", title="Old news"))["code"]
-    await dash.router.store.change(
-        (await dash.router.store.by_code(closed) or {})["_id"], set_={"status": "resolved"}
-    )
+    closed = await dash.router.raise_alert(severity="info", title="Old news")
+    await dash.router.store.change(closed.alert.id, set_={"status": "resolved"})
 
     html = await (await dash.client.get("/", headers=BEARER)).text()
     health = section(html, "health")

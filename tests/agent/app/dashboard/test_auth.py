@@ -134,7 +134,7 @@ async def test_login_goes_back_only_to_a_local_path(dash: Harness) -> None:
 
 async def test_every_post_needs_the_csrf_token(dash: Harness) -> None:
     alert = await dash.router.raise_alert(severity="warning", title="Backup failed")
-    code = alert["code"]
+    code = alert.code
     await log_in(dash.client)
     for data in ({}, {"csrf": "x" * 43}):
         resp = await dash.client.post(f"/alerts/{code}/ack", data=data, allow_redirects=False)
@@ -142,21 +142,24 @@ async def test_every_post_needs_the_csrf_token(dash: Harness) -> None:
         assert "CSRF" in await resp.text()
     bearer_post = await dash.client.post(f"/alerts/{code}/ack", headers=BEARER)
     assert bearer_post.status == 403  # the bearer header does not excuse a missing token
-    assert (await dash.router.store.by_code(code) or {})["status"] == "open"
+    stored = await dash.router.store.by_code(code)
+    assert stored is not None and stored.status == "open"
     assert (await dash.client.post("/logout", allow_redirects=False)).status == 403
     csrf = await csrf_of(dash.client)
     resp = await dash.client.post(
         f"/alerts/{code}/ack", data={"csrf": csrf, "next": "/alerts"}, allow_redirects=False
     )
     assert resp.status == 303 and resp.headers["Location"] == "/alerts"
-    assert (await dash.router.store.by_code(code) or {})["status"] == "acknowledged"
+    stored = await dash.router.store.by_code(code)
+    assert stored is not None and stored.status == "acknowledged"
 
 
 async def test_a_post_without_a_session_is_refused(dash: Harness) -> None:
     alert = await dash.router.raise_alert(severity="warning", title="Backup failed")
-    resp = await dash.client.post(f"/alerts/{alert['code']}/ack", data={"csrf": "x"})
+    resp = await dash.client.post(f"/alerts/{alert.code}/ack", data={"csrf": "x"})
     assert resp.status == 401
-    assert (await dash.router.store.by_code(alert["code"]) or {})["status"] == "open"
+    stored = await dash.router.store.by_code(alert.code)
+    assert stored is not None and stored.status == "open"
 
 
 async def test_static_files_and_pages_name_no_external_url(dash: Harness) -> None:

@@ -19,7 +19,7 @@ return [...document.querySelectorAll(arguments[0])]
 
 async def test_log_in_see_an_alert_and_ack_it(browser: Browser, dash: Harness) -> None:
     alert = await dash.router.raise_alert(severity="warning", title="Backup failed on nas")
-    code = alert["code"]
+    code = alert.code
     await browser.log_in(TOKEN)
     assert (await browser.path()) == "/"
     card = f"#open-alerts #alert-{code}"
@@ -34,8 +34,8 @@ async def test_log_in_see_an_alert_and_ack_it(browser: Browser, dash: Harness) -
     assert f"#{code} acknowledged" in await browser.text(".flash")
     assert await browser.attr(card, "data-status") == "acknowledged"
     stored = await dash.router.store.by_code(code)
-    assert stored is not None and stored["acknowledged_by"] == "dashboard"
-    assert stored["history"][-1]["by"] == "dashboard"
+    assert stored is not None and stored.acknowledged_by == "dashboard"
+    assert stored.history[-1].by == "dashboard"
     await browser.get("/alerts")
     assert "acknowledged" in await browser.text(f"#alert-{code} .history")
     assert "via dashboard" in await browser.text(f"#alert-{code}")

@@ -4,6 +4,7 @@ order, SMS not set up, the live endpoints behind the login, "run now" with CSRF.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -20,6 +21,7 @@ from agent.app.dashboard.overview import (
 )
 from agent.app.dashboard.runs import row_of, status_of
 from agent.app.healthcheck import Component, Health
+from storage.repos.alert_record import Alert
 from storage.repos.runs.record import Run
 from tests.agent.app.dashboard.conftest import TOKEN
 from tests.fakes.alert_app import Harness, alert_app
@@ -50,6 +52,12 @@ def test_human_time_reads_as_a_person_says_it(moment: datetime | None, words: st
     assert human_time(moment, BERLIN, NOW) == words
 
 
+def _alerts(*fields: Mapping[str, object]) -> list[Alert]:
+    """Alerts as stored, with only ``fields`` (and a code and a time) set."""
+    at = datetime(2026, 11, 27, 8, 0, tzinfo=BERLIN)
+    return [Alert.from_doc({"code": "1", "created_at": at, **f}) for f in fields]
+
+
 def test_human_time_is_in_the_owner_timezone() -> None:
     utc = datetime(2026, 11, 27, 6, 40, tzinfo=ZoneInfo("UTC"))  # 07:40 in Berlin
     assert human_time(utc, BERLIN, NOW) == "07:40, 15 min ago"
@@ -66,9 +74,9 @@ def test_all_clear_only_when_nothing_is_open_and_every_part_is_well() -> None:
         "level": "ok",
         "more": [],
     }
-    info = [{"status": "open", "severity": "info"}]
+    info = _alerts({"status": "open", "severity": "info"})
     assert status_line(alert_problems(info))["text"] == "1 info alert open"
-    acked = [{"status": "acknowledged", "severity": "critical"}]
+    acked = _alerts({"status": "acknowledged", "severity": "critical"})
     assert status_line(alert_problems(acked))["text"] == "1 alert acknowledged, not resolved"
 
 
@@ -93,7 +101,7 @@ def test_the_status_line_names_the_worst_thing_first() -> None:
         {"status": "open", "severity": "critical"},
         {"status": "open", "severity": "warning"},
     ]
-    line = status_line(alert_problems(alerts) + problems)
+    line = status_line(alert_problems(_alerts(*alerts)) + problems)
     assert (line["text"], line["level"]) == ("1 critical alert open", "critical")
     assert line["more"] == [
         NO_SMS,
@@ -120,7 +128,7 @@ def test_alerts_go_by_severity_then_newest_first() -> None:
     ]
     for i, alert in enumerate(alerts):
         alert["created_at"] = at + timedelta(minutes=i)
-    assert [a["code"] for a in by_severity(alerts)] == ["5", "4", "2", "1", "3"]
+    assert [a.code for a in by_severity(_alerts(*alerts))] == ["5", "4", "2", "1", "3"]
 
 
 async def test_without_sms_the_status_says_a_critical_alert_cannot_page(

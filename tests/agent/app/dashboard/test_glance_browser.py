@@ -57,7 +57,7 @@ async def raise_in_order(dash: Harness) -> dict[str, str]:
         ("warning_new", "warning", "Certificate expires in 5 days"),
     ):
         dash.clock.advance(minutes=1)
-        codes[key] = str((await dash.router.raise_alert(severity=severity, title=title))["code"])
+        codes[key] = str((await dash.router.raise_alert(severity=severity, title=title)).code)
     return codes
 
 
@@ -113,14 +113,14 @@ async def test_a_new_alert_arrives_without_a_reload(
     assert (await browser.text("#updated")).startswith("updated ")
     await poll_fast(browser)
     alert = await dash.router.raise_alert(severity="critical", title="Router unreachable")
-    await browser.wait_for(f"#open-alerts #alert-{alert['code']}", seconds=30)
+    await browser.wait_for(f"#open-alerts #alert-{alert.code}", seconds=30)
     assert await same_page(browser), "the page was reloaded"
     assert (await browser.text("#status .headline")) == "1 critical alert open"
 
     await browser.get("/alerts")
     await poll_fast(browser)
     later = await dash.router.raise_alert(severity="warning", title="Backups slow")
-    await browser.wait_for(f"#live #alert-{later['code']}", seconds=30)
+    await browser.wait_for(f"#live #alert-{later.code}", seconds=30)
     assert await same_page(browser), "the page was reloaded"
     assert "Backups slow" in await browser.text("#live")
 

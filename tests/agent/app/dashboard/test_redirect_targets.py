@@ -50,7 +50,7 @@ def on_site(location: str) -> bool:
 async def test_an_alert_button_goes_back_only_to_a_path_on_this_site(
     dash: Harness, target: str
 ) -> None:
-    code = (await dash.router.raise_alert(severity="warning", title="Disk full"))["code"]
+    code = (await dash.router.raise_alert(severity="warning", title="Disk full")).code
     csrf = await csrf_of(dash.client, "/alerts", headers=BEARER)
     resp = await dash.client.post(
         f"/alerts/{code}/ack",
@@ -61,13 +61,13 @@ async def test_an_alert_button_goes_back_only_to_a_path_on_this_site(
     assert resp.status == 303
     assert resp.headers["Location"] == "/"
     alert = await dash.router.store.by_code(code)
-    assert alert is not None and alert["status"] == "acknowledged"  # the ack itself held
+    assert alert is not None and alert.status == "acknowledged"  # the ack itself held
 
 
 async def test_an_alert_button_still_goes_back_to_the_page_it_was_pressed_on(
     dash: Harness,
 ) -> None:
-    code = (await dash.router.raise_alert(severity="warning", title="Disk full"))["code"]
+    code = (await dash.router.raise_alert(severity="warning", title="Disk full")).code
     csrf = await csrf_of(dash.client, "/alerts", headers=BEARER)
     resp = await dash.client.post(
         f"/alerts/{code}/snooze",
@@ -95,7 +95,7 @@ async def test_every_dashboard_action_answers_a_location_on_this_site(dash: Harn
     job = await parts_of(dash.app).jobs.create(
         name="Morning news", instruction="Read the news", cron_expression="0 7 * * *"
     )
-    code = (await dash.router.raise_alert(severity="warning", title="Disk full"))["code"]
+    code = (await dash.router.raise_alert(severity="warning", title="Disk full")).code
     csrf = await csrf_of(dash.client, "/jobs", headers=BEARER)
     posts: list[tuple[str, dict[str, Any]]] = [
         (f"/alerts/{code}/resolve", {}),

@@ -1,5 +1,9 @@
-"""Alerts in MongoDB: codes, dedupe, lifecycle changes with history, timers, SMS budget;
-and the check of what an alert is raised with.
+"""Alerts in MongoDB: codes, dedupe, lifecycle changes with history, timers, SMS budget.
+
+Every alert is read here, once, into an ``Alert`` (``storage.repos.alert_record``); a
+document that cannot be read as one is logged and skipped, so one damaged alert never
+stops a list, a page or the escalation loop (a claimed timer of one stays leased: it
+is looked at again a ``LEASE`` later, and logged again, never lost).
 
 Every state change is one conditional update, so two replies racing (a button press
 and a typed "ack") or two processes ticking cannot apply a change twice. Timers
@@ -9,39 +13,39 @@ a restarted process carry on an escalation where the old one stopped.
 A write cut off by a dropped connection is sent once more (``storage.retry``) where
 that cannot apply it twice: changes and timer claims carry a claim token, inserts
 their own ``_id``, the rest are ``$set`` or compare-and-set.
-
-What an alert is raised with is checked once (``validate``), for every way in (tool,
-API, internal); the messages name the field and the rule, so an API caller or the
-model can fix the request without guessing.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any
 
+from bson import ObjectId
 from pymongo import ASCENDING, DESCENDING, ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
 from storage import collections as c
 from storage import retry
-from storage.ejson import aware
-from storage.outside import Outside
 from storage.repos import sms_budget
+from storage.repos.alert_record import (
+    UNRESOLVED,
+    Alert,
+    AlertChanges,
+    AlertRecordError,
+    Counter,
+    Delivery,
+    Removable,
+    Step,
+)
 from storage.repos.sms_budget import BUDGET_DOC
 
+log = logging.getLogger(__name__)
 Doc = dict[str, Any]
-Severity = Literal["info", "warning", "critical"]
-Status = Literal["open", "acknowledged", "snoozed", "muted", "resolved"]
-Action = Literal["deliver", "sms", "wake", "unmute"]
-
-SEVERITIES: tuple[Severity, ...] = ("info", "warning", "critical")
-UNRESOLVED: tuple[Status, ...] = ("open", "acknowledged", "snoozed", "muted")
 CODE_COUNTER = "alert_code"
 CODE_ATTEMPTS = 5
 """Tries at taking the next code while concurrent first alerts create its counter."""
@@ -53,61 +57,47 @@ CALL_EVENTS_KEEP = 50
 """Twilio webhook events (key presses, call statuses) remembered per alert, to apply each once."""
 CALL_WINDOW = timedelta(hours=1)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+BULK_PREFIX = "alert_bulk:"
+"""``settings`` documents of bulk questions waiting for a confirmation, one per chat."""
 HINT_SECONDS = 5.0
 """How long ``latest_sent`` trusts its last look when it found nothing recent: every
 owner message asks, and nearly always no alert is in play. A change through this
 store forgets the hint at once; one made by another process counts within this."""
-LIMITS: Mapping[str, int] = MappingProxyType(
-    {"title": 200, "body": 4000, "dedupe_key": 200, "source": 100, "reason": 1000}
-)
+
+
+ROUTING_DOC = "alert_routing"
+"""The ``settings`` document of routing overrides (``agent.alerts.policy``)."""
+
+
+async def routing_overrides(db: AsyncDatabase[Doc]) -> Mapping[str, Any]:
+    """The routing numbers set in ``settings`` (``{"_id": "alert_routing"}``), as
+    written; empty when none are. The policy checks each (``RoutingPolicy.from_doc``)."""
+    doc = await db[c.SETTINGS].find_one({"_id": ROUTING_DOC})
+    return {k: v for k, v in (doc or {}).items() if k != "_id"}
 
 
 @dataclass(frozen=True)
-class AlertRecord:
-    """The fields of an ``alerts`` document the router decides on, typed, read in this
-    one place (``from_doc``). The document itself is what tools, the API and the
-    dashboard show (``policy.public``)."""
+class OutboxRow:
+    """How an outbox message sent for an alert went: its status and last error."""
 
-    id: Any
-    code: str
-    severity: Severity
-    status: Status
-    next_action: Action | None = None
-    next_escalation_at: datetime | None = None
-    sms_rounds: int = 0
-    """SMS pages sent in the current escalation."""
-    count: int = 1
-    """Times it was raised (repeats under its dedupe key included)."""
-    count_at_mute: int | None = None
-    held: bool = False
-    """Waiting for the owner's quiet hours to end."""
-    last_page: str | None = None
-    """How the last page went (``budget``: the hourly SMS budget was used up)."""
-
-    @classmethod
-    def from_doc(cls, doc: Mapping[str, Any]) -> AlertRecord:
-        at_mute = doc.get("count_at_mute")
-        return cls(
-            id=doc.get("_id"),
-            code=str(doc.get("code", "")),
-            severity=doc.get("severity") or "info",
-            status=doc.get("status") or "open",
-            next_action=doc.get("next_action"),
-            next_escalation_at=aware(doc.get("next_escalation_at")),
-            sms_rounds=int(doc.get("sms_rounds") or 0),
-            count=int(doc.get("count") or 1),
-            count_at_mute=int(at_mute) if at_mute else None,
-            held=bool(doc.get("held")),
-            last_page=doc.get("last_page"),
-        )
+    status: str | None
+    last_error: str | None = None
 
 
-def entry(now: datetime, by: str, action: str, detail: str | None = None) -> Doc:
-    """One line of an alert's history: who did what, when."""
-    item: Doc = {"at": now, "by": by, "action": action}
-    if detail:
-        item["detail"] = detail
-    return item
+def read(doc: Mapping[str, Any] | None) -> Alert | None:
+    """``doc`` as an ``Alert``; None (logged) when there is none or it cannot be read."""
+    if doc is None:
+        return None
+    try:
+        return Alert.from_doc(doc)
+    except AlertRecordError as exc:
+        log.error("skipped a damaged alert: %s", exc)
+        return None
+
+
+def read_all(docs: Sequence[Mapping[str, Any]]) -> list[Alert]:
+    """Each of ``docs`` that reads as an alert, in order; the others logged and skipped."""
+    return [alert for doc in docs if (alert := read(doc)) is not None]
 
 
 class AlertStore:
@@ -152,43 +142,60 @@ class AlertStore:
                 return str(doc["value"])
         raise RuntimeError("the alert code counter could not be incremented")
 
-    async def insert(self, doc: Doc) -> Doc | None:
-        """Insert a new alert; None when an unresolved one already holds its dedupe key."""
+    async def insert(self, alert: Alert) -> Alert | None:
+        """Store a new alert (its id given here); None when an unresolved one already
+        holds its dedupe key."""
+        if alert.id is None:
+            alert = replace(alert, id=ObjectId())
         try:
-            await retry.insert(self._alerts, doc)
+            await retry.insert(self._alerts, alert.to_doc())
         except DuplicateKeyError as exc:
             if "open_key" in str(exc):
                 return None
             raise
         finally:
             self._forget()
-        return doc
+        return alert
 
-    async def repeat(self, dedupe_key: str, now: datetime) -> Doc | None:
+    async def repeat(self, dedupe_key: str, now: datetime) -> Alert | None:
         """Count a repeat on the unresolved alert with this key; None when there is none."""
         try:
-            return await retry.claim(
-                self._alerts,
-                {"open_key": dedupe_key},
-                {"$inc": {"count": 1}, "$set": {"last_seen_at": now, "updated_at": now}},
+            return read(
+                await retry.claim(
+                    self._alerts,
+                    {"open_key": dedupe_key},
+                    {"$inc": {"count": 1}, "$set": {"last_seen_at": now, "updated_at": now}},
+                )
             )
         finally:
             self._forget()
 
     # -- reading -------------------------------------------------------------------
 
-    async def by_code(self, code: str) -> Doc | None:
-        return await self._alerts.find_one({"code": code.lstrip("#").lower()})
+    async def by_code(self, code: str) -> Alert | None:
+        return read(await self._alerts.find_one({"code": code.lstrip("#").lower()}))
 
-    async def unresolved(self, limit: int = 50) -> list[Doc]:
+    async def by_open_key(self, dedupe_key: str) -> Alert | None:
+        """The unresolved alert raised under ``dedupe_key``, if any."""
+        return read(await self._alerts.find_one({"open_key": dedupe_key}))
+
+    async def unresolved(self, limit: int = 50) -> list[Alert]:
+        """Unresolved alerts, newest first."""
         cursor = self._alerts.find(
             {"status": {"$in": list(UNRESOLVED)}},
             sort=[("created_at", DESCENDING), ("_id", DESCENDING)],
             limit=limit,
         )
-        return await cursor.to_list()
+        return read_all(await cursor.to_list())
 
-    async def latest_sent(self, since: datetime | None = None) -> Doc | None:
+    async def latest(self, limit: int) -> list[Alert]:
+        """The latest ``limit`` alerts, open and closed, newest first."""
+        cursor = self._alerts.find(
+            {}, sort=[("created_at", DESCENDING), ("_id", DESCENDING)], limit=limit
+        )
+        return read_all(await cursor.to_list())
+
+    async def latest_sent(self, since: datetime | None = None) -> Alert | None:
         """The unresolved alert most recently sent to the owner (optionally since a time)."""
         hint = self._sent_hint
         if hint is not None and time.monotonic() - hint[0] < self._hint_seconds:
@@ -205,7 +212,7 @@ class AlertStore:
             self._sent_hint = (looked, doc["last_sent_at"] if doc is not None else None)
         if doc is not None and since is not None and doc["last_sent_at"] < since:
             return None
-        return doc
+        return read(doc)
 
     async def outbox_status(self, key: str) -> str | None:
         doc = await self._outbox.find_one({"_id": key}, projection={"status": 1})
@@ -224,17 +231,24 @@ class AlertStore:
 
     # -- timers ----------------------------------------------------------------------
 
-    async def claim_due(self, now: datetime, alert_id: Any = None) -> Doc | None:
-        """Take the next due timer (or this alert's) by pushing it ``LEASE`` ahead."""
+    async def claim_due(self, now: datetime, alert_id: Any = None) -> Alert | None:
+        """Take the next due timer (or this alert's) by pushing it ``LEASE`` ahead. A
+        damaged alert's timer is taken too (it is not due again for a ``LEASE``) and
+        skipped: the next due one is returned."""
         query: Doc = {"next_escalation_at": {"$lte": now}}
         if alert_id is not None:
             query["_id"] = alert_id
-        return await retry.claim(
-            self._alerts,
-            query,
-            {"$set": {"next_escalation_at": now + LEASE}},
-            sort=[("next_escalation_at", ASCENDING)],
-        )
+        while True:
+            doc = await retry.claim(
+                self._alerts,
+                query,
+                {"$set": {"next_escalation_at": now + LEASE}},
+                sort=[("next_escalation_at", ASCENDING)],
+            )
+            if doc is None:
+                return None
+            if (alert := read(doc)) is not None:
+                return alert
 
     async def release_held(self, now: datetime) -> int:
         """Alerts held for quiet hours are due now (the quiet hours changed)."""
@@ -250,7 +264,7 @@ class AlertStore:
             self._forget()
         return result.modified_count
 
-    async def waiting_warning_pages(self) -> list[Doc]:
+    async def waiting_warning_pages(self) -> list[Alert]:
         """Open warnings whose timer waits to page them by SMS (not held for quiet hours)."""
         cursor = self._alerts.find(
             {
@@ -262,7 +276,7 @@ class AlertStore:
                 "next_escalation_at": {"$ne": None},
             }
         )
-        return await cursor.to_list()
+        return read_all(await cursor.to_list())
 
     async def next_due(self) -> datetime | None:
         doc = await self._alerts.find_one(
@@ -280,15 +294,21 @@ class AlertStore:
 
     # -- phone calls -----------------------------------------------------------------
 
-    async def claim_call(self, now: datetime) -> Doc | None:
+    async def claim_call(self, now: datetime) -> Alert | None:
         """Take the next open alert whose call is due by pushing ``call_at`` ``LEASE``
-        ahead; a process that dies before the call is recorded retries it then."""
-        return await retry.claim(
-            self._alerts,
-            {"status": "open", "call_at": {"$lte": now}},
-            {"$set": {"call_at": now + LEASE}},
-            sort=[("call_at", ASCENDING)],
-        )
+        ahead; a process that dies before the call is recorded retries it then. A
+        damaged alert is skipped as in ``claim_due``."""
+        while True:
+            doc = await retry.claim(
+                self._alerts,
+                {"status": "open", "call_at": {"$lte": now}},
+                {"$set": {"call_at": now + LEASE}},
+                sort=[("call_at", ASCENDING)],
+            )
+            if doc is None:
+                return None
+            if (alert := read(doc)) is not None:
+                return alert
 
     async def take_call(self, phone: str, now: datetime, per_hour: int) -> bool:
         """Reserve one call to ``phone`` in a sliding hour: one conditional ``$push``,
@@ -311,7 +331,9 @@ class AlertStore:
         )
         return taken.modified_count == 1
 
-    async def note_call_event(self, alert_id: Any, event: str, history: Sequence[Doc] = ()) -> bool:
+    async def note_call_event(
+        self, alert_id: Any, event: str, history: Sequence[Step] = ()
+    ) -> bool:
         """Remember a Twilio webhook event (``<CallSid>:<what>``) on its alert, with
         ``history``; False when it was noted before (a replayed webhook)."""
         try:
@@ -321,7 +343,10 @@ class AlertStore:
                 {
                     "$push": {
                         "call_events": {"$each": [event], "$slice": -CALL_EVENTS_KEEP},
-                        "history": {"$each": list(history), "$slice": -HISTORY_KEEP},
+                        "history": {
+                            "$each": [step.to_doc() for step in history],
+                            "$slice": -HISTORY_KEEP,
+                        },
                     }
                 },
             )
@@ -329,9 +354,13 @@ class AlertStore:
             self._forget()
         return done is not None
 
-    async def outbox_row(self, key: str) -> Doc | None:
-        """The outbox row sent under ``key``: its status and last error."""
-        return await self._outbox.find_one({"_id": key}, projection={"status": 1, "last_error": 1})
+    async def outbox_row(self, key: str) -> OutboxRow:
+        """How the outbox message sent under ``key`` went (no status: there is none)."""
+        doc = await self._outbox.find_one({"_id": key}, projection={"status": 1, "last_error": 1})
+        if doc is None:
+            return OutboxRow(None)
+        error = doc.get("last_error")
+        return OutboxRow(doc.get("status"), None if error is None else str(error))
 
     # -- changes ---------------------------------------------------------------------
 
@@ -340,13 +369,13 @@ class AlertStore:
         alert_id: Any,
         *,
         when_status: Sequence[str] | None = None,
-        set_: Doc | None = None,
-        unset: Sequence[str] = (),
-        inc: Doc | None = None,
-        history: Sequence[Doc] = (),
-        delivered: Sequence[Doc] = (),
+        set_: AlertChanges | None = None,
+        unset: Sequence[Removable] = (),
+        inc: Mapping[Counter, int] | None = None,
+        history: Sequence[Step] = (),
+        delivered: Sequence[Delivery] = (),
         when_due: datetime | None = None,
-    ) -> Doc | None:
+    ) -> Alert | None:
         """One atomic change, applied only while the status is one of ``when_status``
         (and the timer is still at ``when_due``, when given)."""
         query: Doc = {"_id": alert_id}
@@ -356,23 +385,44 @@ class AlertStore:
             query["next_escalation_at"] = when_due
         update: Doc = {}
         if set_:
-            update["$set"] = set_
+            update["$set"] = dict(set_)
         if unset:
             update["$unset"] = dict.fromkeys(unset, "")
         if inc:
-            update["$inc"] = inc
+            update["$inc"] = dict(inc)
         push: Doc = {}
         if history:
-            push["history"] = {"$each": list(history), "$slice": -HISTORY_KEEP}
+            push["history"] = {"$each": [h.to_doc() for h in history], "$slice": -HISTORY_KEEP}
         if delivered:
-            push["deliveries"] = {"$each": list(delivered), "$slice": -DELIVERIES_KEEP}
+            deliveries = [d.to_doc() for d in delivered]
+            push["deliveries"] = {"$each": deliveries, "$slice": -DELIVERIES_KEEP}
         if push:
             update["$push"] = push
         try:
             # A claim: its $inc and $push apply once even when the write is sent again.
-            return await retry.claim(self._alerts, query, update)
+            return read(await retry.claim(self._alerts, query, update))
         finally:
             self._forget()
+
+    # -- every open alert at once ("12aa", "12cc") --------------------------------------
+
+    async def take_bulk(self, chat: str, action: str, now: datetime) -> list[str] | None:
+        """The codes a bulk ``action`` asked about in ``chat`` and not expired, taken (a
+        second confirmation finds nothing); None when none waits."""
+        pending = await self._settings.find_one_and_delete(
+            {"_id": f"{BULK_PREFIX}{chat}", "action": action, "expires_at": {"$gt": now}}
+        )
+        if pending is None:
+            return None
+        return [str(code) for code in pending.get("codes") or ()]
+
+    async def ask_bulk(self, chat: str, action: str, codes: Sequence[str], until: datetime) -> None:
+        """Remember that ``chat`` was asked to confirm ``action`` on ``codes`` until ``until``."""
+        await self._settings.replace_one(
+            {"_id": f"{BULK_PREFIX}{chat}"},
+            {"action": action, "codes": list(codes), "expires_at": until},
+            upsert=True,
+        )
 
     # -- SMS budget -------------------------------------------------------------------
 
@@ -402,67 +452,3 @@ class AlertStore:
             "claim the budget notice",
         )
         return result.matched_count == 1
-
-
-class AlertError(ValueError):
-    """An alert that cannot be raised as given; the message says which field and why."""
-
-
-def _text(name: str, value: Any, *, required: bool) -> str | None:
-    if value is None or (isinstance(value, str) and not value.strip() and not required):
-        if required:
-            raise AlertError(f"{name} is required")
-        return None
-    if not isinstance(value, str):
-        raise AlertError(f"{name} must be a string, not {type(value).__name__}")
-    text: str = value.strip()
-    if required and not text:
-        raise AlertError(f"{name} must not be empty")
-    if len(text) > LIMITS[name]:
-        raise AlertError(f"{name} is {len(text)} characters; at most {LIMITS[name]}")
-    return text
-
-
-def own_source(alert: Mapping[str, Any]) -> str:
-    """Who raised ``alert`` (``cron:<job id>``, ``pulse``, ``agent``, ``monitor:<name>``)
-    when Watchkeeper said it; "" when the source is a caller's words (``POST /api/alerts``
-    may say anything, ``cron:<id>`` included): job and pulse replies never reach through
-    an alert that only claims to be one."""
-    if "source" in (alert.get("outside") or {}):
-        return ""
-    return str(alert.get("source") or "")
-
-
-def validate(
-    severity: Any, title: Any, body: Any, dedupe_key: Any, source: Any, reason: Any = None
-) -> dict[str, Any]:
-    """Check raw input (tool, API, internal) once, here, with messages a caller can act on.
-
-    ``title``, ``body`` and ``reason`` may be ``Outside`` (words from outside, with their
-    source): they are stored as text, and ``outside`` maps each such field to its source,
-    so every later reader (the alert texts, the prompt) knows whose words they are."""
-    outside: dict[str, str] = {}
-    given = {"title": title, "body": body, "reason": reason, "source": source}
-    for name, value in given.items():
-        if isinstance(value, Outside):
-            outside[name] = value.source[: LIMITS["source"]]
-            given[name] = value.text
-    if severity not in SEVERITIES:
-        shown = repr(severity)
-        if len(shown) > 40:  # the message goes back to the caller: never echo a huge value
-            shown = shown[:39] + "…"
-        raise AlertError(f"severity must be one of info, warning, critical; got {shown}")
-    fields: dict[str, Any] = {
-        "severity": severity,
-        "title": _text("title", given["title"], required=True),
-        "body": _text("body", given["body"], required=False) or "",
-        "dedupe_key": _text("dedupe_key", dedupe_key, required=False),
-        "source": _text("source", given["source"], required=False) or "agent",
-    }
-    said = _text("reason", given["reason"], required=False)
-    if said:
-        fields["reason"] = said
-    kept = {k: v for k, v in outside.items() if fields.get(k)}
-    if kept:
-        fields["outside"] = kept
-    return fields

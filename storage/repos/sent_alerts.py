@@ -37,7 +37,9 @@ class SentAlert:
 
 
 def _sent_alert(doc: Doc | None) -> SentAlert | None:
-    code = ((doc or {}).get("meta") or {}).get("alert_code")
+    """The alert an outbox row carried, read here once; None when it carried none."""
+    meta = (doc or {}).get("meta")
+    code = meta.get("alert_code") if isinstance(meta, dict) else None
     if doc is None or code is None:
         return None
     return SentAlert(str(code), str(doc.get("idempotency_key", "")).startswith(ALERT_KEY_PREFIX))
