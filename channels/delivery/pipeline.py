@@ -38,6 +38,7 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -51,7 +52,6 @@ from channels.delivery.inbox import (
     REASON_LIMIT,
     envelope_of,
     failure_reason,
-    message_of,
     reply_key,
     unstorable,
 )
@@ -73,6 +73,20 @@ BurstRule = Callable[[InboundMessage], float]
 BURST_MAX_ITEMS = 20
 STALE_CLAIM = timedelta(minutes=15)
 """Longer than any exchange can take (model retries and tool calls included)."""
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A message this process has just stored: its ``inbox`` row and the message itself,
+    so the handler gets the message as stored rather than one rebuilt from the row."""
+
+    doc: Doc
+    message: InboundMessage
+
+
+Queued = Stored | list[Stored] | ObjectId
+"""What a conversation's worker handles: a message just stored, a burst of them, or
+the id of a row a dead process left unfinished (``recover``)."""
 
 
 class Pipeline:
@@ -100,7 +114,7 @@ class Pipeline:
         )
         """Handlers running at once (None: as many as conversations; model calls are
         paced by the model's own limit)."""
-        self._queues: dict[str, deque[Doc | ObjectId]] = {}
+        self._queues: dict[str, deque[Queued]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._stopping = False
         self._sole_owner = False
@@ -159,7 +173,7 @@ class Pipeline:
             if not unstorable(exc):
                 raise
             return await self._keep_as_failed(message, exc)
-        self._enqueue(message.conversation_key, doc)
+        self._enqueue(message.conversation_key, Stored(doc, message))
         return True
 
     async def _keep_as_failed(self, message: InboundMessage, exc: Exception) -> bool:
@@ -180,7 +194,7 @@ class Pipeline:
             return False
         return True
 
-    def _enqueue(self, key: str, item: Doc | ObjectId) -> None:
+    def _enqueue(self, key: str, item: Queued) -> None:
         queue = self._queues.get(key)
         if queue is None:
             queue = self._queues[key] = deque()
@@ -191,12 +205,13 @@ class Pipeline:
         if key not in self._workers and not self._stopping:
             self._workers[key] = asyncio.create_task(self._work(key, queue), name=f"conv:{key}")
 
-    async def _work(self, key: str, queue: deque[Doc | ObjectId]) -> None:
+    async def _work(self, key: str, queue: deque[Queued]) -> None:
+        rules = self.burst_rules
         try:
             while queue:
                 item = queue.popleft()
                 try:
-                    if isinstance(item, dict) and self._window(item) > 0:
+                    if rules and isinstance(item, Stored) and self._window(item) > 0:
                         item = await self._gather(key, queue, item)
                     await self._process(item)
                 except Exception:
@@ -208,14 +223,23 @@ class Pipeline:
             elif not self._stopping:  # a message arrived while we were exiting
                 self._workers[key] = asyncio.create_task(self._work(key, queue))
 
-    async def _process(self, item: Doc | ObjectId) -> None:
-        """Handle one stored message.
+    async def _process(self, item: Queued) -> None:
+        """Handle one stored message (or burst).
 
         A message this process just stored is owned by it and handled directly; one
         found by ``recover`` is claimed atomically first, so two instances on one
         database never both handle it, and its earlier replies are not produced again.
         """
-        if isinstance(item, ObjectId):
+        replayed = False
+        if isinstance(item, Stored):  # the common case: the message itself, as stored
+            members = [item.doc]
+            envelope = Envelope(
+                item.message, inbox_id=str(item.doc["_id"]), has_media=bool(item.message.media)
+            )
+        elif isinstance(item, list):  # a burst gathered here
+            members = [m.doc for m in item]
+            envelope = envelope_of(members)
+        else:
             doc = await self._inbox.find_one_and_update(
                 {"_id": item, **self._claimable()},
                 {"$set": {"claimed_at": self._clock(), "status": "processing"},
@@ -226,17 +250,15 @@ class Pipeline:
             )  # fmt: skip
             if doc is None:
                 return
+            if doc.get("burst_leader") not in (None, doc["_id"]):
+                return  # its burst's leader handles it, and marks it done
             replayed = await self._outbox.has(reply_key(doc["_id"], 0))
-        else:
-            doc, replayed = item, False
-        inbox_id: ObjectId = doc["_id"]
-        if doc.get("burst_leader") not in (None, inbox_id):
-            return  # its burst's leader handles it, and marks it done
-        members = await self._burst_of(doc)
-        if not replayed:
+            members = await self._burst_rows(doc)
             # The handler learns which stored message this is, and whether an earlier
             # attempt may already have answered it (so it can reuse that answer).
             envelope = envelope_of(members)
+        inbox_id: ObjectId = members[0]["_id"]
+        if not replayed:
             chat = envelope.message
             failure: str | None = None
             try:
@@ -288,11 +310,11 @@ class Pipeline:
         """Other conversations are at work: more replies and "done" marks are coming."""
         return len(self._workers) > 1
 
-    def _window(self, doc: Doc) -> float:
-        rule = self.burst_rules.get(doc["channel"])
-        return rule(message_of(doc)) if rule is not None else 0.0
+    def _window(self, item: Stored) -> float:
+        rule = self.burst_rules.get(item.message.channel)
+        return rule(item.message) if rule is not None else 0.0
 
-    async def _gather(self, key: str, queue: deque[Doc | ObjectId], first: Doc) -> Doc:
+    async def _gather(self, key: str, queue: deque[Queued], first: Stored) -> Queued:
         """Wait for the rest of a burst, then make ``first`` its leader (stored)."""
         window = self._window(first)
         loop = asyncio.get_running_loop()
@@ -310,23 +332,20 @@ class Pipeline:
         members = [first]
         while queue and len(members) < BURST_MAX_ITEMS:
             nxt = queue[0]
-            if not isinstance(nxt, dict) or self._window(nxt) <= 0:
+            if not isinstance(nxt, Stored) or self._window(nxt) <= 0:
                 break
             members.append(nxt)
             queue.popleft()
         if len(members) == 1:
             return first
-        ids = [m["_id"] for m in members]
-        await self._inbox.update_many(
-            {"_id": {"$in": ids[1:]}}, {"$set": {"burst_leader": first["_id"]}}
-        )
-        await self._inbox.update_one({"_id": first["_id"]}, {"$set": {"burst_ids": ids}})
-        return {**first, "burst_ids": ids, "_members": members}
+        ids = [m.doc["_id"] for m in members]
+        await self._inbox.update_many({"_id": {"$in": ids[1:]}}, {"$set": {"burst_leader": ids[0]}})
+        await self._inbox.update_one({"_id": ids[0]}, {"$set": {"burst_ids": ids}})
+        return members
 
-    async def _burst_of(self, doc: Doc) -> list[Doc]:
-        """The stored messages of the burst ``doc`` leads, in order (itself alone if none)."""
-        if "_members" in doc:
-            return list(doc["_members"])
+    async def _burst_rows(self, doc: Doc) -> list[Doc]:
+        """The stored rows of the burst ``doc`` leads, in order (itself alone if none):
+        a burst a dead process gathered, handled again."""
         ids = doc.get("burst_ids")
         if not ids:
             return [doc]
