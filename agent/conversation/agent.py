@@ -142,7 +142,7 @@ class Agent:
         # This exchange's photos and voice notes ride along as parts; history keeps
         # their text fallback (``without_media``), never the bytes.
         # Meanwhile, tools still on their way (MCP servers connecting at start-up).
-        if await deps.budget.blocked(fresh=False) is not None:  # no call: no media to text
+        if deps.budget.known_spent():  # no call will be made: no media to turn into text
             incoming = user_message(text)
         else:
             incoming, _ = await asyncio.gather(

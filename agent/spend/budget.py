@@ -297,6 +297,16 @@ class TokenBudget:
         await self._tell(view, "spent")
         return view
 
+    def known_spent(self) -> bool:
+        """Whether the day's budget was spent when this process last read or changed it
+        (no database read: a hint for work to spare, such as fetching media for a call
+        that will not be made; ``reserve`` is what holds the cap)."""
+        last = self._last
+        return (
+            self.limit > 0 and last is not None and self.clock() < last.ends
+            and last.used >= self.limit
+        )  # fmt: skip
+
     async def reserve(self, input_tokens: int) -> Hold | BudgetView:
         """Reserve a model call's bound (``input_tokens`` estimated, ``request_bound``,
         plus ``max_output``) before it is made; the day's budget instead when it is spent
