@@ -237,13 +237,13 @@ class AlertReplies:
         return Reply(text, meta={"alert_code": code} if code else {})
 
 
-async def reply_words_section(ctx: RunContext) -> str | None:
+def reply_words_section(ctx: RunContext) -> str | None:
     """System-prompt text: which whole messages the grammar reads as alert replies, so
     the agent never asks the owner for one of them (registered with the alerts)."""
     return REPLY_WORDS_NOTE
 
 
-async def alert_prompt_section(ctx: RunContext) -> str | None:
+def alert_prompt_section(ctx: RunContext) -> str | None:
     """System-prompt text for a reply about an alert (registered on the agent)."""
     if ctx.alert is None:
         return None
