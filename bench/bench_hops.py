@@ -83,11 +83,13 @@ def _name(frame: FrameType) -> str:
 class Walk:
     """Functions of ours entered, in order, from ``start`` to the Bot API's send."""
 
-    def __init__(self, title: str, start: str | None) -> None:
+    def __init__(self, title: str, start: str, *, restarts: bool = False) -> None:
         self.title = title
         self.start = start
-        """The qualname whose entry (or resumption) starts the walk; None: the first
-        function of ours entered once the walk is armed."""
+        """The qualname whose entry (or resumption) starts the walk."""
+        self.restarts = restarts
+        """Whether ``start`` entered in another task starts the walk over (a timer's
+        sweep that found nothing due may come first)."""
         self.armed = False
         self.done = asyncio.Event()
         self.entered: dict[str, str] = {}
@@ -107,10 +109,13 @@ class Walk:
             return
         task = asyncio.current_task()
         code = frame.f_code
-        if not self.tasks:
+        again = self.restarts and code.co_qualname == self.start and task not in self.tasks
+        if not self.tasks or again:
+            # The start, entered again in a task of its own (a cron timer's sweep that
+            # found nothing due came first): the walk starts over there.
             if task is None or not _ours(frame) or code.co_qualname != self.start:
                 return
-            self.tasks.add(task)
+            self.entered, self.helpers, self.tasks = {}, {}, {task}
             self.first = task
             self.began = time.perf_counter()
         elif task not in self.tasks:
@@ -192,23 +197,26 @@ def _next_fire_in(seconds: float) -> timedelta:
     return mark + timedelta(minutes=5) - now - timedelta(seconds=seconds)
 
 
-async def main(calls: bool) -> None:
+async def walks(data: Path) -> tuple[Walk, Walk]:
+    """Both walks, traced in one app whose data lives in ``data``."""
     profiler = Profiler()
-    asyncio.get_running_loop().set_task_factory(profiler.task_factory)
-    offset = _next_fire_in(6.0)
+    loop = asyncio.get_running_loop()
+    factory = loop.get_task_factory()
+    loop.set_task_factory(profiler.task_factory)
+    offset = [timedelta(0)]
 
     def clock() -> datetime:
-        return datetime.now(UTC) + offset
+        return datetime.now(UTC) + offset[0]
 
     message = Walk(
         "A Telegram text message, from the long poll's return", "TelegramChannel._poll_loop"
     )
-    cron = Walk("A cron fire, from the timer", "Engine.run_due")
-    with tempfile.TemporaryDirectory() as data:
+    cron = Walk("A cron fire, from the timer", "Engine.run_due", restarts=True)
+    try:
         async with FakeTelegram() as telegram, FakeOpenAI() as openai:
             settings = Settings(
                 _env_file=None,  # type: ignore[call-arg]
-                data_dir=Path(data),
+                data_dir=data,
                 llm_provider="openai",
                 openai_api_key=SecretStr("sk-bench"),
                 openai_base_url=openai.base_url,
@@ -220,11 +228,13 @@ async def main(calls: bool) -> None:
                 openai.reply_text("warm")
                 telegram.push_text(OWNER, "first")
                 await telegram.wait_sent(1, within=60)
+                await app.pipeline.join()  # its worker gone: the next message starts one
                 openai.reply_text("traced")
                 await profiler.trace(message, lambda: telegram.push_text(OWNER, "second"))
                 await telegram.wait_sent(2, within=60)
                 # A recurring job, due at the next five-minute mark of the app's clock.
                 assert app.deps.cron is not None
+                offset[0] = _next_fire_in(2.0)
                 await app.deps.cron.create(
                     name="Backups",
                     instruction="Remind the owner to check the backups.",
@@ -235,6 +245,14 @@ async def main(calls: bool) -> None:
                 openai.reply_text("Time to check the backups!")
                 await profiler.trace(cron, lambda: None)
                 await telegram.wait_sent(3, within=60)
+    finally:
+        loop.set_task_factory(factory)
+    return message, cron
+
+
+async def main(calls: bool) -> None:
+    with tempfile.TemporaryDirectory() as data:
+        message, cron = await walks(Path(data))
     message.report(calls)
     cron.report(calls)
     print(f"hops: message {len(message.entered)}, cron fire {len(cron.entered)}")
