@@ -3,8 +3,8 @@
 A text message and a cron fire are traced through the whole app (embedded database,
 the Telegram channel, the OpenAI adapter, the scheduler) against local fakes: every
 function of ours the work waits in, from the poll's return (the timer) to the Bot API's
-``send_message``. Before the short path a message waited in 67 functions and a cron fire in 75 (now 42 and 52);
-these bounds keep what was taken out from coming back unnoticed.
+``send_message``. Before the short path a message waited in 67 functions and a cron
+fire in 75 (now 42 and 52); these bounds keep what was taken out from coming back.
 """
 
 from __future__ import annotations
