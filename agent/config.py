@@ -5,8 +5,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-import shutil
-import sys
 from ipaddress import IPv4Network, IPv6Network, ip_network
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
@@ -15,7 +13,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
     Field,
-    PrivateAttr,
     SecretStr,
     ValidationError,
     field_validator,
@@ -95,8 +92,6 @@ class Settings(BaseSettings):
 
     owner_telegram_ids: Annotated[list[int], NoDecode] = Field(default_factory=list)
     owner_phone: str | None = None
-    _paired_telegram_ids: tuple[int, ...] = PrivateAttr(default=())
-    """Owners approved with ``watchkeeper pair``; kept current by ``agent.conversation.pairing``."""
 
     telegram_bot_token: SecretStr | None = None
     telegram_api_base_url: str = "https://api.telegram.org"
@@ -107,6 +102,9 @@ class Settings(BaseSettings):
     twilio_auth_token: SecretStr | None = None
     twilio_from_number: str | None = None
     twilio_api_base_url: str | None = None
+    twilio_segments_per_second: float = Field(default=1.0, gt=0, le=1000)
+    """How fast the sending number may send, in SMS segments a second: 1 for a long code
+    (Twilio's limit), more for a toll-free number (3) or a short code (100)."""
     public_base_url: str | None = None
     alert_call_after_minutes: float = Field(default=5.0, ge=0)
     """A critical alert unacknowledged this long rings ``OWNER_PHONE`` (0: with the
@@ -299,6 +297,11 @@ class Settings(BaseSettings):
         return ZoneInfo(self.timezone)
 
     @property
+    def timezone_chosen(self) -> bool:
+        """Whether ``TIMEZONE`` was set (else the zone is UTC because nobody chose one)."""
+        return "timezone" in self.model_fields_set
+
+    @property
     def whatsapp_session_path(self) -> Path:
         """The linked WhatsApp session (neonize's SQLite file) inside ``DATA_DIR``."""
         return self.data_dir / "whatsapp.sqlite3"
@@ -306,33 +309,6 @@ class Settings(BaseSettings):
     @property
     def embedded_db(self) -> bool:
         return self.mongodb_uri is None
-
-    @property
-    def telegram_owner_ids(self) -> list[int]:
-        """Every Telegram owner: ``OWNER_TELEGRAM_IDS``, then those paired in the database."""
-        configured = self.owner_telegram_ids
-        return [*configured, *(i for i in self._paired_telegram_ids if i not in configured)]
-
-    def set_paired_telegram_ids(self, ids: list[int]) -> None:
-        self._paired_telegram_ids = tuple(ids)
-
-
-def cli_command() -> str:
-    """How a person runs this install's command line, for the hints the log and the bot
-    give (``<this> pair 123456``): ``watchkeeper`` when that name on ``PATH`` is this
-    install's, ``scripts/run`` when the agent runs from a checkout that has it (its
-    path as typed from the working directory), else this interpreter's ``-m agent``."""
-    bin_dir = Path(sys.executable).parent
-    on_path = shutil.which("watchkeeper")
-    if on_path is not None and Path(on_path).parent == bin_dir:
-        return "watchkeeper"
-    script = Path(__file__).resolve().parents[1] / "scripts" / "run"
-    if script.is_file():
-        try:
-            return str(script.relative_to(Path.cwd().resolve()))
-        except ValueError:
-            return str(script)
-    return f"{sys.executable} -m agent"
 
 
 def check_http_url(value: str) -> str:

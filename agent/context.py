@@ -22,7 +22,7 @@ from agent.alerts.directives import Resolve
 from agent.alerts.router import AlertRouter
 from agent.config import Settings
 from agent.llm.images import ImageDecoder
-from agent.owner import OwnerSettings, owner_chat
+from agent.owner import Owners, OwnerSettings, owner_chat
 from agent.spend.budget import TokenBudget, reservation_ttl
 from channels.delivery.outbox import Outbox
 from channels.types import Channel, OutboundMessage
@@ -81,6 +81,8 @@ class AgentDeps:
     scheduler: Engine | None = None
     owner: OwnerSettings
     """The owner's quiet hours, timezone and primary channel (``manage_settings``)."""
+    owners: Owners
+    """Who the owner is on each channel, paired Telegram owners included."""
     mcp: McpManager | None = None
     """The MCP servers from ``MCP_CONFIG``, when any are configured."""
     images: ImageDecoder = field(default_factory=ImageDecoder)
@@ -132,7 +134,7 @@ class AgentDeps:
                 severity="info", title=title, body=body, dedupe_key=key, source="budget"
             )
             return
-        target = owner_chat(self.settings, self.channels, primary=self.primary_channel)
+        target = owner_chat(self.owners, self.channels, primary=self.primary_channel)
         text = f"ℹ️ {title}\n{body}"
         await self.outbox.enqueue(
             OutboundMessage(

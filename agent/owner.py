@@ -1,4 +1,8 @@
-"""The owner: where they are reached, and their own settings.
+"""The owner: who they are, where they are reached, and their own settings.
+
+Who: ``Owners``, the environment's ``OWNER_TELEGRAM_IDS`` and ``OWNER_PHONE`` and the
+Telegram owners paired with ``watchkeeper pair``, which live in the database (kept in
+memory between reads, as ``OwnerSettings`` keeps the owner's settings).
 
 Where: one answer for cron delivery, notices, ``send_message`` and alert routing alike.
 
@@ -32,6 +36,7 @@ from pymongo.errors import DuplicateKeyError
 
 from agent.config import Settings
 from runtime.clock import Clock
+from runtime.listeners import Listeners
 from scheduler.cron.expression import CronError, validate_timezone
 from scheduler.pulse.grid import (
     DEFAULT_QUIET,
@@ -42,6 +47,7 @@ from scheduler.pulse.grid import (
 )
 from storage import collections as c
 from storage import retry
+from storage.repos.pairing import PairedOwner, PairingStore
 
 CHAT_PREFERENCE = ("telegram", "whatsapp", "console")
 """The owner's chat channels, most preferred first."""
@@ -49,6 +55,41 @@ CHAT_PREFERENCE = ("telegram", "whatsapp", "console")
 
 class HasStatus(Protocol):
     def status(self) -> Mapping[str, object]: ...
+
+
+class Owners:
+    """Who the owner is: the settings' ``OWNER_TELEGRAM_IDS`` and ``OWNER_PHONE``, and
+    the Telegram owners paired in the database. The paired ones are read by ``refresh``
+    (at start, every ``agent.conversation.pairing.REFRESH_EVERY``, and when an unknown
+    Telegram user writes: ``watchkeeper pair`` runs in another process); between reads
+    this process answers from the last one. ``Settings`` is never written: it stays
+    what the environment said."""
+
+    def __init__(self, settings: Settings, store: PairingStore | None = None) -> None:
+        """``store``: where paired owners are kept; None knows only the settings' owners
+        (a part built alone, in a test)."""
+        self.settings = settings
+        self.store = store
+        self._paired: tuple[int, ...] = ()
+
+    @property
+    def telegram_ids(self) -> list[int]:
+        """Every Telegram owner: ``OWNER_TELEGRAM_IDS``, then those paired in the database."""
+        configured = self.settings.owner_telegram_ids
+        return [*configured, *(i for i in self._paired if i not in configured)]
+
+    @property
+    def phone(self) -> str | None:
+        """The owner's number (``OWNER_PHONE``): SMS, WhatsApp and calls."""
+        return self.settings.owner_phone
+
+    async def refresh(self) -> list[PairedOwner]:
+        """Read the paired owners again; returns them (oldest first)."""
+        if self.store is None:
+            return []
+        owners = await self.store.owners()
+        self._paired = tuple(owner.user_id for owner in owners)
+        return owners
 
 
 @dataclass(frozen=True)
@@ -59,21 +100,21 @@ class Target:
     chat_id: str
 
 
-def owner_address(settings: Settings, channel: str) -> str | None:
-    """The owner's chat id on ``channel``, or None when the settings name none."""
+def owner_address(owners: Owners, channel: str) -> str | None:
+    """The owner's chat id on ``channel``, or None when none is known."""
     if channel == "telegram":
-        owners = settings.telegram_owner_ids  # configured first, then paired
-        return str(owners[0]) if owners else None
+        ids = owners.telegram_ids  # configured first, then paired
+        return str(ids[0]) if ids else None
     if channel in ("whatsapp", "sms"):
-        return settings.owner_phone
+        return owners.phone
     if channel == "console":
         return "owner"
     return None
 
 
-def can_page(settings: Settings, running: Mapping[str, object]) -> bool:
+def can_page(owners: Owners, running: Mapping[str, object]) -> bool:
     """Whether an SMS page can go at all: the SMS channel runs and the owner has a number."""
-    return "sms" in running and owner_address(settings, "sms") is not None
+    return "sms" in running and owner_address(owners, "sms") is not None
 
 
 def is_up(channel: HasStatus) -> bool:
@@ -85,7 +126,7 @@ def is_up(channel: HasStatus) -> bool:
 
 
 def owner_chats(
-    settings: Settings, running: Mapping[str, HasStatus], primary: str | None = None
+    owners: Owners, running: Mapping[str, HasStatus], primary: str | None = None
 ) -> list[Target]:
     """The owner's chats on the running channels, in preference order; channels that
     say they are down go last (a "WhatsApp is logged out" notice must not wait in
@@ -99,14 +140,14 @@ def owner_chats(
     found = [
         Target(name, address)
         for name in order
-        if name in running and (address := owner_address(settings, name)) is not None
+        if name in running and (address := owner_address(owners, name)) is not None
     ]
     found.sort(key=lambda target: not is_up(running[target.channel]))  # stable
     return found
 
 
 def owner_chat(
-    settings: Settings,
+    owners: Owners,
     running: Mapping[str, HasStatus],
     *,
     avoid: str | None = None,
@@ -114,7 +155,7 @@ def owner_chat(
 ) -> Target:
     """The owner's main chat: the first of ``owner_chats`` (other than ``avoid``), or
     the terminal, where a delivery is at least logged."""
-    for target in owner_chats(settings, running, primary):
+    for target in owner_chats(owners, running, primary):
         if target.channel != avoid:
             return target
     return Target("console", "owner")
@@ -149,6 +190,8 @@ class OwnerPrefs:
     warning_sms_after_minutes: int | None = None
     """Minutes an unacknowledged warning waits before its SMS (0: never by SMS); None
     until the owner sets it, when the alert routing's default applies."""
+    zone_stored: bool = False
+    """Whether the owner chose the zone (``manage_settings``); else it is ``TIMEZONE``'s."""
 
     @property
     def tz(self) -> ZoneInfo:
@@ -226,30 +269,30 @@ def set_up(settings: Settings, channel: str) -> bool:
     return False
 
 
-def unreachable(settings: Settings, running: Mapping[str, object], channel: str) -> str | None:
+def unreachable(owners: Owners, running: Mapping[str, object], channel: str) -> str | None:
     """Why the owner cannot be reached on ``channel`` (a chat channel name), or None
     when it runs here or is set up (``watchkeeper chat`` runs only the terminal, beside
     a ``watchkeeper run`` that has the rest) and has the owner's address."""
-    if channel not in running and not set_up(settings, channel):
+    if channel not in running and not set_up(owners.settings, channel):
         return SET_UP.get(channel, f"{channel} is not a channel")
-    if owner_address(settings, channel) is None:
+    if owner_address(owners, channel) is None:
         return NO_ADDRESS.get(channel, f"{channel} has no owner address")
     return None
 
 
-def configured_channels(settings: Settings, running: Mapping[str, object]) -> list[str]:
+def configured_channels(owners: Owners, running: Mapping[str, object]) -> list[str]:
     """The ``primary_channel`` choices that can work: set up, with an owner address."""
-    return [name for name in CHANNELS if unreachable(settings, running, name) is None]
+    return [name for name in CHANNELS if unreachable(owners, running, name) is None]
 
 
-def check_reachable(name: str, settings: Settings, running: Mapping[str, object]) -> str:
+def check_reachable(name: str, owners: Owners, running: Mapping[str, object]) -> str:
     """``name`` as a ``primary_channel`` the owner can be reached on; else
     ``SettingsError`` saying why and naming the configured ones."""
     channel = check_channel(name)
-    why = unreachable(settings, running, channel)
+    why = unreachable(owners, running, channel)
     if why is None:
         return channel
-    choices = configured_channels(settings, running)
+    choices = configured_channels(owners, running)
     rest = (
         f"configured: {', '.join(choices)}"
         if choices
@@ -278,7 +321,8 @@ class OwnerSettings:
         self._clock = clock
         self.default_timezone = default_timezone
         self.current = OwnerPrefs(timezone=default_timezone, quiet_hours=DEFAULT_QUIET)
-        self.listeners: list[Listener] = []
+        self.listeners: Listeners[Listener] = Listeners()
+        """Told of every change ``update`` stores; fixed once the app is assembled."""
         self._loaded_at: float | None = None
         self._migrated = False
         self._told_truncated = False
@@ -321,7 +365,8 @@ class OwnerSettings:
                 log.warning("stored quiet_hours ignored: %s", exc)
         if doc.get("timezone"):
             try:
-                prefs = replace(prefs, timezone=check_timezone(str(doc["timezone"])))
+                zone = check_timezone(str(doc["timezone"]))
+                prefs = replace(prefs, timezone=zone, zone_stored=True)
             except SettingsError as exc:
                 log.warning("stored timezone ignored: %s", exc)
         if doc.get("primary_channel"):

@@ -3,19 +3,21 @@ way to ``sendMessage``, as the running app really enters them.
 
 The whole app (``build_app``: embedded database, the Telegram channel, the OpenAI
 adapter, the scheduler) runs against local fakes of the Bot API and of OpenAI. A
-profile hook notes every function of ours entered (a hop) from a start to the moment
-the Bot API's ``send_message`` is called, in the tasks that carry the work:
+profile hook notes every function of ours entered from a start to the moment the Bot
+API's ``send_message`` is called, in the tasks that carry the work:
 
 - a message: from the long poll's return (``TelegramChannel._poll_loop`` resumed after
-  ``getUpdates`` answered) to the reply's send, in the poll task and every task started
-  from it meanwhile (the conversation's worker, the model request). The second of two
-  messages is traced, so first-use imports and caches are not counted.
-- a cron fire: from the timer (the first function of ours APScheduler's timer enters)
-  to the answer's send, in the timer's task and those started from it.
+  ``getUpdates`` answered) to the reply's send, in the poll task, every task started
+  from it meanwhile, and the pipeline's task that takes it off the intake's queue (and
+  theirs: the conversation's worker, the model request). The second of two messages is
+  traced, so first-use imports and caches are not counted.
+- a cron fire: from the timer (``Engine.run_due`` as APScheduler's timer calls it) to
+  the answer's send, in the timer's task and those started from it.
 
-Each function counts once however often it is entered (a coroutine resumed, a helper
-called per item), lambdas and nested functions included; comprehensions are part of
-their function. ``--calls`` also prints who entered each function first.
+A hop is an ``async def`` of ours the work enters (it waits there: it can hand the work
+to another task, the database or a service, and come back); each counts once however
+often it is entered. The plain functions called on the way (conversions, checks, the
+prompt's text) are counted apart; ``--calls`` lists them, and who entered each first.
 
     python bench/bench_hops.py [--calls]
 """
@@ -55,6 +57,9 @@ WAITS = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_
 database, a service or the next step, and come back."""
 HANDED_ON = "TelegramChannel._take_chat"
 """Where the poll task hands a chat's updates on (each chat in a task of its own)."""
+QUEUES = ("Pipeline._consume",)
+"""Long-lived tasks the work reaches through a queue (the intake's ``updates``): the
+walk follows it into them when they take it off."""
 SEND = "send_message"
 """The Bot API call the walks end at (python-telegram-bot's ``Bot.send_message``)."""
 
@@ -119,7 +124,9 @@ class Walk:
             self.first = task
             self.began = time.perf_counter()
         elif task not in self.tasks:
-            return
+            if task is None or code.co_qualname not in QUEUES:
+                return
+            self.tasks.add(task)  # took the work off a queue: the walk goes on there
         if code.co_name == SEND and "/telegram/" in code.co_filename and not _ours(frame):
             self.took = time.perf_counter() - self.began
             self.armed = False
@@ -232,8 +239,10 @@ async def walks(data: Path) -> tuple[Walk, Walk]:
                 openai.reply_text("traced")
                 await profiler.trace(message, lambda: telegram.push_text(OWNER, "second"))
                 await telegram.wait_sent(2, within=60)
-                # A recurring job, due at the next five-minute mark of the app's clock.
-                assert app.deps.cron is not None
+                # A recurring job, due at the next five-minute mark of the app's clock
+                # (the pulse off: its own run would come at such a mark too).
+                assert app.deps.cron is not None and app.scheduling is not None
+                await app.scheduling.pulse.update_config(enabled=False)
                 offset[0] = _next_fire_in(2.0)
                 await app.deps.cron.create(
                     name="Backups",

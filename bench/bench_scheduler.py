@@ -42,9 +42,9 @@ from scheduler.cron.service import CronService  # noqa: E402
 from scheduler.engine import Engine  # noqa: E402
 from scheduler.fires.claims import LeaseStore  # noqa: E402
 from scheduler.fires.recorder import RunRecorder, Skip  # noqa: E402
-from scheduler.fires.records import RunStore  # noqa: E402
 from scheduler.pulse.store import PulseStore  # noqa: E402
 from storage.db import open_database  # noqa: E402
+from storage.repos.runs.store import RunStore  # noqa: E402
 from tests.fakes.scripted import Request, ScriptedModel  # noqa: E402
 from tests.tokens import count_tokens  # noqa: E402
 
@@ -274,7 +274,7 @@ async def bench_pulse_tokens(data: Path) -> None:
     tools = count_tokens(json.dumps([t.model_dump() for t in request.tools]))
     total = system + messages + tools
     print(
-        f"[3] non-idle pulse request ({run['status']}, {len(request.tools)} tools): "
+        f"[3] non-idle pulse request ({run.status}, {len(request.tools)} tools): "
         f"{total} input tokens = system {system} + brief {messages} + tool schemas {tools} "
         "(target <= 3,000)"
     )

@@ -36,7 +36,7 @@ from agent.config import Settings
 from agent.context import AgentDeps
 from agent.conversation.agent import Agent
 from agent.conversation.dispatch import Dispatcher
-from agent.owner import OwnerSettings
+from agent.owner import Owners, OwnerSettings
 from agent.tools.catalog import ToolCatalog
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
@@ -115,7 +115,9 @@ async def _run(
         channels = {"telegram": channel}
         outbox = Outbox(db, channels, utcnow, poll_seconds=0.5)
         owner = OwnerSettings(db, utcnow, settings.timezone)
-        deps = AgentDeps(settings=settings, db=db, http=http, outbox=outbox, owner=owner)
+        deps = AgentDeps(
+            settings=settings, db=db, http=http, outbox=outbox, owner=owner, owners=Owners(settings)
+        )
         dispatcher = Dispatcher(deps, Agent(ScriptedModel(_echo), ToolCatalog()))
         pipeline = Pipeline(
             db, dispatcher.handle, outbox, channels, deps.clock, settings.max_concurrent_model_calls

@@ -9,6 +9,10 @@ the agent does with it is not decided here. STOP/START/HELP are passed on like a
 text: Twilio and the carriers answer them, and the dispatcher makes sure nobody else
 does.
 
+Sends are paced to Twilio's limits on a long-code number (``channels.pacing``): one
+segment a second, so a message of three segments keeps the number busy for three
+seconds, and one call a second. Messages wait in the order they came.
+
 Phone calls ride the same transport: an outbound message whose meta carries
 ``VOICE_CALL`` rings its ``chat_id`` through the Calls API with the message's text as
 inline TwiML. What a call's key press or status callback means is decided by the
@@ -17,7 +21,6 @@ caller of ``voice_webhook``; the webhook's signature is checked here, exactly as
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 import re
@@ -37,6 +40,7 @@ from yarl import URL
 
 from channels.delivery.text import clean_inbound
 from channels.http_fetch import Hop, fetch_capped, origin
+from channels.pacing import Lane, Pace, PacingClosed
 from channels.types import (
     SMS_BUDGET_TAKEN,
     VOICE_CALL,
@@ -79,6 +83,11 @@ MMS_ATTACHMENTS = 10
 DEFAULT_API = "https://api.twilio.com"
 _MEDIA_COUNT = re.compile(r"[0-9]{1,3}")
 SEND_TIMEOUT = 20.0
+SEGMENT_SECONDS = 1.0
+"""A long-code number sends one segment a second (Twilio's default for 10DLC and
+toll-free numbers is at least that; a short code sends more, and may pass less)."""
+CALL_SECONDS = 1.0
+"""Calls placed a second apart (Twilio's default of one call per second)."""
 VoiceAnswer = Callable[[Mapping[str, str], Mapping[str, str]], Awaitable[str]]
 """Given a signed voice webhook's query and form, the TwiML to answer it with."""
 # Twilio error codes where the number itself refuses: no retry can help.
@@ -195,8 +204,13 @@ class SmsChannel:
         read_timeout: float = READ_TIMEOUT,
         clock: Clock = utcnow,
         budget: Callable[[], Awaitable[bool]] | None = None,
+        segment_seconds: float = SEGMENT_SECONDS,
+        call_seconds: float = CALL_SECONDS,
     ) -> None:
         self._budget = budget
+        self._pace = Pace()
+        self._segment_seconds = segment_seconds
+        self._call_seconds = call_seconds
         """Reserves one SMS in the shared hourly budget; False when it is used up."""
         self._sid = account_sid
         self._token = auth_token
@@ -224,11 +238,14 @@ class SmsChannel:
     async def start(self, sink: InboundSink) -> None:
         """Build the HTTP client inside the running loop (aiohttp sessions bind to it)."""
         self._sink = sink
+        self._pace.open()
         self._http = _HttpClient(self._base, self._timeout)
         self._client = Client(self._sid, self._token, account_sid=self._sid, http_client=self._http)
 
     async def stop(self) -> None:
+        """Close the client; sends still waiting their turn fail as retryable."""
         self._sink = None
+        self._pace.close()
         if self._http is not None:
             await self._http.close()
             self._http = None
@@ -257,16 +274,21 @@ class SmsChannel:
         body, cut = fit_body(message.text)
         segments = count_segments(body)
         try:
-            sent = await self._client.messages.create_async(
-                to=message.chat_id, from_=self._from, body=body
-            )
+            async with self._pace.lane(self._from) as lane:
+                sent = await self._paced(
+                    lane,
+                    segments.count * self._segment_seconds,
+                    lambda: self._client.messages.create_async(
+                        to=message.chat_id, from_=self._from, body=body
+                    ),
+                )
+        except PacingClosed:
+            raise SendError("sms channel stopped before its turn", retryable=True) from None
         except (TwilioException, aiohttp.ClientError, TimeoutError, OSError) as exc:
             self._counts["failed"] += 1
             error = _send_error(exc)
             log.warning("sms to %s failed: %s", _mask(message.chat_id), error)
             raise error from None
-        except asyncio.CancelledError:
-            raise
         self._counts["sent"] += 1
         info = {
             "segments": segments.count,
@@ -289,9 +311,16 @@ class SmsChannel:
                 "status_callback_method": "POST",
             }
         try:
-            placed = await self._client.calls.create_async(
-                to=message.chat_id, from_=self._from, twiml=message.text, **options
-            )
+            async with self._pace.lane(f"call:{self._from}") as lane:
+                placed = await self._paced(
+                    lane,
+                    self._call_seconds,
+                    lambda: self._client.calls.create_async(
+                        to=message.chat_id, from_=self._from, twiml=message.text, **options
+                    ),
+                )
+        except PacingClosed:
+            raise SendError("sms channel stopped before its turn", retryable=True) from None
         except (TwilioException, aiohttp.ClientError, TimeoutError, OSError) as exc:
             self._counts["failed"] += 1
             error = _send_error(exc)
@@ -300,6 +329,21 @@ class SmsChannel:
         self._counts["calls"] += 1
         info = {"twilio_status": getattr(placed, "status", None)}
         return SendResult(external_ids=(str(placed.sid),), info=info)
+
+    async def _paced(self, lane: Lane, busy: float, request: Callable[[], Awaitable[Any]]) -> Any:
+        """``request()`` once ``lane`` (held) gives it a turn; the number is then busy for
+        ``busy`` seconds, unless Twilio refused it (an error answer: nothing was sent)."""
+        await lane.turn()
+        try:
+            answer = await request()
+        except TwilioException:
+            lane.done(0.0, counted=False)
+            raise
+        except BaseException:
+            lane.done(busy)  # a timeout: it may have gone
+            raise
+        lane.done(busy)
+        return answer
 
     async def fetch_media(self, source: Mapping[str, str], max_bytes: int) -> bytes:
         """An MMS attachment, with the account's credentials; only from the API's own

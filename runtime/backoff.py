@@ -1,7 +1,9 @@
-"""The one retry policy: how long to wait before each retry, and how many there are.
+"""The one retry policy and the one retry loop helper.
 
-Every loop that retries after a failure computes its waits with a ``Backoff``; each
-keeps its own numbers, as a named ``Backoff`` where the loop is built:
+``Backoff`` says how long to wait before each retry and how many there are; ``Pauses``
+is a loop's failures in a row, sleeping the policy's next wait after each. Every loop
+that retries after a failure uses them; each keeps its own numbers, as a named
+``Backoff`` where the loop is built:
 
 * the Telegram channel: its set-up, its long poll, and storing an update
   (``channels.telegram.channel.POLL_BACKOFF``);
@@ -18,14 +20,17 @@ keeps its own numbers, as a named ``Backoff`` where the loop is built:
 ``storage.retry`` waits for nothing on purpose: a write cut off by a dropped connection
 is sent once more at once, on a fresh connection.
 
-Pure: no clock, no sleeping, no state. A loop counts its own failures and sleeps the
-way it sleeps (a timer, an injected ``sleep``, a due time stored in MongoDB).
+``Backoff`` is pure: no clock, no sleeping, no state. A loop that sleeps in process
+counts its failures with ``Pauses`` (its ``sleep`` may be injected: a test's, or one a
+stop cuts short); a loop whose next try is a due time stored in MongoDB (the outbox,
+the run recorder) asks the policy for the wait and stores it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 Draw = Callable[[], float]
@@ -79,3 +84,39 @@ class Backoff:
         """``delay``, or longer when the service asked for a longer wait (its
         ``Retry-After``): retrying sooner than asked only earns another refusal."""
         return max(self.delay(attempt, draw), asked or 0.0)
+
+
+Sleep = Callable[[float], Awaitable[object]]
+
+
+class Pauses:
+    """One loop's failures in a row: each ``sleep`` waits the policy's next wait (or
+    longer, when the service asked for longer), a success (``reset``) starts it over.
+
+    ``failures``: how many in a row so far; ``upcoming``: the wait the next failure
+    sleeps (shown in status); ``exhausted``: the policy's ``retries`` are used up.
+    """
+
+    def __init__(
+        self, policy: Backoff, *, sleep: Sleep = asyncio.sleep, draw: Draw = random.random
+    ) -> None:
+        self.policy = policy
+        self.failures = 0
+        self._sleep = sleep
+        self._draw = draw
+        self.upcoming = policy.delay(1, draw)
+
+    @property
+    def exhausted(self) -> bool:
+        return not self.policy.allows(self.failures + 1)
+
+    def reset(self) -> None:
+        self.failures, self.upcoming = 0, self.policy.delay(1, self._draw)
+
+    async def sleep(self, asked: float | None = None) -> float:
+        """Count a failure and sleep before the next try; returns the seconds slept."""
+        delay = max(self.upcoming, asked or 0.0)
+        self.failures += 1
+        self.upcoming = self.policy.delay(self.failures + 1, self._draw)
+        await self._sleep(delay)
+        return delay

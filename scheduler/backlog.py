@@ -13,11 +13,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from functools import partial
 from typing import Literal
 from zoneinfo import ZoneInfo
 
-from scheduler.cron.expression import CronError, next_fires, validate_timezone
 from scheduler.cron.job import CronJob
 from scheduler.fires.claims import cron_key, pulse_key
 from scheduler.pulse.grid import PulseConfigError, next_pulse
@@ -128,19 +126,18 @@ def plan_cron(
         return None
     if job.once:  # runs once, however late: a reminder that never arrives is the worst
         return Plan("cron", job.id, cursor, Due(None, cursor))
-    memo = (job.cron_expression, job.timezone, cursor)
+    schedule = job.schedule  # checked once, when the job was read
+    if schedule is None:
+        log.warning("cron job %s has an unusable schedule; not run", job.id)
+        return None
+    memo = (schedule.expanded, schedule.tz.key, cursor)
     if memo not in shared:
-        try:
-            tz = validate_timezone(job.timezone)
-            following = next_fires(job.cron_expression, tz, cursor, 1)
-            if following and following[0] > now and now - cursor <= grace:
-                shared[memo] = Due(following[0], cursor)  # on time, no backlog: the usual case
-            else:
-                after = partial(next_fires, job.cron_expression, tz)
-                shared[memo] = split_due(cursor, now, after, grace=grace, skip_records=skip_records)
-        except CronError:
-            log.warning("cron job %s has an unusable schedule; not run", job.id)
-            shared[memo] = None
+        following = schedule.next_fires(cursor, 1)
+        if following and following[0] > now and now - cursor <= grace:
+            shared[memo] = Due(following[0], cursor)  # on time, no backlog: the usual case
+        else:
+            after = schedule.next_fires
+            shared[memo] = split_due(cursor, now, after, grace=grace, skip_records=skip_records)
     due = shared[memo]
     return None if due is None else Plan("cron", job.id, cursor, due)
 

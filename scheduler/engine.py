@@ -34,9 +34,9 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Literal
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.date import DateTrigger
@@ -49,14 +49,14 @@ from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
 from scheduler.fires.claims import LeaseStore, run_now_key
 from scheduler.fires.recorder import RunRecorder
-from scheduler.fires.records import Reason, RunKindName, RunRecord, RunStore, Trigger, skipped_doc
 from scheduler.fires.recovery import Reclaimer, recover_once
 from scheduler.fires.retries import Retries, group_of
 from scheduler.pulse.store import PulseStore
+from storage.repos.runs.record import Reason, Run, RunKind, Trigger
+from storage.repos.runs.store import RunStore
 from storage.retry import unreachable
 
 log = logging.getLogger(__name__)
-Doc = dict[str, Any]
 PULSE_TIMER = "pulse"
 RETRY_TIMER = "retry"
 """Keys of ``Engine.armed`` besides ``cron:<id>``: the pulse, and the next retry."""
@@ -131,8 +131,15 @@ class Engine:
         self._sweeping = asyncio.Lock()
         """One ``run_due`` at a time: a timer firing during a sweep waits for it."""
         self._runs: set[asyncio.Task[object]] = set()
-        self.retries = Retries(runs, jobs, recorder, clock, config.grace, self._retry_at)
-        self.retries.soon = timedelta(seconds=config.retry_seconds)
+        self.retries = Retries(
+            runs,
+            jobs,
+            recorder,
+            clock,
+            config.grace,
+            self._retry_at,
+            soon=timedelta(seconds=config.retry_seconds),
+        )
         self.reclaim = Reclaimer(runs, jobs, recorder, config.grace, sole_owner=config.sole_owner)
         self._last_ok: datetime | None = None
         """When a sweep last reached the database (``_unreachable``: one failed since)."""
@@ -168,11 +175,11 @@ class Engine:
             if not pending:
                 return
             jobs = {job.id: job for job in await self.jobs.enabled_jobs()}
-            sweeps: dict[object, list[Doc]] = {}
-            for doc in pending:
-                sweeps.setdefault(doc.get("started_at"), []).append(doc)
-            for docs in sweeps.values():
-                await self.recorder.missed(docs, jobs)
+            sweeps: dict[datetime | None, list[Run]] = {}
+            for run in pending:
+                sweeps.setdefault(run.started_at, []).append(run)
+            for runs in sweeps.values():
+                await self.recorder.missed(runs, jobs)
         except Exception:  # kept pending: the next start tells
             log.exception("missed fires not alerted now")
 
@@ -204,8 +211,7 @@ class Engine:
         the next retry are due, and arm the timer for the earliest."""
         # The owner's settings too: another process may have changed the timezone
         # (the default for new jobs) or the quiet hours.
-        owner = await self.pulse.owner.load()
-        self.jobs.default_timezone = owner.timezone
+        await self.pulse.owner.load()  # a new job's default zone follows it (CronService)
         await self.reclaim.scan(self.clock())
         await recover_once(self.jobs, self.recorder, self.leases, self.clock(), self.config.grace)
         await self.pulse.ensure_next(self.clock())
@@ -277,12 +283,12 @@ class Engine:
     async def pulse_changed(self) -> None:
         self._note(PULSE_TIMER, (await self.pulse.get()).next_pulse_at)
 
-    async def run_pulse_now(self, trigger: Trigger) -> dict[str, object]:
+    async def run_pulse_now(self, trigger: Trigger) -> Run:
         """A pulse asked for by hand: recorded like a scheduled one, and it counts
         against the daily cap; it runs even when there is nothing new."""
         return await self.recorder.pulse(self.clock(), trigger)
 
-    async def run_pulse_alone(self, trigger: Trigger) -> dict[str, object]:
+    async def run_pulse_alone(self, trigger: Trigger) -> Run:
         """``run_pulse_now``, refused (``AlreadyRunning``) while a pulse is under way in
         any process (``_claim_now``): ``POST /api/pulse/run`` twice at once runs one."""
         key = await self._claim_now("pulse", None)
@@ -297,7 +303,7 @@ class Engine:
         key = await self._claim_now("cron", job.id)
         self._spawn(self._claimed(key, self.recorder.cron(job, self.clock(), "manual")))
 
-    async def _claim_now(self, kind: RunKindName, job_id: str | None) -> str:
+    async def _claim_now(self, kind: RunKind, job_id: str | None) -> str:
         """Claim the one run by hand a job (or the pulse) may have at a time, across
         processes: its lease ``run_now_key``, unique in ``leases``, held until the run
         ends. Refused (``AlreadyRunning``) while any run of it holds a live run lease
@@ -313,9 +319,9 @@ class Engine:
             stale = now - self.recorder.leases.terms.ttl
             if await self.leases.release_stale(key, stale) and await self.leases.acquire(key, now):
                 return key
-        raise AlreadyRunning(RunRecord.from_doc(running).began if running is not None else None)
+        raise AlreadyRunning(running.began if running is not None else None)
 
-    async def _claimed(self, key: str, work: Awaitable[Doc]) -> Doc:
+    async def _claimed(self, key: str, work: Awaitable[Run]) -> Run:
         """``work``, then the claim ``key`` let go."""
         try:
             return await work
@@ -402,8 +408,8 @@ class Engine:
         keys += [plan.key(plan.due.to_run) for plan in plans if plan.due.to_run]
         won = await self.leases.acquire_many(keys, now)
         fires: list[Fire] = []
-        skipped_docs: list[Doc] = []
-        missed: list[Doc] = []
+        skipped: list[Run] = []
+        missed: list[Run] = []
         # Fires that fell due after the last sweep that reached the database, and out of
         # their window while it was away, were lost to it: failed and reported, not missed.
         lost_after = self._last_ok if self._unreachable else None
@@ -420,24 +426,24 @@ class Engine:
                     self.retries.hold_fire(plan.kind, plan.job_id, moment, since, until=moment)
                     continue
                 if now - moment > self.config.grace:  # the process was down or stalled
-                    doc = skipped_doc(plan.kind, plan.job_id, moment, now, reason, why="missed")
                     if plan.job_id is None:  # the next pulse looks at all since the last
-                        skipped_docs.append(doc)
+                        skipped.append(Run.skipped(plan.kind, None, moment, now, reason))
                     else:
-                        missed.append(doc | {"name": jobs[plan.job_id].name, "alert_pending": True})
+                        name = jobs[plan.job_id].name
+                        late = Run.skipped(plan.kind, plan.job_id, moment, now, reason, name=name)
+                        missed.append(replace(late, alert_pending=True))
                     fires.append(Fire(plan.kind, plan.job_id, moment, "missed"))
                     continue
                 why: Reason = "superseded"  # a later fire inside the window runs instead
-                doc = skipped_doc(plan.kind, plan.job_id, moment, now, reason, why=why)
-                skipped_docs.append(doc)
+                skipped.append(Run.skipped(plan.kind, plan.job_id, moment, now, reason, why=why))
                 fires.append(Fire(plan.kind, plan.job_id, moment, "skipped"))
             run = plan.due.to_run
             if run is not None and plan.key(run) in won:
                 fires.append(Fire(plan.kind, plan.job_id, run, "run"))
         recorded = False
         try:
-            if skipped_docs or missed:
-                await self.runs.skipped_many(skipped_docs + missed)
+            if skipped or missed:
+                await self.runs.skipped_many(skipped + missed)
             recorded = True
             moves: list[tuple[str, datetime | None, datetime | None]] = [
                 (p.job_id, p.cursor, p.due.upcoming) for p in plans if p.job_id is not None

@@ -10,9 +10,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from bson import ObjectId
-
-from scheduler.cron.expression import CronError, describe
+from scheduler.cron.expression import CronError
 from scheduler.cron.job import CronJob
 from scheduler.pulse.grid import (
     PulseConfigError,
@@ -25,8 +23,8 @@ from scheduler.pulse.grid import (
     remaining_today,
 )
 from scheduler.pulse.store import PulseState
+from storage.repos.runs.record import Run
 
-Doc = dict[str, Any]
 DAY_NAMES = ("Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat")
 
 
@@ -54,20 +52,20 @@ def schedule_words(job: CronJob, shown_in: ZoneInfo | None = None) -> str:
     moment in ``shown_in``, default its own timezone)."""
     tz = shown_in or ZoneInfo(job.timezone)
     if not job.once:
-        return f"repeats: {describe(job.cron_expression)} ({job.timezone})"
+        return f"repeats: {job.rule_words()} ({job.timezone})"
     at = local_iso(job.run_at, tz) or "?"
     if job.done:
         return f"ran once (set for {at}); done"
     return f"runs once at {at}, then is kept as done"
 
 
-def job_view(job: CronJob, now: datetime, shown_in: ZoneInfo | None = None) -> Doc:
+def job_view(job: CronJob, now: datetime, shown_in: ZoneInfo | None = None) -> dict[str, Any]:
     """The ``manage_cronjob`` shape: a recurring job's next three fires as ISO times in
     ``shown_in`` (the owner's timezone in a list; default the job's own); a one-time
     job's time is said once, in ``schedule``; ``source`` when the instruction is not
     the owner's words (``CronJob.source``)."""
     tz = shown_in or ZoneInfo(job.timezone)
-    view: Doc = {
+    view: dict[str, Any] = {
         "job_id": job.id,
         "name": job.name,
         "instruction": job.instruction,
@@ -80,15 +78,24 @@ def job_view(job: CronJob, now: datetime, shown_in: ZoneInfo | None = None) -> D
         view["cron_expression"] = job.cron_expression
     view.update(timezone=job.timezone, enabled=job.enabled, on_failure=job.on_failure)
     view["delivers_to"] = f"{job.origin_channel}:{job.origin_chat_id}"
+    if (state := job_state(job, now)) is not None:
+        view["state"] = state
     if job.done:
-        view["state"] = "done"
         view["done_at"] = local_iso(job.done_at, tz)
         view["last_status"] = job.last_status
     elif not job.once:
         view["next_fires"] = upcoming(job, now, 3, tz) if job.enabled else []
-    elif job.enabled and job.run_at is not None and job.run_at <= now:
-        view["state"] = "running" if job.next_fire_at is None else "overdue: runs now"
     return view
+
+
+def job_state(job: CronJob, now: datetime) -> str | None:
+    """``done``, or a one-time job past its time: ``running`` (claimed) or ``overdue:
+    runs now``; None for a job waiting for its next fire."""
+    if job.done:
+        return "done"
+    if job.once and job.enabled and job.run_at is not None and job.run_at <= now:
+        return "running" if job.next_fire_at is None else "overdue: runs now"
+    return None
 
 
 def upcoming(
@@ -115,7 +122,7 @@ def job_line(job: CronJob, now: datetime, shown_in: ZoneInfo | None = None) -> s
         state = f"next {short_time(job.next_fire_at or job.run_at, tz, now)}"
     if job.once:
         return f"• {job.name} [{job.id}] — once, {state}"
-    return f"• {job.name} [{job.id}] — {describe(job.cron_expression)} ({job.timezone}), {state}"
+    return f"• {job.name} [{job.id}] — {job.rule_words()} ({job.timezone}), {state}"
 
 
 def days_text(days: tuple[int, ...] | list[int]) -> str:
@@ -131,11 +138,13 @@ def quiet_text(quiet: tuple[dict[str, str], ...] | list[dict[str, str]]) -> str:
     return ", ".join(f"{q['start']}–{q['end']}" for q in quiet) or "none"
 
 
-def pulse_view(state: PulseState, tz: ZoneInfo, now: datetime) -> Doc:
+def pulse_view(state: PulseState, tz: ZoneInfo, now: datetime) -> dict[str, Any]:
     """The ``get_config`` shape, with what the settings imply right now: ``today`` holds
     today's grid slot times, ``slots_passed`` (at or before now, whether or not a pulse
     ran then: ``done_today`` counts those that ran) and ``slots_left`` (after now)."""
-    view: Doc = {
+    done = state.done_on(local_day(now, tz))
+    today: dict[str, list[str | None]] = {"slots_passed": [], "slots_left": []}
+    view: dict[str, Any] = {
         "enabled": state.enabled,
         "pulses_per_day": state.pulses_per_day,
         "spacing": None,
@@ -143,19 +152,19 @@ def pulse_view(state: PulseState, tz: ZoneInfo, now: datetime) -> Doc:
         "quiet_hours": [dict(q) for q in state.quiet_hours],
         "timezone": tz.key,
         "notes": state.notes,
-        "done_today": state.done_on(local_day(now, tz)),
+        "done_today": done,
         "last_pulse_at": local_iso(state.last_pulse_at, tz),
-        "today": {"slots_passed": [], "slots_left": []},
+        "today": today,
     }
     schedule = _schedule(state, tz)
     if schedule is None:
         view["remaining_today"], view["next_pulse_at"] = 0, None
         return view
     view["spacing"] = spacing_text(schedule)
-    view["remaining_today"] = remaining_today(schedule, view["done_today"], now)
+    view["remaining_today"] = remaining_today(schedule, done, now)
     view["next_pulse_at"] = local_iso(next_pulse(schedule, now), tz)
     for slot in grid_slots(schedule, local_day(now, tz)):
-        view["today"]["slots_left" if slot > now else "slots_passed"].append(local_iso(slot, tz))
+        today["slots_left" if slot > now else "slots_passed"].append(local_iso(slot, tz))
     return view
 
 
@@ -209,34 +218,16 @@ def _duration(minutes: int) -> str:
     return f"{hours} h" if not rest else f"{hours} h {rest} min"
 
 
-def json_safe(value: Any) -> Any:
-    """ObjectIds and datetimes as strings, recursively (for JSON answers)."""
-    if isinstance(value, dict):
-        return {("id" if k == "_id" else k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [json_safe(v) for v in value]
-    if isinstance(value, ObjectId):
-        return str(value)
-    if isinstance(value, datetime):
-        return value.isoformat()
-    return value
-
-
-def run_view(run: Doc) -> Doc:
-    return json_safe(run)  # type: ignore[no-any-return]
-
-
-def run_line(run: Doc, tz: ZoneInfo) -> str:
+def run_line(run: Run, tz: ZoneInfo) -> str:
     """``pulse success in 2.1 s (3 tool calls): <first words of the result>``."""
-    status = run.get("status", "?")
-    what = run.get("kind", "run") + (f" {run['name']}" if run.get("name") else "")
-    text = f"{what} {status}"
-    if status != "skipped":
-        text += f" in {float(run.get('duration_ms') or 0) / 1000:.1f} s"
-        calls = len(run.get("tool_calls") or [])
+    what = run.kind + (f" {run.name}" if run.name else "")
+    text = f"{what} {run.status}"
+    if run.status != "skipped":
+        text += f" in {(run.duration_ms or 0) / 1000:.1f} s"
+        calls = len(run.tool_calls)
         text += f" ({calls} tool call{'s' if calls != 1 else ''})" if calls else ""
-    detail = run.get("error") if status != "success" else run.get("result")
+    detail = run.error if run.status != "success" else run.result
     if detail:
-        detail = " ".join(str(detail).split())
+        detail = " ".join(detail.split())
         text += ": " + (detail if len(detail) <= 300 else detail[:299] + "…")
     return text

@@ -10,6 +10,7 @@ import os
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from agent.config import Settings
 from agent.context import AgentDeps
 from storage.collections import ensure_indexes
 from tests.contexts import agent_deps
+from tests.fakes.clock import FakeClock
 from tests.offline import OfflineLoop, block_the_internet
 
 pytest_plugins = ("tests.timeout_tasks",)  # pytest-timeout, with the asyncio tasks
@@ -29,6 +31,10 @@ pytest_plugins = ("tests.timeout_tasks",)  # pytest-timeout, with the asyncio ta
 
 def pytest_configure(config: pytest.Config) -> None:
     assert "openai" not in sys.modules, "conftest's imports must not load the OpenAI SDK"
+    config.addinivalue_line(
+        "markers",
+        "clock(moment): the ``clock`` fixture starts at this aware datetime ('now': the real time)",
+    )
     block_the_internet()
     for name in list(os.environ):
         # The developer's own keys and settings must never leak into a test.
@@ -50,6 +56,7 @@ def pytest_configure(config: pytest.Config) -> None:
             "MCP",
         }:
             del os.environ[name]
+    os.environ.pop("WATCHKEEPER_CLI", None)  # a container's hint: each test sets its own
 
 
 @pytest.fixture(scope="session")
@@ -104,6 +111,19 @@ async def db(
 def make_settings(**overrides: Any) -> Settings:
     """Settings for a test: nothing from the environment or a ``.env`` file."""
     return Settings(_env_file=None, **overrides)  # type: ignore[call-arg]
+
+
+@pytest.fixture
+def clock(request: pytest.FixtureRequest) -> FakeClock:
+    """The one fake clock fixture: it starts where the test's (or its module's)
+    ``@pytest.mark.clock(moment)`` says, so no test depends on when it runs."""
+    marker = request.node.get_closest_marker("clock")
+    if marker is None or len(marker.args) != 1:
+        raise pytest.UsageError(
+            f"{request.node.nodeid}: the clock fixture needs @pytest.mark.clock(moment)"
+        )
+    (moment,) = marker.args
+    return FakeClock(datetime.now(UTC) if moment == "now" else moment)
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from agent.config import Settings
 from agent.context import AgentDeps, RunContext
-from agent.owner import OwnerSettings
+from agent.owner import Owners, OwnerSettings
 from channels.delivery.outbox import Outbox
 from channels.types import Channel
 from runtime.clock import Clock, utcnow
@@ -37,7 +37,7 @@ def agent_deps(
         owner=OwnerSettings(db, clock, settings.timezone),
         clock=clock,
         channels=chans,
-        **services,
+        **{"owners": Owners(settings), **services},
     )
 
 

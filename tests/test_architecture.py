@@ -37,15 +37,6 @@ def test_no_module_is_over_800_lines() -> None:
     assert long == {}
 
 
-def test_storage_channels_and_scheduler_hold_at_most_16_modules_each_directly() -> None:
-    crowded = {
-        package: n
-        for package in ("storage", "channels", "scheduler")
-        if (n := len([p for p in (ROOT / package).glob("*.py") if p.name != "__init__.py"])) > 16
-    }
-    assert crowded == {}
-
-
 def test_no_folder_has_a_family_of_three_modules_sharing_a_prefix() -> None:
     """Three ``sandbox_*`` files side by side are a package waiting to be named."""
     families: dict[str, list[str]] = {}
@@ -206,3 +197,41 @@ def test_dependencies_are_compatible_ranges_but_the_two_pinned_on_purpose() -> N
     shipped = [*project["dependencies"], *(r for k, v in extras.items() if k != "dev" for r in v)]
     exact = sorted({r.split("==")[0] for r in shipped if "==" in r})
     assert exact == ["SecantusDB", "neonize"]
+
+
+def _root_name(node: ast.expr) -> str | None:
+    """The name an attribute or item chain starts from (``ctx`` in ``ctx.a.b[1]``)."""
+    while isinstance(node, ast.Attribute | ast.Subscript):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def test_the_composition_root_fills_nothing_in_after_building_it() -> None:
+    """Features declare their parts (``agent.app.application.Parts``: burst rules, owner
+    listeners, routes, status sections...) and the root builds each part once: no code
+    in ``agent/app`` assigns to an attribute or item of what a feature is handed
+    (``ctx``) or of what the root built (``core``, ``app``). The channels' messages reach
+    the pipeline through the intake's queue: the root makes no future to hand one part
+    to another once built."""
+    handed = {"ctx", "core", "app"}
+    filled: list[str] = []
+    for path in sorted((ROOT / "agent" / "app").rglob("*.py")):
+        where = path.relative_to(ROOT)
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[ast.expr] = []
+            if isinstance(node, ast.Assign):
+                targets = list(node.targets)
+            elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+                targets = [node.target]
+            for target in targets:
+                if (
+                    isinstance(target, ast.Attribute | ast.Subscript)
+                    and _root_name(target) in handed
+                ):
+                    filled.append(f"{where}:{node.lineno}")
+    for name in ("core.py", "assemble.py", "gate.py"):
+        path = ROOT / "agent" / "app" / name
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in ("create_future", "set_result"):
+                filled.append(f"agent/app/{name}:{node.lineno} {node.attr}")
+    assert filled == []

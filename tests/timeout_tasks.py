@@ -4,10 +4,13 @@ pytest-timeout's thread method (the one that works here: its signal method never
 interrupts a uvloop that waits in libuv) dumps every thread's stack and ends the run.
 For an async test the main thread's stack ends in ``run_until_complete``: it does not
 say which await the test is stuck in, and under ``-q`` not even which test it is.
-This plugin takes pytest-timeout's documented ``pytest_timeout_set_timer`` hook for the
-thread method: at the deadline it prints the test's id and, for each pending task of
-the running loop, the coroutine it runs and everything that coroutine awaits, then
-hands over to pytest-timeout's own ``timeout_timer`` (captured output, stacks, exit).
+This plugin adds to pytest-timeout through its documented hooks and public names only
+(``pytest_timeout_set_timer``, ``pytest_timeout_cancel_timer``, ``is_debugging``): for
+the thread method it starts a timer of its own that ends ``LEAD`` seconds before
+pytest-timeout's and prints the test's id and, for each pending task of the running
+loop, the coroutine it runs and everything that coroutine awaits. It returns None from
+both hooks, so pytest-timeout's own timer still runs and does what it does (captured
+output, stacks, exit).
 """
 
 from __future__ import annotations
@@ -28,42 +31,41 @@ import pytest_timeout  # type: ignore[import-untyped]
 _TIMER = pytest.StashKey[threading.Timer]()
 
 
+LEAD = 0.5
+"""Seconds before pytest-timeout's deadline that the tasks are listed."""
+
+
 @pytest.hookimpl(tryfirst=True)
-def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
-    if settings.method != "thread":
-        return None  # pytest-timeout's own way
-    timer = threading.Timer(settings.timeout, _expired, (item, settings))
-    timer.name = f"timeout {item.nodeid}"
+def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> None:
+    if settings.method != "thread" or settings.timeout <= 0:
+        return  # pytest-timeout's signal method interrupts the test itself
+    timer = threading.Timer(max(settings.timeout - LEAD, 0.0), _expiring, (item, settings))
+    timer.name = f"timeout report {item.nodeid}"
     timer.daemon = True
     item.stash[_TIMER] = timer
     timer.start()
-    return True
+    # None: pytest-timeout sets its own timer too, and it ends the run
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_timeout_cancel_timer(item: pytest.Item) -> bool | None:
+def pytest_timeout_cancel_timer(item: pytest.Item) -> None:
     timer = item.stash.get(_TIMER, None)
-    if timer is None:
-        return None
-    del item.stash[_TIMER]
-    timer.cancel()
-    timer.join()
-    return True
+    if timer is not None:
+        del item.stash[_TIMER]
+        timer.cancel()
+        timer.join()
 
 
-def _expired(item: pytest.Item, settings: Any) -> None:
+def _expiring(item: pytest.Item, settings: Any) -> None:
     if not settings.disable_debugger_detection and pytest_timeout.is_debugging():
         return
-    capman = item.config.pluginmanager.getplugin("capturemanager")
-    if capman is not None:
-        capman.suspend_global_capture(item)
     terminal = item.config.get_terminal_writer()
     terminal.sep("+", title=f"Timeout: {item.nodeid} ran longer than {settings.timeout:g} s")
     try:
         terminal.write(tasks_report())
-    except Exception as exc:  # the library's report and exit must still come
+    except Exception as exc:  # pytest-timeout's own report and exit must still come
         terminal.write(f"(could not list the asyncio tasks: {exc!r})\n")
-    pytest_timeout.timeout_timer(item, settings)
+    terminal.flush()
 
 
 def tasks_report() -> str:

@@ -32,7 +32,7 @@ from agent.alerts.directives import Ack, Directive, Resolve
 from agent.alerts.lifecycle import CALL_AT, Outcome
 from agent.alerts.store import AlertStore, entry
 from agent.config import Settings
-from agent.owner import Target, owner_address
+from agent.owner import Target
 from channels.delivery.outbox import Outbox
 from channels.types import VOICE_CALL, OutboundMessage
 from storage.ejson import aware
@@ -150,7 +150,7 @@ class Caller:
     async def _ring(self, alert: Doc, now: datetime) -> None:
         code, before = str(alert["code"]), int(alert.get("calls") or 0)
         key = f"alert:{code}:call:{before}"
-        phone = owner_address(self._settings, "sms")
+        phone = self._settings.owner_phone  # OWNER_PHONE: where a call rings
         stored = await self._outbox.has(key)  # a restart after storing it: never again
         if not stored:
             reason = self.off_reason()

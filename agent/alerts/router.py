@@ -40,7 +40,8 @@ from agent.alerts.store import (
     validate,
 )
 from agent.config import Settings
-from agent.owner import OwnerPrefs, OwnerSettings
+from agent.owner import Listener as OwnerListener
+from agent.owner import OwnerPrefs, Owners, OwnerSettings
 from channels.delivery.outbox import Outbox
 from channels.types import Channel
 from runtime.clock import Clock
@@ -65,14 +66,21 @@ class AlertRouter:
         clock: Clock,
         policy: r.RoutingPolicy | None = None,
         owner: OwnerSettings | None = None,
+        owners: Owners | None = None,
     ) -> None:
         self.store = AlertStore(db)
         self._db = db
         self._settings = settings
         self.owner = owner or OwnerSettings(db, clock, settings.timezone)
-        """Quiet hours, timezone and primary chat; a router built alone reads its own."""
+        """Quiet hours, timezone and primary chat; a router built alone reads its own
+        (and listens to it); the app's router declares ``owner_listeners`` instead."""
         self._pager = Pager(
-            self.store, outbox, channels, settings, lambda: self.sms_per_hour, self.owner
+            self.store,
+            outbox,
+            channels,
+            owners or Owners(settings),  # alone: the settings' owners (the app's: paired too)
+            lambda: self.sms_per_hour,
+            self.owner,
         )
         self._clock = clock
         self.policy = policy or r.RoutingPolicy()
@@ -83,10 +91,17 @@ class AlertRouter:
         self._sender = Sender(self.store, self._pager, lambda: self.routing, self.calls.next_call)
         self._fixed_policy = policy is not None
         self.lifecycle = Lifecycle(self.store, lambda: self.owner.tz)
-        self.owner.listeners.append(self._quiet_changed)
-        self.owner.listeners.append(self._warning_wait_changed)
+        if owner is None:
+            for listener in self.owner_listeners:
+                self.owner.listen(listener)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+
+    @property
+    def owner_listeners(self) -> tuple[OwnerListener, ...]:
+        """What the router does when the owner's settings change (re-plan held alerts,
+        and warnings waiting for their SMS)."""
+        return (self._quiet_changed, self._warning_wait_changed)
 
     @property
     def routing(self) -> r.RoutingPolicy:

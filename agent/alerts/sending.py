@@ -23,8 +23,7 @@ from agent.alerts.directives import format_duration
 from agent.alerts.lifecycle import CALL_AT, escalation_after
 from agent.alerts.policy import RoutingPolicy
 from agent.alerts.store import AlertStore, entry
-from agent.config import Settings
-from agent.owner import OwnerSettings, Target, can_page, owner_address, owner_chats
+from agent.owner import Owners, OwnerSettings, Target, can_page, owner_address, owner_chats
 from channels.delivery.outbox import Outbox
 from channels.types import SMS_BUDGET_TAKEN, Channel, OutboundMessage
 
@@ -41,33 +40,33 @@ class Pager:
         store: AlertStore,
         outbox: Outbox,
         channels: Mapping[str, Channel],
-        settings: Settings,
+        owners: Owners,
         sms_per_hour: Callable[[], int],
         owner: OwnerSettings | None = None,
     ) -> None:
         self._store = store
         self._outbox = outbox
         self._channels = channels
-        self._settings = settings
+        self._owners = owners
         self._sms_per_hour = sms_per_hour
         self._owner = owner
 
     @property
     def tz(self) -> ZoneInfo:
-        return self._owner.tz if self._owner is not None else self._settings.tz
+        return self._owner.tz if self._owner is not None else self._owners.settings.tz
 
     def chats(self) -> list[Target]:
         """The owner's chats, the primary channel first (``manage_settings``)."""
         primary = self._owner.current.primary_channel if self._owner is not None else None
-        return owner_chats(self._settings, self._channels, primary)
+        return owner_chats(self._owners, self._channels, primary)
 
     def sms_ready(self) -> bool:
         """Whether a page can go at all: the SMS channel runs and the owner has a number."""
-        return can_page(self._settings, self._channels)
+        return can_page(self._owners, self._channels)
 
     async def page(self, alert: Doc, now: datetime, seq: int, lead: str) -> Paged:
         """One SMS to the owner, within the hourly budget."""
-        phone = owner_address(self._settings, "sms")
+        phone = owner_address(self._owners, "sms")
         if not self.sms_ready() or phone is None:
             return "unavailable"
         if not await self._store.take_sms(now, self._sms_per_hour()):

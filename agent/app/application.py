@@ -3,10 +3,11 @@ shapes of what plugs into it: features, their parts, HTTP routes, status section
 
 A feature is a setup/teardown generator, as aiohttp's ``cleanup_ctx``: the code before
 its one ``yield`` starts what it owns, it yields its ``Parts`` (tools, commands,
-interceptors, routes, prompt and status sections, the services it provides), and the
-code after the ``yield`` stops what it started. The root runs the features in order,
-then builds the services, the tool catalogue, the agent and the dispatcher once from
-their parts; nothing is added to any of them afterwards.
+interceptors, routes, prompt and status sections, burst rules, listeners of the
+owner's settings, the services it provides), and the code after the ``yield`` stops
+what it started. The root runs the features in order, then builds the services, the
+tool catalogue, the agent, the dispatcher and the pipeline once from their parts and
+freezes the listeners; nothing is added to any of them afterwards.
 """
 
 from __future__ import annotations
@@ -30,18 +31,20 @@ if TYPE_CHECKING:  # the agent's modules load after the first long poll (``agent
     from agent.conversation.dispatch import Command, Dispatcher, Interceptor, TierResolver
     from agent.conversation.pairing import Pairing
     from agent.conversation.prompt import PromptSection
-    from agent.owner import OwnerSettings
+    from agent.owner import Listener as OwnerListener
+    from agent.owner import Owners, OwnerSettings
     from agent.runs.runner import Runner
     from agent.tools.catalog import Offer, ToolCatalog
+    from channels.delivery.intake import Intake
     from channels.delivery.outbox import Outbox
-    from channels.delivery.pipeline import Pipeline
+    from channels.delivery.pipeline import BurstRule, Pipeline
     from channels.types import Channel
     from runtime.clock import Clock
     from scheduler.cron.service import CronService
     from scheduler.engine import Engine
-    from scheduler.fires.records import RunStore
     from scheduler.pulse.store import PulseStore
     from storage.db import Database
+    from storage.repos.runs.store import RunStore
 
 Handler = Callable[["web.Request"], Awaitable["web.StreamResponse"]]
 Route = tuple[str, str, Handler]
@@ -109,11 +112,17 @@ class Parts:
     """Tried before the agent, in feature order; each built once the agent exists."""
     resolvers: Mapping[str, TierResolver] = field(default_factory=dict)
     """Who a channel's message is from (the channel's name as the key)."""
+    burst_rules: Mapping[str, BurstRule] = field(default_factory=dict)
+    """How long a channel's quick messages are gathered into one exchange (the
+    channel's name as the key; ``channels.delivery.pipeline``)."""
     routes: tuple[Route, ...] = ()
     prompt_sections: tuple[PromptSection, ...] = ()
     status: tuple[StatusSection, ...] = ()
     """Contributions to ``GET /api/status`` and ``/status``."""
     services: Services = field(default_factory=Services)
+    owner_listeners: tuple[OwnerListener, ...] = ()
+    """Told when the owner's settings change (``manage_settings``); registered as the
+    feature starts, before the features after it."""
     start: Callable[[Core], Awaitable[None]] | None = None
     """What starts once the agent exists (the scheduler's timers); it stops after the
     feature's ``yield``."""
@@ -127,12 +136,15 @@ class FeatureContext:
     settings: Settings
     database: Database
     outbox: Outbox
-    pipeline: Pipeline
+    intake: Intake
+    """Where the channels' messages are stored; the pipeline handles them once built."""
     channels: dict[str, Channel]
     """The running channels (the core's live mapping): a feature's channel joins it."""
     clock: Clock
     http: aiohttp.ClientSession
     owner: OwnerSettings
+    owners: Owners
+    """Who the owner is (the settings' and the paired Telegram owners)."""
     pairing: Pairing
     services: Services
     exclusive_transports: bool
@@ -140,8 +152,8 @@ class FeatureContext:
     False for ``watchkeeper chat``, which may run beside ``watchkeeper run``."""
 
     async def add_channel(self, channel: Channel) -> None:
-        """Start ``channel`` on the pipeline; the feature stops it after its ``yield``."""
-        await channel.start(self.pipeline.submit)
+        """Start ``channel`` on the intake; the feature stops it after its ``yield``."""
+        await channel.start(self.intake.submit)
         self.channels[channel.name] = channel
 
 

@@ -5,8 +5,9 @@ most of the app's modules: the agent, its tools, the scheduler, the features), s
 first long poll is out and what arrives is stored meanwhile.
 
 The features start in order, each seeing the services of those before it; then the
-services, the tool catalogue, the agent and the dispatcher are built once from their
-parts, and the parts that need the agent start. They stop in reverse order.
+services, the tool catalogue, the agent, the dispatcher and the pipeline (with every
+feature's burst rules) are built once from their parts, and the parts that need the
+agent start. They stop in reverse order.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import aiohttp
 from agent.app.application import App, Core, Feature, FeatureContext, Parts, Route, Services
 from agent.app.features import FEATURES
 from agent.app.shutdown import Shutdown
-from agent.app.status import StatusBoard, budget_section, status_command
+from agent.app.status import StatusBoard, budget_section, status_command, zone_section
 from agent.config import Settings
 from agent.context import AgentDeps
 from agent.conversation.agent import Agent
@@ -28,8 +29,9 @@ from agent.conversation.held_sends import confirming
 from agent.conversation.pairing import Pairing
 from agent.llm.base import ModelClient
 from agent.llm.images import ImageDecoder
-from agent.owner import OwnerSettings
+from agent.owner import Owners, OwnerSettings
 from agent.tools.catalog import core_catalog
+from channels.delivery.intake import Intake
 from channels.delivery.media import MediaCaps, MediaFetcher, MediaStore
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
@@ -37,6 +39,10 @@ from channels.types import Channel
 from runtime.clock import Clock
 from storage.db import Database
 from storage.repos.pairing import PairingStore
+
+AFTER_PIPELINE = 1.0
+"""Seconds of the stop budget kept for what stops after the pipeline (the outbox, the
+channels): the pipeline's handlers get the rest."""
 
 
 def default_features() -> list[Feature]:
@@ -50,7 +56,8 @@ async def assemble(
     database: Database,
     *,
     outbox: Outbox,
-    pipeline: Pipeline,
+    intake: Intake,
+    handling: contextlib.AsyncExitStack,
     channels: dict[str, Channel],
     clock: Clock,
     note: Callable[[str], None],
@@ -60,12 +67,16 @@ async def assemble(
     routes: Sequence[Route],
     exclusive_transports: bool,
     shutdown: Shutdown,
+    cli: str,
 ) -> App:
     """The agent, its dispatcher and every feature, on the started core.
 
     ``stack`` takes what stops before the channels (the features); ``late`` what
-    must outlive the pipeline's last handler (the HTTP client, the usage counts).
+    must outlive the pipeline's last handler (the HTTP client, the usage counts);
+    ``handling`` the pipeline's stop. The pipeline takes what ``intake`` stored
+    (and stores) once the dispatcher exists.
     ``shutdown``: the stop's deadline, which ``stack`` keeps to (kept on the app).
+    ``cli``: how the owner runs the command line, as the pairing hints name it.
     """
     http = await late.enter_async_context(aiohttp.ClientSession())
     owner = OwnerSettings(database.db, clock, settings.timezone)
@@ -73,8 +84,13 @@ async def assemble(
     images = ImageDecoder()  # one photo decoded at a time, whatever the number of chats
     late.callback(images.close)
     # Paired owners known before the dispatcher handles a message from one.
-    pairing = Pairing(PairingStore(database.db, clock), settings)
-    await pairing.refresh()
+    store = PairingStore(database.db, clock)
+    owners = Owners(settings, store)
+    chosen = settings.timezone_chosen
+    pairing = Pairing(
+        store, owners, cli=cli, zone_known=lambda: chosen or owner.current.zone_stored
+    )
+    await owners.refresh()
     services = Services()
     every: list[Parts] = []
     for feature in features if features is not None else default_features():
@@ -82,16 +98,19 @@ async def assemble(
             settings=settings,
             database=database,
             outbox=outbox,
-            pipeline=pipeline,
+            intake=intake,
             channels=channels,
             clock=clock,
             http=http,
             owner=owner,
+            owners=owners,
             pairing=pairing,
             services=services,
             exclusive_transports=exclusive_transports,
         )
         parts = await enter_feature(feature, ctx, stack)
+        for listener in parts.owner_listeners:
+            owner.listen(listener)
         services = services.merged(parts.services)
         every.append(parts)
     scheduling = services.scheduling
@@ -107,6 +126,7 @@ async def assemble(
         pulse=scheduling.pulse if scheduling is not None else None,
         scheduler=scheduling.engine if scheduling is not None else None,
         owner=owner,
+        owners=owners,
         mcp=services.mcp,
         images=images,
     )
@@ -121,6 +141,7 @@ async def assemble(
     status_sections = (
         *(section for parts in every for section in parts.status),
         budget_section(deps),
+        zone_section(deps),
     )
     board = StatusBoard(channels, outbox, status_sections)
     commands: dict[str, Command] = {}
@@ -140,9 +161,32 @@ async def assemble(
         interceptors=tuple(interceptors),
         pairing=pairing,
     )
+    # No cap here: the model's adaptive limit paces model calls.
+    pipeline = Pipeline(
+        database.db,
+        dispatcher.handle,
+        outbox,
+        channels,
+        clock,
+        burst_rules={name: rule for parts in every for name, rule in parts.burst_rules.items()},
+        intake=intake,
+    )
+
+    async def stop_pipeline() -> None:
+        """Messages being handled get what the deadline leaves the parts after it;
+        one cut off stays unfinished, and the next start handles it again."""
+        await pipeline.stop(grace=shutdown.left(keep=AFTER_PIPELINE))
+
+    handling.push_async_callback(stop_pipeline)
     for parts in every:
         if parts.start is not None:
             await parts.start(core)
+    # Assembled: what listens to the owner's settings, jobs and pulse is fixed now.
+    owner.listeners.freeze()
+    if scheduling is not None:
+        scheduling.jobs.listeners.freeze()
+        scheduling.pulse.listeners.freeze()
+    pipeline.start()  # what waits in the intake's queue first, in the order it came
     return App(
         settings,
         database,

@@ -4,12 +4,12 @@ Nothing else in the project wires concrete channels to the agent: every transpor
 feature, HTTP route and status section is built by this package.
 
 Start-up order: the channels (their first long poll goes out while the database
-client loads and the database opens), then the outbox and the inbound pipeline, then
-the agent and the features (``agent.app.assemble``, imported in a thread meanwhile).
-A message read before the pipeline exists waits unstored, so unacknowledged
-(``agent.app.gate``); one that arrives before the agent exists is stored and
-acknowledged, and waits in the pipeline for its handler. This module imports only
-what the channels need.
+client loads and the database opens), then the outbox and the intake, then the agent,
+the features and the pipeline that hands messages to the agent (``agent.app.assemble``,
+imported in a thread meanwhile). A message read before the database is open waits
+unstored, so unacknowledged (``agent.app.gate``); one that arrives before the agent
+exists is stored and acknowledged, and waits in the intake's queue for the pipeline
+(``channels.delivery.intake``). This module imports only what the channels need.
 """
 
 from __future__ import annotations
@@ -39,13 +39,11 @@ if TYPE_CHECKING:
 __all__ = ["App", "Feature", "build_app", "configured_channels", "default_features", "preloaded"]
 
 log = logging.getLogger(__name__)
-DATABASE_MODULES = ("storage.db", "channels.delivery.pipeline")
-"""The database client (pymongo) and the pipeline's: loaded once the channels' are."""
+DATABASE_MODULES = ("storage.db", "channels.delivery.intake", "channels.delivery.outbox")
+"""The database client (pymongo), the intake's and the outbox's: loaded once the
+channels' are."""
 ASSEMBLY = "agent.app.assemble"
 """The agent's modules (most of the app's), imported once the channels poll."""
-AFTER_PIPELINE = 1.0
-"""Seconds of the stop budget kept for what stops after the pipeline (the outbox, the
-channels): the pipeline's handlers get the rest."""
 
 
 def configured_channels(settings: Settings) -> list[tuple[Channel, list[Route]]]:
@@ -102,6 +100,7 @@ async def build_app(
     exclusive_transports: bool = True,
     embedded: EmbeddedServer | None = None,
     shutdown: Shutdown | None = None,
+    cli: str = "watchkeeper",
 ) -> AsyncIterator[App]:
     """Start the channels, the database, the pipeline and the agent; stop in reverse.
 
@@ -109,7 +108,9 @@ async def build_app(
     (``watchkeeper run`` launches it before its slow imports).
     ``shutdown``: the stop's shared deadline (``agent.app.shutdown``), kept on the app
     so the HTTP server's stop shares it; the database closes after it, within its own
-    bounds, so a database that does not answer cannot hold the stop."""
+    bounds, so a database that does not answer cannot hold the stop.
+    ``cli``: how the owner runs the command line (``watchkeeper pair CODE``), as the
+    hints in the log and to a Telegram stranger name it; the CLI passes its own."""
     note = on_part or (lambda text: log.info("%s", text))
     clock = clock or utcnow  # the system clock (agent.context's, without its imports)
     shutdown = shutdown or Shutdown()
@@ -159,39 +160,27 @@ async def build_app(
         stack.push_async_callback(stop_task, agent_modules)  # start-up may fail before it is needed
         where = f"embedded in {settings.data_dir}" if database.embedded else "MongoDB"
         note(f"database: {where} ({settings.mongodb_db})")
-        from channels.delivery.outbox import Outbox  # loaded with the database client
-        from channels.delivery.pipeline import Handler, Pipeline
+        from channels.delivery.intake import Intake  # loaded with the database client
+        from channels.delivery.outbox import Outbox
 
         # What the pipeline's handlers use (HTTP client, usage counts) closes after it.
         late = await stack.enter_async_context(
             contextlib.AsyncExitStack(), name="the agent's HTTP client and token counts"
         )
         outbox = Outbox(database.db, chans, clock)
-        handler: asyncio.Future[Handler] = asyncio.get_running_loop().create_future()
-        # No cap here: the model's adaptive limit paces model calls.
-        pipeline = Pipeline(database.db, handler, outbox, chans, clock)
         # The owner of the embedded server (DATA_DIR lock) is the only process that
         # can have been sending; anywhere else a send may still be in flight.
         await outbox.start(sole_owner=database.owns_server)
         stack.push_async_callback(outbox.stop)
-
-        async def stop_pipeline() -> None:
-            """Messages being handled get what the deadline leaves the parts after it;
-            one cut off stays unfinished, and the next start handles it again."""
-            await pipeline.stop(grace=shutdown.left(keep=AFTER_PIPELINE))
-
-        stack.push_async_callback(stop_pipeline)
-
-        async def stop_waiting() -> None:
-            """Start-up failed: messages waiting for the handler stay stored,
-            unfinished, and the next start resumes them."""
-            if not handler.done():
-                await pipeline.stop(grace=0)
-
-        stack.push_async_callback(stop_waiting)
+        # The pipeline (built with the agent) stops here: after the features, before
+        # the outbox. Messages still queued when start-up fails stay unfinished, stored,
+        # and the next start resumes them.
+        handling = await stack.enter_async_context(contextlib.AsyncExitStack(), name="the pipeline")
+        intake = Intake(database.db, clock)
+        stack.push_async_callback(intake.stop)
         # Before what the channels read: what a dead process left comes before anything new.
-        await pipeline.recover(sole_owner=database.owns_server)
-        store.open(pipeline.submit)
+        await intake.recover(sole_owner=database.owns_server)
+        store.open(intake.submit)
         await agent_modules  # off the event loop: updates are stored meanwhile
         from agent.app.assemble import assemble
 
@@ -200,7 +189,8 @@ async def build_app(
             model,
             database,
             outbox=outbox,
-            pipeline=pipeline,
+            intake=intake,
+            handling=handling,
             channels=chans,
             clock=clock,
             note=note,
@@ -210,8 +200,8 @@ async def build_app(
             routes=[route for _channel, routes in parts for route in routes],
             exclusive_transports=exclusive_transports,
             shutdown=shutdown,
+            cli=cli,
         )
-        handler.set_result(app.dispatcher.handle)
         # The parts' tasks take their first step (WhatsApp's supervisor: connect) before
         # the app is handed out, as when recovery came last.
         await asyncio.sleep(0)

@@ -1,10 +1,10 @@
-"""The channels' sink while the app starts: what a channel reads waits here, unstored.
+"""The channels' sink while the database opens: what a channel reads waits here, unstored.
 
 ``build_app`` starts the channels before the database is open, and builds the agent
-(its modules, tools and features) after that. A message read before the pipeline
-exists waits at this gate, unstored and so unacknowledged (Telegram offers it again
-after a crash), until the pipeline stores it. One stored before the agent exists is
-acknowledged and waits in the pipeline for its handler (``Pipeline``'s future).
+(its modules, tools and features) after that. A message read before the intake exists
+waits at this gate, unstored and so unacknowledged (Telegram offers it again after a
+crash), until the intake stores it. One stored before the agent exists is acknowledged
+and waits in the intake's queue for the pipeline (``channels.delivery.intake``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ Sink = Callable[[InboundMessage], Awaitable[bool]]
 
 
 class SinkGate:
-    """Holds messages until ``open`` gives it the pipeline's ``submit``; then passes
+    """Holds messages until ``open`` gives it the intake's ``submit``; then passes
     each on."""
 
     def __init__(self) -> None:

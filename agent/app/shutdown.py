@@ -15,7 +15,7 @@ What a step cut short would have written is not lost; the next start finds it:
   and is handled again, its replies under the same keys (``channels.delivery.pipeline``);
 * a reply sent but not yet recorded is sent again (``channels.delivery.outbox``: at least once);
 * a run cut off stays ``running`` under a lease that lapses, and is reclaimed
-  (``scheduler.fires.records``);
+  (``scheduler.fires.leases``);
 * a Telegram update not yet stored was not acknowledged and comes again.
 
 Two exceptions: token counts of the last ``storage.repos.usage.FLUSH_SECONDS`` (kept in

@@ -15,6 +15,7 @@ from agent.context import AgentDeps, RunContext
 from agent.conversation.dispatch import Command
 from agent.spend.budget import RAISE_HINT
 from agent.spend.prices import Cost, load_prices, shown
+from agent.spend.report import priced
 from channels.delivery.outbox import Outbox
 from channels.types import Channel, InboundMessage, Reply
 
@@ -96,7 +97,32 @@ def status_text(data: dict[str, Any], model: str) -> str:
         lines.append(f"Outbox: {outbox['pending']} pending, {outbox['failed']} failed to send")
     if "budget" in data:
         lines.append(budget_line(data["budget"]))
+    if "zone" in data:
+        lines.append(zone_line(data["zone"]))
     return "\n".join(lines)
+
+
+def zone_section(deps: AgentDeps) -> StatusSection:
+    """``zone``: the owner's timezone, and whether anyone chose it (``TIMEZONE`` or
+    ``manage_settings``); until then quiet hours and jobs run on UTC."""
+
+    async def section() -> dict[str, Any]:
+        prefs = await deps.owner.load()
+        chosen = deps.settings.timezone_chosen or prefs.zone_stored
+        windows = (q.as_dict() for q in prefs.quiet_hours)
+        quiet = ", ".join(f"{w['start']}-{w['end']}" for w in windows) or "off"
+        return {"zone": {"timezone": prefs.timezone, "chosen": chosen, "quiet_hours": quiet}}
+
+    return section
+
+
+def zone_line(zone: Mapping[str, Any]) -> str:
+    if zone["chosen"]:
+        return f"Timezone: {zone['timezone']}"
+    return (
+        f"Timezone: {zone['timezone']}, never chosen: quiet hours ({zone['quiet_hours']}) "
+        "are UTC; tell me where you are to change it"
+    )
 
 
 def budget_section(deps: AgentDeps) -> StatusSection:
@@ -106,8 +132,7 @@ def budget_section(deps: AgentDeps) -> StatusSection:
     async def section() -> dict[str, Any]:
         view = await deps.budget.view()
         counts = [c for c in await deps.usage.since(view.day) if c.day == view.day]
-        prices = await load_prices(deps.db)
-        cost = prices.total(counts)
+        cost, estimated = priced(counts, await load_prices(deps.db))
         return {
             "budget": {
                 "day": view.day.isoformat(),
@@ -117,9 +142,7 @@ def budget_section(deps: AgentDeps) -> StatusSection:
                 "resets_at": view.resets_at.isoformat(),
                 "timezone": deps.owner.tz.key,
                 "usd": round(cost.usd, 6),
-                "estimated": sorted(
-                    {c.model or "(unknown)" for c in counts if prices.price_of(c.model)[1]}
-                ),
+                "estimated": list(estimated),
             }
         }
 

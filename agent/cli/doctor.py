@@ -17,6 +17,7 @@ import contextlib
 import difflib
 import importlib
 import os
+import re
 import shutil
 import sys
 from base64 import b64encode
@@ -28,7 +29,9 @@ from typing import Any
 import aiohttp
 from pymongo.asynchronous.database import AsyncDatabase
 
-from agent.config import ConfigError, Provider, SdkMissing, Settings, cli_command, ensure_data_dir
+from agent.cli.command import cli_command
+from agent.cli.run_lock import run_holder
+from agent.config import ConfigError, Provider, SdkMissing, Settings, ensure_data_dir
 from agent.llm.factory import provider_key
 from agent.tools.mcp.client import McpServers, ServerStatus
 from agent.tools.mcp.config import (
@@ -65,16 +68,6 @@ class Check:
     step: str | None = None
     """What to do about it (a ``next:`` line), when the check knows better than
     ``next_steps``."""
-
-
-async def _http_ok(session: aiohttp.ClientSession, url: str, **kw: object) -> tuple[bool, str]:
-    try:
-        async with session.get(url, timeout=TIMEOUT, **kw) as resp:  # type: ignore[arg-type]
-            if resp.status == 200:
-                return True, "reachable"
-            return False, f"HTTP {resp.status}"
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        return False, f"unreachable ({type(exc).__name__})"
 
 
 async def check_database(
@@ -229,27 +222,106 @@ def _unreachable(exc: BaseException) -> str:
     return f"unreachable ({type(cause).__name__})"
 
 
+TWILIO_CONSOLE = "console.twilio.com"
+TWILIO_KEYS = ("TWILIO_ACCOUNT_SID", "TWILIO_AUTH_TOKEN", "TWILIO_FROM_NUMBER")
+E164 = re.compile(r"\+[1-9]\d{6,14}")
+
+
+async def _get_json(
+    session: aiohttp.ClientSession, url: str, **kw: Any
+) -> tuple[int | None, Any, str]:
+    """The status (None: no answer), the JSON body (None: not JSON) and a short reason."""
+    try:
+        async with session.get(url, timeout=TIMEOUT, **kw) as resp:
+            try:
+                body = await resp.json(content_type=None)
+            except ValueError:
+                body = None
+            return resp.status, body, f"HTTP {resp.status}"
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        return None, None, f"unreachable ({type(exc).__name__})"
+
+
+def _sms_fails(detail: str, step: str) -> Check:
+    return Check("sms", False, detail, fatal=True, step=step)
+
+
 async def check_twilio(settings: Settings, session: aiohttp.ClientSession) -> Check:
-    sid, token = settings.twilio_account_sid, settings.twilio_auth_token
-    if not (sid and token and settings.twilio_from_number):
+    """SMS as the pager uses it, tried live: the account answers to the SID and token
+    (an authenticated read), is active, and owns ``TWILIO_FROM_NUMBER``. Twilio set up
+    in part, or set up and not working, fails ``doctor``: it would page nobody."""
+    sid, token, sender = (
+        settings.twilio_account_sid,
+        settings.twilio_auth_token,
+        settings.twilio_from_number,
+    )
+    missing = [
+        key for key, value in zip(TWILIO_KEYS, (sid, token, sender), strict=True) if not value
+    ]
+    if len(missing) == len(TWILIO_KEYS):
         return Check("sms", False, "disabled (TWILIO_ACCOUNT_SID/AUTH_TOKEN/FROM_NUMBER unset)")
+    if missing or sid is None or token is None or sender is None:
+        unset = " and ".join(missing)
+        return _sms_fails(
+            f"{unset} unset: no SMS can be sent",
+            f"set {unset} in .env (from {TWILIO_CONSOLE}), or unset the other TWILIO_ settings",
+        )
     base = (settings.twilio_api_base_url or "https://api.twilio.com").rstrip("/")
     secret = token.get_secret_value()
-    ok, detail = await _http_ok(
+    auth = {"Authorization": "Basic " + b64encode(f"{sid}:{secret}".encode()).decode()}
+    account = f"{base}/2010-04-01/Accounts/{sid}"
+    status, body, reason = await _get_json(session, f"{account}.json", headers=auth)
+    if status is None:
+        return _sms_fails(
+            f"Twilio: {reason}",
+            "Twilio cannot be reached from here: check the network (and TWILIO_API_BASE_URL "
+            "if set); until it can, no SMS or call can page you",
+        )
+    if status in (401, 403, 404):
+        return _sms_fails(
+            f"Twilio refused TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN ({reason})",
+            f"copy the Account SID and Auth Token from {TWILIO_CONSOLE} into .env again",
+        )
+    if status != 200:
+        return _sms_fails(f"Twilio: {reason}", f"Twilio answers {reason}: try again later")
+    state = body.get("status") if isinstance(body, dict) else None
+    if state not in (None, "active"):
+        return _sms_fails(
+            f"Twilio: the account is {state}", f"reactivate the Twilio account at {TWILIO_CONSOLE}"
+        )
+    if not E164.fullmatch(sender):
+        return Check("sms", True, f"Twilio: reachable, account active (sender {sender} as set)")
+    status, body, reason = await _get_json(
         session,
-        f"{base}/2010-04-01/Accounts/{sid}.json",
-        headers={"Authorization": "Basic " + b64encode(f"{sid}:{secret}".encode()).decode()},
+        f"{account}/IncomingPhoneNumbers.json",
+        params={"PhoneNumber": sender},
+        headers=auth,
     )
-    return Check("sms", ok, f"Twilio: {detail}")
+    numbers = body.get("incoming_phone_numbers") if isinstance(body, dict) else None
+    if status != 200 or not isinstance(numbers, list):
+        return _sms_fails(
+            f"Twilio: could not list the account's numbers ({reason})",
+            f"check at {TWILIO_CONSOLE} that TWILIO_FROM_NUMBER {sender} is the account's",
+        )
+    if not any(isinstance(n, dict) and n.get("phone_number") == sender for n in numbers):
+        return _sms_fails(
+            f"Twilio: TWILIO_FROM_NUMBER {sender} is not a number of this account",
+            f"set TWILIO_FROM_NUMBER to one of the account's numbers ({TWILIO_CONSOLE}, "
+            "Phone Numbers)",
+        )
+    return Check("sms", True, f"Twilio: reachable, account active, {sender} is its number")
 
 
 def check_calls(settings: Settings) -> Check:
-    """Phone calls for critical alerts: on, or off and why."""
+    """Phone calls for critical alerts: on, or off and why. Calls wanted (Twilio and
+    ``OWNER_PHONE`` set, ``TWILIO_VOICE_CALLS`` not off) without ``PUBLIC_BASE_URL`` fail:
+    the owner expects a call that cannot come."""
     from agent.alerts.calls import calls_off_reason
 
     reason = calls_off_reason(settings)
     if reason is not None:
-        return Check("calls", False, f"off: {reason}")
+        wanted = reason.startswith("PUBLIC_BASE_URL")  # its next: step is the SMS webhook's
+        return Check("calls", False, f"off: {reason}", fatal=wanted)
     minutes = f"{settings.alert_call_after_minutes:g}"
     return Check("calls", True, f"on: an unacknowledged critical alert rings after {minutes} min")
 
@@ -259,27 +331,44 @@ def check_whatsapp(settings: Settings) -> Check:
         return Check("whatsapp", False, "disabled (WHATSAPP_ENABLED)")
     session = settings.whatsapp_session_path
     if not session.exists():
-        return Check("whatsapp", False, "enabled but not linked: run  watchkeeper whatsapp link")
+        detail = "enabled but not linked: run  watchkeeper whatsapp link"
+        return Check("whatsapp", False, detail, fatal=True)
     if not settings.owner_phone:
-        return Check("whatsapp", False, "linked, but OWNER_PHONE is unset: nobody is the owner")
+        detail = "linked, but OWNER_PHONE is unset: nobody is the owner"
+        step = "set OWNER_PHONE to your own number (E.164, like +4915112345678)"
+        return Check("whatsapp", False, detail, fatal=True, step=step)
     return Check("whatsapp", True, f"linked (session in {session})")
 
 
-async def check_channels(settings: Settings, session: aiohttp.ClientSession) -> list[Check]:
-    checks = []
+async def check_telegram(settings: Settings, session: aiohttp.ClientSession) -> Check:
+    """The bot answers ``getMe`` with this token; a token refused or a Bot API out of
+    reach fails ``doctor``."""
     if settings.telegram_bot_token is None:
-        checks.append(Check("telegram", False, "disabled (TELEGRAM_BOT_TOKEN unset)"))
+        return Check("telegram", False, "disabled (TELEGRAM_BOT_TOKEN unset)")
+    token = settings.telegram_bot_token.get_secret_value()
+    status, _, reason = await _get_json(
+        session, f"{settings.telegram_api_base_url}/bot{token}/getMe"
+    )
+    if status == 200:
+        return Check("telegram", True, "reachable")
+    if status in (401, 404):
+        step = "Telegram refused TELEGRAM_BOT_TOKEN: copy it again from @BotFather (/mybots)"
+    elif status is None:
+        step = "the Telegram Bot API cannot be reached from here: check the network"
     else:
-        token = settings.telegram_bot_token.get_secret_value()
-        ok, detail = await _http_ok(session, f"{settings.telegram_api_base_url}/bot{token}/getMe")
-        checks.append(Check("telegram", ok, detail))
-    checks.append(await check_twilio(settings, session))
+        step = f"the Telegram Bot API answers {reason}: try again later"
+    return Check("telegram", False, reason, fatal=True, step=step)
+
+
+async def check_channels(settings: Settings, session: aiohttp.ClientSession) -> list[Check]:
+    checks = [await check_telegram(settings, session), await check_twilio(settings, session)]
     if settings.twilio_account_sid and not settings.owner_phone:
-        checks.append(Check("sms", False, "OWNER_PHONE unset: SMS alerts have nowhere to go"))
+        step = "set OWNER_PHONE to your mobile number (E.164, like +4915112345678)"
+        detail = "OWNER_PHONE unset: SMS alerts have nowhere to go"
+        checks.append(Check("sms", False, detail, fatal=True, step=step))
     if settings.twilio_account_sid and not settings.public_base_url:
-        checks.append(
-            Check("sms", False, "PUBLIC_BASE_URL unset: inbound SMS (the Twilio webhook) refused")
-        )
+        detail = "PUBLIC_BASE_URL unset: inbound SMS (the Twilio webhook) refused"
+        checks.append(Check("sms", False, detail, fatal=True))
     checks.append(check_calls(settings))
     checks.append(check_whatsapp(settings))
     checks.append(
@@ -504,7 +593,13 @@ async def doctor(settings: Settings) -> int:
     steps += [c.step for c in checks if c.step is not None and not c.ok]
     lines.extend(f"next: {step}" for step in steps)
     if not steps:
-        lines.append("next: nothing missing; `watchkeeper run` starts everything configured")
+        holder = run_holder(settings.data_dir)
+        if holder is not None:
+            lines.append(f"next: nothing missing; Watchkeeper is running ({holder})")
+        else:
+            lines.append(
+                f"next: nothing missing; `{cli_command()} run` starts everything configured"
+            )
     # One write at the end: log lines (stderr) never land inside the report.
     sys.stdout.write("\n".join(lines) + "\n")
     sys.stdout.flush()

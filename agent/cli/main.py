@@ -53,8 +53,11 @@ async def _run(settings: Settings, spare: SpareServer | None = None) -> int:
         # build_app loads the database client's once the first long poll is out, and
         # the agent's once what the channels read can be stored.
         from agent.app.core import build_app
+        from agent.cli.command import cli_command
 
-        app = await stack.enter_async_context(build_app(settings, embedded=embedded))
+        app = await stack.enter_async_context(
+            build_app(settings, embedded=embedded, cli=cli_command())
+        )
         # The HTTP server's and the dashboard's modules off the event loop, which is storing
         # updates (jinja2 loads later, on the dashboard's first page).
         await asyncio.to_thread(importlib.import_module, "agent.app.http")
@@ -114,12 +117,17 @@ def _launch_database(settings: Settings, spare: SpareServer | None) -> EmbeddedS
 
 async def _chat(settings: Settings) -> int:
     from agent.app.core import build_app
+    from agent.cli.command import cli_command
     from channels.console import ConsoleChannel
 
     console = ConsoleChannel()
     print("Watchkeeper chat. /reset starts a new conversation, /quit leaves.", flush=True)
     async with build_app(
-        settings, channels=[console], on_part=log.debug, exclusive_transports=False
+        settings,
+        channels=[console],
+        on_part=log.debug,
+        exclusive_transports=False,
+        cli=cli_command(),
     ) as app:
         await console.closed.wait()
         await app.pipeline.join()

@@ -14,8 +14,10 @@ import re
 import sys
 from typing import TextIO
 
-from agent.config import Settings, cli_command
-from agent.conversation.pairing import WELCOME
+from agent.cli.command import cli_command
+from agent.config import Settings
+from agent.conversation.pairing import welcome
+from agent.owner import OwnerSettings
 from channels.delivery.outbox import Outbox
 from channels.types import OutboundMessage
 from runtime.clock import Clock, utcnow
@@ -81,7 +83,9 @@ async def pair(
                 file=sys.stderr,
             )
             return 2
-        await _welcome(Outbox(db.db, {}, clock), owner)
+        prefs = await OwnerSettings(db.db, clock, settings.timezone).load()
+        zone_known = settings.timezone_chosen or prefs.zone_stored
+        await _welcome(Outbox(db.db, {}, clock), owner, welcome(zone_known))
     print(
         f"{owner.who()} is now an owner on Telegram; other pending codes were dropped.", file=stream
     )
@@ -149,9 +153,9 @@ async def listing(store: PairingStore, settings: Settings) -> list[str]:
     return lines
 
 
-async def _welcome(outbox: Outbox, owner: PairedOwner) -> None:
+async def _welcome(outbox: Outbox, owner: PairedOwner, text: str) -> None:
     if not owner.chat_id:
         return
     key = f"pairing:{owner.user_id}:{owner.paired_at.isoformat()}"
-    message = OutboundMessage("telegram", owner.chat_id, WELCOME, key)
+    message = OutboundMessage("telegram", owner.chat_id, text, key)
     await outbox.enqueue(message, send_now=False)  # the running outbox sends it

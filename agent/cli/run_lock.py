@@ -49,6 +49,23 @@ def hold_run_lock(data_dir: Path) -> Iterator[None]:
         os.close(fd)  # closing the only descriptor releases the lock
 
 
+def run_holder(data_dir: Path) -> str | None:
+    """Who holds ``DATA_DIR/run.lock`` ("pid 123"), or None when no ``run`` does. Looks
+    with a shared lock taken and let go at once, and creates nothing."""
+    path = data_dir / LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return _holder(path)
+    finally:
+        os.close(fd)
+    return None
+
+
 def _holder(path: Path) -> str:
     for _ in range(10):  # the holder writes its pid just after it takes the lock
         with contextlib.suppress(OSError):

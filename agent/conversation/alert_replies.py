@@ -162,7 +162,7 @@ class AlertReplies:
             return await store.by_code(sent.code) if sent and sent.is_alert else None
         if message.channel not in ("sms", "whatsapp"):
             return None
-        chats = [message.chat_id, owner_address(ctx.deps.settings, message.channel) or ""]
+        chats = [message.chat_id, owner_address(ctx.deps.owners, message.channel) or ""]
         code = await last_sent_alert(db, message.channel, chats, ctx.now - window)
         return await store.by_code(code) if code else None
 
@@ -184,7 +184,7 @@ class AlertReplies:
             if window.total_seconds() > 0:
                 chats = {(message.channel, message.chat_id)}
                 for channel in {*ctx.deps.channels, "sms", message.channel}:
-                    address = owner_address(ctx.deps.settings, channel)
+                    address = owner_address(ctx.deps.owners, channel)
                     if address is not None:
                         chats.add((channel, address))
                 code = await last_sent_to(db, chats, ctx.now - window)

@@ -94,17 +94,17 @@ class Dispatcher:
         resolver = self.resolvers.get(message.channel)
         if resolver is not None:
             return await resolver(message)
-        settings = self.deps.settings
+        owners = self.deps.owners
         owner = False
         if message.channel == "console":
             owner = True
         elif message.channel == "telegram":
-            owner = _as_int(message.sender_id) in settings.telegram_owner_ids
+            owner = _as_int(message.sender_id) in owners.telegram_ids
             if not owner and self.pairing is not None:
-                await self.pairing.refresh()  # `watchkeeper pair` may have run since
-                owner = _as_int(message.sender_id) in settings.telegram_owner_ids
+                await owners.refresh()  # `watchkeeper pair` may have run since
+                owner = _as_int(message.sender_id) in owners.telegram_ids
         elif message.channel in ("sms", "whatsapp"):
-            owner = message.sender_id == settings.owner_phone
+            owner = message.sender_id == owners.phone
         return Trust("owner") if owner else None
 
     async def handle(self, envelope: Envelope) -> list[Reply]:
@@ -192,7 +192,7 @@ class Dispatcher:
         if message.channel != "telegram":
             log.info("ignored a %s message from an unknown sender", message.channel)
             return []
-        if self.deps.settings.telegram_owner_ids or self.pairing is None:
+        if self.deps.owners.telegram_ids or self.pairing is None:
             # While nobody is owner, the pairing step says what it did with the message.
             log.info(
                 "ignored a telegram message from unknown sender id %s (not an owner)",

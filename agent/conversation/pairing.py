@@ -9,17 +9,19 @@ Strangers can fill the few pending slots; the owner is never kept out by them:
 (``/start CODE`` or the code alone) becomes an owner, whether or not an owner is
 known already.
 
-The paired owners are kept on ``Settings`` (``telegram_owner_ids``), so every place that
-asks who the owner is sees them without a database query: ``refresh`` reloads them at
-start, every ``REFRESH_EVERY`` and whenever an unknown Telegram user writes.
+The paired owners live in the database; ``agent.owner.Owners`` keeps the last read, so
+every place that asks who the owner is sees them without a database query: it reads
+them again at start, every ``REFRESH_EVERY``, after a code is claimed and whenever an
+unknown Telegram user writes (``watchkeeper pair`` runs in another process).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import timedelta
 
-from agent.config import Settings, cli_command
+from agent.owner import Owners
 from channels.types import InboundMessage, Reply
 from storage.repos.pairing import (
     CODE_TTL,
@@ -36,8 +38,12 @@ REFRESH_EVERY = timedelta(seconds=30)
 and deliveries go to the first owner)."""
 
 
-def code_text(code: str, cli: str = "watchkeeper") -> str:
-    """``cli``: how this install's command line is run (``agent.config.cli_command``)."""
+CLI = "watchkeeper"
+"""How the hints name the command line when the app is not told (``build_app``'s ``cli``)."""
+
+
+def code_text(code: str, cli: str = CLI) -> str:
+    """``cli``: how this install's command line is run (``agent.cli.command``)."""
     minutes = int(CODE_TTL.total_seconds() // 60)
     return (
         "Hello! This assistant has no owner yet. To become its owner, run this where it "
@@ -46,7 +52,7 @@ def code_text(code: str, cli: str = "watchkeeper") -> str:
     )
 
 
-def busy_text(cli: str = "watchkeeper") -> str:
+def busy_text(cli: str = CLI) -> str:
     return (
         "Hello! This assistant has no owner yet and other pairing requests are waiting. "
         "Try again in a few minutes. Your message was not read. If you are setting it up: "
@@ -55,21 +61,39 @@ def busy_text(cli: str = "watchkeeper") -> str:
 
 
 WELCOME = "You are now the owner of this assistant. Write to me any time; /help lists the commands."
+ZONE_QUESTION = (
+    "Where are you? Name a city (or a timezone like Europe/Berlin): quiet hours "
+    "(22:00-07:00) and reminders follow your clock, and until you say, they run on UTC."
+)
+
+
+def welcome(zone_known: bool) -> str:
+    """The greeting of a new owner; it asks where they are while the zone is UTC because
+    nobody chose one."""
+    return WELCOME if zone_known else f"{WELCOME}\n\n{ZONE_QUESTION}"
 
 
 class Pairing:
-    def __init__(self, store: PairingStore, settings: Settings, *, cli: str | None = None) -> None:
-        """``cli``: how this install's command line is run, as the hints name it
-        (default ``agent.config.cli_command()``)."""
+    def __init__(
+        self,
+        store: PairingStore,
+        owners: Owners,
+        *,
+        cli: str = CLI,
+        zone_known: Callable[[], bool] = lambda: True,
+    ) -> None:
+        """``owners``: who is owner, read again here when a code is claimed. ``cli``:
+        how this install's command line is run, as the hints name it (the CLI works it
+        out: ``agent.cli.command``). ``zone_known``: whether anyone chose the owner's
+        timezone (else the welcome asks where they are)."""
         self.store = store
-        self._settings = settings
-        self.cli = cli_command() if cli is None else cli
+        self.owners = owners
+        self.cli = cli
+        self.zone_known = zone_known
 
     async def refresh(self) -> list[PairedOwner]:
-        """Load the paired owners into the settings; returns them."""
-        owners = await self.store.owners()
-        self._settings.set_paired_telegram_ids([owner.user_id for owner in owners])
-        return owners
+        """Read the paired owners again (``Owners.refresh``); returns them."""
+        return await self.owners.refresh()
 
     async def offer(self, message: InboundMessage) -> list[Reply] | None:
         """The answer to a Telegram stranger: the welcome when they sent an owner's code
@@ -97,9 +121,9 @@ class Pairing:
                     owner.who(),
                     self.cli,
                 )
-                return [Reply(WELCOME)]
+                return [Reply(welcome(self.zone_known()))]
             log.info("pairing: %s sent a code that is no owner's code", who(user_id, name, handle))
-        if self._settings.telegram_owner_ids:
+        if self.owners.telegram_ids:
             return None
         offer = await self.store.offer(user_id, message.chat_id, name, handle=handle)
         if offer.outcome == "full":

@@ -198,10 +198,25 @@ async def build_system_prompt(
     return "\n\n".join(parts)
 
 
+ZONE_UNCHOSEN = (
+    "\nNobody chose the owner's timezone (UTC so far): when they say where they are, set "
+    "it with manage_settings."
+)
+
+
+def zone_unchosen(ctx: RunContext) -> str:
+    """The line asking the model to set the zone from where the owner says they are,
+    in the owner's chats while nobody chose one (``TIMEZONE`` unset, never set by chat)."""
+    deps = ctx.deps
+    if ctx.tier != "owner" or ctx.kind != "chat" or deps.settings.timezone_chosen:
+        return ""
+    return "" if deps.owner.current.zone_stored else ZONE_UNCHOSEN
+
+
 async def build_note(ctx: RunContext, sections: Sequence[PromptSection] = ()) -> str:
     """What changes between requests, for the end of the newest message: the clock and
     the changing sections (none for a contact, who gets only the time)."""
-    parts = [f"{NOTE_HEAD}\nNow: {format_now(ctx)}"]
+    parts = [f"{NOTE_HEAD}\nNow: {format_now(ctx)}{zone_unchosen(ctx)}"]
     if ctx.tier != "contact":
         for section in sections:
             if not isinstance(section, Changing):

@@ -23,18 +23,18 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from agent.alerts.policy import model_field, outside_part
-from agent.config import Settings
 from agent.context import AgentDeps
+from agent.owner import Owners
 from channels.delivery.inbox import STATUSES, received_since
-from scheduler.cron.expression import describe
 from scheduler.cron.job import CronJob, local_text
 from scheduler.cron.service import CronService
 from scheduler.fires.recorder import RunTicket
-from scheduler.fires.records import RunStore
 from scheduler.pulse.grid import PulseConfigError, next_pulse, remaining_today
 from scheduler.pulse.store import PulseState
 from scheduler.views import short_time
 from storage import collections as c
+from storage.repos.runs.record import Run
+from storage.repos.runs.store import RunStore
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
@@ -54,7 +54,7 @@ def cron_prompt(job: CronJob, ticket: RunTicket, now: datetime) -> str:
         due = local_text(ticket.scheduled_for, tz)
         what = f"one-time (set for {due}; this is its only run)"
     else:
-        what = f"recurring ({describe(job.cron_expression)}, {job.timezone})"
+        what = f"recurring ({job.rule_words()}, {job.timezone})"
     head = f"Scheduled job {job.id} “{job.name}”, {what}."
     if is_late(ticket, now):
         head += (
@@ -113,23 +113,19 @@ def is_news(doc: Doc) -> bool:
     return not str(doc.get("text", "")).lstrip().startswith("/")
 
 
-def from_owner(doc: Doc, settings: Settings) -> bool:
-    """Whether a stored inbound message is the owner's (by the settings' rules: the
-    terminal, ``OWNER_TELEGRAM_IDS`` and paired ids, ``OWNER_PHONE``, WhatsApp's own
-    chat). The owner's chat with the agent was answered as it came: it is no news."""
+def from_owner(doc: Doc, owners: Owners) -> bool:
+    """Whether a stored inbound message is the owner's (the terminal,
+    ``OWNER_TELEGRAM_IDS`` and paired ids, ``OWNER_PHONE``, WhatsApp's own chat). The
+    owner's chat with the agent was answered as it came: it is no news."""
     channel, sender = doc.get("channel"), str(doc.get("sender_id", ""))
     meta = doc.get("meta") or {}
     if channel == "console":
         return True
     if channel == "telegram":
-        return sender in {str(owner) for owner in settings.telegram_owner_ids}
+        return sender in {str(owner) for owner in owners.telegram_ids}
     if channel == "whatsapp" and meta.get("self_chat") and not meta.get("is_group"):
         return True
-    return (
-        channel in ("sms", "whatsapp")
-        and bool(settings.owner_phone)
-        and (sender == settings.owner_phone)
-    )
+    return channel in ("sms", "whatsapp") and bool(owners.phone) and (sender == owners.phone)
 
 
 async def _messages_since(deps: AgentDeps, since: datetime) -> int:
@@ -140,7 +136,7 @@ async def _messages_since(deps: AgentDeps, since: datetime) -> int:
         statuses=[s for s in STATUSES if s != "failed"],
         projection={"text": 1, "stranger": 1, "meta": 1, "channel": 1, "sender_id": 1},
     )
-    return sum([is_news(doc) and not from_owner(doc, deps.settings) async for doc in rows])
+    return sum([is_news(doc) and not from_owner(doc, deps.owners) async for doc in rows])
 
 
 def closing(tools: Collection[str]) -> str:
@@ -246,8 +242,8 @@ def _alert_line(alert: Doc) -> str:
     return f"- #{code} {alert.get('severity', '')}: {_clip(str(alert.get('title', '')), 100)}"
 
 
-def _run_line(run: Doc, tz: ZoneInfo, now: datetime) -> str:
-    detail = run.get("error") if run.get("status") != "success" else run.get("result")
-    line = f"- cron {run.get('name') or run.get('job_id')} {run.get('status')}"
-    line += f" at {short_time(run.get('scheduled_for'), tz, now)}"
+def _run_line(run: Run, tz: ZoneInfo, now: datetime) -> str:
+    detail = run.error if run.status != "success" else run.result
+    line = f"- cron {run.name or run.job_id} {run.status}"
+    line += f" at {short_time(run.scheduled_for, tz, now)}"
     return line + (f": {_clip(str(detail), 160)}" if detail else "")

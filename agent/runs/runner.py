@@ -36,13 +36,22 @@ from channels.types import OutboundMessage
 from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
 from scheduler.fires.recorder import Go, RunTicket, Skip
-from scheduler.fires.records import PASSING, Outcome, Reason, RunStore, Trigger, short_error
 from scheduler.pulse.grid import local_day
 from scheduler.pulse.store import PulseStore
 from storage import collections as c
+from storage.repos.runs.record import (
+    PASSING,
+    CallSummary,
+    Delivery,
+    Outcome,
+    Reason,
+    Run,
+    Trigger,
+    short_error,
+)
+from storage.repos.runs.store import RunStore
 
 log = logging.getLogger(__name__)
-Doc = dict[str, Any]
 SCHEDULER_SENDER = "scheduler"
 PULSE_CONVERSATION = "pulse"
 MAX_CALLS = 20
@@ -135,7 +144,7 @@ class Runner:
             outcome = Outcome("success", result=reply.text)
         outcome.tool_calls = list(reply.tool_calls)
         if reply.steps:
-            outcome.extra["calls"] = call_summaries(reply.steps)
+            outcome.calls = call_summaries(reply.steps)
         outcome.input_tokens = reply.usage.input_tokens
         outcome.output_tokens = reply.usage.output_tokens
         outcome.cached_input_tokens = reply.usage.cached_input_tokens
@@ -174,26 +183,24 @@ class Runner:
             text = outcome.result.strip()
             if text:
                 head = delivery_head(job, ticket, self.now())
-                outcome.extra["delivery"] = await self._deliver(
-                    job, f"{head}\n{text}", answer_key(ticket)
-                )
+                outcome.delivery = await self._deliver(job, f"{head}\n{text}", answer_key(ticket))
             else:
-                outcome.extra["delivery"] = None  # empty answer: nothing worth reporting
+                outcome.nothing_to_deliver = True  # empty answer: nothing worth reporting
         elif outcome.reason == "budget_spent":
-            outcome.extra["delivery"] = None  # the budget's own notice tells the owner, once
+            outcome.nothing_to_deliver = True  # the budget's own notice tells the owner, once
         elif ticket.will_retry and outcome.reason in PASSING:
             # Tried again within the fire's grace window: said once, on the first try.
             if ticket.attempt == 1:
                 reason = reason_text(outcome.reason, timeout)
                 notice = f"⚠️ {job.name}: {reason}; I will try again shortly."
                 key = f"{answer_key(ticket)}:retrying"
-                outcome.extra["delivery"] = await self._deliver(job, notice, key)
+                outcome.delivery = await self._deliver(job, notice, key)
         else:
             reason = reason_text(outcome.reason, timeout)
             tries = f" (tried {ticket.attempt} times)" if ticket.attempt > 1 else ""
             notice = f"⚠️ {job.name}: this run did not complete — {reason}{tries}."
             key = f"{answer_key(ticket)}:failed"
-            outcome.extra["delivery"] = await self._deliver(job, notice, key)
+            outcome.delivery = await self._deliver(job, notice, key)
         return outcome
 
     async def _answer_sent(self, ticket: RunTicket) -> Outcome | None:
@@ -207,30 +214,28 @@ class Runner:
             return None
         log.info("run %s: its answer went out before try %d; not asked again",
                  ticket.id, ticket.attempt)  # fmt: skip
-        delivery = {"channel": sent.get("channel"), "chat_id": sent.get("chat_id"),
-                    "idempotency_key": key, "earlier_try": True}  # fmt: skip
-        return Outcome("success", result=str(sent.get("text", "")), extra={"delivery": delivery})
+        delivery = Delivery(sent.get("channel"), sent.get("chat_id"), key, earlier_try=True)
+        return Outcome("success", result=str(sent.get("text", "")), delivery=delivery)
 
-    async def _deliver(self, job: CronJob, text: str, key: str) -> Doc:
+    async def _deliver(self, job: CronJob, text: str, key: str) -> Delivery:
         channel, chat = job.origin_channel, job.origin_chat_id
         if channel not in self.deps.channels:  # the job's chat is not running here
             target = owner_chat(
-                self.deps.settings, self.deps.channels, primary=self.deps.primary_channel
+                self.deps.owners, self.deps.channels, primary=self.deps.primary_channel
             )
             channel, chat = target.channel, target.chat_id
-        delivery: Doc = {"channel": channel, "chat_id": chat, "idempotency_key": key}
         try:
             await self.deps.outbox.enqueue(
                 OutboundMessage(channel=channel, chat_id=chat, text=text, idempotency_key=key)
             )
         except Exception as exc:  # the run itself is done; say so in its record
             log.exception("could not queue the result of cron job %s", job.id)
-            delivery["error"] = type(exc).__name__
-        return delivery
+            return Delivery(channel, chat, key, error=type(exc).__name__)
+        return Delivery(channel, chat, key)
 
     def _pulse_tools(self) -> list[str]:
         """The tools a pulse is offered now, so its brief names no other."""
-        target = owner_chat(self.deps.settings, self.deps.channels)
+        target = owner_chat(self.deps.owners, self.deps.channels)
         probe = RunContext(
             deps=self.deps,
             tier="owner",
@@ -267,7 +272,7 @@ class Runner:
 
         async def work(ticket: RunTicket) -> Outcome:
             target = owner_chat(
-                self.deps.settings, self.deps.channels, primary=self.deps.primary_channel
+                self.deps.owners, self.deps.channels, primary=self.deps.primary_channel
             )
             ctx = self._context("pulse", ticket, target.channel, target.chat_id)
             outcome = await self._execute(brief.text, ctx, self.config.pulse_timeout)
@@ -279,7 +284,7 @@ class Runner:
 
     # --- failures ---------------------------------------------------------------------
 
-    async def warn_failures(self, run: Doc, streak: int, job: CronJob | None) -> None:
+    async def warn_failures(self, run: Run, streak: int, job: CronJob | None) -> None:
         """The engine saw ``streak`` failed runs in a row: alert the owner, as a warning
         or, for a job with ``on_failure`` critical, a critical alert (paged by SMS)."""
         label = f"Cron job “{job.name}”" if job is not None else "The pulse"
@@ -288,14 +293,14 @@ class Runner:
         title = f"{label} failed" + (f" {streak} times in a row" if streak > 1 else "")
         critical = job is not None and job.on_failure == "critical"
         alone = critical or (job is not None and job.once)  # reported at its first failure
-        body = f"Last run: {run.get('status')} — {run.get('error') or 'no detail'}."
-        gave_up = bool(run.get("gave_up"))
+        body = f"Last run: {run.status} — {run.error or 'no detail'}."
+        gave_up = run.gave_up
         if gave_up:  # a fire that could not run in its window, whatever the streak
-            when = run["scheduled_for"].astimezone(self.pulse.tz).strftime("%H:%M")
+            due = run.scheduled_for or run.began or self.now()
+            when = due.astimezone(self.pulse.tz).strftime("%H:%M")
             title = f"{label} could not run ({when})"
-            tries = int(run.get("attempts") or 0)
-            tried = f" after {tries} tries" if tries > 1 else ""
-            body = f"{reason_text(run.get('reason'), 0).capitalize()}{tried}. {body}"
+            tried = f" after {run.attempts} tries" if run.attempts > 1 else ""
+            body = f"{reason_text(run.reason, 0).capitalize()}{tried}. {body}"
         if job is not None:
             body += f" Job id {job.id}; reply 'pause' to stop it."
         source = f"cron:{job.id}" if job is not None else "pulse"
@@ -305,17 +310,18 @@ class Runner:
             dedupe_key=f"run-failures:{source}",
             source=source,
             first=streak == (1 if alone else 2) or gave_up,
-            key=f"warn:{run['_id']}{':gave-up' if gave_up else ''}",
+            key=f"warn:{run.id}{':gave-up' if gave_up else ''}",
             severity="critical" if critical else "warning",
         )
 
-    async def warn_missed(self, runs: Sequence[Doc], jobs: Mapping[str, CronJob]) -> None:
+    async def warn_missed(self, runs: Sequence[Run], jobs: Mapping[str, CronJob]) -> None:
         """Fires missed past their grace window (Watchkeeper was down or stalled at the
         time): one alert for the sweep that found them, naming each job and its missed
         times on the owner's clock; critical when a job's ``on_failure`` says so."""
         groups: dict[str, list[datetime]] = {}
         for run in runs:
-            groups.setdefault(str(run.get("job_id")), []).append(run["scheduled_for"])
+            if run.scheduled_for is not None:
+                groups.setdefault(str(run.job_id), []).append(run.scheduled_for)
         tz = self.pulse.tz
         lines = []
         for job_id, moments in groups.items():
@@ -337,7 +343,8 @@ class Runner:
         )
         named = [job for job_id in groups if (job := jobs.get(job_id)) is not None]
         critical = any(job.on_failure == "critical" for job in named)
-        recorded = runs[0]["started_at"].isoformat(timespec="seconds")
+        first = runs[0].started_at or self.now()
+        recorded = first.isoformat(timespec="seconds")
         await self.warn_owner(
             title,
             body,
@@ -370,9 +377,7 @@ class Runner:
                 log.exception("alert router refused a failure warning; using the chat")
         if not first:
             return
-        target = owner_chat(
-            self.deps.settings, self.deps.channels, primary=self.deps.primary_channel
-        )
+        target = owner_chat(self.deps.owners, self.deps.channels, primary=self.deps.primary_channel)
         await self.deps.outbox.enqueue(
             OutboundMessage(
                 channel=target.channel,
@@ -388,7 +393,7 @@ def short_json(value: Any, limit: int = TEXT_LIMIT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def call_summaries(steps: Sequence[ModelMessage]) -> list[Doc]:
+def call_summaries(steps: Sequence[ModelMessage]) -> list[CallSummary]:
     """Each tool call of ``steps`` in order (at most ``MAX_CALLS``), with its result."""
     results: dict[str, ToolResultPart] = {}
     calls: list[ToolCallPart] = []
@@ -398,10 +403,9 @@ def call_summaries(steps: Sequence[ModelMessage]) -> list[Doc]:
                 calls.append(part)
             elif isinstance(part, ToolResultPart):
                 results[part.call_id] = part
-    summaries: list[Doc] = []
+    summaries: list[CallSummary] = []
     for call in calls[:MAX_CALLS]:
         result = results.get(call.id)
-        summary: Doc = {"name": call.name, "args": short_json(call.arguments)}
-        summary["result"] = short_json(result.result) if result is not None else ""
-        summaries.append(summary)
+        shown = short_json(result.result) if result is not None else ""
+        summaries.append(CallSummary(call.name, short_json(call.arguments), shown))
     return summaries

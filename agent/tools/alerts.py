@@ -182,7 +182,7 @@ async def _manage(args: ManageAlertsArgs, ctx: RunContext) -> ToolResult:
 
 def _alert_guidance(ctx: RunContext) -> str:
     """Says whether SMS can page at all, so no promise of an SMS is made without it."""
-    if can_page(ctx.deps.settings, ctx.deps.channels):
+    if can_page(ctx.deps.owners, ctx.deps.channels):
         return "raise_alert: pick severity honestly (critical pages by SMS)."
     return "raise_alert: pick severity honestly (SMS is not set up: chats only)."
 

@@ -11,6 +11,7 @@ from agent.context import RunContext
 from agent.tools import held
 from agent.tools.base import Tool, Toolset
 from agent.tools.db import DB_QUERY
+from agent.tools.fetch import FETCH_URL
 from agent.tools.mcp.tools import mcp_ready, mcp_tools
 from agent.tools.memory import SAVE_MEMORY, UPDATE_DB_SCHEMA
 from agent.tools.settings import MANAGE_SETTINGS
@@ -86,10 +87,13 @@ def told_of_holding(tools: list[Tool[Any]]) -> list[Tool[Any]]:
     if first is None or not any(t.writes for t in tools):
         return tools
     tool = tools[first]
+    line = held.GUIDANCE
+    if any(t.name == "raise_alert" for t in tools):
+        line += held.OWNER_MAY_ALERT
 
     def guidance(ctx: RunContext) -> str:
         own = tool.guidance_in(ctx).strip()
-        return f"{own} {held.GUIDANCE}" if own else held.GUIDANCE
+        return f"{own} {line}" if own else line
 
     return [*tools[:first], dataclasses.replace(tool, guidance_for=guidance), *tools[first + 1 :]]
 
@@ -109,6 +113,7 @@ def core_catalog(offers: Iterable[Offer] = ()) -> ToolCatalog:
         (UPDATE_DB_SCHEMA, always),
         (DB_QUERY, always),
         (WEB_SEARCH, lambda ctx: ctx.deps.settings.brave_api_key is not None),
+        (FETCH_URL, always),
         (MANAGE_SETTINGS, settings_offered),
     ]
     return ToolCatalog([*core, *offers], sources=[(mcp_tools, mcp_ready)])

@@ -19,7 +19,6 @@ from agent.tools.base import Tool, ToolError, ToolResult
 from scheduler.monitors.monitor import Monitor, MonitorError
 from scheduler.monitors.service import Monitors
 
-Doc = dict[str, Any]
 SETTINGS = (
     "name",
     "url",
@@ -72,12 +71,12 @@ def ping_url(base: str, token: str) -> str:
     return f"{base.rstrip('/')}/ping/{token}"
 
 
-def monitor_view(monitor: Monitor, base: str) -> Doc:
+def monitor_view(monitor: Monitor, base: str) -> dict[str, Any]:
     """A monitor as the tool, the API and the dashboard show it (fields as
     ``manage_monitor`` names them). A heartbeat's ``ping_url`` is shown once, on the
     monitor ``create`` returns (the only one that knows its token); absolute with
     ``base``, else a path with a note."""
-    view: Doc = {
+    view: dict[str, Any] = {
         "id": monitor.id,
         "name": monitor.name,
         "kind": monitor.kind,

@@ -15,7 +15,7 @@ from agent.context import RunContext
 from agent.tools.base import Tool, ToolError, ToolResult
 from scheduler.pulse.grid import PulseConfigError
 from scheduler.pulse.store import PulseStore
-from scheduler.views import pulse_view, run_view
+from scheduler.views import pulse_view
 
 QUIET_MOVED = (
     "quiet_hours is not a manage_pulse field any more: quiet hours are one owner setting "
@@ -58,7 +58,7 @@ async def _run_now(ctx: RunContext) -> ToolResult:
     if scheduler is None:
         raise ToolError("the scheduler is not running")
     run = await scheduler.run_pulse_now("manual")
-    view = run_view(run)
+    view = run.to_json()
     keep = ("id", "status", "duration_ms", "tool_calls", "tokens", "result", "error")
     return {"run": {k: view.get(k) for k in keep}}
 

@@ -31,7 +31,7 @@ class SendArgs(BaseModel):
 def _recipient(channel: str, to: str, ctx: RunContext) -> str:
     target = to.strip()
     if target.lower() == "owner":
-        address = owner_address(ctx.deps.settings, channel)
+        address = owner_address(ctx.deps.owners, channel)
         if address is None and channel == "telegram":
             raise ToolError("OWNER_TELEGRAM_IDS is not set, so the owner has no Telegram chat")
         if address is None:

@@ -30,7 +30,7 @@ DECLINE_WORD = "cancel"
 
 
 async def _approved(ctx: RunContext, channel: str, chat_id: str) -> bool:
-    if chat_id == owner_address(ctx.deps.settings, channel):
+    if chat_id == owner_address(ctx.deps.owners, channel):
         return True
     if channel == "whatsapp":
         record = await WhatsAppPermissions(ctx.deps.db).get(chat_id)
@@ -97,7 +97,7 @@ async def ask_owner(ctx: RunContext, codes: Sequence[str]) -> None:
     asks again only if its group grew."""
     outbox = ctx.deps.outbox
     held = HeldSends(ctx.deps.db)
-    target = owner_chat(ctx.deps.settings, ctx.deps.channels, primary=ctx.deps.primary_channel)
+    target = owner_chat(ctx.deps.owners, ctx.deps.channels, primary=ctx.deps.primary_channel)
     for code in codes:
         group = await held.waiting(code, ctx.now)
         if group is None:

@@ -35,6 +35,7 @@ from agent.owner import (
     owner_chat,
     unreachable,
 )
+from agent.spend.report import spend_report
 from agent.tools.base import Tool, ToolError, ToolResult
 from scheduler.cron.job import CronJob
 from scheduler.pulse.grid import in_quiet_hours
@@ -80,7 +81,7 @@ def sms_wait(prefs: OwnerPrefs, policy: RoutingPolicy) -> int:
 def warning_sms(minutes: int, ctx: RunContext) -> str:
     if minutes == 0:
         return "off: warnings never go by SMS, only to the primary chat"
-    if can_page(ctx.deps.settings, ctx.deps.channels):
+    if can_page(ctx.deps.owners, ctx.deps.channels):
         how = "by SMS"
     else:
         how = "as a reminder on every chat (SMS is not set up)"
@@ -99,15 +100,15 @@ def settings_view(
         "local_time": local_iso(now, tz),
         "quiet_hours": prefs.quiet_dicts(),
         "primary_channel": prefs.primary_channel,
-        "configured_channels": configured_channels(ctx.deps.settings, ctx.deps.channels),
+        "configured_channels": configured_channels(ctx.deps.owners, ctx.deps.channels),
         "warning_sms_after_minutes": minutes,
         "warning_sms": warning_sms(minutes, ctx),
     }
     primary = prefs.primary_channel
-    why = unreachable(ctx.deps.settings, ctx.deps.channels, primary) if primary else None
+    why = unreachable(ctx.deps.owners, ctx.deps.channels, primary) if primary else None
     if why is not None:  # set when it worked, e.g. before a restart without it
-        settings, running = ctx.deps.settings, ctx.deps.channels
-        instead = owner_chat(settings, running, primary=primary).channel
+        owners, running = ctx.deps.owners, ctx.deps.channels
+        instead = owner_chat(owners, running, primary=primary).channel
         view["primary_channel_problem"] = f"{why}; messages go to {instead} meanwhile"
     if not prefs.quiet_hours:
         view["quiet"] = "off: alerts and the pulse go out at any hour"
@@ -195,14 +196,17 @@ async def _manage(args: SettingsArgs, ctx: RunContext) -> ToolResult:
     owner = owner_settings(ctx)
     policy = await load_policy(ctx.deps.db)  # the routing default under the owner's wait
     if args.action == "get":
-        return settings_view(await owner.load(), owner, policy, ctx)
+        view = settings_view(await owner.load(), owner, policy, ctx)
+        deps = ctx.deps
+        view["spend"] = (await spend_report(deps.budget, deps.usage, deps.db)).as_result()
+        return view
     asked = {field: getattr(args, field) is not None for field in FIELDS}
     if not any(asked.values()):
         raise ToolError(f"update needs one or more of {', '.join(FIELDS)}")
     old = await owner.load()
     try:
         if args.primary_channel is not None:  # only a channel the owner can be reached on
-            check_reachable(args.primary_channel, ctx.deps.settings, ctx.deps.channels)
+            check_reachable(args.primary_channel, ctx.deps.owners, ctx.deps.channels)
         before = await _jobs(ctx) if args.timezone is not None else {}
         prefs = await owner.update(
             quiet_hours=(
@@ -230,7 +234,8 @@ async def _manage(args: SettingsArgs, ctx: RunContext) -> ToolResult:
 MANAGE_SETTINGS: Tool[Any] = Tool(
     name="manage_settings",
     description=(  # what each setting does is in the replies: every turn pays for this
-        "The owner's settings; replies explain them. update: any of quiet_hours (HH:MM, at "
+        "The owner's settings; replies explain them (get: also today's spend). update: any "
+        "of quiet_hours (HH:MM, at "
         f"most {MAX_QUIET_WINDOWS}; [] = off), timezone (IANA), primary_channel, "
         "warning_sms_after_minutes (0 = warnings never by SMS)."
     ),

@@ -6,6 +6,11 @@ One that finally fails stays in the collection as ``failed`` with its error and
 is reported; nothing is dropped silently. Under load, replies stored before their
 send share one command (``storage.coalesce``).
 
+Due messages (retries, and what was queued to send later) go chat by chat: each chat's
+in the order they were queued, one at a time, claimed only when it is its turn; chats
+side by side, so a chat waiting for its channel's pace (a second per Telegram chat, a
+group's minute, a ``retry_after``) holds up no other (``run_due``).
+
 A send's outcome is recorded at once, by its own write: the window in which a crash
 can leave a reply sent but not recorded (so sent again after the restart) is that one
 local write, never a batch waiting for company or for another command in flight.
@@ -43,6 +48,13 @@ SEND_BACKOFF = Backoff(first=1.0, factor=4.0, cap=300.0, retries=5)
 """Waits after a failed send (1, 4, 16, 64, 256 s; longer when the service asks), and
 5 retries before a reply is marked failed and reported."""
 STALE_SENDING = timedelta(minutes=2)
+"""Longer than a send can wait for its channel's pace (a Telegram group's minute)."""
+DUE_SCAN = 1000
+"""Due rows looked at to find the chats with something due, per pass."""
+MAX_LANES = 64
+"""Chats drained at once; the rest are taken up as these finish."""
+Lane = tuple[str, str]
+"""A chat's due messages: its channel and chat id."""
 RECOVER_EVERY = STALE_SENDING.total_seconds() / 4
 
 
@@ -85,6 +97,7 @@ class Outbox:
         self._poll = poll_seconds
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._lanes: dict[Lane, asyncio.Task[int]] = {}
         self._timers: set[asyncio.TimerHandle] = set()
         self._insert = GroupCommit(insert_each(self._coll, keyed=True))
         # After a send: its own command at once, never a batch (the module docstring).
@@ -249,14 +262,55 @@ class Outbox:
                 log.exception("failure hook raised")
 
     async def run_due(self) -> int:
-        """Send every message that is due now; returns how many were attempted."""
-        sent = 0
-        while True:
-            doc = await self._claim({"next_attempt_at": {"$lte": self._clock()}})
-            if doc is None:
-                return sent
-            sent += 1
-            await self._send_claimed(doc)
+        """Send every message that is due now, each chat's in order and chats side by
+        side; returns how many were attempted. Raises what a chat's sending raised (the
+        database failing), once every chat has had its go."""
+        attempted = 0
+        while lanes := await self._open_lanes():
+            await asyncio.wait(lanes)
+            for lane in lanes:
+                if lane.cancelled():
+                    continue
+                error = lane.exception()
+                if error is not None:
+                    raise error
+                attempted += lane.result()
+        return attempted
+
+    async def _open_lanes(self) -> list[asyncio.Task[int]]:
+        """A draining task for each chat with something due (the one already at work, if
+        any), oldest first, at most ``MAX_LANES`` at once."""
+        due = self._coll.find(
+            {"status": "pending", "next_attempt_at": {"$lte": self._clock()}},
+            projection={"_id": 0, "channel": 1, "chat_id": 1},
+            sort=[("created_at", 1)],
+            limit=DUE_SCAN,
+        )
+        chats = dict.fromkeys([(d["channel"], d["chat_id"]) async for d in due])
+        for lane in chats:
+            if lane not in self._lanes and len(self._lanes) < MAX_LANES:
+                task = asyncio.create_task(self._drain(lane), name=f"outbox:{lane[0]}")
+                task.add_done_callback(_logged)
+                self._lanes[lane] = task
+        found = [task for lane, task in self._lanes.items() if lane in chats]
+        # Every lane busy with chats that have nothing more due: wait for them to free up.
+        return found or (list(self._lanes.values()) if chats else [])
+
+    async def _drain(self, lane: Lane) -> int:
+        """Send one chat's due messages, oldest first, each claimed when its turn comes."""
+        channel, chat_id = lane
+        attempted = 0
+        try:
+            while True:
+                query = {"channel": channel, "chat_id": chat_id}
+                doc = await self._claim({**query, "next_attempt_at": {"$lte": self._clock()}})
+                if doc is None:
+                    return attempted
+                attempted += 1
+                await self._send_claimed(doc)
+        finally:
+            if self._lanes.pop(lane, None) is not None and len(self._lanes) == MAX_LANES - 1:
+                self._wake.set()  # chats may be waiting for a free lane
 
     def _wake_in(self, delay: float) -> None:
         """Wake the retry loop when a retry falls due, not at the next poll."""
@@ -294,6 +348,8 @@ class Outbox:
         self._timers.clear()
         await stop_task(self._task)
         self._task = None
+        # All at once, each within the grace: a send cut short stays "sending" (recovered).
+        await asyncio.gather(*(stop_task(lane) for lane in list(self._lanes.values())))
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -305,7 +361,7 @@ class Outbox:
                 if loop.time() - recovered_at >= RECOVER_EVERY:
                     await self.recover()
                     recovered_at = loop.time()
-                await self.run_due()
+                await self._open_lanes()  # they drain on their own; new chats join meanwhile
             except Exception:
                 log.exception("outbox loop error")
             self._wake.clear()
@@ -321,3 +377,10 @@ class Outbox:
 
     async def failed(self, limit: int = 20) -> list[Doc]:
         return await self._coll.find({"status": "failed"}, limit=limit).to_list()
+
+
+def _logged(task: asyncio.Task[int]) -> None:
+    """Retrieve a draining task's failure (``run_due`` re-raises it to its caller; the
+    loop's own are logged here), so none goes unseen."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("sending due outbox messages failed", exc_info=task.exception())

@@ -1,9 +1,13 @@
 """The inbound pipeline shared by every channel.
 
-1. ``submit`` stores the message in ``inbox`` under an ``_id`` made of its channel and
-   external id (``storage.collections``) before the channel acknowledges its
-   transport: a redelivery is a no-op. Under
-   load, inbox writes of one kind share one command (``storage.coalesce``).
+1. ``Intake.submit`` (``channels.delivery.intake``) stores the message in ``inbox``
+   under an ``_id`` made of its channel and external id (``storage.collections``)
+   before the channel acknowledges its transport: a redelivery is a no-op. Under
+   load, inbox writes of one kind share one command (``storage.coalesce``). It puts
+   the stored message on its ``updates`` queue, which the pipeline takes it from
+   (python-telegram-bot's ``update_queue``): the pipeline is built once, with its
+   handler and burst rules, when the agent exists, and what was stored before waits
+   in the queue.
 2. One worker per conversation handles its messages in order; conversations run
    in parallel (optionally bounded; the app leaves model calls to the model's
    adaptive limit).
@@ -38,32 +42,24 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
+from types import MappingProxyType
 from typing import Any
 
 from bson import ObjectId
 from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import DuplicateKeyError
 
 from channels.delivery.envelope import Envelope
-from channels.delivery.inbox import (
-    REASON_LIMIT,
-    envelope_of,
-    failure_reason,
-    reply_key,
-    unstorable,
-)
-from channels.delivery.media import pending_docs
+from channels.delivery.inbox import REASON_LIMIT, envelope_of, failure_reason, reply_key
+from channels.delivery.intake import STALE_CLAIM, Intake, Received
 from channels.delivery.outbox import Outbox
-from channels.delivery.text import clean_inbound, clean_text
+from channels.delivery.text import clean_text
 from channels.types import Channel, HandlingFailed, InboundMessage, OutboundMessage, Reply
 from channels.typing_indicator import TypingIndicator
 from runtime.tasks import stop_task, wait_event
 from storage import collections as c
-from storage.coalesce import BOOKKEEPING_LINGER, GroupCommit, insert_each, set_all
-from storage.collections import inbox_key
+from storage.coalesce import BOOKKEEPING_LINGER, GroupCommit, set_all
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
@@ -71,42 +67,37 @@ Handler = Callable[[Envelope], Awaitable[list[Reply]]]
 BurstRule = Callable[[InboundMessage], float]
 """Seconds to wait for more messages after this one (0: handle it alone, now)."""
 BURST_MAX_ITEMS = 20
-STALE_CLAIM = timedelta(minutes=15)
-"""Longer than any exchange can take (model retries and tool calls included)."""
-
-
-@dataclass(frozen=True)
-class Stored:
-    """A message this process has just stored: its ``inbox`` row and the message itself,
-    so the handler gets the message as stored rather than one rebuilt from the row."""
-
-    doc: Doc
-    message: InboundMessage
-
-
-Queued = Stored | list[Stored] | ObjectId
+Queued = Received | list[Received] | ObjectId
 """What a conversation's worker handles: a message just stored, a burst of them, or
 the id of a row a dead process left unfinished (``recover``)."""
+__all__ = ["STALE_CLAIM", "BurstRule", "Handler", "Intake", "Pipeline"]
 
 
 class Pipeline:
     def __init__(
         self,
         db: AsyncDatabase[Doc],
-        handler: Handler | asyncio.Future[Handler],
+        handler: Handler,
         outbox: Outbox,
         channels: Mapping[str, Channel],
         clock: Callable[[], datetime],
         max_concurrency: int | None = None,
         typing_indicator: TypingIndicator | None = None,
         reclaim_every: float = STALE_CLAIM.total_seconds() / 4,
+        *,
+        burst_rules: Mapping[str, BurstRule] | None = None,
+        intake: Intake | None = None,
     ) -> None:
+        """``intake``: where the channels' messages are stored and queued (the app's,
+        started before the agent); None: one of its own (a pipeline used alone, whose
+        ``submit`` and ``recover`` are its intake's). ``burst_rules``: per channel, how
+        long to gather a burst before handling it."""
         self._inbox = db[c.INBOX]
-        self._reclaim_every = reclaim_every
-        self._reclaims: asyncio.Task[None] | None = None
-        """Looks for stale claims again while the database is shared (guarantee 4)."""
+        self._own_intake = intake is None
+        self.intake = intake or Intake(db, clock, reclaim_every=reclaim_every)
+        self._consumer: asyncio.Task[None] | None = None
+        """Takes stored messages off ``intake.updates`` to their conversations' workers."""
         self._handler = handler
-        """The handler, or its future while the app builds it (then the handler itself)."""
         self._outbox = outbox
         self._clock = clock
         self._limit: contextlib.AbstractAsyncContextManager[Any] = (
@@ -117,101 +108,54 @@ class Pipeline:
         self._queues: dict[str, deque[Queued]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._stopping = False
-        self._sole_owner = False
-        """Whether this process owns the database (``recover``): then every unfinished
-        message is orphaned, else only those whose claim is stale (``_claimable``)."""
-        self.burst_rules: dict[str, BurstRule] = {}
-        """Per channel: how long to gather a burst before handling it."""
+        self._burst_rules = MappingProxyType(dict(burst_rules or {}))
         self._arrivals: dict[str, asyncio.Event] = {}
         self.typing = typing_indicator or TypingIndicator(channels)
-        self._store = GroupCommit(insert_each(self._inbox, keyed=True))
         self._mark_done = GroupCommit(
             set_all(self._inbox, lambda: {"status": "done", "done_at": self._clock()}),
             linger=BOOKKEEPING_LINGER,  # in a crowd (after the replies: nobody waits on it)
         )
 
+    def start(self) -> None:
+        """Handle what the intake stores, from what waits in its queue on."""
+        if self._consumer is None and not self._stopping:
+            self._consumer = asyncio.create_task(self._consume(), name="inbox-updates")
+
+    async def _consume(self) -> None:
+        """Each stored message to its conversation's queue, whose worker starts if none
+        runs (one per conversation, in order)."""
+        updates = self.intake.updates
+        while True:
+            key, item = await updates.get()
+            queue = self._queues.get(key)
+            if queue is None:
+                queue = self._queues[key] = deque()
+            queue.append(item)
+            arrived = self._arrivals.get(key)
+            if arrived is not None:
+                arrived.set()
+            if key not in self._workers and not self._stopping:
+                self._workers[key] = asyncio.create_task(self._work(key, queue), name=f"conv:{key}")
+            updates.task_done()
+
     async def submit(self, message: InboundMessage) -> bool:
-        """Store and queue ``message``; False when it was already received.
+        """Store and queue ``message`` (``Intake.submit``); False when it was already
+        received. Starts this pipeline if it was not (a pipeline used alone)."""
+        self.start()
+        return await self.intake.submit(message)
 
-        A message that cannot be stored is kept as ``failed`` (who, when, why; no text)
-        and acknowledged: a poison message never blocks the ones behind it. Only a
-        database failure raises, so that the transport delivers it again.
-        """
-        try:
-            message = clean_inbound(message)
-        except Exception as exc:  # meta nested absurdly deep, say
-            return await self._keep_as_failed(message, exc)
-        doc: Doc = {
-            # Its own key: a transport's second delivery meets the first (storage.collections).
-            "_id": inbox_key(message.channel, message.external_id),
-            "channel": message.channel,
-            "external_id": message.external_id,
-            "chat_id": message.chat_id,
-            "sender_id": message.sender_id,
-            "sender_name": message.sender_name,
-            "text": message.text,
-            "reply_to": message.reply_to,
-            "meta": message.meta,
-            "received_at": message.received_at,
-            "conversation_key": message.conversation_key,
-            # Stored already claimed by this process: it handles the message right away.
-            "status": "processing",
-            "claimed_at": self._clock(),
-            "attempts": 1,
-        }
-        if message.media:
-            # Fetched later, once the sender's tier is known (channels.delivery.media).
-            doc["media"] = pending_docs(message.media)
-        try:
-            # Stored together with the messages that arrive while a write is in flight
-            # (storage.coalesce); each one's duplicate key is still its own.
-            await self._store(doc)
-        except DuplicateKeyError:
-            log.info("duplicate %s message %s ignored", message.channel, message.external_id)
-            return False
-        except Exception as exc:
-            if not unstorable(exc):
-                raise
-            return await self._keep_as_failed(message, exc)
-        self._enqueue(message.conversation_key, Stored(doc, message))
-        return True
-
-    async def _keep_as_failed(self, message: InboundMessage, exc: Exception) -> bool:
-        """Keep what can be kept of a message that cannot be stored, as ``failed``."""
-        reason, key = failure_reason(exc), clean_text(message.external_id)
-        log.error("%s message %s cannot be stored (%s)", message.channel, key, reason)
-        channel = clean_text(message.channel)
-        doc: Doc = {
-            "_id": inbox_key(channel, key), "channel": channel, "external_id": key,
-            "chat_id": clean_text(message.chat_id), "sender_id": clean_text(message.sender_id),
-            "text": "", "received_at": message.received_at,
-            "conversation_key": clean_text(message.conversation_key), "attempts": 0,
-            "status": "failed", "error": f"not storable: {reason}", "failed_at": self._clock(),
-        }  # fmt: skip
-        try:
-            await self._inbox.insert_one(doc)
-        except DuplicateKeyError:
-            return False
-        return True
-
-    def _enqueue(self, key: str, item: Queued) -> None:
-        queue = self._queues.get(key)
-        if queue is None:
-            queue = self._queues[key] = deque()
-        queue.append(item)
-        arrived = self._arrivals.get(key)
-        if arrived is not None:
-            arrived.set()
-        if key not in self._workers and not self._stopping:
-            self._workers[key] = asyncio.create_task(self._work(key, queue), name=f"conv:{key}")
+    async def recover(self, *, sole_owner: bool = False) -> int:
+        """Queue what a dead process left unfinished (``Intake.recover``)."""
+        self.start()
+        return await self.intake.recover(sole_owner=sole_owner)
 
     async def _work(self, key: str, queue: deque[Queued]) -> None:
-        rules = self.burst_rules
+        rules = self._burst_rules
         try:
             while queue:
                 item = queue.popleft()
                 try:
-                    if rules and isinstance(item, Stored) and self._window(item) > 0:
+                    if rules and isinstance(item, Received) and self._window(item) > 0:
                         item = await self._gather(key, queue, item)
                     await self._process(item)
                 except Exception:
@@ -231,7 +175,7 @@ class Pipeline:
         database never both handle it, and its earlier replies are not produced again.
         """
         replayed = False
-        if isinstance(item, Stored):  # the common case: the message itself, as stored
+        if isinstance(item, Received):  # the common case: the message itself, as stored
             members = [item.doc]
             envelope = Envelope(
                 item.message, inbox_id=str(item.doc["_id"]), has_media=bool(item.message.media)
@@ -241,7 +185,7 @@ class Pipeline:
             envelope = envelope_of(members)
         else:
             doc = await self._inbox.find_one_and_update(
-                {"_id": item, **self._claimable()},
+                {"_id": item, **self.intake.claimable()},
                 {"$set": {"claimed_at": self._clock(), "status": "processing"},
                  "$inc": {"attempts": 1}},
                 # As claimed: its attempts count this one, so the handler knows it is a
@@ -267,10 +211,7 @@ class Pipeline:
                         self.typing.keep_typing(chat.channel, chat.chat_id)
                     )
                     try:
-                        handler = self._handler
-                        if isinstance(handler, asyncio.Future):  # the app is building it
-                            handler = self._handler = await self._handler_built(handler)
-                        replies = await handler(envelope)
+                        replies = await self._handler(envelope)
                     finally:
                         typing.cancel()
                         with contextlib.suppress(asyncio.CancelledError):
@@ -310,11 +251,11 @@ class Pipeline:
         """Other conversations are at work: more replies and "done" marks are coming."""
         return len(self._workers) > 1
 
-    def _window(self, item: Stored) -> float:
-        rule = self.burst_rules.get(item.message.channel)
+    def _window(self, item: Received) -> float:
+        rule = self._burst_rules.get(item.message.channel)
         return rule(item.message) if rule is not None else 0.0
 
-    async def _gather(self, key: str, queue: deque[Queued], first: Stored) -> Queued:
+    async def _gather(self, key: str, queue: deque[Queued], first: Received) -> Queued:
         """Wait for the rest of a burst, then make ``first`` its leader (stored)."""
         window = self._window(first)
         loop = asyncio.get_running_loop()
@@ -332,7 +273,7 @@ class Pipeline:
         members = [first]
         while queue and len(members) < BURST_MAX_ITEMS:
             nxt = queue[0]
-            if not isinstance(nxt, Stored) or self._window(nxt) <= 0:
+            if not isinstance(nxt, Received) or self._window(nxt) <= 0:
                 break
             members.append(nxt)
             queue.popleft()
@@ -352,64 +293,18 @@ class Pipeline:
         found = {d["_id"]: d async for d in self._inbox.find({"_id": {"$in": ids}})}
         return [found.get(i, doc) if i != doc["_id"] else doc for i in ids if i in found]
 
-    @staticmethod
-    async def _handler_built(handler: asyncio.Future[Handler]) -> Handler:
-        """The handler, once the app has built it (a message stored and acknowledged
-        during start-up waits here); shielded: the future is shared by every worker."""
-        return await asyncio.shield(handler)
-
-    async def recover(self, *, sole_owner: bool = False) -> int:
-        """Queue messages a dead process stored but did not finish, oldest first.
-
-        ``sole_owner``: this process owns the database, so every unfinished message
-        is orphaned; otherwise only those whose claim is older than ``STALE_CLAIM``.
-        """
-        self._sole_owner = sole_owner
-        count = await self._resume(self._claimable())
-        if not sole_owner and self._reclaims is None and not self._stopping:
-            self._reclaims = asyncio.create_task(self._reclaim_loop(), name="inbox-reclaims")
-        return count
-
-    def _claimable(self) -> Doc:
-        """What ``recover`` may claim, now; the same filter guards the claim itself."""
-        if self._sole_owner:
-            return {"status": {"$in": ["pending", "processing"]}}
-        stale = {"status": "processing", "claimed_at": {"$lt": self._clock() - STALE_CLAIM}}
-        return {"$or": [{"status": "pending"}, stale]}
-
-    async def _resume(self, query: Doc) -> int:
-        """Queue the messages ``query`` finds, oldest first (claimed as each is handled)."""
-        cursor = self._inbox.find(
-            query, projection={"conversation_key": 1}, sort=[("received_at", 1)]
-        )
-        count = 0
-        async for doc in cursor:
-            self._enqueue(doc["conversation_key"], doc["_id"])
-            count += 1
-        if count:
-            log.info("resuming %d unfinished inbound messages", count)
-        return count
-
-    async def _reclaim_loop(self) -> None:
-        """Every ``reclaim_every`` seconds, messages whose claim went stale since the
-        last look (their process died): handled here, each claimed first."""
-        while True:
-            await asyncio.sleep(self._reclaim_every)
-            stale = {"status": "processing", "claimed_at": {"$lt": self._clock() - STALE_CLAIM}}
-            try:
-                await self._resume(stale)
-            except Exception:  # the database away for a moment: the next look finds them
-                log.warning("looking for unfinished inbound messages failed", exc_info=True)
-
     async def join(self) -> None:
         """Wait until every queued message has been handled (tests, shutdown)."""
+        if self._consumer is not None and not self._consumer.done():
+            await self.intake.updates.join()  # each taken to its conversation's worker
         while self._workers:
             await asyncio.gather(*list(self._workers.values()), return_exceptions=True)
 
     async def stop(self, grace: float = 10.0) -> None:
         self._stopping = True
-        await stop_task(self._reclaims)
-        self._reclaims = None
+        await stop_task(self._consumer)
+        if self._own_intake:
+            await self.intake.stop()
         workers = list(self._workers.values())
         if workers:
             try:

@@ -28,6 +28,7 @@ from telegram import Bot, BotCommand, Update
 from telegram.constants import ChatAction
 from telegram.error import BadRequest, Conflict, InvalidToken, RetryAfter, TelegramError
 
+from channels.telegram.flood import TELEGRAM_LIMITS, FloodLimits
 from channels.telegram.inbound import (
     ALLOWED_UPDATES,
     CHANNEL,
@@ -39,7 +40,7 @@ from channels.telegram.outbound import TelegramSender, retry_after_seconds
 from channels.telegram.request import AiohttpRequest
 from channels.types import InboundSink
 from channels.webhook_body import READ_TIMEOUT, BodyRefused, read_body
-from runtime.backoff import Backoff
+from runtime.backoff import Backoff, Pauses
 from runtime.clock import utcnow
 from runtime.tasks import stop_task
 
@@ -99,24 +100,6 @@ class TokenRedactor(logging.Filter):
             logging.getLogger(name).removeFilter(self)
 
 
-class Pauses:
-    """One loop's failures in a row: each sleeps the policy's next wait; a success
-    starts it over."""
-
-    def __init__(self, policy: Backoff) -> None:
-        self._policy = policy
-        self._failures = 0
-        self.upcoming = policy.delay(1)
-
-    def reset(self) -> None:
-        self._failures, self.upcoming = 0, self._policy.delay(1)
-
-    async def sleep(self) -> None:
-        delay, self._failures = self.upcoming, self._failures + 1
-        self.upcoming = self._policy.delay(self._failures + 1)
-        await asyncio.sleep(delay)
-
-
 class TelegramChannel(TelegramSender):
     """Long polling by default; webhook mode when ``webhook_url`` is given. Sending is
     the ``TelegramSender`` it is (``channels.telegram.outbound``)."""
@@ -137,6 +120,7 @@ class TelegramChannel(TelegramSender):
         pool_size: int = 8,
         read_timeout: float = READ_TIMEOUT,
         media_max_bytes: int = DEFAULT_MAX_BYTES,
+        limits: FloodLimits = TELEGRAM_LIMITS,
     ) -> None:
         if not token:
             raise ValueError("a Telegram bot token is required (TELEGRAM_BOT_TOKEN)")
@@ -179,7 +163,7 @@ class TelegramChannel(TelegramSender):
         # object's 1 s pool timeout (httpx's pool also scheduled hundreds of waiters in
         # quadratic time; AiohttpRequest's wait is O(1), but the timeout still applies).
         self._slots = asyncio.Semaphore(pool_size)
-        super().__init__(self._bot, self._safe, self._slots)
+        super().__init__(self._bot, self._safe, self._slots, limits)
 
     @property
     def mode(self) -> str:
@@ -199,6 +183,7 @@ class TelegramChannel(TelegramSender):
         self._sink = sink
         self._redact.attach()
         self._running = True
+        self._pace.open()
         try:
             if not self._ready:
                 await self._setup()
@@ -246,8 +231,10 @@ class TelegramChannel(TelegramSender):
                 log.warning("telegram set-up failed: %s", self._safe(exc))
 
     async def stop(self) -> None:
-        """Cancel the long poll at once, confirm what was stored, close the client."""
+        """Cancel the long poll at once, confirm what was stored, close the client.
+        Sends still waiting their turn fail as retryable (the outbox keeps them)."""
         self._running = False
+        self._pace.close()
         await stop_task(self._task)
         self._task = None
         if self._offset is not None and self._ready and self._webhook_url is None:

@@ -34,6 +34,8 @@ from telegram.error import (
 )
 from telegram.warnings import PTBDeprecationWarning
 
+from channels.pacing import Lane, PacingClosed
+from channels.telegram.flood import TELEGRAM_LIMITS, FloodLimits, FloodPace
 from channels.types import VERBATIM, Button, OutboundMessage, SendError, SendResult
 
 log = logging.getLogger(__name__)
@@ -41,6 +43,8 @@ log = logging.getLogger(__name__)
 RETRY_AFTER_WAIT_MAX = 5.0
 """A flood-control pause up to this long is waited out in place; longer goes back to
 the outbox as a retryable failure."""
+REFUSED = (BadRequest, Forbidden, InvalidToken, ChatMigrated, RetryAfter)
+"""Answers that delivered nothing: such a send does not count against the limits."""
 PROGRESS_KEEP = 256
 """How many partly sent long replies to remember, so a retry skips the sent chunks."""
 MAX_LENGTH = 4096
@@ -165,6 +169,18 @@ def retry_after_seconds(exc: RetryAfter) -> float:
         return _seconds(exc.retry_after)
 
 
+def _cost(exc: BaseException, gap: float) -> tuple[float, bool]:
+    """What a failed ``sendMessage`` leaves its lane: the gap before the chat's next send,
+    and whether it counts against the limits. A refusal delivered nothing (a flood
+    refusal keeps the chat waiting as long as Telegram asked); anything else (a timeout,
+    a dropped connection, an answer we could not read) may have been delivered."""
+    if isinstance(exc, RetryAfter):
+        return retry_after_seconds(exc), False
+    if isinstance(exc, REFUSED):
+        return 0.0, False
+    return gap, True
+
+
 def _keyboard(buttons: Sequence[Button]) -> InlineKeyboardMarkup | None:
     if not buttons:
         return None
@@ -183,17 +199,21 @@ def _as_message_id(value: str | None) -> int | None:
 class TelegramSender:
     """The outbound half of the channel (``TelegramChannel`` is one, and starts and stops
     it); ``describe_error`` renders an error without the token, for logs and
-    ``SendError`` texts."""
+    ``SendError`` texts. Sends are paced to ``limits`` (``channels.telegram.flood``)
+    before they take one of the ``slots`` (connections), so a waiting message holds
+    none."""
 
     def __init__(
         self,
         bot: Bot,
         describe_error: Callable[[BaseException], str],
         slots: asyncio.Semaphore,
+        limits: FloodLimits = TELEGRAM_LIMITS,
     ) -> None:
         self._bot = bot
         self._describe = describe_error
         self._slots = slots
+        self._pace = FloodPace(limits)
         self._progress: dict[str, list[str]] = {}
         self._running = False
         """Whether the channel is up; until it is (and once stopped) a send fails, to be
@@ -204,7 +224,9 @@ class TelegramSender:
         as plain text when its ``meta`` asks for it ``VERBATIM``.
 
         If a later chunk fails, a retry of the same message skips the chunks
-        already delivered.
+        already delivered. The chat's lane is held across the chunks: its messages go
+        in the order they came, whole, a second apart; other chats go meanwhile. A send
+        still waiting its turn when the channel stops fails as retryable.
         """
         if not self._running:
             raise SendError("telegram channel is not running", retryable=True)
@@ -217,22 +239,29 @@ class TelegramSender:
         done = self._progress.pop(message.idempotency_key, [])
         markup = _keyboard(message.buttons)
         reply_to = _as_message_id(message.reply_to)
-        for i in range(len(done), len(chunks)):
-            last = i == len(chunks) - 1
-            try:
-                sent = await self._send_chunk(
-                    message.chat_id,
-                    chunks[i],
-                    markup if last else None,
-                    reply_to if i == 0 else None,
-                    verbatim=bool(message.meta.get(VERBATIM)),
-                )
-            except TelegramError as exc:
-                error = self._send_error(exc)
-                if error.retryable and done:
-                    self._remember(message.idempotency_key, done)
-                raise error from None
-            done.append(sent)
+        try:
+            async with self._pace.lane(message.chat_id) as lane:
+                for i in range(len(done), len(chunks)):
+                    last = i == len(chunks) - 1
+                    try:
+                        sent = await self._send_chunk(
+                            lane,
+                            message.chat_id,
+                            chunks[i],
+                            markup if last else None,
+                            reply_to if i == 0 else None,
+                            verbatim=bool(message.meta.get(VERBATIM)),
+                        )
+                    except TelegramError as exc:
+                        error = self._send_error(exc)
+                        if error.retryable and done:
+                            self._remember(message.idempotency_key, done)
+                        raise error from None
+                    done.append(sent)
+        except PacingClosed:
+            if done:
+                self._remember(message.idempotency_key, done)
+            raise SendError("telegram channel stopped before its turn", retryable=True) from None
         return SendResult(external_ids=tuple(i for i in done if i))
 
     def _remember(self, key: str, done: list[str]) -> None:
@@ -242,6 +271,7 @@ class TelegramSender:
 
     async def _send_chunk(
         self,
+        lane: Lane,
         chat_id: str,
         text: str,
         markup: InlineKeyboardMarkup | None,
@@ -250,7 +280,8 @@ class TelegramSender:
         verbatim: bool = False,
     ) -> str:
         """``sendMessage`` for one chunk, as HTML, else (formatting refused, or
-        ``verbatim``) as plain text; a short flood-control pause is waited out once.
+        ``verbatim``) as plain text, once ``lane`` (held) and the windows give it a
+        turn; a short flood-control pause is waited out once, in the lane.
         The new message's id, "" if the answer is not a message with one (the message
         went: a retry would send it twice).
 
@@ -266,17 +297,23 @@ class TelegramSender:
             {"text": text},
         )
         form, attempt = (1 if verbatim else 0), 0
+        gap = self._pace.limits.chat_gap
         while True:
             try:
-                async with self._slots:
-                    sent = await self._bot.send_message(**forms[form], **params)
+                await lane.turn()
+                try:
+                    async with self._slots:
+                        sent = await self._bot.send_message(**forms[form], **params)
+                except BaseException as exc:
+                    lane.done(*_cost(exc, gap))
+                    raise
+                lane.done(gap)
             except RetryAfter as exc:
                 wait = retry_after_seconds(exc)
                 if attempt or wait > RETRY_AFTER_WAIT_MAX:
                     raise
                 attempt += 1
-                await asyncio.sleep(wait)
-                continue
+                continue  # in the lane: its turn comes after the wait
             except BadRequest as exc:
                 if form or "can't parse entities" not in exc.message.lower():
                     raise

@@ -39,7 +39,7 @@ from channels.whatsapp.events import (
     phone_of,
     phone_to_jid,
 )
-from runtime.backoff import Backoff
+from runtime.backoff import Backoff, Pauses
 from runtime.clock import Clock, utcnow
 from storage.repos.whatsapp_permissions import normalise_phone
 
@@ -108,14 +108,13 @@ class WhatsAppChannel:
         self._notify = notify
         self._clock = clock
         self._sleep = sleep
-        self._backoff = backoff
         self._notice_after = notice_after
         self._health_every = health_every
         self._client: Any = None
         self._sink: InboundSink | None = None
         self._state = "stopped"
         self._since = clock()
-        self._attempt = 0
+        self._pauses = Pauses(backoff, sleep=sleep)
         self._notified = False
         self._stopping = False
         self._own_chats: set[str] = set()
@@ -181,11 +180,12 @@ class WhatsAppChannel:
                 return
             if self._state not in LOGGED_OUT:
                 self._set_state("disconnected")
-            self._attempt += 1
-            delay = self._backoff.delay(self._attempt)
-            self.delays.append(delay)
-            log.info("whatsapp: reconnecting in %.0f s (attempt %d)", delay, self._attempt)
-            await self._sleep(delay)
+            log.info(
+                "whatsapp: reconnecting in %.0f s (attempt %d)",
+                self._pauses.upcoming,
+                self._pauses.failures + 1,
+            )
+            self.delays.append(await self._pauses.sleep())
 
     async def _watch(self) -> None:
         while not self._stopping:
@@ -225,7 +225,7 @@ class WhatsAppChannel:
         log.info("whatsapp: %s", state)
         self._state, self._since = state, self._clock()
         if state == "connected":
-            self._attempt = 0
+            self._pauses.reset()
             if self._notified:
                 log.info("whatsapp: back online")
             self._notified = False
@@ -380,7 +380,7 @@ class WhatsAppChannel:
             "connected": self._state == "connected",
             "since": self._since.isoformat(),
             "account": self._own_phone or None,
-            "reconnect_attempts": self._attempt,
+            "reconnect_attempts": self._pauses.failures,
             "notified": self._notified,
             "ignored": dict(self.ignored),
         }

@@ -26,6 +26,7 @@ from __future__ import annotations
 import heapq
 import re
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -293,13 +294,18 @@ def _require_aware(value: datetime, name: str) -> datetime:
 
 
 def _iter_fires(expression: str, tz: ZoneInfo, after: datetime) -> Iterator[datetime]:
-    """Yield UTC fire instants strictly after ``after``, ascending and unique.
+    """``_iter_expanded`` of an expression checked here first."""
+    return _iter_expanded(expand(expression), tz, after)
+
+
+def _iter_expanded(expanded: str, tz: ZoneInfo, after: datetime) -> Iterator[datetime]:
+    """Yield UTC fire instants strictly after ``after``, ascending and unique, for an
+    expression already checked and expanded (``expand``).
 
     Wall times come from croniter on a DST-free clock; each is then resolved in ``tz``.
     Second occurrences of folded times wait in a heap until a later instant is seen,
     which is all the reordering DST can cause.
     """
-    expanded = expand(expression)
     minute, hour = expanded.split()[:2]
     interval_job = minute.startswith("*") or hour.startswith("*")
     after_utc = _require_aware(after, "after")
@@ -340,6 +346,40 @@ def next_fires(expression: str, tz: ZoneInfo, after: datetime, count: int = 3) -
         if len(fires) >= count:
             break
     return fires
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A recurring schedule checked once (``Schedule.of``), so asking for its next fires
+    does not check the expression and the zone again: a stored job's schedule is read
+    once, at its store, and each fire only computes."""
+
+    expression: str
+    """As written (normalised by ``validate_cron``)."""
+    expanded: str
+    """Aliases such as ``@daily`` spelled out in five fields."""
+    tz: ZoneInfo
+
+    @classmethod
+    def of(cls, expression: str, timezone: str) -> Schedule:
+        """The schedule, or a CronError that says what is wrong with it."""
+        written = validate_cron(expression)
+        return cls(written, ALIASES.get(written, written), validate_timezone(timezone))
+
+    def words(self) -> str:
+        """``describe`` of the expression (checked already)."""
+        return _describe(self.expression)
+
+    def next_fires(self, after: datetime, count: int = 3) -> list[datetime]:
+        """The next ``count`` fire times strictly after ``after``, aware, in ``tz``."""
+        fires: list[datetime] = []
+        if count <= 0:
+            return fires
+        for instant in _iter_expanded(self.expanded, self.tz, after):
+            fires.append(instant.astimezone(self.tz))
+            if len(fires) >= count:
+                break
+        return fires
 
 
 def fires_between(
@@ -450,6 +490,11 @@ def describe(expression: str) -> str:
         written = validate_cron(expression)
     except CronError:
         return expression
+    return _describe(written)
+
+
+def _describe(written: str) -> str:
+    """``describe`` of an expression already checked (``validate_cron``)."""
     expanded = ALIASES.get(written, written)
     minute, hour, dom, month, dow = ("*" if field == "?" else field for field in expanded.split())
     if dom != "*" and dow != "*":

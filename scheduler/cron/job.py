@@ -17,23 +17,27 @@ the messages are shown to the model.
 from __future__ import annotations
 
 import itertools
+import logging
 import re
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, cast, get_args
 from zoneinfo import ZoneInfo
 
 from scheduler.cron.expression import (
     CronError,
+    Schedule,
+    describe,
     gap_end,
     next_fires,
     resolve_wall_time,
     validate_cron,
     validate_timezone,
 )
-from storage.ejson import aware
+from storage.records import maybe_text, moment, text
 
-Doc = dict[str, Any]
+log = logging.getLogger(__name__)
 JobKind = Literal["recurring", "once"]
 OnFailure = Literal["warning", "critical", "none"]
 ON_FAILURE: tuple[str, ...] = get_args(OnFailure)
@@ -78,7 +82,7 @@ class CronJob:
     last_status: str | None = None
     updated_by: str | None = None
     """Who made the latest change when not the model or the owner's chat (``dashboard``)."""
-    source: Doc | None = None
+    source: Mapping[str, Any] | None = None
     """Where ``instruction`` came from when a run that had read outside text wrote it
     (the owner approving it): that text's sources and the owner's code. Its runs count
     as having read outside text. None when the instruction is the owner's own words."""
@@ -91,40 +95,67 @@ class CronJob:
     def done(self) -> bool:
         return self.done_at is not None
 
+    schedule: Schedule | None = field(default=None, compare=False, repr=False)
+    """A recurring job's expression and zone, checked once when the job was read; None
+    for a one-time job, or a stored expression that cannot be used (never fires)."""
+
     @classmethod
-    def from_doc(cls, doc: Doc) -> CronJob:
+    def from_doc(
+        cls, doc: Mapping[str, Any], schedule_of: Callable[[str, str], Schedule] = Schedule.of
+    ) -> CronJob:
+        """The stored job; a field of the wrong type is a ``BadRecord``. A recurring
+        job's schedule is checked here, by ``schedule_of`` (the store remembers the ones
+        it checked): the engine's fires only compute."""
         kind: JobKind = "once" if doc.get("kind") == "once" else "recurring"
         policy = doc.get("on_failure")
+        expression = text(doc, "cron_expression")
+        timezone = text(doc, "timezone", "UTC")
+        schedule: Schedule | None = None
+        if kind == "recurring":
+            try:
+                schedule = schedule_of(expression, timezone)
+            except CronError as exc:
+                log.warning("cron job %s has an unusable schedule: %s", doc.get("_id"), exc)
+        source = doc.get("source")
         return cls(
             id=str(doc["_id"]),
-            name=doc.get("name", ""),
-            instruction=doc.get("instruction", ""),
-            cron_expression=doc.get("cron_expression") or "",
-            timezone=doc.get("timezone", "UTC"),
+            name=text(doc, "name"),
+            instruction=text(doc, "instruction"),
+            cron_expression=expression,
+            timezone=timezone,
             enabled=bool(doc.get("enabled", True)),
-            origin_channel=doc.get("origin_channel", "console"),
+            origin_channel=text(doc, "origin_channel", "console"),
             origin_chat_id=str(doc.get("origin_chat_id", "owner")),
-            created_at=aware(doc.get("created_at")) or datetime.min.replace(tzinfo=UTC),
-            next_fire_at=aware(doc.get("next_fire_at")),
+            created_at=moment(doc, "created_at") or datetime.min.replace(tzinfo=UTC),
+            next_fire_at=moment(doc, "next_fire_at"),
             kind=kind,
-            run_at=aware(doc.get("run_at")),
+            run_at=moment(doc, "run_at"),
             on_failure=cast(OnFailure, policy) if policy in ON_FAILURE else "warning",
-            done_at=aware(doc.get("done_at")),
-            last_status=doc.get("last_status"),
-            updated_by=doc.get("updated_by"),
-            source=doc["source"] if isinstance(doc.get("source"), dict) else None,
+            done_at=moment(doc, "done_at"),
+            last_status=maybe_text(doc, "last_status"),
+            updated_by=maybe_text(doc, "updated_by"),
+            source=dict(source) if isinstance(source, Mapping) else None,
+            schedule=schedule,
+        )
+
+    def rule_words(self) -> str:
+        """A recurring job's rule in words (``describe``)."""
+        return (
+            self.schedule.words() if self.schedule is not None else describe(self.cron_expression)
         )
 
     def next_fires(self, after: datetime, count: int = 3) -> list[datetime]:
         """The next ``count`` fires in the job's own timezone (a one-time job: its
-        ``run_at`` while it is pending and later than ``after``)."""
-        tz = validate_timezone(self.timezone)
+        ``run_at`` while it is pending and later than ``after``); a CronError when its
+        stored schedule cannot be used."""
         if self.once:
             at = self.run_at
             if at is None or self.done or at <= after or count <= 0:
                 return []
-            return [at.astimezone(tz)]
-        return next_fires(self.cron_expression, tz, after, count)
+            return [at.astimezone(validate_timezone(self.timezone))]
+        if self.schedule is None:  # said when it was read; said again to the caller
+            return next_fires(self.cron_expression, validate_timezone(self.timezone), after, 0)
+        return self.schedule.next_fires(after, count)
 
 
 # --- one-time jobs: when they run ------------------------------------------------
@@ -246,7 +277,7 @@ CHOICES = (
 UPDATABLE = (
     "name, instruction, cron_expression, run_at, in_minutes, timezone, enabled or on_failure"
 )
-PENDING: Doc = {"done_at": {"$exists": False}}
+PENDING: Mapping[str, Any] = {"done_at": {"$exists": False}}
 """Jobs that count toward the limit: done one-time jobs do not."""
 
 

@@ -9,18 +9,19 @@ change at once, so a change takes effect without a restart.
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any
 
 from pymongo import ReturnDocument, UpdateOne
 from pymongo.asynchronous.database import AsyncDatabase
 
 from runtime.clock import Clock
+from runtime.listeners import Listeners
 from scheduler.backlog import window
-from scheduler.cron.expression import CronError, next_fires, validate_timezone
+from scheduler.cron.expression import CronError, Schedule, next_fires, validate_timezone
 from scheduler.cron.job import (
     CHOICES,
     DONE_KEPT,
@@ -45,10 +46,9 @@ from scheduler.cron.job import (
 )
 from storage import collections as c
 from storage import retry
-from storage.ejson import aware
+from storage.records import BadRecord, Doc, each_async, moment, parsed
 
 log = logging.getLogger(__name__)
-Doc = dict[str, Any]
 Listener = Callable[[str], Awaitable[None]]
 
 
@@ -57,15 +57,29 @@ class CronService:
         self,
         db: AsyncDatabase[Doc],
         clock: Clock,
-        default_timezone: str,
+        default_timezone: str | Callable[[], str],
         limits: JobLimits = NO_LIMITS,
     ) -> None:
+        """``default_timezone``: a new job's zone when it names none; a callable is the
+        owner's timezone as it is now (the app's: it follows the owner's settings, read
+        again by the engine's resync), a name is fixed until ``move_timezone``."""
         self._coll = db[c.CRONJOBS]
         self._clock = clock
-        self.default_timezone = default_timezone
+        self._default_timezone = default_timezone
         self.limits = limits
         """The scheduling feature passes the settings' limits; direct use has none."""
-        self.listeners: list[Listener] = []
+        self.listeners: Listeners[Listener] = Listeners()
+        self._schedule_of = functools.lru_cache(maxsize=1024)(Schedule.of)
+        """Schedules checked once per process, not at every read of their jobs (a
+        stored expression was checked when it was written)."""
+
+    @property
+    def default_timezone(self) -> str:
+        zone = self._default_timezone
+        return zone if isinstance(zone, str) else zone()
+
+    def _job(self, doc: Doc) -> CronJob:
+        return CronJob.from_doc(doc, self._schedule_of)
 
     def _first_fire(self, expression: str, timezone: str) -> datetime:
         return next_fires(expression, validate_timezone(timezone), self._clock(), 1)[0]
@@ -145,7 +159,16 @@ class CronService:
         if not await retry.insert_new(self._coll, doc, lambda: secrets.token_hex(4)):
             raise JobError("could not allocate a job id; try again")
         await self._changed(doc["_id"])
-        return CronJob.from_doc(doc)
+        return self._job(doc)
+
+    def _read(self, doc: Doc) -> CronJob:
+        """One stored job, or a JobError saying it cannot be read (logged)."""
+        try:
+            return self._job(doc)
+        except (BadRecord, KeyError) as exc:
+            log.warning("cron job %r does not parse: %s", doc.get("_id"), exc)
+            unread = f"cron job {doc.get('_id')!r} is stored in a form that cannot be read"
+            raise JobError(unread) from None
 
     async def get(self, job_id: str | None) -> CronJob:
         if not job_id:
@@ -153,13 +176,13 @@ class CronService:
         doc = await self._coll.find_one({"_id": job_id})
         if doc is None:
             raise JobError(f"no cron job with id {job_id!r}; use action 'list' to see the ids")
-        return CronJob.from_doc(doc)
+        return self._read(doc)
 
     async def list_jobs(self, limit: int = 0) -> list[CronJob]:
         """Jobs, pending first then done (one-time jobs that ran), oldest first."""
         order = [("done_at", 1), ("created_at", 1), ("_id", 1)]
         cursor = self._coll.find({}, sort=order, limit=limit)
-        return [CronJob.from_doc(d) async for d in cursor]
+        return await each_async(cursor, self._job, "cron job")
 
     async def update(
         self,
@@ -231,7 +254,7 @@ class CronService:
         if doc is None:
             raise JobError(f"cron job {job.id!r} was deleted meanwhile")
         await self._changed(job.id)
-        return CronJob.from_doc(doc)
+        return self._read(doc)
 
     def _resumed_fire(self, job: CronJob, now: datetime) -> datetime:
         if not job.once:
@@ -263,7 +286,8 @@ class CronService:
         with its next fire recomputed (``update``); pending one-time jobs in ``old`` keep
         their moment and are shown in ``new`` from now on (a later ``run_at`` without an
         offset is read on the owner's new clock). The ids of the jobs moved."""
-        self.default_timezone = new
+        if isinstance(self._default_timezone, str):  # else it follows the owner already
+            self._default_timezone = new
         if old == new:
             return []
         recurring = {"cron_expression": {"$type": "string"}}
@@ -297,7 +321,7 @@ class CronService:
     async def stranded_once(self) -> list[CronJob]:
         """Enabled one-time jobs whose fire was claimed (no next fire) but not yet done."""
         query = {"kind": "once", "enabled": True, "next_fire_at": None, **PENDING}
-        return [CronJob.from_doc(d) async for d in self._coll.find(query)]
+        return await each_async(self._coll.find(query), self._job, "cron job")
 
     async def restore_once(self, job_id: str, run_at: datetime) -> None:
         """Put back the fire of a one-time job whose claim left no run behind."""
@@ -321,7 +345,7 @@ class CronService:
         query: Doc = {"enabled": True}
         if due_by is not None:
             query["next_fire_at"] = {"$lte": due_by}
-        return [CronJob.from_doc(d) async for d in self._coll.find(query)]
+        return await each_async(self._coll.find(query), self._job, "cron job")
 
     async def advance_many(self, moves: list[tuple[str, datetime | None, datetime | None]]) -> None:
         """Move each job's next fire from its expected value to a new one, in one round
@@ -339,7 +363,7 @@ class CronService:
     async def armed_times(self) -> dict[str, datetime | None]:
         """Every enabled job's next fire, without the rest of the document (cheap resync)."""
         cursor = self._coll.find({"enabled": True}, projection={"next_fire_at": 1})
-        return {str(doc["_id"]): aware(doc.get("next_fire_at")) async for doc in cursor}
+        return {str(doc["_id"]): _next_fire(doc) async for doc in cursor}
 
     async def count(self) -> int:
         return await self._coll.count_documents({})
@@ -349,7 +373,7 @@ class CronService:
         found: dict[str, datetime | None] = dict.fromkeys(job_ids)
         query = {"_id": {"$in": job_ids}, "enabled": True}
         async for doc in self._coll.find(query, projection={"next_fire_at": 1}):
-            found[str(doc["_id"])] = aware(doc.get("next_fire_at"))
+            found[str(doc["_id"])] = _next_fire(doc)
         return found
 
     async def fires_within(
@@ -359,7 +383,9 @@ class CronService:
         found: list[tuple[datetime, CronJob]] = []
         query = {"enabled": True, "next_fire_at": {"$lte": end}}
         async for doc in self._coll.find(query):
-            job = CronJob.from_doc(doc)
+            job = parsed(doc, self._job, "cron job")
+            if job is None:
+                continue
             try:
                 times = fires_window(job, start, end, limit)
             except CronError:
@@ -367,6 +393,15 @@ class CronService:
             found.extend((moment, job) for moment in times)
         found.sort(key=lambda item: item[0])
         return found[:limit]
+
+
+def _next_fire(doc: Doc) -> datetime | None:
+    """A job's stored next fire; one that is not a date is none (logged)."""
+    try:
+        return moment(doc, "next_fire_at")
+    except BadRecord as exc:
+        log.warning("cron job %r: %s; it is not armed", doc.get("_id"), exc)
+        return None
 
 
 def fires_window(job: CronJob, start: datetime, end: datetime, limit: int = 200) -> list[datetime]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from bson import ObjectId
 from pymongo.asynchronous.database import AsyncDatabase
@@ -23,9 +22,9 @@ from pymongo.errors import AutoReconnect, BulkWriteError, DuplicateKeyError
 
 from storage import collections as c
 from storage import retry
+from storage.records import Doc
 
 log = logging.getLogger(__name__)
-Doc = dict[str, Any]
 LEASE_KEEP = timedelta(days=7)
 DUPLICATE_KEY = 11000
 
@@ -54,7 +53,7 @@ class LeaseStore:
     def __init__(self, db: AsyncDatabase[Doc], owner: str) -> None:
         self._coll = db[c.LEASES]
         self.owner = owner
-        """Which process holds a lease (its boot id, ``scheduler.fires.records``): for
+        """Which process holds a lease (its boot id, ``scheduler.fires.leases``): for
         diagnosis only."""
 
     def _lease(self, key: str, now: datetime) -> Doc:

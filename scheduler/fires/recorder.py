@@ -17,7 +17,7 @@ tries run out is marked ``gave_up`` and reported to ``on_failures`` at once, str
 or not. A fire whose record cannot even be opened raises ``NotStarted``, and the
 engine tries it again; one that never could run is recorded by ``lost``.
 
-Each try holds a lease on its record while it runs (``scheduler.fires.records``), so a
+Each try holds a lease on its record while it runs (``scheduler.fires.leases``), so a
 try cut off with its process is found and finished by another (``scheduler.fires.recovery``).
 """
 
@@ -26,29 +26,18 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any
 
 from runtime.backoff import Backoff
 from runtime.clock import Clock
 from scheduler.cron.job import CronJob
-from scheduler.fires.records import (
-    FAILED,
-    PASSING,
-    Outcome,
-    Reason,
-    RunKindName,
-    RunLeases,
-    RunRecord,
-    RunStore,
-    Trigger,
-    lost_doc,
-)
+from scheduler.fires.leases import RunLeases
+from storage.repos.runs.record import FAILED, PASSING, Outcome, Reason, Run, RunKind, Trigger
+from storage.repos.runs.store import RunStore
 from storage.retry import unreachable
 
 log = logging.getLogger(__name__)
-Doc = dict[str, Any]
 RETRY_BACKOFF = Backoff(first=30.0, cap=240.0, retries=4)
 """From a failed try to the next: 30, 60, 120, 240 s; each must also start inside the
 fire's grace window."""
@@ -63,7 +52,7 @@ class RunTicket:
     """What the runner is told about the run it is doing."""
 
     id: str
-    kind: RunKindName
+    kind: RunKind
     job_id: str | None
     scheduled_for: datetime
     trigger: Trigger
@@ -86,14 +75,14 @@ class Go:
     """A pulse that will run: what it was given to look at, and the work itself."""
 
     work: Callable[[RunTicket], Awaitable[Outcome]]
-    facts: Doc = field(default_factory=dict)
+    facts: Mapping[str, int] = field(default_factory=dict)
 
 
 CronWork = Callable[[CronJob, RunTicket], Awaitable[Outcome]]
 PulsePlanner = Callable[[datetime, Trigger], Awaitable[Skip | Go]]
-FailureStreak = Callable[[Doc, int, CronJob | None], Awaitable[None]]
+FailureStreak = Callable[[Run, int, CronJob | None], Awaitable[None]]
 """(the finished run, failures in a row, the job for a cron run)."""
-MissedFires = Callable[[Sequence[Doc], Mapping[str, CronJob]], Awaitable[None]]
+MissedFires = Callable[[Sequence[Run], Mapping[str, CronJob]], Awaitable[None]]
 """(the records of fires missed past their grace window, their jobs by id)."""
 Work = Callable[[RunTicket], Awaitable[Outcome]]
 
@@ -142,15 +131,14 @@ class RunRecorder:
         trigger: Trigger = "schedule",
         *,
         retry_until: datetime | None = None,
-    ) -> Doc:
+    ) -> Run:
         async with self._turns.setdefault(f"cron:{job.id}", asyncio.Lock()):
             now = self._clock()
-            until = {"retry_until": retry_until} if retry_until is not None else {}
-            fields = {"name": job.name, "attempts": 1, **until, **self.leases.fields(now)}
             try:
                 run = await self.runs.start(
-                    "cron", job.id, scheduled_for, now, trigger=trigger, extra=fields
-                )
+                    "cron", job.id, scheduled_for, now, trigger=trigger, name=job.name,
+                    retry_until=retry_until, holder=self.leases.holder(now),
+                )  # fmt: skip
             except Exception as exc:
                 if unreachable(exc):
                     raise NotStarted(f"{type(exc).__name__}: {exc}") from exc
@@ -163,7 +151,7 @@ class RunRecorder:
         trigger: Trigger = "schedule",
         *,
         retry_until: datetime | None = None,
-    ) -> Doc:
+    ) -> Run:
         """One pulse: recorded as skipped when the planner says so, else run."""
         async with self._turns.setdefault("pulse", asyncio.Lock()):
             now = self._clock()
@@ -174,18 +162,17 @@ class RunRecorder:
                         "pulse", None, scheduled_for, now, plan.detail, trigger=trigger,
                         why=plan.reason,
                     )  # fmt: skip
-                until = {"retry_until": retry_until} if retry_until is not None else {}
-                fields = {"context": plan.facts, "attempts": 1, **until, **self.leases.fields(now)}
                 run = await self.runs.start(
-                    "pulse", None, scheduled_for, now, trigger=trigger, extra=fields
-                )
+                    "pulse", None, scheduled_for, now, trigger=trigger, context=plan.facts,
+                    retry_until=retry_until, holder=self.leases.holder(now),
+                )  # fmt: skip
             except Exception as exc:
                 if unreachable(exc):
                     raise NotStarted(f"{type(exc).__name__}: {exc}") from exc
                 raise
             return await self._attempt(run, None, plan.work)
 
-    async def retry(self, run: Doc, job: CronJob | None) -> Doc:
+    async def retry(self, run: Run, job: CronJob | None) -> Run:
         """Try again a fire whose last try failed for a passing reason (the engine
         claimed the retry). The same record and run id: acting tool calls of an earlier
         try are not repeated (the effect log is keyed by run id)."""
@@ -194,15 +181,15 @@ class RunRecorder:
             now = self._clock()
             work: Work | None = None
             if job is None:
-                plan = await self._pulse(now, run.get("trigger", "schedule"))
+                plan = await self._pulse(now, run.trigger)
                 if isinstance(plan, Skip):
                     skipped = Outcome("skipped", error=plan.detail, reason=plan.reason)
                     return await self.runs.finish(run, skipped, now)
                 work = plan.work
-            run = await self.runs.reopen(run, now, self.leases.fields(now))
+            run = await self.runs.reopen(run, now, self.leases.holder(now))
             return await self._attempt(run, job, work)
 
-    async def give_up(self, run: Doc, job: CronJob | None, note: str, *, tell: bool) -> Doc:
+    async def give_up(self, run: Run, job: CronJob | None, note: str, *, tell: bool) -> Run:
         """A retry that will not happen: out of time (``tell``: the owner hears), or
         superseded by a later fire, disabled or deleted (quietly)."""
         done = await self.runs.give_up(run, note)
@@ -210,37 +197,34 @@ class RunRecorder:
             await self._report(done, job, first_close=False)
         return done
 
-    async def reclaimed(self, done: Doc, job: CronJob | None) -> None:
+    async def reclaimed(self, done: Run, job: CronJob | None) -> None:
         """A run whose process died, closed with no try left (``scheduler.fires.recovery``): the
         owner hears as the job's ``on_failure`` says."""
         await self._report(done, job, first_close=False)
 
     async def lost(
-        self, kind: RunKindName, job: CronJob | None, moments: Sequence[datetime], detail: str
-    ) -> list[Doc]:
+        self, kind: RunKind, job: CronJob | None, moments: Sequence[datetime], detail: str
+    ) -> list[Run]:
         """Fires that never ran because the database could not be reached in their
         window: recorded as failed, and the latest one reported."""
         now = self._clock()
-        job_id = job.id if job is not None else None
-        docs = [lost_doc(kind, job_id, moment, now, detail) for moment in sorted(moments)]
-        if job is not None:
-            for doc in docs:
-                doc["name"] = job.name
-        await self.runs.skipped_many(docs)
-        if docs:
-            await self._report(docs[-1], job, first_close=False)
-        return docs
+        job_id, name = (job.id, job.name) if job is not None else (None, None)
+        runs = [Run.lost(kind, job_id, at, now, detail, name=name) for at in sorted(moments)]
+        await self.runs.skipped_many(runs)
+        if runs:
+            await self._report(runs[-1], job, first_close=False)
+        return runs
 
-    async def missed(self, docs: Sequence[Doc], jobs: Mapping[str, CronJob]) -> None:
+    async def missed(self, runs: Sequence[Run], jobs: Mapping[str, CronJob]) -> None:
         """Fires missed past their grace window (the process was down, or stalled), as
         recorded (``alert_pending``): the owner hears of them in one alert, except of
         jobs whose ``on_failure`` is ``none`` (and of jobs gone since); then their
         records say so. An alert that could not go out leaves them pending: the next
         start tells (``Engine.start``)."""
         told = [
-            doc
-            for doc in docs
-            if (job := jobs.get(doc.get("job_id") or "")) is not None and job.on_failure != "none"
+            run
+            for run in runs
+            if (job := jobs.get(run.job_id or "")) is not None and job.on_failure != "none"
         ]
         if self._on_missed is None:
             return
@@ -250,26 +234,25 @@ class RunRecorder:
             except Exception:
                 log.exception("could not alert the owner of %d missed fire(s)", len(told))
                 return
-        await self.runs.alerted([doc["_id"] for doc in docs])
+        await self.runs.alerted([run.id for run in runs])
 
     # --- one try ---------------------------------------------------------------------
 
-    async def _attempt(self, run: Doc, job: CronJob | None, work: Work | None = None) -> Doc:
+    async def _attempt(self, run: Run, job: CronJob | None, work: Work | None = None) -> Run:
         """One try: the cron runner for ``job``, else ``work`` (a pulse's); an exception
         becomes ``failed`` (``internal_error``, or ``database_unavailable`` when the
         database could not be reached)."""
-        record = RunRecord.from_doc(run)
-        attempt, until = record.attempts, record.retry_until
+        attempt, until = run.attempts, run.retry_until
         ticket = RunTicket(
-            id=str(record.id),
-            kind=record.kind or "cron",
-            job_id=record.job_id,
-            scheduled_for=record.scheduled_for or run["scheduled_for"],
-            trigger=record.trigger,
+            id=str(run.id),
+            kind=run.kind,
+            job_id=run.job_id,
+            scheduled_for=run.scheduled_for or run.began or self._clock(),
+            trigger=run.trigger,
             attempt=attempt,
             will_retry=self.retry_at(attempt, until, self._clock()) is not None,
         )
-        self.leases.hold(record.id)
+        self.leases.hold(run.id)
         unsaved = False
         try:
             try:
@@ -307,12 +290,12 @@ class RunRecorder:
                             ticket.kind, ticket.id, exc)  # fmt: skip
                 self._unsaved.append(closing)
                 unsaved = True  # held until its outcome is written
-                return {**run, "status": outcome.status, "reason": outcome.reason, "unsaved": True}
+                return replace(run, status=outcome.status, reason=outcome.reason, unsaved=True)
         finally:
             if not unsaved:
-                self.leases.drop(record.id)
+                self.leases.drop(run.id)
 
-    async def _save(self, closing: _Closing) -> Doc:
+    async def _save(self, closing: _Closing) -> Run:
         done = await self.runs.finish(
             closing.run,
             closing.outcome,
@@ -320,14 +303,13 @@ class RunRecorder:
             retry_at=closing.retry_at,
             gave_up=closing.gave_up,
         )
-        record = RunRecord.from_doc(done)
-        if record.reclaimed:  # taken for dead meanwhile: the reclaimer has spoken
+        if done.reclaimed:  # taken for dead meanwhile: the reclaimer has spoken
             log.warning(
                 "run %s was reclaimed by another process before it ended; its outcome "
-                "(%s) is not recorded", closing.run["_id"], closing.outcome.status,
+                "(%s) is not recorded", closing.run.id, closing.outcome.status,
             )  # fmt: skip
             return done
-        if record.status in FAILED:
+        if done.failed:
             await self._report(done, closing.job, first_close=closing.attempt == 1)
         return done
 
@@ -336,51 +318,50 @@ class RunRecorder:
         """Finished runs whose outcome is waiting for the database."""
         return len(self._unsaved)
 
-    async def flush(self) -> list[Doc]:
+    async def flush(self) -> list[Run]:
         """Record the outcomes that could not be written when their runs ended."""
         waiting, self._unsaved = self._unsaved, []
-        saved: list[Doc] = []
+        saved: list[Run] = []
         for closing in waiting:
             try:
                 saved.append(await self._save(closing))
             except Exception as exc:
                 if not unreachable(exc):
-                    log.exception("could not record run %s", closing.run.get("_id"))
-                    self.leases.drop(closing.run["_id"])  # its lease lapses: reclaimed
+                    log.exception("could not record run %s", closing.run.id)
+                    self.leases.drop(closing.run.id)  # its lease lapses: reclaimed
                     continue
                 self._unsaved.append(closing)
                 continue
-            self.leases.drop(closing.run["_id"])  # recorded: held no longer
+            self.leases.drop(closing.run.id)  # recorded: held no longer
         return saved
 
-    async def _report(self, done: Doc, job: CronJob | None, *, first_close: bool) -> None:
+    async def _report(self, done: Run, job: CronJob | None, *, first_close: bool) -> None:
         """Failures reach the owner as the job's ``on_failure`` says: ``warning`` (the
         default, and the pulse's): a fire given up at once, others from a streak of two
         (counted once per fire, at its first try); ``critical``, and any one-time job:
         each fire's failure once no try is left; ``none``: recorded only."""
-        record = RunRecord.from_doc(done)
-        if record.status not in FAILED or self._on_failures is None or record.kind is None:
+        if not done.failed or self._on_failures is None:
             return
         policy = job.on_failure if job is not None else "warning"
         if policy == "none":
             return
         try:
-            streak = await self.runs.failure_streak(record.kind, record.job_id)
+            streak = await self.runs.failure_streak(done.kind, done.job_id)
             if policy == "critical" or (job is not None and job.once):
-                report = record.retry_at is None
+                report = done.retry_at is None
             else:
-                report = record.gave_up or (first_close and streak >= 2)
+                report = done.gave_up or (first_close and streak >= 2)
             if report:
                 await self._on_failures(done, streak, job)
         except Exception:
-            log.exception("could not report the failed run %s", record.id)
+            log.exception("could not report the failed run %s", done.id)
 
 
 @dataclass(frozen=True)
 class _Closing:
     """A try's end, to be written to its record."""
 
-    run: Doc
+    run: Run
     outcome: Outcome
     job: CronJob | None
     attempt: int

@@ -3,7 +3,7 @@ process that is gone (``Reclaimer``), and one-time jobs whose only fire was clai
 whose job is not yet done (``recover_once``). Both run at every (re)load.
 
 A ``running`` record is orphaned when no live process holds it
-(``scheduler.fires.records``, run leases):
+(``scheduler.fires.leases``):
 
 * its lease has lapsed: its holder stopped renewing it (it died, or stopped and let it
   lapse); a run this process holds is never taken; or
@@ -48,16 +48,17 @@ import logging
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+
+from bson import ObjectId
 
 from scheduler.cron.job import CronJob, JobError
 from scheduler.cron.service import CronService
 from scheduler.fires.claims import LeaseStore, cron_key
 from scheduler.fires.recorder import RunRecorder
-from scheduler.fires.records import RunRecord, RunStore
+from storage.repos.runs.record import Run
+from storage.repos.runs.store import RunStore
 
 log = logging.getLogger(__name__)
-Doc = dict[str, Any]
 UNLEASED_HOLD = timedelta(minutes=5)
 """A record written before runs had leases is taken as held this long after its try
 began (the longest default run time, 180 s, and a margin)."""
@@ -65,27 +66,26 @@ began (the longest default run time, 180 s, and a margin)."""
 
 @dataclass(frozen=True)
 class Orphans:
-    runs: list[Doc]
+    runs: list[Run]
     next_lapse: datetime | None
     """When the earliest lease of another process still running lapses, if any."""
 
 
 def orphaned(
-    records: Iterable[Doc],
+    records: Iterable[Run],
     now: datetime,
     *,
-    held: Collection[Any] = (),
+    held: Collection[ObjectId] = (),
     sole_since: datetime | None = None,
 ) -> Orphans:
     """The ``running`` records no live process holds; ``held``: the ids of those this
     process holds; ``sole_since``: this process started the database's only server then."""
-    found: list[Doc] = []
+    found: list[Run] = []
     lapse: datetime | None = None
     for run in records:
-        record = RunRecord.from_doc(run)
-        if record.id in held:
+        if run.id in held:
             continue  # in flight here, or its outcome waits for the database
-        start, until = record.began, record.lease_until
+        start, until = run.began, run.lease_until
         if until is None and start is not None:
             until = start + UNLEASED_HOLD
         cut_off = sole_since is not None and (start is None or start < sole_since)
@@ -116,26 +116,25 @@ class Reclaimer:
         self.next_check: datetime | None = None
         """When the next scan may find an orphan (another process's lease lapses)."""
 
-    async def scan(self, now: datetime) -> list[Doc]:
+    async def scan(self, now: datetime) -> list[Run]:
         """Reclaim every orphan now; returns the records closed by this call."""
         records = await self.runs.running()
         held = self.recorder.leases.held  # after the read: a run it shows is held by now
         found = orphaned(records, now, held=held, sole_since=self._sole_since)
         self._sole_since = None
         self.next_check = found.next_lapse
-        closed: list[Doc] = []
+        closed: list[Run] = []
         for run in found.runs:
             try:
                 done = await self._reclaim(run, now)
             except Exception:  # still running and lapsed: the next scan finds it again
-                log.exception("run %s not reclaimed now", run.get("_id"))
+                log.exception("run %s not reclaimed now", run.id)
                 continue
             if done is not None:
                 closed.append(done)
         return closed
 
-    async def _reclaim(self, run: Doc, now: datetime) -> Doc | None:
-        record = RunRecord.from_doc(run)
+    async def _reclaim(self, record: Run, now: datetime) -> Run | None:
         job = await self._job(record)
         until: datetime | None = None
         note = "interrupted twice: the process stopped during the run"
@@ -147,7 +146,7 @@ class Reclaimer:
             if until is None or now > until:
                 note, until = "interrupted, and its grace window has ended", None
         owner = self.recorder.leases.owner
-        done = await self.runs.reclaim(run, now, owner, retry_until=until, note=note)
+        done = await self.runs.reclaim(record, now, owner, retry_until=until, note=note)
         if done is None:
             return None  # renewed meanwhile, or another process took it
         what = f"{record.kind} run {record.id}" + (f" of job {job.id}" if job else "")
@@ -158,11 +157,10 @@ class Reclaimer:
         if job is not None or record.kind == "pulse":
             await self.recorder.reclaimed(done, job)
         if job is not None and job.once:
-            closed = RunRecord.from_doc(done)
-            await self.jobs.finish_once(job.id, closed.scheduled_for or now, closed.status, now)
+            await self.jobs.finish_once(job.id, done.scheduled_for or now, done.status, now)
         return done
 
-    async def _job(self, record: RunRecord) -> CronJob | None:
+    async def _job(self, record: Run) -> CronJob | None:
         if record.kind != "cron":
             return None
         try:
@@ -202,7 +200,7 @@ async def _recover(
     if run_at is None:
         return
     latest = await recorder.runs.recent("cron", job.id, limit=1)
-    last = RunRecord.from_doc(latest[0]) if latest else None
+    last = latest[0] if latest else None
     if last is None or last.scheduled_for != run_at:
         if await leases.release_stale(cron_key(job.id, run_at), before=now - grace):
             log.warning("one-time job %s was claimed but never ran; it runs now", job.id)
@@ -213,9 +211,9 @@ async def _recover(
     status: str = last.status
     if last.reason == "interrupted" and not last.gave_up:
         if not last.resumed:
-            if await recorder.runs.resume(latest[0], now, now + grace):
+            if await recorder.runs.resume(last, now, now + grace):
                 log.warning("one-time job %s was interrupted; trying it again", job.id)
             return
         note = "interrupted twice: the process stopped during the run"
-        status = RunRecord.from_doc(await recorder.give_up(latest[0], job, note, tell=True)).status
+        status = (await recorder.give_up(last, job, note, tell=True)).status
     await jobs.finish_once(job.id, run_at, status, now)

@@ -3,7 +3,7 @@
 A fire can fail to run when due in three ways, each handled inside its grace window
 (``EngineConfig.grace``, given to the recorder as ``retry_until``):
 
-* its try failed for a passing reason (``scheduler.fires.records.PASSING``): the recorder
+* its try failed for a passing reason (``storage.repos.runs.PASSING``): the recorder
   closed the record with ``retry_at``, and ``due`` claims it when that time comes;
 * its record could not be opened (``NotStarted``): ``start`` keeps it here, in memory
   (``hold_fire``), and ``due`` starts it again on the next sweep;
@@ -22,24 +22,24 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Literal
 
 from scheduler.cron.job import CronJob, JobError
 from scheduler.cron.service import CronService
 from scheduler.fires.claims import cron_key, pulse_key
 from scheduler.fires.recorder import NotStarted, RunRecorder
-from scheduler.fires.records import RunKindName, RunRecord, RunStore, Trigger
+from storage.repos.runs.record import Run, RunKind, Trigger
+from storage.repos.runs.store import RunStore
 from storage.retry import unreachable
 
 log = logging.getLogger(__name__)
-Doc = dict[str, Any]
 
 
 @dataclass(frozen=True)
 class Unstarted:
     """A fire that has not run, kept until it runs or is recorded as lost."""
 
-    kind: RunKindName
+    kind: RunKind
     job_id: str | None
     scheduled_for: datetime
     trigger: Trigger
@@ -56,14 +56,14 @@ class Unstarted:
 class Retried:
     """Work ``due`` hands to the engine to run, and what it is."""
 
-    kind: RunKindName
+    kind: RunKind
     job_id: str | None
     scheduled_for: datetime
     action: Literal["retry", "failed"]
     work: Coroutine[object, None, object]
 
 
-def group_of(kind: RunKindName, job_id: str | None) -> str:
+def group_of(kind: RunKind, job_id: str | None) -> str:
     return f"cron:{job_id}" if kind == "cron" else "pulse"
 
 
@@ -76,15 +76,17 @@ class Retries:
         clock: Callable[[], datetime],
         grace: timedelta,
         sweep_at: Callable[[datetime], None],
+        *,
+        soon: timedelta = timedelta(seconds=15),
     ) -> None:
         self.runs = runs
         self.jobs = jobs
         self.recorder = recorder
         self._clock = clock
         self._grace = grace
-        self.soon = timedelta(seconds=15)
+        self.soon = soon
         """How soon a held fire, an unsaved outcome or a failed sweep is tried again
-        (the engine sets its ``EngineConfig.retry_seconds``)."""
+        (the engine passes its ``EngineConfig.retry_seconds``)."""
         self._sweep_at = sweep_at
         """Asks the engine to sweep at a moment (for a retry, or a held fire)."""
         self.held: dict[str, Unstarted] = {}
@@ -92,7 +94,7 @@ class Retries:
 
     async def start(
         self,
-        kind: RunKindName,
+        kind: RunKind,
         job: CronJob | None,
         scheduled_for: datetime,
         trigger: Trigger = "schedule",
@@ -115,16 +117,15 @@ class Retries:
             self.hold_fire(kind, job_id, scheduled_for, str(exc), until=until, trigger=trigger)
             self._sweep_at(self._clock() + self.soon)
             return None
-        record = RunRecord.from_doc(done)
-        if record.retry_at is not None:
-            self._sweep_at(record.retry_at)
-        elif record.unsaved:
+        if done.retry_at is not None:
+            self._sweep_at(done.retry_at)
+        elif done.unsaved:
             self._sweep_at(self._clock() + self.soon)
         return done
 
     def hold_fire(
         self,
-        kind: RunKindName,
+        kind: RunKind,
         job_id: str | None,
         scheduled_for: datetime,
         error: str,
@@ -152,7 +153,7 @@ class Retries:
             try:
                 out.append(await self._stored(run, now, running))
             except Exception:  # its claim lapses after RETRY_LEASE, and it comes back
-                log.exception("retry of run %s not handled now", run["_id"])
+                log.exception("retry of run %s not handled now", run.id)
         # Taken out before any await: a sweep running alongside cannot start one twice.
         taken, self.held = self.held, {}
         groups: dict[str, list[tuple[str, Unstarted]]] = {}
@@ -185,12 +186,11 @@ class Retries:
                 )
         return out
 
-    async def _stored(self, run: Doc, now: datetime, running: set[str]) -> Retried:
-        record = RunRecord.from_doc(run)
-        kind, job_id = record.kind or "cron", record.job_id
+    async def _stored(self, run: Run, now: datetime, running: set[str]) -> Retried:
+        kind, job_id = run.kind, run.job_id
         job = await self._job(kind, job_id)
-        until, scheduled = record.retry_until, record.scheduled_for or now
-        work: Coroutine[object, None, Doc]
+        until, scheduled = run.retry_until, run.scheduled_for or now
+        work: Coroutine[object, None, Run]
         if kind == "cron" and job is None:
             note = "not retried: the job was disabled or deleted"
             work = self.recorder.give_up(run, None, note, tell=False)
@@ -204,19 +204,18 @@ class Retries:
             return Retried(kind, job_id, scheduled, "retry", self._settled(work, job))
         return Retried(kind, job_id, scheduled, "failed", self._settled(work, job))
 
-    async def _settled(self, work: Awaitable[Doc], job: CronJob | None) -> Doc:
+    async def _settled(self, work: Awaitable[Run], job: CronJob | None) -> Run:
         done = await work
         await self.settle(job, done)
         return done
 
-    async def settle(self, job: CronJob | None, done: Doc) -> None:
+    async def settle(self, job: CronJob | None, done: Run) -> None:
         """A one-time job whose run is over (no try left) is kept as done."""
-        record = RunRecord.from_doc(done)
-        if job is None or not job.once or not record.final:
+        if job is None or not job.once or not done.final:
             return
         try:
             now = self._clock()
-            await self.jobs.finish_once(job.id, record.scheduled_for or now, record.status, now)
+            await self.jobs.finish_once(job.id, done.scheduled_for or now, done.status, now)
         except Exception:  # the engine's resync settles it (scheduler.fires.recovery)
             log.exception("could not mark one-time job %s done", job.id)
 
@@ -227,12 +226,12 @@ class Retries:
             return None
         detail = f"could not run: the database could not be reached ({fire.error})"
         try:
-            docs = await self.recorder.lost(
+            runs = await self.recorder.lost(
                 fire.kind, job, [held.scheduled_for for _, held in items], detail
             )
-            if docs:
-                await self.settle(job, docs[-1])
-            return docs
+            if runs:
+                await self.settle(job, runs[-1])
+            return runs
         except Exception as exc:
             if not unreachable(exc):
                 raise
@@ -240,7 +239,7 @@ class Retries:
                 self.held[key] = held
             return None
 
-    async def _job(self, kind: RunKindName, job_id: str | None) -> CronJob | None:
+    async def _job(self, kind: RunKind, job_id: str | None) -> CronJob | None:
         if kind != "cron":
             return None
         try:

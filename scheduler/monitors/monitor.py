@@ -17,8 +17,8 @@ from yarl import URL
 
 from scheduler.monitors.news import Damping, Word
 from storage.outside import Outside
+from storage.records import BadRecord, Doc, moment, text, whole
 
-Doc = dict[str, Any]
 Kind = Literal["http", "heartbeat"]
 State = Literal["new", "up", "down"]
 COLLECTION = "monitors"
@@ -40,6 +40,16 @@ SLOT_ATTEMPTS = 20
 USER_AGENT = "Watchkeeper-monitor/1"
 SITE = "the site"  # whose words a reason from the site's answer are
 Reason = str | Outside  # why a check failed: our own words, or the site's
+
+
+_WHOLE = (
+    "revision", "interval_seconds", "expect_status", "failures_before_alert",
+    "period_seconds", "grace_seconds", "failures",
+)  # fmt: skip
+_MOMENTS = (
+    "created_at", "failing_since", "down_since", "told_at", "told_since", "last_check_at",
+    "last_ping_at", "watch_from",
+)  # fmt: skip
 
 
 class MonitorError(ValueError):
@@ -111,9 +121,30 @@ class Monitor:
 
     @classmethod
     def from_doc(cls, doc: Mapping[str, Any]) -> Monitor:
+        """The stored monitor; a field of the wrong type is a ``BadRecord`` (the store
+        logs and skips it: one damaged monitor does not stop the others)."""
         names = {item.name for item in fields(cls)} - {"token"}
         given = {k: v for k, v in doc.items() if k in names}
-        given["changes"] = tuple(doc.get("changes") or ())
+        if doc.get("kind") not in KINDS:
+            raise BadRecord(f"kind is {doc.get('kind')!r}, not one of {', '.join(KINDS)}")
+        if doc.get("state", "new") not in ("new", "up", "down"):
+            raise BadRecord(f"state is {doc.get('state')!r}")
+        given["name"] = text(doc, "name")
+        for name in _WHOLE:
+            if doc.get(name) is not None:
+                given[name] = whole(doc, name)
+        for name in _MOMENTS:
+            if name in given:
+                given[name] = moment(doc, name)
+        if moment(doc, "created_at") is None:
+            raise BadRecord("created_at is missing")
+        changes = doc.get("changes") or ()
+        if not isinstance(changes, list | tuple):
+            raise BadRecord("changes is not a list")
+        # Only counted (flapping): an entry that is not a date is left out.
+        given["changes"] = tuple(
+            moment({"at": at}, "at") for at in changes if isinstance(at, datetime)
+        )
         if "told" not in doc:  # stored before the damping: an open alert was told down
             given["told"] = "down" if doc.get("alert_code") else "up"
             given["told_since"] = doc.get("down_since")

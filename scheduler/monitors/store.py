@@ -25,7 +25,6 @@ from scheduler.monitors.monitor import (
     HTTP_FIELDS,
     KINDS,
     SLOT_ATTEMPTS,
-    Doc,
     Monitor,
     MonitorError,
     MonitorLimits,
@@ -37,6 +36,7 @@ from scheduler.monitors.monitor import (
 from scheduler.monitors.news import Word, noted
 from storage import retry
 from storage.outside import outside_docs
+from storage.records import Doc, each, parsed
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,8 @@ class MonitorStore:
             log.info("monitors: readable ping tokens removed; their hashes are kept")
         await self.fill_slots()
         async for doc in self._coll.find({"told": {"$exists": False}}):
-            await self._note_told(Monitor.from_doc(doc))  # an open alert was told down
+            if (was := parsed(doc, Monitor.from_doc, "monitor")) is not None:
+                await self._note_told(was)  # an open alert was told down
 
     async def _note_told(self, was: Monitor) -> None:
         await retry.retried(  # a retry finds the filter false
@@ -81,7 +82,7 @@ class MonitorStore:
 
     async def all(self) -> list[Monitor]:
         docs = await self._coll.find({}).sort([("created_at", 1), ("_id", 1)]).to_list(None)
-        return [Monitor.from_doc(d) for d in docs]
+        return each(docs, Monitor.from_doc, "monitor")
 
     async def find(self, monitor_id: Any) -> Monitor:
         """By id, or by name (any case); a clear error for neither."""

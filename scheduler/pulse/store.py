@@ -16,14 +16,15 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any, Protocol
+from typing import Protocol, TypeVar
 from zoneinfo import ZoneInfo
 
 from pymongo.asynchronous.database import AsyncDatabase
 
 from runtime.clock import Clock
+from runtime.listeners import Listeners
 from scheduler.pulse.grid import (
     DEFAULT_QUIET,
     PulseConfigError,
@@ -36,10 +37,10 @@ from scheduler.pulse.grid import (
 from storage import collections as c
 from storage import retry
 from storage.coalesce import TtlCache
-from storage.ejson import aware
+from storage.records import BadRecord, Doc, maybe_text, moment, text, whole
 
 log = logging.getLogger(__name__)
-Doc = dict[str, Any]
+T = TypeVar("T")
 Listener = Callable[[], Awaitable[None]]
 PULSE_ID = "pulse"
 NOTES_LIMIT = 2_000
@@ -92,25 +93,37 @@ class PulseState:
     last_check_at: datetime | None = None
     """When a pulse last looked (idle or not): "since the last pulse" starts here."""
     next_pulse_at: datetime | None = None
-    extra: Doc = field(default_factory=dict)
 
     @classmethod
     def from_doc(cls, doc: Doc | None, owner: OwnerHours | None = None) -> PulseState:
+        """The stored pulse settings; a field that does not parse keeps its default
+        (logged), so one damaged field never stops the scheduler's loop."""
         base = cls()
         quiet = base.quiet_hours if owner is None else tuple(w.as_dict() for w in owner.quiet_hours)
         if not doc:
             return cls(quiet_hours=quiet)
+
+        def read(name: str, parse: Callable[[Doc, str], T], default: T) -> T:
+            try:
+                return parse(doc, name)
+            except BadRecord as exc:
+                log.warning("stored pulse setting %s kept at its default: %s", name, exc)
+                return default
+
+        days = read("active_days", _days, base.active_days)
         return cls(
             enabled=bool(doc.get("enabled", base.enabled)),
-            pulses_per_day=int(doc.get("pulses_per_day", base.pulses_per_day)),
-            active_days=tuple(doc.get("active_days", base.active_days)),
+            pulses_per_day=read(
+                "pulses_per_day", _whole_or(base.pulses_per_day), base.pulses_per_day
+            ),
+            active_days=days,
             quiet_hours=quiet,
-            notes=str(doc.get("notes") or ""),
-            done_today=int(doc.get("done_today") or 0),
-            done_day=doc.get("done_day"),
-            last_pulse_at=aware(doc.get("last_pulse_at")),
-            last_check_at=aware(doc.get("last_check_at")),
-            next_pulse_at=aware(doc.get("next_pulse_at")),
+            notes=read("notes", text, ""),
+            done_today=read("done_today", whole, 0),
+            done_day=read("done_day", maybe_text, None),
+            last_pulse_at=read("last_pulse_at", moment, None),
+            last_check_at=read("last_check_at", moment, None),
+            next_pulse_at=read("next_pulse_at", moment, None),
         )
 
     def schedule(self, tz: ZoneInfo) -> PulseSchedule:
@@ -125,6 +138,21 @@ class PulseState:
     def done_on(self, day: date) -> int:
         """Pulses done on a local day: the counter resets when the day changes."""
         return self.done_today if self.done_day == day.isoformat() else 0
+
+
+def _whole_or(default: int) -> Callable[[Doc, str], int]:
+    return lambda doc, name: whole(doc, name, default)
+
+
+def _days(doc: Doc, name: str) -> tuple[int, ...]:
+    value = doc.get(name)
+    if value is None:
+        return PulseState.active_days
+    if not isinstance(value, list | tuple) or not all(
+        isinstance(day, int) and not isinstance(day, bool) for day in value
+    ):
+        raise BadRecord(f"{name} is {value!r}, not a list of day numbers")
+    return tuple(value)
 
 
 def check_notes(notes: str) -> str:
@@ -145,7 +173,7 @@ class PulseStore:
         self._clock = clock
         self.owner = owner
         owner.listen(self._owner_changed)
-        self.listeners: list[Listener] = []
+        self.listeners: Listeners[Listener] = Listeners()
         self._cache: TtlCache[str, PulseState] = TtlCache(self.CACHE_SECONDS)
 
     @property

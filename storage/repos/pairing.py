@@ -60,7 +60,7 @@ class PendingCode:
 
     def command(self, cli: str = "watchkeeper") -> str:
         """The line the log and ``doctor`` show for this request; ``cli``: how this
-        install's command line is run (``agent.config.cli_command``)."""
+        install's command line is run (``agent.cli.command.cli_command``)."""
         return f"run `{cli} pair {self.code}` to make {self.who()} the owner"
 
 

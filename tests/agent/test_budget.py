@@ -135,9 +135,7 @@ async def api() -> AsyncIterator[FakeOpenAI]:
         yield fake
 
 
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(NOW)
+pytestmark = pytest.mark.clock(NOW)
 
 
 def tool_round(api: FakeOpenAI, name: str, args: dict[str, Any], usage: tuple[int, int]) -> None:

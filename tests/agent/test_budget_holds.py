@@ -51,9 +51,7 @@ async def api() -> AsyncIterator[FakeOpenAI]:
         yield fake
 
 
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(NOW)
+pytestmark = pytest.mark.clock(NOW)
 
 
 async def test_forty_chats_at_once_end_within_one_call_of_the_cap(

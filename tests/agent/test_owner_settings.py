@@ -24,9 +24,7 @@ def berlin(day: int, hour: int, minute: int = 0) -> datetime:
     return datetime(2026, 3, day, hour, minute, tzinfo=BERLIN)
 
 
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(berlin(6, 12))  # Friday noon
+pytestmark = pytest.mark.clock(berlin(6, 12))  # Friday noon
 
 
 async def test_defaults_are_the_env_timezone_and_22_to_7(

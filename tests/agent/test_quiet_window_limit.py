@@ -27,9 +27,7 @@ def minute_windows(count: int) -> list[dict[str, str]]:
     ]
 
 
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(NOON)
+pytestmark = pytest.mark.clock(NOON)
 
 
 async def test_eight_windows_are_refused_and_nothing_is_stored(

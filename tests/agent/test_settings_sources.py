@@ -88,7 +88,7 @@ def test_the_command_hint_names_what_works_in_this_install(
 ) -> None:
     import sys
 
-    from agent.config import cli_command
+    from agent.cli.command import cli_command
 
     root = Path(__file__).resolve().parents[2]
     ours = Path(sys.executable).parent
@@ -108,3 +108,15 @@ def test_the_command_hint_names_what_works_in_this_install(
     (other / "watchkeeper").chmod(0o755)
     monkeypatch.setenv("PATH", str(other))
     assert cli_command() == str(root / "scripts" / "run")
+
+
+def test_inside_a_container_the_hint_is_what_the_deploy_kit_says(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agent.cli.command import cli_command
+
+    told = "docker compose -f deploy/docker-compose.yml exec watchkeeper watchkeeper"
+    monkeypatch.setenv("WATCHKEEPER_CLI", f"  {told} ")
+    assert cli_command() == told
+    monkeypatch.setenv("WATCHKEEPER_CLI", "")
+    assert "docker" not in cli_command()

@@ -18,7 +18,7 @@ from agent.conversation.agent import Agent
 from agent.conversation.dispatch import Dispatcher, TierResolver
 from agent.conversation.media_turn import MediaFetch
 from agent.llm.base import ModelClient
-from agent.owner import OwnerSettings
+from agent.owner import Owners, OwnerSettings
 from agent.tools.catalog import core_catalog
 from channels.delivery.media import MediaCaps, MediaFetcher, MediaStore
 from channels.delivery.outbox import Outbox
@@ -71,7 +71,15 @@ async def media_stack(
         poll_seconds=0.02,
     )
     owner = OwnerSettings(db, utcnow, settings.timezone)
-    deps = AgentDeps(settings=settings, db=db, http=http, outbox=outbox, owner=owner, clock=utcnow)
+    deps = AgentDeps(
+        settings=settings,
+        db=db,
+        http=http,
+        outbox=outbox,
+        owner=owner,
+        owners=Owners(settings),
+        clock=utcnow,
+    )
     fetcher = MediaFetcher(db, store or MediaStore(db), channels, caps or MediaCaps())
     agent = Agent(model, core_catalog(), media=hook(fetcher))
     dispatcher = Dispatcher(deps, agent, resolvers=dict(resolvers or {}))

@@ -16,7 +16,7 @@ from agent.context import AgentDeps
 from agent.conversation.agent import Agent
 from agent.conversation.dispatch import Dispatcher
 from agent.llm.base import ModelClient
-from agent.owner import OwnerSettings
+from agent.owner import Owners, OwnerSettings
 from agent.tools.catalog import ToolCatalog
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
@@ -102,7 +102,13 @@ async def build(
         settings = make_settings(owner_telegram_ids=[OWNER])
         owner = OwnerSettings(db, clock, settings.timezone)
         deps = AgentDeps(
-            settings=settings, db=db, http=http, outbox=outbox, owner=owner, clock=clock
+            settings=settings,
+            db=db,
+            http=http,
+            outbox=outbox,
+            owner=owner,
+            owners=Owners(settings),
+            clock=clock,
         )
         dispatcher = Dispatcher(deps, Agent(model, _catalog()))
         pipeline = Pipeline(db, dispatcher.handle, outbox, channels, clock)

@@ -46,9 +46,14 @@ class Kit:
             self.handled.append(message)
             return [Reply(f"answer to: {message.text}")]
 
-        pipeline = Pipeline(self.db, handler, self.outbox, {"rec": self.channel}, now)
-        pipeline.burst_rules["rec"] = lambda m: 0.0 if m.sender_id == "owner" else window
-        return pipeline
+        return Pipeline(
+            self.db,
+            handler,
+            self.outbox,
+            {"rec": self.channel},
+            now,
+            burst_rules={"rec": lambda m: 0.0 if m.sender_id == "owner" else window},
+        )
 
     async def inbox(self, chat: str) -> list[Doc]:
         # In arrival order: external ids end in the message number (0-9); _id is a hash.
@@ -88,10 +93,12 @@ async def test_crash_after_the_burst_was_formed_answers_it_once_as_a_whole(
     async def dies(envelope: Envelope) -> list[Reply]:
         raise asyncio.CancelledError  # the process died before the model answered
 
-    crashed = Pipeline(db, dies, kit.outbox, {"rec": kit.channel}, now)
-    crashed.burst_rules["rec"] = lambda m: 0.2
+    crashed = Pipeline(
+        db, dies, kit.outbox, {"rec": kit.channel}, now, burst_rules={"rec": lambda m: 0.2}
+    )
     for n in range(3):
         await crashed.submit(message(chat, n))
+    await crashed.intake.updates.join()  # each with its conversation's worker
     await asyncio.gather(*crashed._workers.values(), return_exceptions=True)
     stored = await kit.inbox(chat)
     assert {d["status"] for d in stored} == {"processing"}

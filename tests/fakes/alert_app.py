@@ -117,6 +117,8 @@ async def alert_app(
             "twilio_auth_token": twilio.auth_token,
             "twilio_from_number": FROM_NUMBER,
             "twilio_api_base_url": twilio.url,
+            # Paced like a short code: tests of SMS pacing build their own channel.
+            "twilio_segments_per_second": 1000,
             "admin_token": ADMIN,
             "public_base_url": PUBLIC_URL,
             "openai_api_key": "sk-test",

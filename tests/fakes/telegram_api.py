@@ -9,15 +9,25 @@ update, and an ``offset`` confirms (removes) every update below it.
 4,096 characters after entity parsing, and malformed or unknown HTML tags are
 refused with 400. Failures can be scripted per method, and ``reject_html``
 refuses every HTML message with "can't parse entities".
+
+With ``flood`` set (``FloodRules``, Telegram's published limits by default), it keeps
+them as Telegram does: a ``sendMessage`` arriving while the bot has had 30 messages
+accepted in the last second, or its chat one in the last second, or its group (a
+negative chat id) 20 in the last minute, is refused with 429 and
+``parameters.retry_after`` (whole seconds until it would pass), recorded in
+``refusals``. Times are the fake's own (``time.perf_counter()`` as each request arrives,
+``Sent.at``); only accepted messages count.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import html
 import itertools
 import json
+import math
 import time
 from collections import deque
 from collections.abc import Callable
@@ -51,7 +61,7 @@ class Sent:
     reply_markup: Json | None
     reply_to: int | None
     message_id: int
-    at: float  # time.perf_counter() when the request arrived
+    at: float  # time.perf_counter() when the request arrived (the flood limits' clock)
 
     @property
     def visible(self) -> str:
@@ -62,6 +72,28 @@ class Sent:
     def button_data(self) -> list[str]:
         rows = (self.reply_markup or {}).get("inline_keyboard", [])
         return [b["callback_data"] for row in rows for b in row]
+
+
+@dataclass(frozen=True)
+class FloodRules:
+    """The limits the fake keeps in flood mode: Telegram's by default."""
+
+    per_bot: int = 30
+    bot_period: float = 1.0
+    chat_gap: float = 1.0
+    per_group: int = 20
+    group_period: float = 60.0
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A ``sendMessage`` refused with 429: to which chat, when it arrived, which limit
+    it broke (``bot``, ``chat``, ``group``) and the ``retry_after`` answered."""
+
+    chat_id: str
+    at: float
+    limit: str
+    retry_after: int
 
 
 @dataclass
@@ -151,6 +183,10 @@ class FakeTelegram:
         self.answer_without_ids = False  # sendMessage answers without a message_id
         self.hanging: set[str] = set()  # methods that do nothing and never answer
         self.hang_after_delivery = False  # sendMessage delivers, then never answers
+        self.flood: FloodRules | None = None  # keep Telegram's flood limits (429s)
+        self.refusals: list[Refusal] = []
+        self._bot_sends: list[float] = []
+        self._chat_sends: dict[str, list[float]] = {}
         self._update_ids = itertools.count(1)
         self._message_ids = itertools.count(1000)
         self._wake = asyncio.Event()
@@ -304,6 +340,7 @@ class FakeTelegram:
         return {k: _decode(k, v) for k, v in form.items() if isinstance(v, str)}
 
     async def _handle(self, request: web.Request) -> web.Response:
+        arrived = time.perf_counter()
         if request.match_info["token"] != self.token:
             return _error(401, "Unauthorized")
         method = request.match_info["method"]
@@ -312,7 +349,7 @@ class FakeTelegram:
         delivering = method == "sendMessage" and self.hang_after_delivery
         if method in self.hanging or delivering:
             if delivering:
-                self._send_message(params)
+                self._send_message(params, arrived)
             await self._closing.wait()
             return _error(500, "Internal Server Error")
         queue = self.failures.get(method)
@@ -327,7 +364,7 @@ class FakeTelegram:
             self.handed_out.extend(u["update_id"] for u in updates)
             return answer
         if method == "sendMessage":
-            return self._send_message(params)
+            return self._send_message(params, arrived)
         handler = self._methods.get(method)
         if handler is None:
             return _error(404, "Not Found")
@@ -349,7 +386,43 @@ class FakeTelegram:
                 await asyncio.wait_for(self._wake.wait(), remaining)
         return self.pending[:limit]
 
-    def _send_message(self, params: Json) -> web.Response:
+    def _flooded(self, chat_id: str, now: float) -> tuple[str, float] | None:
+        """The limit a message to ``chat_id`` arriving ``now`` would break, and how long
+        until it would not; None when it may go. Arrivals are kept sorted: requests are
+        read concurrently, so they are not always accepted in the order they arrived."""
+        rules = self.flood
+        if rules is None:
+            return None
+        chat = self._chat_sends.get(chat_id, [])
+        at = bisect.bisect_right(chat, now)
+        near = [t for t in chat[max(0, at - 1) : at + 1] if abs(now - t) < rules.chat_gap]
+        if near:
+            return "chat", max(near) + rules.chat_gap - now
+        if chat_id.startswith("-"):
+            recent = chat[bisect.bisect_right(chat, now - rules.group_period) : at]
+            if len(recent) >= rules.per_group:
+                return "group", recent[-rules.per_group] + rules.group_period - now
+        bot = self._bot_sends
+        recent = bot[
+            bisect.bisect_right(bot, now - rules.bot_period) : bisect.bisect_right(bot, now)
+        ]
+        if len(recent) >= rules.per_bot:
+            return "bot", recent[-rules.per_bot] + rules.bot_period - now
+        return None
+
+    def _count(self, chat_id: str, now: float) -> None:
+        if self.flood is not None:
+            bisect.insort(self._bot_sends, now)
+            bisect.insort(self._chat_sends.setdefault(chat_id, []), now)
+
+    def _send_message(self, params: Json, arrived: float) -> web.Response:
+        chat_key = str(params.get("chat_id"))
+        flooded = self._flooded(chat_key, arrived)
+        if flooded is not None:
+            limit, wait = flooded
+            retry_after = max(1, math.ceil(wait))
+            self.refusals.append(Refusal(chat_key, arrived, limit, retry_after))
+            return _error(429, f"Too Many Requests: retry after {retry_after}", retry_after)
         text = str(params.get("text", ""))
         parse_mode = params.get("parse_mode")
         visible = text
@@ -372,9 +445,10 @@ class FakeTelegram:
             reply_markup=params.get("reply_markup"),
             reply_to=reply.get("message_id") if isinstance(reply, dict) else None,
             message_id=next(self._message_ids),
-            at=time.perf_counter(),
+            at=arrived,
         )
         self.sent.append(sent)
+        self._count(sent.chat_id, arrived)
         chat_id = params.get("chat_id")
         result = {
             "message_id": sent.message_id,

@@ -16,12 +16,25 @@ Calls: ``POST /2010-04-01/Accounts/{sid}/Calls.json`` records ``To``, ``From``, 
 inline ``Twiml`` and ``StatusCallback`` (``calls``) and answers 201 with a call
 resource (``sid`` ``CA...``, ``status`` ``queued``); its failures are scripted apart
 from the messages' with ``push_call(Answer(...))``.
+
+The account: ``GET /2010-04-01/Accounts/{sid}.json`` answers the account resource
+(``status`` from ``account_status``) to the account's basic auth, 401 (code 20003)
+otherwise; ``GET .../IncomingPhoneNumbers.json?PhoneNumber=`` lists those of
+``numbers`` that match, as Twilio's list resource ``incoming_phone_numbers``.
+
+With ``segment_pacing`` on, a sending number sends one segment a second, as a long code
+does: a message arriving before the segments of the number's last accepted message have
+had their seconds (counted from its arrival, ``time.perf_counter()``) is refused with
+429 and Twilio's error 20429, and recorded in ``refusals``. Segments are counted as
+carriers count them (GSM-7: 160 alone, 153 per part; else UCS-2: 70, or 67).
 """
 
 from __future__ import annotations
 
 import base64
 import itertools
+import math
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +53,9 @@ class Sent:
     sender: str
     body: str
     fields: dict[str, str]
+    at: float = 0.0
+    """``time.perf_counter()`` when the request arrived."""
+    segments: int = 1
 
 
 @dataclass
@@ -52,6 +68,22 @@ class Call:
     twiml: str
     status_callback: str
     fields: dict[str, str]
+
+
+GSM_7 = frozenset(
+    "@£$¥èéùìòÇ\nØø\rÅåΔ_ΦΓΛΩΠΨΣΘΞÆæßÉ !\"#¤%&'()*+,-./0123456789:;<=>?"
+    "¡ABCDEFGHIJKLMNOPQRSTUVWXYZÄÖÑÜ§¿abcdefghijklmnopqrstuvwxyzäöñüà"
+)
+GSM_7_ESCAPED = frozenset("\f^{}\\[~]|€")
+
+
+def segments_of(body: str) -> int:
+    """Billed segments of ``body``, as the carrier counts them."""
+    if all(ch in GSM_7 or ch in GSM_7_ESCAPED for ch in body):
+        septets = len(body) + sum(ch in GSM_7_ESCAPED for ch in body)
+        return 1 if septets <= 160 else math.ceil(septets / 153)
+    units = len(body.encode("utf-16-le")) // 2
+    return 1 if units <= 70 else math.ceil(units / 67)
 
 
 def twilio_error(status: int, code: int, message: str) -> Answer:
@@ -81,6 +113,14 @@ class FakeTwilio(ScriptedServer):
         self.media_requests: list[tuple[str, bool]] = []
         """(path, whether it carried the account's basic auth), media and CDN alike."""
         self.cdn_base: str | None = None
+        self.account_status = "active"
+        self.numbers: set[str] = {"+15550001111"}
+        """The account's own phone numbers (``IncomingPhoneNumbers``)."""
+        self.segment_pacing = False
+        """One segment a second per sending number; faster gets 429 (error 20429)."""
+        self.refusals: list[tuple[str, float]] = []
+        """(From, arrival) of each message refused for going too fast."""
+        self._free_at: dict[str, float] = {}
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/2010-04-01/Accounts/{sid}/Messages.json", self._messages)
@@ -88,6 +128,29 @@ class FakeTwilio(ScriptedServer):
         media = "/2010-04-01/Accounts/{sid}/Messages/{msid}/Media/{media_sid}"
         app.router.add_get(media, self._media)
         app.router.add_get("/cdn/{media_sid}", self._cdn)
+        app.router.add_get("/2010-04-01/Accounts/{sid}.json", self._account)
+        numbers = "/2010-04-01/Accounts/{sid}/IncomingPhoneNumbers.json"
+        app.router.add_get(numbers, self._numbers)
+
+    def _refused(self) -> web.Response:
+        return web.json_response(twilio_error(401, 20003, "Authenticate").body, status=401)
+
+    async def _account(self, request: web.Request) -> web.Response:
+        if not self._authorized(request) or request.match_info["sid"] != self.account_sid:
+            return self._refused()
+        sid = self.account_sid
+        return web.json_response(
+            {"sid": sid, "friendly_name": "My first account", "status": self.account_status,
+             "type": "Full", "uri": f"/2010-04-01/Accounts/{sid}.json"}
+        )  # fmt: skip
+
+    async def _numbers(self, request: web.Request) -> web.Response:
+        if not self._authorized(request) or request.match_info["sid"] != self.account_sid:
+            return self._refused()
+        wanted = request.query.get("PhoneNumber")
+        owned = sorted(n for n in self.numbers if wanted in (None, n))
+        rows = [{"sid": f"PN{i:032d}", "phone_number": n} for i, n in enumerate(owned)]
+        return web.json_response({"incoming_phone_numbers": rows, "page": 0, "page_size": 50})
 
     def add_media(self, data: bytes, content_type: str, message_sid: str = "MM1") -> str:
         """Host ``data``; returns its ``MediaUrl``."""
@@ -162,6 +225,7 @@ class FakeTwilio(ScriptedServer):
         return request.headers.get("Authorization", "") == f"Basic {expected}"
 
     async def _messages(self, request: web.Request) -> web.Response:
+        arrived = time.perf_counter()
         self.attempts += 1
         if not self._authorized(request):
             return web.json_response(twilio_error(401, 20003, "Authenticate").body, status=401)
@@ -169,12 +233,20 @@ class FakeTwilio(ScriptedServer):
         scripted = self.script.popleft() if self.script else None
         if scripted is not None and scripted.status >= 300:
             return web.json_response(scripted.body, status=scripted.status)
+        sender, body = form.get("From", ""), form.get("Body", "")
+        segments = segments_of(body)
+        if self.segment_pacing:
+            if arrived < self._free_at.get(sender, 0.0):
+                self.refusals.append((sender, arrived))
+                error = twilio_error(429, 20429, "Too Many Requests").body
+                return web.json_response(error, status=429)
+            self._free_at[sender] = arrived + segments
         sid = f"SM{next(self._ids):032d}"
         account = request.match_info["sid"]
-        self.sent.append(
-            Sent(account, form.get("To", ""), form.get("From", ""), form.get("Body", ""), form)
-        )
-        return web.json_response(self._message(sid, account, form), status=201)
+        self.sent.append(Sent(account, form.get("To", ""), sender, body, form, arrived, segments))
+        answer = self._message(sid, account, form)
+        answer["num_segments"] = str(segments)
+        return web.json_response(answer, status=201)
 
     @staticmethod
     def _message(sid: str, account: str, form: dict[str, str]) -> dict[str, Any]:

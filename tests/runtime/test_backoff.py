@@ -6,7 +6,7 @@ from random import Random
 
 import pytest
 
-from runtime.backoff import Backoff
+from runtime.backoff import Backoff, Pauses
 
 
 def never() -> float:
@@ -73,3 +73,19 @@ def test_bad_numbers_are_refused_when_the_policy_is_built(
 def test_retries_count_from_one() -> None:
     with pytest.raises(ValueError, match="count from 1"):
         Backoff(first=1.0, cap=2.0).delay(0)
+
+
+async def test_a_loop_sleeps_longer_after_each_failure_and_starts_over_after_a_success() -> None:
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    pauses = Pauses(Backoff(first=1.0, cap=4.0, retries=3), sleep=sleep)
+    for _ in range(3):
+        await pauses.sleep()
+    assert (slept, pauses.failures, pauses.exhausted) == ([1.0, 2.0, 4.0], 3, True)
+    pauses.reset()
+    assert (pauses.failures, pauses.upcoming, pauses.exhausted) == (0, 1.0, False)
+    assert await pauses.sleep(asked=30.0) == 30.0  # the service's Retry-After wins
+    assert slept[-1] == 30.0 and pauses.upcoming == 2.0

@@ -15,8 +15,9 @@ from scheduler.cron.service import CronService
 from scheduler.engine import Engine, EngineConfig
 from scheduler.fires.claims import LeaseStore, cron_key, pulse_key
 from scheduler.fires.recorder import Go, RunRecorder, RunTicket
-from scheduler.fires.records import Outcome, RunStore, Trigger
 from scheduler.pulse.store import PulseStore
+from storage.repos.runs.record import Outcome, Trigger
+from storage.repos.runs.store import RunStore
 from tests.fakes.clock import BERLIN, FakeClock
 from tests.waiting import until
 

@@ -35,8 +35,9 @@ from scheduler.cron.service import CronService
 from scheduler.engine import Engine
 from scheduler.fires.claims import LeaseStore
 from scheduler.fires.recorder import RunRecorder, RunTicket, Skip
-from scheduler.fires.records import Outcome, RunStore, Trigger
 from scheduler.pulse.store import PulseStore
+from storage.repos.runs.record import Outcome, Trigger
+from storage.repos.runs.store import RunStore
 from tests.conftest import make_settings
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import FakeClock

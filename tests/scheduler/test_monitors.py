@@ -59,9 +59,7 @@ class Told:
         return [kind for kind, _, _ in self.events]
 
 
-@pytest.fixture
-async def clock() -> FakeClock:
-    return FakeClock(START)
+pytestmark = pytest.mark.clock(START)
 
 
 async def service(db: AsyncDatabase[Doc], clock: FakeClock, told: Told) -> Monitors:

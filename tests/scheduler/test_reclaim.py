@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bson import ObjectId
 from pymongo.asynchronous.database import AsyncDatabase
 
 from agent.app.features.scheduling import SchedulingOptions, build_parts
@@ -23,11 +24,13 @@ from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
 from scheduler.engine import RETRY_TIMER, Engine, EngineConfig, Fire
 from scheduler.fires.claims import LeaseStore
+from scheduler.fires.leases import LeaseTerms, RunLeases
 from scheduler.fires.recorder import Go, RunRecorder, RunTicket
-from scheduler.fires.records import LeaseTerms, Outcome, RunLeases, RunStore, Trigger
 from scheduler.fires.recovery import UNLEASED_HOLD, orphaned
 from scheduler.pulse.store import PulseStore
 from storage.ejson import aware
+from storage.repos.runs.record import Outcome, Run, Trigger
+from storage.repos.runs.store import RunStore
 from tests.contexts import owner_ctx
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import FakeClock
@@ -49,7 +52,7 @@ class Process:
     ) -> None:
         self.hang = hang
         self.calls: list[tuple[str | None, int]] = []
-        self.reported: list[Doc] = []
+        self.reported: list[Run] = []
         self.started = asyncio.Event()
         self.answer = asyncio.Event()
         """Set: the model answers the hanging runs."""
@@ -86,7 +89,7 @@ class Process:
     async def _pulse(self, now: datetime, trigger: Trigger) -> Go:
         return Go(lambda ticket: self._work(None, ticket))
 
-    async def _report(self, run: Doc, streak: int, job: CronJob | None) -> None:
+    async def _report(self, run: Run, streak: int, job: CronJob | None) -> None:
         self.reported.append(run)
 
     async def run_then_crash(self) -> list[Fire]:
@@ -242,7 +245,7 @@ async def test_a_recurring_fire_cut_off_is_retried_in_its_window_else_reported(
     lost = runs[1]
     assert (lost["reason"], lost["gave_up"]) == ("interrupted", True)
     assert "retry_at" not in lost
-    assert [r["_id"] for r in third.reported] == [lost["_id"]]  # the owner is told, once
+    assert [r.id for r in third.reported] == [lost["_id"]]  # the owner is told, once
     assert second.calls == [(job.id, 2), (job.id, 1)] and third.calls == []
 
 
@@ -270,7 +273,7 @@ async def test_a_one_time_run_interrupted_twice_is_given_up_and_told_once(
         await third.engine.stop()
     run = await _only_run(db, job_id=job.id)
     assert (run["status"], run["reason"], run["gave_up"]) == ("failed", "interrupted", True)
-    assert [r["_id"] for r in third.reported] == [run["_id"]]
+    assert [r.id for r in third.reported] == [run["_id"]]
     done = await third.jobs.get(job.id)
     assert done.done and done.last_status == "failed"
     assert third.calls == []
@@ -301,19 +304,22 @@ async def test_a_pulse_cut_off_is_tried_again_in_its_window(db: AsyncDatabase[Do
 
 def test_which_running_records_are_orphaned() -> None:
     now = T0
-    records: list[Doc] = [
+    ids = {n: ObjectId() for n in range(1, 6)}
+    docs: list[Doc] = [
         {"_id": 1, "owner": "me", "started_at": now - timedelta(hours=1), "lease_until": now},
         {"_id": 2, "owner": "dead", "started_at": now - timedelta(minutes=1), "lease_until": now},
         {"_id": 3, "owner": "live", "started_at": now, "lease_until": now + UNLEASED_HOLD},
         {"_id": 4, "started_at": now - UNLEASED_HOLD},  # from before leases, long begun
         {"_id": 5, "started_at": now - timedelta(minutes=1)},  # from before leases, recent
     ]
-    found = orphaned(records, now, held={1})  # 1: in flight in this process
-    assert [r["_id"] for r in found.runs] == [2, 4]
+    records = [Run.from_doc({**d, "_id": ids[d["_id"]], "kind": "cron"}) for d in docs]
+    number = {oid: n for n, oid in ids.items()}
+    found = orphaned(records, now, held={ids[1]})  # 1: in flight in this process
+    assert [number[r.id] for r in found.runs] == [2, 4]
     assert found.next_lapse == now + timedelta(minutes=4)
     # The sole owner of the database since a moment ago: whatever began before it died.
-    found = orphaned(records, now, held={1}, sole_since=now - timedelta(seconds=1))
-    assert [r["_id"] for r in found.runs] == [2, 4, 5]
+    found = orphaned(records, now, held={ids[1]}, sole_since=now - timedelta(seconds=1))
+    assert [number[r.id] for r in found.runs] == [2, 4, 5]
     assert found.next_lapse == now + UNLEASED_HOLD
 
 

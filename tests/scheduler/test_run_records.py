@@ -11,7 +11,8 @@ from pymongo.asynchronous.database import AsyncDatabase
 from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
 from scheduler.fires.recorder import Go, RunRecorder, RunTicket, Skip
-from scheduler.fires.records import Outcome, RunStore, Trigger
+from storage.repos.runs.record import Outcome, Run, Trigger
+from storage.repos.runs.store import RunStore
 from tests.fakes.clock import FakeClock
 
 Doc = dict[str, Any]
@@ -36,8 +37,8 @@ class Runner:
         assert self.pulse_plan is not None
         return self.pulse_plan
 
-    async def failures(self, run: Doc, streak: int, job: CronJob | None) -> None:
-        self.streaks.append((run["status"], streak, job.id if job else None))
+    async def failures(self, run: Run, streak: int, job: CronJob | None) -> None:
+        self.streaks.append((run.status, streak, job.id if job else None))
 
 
 async def _kit(db: AsyncDatabase[Doc]) -> tuple[RunRecorder, Runner, CronJob, FakeClock]:
@@ -59,13 +60,13 @@ async def test_a_runner_that_raises_is_recorded_as_failed_with_a_typed_reason(
     recorder, runner, job, _ = await _kit(db)
     runner.cron_outcomes = [RuntimeError("boom"), Outcome("timeout", reason="timeout")]
     first = await recorder.cron(job, START)
-    assert first["status"] == "failed" and first["reason"] == "internal_error"
+    assert first.status == "failed" and first.reason == "internal_error"
     assert runner.streaks == []  # one failure is not a streak
     second = await recorder.cron(job, START, trigger="manual")
-    assert second["status"] == "timeout" and second["reason"] == "timeout"
-    assert second["trigger"] == "manual"
+    assert second.status == "timeout" and second.reason == "timeout"
+    assert second.trigger == "manual"
     assert runner.streaks == [("timeout", 2, job.id)]
-    assert [t.id for t in runner.tickets] == [str(first["_id"]), str(second["_id"])]
+    assert [t.id for t in runner.tickets] == [str(first.id), str(second.id)]
     stored = await db["runs"].find({"job_id": job.id}).to_list()
     assert [r["status"] for r in stored] == ["failed", "timeout"]
 
@@ -86,8 +87,8 @@ async def test_a_skipped_pulse_is_recorded_without_running(db: AsyncDatabase[Doc
     recorder, runner, _, _ = await _kit(db)
     runner.pulse_plan = Skip("idle", "idle: nothing new")
     run = await recorder.pulse(START)
-    assert run["status"] == "skipped" and run["reason"] == "idle"
-    assert run["error"] == "idle: nothing new"
+    assert run.status == "skipped" and run.reason == "idle"
+    assert run.error == "idle: nothing new"
 
 
 async def test_a_pulse_that_runs_is_opened_before_and_closed_after(
@@ -104,5 +105,5 @@ async def test_a_pulse_that_runs_is_opened_before_and_closed_after(
     runner.pulse_plan = Go(work, facts={"notes": 3})
     run = await recorder.pulse(START, trigger="api")
     assert seen[0] is not None and seen[0]["status"] == "running"
-    assert run["status"] == "success" and run["duration_ms"] == 2000.0
-    assert run["context"] == {"notes": 3} and run["trigger"] == "api"
+    assert run.status == "success" and run.duration_ms == 2000.0
+    assert run.context == {"notes": 3} and run.trigger == "api"

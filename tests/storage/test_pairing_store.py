@@ -4,7 +4,6 @@ pending at most, ten minutes valid; approving one makes an owner and drops the r
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -16,9 +15,7 @@ from tests.fakes.clock import FakeClock
 Db = AsyncDatabase[dict[str, Any]]
 
 
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(datetime.now(UTC))  # real time: the TTL index must not reap the codes
+pytestmark = pytest.mark.clock("now")  # real time: the TTL index must not reap the codes
 
 
 async def test_a_code_is_six_digits_and_the_same_for_the_same_person(

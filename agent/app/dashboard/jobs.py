@@ -23,15 +23,13 @@ from aiohttp import web
 
 from agent.app.dashboard import BY
 from agent.app.dashboard.context import Dashboard, channel_name, human_time
-from agent.config import Settings
-from agent.owner import owner_address
+from agent.owner import Owners, owner_address
 from scheduler.cron.expression import CronError
 from scheduler.cron.job import CronJob, JobError
 from scheduler.cron.service import CronService
 from scheduler.engine import AlreadyRunning
-from scheduler.views import job_view
+from scheduler.views import job_state, job_view, schedule_words
 
-Doc = dict[str, Any]
 LISTED = 200
 
 
@@ -42,17 +40,17 @@ ON_FAILURE = {
 }
 
 
-def destination(settings: Settings, channel: str, chat_id: str) -> str:
+def destination(owners: Owners, channel: str, chat_id: str) -> str:
     """Where a job's answer goes, by name: ``Telegram, you`` or ``WhatsApp, chat 4917…``."""
     if channel == "console":
         return "Terminal, you"
-    owners = [str(i) for i in settings.telegram_owner_ids] if channel == "telegram" else []
-    if chat_id in owners or chat_id == owner_address(settings, channel):
+    ids = [str(i) for i in owners.telegram_ids] if channel == "telegram" else []
+    if chat_id in ids or chat_id == owner_address(owners, channel):
         return f"{channel_name(channel)}, you"
     return f"{channel_name(channel)}, chat {chat_id}"
 
 
-def job_row(job: CronJob, now: datetime, dash: Dashboard) -> Doc:
+def job_row(job: CronJob, now: datetime, dash: Dashboard) -> dict[str, Any]:
     view = job_view(job, now, dash.tz)
 
     def shown(at: datetime | None) -> str:
@@ -63,11 +61,11 @@ def job_row(job: CronJob, now: datetime, dash: Dashboard) -> Doc:
     elif not job.enabled:
         state, badge = "paused", "warn"
     else:
-        state, badge = view.get("state", "active"), "ok"
+        state, badge = job_state(job, now) or "active", "ok"
     if job.once:
         schedule = f"once, {shown(job.run_at)}" + (", then kept as done" if not job.done else "")
     else:
-        schedule = str(view["schedule"])
+        schedule = schedule_words(job, dash.tz)
     try:
         fires = job.next_fires(now, 3) if job.enabled and not job.done else []
     except CronError:
@@ -81,7 +79,7 @@ def job_row(job: CronJob, now: datetime, dash: Dashboard) -> Doc:
         "done_at": shown(job.done_at) if job.done else None,
         "updated_by": job.updated_by,
         "next_fires": [shown(at) for at in fires],
-        "delivers_to": destination(dash.app.settings, job.origin_channel, job.origin_chat_id),
+        "delivers_to": destination(dash.app.deps.owners, job.origin_channel, job.origin_chat_id),
         "on_failure": ON_FAILURE.get(job.on_failure, job.on_failure),
         "can_run": not job.once and not job.done,
     }
@@ -145,7 +143,7 @@ def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
             since = f" (since {human_time(busy.since, dash.tz, dash.now())})" if busy.since else ""
             text = f"“{job.name}” is already running{since}; not started again."
             return dash.done(request, "/jobs", text)
-        where = destination(dash.app.settings, job.origin_channel, job.origin_chat_id)
+        where = destination(dash.app.deps.owners, job.origin_channel, job.origin_chat_id)
         text = f"Started “{job.name}”; its answer goes to {where}. See Runs for how it went."
         return dash.done(request, "/jobs", text)
 

@@ -286,7 +286,7 @@ async def glance(dash: Dashboard) -> Doc:
     alerts = await open_alerts(dash) if health.database_ok else None
     monitors = await monitors_of(dash) if health.database_ok else []
     router = dash.app.deps.alerts
-    ready = can_page(dash.app.settings, dash.app.channels)
+    ready = can_page(dash.app.deps.owners, dash.app.channels)
     sms = {"ready": ready, "calls": router.calls.status() if router is not None else None}
     problems = alert_problems(alerts or []) + health_problems(health, ready, monitors)
 

@@ -1,9 +1,9 @@
 """Runs: ``GET /runs`` (the 7-day timeline and the latest runs) and ``GET /runs/<id>``.
 
-Read straight from ``runs`` with a projection: the timeline needs a few fields of each
-run since the start of the owner's day six days ago (index ``started_at``); a run's
-page reads its one record, whose ``calls`` hold each tool call in short
-(``agent.runs.runner.call_summaries``).
+Read through the run store: the timeline needs a few fields of each run since the
+start of the owner's day six days ago (``RunStore.started_since``, index
+``started_at``); a run's page reads its one record, whose ``calls`` hold each tool
+call in short (``agent.runs.runner.call_summaries``).
 
 The timeline is inline SVG drawn on the server: one row per day (today at the top)
 across 24 hours in the owner's timezone; each day has two lanes, pulse above and cron
@@ -28,9 +28,9 @@ from markupsafe import Markup, escape
 
 from agent.app.dashboard.context import Dashboard
 from scheduler.views import short_time
-from storage import collections as c
+from storage.repos.runs.record import CallSummary, Run, Tokens
+from storage.repos.runs.store import RunStore
 
-Doc = dict[str, Any]
 DAYS = 7
 STATUS_COLOURS: Mapping[str, str] = MappingProxyType(
     {
@@ -56,19 +56,6 @@ WIDTH = LABEL_W + 24 * HOUR_W + 8
 MOST_RUNS = 3_000
 """At most this many runs on the timeline (48 pulses a day and busy cron jobs fit)."""
 LISTED = 50
-TIMELINE_FIELDS = {
-    "kind": 1,
-    "name": 1,
-    "job_id": 1,
-    "status": 1,
-    "trigger": 1,
-    "started_at": 1,
-    "duration_ms": 1,
-    "reason": 1,
-    "tokens": 1,
-    "scheduled_for": 1,
-    "retry_at": 1,
-}
 STATUS_BADGE = {
     "success": "ok",
     "failed": "bad",
@@ -90,56 +77,55 @@ class Mark:
     label: str
 
 
-def status_of(run: Doc) -> str:
+def status_of(run: Run) -> str:
     """The record's status, in one word; ``missed`` for a fire recorded ``skipped``
     because its moment passed, past its grace window, while Watchkeeper was down or
-    stalled (``scheduler.fires.records``); ``retrying`` for a failed try that will be
+    stalled (``storage.repos.runs``); ``retrying`` for a failed try that will be
     tried again (``retry_at`` set)."""
-    status = str(run.get("status") or "running")
-    if status == "skipped" and run.get("reason") == "missed":
+    if run.status == "skipped" and run.reason == "missed":
         return "missed"
-    if status in ("failed", "timeout") and run.get("retry_at") is not None:
+    if run.failed and run.retry_at is not None:
         return "retrying"
-    return status if status in STATUS_COLOURS else "running"
+    return run.status
 
 
-def shown_at(run: Doc) -> Any:
+def shown_at(run: Run) -> datetime | None:
     """When a run is placed: its start, or for a missed fire the moment it was due."""
-    if status_of(run) == "missed" and isinstance(run.get("scheduled_for"), datetime):
-        return run["scheduled_for"]
-    return run.get("started_at")
+    if status_of(run) == "missed" and run.scheduled_for is not None:
+        return run.scheduled_for
+    return run.started_at
 
 
-def run_label(run: Doc, tz: ZoneInfo) -> str:
+def run_label(run: Run, tz: ZoneInfo) -> str:
     """``cron "Morning news" failed, Tue 26 Nov 07:00, 3.1 s``; a missed fire names the
     moment it was due."""
-    name = f' "{run["name"]}"' if run.get("name") else ""
-    at: datetime = shown_at(run)
-    text = f"{run.get('kind', 'run')}{name} {status_of(run)}, "
-    text += at.astimezone(tz).strftime("%a %d %b %H:%M")
-    if run.get("duration_ms") is not None and status_of(run) not in ("skipped", "missed"):
-        text += f", {float(run['duration_ms']) / 1000:.1f} s"
+    name = f' "{run.name}"' if run.name else ""
+    at = shown_at(run)
+    text = f"{run.kind}{name} {status_of(run)}, "
+    text += at.astimezone(tz).strftime("%a %d %b %H:%M") if at is not None else "never"
+    if run.duration_ms is not None and status_of(run) not in ("skipped", "missed"):
+        text += f", {run.duration_ms / 1000:.1f} s"
     return text
 
 
-def marks(runs: Iterable[Doc], today: date, tz: ZoneInfo) -> list[Mark]:
+def marks(runs: Iterable[Run], today: date, tz: ZoneInfo) -> list[Mark]:
     """Where each run goes: its local day's row, its kind's lane, its start's hour."""
     found: list[Mark] = []
     for run in runs:
         started = shown_at(run)
-        if not isinstance(started, datetime):
+        if started is None:
             continue
         local = started.astimezone(tz)
         row = (today - local.date()).days
         if not 0 <= row < DAYS:
             continue
         hour = local.hour + local.minute / 60 + local.second / 3600
-        lane = LANES.index(run["kind"]) if run.get("kind") in LANES else 1
-        found.append(Mark(str(run["_id"]), row, lane, hour, status_of(run), run_label(run, tz)))
+        lane = LANES.index(run.kind)
+        found.append(Mark(str(run.id), row, lane, hour, status_of(run), run_label(run, tz)))
     return found
 
 
-def timeline_svg(runs: Iterable[Doc], now: datetime, tz: ZoneInfo) -> Markup:
+def timeline_svg(runs: Iterable[Run], now: datetime, tz: ZoneInfo) -> Markup:
     today = now.astimezone(tz).date()
     height = TOP + DAYS * ROW_H + 4
     parts = [
@@ -191,69 +177,61 @@ def week_start(now: datetime, tz: ZoneInfo) -> datetime:
     return datetime(first.year, first.month, first.day, tzinfo=tz)
 
 
-async def week_runs(dash: Dashboard) -> list[Doc]:
-    since = week_start(dash.now(), dash.tz)
-    cursor = dash.app.deps.db[c.RUNS].find(
-        {"started_at": {"$gte": since}},
-        projection=TIMELINE_FIELDS,
-        sort=[("started_at", -1)],
-        limit=MOST_RUNS,
-    )
-    return await cursor.to_list()
-
-
-def row_of(run: Doc, tz: ZoneInfo, now: datetime) -> Doc:
-    tokens = run.get("tokens") or {}
+def row_of(run: Run, tz: ZoneInfo, now: datetime) -> dict[str, Any]:
+    """A run as a row of the list (the template's fields)."""
     return {
-        "id": str(run["_id"]),
-        "kind": run.get("kind", "run"),
-        "name": run.get("name") or "",
+        "id": str(run.id),
+        "kind": run.kind,
+        "name": run.name or "",
         "status": status_of(run),
         "badge": STATUS_BADGE.get(status_of(run), "info"),
         "when": short_time(shown_at(run), tz, now),
-        "duration": seconds(run.get("duration_ms")),
-        "trigger": run.get("trigger", "schedule"),
-        "tokens": int(tokens.get("input") or 0) + int(tokens.get("output") or 0),
+        "duration": seconds(run.duration_ms),
+        "trigger": run.trigger,
+        "tokens": run.tokens.total if run.tokens is not None else 0,
         "label": run_label(run, tz),
-        "retry_at": run.get("retry_at") if status_of(run) == "retrying" else None,
+        "retry_at": run.retry_at if status_of(run) == "retrying" else None,
     }
 
 
-def seconds(duration_ms: Any) -> str:
+def seconds(duration_ms: float | None) -> str:
     if duration_ms is None:
         return "—"
-    value = float(duration_ms) / 1000
+    value = duration_ms / 1000
     return f"{value:.1f} s" if value < 120 else f"{value / 60:.1f} min"
 
 
-def run_detail(run: Doc, tz: ZoneInfo, now: datetime) -> Doc:
+def run_detail(run: Run, tz: ZoneInfo, now: datetime) -> dict[str, Any]:
     """Everything the run page shows, as words and numbers."""
-    tokens = run.get("tokens") or {}
-    calls = run.get("calls")
-    if not isinstance(calls, list):  # older records: names only
-        calls = [{"name": name, "args": "", "result": ""} for name in run.get("tool_calls") or []]
+    tokens = run.tokens or Tokens()
+    if run.calls is not None:
+        calls = [call.to_doc() for call in run.calls]
+    else:  # older records: names only
+        calls = [CallSummary(name).to_doc() for name in run.tool_calls]
     detail = row_of(run, tz, now)
     detail.update(
-        job_id=run.get("job_id"),
-        scheduled_for=run.get("scheduled_for"),
-        started_at=run.get("started_at"),
-        ended_at=run.get("ended_at"),
-        input_tokens=int(tokens.get("input") or 0),
-        output_tokens=int(tokens.get("output") or 0),
-        cached_input_tokens=int(tokens.get("cached_input") or 0),
+        job_id=run.job_id,
+        scheduled_for=run.scheduled_for,
+        started_at=run.started_at,
+        ended_at=run.ended_at,
+        input_tokens=tokens.input,
+        output_tokens=tokens.output,
+        cached_input_tokens=tokens.cached_input or 0,
         calls=calls,
-        result=run.get("result") or "",
-        error=run.get("error"),
-        reason=run.get("reason"),
-        attempts=run.get("attempts"),
-        gave_up=bool(run.get("gave_up")),
+        result=run.result,
+        error=run.error,
+        reason=run.reason,
+        attempts=run.attempts,
+        gave_up=run.gave_up,
     )
     return detail
 
 
 def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
+    store = RunStore(dash.app.deps.db)
+
     async def runs_page(request: web.Request) -> web.StreamResponse:
-        runs = await week_runs(dash)
+        runs = await store.started_since(week_start(dash.now(), dash.tz), MOST_RUNS)
         now, tz = dash.now(), dash.tz
         context = {
             "timeline": timeline_svg(runs, now, tz),
@@ -270,7 +248,7 @@ def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
             run_id = ObjectId(request.match_info["run_id"])
         except (InvalidId, TypeError):
             return dash.render(request, "run.html", {"run": None}, status=404)
-        run = await dash.app.deps.db[c.RUNS].find_one({"_id": run_id})
+        run = await store.get(run_id)
         if run is None:
             return dash.render(request, "run.html", {"run": None}, status=404)
         return dash.render(request, "run.html", {"run": run_detail(run, dash.tz, dash.now())})

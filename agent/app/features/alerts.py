@@ -76,6 +76,7 @@ def _sms_channel(ctx: FeatureContext) -> SmsChannel | None:
         read_timeout=settings.http_read_timeout_seconds,
         clock=clock,
         budget=lambda: take_sms(db, clock(), settings.sms_per_hour),
+        segment_seconds=1 / settings.twilio_segments_per_second,
     )
 
 
@@ -170,6 +171,7 @@ def alerting(options: AlertingOptions | None = None) -> Feature:
                 ctx.clock,
                 chosen.policy,
                 owner=ctx.owner,
+                owners=ctx.owners,
             )
             await router.start(background=chosen.background)
             try:
@@ -200,6 +202,7 @@ def alerting(options: AlertingOptions | None = None) -> Feature:
                     prompt_sections=(reply_words_section, changing(alert_prompt_section)),
                     status=(status_section,),
                     services=Services(alerts=router),
+                    owner_listeners=router.owner_listeners,
                 )
             finally:
                 await router.stop()

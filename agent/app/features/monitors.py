@@ -82,7 +82,7 @@ def _hooks(router: AlertRouter, outbox: Outbox, ctx: FeatureContext) -> Hooks:
         again = "steady and up again" if monitor.told == "flapping" else "up again"
         text = f"✅ {monitor.name} is {again} after {down_for_text(down_for)}{closed}."
         since = monitor.down_since.isoformat() if monitor.down_since else "?"
-        target = owner_chat(ctx.settings, ctx.channels, primary=ctx.owner.current.primary_channel)
+        target = owner_chat(ctx.owners, ctx.channels, primary=ctx.owner.current.primary_channel)
         key = f"monitor-up:{monitor.id}:{since}"
         await outbox.enqueue(OutboundMessage(target.channel, target.chat_id, text, key))
 

@@ -1,5 +1,6 @@
-"""Telegram pairing and the paired owners: the dispatcher's pairing step, the owner
-list kept current on ``Settings``, and the ``owners`` status section (``/status``)."""
+"""Telegram pairing and the paired owners: the dispatcher's pairing step, the paired
+owners read again from the database now and then (``agent.owner.Owners``), and the
+``owners`` status section (``/status``)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ async def pairing_feature(ctx: FeatureContext) -> AsyncIterator[Parts]:
     async def owners_section() -> dict[str, Any]:
         return {"owners": await owners_status(ctx.settings, pairing)}
 
-    if "telegram" in ctx.channels and not ctx.settings.telegram_owner_ids:
+    if "telegram" in ctx.channels and not ctx.owners.telegram_ids:
         log.warning("telegram: no owner yet; write to the bot to get a pairing code")
         for pending in await pairing.store.pending():
             log.warning("pairing: %s", pending.command(pairing.cli))

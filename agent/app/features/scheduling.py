@@ -24,6 +24,7 @@ from agent.app.application import App, Core, Feature, FeatureContext, Parts, Sch
 from agent.config import Settings
 from agent.context import RunContext
 from agent.conversation.prompt import changing
+from agent.owner import Listener as OwnerListener
 from agent.owner import OwnerPrefs, OwnerSettings
 from agent.runs.runner import Runner, RunnerConfig
 from agent.tools.catalog import always
@@ -36,8 +37,8 @@ from scheduler.cron.job import CronJob, JobLimits
 from scheduler.cron.service import CronService
 from scheduler.engine import AlreadyRunning, Engine, EngineConfig
 from scheduler.fires.claims import LeaseStore
+from scheduler.fires.leases import LeaseTerms, RunLeases
 from scheduler.fires.recorder import Go, RunRecorder, RunTicket, Skip
-from scheduler.fires.records import LeaseTerms, Outcome, RunLeases, RunStore, Trigger
 from scheduler.pulse.store import PulseStore
 from scheduler.views import (
     job_line,
@@ -45,11 +46,11 @@ from scheduler.views import (
     pulse_status_text,
     pulse_view,
     run_line,
-    run_view,
 )
+from storage.repos.runs.record import Outcome, Run, Trigger
+from storage.repos.runs.store import RunStore
 
 log = logging.getLogger(__name__)
-Doc = dict[str, Any]
 SHOWN_JOBS = 30
 """Jobs shown by ``/jobs`` and ``/api/status`` (a Telegram message holds 4,096 chars)."""
 JOBS_HINT = "No cron jobs yet. Try: “every weekday at 9 remind me to check the backups”."
@@ -66,11 +67,11 @@ class SchedulingOptions:
     grace: timedelta = timedelta(minutes=10)
     resync_seconds: float = 60.0
     lease: LeaseTerms = field(default_factory=LeaseTerms)
-    """How long a run's lease lasts unrenewed (``scheduler.fires.records``)."""
+    """How long a run's lease lasts unrenewed (``scheduler.fires.leases``)."""
 
 
 def build_scheduling(
-    db: AsyncDatabase[Doc],
+    db: AsyncDatabase[Any],
     clock: Clock,
     owner: OwnerSettings,
     settings: Settings,
@@ -84,18 +85,8 @@ def build_scheduling(
         max_jobs=settings.max_cron_jobs,
         min_interval=timedelta(minutes=settings.min_cron_interval_minutes),
     )
-    jobs = CronService(db, clock, owner.current.timezone, limits)
+    jobs = CronService(db, clock, lambda: owner.current.timezone, limits)
     pulse = PulseStore(db, clock, owner)
-
-    async def timezone_changed(old: OwnerPrefs, new: OwnerPrefs) -> None:
-        """Jobs that ran on the owner's old clock follow the owner to the new one."""
-        if old.timezone != new.timezone:
-            moved = await jobs.move_timezone(old.timezone, new.timezone)
-            log.info(
-                "timezone %s -> %s: %d cron job(s) moved", old.timezone, new.timezone, len(moved)
-            )
-
-    owner.listen(timezone_changed)
     runs = RunStore(db)
     started: asyncio.Future[Runner] = asyncio.get_running_loop().create_future()
 
@@ -105,10 +96,10 @@ def build_scheduling(
     async def plan_pulse(now: datetime, trigger: Trigger) -> Skip | Go:
         return await (await started).plan_pulse(now, trigger)
 
-    async def warn_failures(run: Doc, streak: int, job: CronJob | None) -> None:
+    async def warn_failures(run: Run, streak: int, job: CronJob | None) -> None:
         await (await started).warn_failures(run, streak, job)
 
-    async def warn_missed(runs: Sequence[Doc], jobs: Mapping[str, CronJob]) -> None:
+    async def warn_missed(runs: Sequence[Run], jobs: Mapping[str, CronJob]) -> None:
         await (await started).warn_missed(runs, jobs)
 
     # This start of this process, as the holder of its runs and fires.
@@ -139,6 +130,20 @@ def build_scheduling(
     return Scheduling(jobs, pulse, runs, engine, started)
 
 
+def following_timezone(jobs: CronService) -> OwnerListener:
+    """The owner's listener that moves the jobs that ran on the owner's old clock to
+    the new one."""
+
+    async def timezone_changed(old: OwnerPrefs, new: OwnerPrefs) -> None:
+        if old.timezone != new.timezone:
+            moved = await jobs.move_timezone(old.timezone, new.timezone)
+            log.info(
+                "timezone %s -> %s: %d cron job(s) moved", old.timezone, new.timezone, len(moved)
+            )
+
+    return timezone_changed
+
+
 def make_runner(core: Core, parts: Scheduling, options: SchedulingOptions) -> Runner:
     settings = core.deps.settings
     return Runner(
@@ -155,10 +160,12 @@ def make_runner(core: Core, parts: Scheduling, options: SchedulingOptions) -> Ru
 
 
 def build_parts(app: App, options: SchedulingOptions) -> Scheduling:
-    """A second scheduler on a running app, its runner ready (tests: another process)."""
+    """A second scheduler on a running app, its runner ready (tests: another process,
+    with the owner's settings of its own, read as its engine starts)."""
     deps = app.deps
+    owner = OwnerSettings(deps.db, app.clock, deps.settings.timezone)
     parts = build_scheduling(
-        deps.db, app.clock, deps.owner, deps.settings, options, sole_owner=app.database.owns_server
+        deps.db, app.clock, owner, deps.settings, options, sole_owner=app.database.owns_server
     )
     parts.started.set_result(make_runner(Core(deps, app.agent), parts, options))
     return parts
@@ -194,7 +201,7 @@ def _parts(parts: Scheduling, clock: Clock) -> Parts:
             since = busy.since.isoformat() if busy.since is not None else None
             error = {"error": "a pulse is already running; not started again", "since": since}
             return web.json_response(error, status=409)
-        return web.json_response(run_view(run))
+        return web.json_response(run.to_json())
 
     async def prompt_section(ctx: RunContext) -> str | None:
         if ctx.tier != "owner":
@@ -249,7 +256,11 @@ def scheduling(options: SchedulingOptions | None = None) -> Feature:
             armed = True
             log.info("scheduler: %d timer(s) armed%s", count, "" if chosen.timer else " (manual)")
 
-        yield dataclasses.replace(_parts(parts, ctx.clock), start=start)
+        yield dataclasses.replace(
+            _parts(parts, ctx.clock),
+            start=start,
+            owner_listeners=(following_timezone(parts.jobs),),
+        )
         if armed:
             await parts.engine.stop()
 

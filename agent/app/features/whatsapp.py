@@ -15,7 +15,7 @@ from agent.alerts.router import AlertRouter
 from agent.app.application import Feature, FeatureContext, Parts
 from agent.config import Settings
 from agent.conversation.dispatch import TierResolver, Trust
-from agent.owner import OwnerSettings, owner_chat
+from agent.owner import Owners, OwnerSettings, owner_chat
 from agent.tools.whatsapp import WHATSAPP_TOOLS, permissions_section, whatsapp_connected
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import BurstRule
@@ -52,7 +52,7 @@ def make_resolver(settings: Settings, permissions: WhatsAppPermissions) -> TierR
 
 
 def make_notifier(
-    settings: Settings,
+    owners: Owners,
     outbox: Outbox,
     channels: Mapping[str, Channel],
     owner: OwnerSettings,
@@ -75,7 +75,7 @@ def make_notifier(
             )
             return
         primary = owner.current.primary_channel
-        target = owner_chat(settings, channels, avoid="whatsapp", primary=primary)
+        target = owner_chat(owners, channels, avoid="whatsapp", primary=primary)
         if target.channel not in channels:
             log.warning("no other channel to tell the owner: %s", text)
             return
@@ -136,18 +136,17 @@ def make_whatsapp_feature(
             client_factory=client_factory or neonize_client,
             group_allowed=group_allowed,
             notify=make_notifier(
-                settings, ctx.outbox, ctx.channels, ctx.owner, ctx.services.alerts
+                ctx.owners, ctx.outbox, ctx.channels, ctx.owner, ctx.services.alerts
             ),
             clock=ctx.clock,
             **options,
         )
-        # The pipeline runs before the features: its rule for the channel joins it here.
-        ctx.pipeline.burst_rules["whatsapp"] = burst_rule(settings, burst_seconds)
         await ctx.add_channel(channel)
         log.info("channel: whatsapp (session in %s)", settings.whatsapp_session_path)
         yield Parts(
             tools=tuple((tool, whatsapp_connected) for tool in WHATSAPP_TOOLS),
             resolvers={"whatsapp": make_resolver(settings, permissions)},
+            burst_rules={"whatsapp": burst_rule(settings, burst_seconds)},
             prompt_sections=(permissions_section,),
         )
         await channel.stop()

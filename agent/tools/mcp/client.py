@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from agent.tools.mcp import McpTool, describe
 from agent.tools.mcp.config import ServerConfig, StdioServer
-from runtime.backoff import Backoff
+from runtime.backoff import Backoff, Pauses
+from runtime.tasks import wait_event
 
 if TYPE_CHECKING:  # the SDK (~1.4 s to import) loads only when a server is configured
     from mcp import ClientSession
@@ -214,7 +215,7 @@ class McpServers:
             server.state, server.error = "failed", f"cannot load the MCP SDK ({describe(exc)})"
             server.settled.set()
             return
-        failures = 0
+        pauses = Pauses(self._backoff, sleep=self._until_stopped)
         while not self._stopping:
             began = time.monotonic()
             server.connected_at = None
@@ -231,15 +232,17 @@ class McpServers:
                 break
             lost = server.connected_at is not None
             up_for = time.monotonic() - (server.connected_at or began)
-            failures = 1 if lost and up_for >= self._backoff.cap else failures + 1
+            if lost and up_for >= self._backoff.cap:
+                pauses.reset()  # it ran well for a while: start the waits over
             server.state = "restarting" if lost else "failed"
-            delay = self._backoff.delay(failures)
-            log.info("MCP server %s: next try in %.1fs", server.config.name, delay)
+            log.info("MCP server %s: next try in %.1fs", server.config.name, pauses.upcoming)
             server.lost.clear()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(delay):
-                    await self._stopped.wait()
+            await pauses.sleep()
             server.restarts += 1
+
+    async def _until_stopped(self, seconds: float) -> None:
+        """Sleep ``seconds``, or less when the manager stops."""
+        await wait_event(self._stopped, seconds)
 
     async def _connect_once(self, server: _Server) -> None:
         """Connect, list, serve until lost; raises what went wrong."""

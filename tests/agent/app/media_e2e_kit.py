@@ -231,6 +231,7 @@ async def media_rig(
             values |= {"twilio_account_sid": twilio.account_sid,
                        "twilio_auth_token": twilio.auth_token, "twilio_from_number": SMS_FROM,
                        "twilio_api_base_url": twilio.url, "public_base_url": PUBLIC_URL,
+                       "twilio_segments_per_second": 1000,
                        "owner_phone": OWNER_SMS}  # fmt: skip
             features.append(alerting(AlertingOptions(background=False)))
         app = await stack.enter_async_context(build_app(make_settings(**values), features=features))

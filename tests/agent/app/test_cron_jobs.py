@@ -42,9 +42,7 @@ def berlin(
     return datetime(year, month, day, hour, minute, second, tzinfo=BERLIN)
 
 
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(FRIDAY_EVENING.astimezone(UTC))
+pytestmark = pytest.mark.clock(FRIDAY_EVENING.astimezone(UTC))
 
 
 async def _create(app: App, **args: Any) -> dict[str, Any]:

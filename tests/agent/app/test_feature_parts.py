@@ -1,7 +1,8 @@
 """Features contribute parts and the root assembles them once: a feature's command,
 interceptor and status section reach the owner, a later feature gets the services of
-an earlier one, the parts that need the agent start once it exists, and the features
-stop in reverse order."""
+an earlier one, its burst rules and owner listeners are built in, the parts that need
+the agent start once it exists, nothing is registered after, and the features stop in
+reverse order."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from agent.app.application import Core, Feature, FeatureContext, Parts, Services
 from agent.app.status import status_data
 from agent.context import RunContext
+from agent.owner import OwnerPrefs
 from channels.types import InboundMessage, Reply
 from tests.fakes.chat_app import chat_app
 from tests.fakes.features import providing
@@ -102,3 +104,35 @@ async def test_a_feature_that_yields_twice_is_refused_at_its_stop(
         ) as chat:
             await chat.app.database.client.drop_database(name)
     assert order == ["the first feature stopped"]  # the features before it still stop
+
+
+async def test_declared_burst_rules_and_owner_listeners_are_assembled_then_fixed(
+    mongo_server: str, tmp_path: Path
+) -> None:
+    """A feature declares a channel's burst rule and a listener of the owner's settings;
+    the root builds the pipeline and the owner's listeners from them once, and nothing
+    can be registered on the running app afterwards."""
+    heard: list[tuple[str, str]] = []
+
+    async def timezone_heard(old: OwnerPrefs, new: OwnerPrefs) -> None:
+        heard.append((old.timezone, new.timezone))
+
+    async def bursty(ctx: FeatureContext) -> AsyncIterator[Parts]:
+        yield Parts(burst_rules={"console": lambda m: 0.5}, owner_listeners=(timezone_heard,))
+
+    model = ScriptedModel(lambda r: "agent answer")
+    name = f"parts_{uuid.uuid4().hex[:8]}"
+    async with chat_app(mongo_server, name, model, tmp_path, features=[bursty]) as chat:
+        app = chat.app
+        # Typed quickly, answered as one exchange: the declared rule is the pipeline's.
+        assert await chat.chat.say("hi") and await chat.chat.say("are you there?")
+        await app.pipeline.join()
+        assert chat.chat.texts() == ["agent answer"]
+        assert len(model.requests) == 1
+        assert model.requests[0].messages[-1].text.endswith("hi\nare you there?")
+
+        await app.deps.owner.update(timezone="Europe/Berlin")
+        assert heard == [("UTC", "Europe/Berlin")]
+        with pytest.raises(RuntimeError, match="once the app is assembled"):
+            app.deps.owner.listen(timezone_heard)
+        await app.database.client.drop_database(name)

@@ -130,3 +130,26 @@ async def test_each_exchange_logs_one_line_without_its_words(
     assert lines[0].startswith(f"exchange: console, {len(secret)} chars in, 2 out, tools: none")
     assert "tokens: 10 in (0 cached) + 5 out" in lines[0] and lines[0].endswith(" ms")
     assert "4321" not in caplog.text and "ok" not in lines[0].split("tools")[0]
+
+
+async def test_status_says_the_zone_was_never_chosen_until_it_is(app: App) -> None:
+    text = await _command(app, "/status")
+    assert (
+        "Timezone: UTC, never chosen: quiet hours (22:00-07:00) are UTC; tell me where you "
+        "are to change it" in text
+    )
+    await app.deps.owner.update(timezone="Europe/Berlin")
+    assert "Timezone: Europe/Berlin\n" in await _command(app, "/status") + "\n"
+
+
+async def test_the_owners_chat_is_asked_to_set_the_zone_while_nobody_chose_one(
+    app: App,
+) -> None:
+    from agent.conversation.prompt import ZONE_UNCHOSEN, build_note
+    from tests.contexts import owner_ctx
+
+    assert ZONE_UNCHOSEN in await build_note(owner_ctx(app.deps))
+    await app.deps.owner.update(timezone="America/New_York")
+    assert ZONE_UNCHOSEN not in await build_note(owner_ctx(app.deps))
+    chosen = app.deps.settings.model_copy(update={"timezone": "Asia/Tokyo"})
+    assert chosen.timezone_chosen and not app.deps.settings.timezone_chosen

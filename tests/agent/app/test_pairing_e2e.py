@@ -1,11 +1,15 @@
 """Pairing end to end: the whole app against the fake Bot API, with no Telegram owner
-configured; ``watchkeeper pair`` (its function, on the same database) approves."""
+configured; ``watchkeeper pair`` (its function, or the command in a process of its own,
+on the same database) approves."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime
@@ -18,13 +22,16 @@ from pymongo.asynchronous.database import AsyncDatabase
 from agent.app.application import App
 from agent.app.core import build_app
 from agent.app.features.pairing import pairing_feature
-from agent.cli.pair import WELCOME, pair
-from agent.config import Settings, cli_command
+from agent.cli.command import cli_command
+from agent.cli.pair import pair
+from agent.config import Settings
 from agent.conversation.dispatch import refusal
 from agent.conversation.pairing import busy_text
+from agent.conversation.pairing import welcome as welcome_text
 from agent.owner import owner_address
 from channels.telegram import TelegramChannel
 from runtime.backoff import Backoff
+from tests.agent.cli.procs import free_port, run_env
 from tests.conftest import make_settings
 from tests.fakes.clock import FakeClock
 from tests.fakes.fixtures import fake
@@ -57,7 +64,12 @@ def start(fake: FakeTelegram, settings: Settings) -> Start:
     async def run(model: ScriptedModel, clock: Callable[[], datetime]) -> AsyncIterator[App]:
         bot = TelegramChannel(TOKEN, fake.url, poll_timeout=1, backoff=Backoff(first=0.01, cap=0.1))
         async with build_app(
-            settings, model=model, channels=[bot], clock=clock, features=[pairing_feature]
+            settings,
+            model=model,
+            channels=[bot],
+            clock=clock,
+            features=[pairing_feature],
+            cli=cli_command(),  # as `watchkeeper run` passes it
         ) as app:
             yield app
 
@@ -111,14 +123,15 @@ async def test_a_newcomer_pairs_and_is_answered_as_the_owner(
         assert await pair(settings, code) == 0
         assert "@ann_new (id 777) is now an owner" in capsys.readouterr().out
         welcome = (await fake.wait_sent(2))[1]  # the running outbox sends the greeting
-        assert (welcome.chat_id, welcome.visible) == (str(NEWCOMER), WELCOME)
+        greeting = welcome_text(zone_known=False)
+        assert (welcome.chat_id, welcome.visible) == (str(NEWCOMER), greeting)
 
         await settle(app, fake, push(fake, NEWCOMER, "what can you do?"))
         assert fake.sent[-1].visible == "Hello, owner."
         assert len(model.requests) == 1 and model.requests[0].messages[-1].text.endswith(
             "what can you do?"
         )
-        assert owner_address(settings, "telegram") == str(NEWCOMER)  # alerts go there now
+        assert owner_address(app.deps.owners, "telegram") == str(NEWCOMER)  # alerts go there now
         await settle(app, fake, push(fake, NEWCOMER, "/status"))
         assert "Telegram owners: @ann_new (777, paired)" in fake.sent[-1].visible
 
@@ -136,6 +149,37 @@ async def test_a_newcomer_pairs_and_is_answered_as_the_owner(
     assert not any("4711" in json.dumps(r.messages, default=str) for r in model.requests)
     assert await pair(settings, None, list_only=True) == 0
     assert "owner: @ann_new (id 777), paired" in capsys.readouterr().out
+
+
+async def test_an_owner_paired_in_another_process_is_known_and_settings_stay_as_given(
+    start: Start, fake: FakeTelegram, settings: Settings, db: AsyncDatabase[Doc], tmp_path: Path
+) -> None:
+    """``watchkeeper pair CODE`` in a process of its own: the running app answers the new
+    owner as the owner, from the database, and its ``Settings`` stay what the
+    environment said (no owner written into them)."""
+    as_given = settings.model_copy(deep=True)
+    model = ScriptedModel(lambda r: "Hello, owner.")
+    async with start(model, lambda: datetime.now(UTC)) as app:
+        await settle(app, fake, push(fake, NEWCOMER, "hi", username="ann_new"))
+        code = code_in(fake.sent[-1].visible)
+        env = run_env(
+            tmp_path, free_port(), MONGODB_URI=settings.mongodb_uri or "", MONGODB_DB=db.name
+        )
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "agent", "pair", code],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert "@ann_new (id 777) is now an owner" in done.stdout
+        welcome = (await fake.wait_sent(2))[1]  # the running outbox sends the greeting
+        assert welcome.visible == welcome_text(zone_known=False)
+        await settle(app, fake, push(fake, NEWCOMER, "what can you do?"))
+        assert fake.sent[-1].visible == "Hello, owner."
+        assert len(model.requests) == 1
+        assert owner_address(app.deps.owners, "telegram") == str(NEWCOMER)
+    assert settings == as_given
+    assert settings.owner_telegram_ids == []
 
 
 async def test_three_codes_at_most_and_an_expired_code_is_refused(

@@ -38,9 +38,7 @@ def berlin(
     return datetime(year, month, day, hour, minute, second, tzinfo=BERLIN)
 
 
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(FRIDAY_EVENING.astimezone(UTC))
+pytestmark = pytest.mark.clock(FRIDAY_EVENING.astimezone(UTC))
 
 
 def _app(mongo_server: str, tmp_path: Path, model: ScriptedModel, clock: FakeClock, **kw: Any):  # type: ignore[no-untyped-def]
@@ -294,7 +292,7 @@ async def test_a_pulse_reaches_the_owner_with_send_message(
     ) as app:
         run = await parts_of(app).engine.run_pulse_now("manual")
     assert telegram.texts("99") == ["The build is red."]
-    assert run["status"] == "success" and run["result"] == "told the owner"
+    assert run.status == "success" and run.result == "told the owner"
 
 
 async def test_a_non_idle_pulse_request_is_small(

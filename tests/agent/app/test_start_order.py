@@ -71,12 +71,13 @@ def holding_until_stored(
     db: AsyncDatabase[Doc], fake: FakeTelegram, update: Doc, seen: list[str]
 ) -> Feature:
     """A feature (so: the app half-built) that waits until ``update`` is stored and
-    acknowledged and its handling is held at the gate, and notes what was answered."""
+    acknowledged and waits in the intake's queue for the pipeline, and notes what was
+    answered."""
 
     async def hold(ctx: FeatureContext) -> AsyncIterator[Parts]:
         row = await stored(db, update["message"]["text"])
         await fake.wait_confirmed(update["update_id"])
-        await until(lambda: waiting_in("Pipeline._handler_built", "conv:"), "the handling held")
+        await until(lambda: ctx.intake.updates.qsize() > 0, "the handling held")
         seen.append(row["status"])
         seen.extend(sent.visible for sent in fake.sent)
         yield Parts()

@@ -118,7 +118,7 @@ async def test_notices_use_the_alert_router_when_present(kit: Kit) -> None:
 
     app = kit.app
     alerts = Alerts()
-    notify = make_notifier(app.settings, app.outbox, app.channels, app.deps.owner, alerts)  # type: ignore[arg-type]
+    notify = make_notifier(app.deps.owners, app.outbox, app.channels, app.deps.owner, alerts)  # type: ignore[arg-type]
     await notify("logged_out", "WhatsApp was logged out")
     assert raised[0]["severity"] == "warning"
     assert raised[0]["dedupe_key"] == "whatsapp:logged_out"

@@ -59,6 +59,7 @@ async def _doctor(
         twilio_from_number="+15550001111",
         twilio_api_base_url=base,
         owner_phone="+15550002222",
+        public_base_url="https://agent.example.org",
     )
     code = await doctor(settings)
     return code, capsys.readouterr().out

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from agent.cli.command import cli_command
 from agent.cli.doctor import Check, Owners, doctor, next_steps
-from agent.config import cli_command
 from storage.db import open_database
 from storage.repos.pairing import PairingStore
 from tests.agent.cli.procs import run_env

@@ -18,10 +18,12 @@ from typing import Any
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
-from agent.cli.pair import WELCOME, pair
-from agent.config import Settings, cli_command
+from agent.cli.command import cli_command
+from agent.cli.pair import pair
+from agent.config import Settings
 from agent.conversation.dispatch import refusal
 from agent.conversation.pairing import busy_text
+from agent.conversation.pairing import welcome as welcome_text
 from storage.repos.pairing import PairingStore
 from tests.agent.app.test_pairing_e2e import Start, code_in, push, settings, settle, start
 from tests.agent.cli.procs import free_port, run_env
@@ -84,7 +86,10 @@ async def test_strangers_fill_the_slots_and_the_owner_pairs_with_a_new_code(
         await settle(app, fake, push(fake, STRANGERS[0], "me again"))
         assert fake.sent[-1].chat_id == str(STRANGERS[0]) and code_in(fake.sent[-1].visible)
         await settle(app, fake, push(fake, OWNER, f"/start {code}", username="the_owner"))
-        assert (fake.sent[-1].chat_id, fake.sent[-1].visible) == (str(OWNER), WELCOME)
+        assert (fake.sent[-1].chat_id, fake.sent[-1].visible) == (
+            str(OWNER),
+            welcome_text(zone_known=False),
+        )
         assert f"@the_owner (id 300) sent the code from `{cli_command()} pair --new`" in caplog.text
         await settle(app, fake, push(fake, OWNER, "what's on today?"))
         assert fake.sent[-1].visible == "At your service."
@@ -98,7 +103,10 @@ async def test_strangers_fill_the_slots_and_the_owner_pairs_with_a_new_code(
         # With an owner known, another code still pairs a second account of theirs.
         second = await new_code(settings, clock)
         await settle(app, fake, push(fake, SECOND, f"  {second[:4]} {second[4:8]}-{second[8:]} "))
-        assert (fake.sent[-1].chat_id, fake.sent[-1].visible) == (str(SECOND), WELCOME)
+        assert (fake.sent[-1].chat_id, fake.sent[-1].visible) == (
+            str(SECOND),
+            welcome_text(zone_known=False),
+        )
         assert app.dispatcher.pairing is not None
         owners = await app.dispatcher.pairing.store.owners()
         assert [(o.user_id, o.label()) for o in owners] == [
@@ -116,7 +124,7 @@ async def test_an_owners_code_expires_and_a_late_sender_is_not_paired(
         code = await new_code(settings, clock)
         clock.advance(minutes=10)
         await settle(app, fake, push(fake, OWNER, f"/start {code}"))
-        assert fake.sent[-1].visible != WELCOME
+        assert fake.sent[-1].visible != welcome_text(zone_known=False)
         assert code_in(fake.sent[-1].visible)  # a stranger's code instead, as before
         assert app.dispatcher.pairing is not None
         assert await app.dispatcher.pairing.store.owners() == []

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli.pair import WELCOME
+from agent.conversation.pairing import welcome as welcome_text
 from tests.agent.cli.procs import free_port, output_of, run_env, start, wait_healthy
 from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
@@ -63,7 +63,10 @@ async def test_pairing_beside_a_running_watchkeeper(tmp_path: Path) -> None:
             assert again.returncode == 2 and "no pending pairing code" in again.stderr
 
             welcome = (await bot.wait_sent(2, within=15))[1]  # sent by the running outbox
-            assert (welcome.chat_id, welcome.visible) == (str(NEWCOMER), WELCOME)
+            assert (welcome.chat_id, welcome.visible) == (
+                str(NEWCOMER),
+                welcome_text(zone_known=False),
+            )
             model.reply_text("Hello, you are my owner now.")
             bot.push_text(NEWCOMER, "what can you do?")
             answer = (await bot.wait_sent(3, within=15))[2]

@@ -14,6 +14,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from agent.cli.pair import pair
 from agent.config import Settings
 from agent.conversation.pairing import Pairing
+from agent.owner import Owners
 from storage.repos.pairing import PairingStore
 from tests.conftest import make_settings
 from tests.fakes.clock import FakeClock
@@ -40,9 +41,11 @@ async def test_removing_a_paired_owner(
     clock = FakeClock(datetime.now(UTC))
     await paired(db, clock, 77, "Ann", "ann")
     settings = settings_for(mongo_server, db)
-    pairing = Pairing(PairingStore(db, clock), settings)
+    store = PairingStore(db, clock)
+    owners = Owners(settings, store)
+    pairing = Pairing(store, owners)
     await pairing.refresh()
-    assert 77 in settings.telegram_owner_ids
+    assert 77 in owners.telegram_ids
 
     out = io.StringIO()
     assert await pair(settings, None, remove=77, out=out, clock=clock) == 0
@@ -51,7 +54,7 @@ async def test_removing_a_paired_owner(
     assert await pair(settings, None, list_only=True, out=listed, clock=clock) == 0
     assert "77" not in listed.getvalue()
     await pairing.refresh()  # what a running process does every 30 s
-    assert 77 not in settings.telegram_owner_ids
+    assert 77 not in owners.telegram_ids
 
     assert await pair(settings, None, remove=77, out=io.StringIO(), clock=clock) == 2
     assert "77 is not a paired owner (nobody is paired)" in capsys.readouterr().err

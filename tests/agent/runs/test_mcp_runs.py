@@ -48,7 +48,7 @@ async def test_cron_and_pulse_runs_use_mcp_tools(mongo_server: str, tmp_path: Pa
             assert "files__record" in cron.tool_names
             assert "recorded (1 in all)" in tool_results(model)[-1]["result"]
             run = await parts.engine.run_pulse_now("manual")
-            assert run["status"] == "success", run
+            assert run.status == "success", run
             pulse = model.requests[-2]
             assert "files__record" in pulse.tool_names
             brief = pulse.messages[-1].text

@@ -22,6 +22,7 @@ from agent.tools.base import Toolset
 from agent.tools.cron import MANAGE_CRONJOB
 from agent.tools.pulse import MANAGE_PULSE
 from storage import collections as c
+from storage.repos.runs.record import Run
 from tests.contexts import owner_ctx
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import FakeClock
@@ -31,9 +32,7 @@ from tests.scheduling_kit import call_tool, parts_of, scheduled_app
 NOW = datetime(2026, 3, 6, 17, 0, tzinfo=UTC)
 
 
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(NOW)
+pytestmark = pytest.mark.clock(NOW)
 
 
 async def _pulse_request(app: App, model: ScriptedModel) -> Request:
@@ -187,7 +186,7 @@ async def test_the_brief_counts_pulses_left_and_says_where_since_starts(
         await parts.pulse.update_config(pulses_per_day=24)
         news = app.deps.db[c.INBOX]
 
-        async def pulse_at(hour: int, contact_wrote: bool) -> tuple[dict[str, Any], str]:
+        async def pulse_at(hour: int, contact_wrote: bool) -> tuple[Run, str]:
             clock.set(NOW.replace(hour=hour))
             if contact_wrote:
                 row = _row("whatsapp", "+4915100000099", f"news at {hour}", clock() - _MINUTE)
@@ -198,11 +197,11 @@ async def test_the_brief_counts_pulses_left_and_says_where_since_starts(
             return run, brief
 
         run, brief = await pulse_at(21, contact_wrote=True)
-        assert run["status"] == "success"
+        assert run.status == "success"
         assert "Pulses left today after this one: 2." in brief, brief
         assert "## Since 20:00 (no pulse has run before)" in brief, brief
         run, brief = await pulse_at(22, contact_wrote=False)
-        assert run["reason"] == "idle" and brief == ""
+        assert run.reason == "idle" and brief == ""
         run, brief = await pulse_at(23, contact_wrote=True)
         assert "Pulses left today after this one: 0." in brief, brief
         assert "## Since the last check (22:00; nothing was new then)" in brief, brief

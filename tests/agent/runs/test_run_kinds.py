@@ -26,6 +26,7 @@ OWNER_TOOLS = {
     "update_db_schema",
     "db_query",
     "web_search",
+    "fetch_url",
     "raise_alert",
     "manage_alerts",
     "manage_cronjob",
@@ -95,7 +96,7 @@ async def test_pulse_is_the_owners(mongo_server: str) -> None:
         parts = h.app.scheduling
         assert parts is not None
         run = await parts.engine.run_pulse_now("manual")
-        assert run["status"] == "success"
+        assert run.status == "success"
         request = _last(h.model.requests)
         assert set(request.tool_names) == PULSE_TOOLS
         assert "A pulse (periodic check-in)" in request.system

@@ -43,7 +43,7 @@ async def test_a_strangers_message_is_counted_not_kept_and_the_pulse_stays_idle(
         assert "IGNORE" not in str(stats)
 
         run = await parts.engine.recorder.pulse(clock())
-        assert run["status"] == "skipped" and run["reason"] == "idle"
+        assert run.status == "skipped" and run.reason == "idle"
         assert model.requests == []  # no tokens for a stranger
 
 
@@ -67,7 +67,7 @@ async def test_the_owners_chat_is_no_news_and_a_contacts_message_is(
         await app.pipeline.join()
         asked = len(model.requests)  # the owner's message was answered
         idle = await parts.engine.recorder.pulse(clock())
-        assert idle["status"] == "skipped" and idle["reason"] == "idle"
+        assert idle.status == "skipped" and idle.reason == "idle"
         assert len(model.requests) == asked
         clock.advance(minutes=1)
         await app.deps.db["inbox"].insert_one(
@@ -85,5 +85,5 @@ async def test_the_owners_chat_is_no_news_and_a_contacts_message_is(
         )
         clock.advance(minutes=1)
         ran = await parts.engine.recorder.pulse(clock())
-        assert ran["status"] == "success" and ran["context"]["messages"] == 1
+        assert ran.status == "success" and ran.context["messages"] == 1
         assert "- 1 new message(s) from contacts" in model.requests[-1].messages[-1].text

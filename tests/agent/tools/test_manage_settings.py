@@ -23,9 +23,7 @@ from tests.scheduling_kit import call_tool, parts_of, scheduled_app, tool_call, 
 FRIDAY_EVENING = datetime(2026, 3, 6, 18, 0, tzinfo=BERLIN)
 
 
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(FRIDAY_EVENING)
+pytestmark = pytest.mark.clock(FRIDAY_EVENING)
 
 
 def _app(
@@ -49,6 +47,13 @@ async def test_get_shows_the_defaults_in_the_owners_time(
 ) -> None:
     async with _app(mongo_server, tmp_path, clock) as app:
         view = await _settings(app, action="get")
+    assert view.pop("spend") == {
+        "tokens_today": 0,
+        "daily_token_limit": 1_000_000,
+        "usd_today": "$0.00",
+        "usd_this_month": "$0.00",
+        "budget_resets_at": "2026-03-07T00:00:00+01:00",  # the owner's midnight
+    }
     assert view == {
         "timezone": "Europe/Berlin",
         "local_time": "2026-03-06T18:00+01:00",
@@ -62,6 +67,27 @@ async def test_get_shows_the_defaults_in_the_owners_time(
         "quiet": "during quiet hours info and warning alerts are held and delivered when "
         "quiet hours end, and the pulse waits; critical alerts, cron jobs and one-time "
         "reminders are delivered at their time",
+    }
+
+
+async def test_get_answers_how_much_was_spent_today_and_this_month(
+    mongo_server: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    async with _app(mongo_server, tmp_path, clock, daily_token_budget=2_000_000) as app:
+        budget = app.deps.budget
+        clock.set(datetime(2026, 3, 2, 9, 0, tzinfo=BERLIN))  # earlier this month
+        await budget.record("chat", "gpt-4.1-mini", 1_000_000, 0, first=True)  # $0.40
+        clock.set(FRIDAY_EVENING)
+        await budget.record("chat", "gpt-4.1-mini", 1_000_000, 100_000, first=True)  # $0.56
+        await budget.record("pulse", "my-local", 1_000, 0, first=True)  # default price
+        spend = (await _settings(app, action="get"))["spend"]
+    assert spend == {
+        "tokens_today": 1_101_000,
+        "daily_token_limit": 2_000_000,
+        "usd_today": "~$0.5620",
+        "usd_this_month": "~$0.9620",
+        "budget_resets_at": "2026-03-07T00:00:00+01:00",
+        "estimated_for": ["my-local"],
     }
 
 

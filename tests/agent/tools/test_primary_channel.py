@@ -24,9 +24,7 @@ TG = 4242
 BOTH = {"owner_telegram_ids": [TG], "owner_phone": PHONE}
 
 
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(datetime(2026, 3, 6, 18, 0, tzinfo=BERLIN))
+pytestmark = pytest.mark.clock(datetime(2026, 3, 6, 18, 0, tzinfo=BERLIN))
 
 
 def _app(

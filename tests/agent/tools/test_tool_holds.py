@@ -17,7 +17,7 @@ from agent.tools.base import Tool
 from agent.tools.catalog import told_of_holding
 from agent.tools.cron import MANAGE_CRONJOB
 from agent.tools.db import DB_QUERY
-from agent.tools.held import GUIDANCE
+from agent.tools.held import GUIDANCE, OWNER_MAY_ALERT
 from agent.tools.mcp import McpTool
 from agent.tools.mcp.tools import call_tool_of, direct_tools
 from agent.tools.memory import SAVE_MEMORY, UPDATE_DB_SCHEMA
@@ -124,6 +124,11 @@ def test_the_first_tool_reading_outside_text_carries_the_line_once() -> None:
     assert sum(GUIDANCE in line for line in lines) == 1
     assert told_of_holding([SAVE_MEMORY, DB_QUERY]) == [SAVE_MEMORY, DB_QUERY]
     assert told_of_holding([WEB_SEARCH]) == [WEB_SEARCH]  # nothing offered could be held
+    # What raise_alert may still do is said only where raise_alert is offered.
+    assert OWNER_MAY_ALERT not in lines[1]
+    with_alert = told_of_holding([WEB_SEARCH, RAISE_ALERT])[0]
+    assert with_alert.guidance_for is not None
+    assert with_alert.guidance_for(None).endswith(GUIDANCE + OWNER_MAY_ALERT)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -34,9 +34,7 @@ FRIDAY_EVENING = datetime(2026, 3, 6, 18, 0, tzinfo=BERLIN)
 CALL_MOM = datetime(2026, 3, 7, 7, 0, tzinfo=UTC)  # Saturday 08:00 in Berlin (CET)
 
 
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(FRIDAY_EVENING)
+pytestmark = pytest.mark.clock(FRIDAY_EVENING)
 
 
 async def _tool(app: App, tool: str, **args: Any) -> dict[str, Any]:

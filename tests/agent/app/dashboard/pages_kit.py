@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from agent.app.application import App
 from agent.app.http import make_web_app
-from scheduler.fires.records import Outcome, RunKindName, Status
+from storage.repos.runs.record import Outcome, RunKind, Status
 from tests.fakes.clock import BERLIN, FakeClock
 from tests.fakes.scripted import ScriptedModel
 from tests.scheduling_kit import parts_of, scheduled_app
@@ -60,7 +60,7 @@ def csrf_of(html: str) -> str:
 
 async def record_run(
     app: App,
-    kind: RunKindName,
+    kind: RunKind,
     status: Status,
     started: datetime,
     *,
@@ -73,8 +73,7 @@ async def record_run(
     job_id = "job1" if kind == "cron" else None
     if status == "skipped":
         skipped = await runs.skipped(kind, job_id, started, started, "nothing new", why="idle")
-        return str(skipped["_id"])
-    extra = {"name": name} if name else None
-    doc = await runs.start(kind, job_id, started, started, extra=extra)
-    await runs.finish(doc, Outcome(status, **outcome), started + timedelta(seconds=seconds))
-    return str(doc["_id"])
+        return str(skipped.id)
+    run = await runs.start(kind, job_id, started, started, name=name)
+    await runs.finish(run, Outcome(status, **outcome), started + timedelta(seconds=seconds))
+    return str(run.id)

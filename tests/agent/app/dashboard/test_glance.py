@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
+from bson import ObjectId
 
 from agent.app.dashboard.alerts import by_severity
 from agent.app.dashboard.context import human_time
@@ -19,6 +20,7 @@ from agent.app.dashboard.overview import (
 )
 from agent.app.dashboard.runs import row_of, status_of
 from agent.app.healthcheck import Component, Health
+from storage.repos.runs.record import Run
 from tests.agent.app.dashboard.conftest import TOKEN
 from tests.fakes.alert_app import Harness, alert_app
 from tests.scheduling_kit import parts_of
@@ -184,9 +186,11 @@ async def test_run_now_needs_the_csrf_token_and_records_a_manual_run(dash: Harne
 
 def test_a_failed_try_that_will_be_tried_again_says_retrying_and_when() -> None:
     retry = NOW + timedelta(minutes=3)
-    run = {"_id": "r1", "kind": "cron", "name": "Backups", "status": "failed", "started_at": NOW}
+    doc = {"_id": ObjectId(), "kind": "cron", "name": "Backups", "status": "failed",
+           "started_at": NOW}  # fmt: skip
+    run = Run.from_doc(doc)
     assert status_of(run) == "failed" and row_of(run, BERLIN, NOW)["retry_at"] is None
-    row = row_of({**run, "retry_at": retry}, BERLIN, NOW)
+    row = row_of(Run.from_doc({**doc, "retry_at": retry}), BERLIN, NOW)
     assert (row["status"], row["badge"], row["retry_at"]) == ("retrying", "warn", retry)
     assert human_time(row["retry_at"], BERLIN, NOW) == "07:58, in 3 min"
-    assert status_of({**run, "status": "success", "retry_at": retry}) == "success"
+    assert status_of(Run.from_doc({**doc, "status": "success", "retry_at": retry})) == "success"

@@ -17,10 +17,7 @@ from tests.agent.app.dashboard.pages_kit import AUTH, NOW, client_of, csrf_of, d
 from tests.fakes.clock import FakeClock
 from tests.scheduling_kit import call_tool, parts_of
 
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(NOW)
+pytestmark = pytest.mark.clock(NOW)
 
 
 async def _jobs(app: App) -> tuple[CronJob, CronJob]:

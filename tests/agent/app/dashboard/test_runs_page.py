@@ -8,6 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from bson import ObjectId
 
 from agent.app.dashboard.runs import STATUS_COLOURS
 from tests.agent.app.dashboard.pages_kit import (
@@ -30,9 +31,7 @@ MARK = re.compile(
 )
 
 
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(NOW)
+pytestmark = pytest.mark.clock(NOW)
 
 
 def marks_of(text: str) -> dict[str, dict[str, str]]:
@@ -140,8 +139,25 @@ async def test_unknown_or_malformed_run_ids_are_not_found(
 
 def test_marks_fall_on_the_owner_local_day() -> None:
     from agent.app.dashboard.runs import marks
+    from storage.repos.runs.record import Run
 
     late = NOW.replace(hour=0, minute=30).astimezone(BERLIN)  # 23:30 UTC the day before
-    [mark] = marks([{"_id": "r1", "kind": "pulse", "status": "success", "started_at": late}],
-                   NOW.date(), BERLIN)  # fmt: skip
+    doc = {"_id": ObjectId(), "kind": "pulse", "status": "success", "started_at": late}
+    run = Run.from_doc(doc)
+    [mark] = marks([run], NOW.date(), BERLIN)
     assert (mark.day, mark.lane, mark.hour) == (0, 0, 0.5)
+
+
+async def test_a_damaged_run_record_is_left_out_and_the_page_still_shows(
+    mongo_server: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    async with dash_app(mongo_server, tmp_path, clock) as app:
+        good = await record_run(app, "cron", "success", NOW - timedelta(hours=1), name="News")
+        await app.deps.db["runs"].insert_one(
+            {"kind": "cron", "name": "Hand-edited", "status": "success",
+             "started_at": NOW - timedelta(hours=2), "duration_ms": "slow"}
+        )  # fmt: skip
+        async with client_of(app) as client:
+            text = await page(client, "/runs")
+    assert list(marks_of(text)) == [good]
+    assert "Hand-edited" not in text

@@ -22,10 +22,7 @@ from agent.spend.prices import (
 from tests.agent.app.dashboard.pages_kit import AUTH, NOW, client_of, csrf_of, dash_app, page
 from tests.fakes.clock import FakeClock
 
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(NOW)
+pytestmark = pytest.mark.clock(NOW)
 
 
 async def _post(client: TestClient[Any, Any], csrf: str, **form: str) -> str:

@@ -19,9 +19,7 @@ DAY_GROUP = re.compile(r'<g class="day" data-day="([\d-]+)" data-total="(\d+)">'
 SEGMENT = re.compile(r'<rect class="seg seg-(\w+)" data-kind="\w+" data-value="(\d+)"')
 
 
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(NOW)
+pytestmark = pytest.mark.clock(NOW)
 
 
 def _chart(text: str, side: str) -> str:

@@ -1,0 +1,1 @@
+"""Run records: the typed record (``record``) and its store (``store``)."""
