@@ -286,6 +286,7 @@ async def one_run(args: argparse.Namespace, tmp: Path) -> Run:
     async with TimedTelegram() as telegram, TimedOpenAI() as model:
         model.default = Answer(200, model.completion("Hello! How can I help?"), args.model_seconds)
         env = environment(tmp / "data", telegram.url, model.base_url, [HI_CHAT, *chats])
+        env.update(setting.split("=", 1) for setting in args.set)
         log_path = tmp / "run.log"
         with log_path.open("wb") as log_file:
             spawned = time.perf_counter()
@@ -414,6 +415,14 @@ async def main() -> None:
         "--starts", type=int, default=0, help="only time start-up, this many times (noisy)"
     )
     parser.add_argument("--python", help="interpreter to run the agent (default: .venv-bench)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting for the agent beyond the defaults (what a figure costs, say "
+        "DAILY_TOKEN_BUDGET=0); repeatable",
+    )
     args = parser.parse_args()
     args.python = args.python or product_python()
     if args.starts:

@@ -93,7 +93,9 @@ class GroupCommit(Generic[I]):
             return
         self._busy = True
         try:
-            await self._alone(item)
+            outcomes = await self._write([item])  # alone, at once (as ``_alone``, inline)
+            if outcomes is not None and outcomes[0] is not None:
+                raise outcomes[0]
         finally:
             self._busy = False
             if self._queue:

@@ -23,7 +23,7 @@ from bson import ObjectId
 from agent.context import RunContext
 from agent.conversation.history import fit_history, message_tokens
 from agent.conversation.loop import MAX_TURNS, LoopResult, run_loop
-from agent.conversation.media_turn import MediaFetch, user_turn
+from agent.conversation.media_turn import MediaFetch, may_have_media, user_turn
 from agent.conversation.prompt import (
     PromptSection,
     build_note,
@@ -142,8 +142,12 @@ class Agent:
         # This exchange's photos and voice notes ride along as parts; history keeps
         # their text fallback (``without_media``), never the bytes.
         # Meanwhile, tools still on their way (MCP servers connecting at start-up).
-        if await deps.budget.blocked(fresh=False) is not None:  # no call: no media to text
+        if deps.budget.known_spent():  # no call will be made: no media to turn into text
             incoming = user_message(text)
+        elif not may_have_media(ctx):  # nothing to fetch: its text, at once
+            incoming = user_message(text)
+            if waits := self.catalog.waits(ctx):
+                await asyncio.gather(*waits)
         else:
             incoming, _ = await asyncio.gather(
                 user_turn(text, ctx, self.model, self.media), self.catalog.until_ready(ctx)

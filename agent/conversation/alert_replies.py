@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Literal
+from collections.abc import Coroutine
+from typing import Any, Literal
 
 from agent.alerts.bulk import bulk_reply
 from agent.alerts.directives import (
@@ -66,8 +67,25 @@ class AlertReplies:
         self._router = router
         self._agent = agent
 
-    async def __call__(self, message: InboundMessage, ctx: RunContext) -> list[Reply] | None:
+    def __call__(
+        self, message: InboundMessage, ctx: RunContext
+    ) -> Coroutine[Any, Any, list[Reply] | None] | None:
+        """The answer to an alert reply, or None at once for a message that cannot be
+        one: free text naming no alert, replying to nothing, while the store knows no
+        alert was sent within the context window (no database read, nothing awaited)."""
         parsed = parse_reply(message.text, now=ctx.now, tz=ctx.tz)
+        free = parsed.directive is None and parsed.error is None and parsed.code is None
+        if (
+            free
+            and not (parsed.reserved or parsed.short or parsed.everyday or message.reply_to)
+            and self._router.store.none_sent_since(ctx.now - self._router.policy.context_window)
+        ):
+            return None
+        return self._answer(message, ctx, parsed)
+
+    async def _answer(
+        self, message: InboundMessage, ctx: RunContext, parsed: ParsedReply
+    ) -> list[Reply] | None:
         if parsed.reserved:
             # Carriers answer STOP/START/HELP on SMS themselves: a second answer from us
             # would be noise (or cost). Elsewhere it is ordinary text for the agent.
@@ -215,13 +233,13 @@ class AlertReplies:
         return Reply(text, meta={"alert_code": code} if code else {})
 
 
-async def reply_words_section(ctx: RunContext) -> str | None:
+def reply_words_section(ctx: RunContext) -> str | None:
     """System-prompt text: which whole messages the grammar reads as alert replies, so
     the agent never asks the owner for one of them (registered with the alerts)."""
     return REPLY_WORDS_NOTE
 
 
-async def alert_prompt_section(ctx: RunContext) -> str | None:
+def alert_prompt_section(ctx: RunContext) -> str | None:
     """System-prompt text for a reply about an alert (registered on the agent)."""
     if ctx.alert is None:
         return None

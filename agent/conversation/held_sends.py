@@ -27,8 +27,9 @@ import logging
 import re
 import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 from agent.context import RunContext
 from agent.tools.base import Toolset, result_json
@@ -48,15 +49,20 @@ EXPIRED = "No message is waiting for '{word} {code}' (they expire after a day)."
 EXPIRED_ACTIONS = "Nothing is waiting for '{word} {code}' (held actions expire after a day)."
 SHOWN_RESULT = 200
 """Characters of a held call's result in the owner's confirmation."""
-Confirm = Callable[[InboundMessage, RunContext], Awaitable[list[Reply] | None]]
+Confirm = Callable[[InboundMessage, RunContext], Awaitable[list[Reply] | None] | None]
 
 
 def confirming(catalog: ToolCatalog) -> Confirm:
     """The interceptor for "send CODE" / "approve CODE" / "cancel CODE", making held
-    calls with the tools of ``catalog``."""
+    calls with the tools of ``catalog``. Any other message is declined at once (None,
+    no coroutine): the words are checked before anything waits."""
 
-    async def confirm(message: InboundMessage, ctx: RunContext) -> list[Reply] | None:
-        return await confirm_held_send(message, ctx, catalog)
+    def confirm(
+        message: InboundMessage, ctx: RunContext
+    ) -> Coroutine[Any, Any, list[Reply] | None] | None:
+        if CONFIRM.match(message.text) is None and DECLINE.match(message.text) is None:
+            return None
+        return confirm_held_send(message, ctx, catalog)
 
     return confirm
 

@@ -234,7 +234,8 @@ async def run_loop(
                 parts.append(ToolResultPart(call_id=call.id, name=call.name, result=outcome))
             result.messages.append(ModelMessage(role="tool", parts=list(parts)))
     finally:
-        await _ask_about_held(ctx, outcomes)
+        if codes := held_codes(outcomes):
+            await _ask_about_held(ctx, codes)
     result.exhausted = True
     result.text = _exhausted_reply(result)
     log.warning("turn cap reached after %d tool calls", len(result.tool_calls))
@@ -276,12 +277,9 @@ def _strings(value: Any, into: list[str]) -> None:
             _strings(item, into)
 
 
-async def _ask_about_held(ctx: RunContext, outcomes: list[dict[str, Any]]) -> None:
-    """The owner's one question about what this exchange held, if it held anything;
-    never raised: the exchange's own outcome stands either way."""
-    codes = held_codes(outcomes)
-    if not codes:
-        return
+async def _ask_about_held(ctx: RunContext, codes: list[str]) -> None:
+    """The owner's one question about what this exchange held (``codes``); never
+    raised: the exchange's own outcome stands either way."""
     try:
         await ask_owner(ctx, codes)
     except Exception:

@@ -57,9 +57,15 @@ class MediaFetch(Protocol):
     async def fetch_doc(self, doc: Doc) -> list[str]: ...
 
 
+def may_have_media(ctx: RunContext) -> bool:
+    """Whether the exchange's message (or burst) may carry media: a stored message that
+    did not say it has none. Otherwise its turn is its text alone (``user_message``)."""
+    return ctx.has_media and ctx.inbox_id is not None and ObjectId.is_valid(ctx.inbox_id)
+
+
 async def _rows(ctx: RunContext, fields: Doc) -> list[Doc]:
     """The inbox rows of the exchange's message, or of every message of its burst."""
-    if not ctx.has_media or ctx.inbox_id is None or not ObjectId.is_valid(ctx.inbox_id):
+    if not may_have_media(ctx):
         return []
     inbox = ctx.deps.db[c.INBOX]
     lead = await inbox.find_one({"_id": ObjectId(ctx.inbox_id)}, {**fields, "burst_ids": 1})

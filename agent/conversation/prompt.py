@@ -17,6 +17,7 @@ under 3,000 input tokens (tests/agent/conversation/test_hi_tokens.py).
 
 from __future__ import annotations
 
+import inspect
 import unicodedata
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,7 +29,9 @@ from agent.tools.base import Toolset
 from agent.tools.memory import memory_section
 from storage.repos.conversations import SystemInstruction
 
-PromptSection = Callable[[RunContext], Awaitable[str | None]]
+PromptSection = Callable[[RunContext], Awaitable[str | None] | str | None]
+"""A section's text for a run (None or empty: none). A section that reads nothing
+answers at once (a plain function); one that reads the database is awaited."""
 
 
 @dataclass(frozen=True)
@@ -38,8 +41,8 @@ class Changing:
 
     section: PromptSection
 
-    async def __call__(self, ctx: RunContext) -> str | None:
-        return await self.section(ctx)
+    def __call__(self, ctx: RunContext) -> Awaitable[str | None] | str | None:
+        return self.section(ctx)
 
 
 def changing(section: PromptSection) -> Changing:
@@ -187,7 +190,9 @@ async def build_system_prompt(
     for section in sections:
         if isinstance(section, Changing):
             continue
-        text = await section(ctx)
+        text = section(ctx)
+        if inspect.isawaitable(text):
+            text = await text
         if text:
             parts.append(text.strip())
     return "\n\n".join(parts)
@@ -214,6 +219,11 @@ async def build_note(ctx: RunContext, sections: Sequence[PromptSection] = ()) ->
     parts = [f"{NOTE_HEAD}\nNow: {format_now(ctx)}{zone_unchosen(ctx)}"]
     if ctx.tier != "contact":
         for section in sections:
-            if isinstance(section, Changing) and (text := await section(ctx)):
+            if not isinstance(section, Changing):
+                continue
+            text = section.section(ctx)
+            if inspect.isawaitable(text):
+                text = await text
+            if text:
                 parts.append(text.strip())
     return "\n\n".join(parts)

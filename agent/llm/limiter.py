@@ -124,7 +124,11 @@ class AdaptiveLimit:
     @contextlib.asynccontextmanager
     async def slot(self) -> AsyncIterator[Slot]:
         """Wait for a turn, hold it for one call, then give it back with its outcome."""
-        slot = Slot(await self._acquire())
+        if not self._waiters and self._open():  # a free turn: taken at once
+            self._take()
+            slot = Slot(self._generation)
+        else:
+            slot = Slot(await self._acquire())
         try:
             yield slot
         except BaseException:

@@ -70,36 +70,10 @@ class ResilientModel:
     async def request(
         self, system: str, messages: list[ModelMessage], tools: list[ToolSpec]
     ) -> ModelResponse:
-        try:
-            return await self._with_retries(self.primary, system, messages, tools)
-        except ModelError as exc:
-            if self.fallback is None:
-                raise
-            log.warning(
-                "provider %s failed (status %s): falling back to %s",
-                self.primary.name,
-                exc.status,
-                self.fallback.name,
-            )
-        return await self._with_retries(self.fallback, system, messages, tools)
-
-    async def warm(self) -> None:
-        """Load the adapters' SDKs now rather than in the first request."""
-        for model in (self.primary, self.fallback):
-            await warm_model(model)
-
-    async def aclose(self) -> None:
-        await self.primary.aclose()
-        if self.fallback is not None:
-            await self.fallback.aclose()
-
-    async def _with_retries(
-        self,
-        client: ModelClient,
-        system: str,
-        messages: list[ModelMessage],
-        tools: list[ToolSpec],
-    ) -> ModelResponse:
+        """The primary's answer, retried under the policy; then the fallback's, under the
+        same policy, once the primary gives up. One loop, in this one function: the
+        request waits in no wrapper of ours on its way to the adapter."""
+        client = self.primary
         limit = self.limits[client.name]
         attempt = 0  # failures counted against ``retries``
         limited = 0  # 429s, counted against ``patience``
@@ -141,7 +115,18 @@ class ResilientModel:
                     error.retryable,
                     error,
                 )
-                raise error
+                if client is not self.primary or self.fallback is None:
+                    raise error
+                log.warning(
+                    "provider %s failed (status %s): falling back to %s",
+                    client.name,
+                    error.status,
+                    self.fallback.name,
+                )
+                client = self.fallback
+                limit = self.limits[client.name]
+                attempt, limited, waited = 0, 0, 0.0
+                continue
             attempt += 1
             wait = (
                 min(asked, limit.max_pause) if asked else self._backoff.delay(attempt, self._draw)
@@ -155,3 +140,13 @@ class ResilientModel:
                 wait,
             )
             await self._sleep(wait)
+
+    async def warm(self) -> None:
+        """Load the adapters' SDKs now rather than in the first request."""
+        for model in (self.primary, self.fallback):
+            await warm_model(model)
+
+    async def aclose(self) -> None:
+        await self.primary.aclose()
+        if self.fallback is not None:
+            await self.fallback.aclose()

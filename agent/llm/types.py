@@ -18,12 +18,11 @@ from pydantic import BaseModel, Field, TypeAdapter, field_serializer
 
 from storage.ejson import storable_ints
 
-
-def _storable(value: Any) -> Any:
-    """What a part holds, as MongoDB can store it: an integer beyond int64 (a model may
-    write one; a tool may return one) is dumped as its decimal text. The tool itself
-    refused such an argument before it ran (``agent.tools.base``)."""
-    return storable_ints(value)  # ``value`` itself unless it holds such an integer
+# What a part holds is dumped as MongoDB can store it (``storable_ints``): an integer
+# beyond int64 (a model may write one; a tool may return one) as its decimal text, any
+# other value itself. The tool itself refused such an argument before it ran
+# (``agent.tools.base``). A part without the field (no ``provider_data``: every plain
+# text) is not looked at.
 
 
 class TextPart(BaseModel):
@@ -31,9 +30,9 @@ class TextPart(BaseModel):
     text: str
     provider_data: dict[str, Any] | None = None
 
-    @field_serializer("provider_data")
-    def _dump_data(self, value: dict[str, Any] | None) -> Any:
-        return _storable(value)
+    @field_serializer("provider_data", when_used="unless-none")
+    def _dump_data(self, value: dict[str, Any]) -> Any:
+        return storable_ints(value)
 
 
 class ToolCallPart(BaseModel):
@@ -43,9 +42,9 @@ class ToolCallPart(BaseModel):
     arguments: dict[str, Any] = Field(default_factory=dict)
     provider_data: dict[str, Any] | None = None
 
-    @field_serializer("arguments", "provider_data")
-    def _dump_values(self, value: dict[str, Any] | None) -> Any:
-        return _storable(value)
+    @field_serializer("arguments", "provider_data", when_used="unless-none")
+    def _dump_values(self, value: dict[str, Any]) -> Any:
+        return storable_ints(value)
 
 
 class ToolResultPart(BaseModel):
@@ -56,7 +55,7 @@ class ToolResultPart(BaseModel):
 
     @field_serializer("result")
     def _dump_result(self, value: dict[str, Any]) -> Any:
-        return _storable(value)
+        return storable_ints(value)
 
 
 class MediaPart(BaseModel):

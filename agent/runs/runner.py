@@ -127,9 +127,11 @@ class Runner:
             why = reply.failure.removeprefix("model_unavailable: ")
             error = short_error(f"model unavailable: {why}" if why else "model unavailable")
             outcome = Outcome("failed", error=error, reason="model_unavailable")
-        elif reply.budget_spent:  # crossed during the run: its last round done, then stopped
+        elif reply.budget_spent:  # spent before its first call, or crossed during the run
             view = await self.deps.budget.view()
-            detail = f"stopped before finishing: {self.deps.budget.skip_detail(view)}"
+            detail = self.deps.budget.skip_detail(view)
+            if reply.steps:  # its last round done, then stopped
+                detail = f"stopped before finishing: {detail}"
             outcome = Outcome("skipped", error=detail, reason="budget_spent")
         elif reply.exhausted:
             outcome = Outcome(
@@ -168,9 +170,8 @@ class Runner:
         """One fire of ``job`` in its own conversation; the answer is delivered."""
         if ticket.attempt > 1 and (earlier := await self._answer_sent(ticket)) is not None:
             return earlier  # an earlier try delivered it before it was cut off
-        if (spent := await self.deps.budget.blocked()) is not None:  # the owner is told once
-            detail = self.deps.budget.skip_detail(spent)
-            return Outcome("skipped", error=detail, reason="budget_spent")
+        # The budget is checked once, by the model call's reservation (``run_loop``): a
+        # day already spent makes no call and the run is skipped (``_execute``).
         # An instruction the owner wrote is their own words: its run may alert them.
         words = job.instruction if job.source is None else None
         ctx = self._context("cron", ticket, job.origin_channel, job.origin_chat_id, words)

@@ -235,12 +235,16 @@ class TokenBudget:
     def __post_init__(self) -> None:
         self._ledger = TokenLedger(self.db)
 
+    def _seen(self) -> Ledger | None:
+        """The budget day as last seen here, while it lasts (no read)."""
+        last = self._last
+        return last if last is not None and self.clock() < last.ends else None
+
     async def _day(self, *, fresh: bool) -> Ledger:
         """The budget day open now; ``fresh``: as stored now, else as last seen here
         while it lasts. A day that is over is replaced by the next (``next_day``)."""
         now = self.clock()
-        last = self._last
-        if not fresh and last is not None and now < last.ends:
+        if not fresh and (last := self._seen()) is not None:
             return last
         while True:
             found = await self._ledger.read()
@@ -297,6 +301,13 @@ class TokenBudget:
         await self._tell(view, "spent")
         return view
 
+    def known_spent(self) -> bool:
+        """Whether the day's budget was spent when this process last read or changed it
+        (no database read: a hint for work to spare, such as fetching media for a call
+        that will not be made; ``reserve`` is what holds the cap)."""
+        last = self._seen()
+        return self.limit > 0 and last is not None and last.used >= self.limit
+
     async def reserve(self, input_tokens: int) -> Hold | BudgetView:
         """Reserve a model call's bound (``input_tokens`` estimated, ``request_bound``,
         plus ``max_output``) before it is made; the day's budget instead when it is spent
@@ -305,7 +316,7 @@ class TokenBudget:
         at a time looks again, once per call settled here (or every ``WAIT_SECONDS``,
         for another process's), and the next looks as soon as it got through."""
         if self.limit <= 0:
-            return Hold((await self._day(fresh=False)).day, 0)
+            return Hold((self._seen() or await self._day(fresh=False)).day, 0)
         tokens = max(0, input_tokens) + self.max_output
         if not self._queue.locked():  # nobody waiting: try at once
             outcome = await self._take(tokens)
@@ -324,7 +335,7 @@ class TokenBudget:
         """One try: the hold; the budget when it is spent; None while calls in flight
         hold it."""
         while True:
-            ledger = await self._day(fresh=False)
+            ledger = self._seen() or await self._day(fresh=False)
             until_ = self.clock() + self.hold_for
             taken = await self._ledger.reserve(ledger.day, self._proc, tokens, self.limit, until_)
             if taken is not None:

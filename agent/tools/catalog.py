@@ -22,7 +22,8 @@ Offer = tuple[Tool[Any], Availability]
 """A tool, and the predicate that says when a run is offered it."""
 Source = Callable[[RunContext], Iterable[Tool[Any]]]
 """Tools that change while the app runs (an MCP server's), asked for at every run."""
-Ready = Callable[[RunContext], Awaitable[None]]
+Ready = Callable[[RunContext], Awaitable[None] | None]
+"""What a run waits for before its tools are chosen; None: nothing to wait for now."""
 """Waits until a source can answer for a run (MCP servers still connecting at start)."""
 
 
@@ -59,8 +60,14 @@ class ToolCatalog:
 
     async def until_ready(self, ctx: RunContext) -> None:
         """Wait until every source can say which tools ``ctx`` gets (each bounds its wait)."""
-        if self._ready:
-            await asyncio.gather(*(ready(ctx) for ready in self._ready))
+        waits = self.waits(ctx)
+        if waits:
+            await asyncio.gather(*waits)
+
+    def waits(self, ctx: RunContext) -> list[Awaitable[None]]:
+        """What ``until_ready`` would wait for (nothing, nearly always: a run then
+        chooses its tools at once, without waiting in ``until_ready``)."""
+        return [w for ready in self._ready if (w := ready(ctx)) is not None]
 
     def __contains__(self, name: str) -> bool:
         return any(tool.name == name for tool, _ in self._entries)

@@ -61,21 +61,6 @@ def failure_reason(exc: BaseException) -> str:
     return clean_text(text)[:REASON_LIMIT]
 
 
-def message_of(doc: Doc) -> InboundMessage:
-    """The message an inbox row holds (what a burst rule reads)."""
-    return InboundMessage(
-        channel=doc["channel"],
-        external_id=doc["external_id"],
-        chat_id=doc["chat_id"],
-        sender_id=doc["sender_id"],
-        text=doc["text"],
-        received_at=doc["received_at"],
-        sender_name=doc.get("sender_name", ""),
-        reply_to=doc.get("reply_to"),
-        meta=doc.get("meta", {}),
-    )
-
-
 def envelope_of(docs: list[Doc]) -> Envelope:
     """The envelope of a burst's rows (one row: itself): the first one's identity, every
     text in order, the last one's time and name. Replayed when the leader's row counts

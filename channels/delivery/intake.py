@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -34,10 +35,21 @@ log = logging.getLogger(__name__)
 Doc = dict[str, Any]
 STALE_CLAIM = timedelta(minutes=15)
 """Longer than any exchange can take (model retries and tool calls included)."""
-Stored = tuple[str, Doc | ObjectId]
-"""A message for the pipeline: its conversation, and its stored document (stored by
-this process, which handles it as it is) or the ``_id`` of one to claim first (left by
-a process that died: ``Intake.claimable``)."""
+
+
+@dataclass(frozen=True)
+class Received:
+    """A message this process has just stored: its ``inbox`` row and the message itself,
+    so the handler gets the message as stored rather than one rebuilt from the row."""
+
+    doc: Doc
+    message: InboundMessage
+
+
+Stored = tuple[str, Received | ObjectId]
+"""A message for the pipeline: its conversation, and the message with its stored
+document (stored by this process, which handles it as it is) or the ``_id`` of one to
+claim first (left by a process that died: ``Intake.claimable``)."""
 
 
 class Intake:
@@ -104,7 +116,7 @@ class Intake:
             if not unstorable(exc):
                 raise
             return await self._keep_as_failed(message, exc)
-        self.updates.put_nowait((message.conversation_key, doc))
+        self.updates.put_nowait((message.conversation_key, Received(doc, message)))
         return True
 
     async def _keep_as_failed(self, message: InboundMessage, exc: Exception) -> bool:

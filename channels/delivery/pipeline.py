@@ -51,8 +51,8 @@ from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 
 from channels.delivery.envelope import Envelope
-from channels.delivery.inbox import REASON_LIMIT, envelope_of, failure_reason, message_of, reply_key
-from channels.delivery.intake import STALE_CLAIM, Intake
+from channels.delivery.inbox import REASON_LIMIT, envelope_of, failure_reason, reply_key
+from channels.delivery.intake import STALE_CLAIM, Intake, Received
 from channels.delivery.outbox import Outbox
 from channels.delivery.text import clean_text
 from channels.types import Channel, HandlingFailed, InboundMessage, OutboundMessage, Reply
@@ -67,6 +67,9 @@ Handler = Callable[[Envelope], Awaitable[list[Reply]]]
 BurstRule = Callable[[InboundMessage], float]
 """Seconds to wait for more messages after this one (0: handle it alone, now)."""
 BURST_MAX_ITEMS = 20
+Queued = Received | list[Received] | ObjectId
+"""What a conversation's worker handles: a message just stored, a burst of them, or
+the id of a row a dead process left unfinished (``recover``)."""
 __all__ = ["STALE_CLAIM", "BurstRule", "Handler", "Intake", "Pipeline"]
 
 
@@ -102,7 +105,7 @@ class Pipeline:
         )
         """Handlers running at once (None: as many as conversations; model calls are
         paced by the model's own limit)."""
-        self._queues: dict[str, deque[Doc | ObjectId]] = {}
+        self._queues: dict[str, deque[Queued]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._stopping = False
         self._burst_rules = MappingProxyType(dict(burst_rules or {}))
@@ -146,12 +149,13 @@ class Pipeline:
         self.start()
         return await self.intake.recover(sole_owner=sole_owner)
 
-    async def _work(self, key: str, queue: deque[Doc | ObjectId]) -> None:
+    async def _work(self, key: str, queue: deque[Queued]) -> None:
+        rules = self._burst_rules
         try:
             while queue:
                 item = queue.popleft()
                 try:
-                    if isinstance(item, dict) and self._window(item) > 0:
+                    if rules and isinstance(item, Received) and self._window(item) > 0:
                         item = await self._gather(key, queue, item)
                     await self._process(item)
                 except Exception:
@@ -163,14 +167,23 @@ class Pipeline:
             elif not self._stopping:  # a message arrived while we were exiting
                 self._workers[key] = asyncio.create_task(self._work(key, queue))
 
-    async def _process(self, item: Doc | ObjectId) -> None:
-        """Handle one stored message.
+    async def _process(self, item: Queued) -> None:
+        """Handle one stored message (or burst).
 
         A message this process just stored is owned by it and handled directly; one
         found by ``recover`` is claimed atomically first, so two instances on one
         database never both handle it, and its earlier replies are not produced again.
         """
-        if isinstance(item, ObjectId):
+        replayed = False
+        if isinstance(item, Received):  # the common case: the message itself, as stored
+            members = [item.doc]
+            envelope = Envelope(
+                item.message, inbox_id=str(item.doc["_id"]), has_media=bool(item.message.media)
+            )
+        elif isinstance(item, list):  # a burst gathered here
+            members = [m.doc for m in item]
+            envelope = envelope_of(members)
+        else:
             doc = await self._inbox.find_one_and_update(
                 {"_id": item, **self.intake.claimable()},
                 {"$set": {"claimed_at": self._clock(), "status": "processing"},
@@ -181,17 +194,15 @@ class Pipeline:
             )  # fmt: skip
             if doc is None:
                 return
+            if doc.get("burst_leader") not in (None, doc["_id"]):
+                return  # its burst's leader handles it, and marks it done
             replayed = await self._outbox.has(reply_key(doc["_id"], 0))
-        else:
-            doc, replayed = item, False
-        inbox_id: ObjectId = doc["_id"]
-        if doc.get("burst_leader") not in (None, inbox_id):
-            return  # its burst's leader handles it, and marks it done
-        members = await self._burst_of(doc)
-        if not replayed:
+            members = await self._burst_rows(doc)
             # The handler learns which stored message this is, and whether an earlier
             # attempt may already have answered it (so it can reuse that answer).
             envelope = envelope_of(members)
+        inbox_id: ObjectId = members[0]["_id"]
+        if not replayed:
             chat = envelope.message
             failure: str | None = None
             try:
@@ -240,11 +251,11 @@ class Pipeline:
         """Other conversations are at work: more replies and "done" marks are coming."""
         return len(self._workers) > 1
 
-    def _window(self, doc: Doc) -> float:
-        rule = self._burst_rules.get(doc["channel"])
-        return rule(message_of(doc)) if rule is not None else 0.0
+    def _window(self, item: Received) -> float:
+        rule = self._burst_rules.get(item.message.channel)
+        return rule(item.message) if rule is not None else 0.0
 
-    async def _gather(self, key: str, queue: deque[Doc | ObjectId], first: Doc) -> Doc:
+    async def _gather(self, key: str, queue: deque[Queued], first: Received) -> Queued:
         """Wait for the rest of a burst, then make ``first`` its leader (stored)."""
         window = self._window(first)
         loop = asyncio.get_running_loop()
@@ -262,23 +273,20 @@ class Pipeline:
         members = [first]
         while queue and len(members) < BURST_MAX_ITEMS:
             nxt = queue[0]
-            if not isinstance(nxt, dict) or self._window(nxt) <= 0:
+            if not isinstance(nxt, Received) or self._window(nxt) <= 0:
                 break
             members.append(nxt)
             queue.popleft()
         if len(members) == 1:
             return first
-        ids = [m["_id"] for m in members]
-        await self._inbox.update_many(
-            {"_id": {"$in": ids[1:]}}, {"$set": {"burst_leader": first["_id"]}}
-        )
-        await self._inbox.update_one({"_id": first["_id"]}, {"$set": {"burst_ids": ids}})
-        return {**first, "burst_ids": ids, "_members": members}
+        ids = [m.doc["_id"] for m in members]
+        await self._inbox.update_many({"_id": {"$in": ids[1:]}}, {"$set": {"burst_leader": ids[0]}})
+        await self._inbox.update_one({"_id": ids[0]}, {"$set": {"burst_ids": ids}})
+        return members
 
-    async def _burst_of(self, doc: Doc) -> list[Doc]:
-        """The stored messages of the burst ``doc`` leads, in order (itself alone if none)."""
-        if "_members" in doc:
-            return list(doc["_members"])
+    async def _burst_rows(self, doc: Doc) -> list[Doc]:
+        """The stored rows of the burst ``doc`` leads, in order (itself alone if none):
+        a burst a dead process gathered, handled again."""
         ids = doc.get("burst_ids")
         if not ids:
             return [doc]

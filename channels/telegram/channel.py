@@ -318,7 +318,8 @@ class TelegramChannel(TelegramSender):
                     log.exception("storing telegram update %d failed; retrying", update.update_id)
                     await pauses.sleep()
             self._stalled = None
-            await self._accepted(update)
+            if update.callback_query is not None:  # a button: stop its spinner
+                await self._accepted(update)
 
     async def _accepted(self, update: Update) -> None:
         if update.callback_query is not None:

@@ -195,6 +195,15 @@ class AlertStore:
         )
         return read_all(await cursor.to_list())
 
+    def none_sent_since(self, since: datetime) -> bool:
+        """Whether this store knows, without a query, that no unresolved alert has been
+        sent to the owner since ``since``: its last look is fresh and nothing changed
+        through it since. False when only a query can tell (``latest_sent``)."""
+        hint = self._sent_hint
+        if hint is None or time.monotonic() - hint[0] >= self._hint_seconds:
+            return False
+        return hint[1] is None or hint[1] < since
+
     async def latest_sent(self, since: datetime | None = None) -> Alert | None:
         """The unresolved alert most recently sent to the owner (optionally since a time)."""
         hint = self._sent_hint

@@ -33,7 +33,7 @@ import functools
 import json
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -166,13 +166,14 @@ def blind(messages: list[ModelMessage]) -> list[ModelMessage]:
     return [without_media(m) for m in messages]
 
 
-async def transcribe_pending(messages: list[ModelMessage]) -> None:
+def pending_transcripts(messages: list[ModelMessage]) -> Iterator[Callable[[], Awaitable[None]]]:
     """Voice notes left for this model to transcribe (it is the fallback of one that
-    hears them): transcribed now, once, so it gets the words rather than a marker."""
+    hears them), each taken when reached: transcribed before the request, so the model
+    gets the words rather than a marker. A text-only exchange has none: nothing waits."""
     for part in (p for m in messages if m.role == "user" for p in m.media):
         hook, part.transcribe_later = part.transcribe_later, None
         if hook is not None and part.transcript is None:
-            await hook()
+            yield hook
 
 
 class OpenAIModel:
@@ -251,7 +252,8 @@ class OpenAIModel:
         with text markers (and, when it says it has no vision, markers from then on).
         """
         try:
-            await self.warm()
+            if self._client is None:
+                await self.warm()
         except Exception as exc:  # the SDK cannot be loaded, or the client made
             raise unexpected(self.name, exc, self._redact) from None
         # Only once ``warm`` has loaded it in its thread: an import on the loop while
@@ -260,7 +262,8 @@ class OpenAIModel:
         import openai
 
         try:
-            await transcribe_pending(messages)
+            for transcribe in pending_transcripts(messages):
+                await transcribe()
             native = bool(tools) and not self.text_mode()
             seen = blind(messages) if self.model in self._blind else messages
             while True:
