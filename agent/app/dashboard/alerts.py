@@ -34,10 +34,22 @@ HISTORY_SHOWN = 100
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
 
 
+STATUS_RANK = {"open": 0, "acknowledged": 1, "snoozed": 1, "muted": 1, "resolved": 2}
+"""Within a severity: waiting for the owner, then acknowledged (or snoozed, muted)."""
+
+
 def by_severity(alerts: list[Alert]) -> list[Alert]:
-    """Unresolved before resolved, then critical, warning, info, then newest first."""
+    """Unresolved before resolved, then critical, warning, info; within a severity the
+    unacknowledged before the acknowledged; then newest first."""
     newest = sorted(alerts, key=lambda a: a.created_at, reverse=True)
-    return sorted(newest, key=lambda a: (a.status == "resolved", SEVERITY_RANK.get(a.severity, 3)))
+    return sorted(
+        newest,
+        key=lambda a: (
+            a.status == "resolved",
+            SEVERITY_RANK.get(a.severity, 3),
+            STATUS_RANK.get(a.status, 1),
+        ),
+    )
 
 
 def how(by: str | None) -> str:

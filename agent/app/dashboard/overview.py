@@ -39,6 +39,8 @@ Doc = dict[str, Any]
 Shown = Callable[[datetime | None], str]
 """A moment in words (``human_time`` in the owner's timezone, from now)."""
 Level = Literal["critical", "bad", "warn", "info", "ok", "muted"]
+LEVELS: tuple[Level, ...] = ("critical", "bad", "warn", "info", "ok", "muted")
+"""Worst first."""
 NEXT_FIRES = 8
 NO_SMS = "SMS not set up: critical alerts cannot page you"
 MCP_WORDS = {"connected": "connected", "starting": "starting", "restarting": "restarting"}
@@ -77,7 +79,8 @@ def plural(count: int, word: str) -> str:
 
 
 def alert_problems(alerts: list[Alert]) -> list[Problem]:
-    """Open alerts by severity; acknowledged, snoozed or muted ones last."""
+    """Unacknowledged alerts by severity, each count saying what it counts; those the
+    owner acknowledged, snoozed or muted last."""
     found = []
     opened = [a for a in alerts if a.status == "open"]
     ranked: tuple[tuple[int, str, Level], ...] = (
@@ -87,13 +90,16 @@ def alert_problems(alerts: list[Alert]) -> list[Problem]:
     for rank, severity, level in ranked:
         count = sum(a.severity == severity for a in opened)
         if count:
-            found.append(Problem(rank, level, f"{plural(count, severity + ' alert')} open"))
+            text = f"{plural(count, severity + ' alert')} not acknowledged"
+            found.append(Problem(rank, level, text))
     infos = sum(a.severity not in ("critical", "warning") for a in opened)
     if infos:
-        found.append(Problem(70, "info", f"{plural(infos, 'info alert')} open"))
-    held = len(alerts) - len(opened)
-    if held:
-        found.append(Problem(75, "info", f"{plural(held, 'alert')} acknowledged, not resolved"))
+        found.append(Problem(70, "info", f"{plural(infos, 'info alert')} not acknowledged"))
+    for status, words in (("acknowledged", "acknowledged, not resolved"), ("snoozed", "snoozed"),
+                          ("muted", "muted")):  # fmt: skip
+        count = sum(a.status == status for a in alerts)
+        if count:
+            found.append(Problem(75, "info", f"{plural(count, 'alert')} {words}"))
     return found
 
 
@@ -102,11 +108,13 @@ def health_problems(health: Health, sms_ready: bool, monitors: list[Monitor]) ->
     found = []
     if not health.database_ok:
         found.append(Problem(0, "critical", f"database {health.db}"))
+    # What stops a page comes first (ranks under 10), before the open alerts.
     if not sms_ready:
-        found.append(Problem(20, "bad", NO_SMS))
+        found.append(Problem(6, "bad", NO_SMS))
+    none_up = bool(health.channels) and all(c.state == "down" for c in health.channels.values())
     for name, comp in sorted(health.channels.items()):
         if comp.state == "down":
-            found.append(Problem(25, "bad", f"{channel_name(name)} down"))
+            found.append(Problem(3 if none_up else 25, "bad", f"{channel_name(name)} down"))
     for monitor in monitors:
         if monitor.state == "down" and not monitor.paused:
             found.append(Problem(35, "bad", f"monitor {monitor.name} down"))
@@ -115,7 +123,7 @@ def health_problems(health: Health, sms_ready: bool, monitors: list[Monitor]) ->
         late = bool(health.scheduler.detail.get("overdue"))
         found.append(Problem(30, "bad", "scheduler late" if late else f"scheduler {engine}"))
     if health.others.get("model", Component("unknown")).state == "degraded":
-        found.append(Problem(40, "bad", "model unreachable"))
+        found.append(Problem(2, "bad", "model unreachable"))
     servers = health.others.get("mcp", Component("off")).detail.get("servers", {})
     for name, state in sorted(servers.items()):
         if state != "connected":
@@ -136,8 +144,8 @@ def status_line(problems: list[Problem]) -> Doc:
     if not problems:
         return {"text": "All clear", "level": "ok", "more": []}
     ordered = sorted(problems, key=lambda p: p.rank)
-    worst = ordered[0]
-    return {"text": worst.text, "level": worst.level, "more": [p.text for p in ordered[1:]]}
+    level = min((p.level for p in ordered), key=LEVELS.index)  # the colour: the worst
+    return {"text": ordered[0].text, "level": level, "more": [p.text for p in ordered[1:]]}
 
 
 def moment(value: Any) -> datetime | None:

@@ -75,7 +75,7 @@ def test_all_clear_only_when_nothing_is_open_and_every_part_is_well() -> None:
         "more": [],
     }
     info = _alerts({"status": "open", "severity": "info"})
-    assert status_line(alert_problems(info))["text"] == "1 info alert open"
+    assert status_line(alert_problems(info))["text"] == "1 info alert not acknowledged"
     acked = _alerts({"status": "acknowledged", "severity": "critical"})
     assert status_line(alert_problems(acked))["text"] == "1 alert acknowledged, not resolved"
 
@@ -93,8 +93,10 @@ def test_the_status_line_names_the_worst_thing_first() -> None:
     )
     problems = health_problems(health, False, [])
     line = status_line(problems)
-    assert line["text"] == NO_SMS == "SMS not set up: critical alerts cannot page you"
-    assert line["more"] == ["Telegram down", "model unreachable", "MCP server ghost failing"]
+    # What stops a page first: the model, the only chat channel, SMS (issue 39 item 4).
+    assert line["text"] == "model unreachable"
+    assert NO_SMS == "SMS not set up: critical alerts cannot page you"
+    assert line["more"] == ["Telegram down", NO_SMS, "MCP server ghost failing"]
 
     alerts = [
         {"status": "open", "severity": "warning"},
@@ -102,14 +104,16 @@ def test_the_status_line_names_the_worst_thing_first() -> None:
         {"status": "open", "severity": "warning"},
     ]
     line = status_line(alert_problems(_alerts(*alerts)) + problems)
-    assert (line["text"], line["level"]) == ("1 critical alert open", "critical")
+    assert (line["text"], line["level"]) == ("model unreachable", "critical")
     assert line["more"] == [
-        NO_SMS,
         "Telegram down",
-        "model unreachable",
-        "2 warning alerts open",
+        NO_SMS,
+        "1 critical alert not acknowledged",
+        "2 warning alerts not acknowledged",
         "MCP server ghost failing",
     ]
+    line = status_line(alert_problems(_alerts(*alerts)))
+    assert (line["text"], line["level"]) == ("1 critical alert not acknowledged", "critical")
     assert status_line(health_problems(_health(model=Component("degraded")), True, []))["text"] == (
         "model unreachable"
     )
@@ -117,7 +121,7 @@ def test_the_status_line_names_the_worst_thing_first() -> None:
     assert status_line(health_problems(down, True, []))["text"] == "database unreachable"
 
 
-def test_alerts_go_by_severity_then_newest_first() -> None:
+def test_alerts_go_by_severity_unacknowledged_first_then_newest_first() -> None:
     at = datetime(2026, 11, 27, 8, 0, tzinfo=BERLIN)
     alerts = [
         {"code": "1", "severity": "info", "status": "open", "created_at": at},
@@ -128,7 +132,8 @@ def test_alerts_go_by_severity_then_newest_first() -> None:
     ]
     for i, alert in enumerate(alerts):
         alert["created_at"] = at + timedelta(minutes=i)
-    assert [a.code for a in by_severity(_alerts(*alerts))] == ["5", "4", "2", "1", "3"]
+    # The acknowledged warning #4 (newer) comes after the unacknowledged #2.
+    assert [a.code for a in by_severity(_alerts(*alerts))] == ["5", "2", "4", "1", "3"]
 
 
 async def test_without_sms_the_status_says_a_critical_alert_cannot_page(

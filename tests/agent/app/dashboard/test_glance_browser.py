@@ -72,8 +72,8 @@ async def test_status_line_then_alerts_worst_first(
 
     codes = await raise_in_order(dash)
     await browser.get("/")
-    assert (await browser.text("#status .headline")) == "1 critical alert open"
-    assert "2 warning alerts open" in await browser.text("#status")
+    assert (await browser.text("#status .headline")) == "1 critical alert not acknowledged"
+    assert "2 warning alerts not acknowledged" in await browser.text("#status")
     top = await browser.script(
         "return document.querySelector('main').firstElementChild.nextElementSibling"
         ".querySelector('#status') !== null"
@@ -115,7 +115,7 @@ async def test_a_new_alert_arrives_without_a_reload(
     alert = await dash.router.raise_alert(severity="critical", title="Router unreachable")
     await browser.wait_for(f"#open-alerts #alert-{alert.code}", seconds=30)
     assert await same_page(browser), "the page was reloaded"
-    assert (await browser.text("#status .headline")) == "1 critical alert open"
+    assert (await browser.text("#status .headline")) == "1 critical alert not acknowledged"
 
     await browser.get("/alerts")
     await poll_fast(browser)
