@@ -21,6 +21,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from agent.config import Settings
 from agent.context import AgentDeps
 from storage.collections import ensure_indexes
+from storage.embedded.owner import EmbeddedServer
 from tests.contexts import agent_deps
 from tests.offline import OfflineLoop, block_the_internet
 
@@ -99,6 +100,17 @@ async def db(
         yield database
     finally:
         await mongo_client.drop_database(name)
+
+
+@pytest.fixture
+async def private_embedded(tmp_path: Path) -> AsyncIterator[EmbeddedServer]:
+    """An embedded server of the test's own in ``tmp_path``, for a test that freezes or
+    kills it: ``open_database`` starts it, this stops it."""
+    server = EmbeddedServer(tmp_path)
+    try:
+        yield server
+    finally:
+        await server.stop()
 
 
 def make_settings(**overrides: Any) -> Settings:

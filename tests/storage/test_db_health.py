@@ -22,8 +22,10 @@ def _wait_for_state(pid: int, stopped: bool) -> None:
     raise AssertionError(f"process {pid} did not {'stop' if stopped else 'continue'}")
 
 
-async def test_busy_and_unreachable_are_told_apart(tmp_path: Path) -> None:
-    server = EmbeddedServer(tmp_path)
+async def test_busy_and_unreachable_are_told_apart(
+    tmp_path: Path, private_embedded: EmbeddedServer
+) -> None:
+    server = private_embedded
     async with open_database(None, "health", tmp_path, server=server) as database:
         assert await database.health() == "ok"
         pid = server.pid

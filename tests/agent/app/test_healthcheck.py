@@ -390,8 +390,10 @@ async def test_healthz_lists_what_is_degraded_and_no_secrets(
     assert SECRET not in text and "127.0.0.1" not in text
 
 
-async def test_healthz_answers_503_when_the_database_is_gone(tmp_path: Path) -> None:
-    server = EmbeddedServer(tmp_path)
+async def test_healthz_answers_503_when_the_database_is_gone(
+    tmp_path: Path, private_embedded: EmbeddedServer
+) -> None:
+    server = private_embedded
     async with open_database(None, "gone", tmp_path, server=server) as database:
         sources = HealthSources(
             database, {}, Outbox(database.db, {}, FakeClock(START)), FakeClock(START)
