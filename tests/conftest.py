@@ -1,4 +1,5 @@
-"""Shared fixtures: a real SecantusDB server, a fresh database per test, no internet.
+"""Shared fixtures: the database as production runs it (``tests.databases``), a fresh
+database per test, no internet.
 
 Any attempt to reach a non-loopback address fails at once with ``BlockedNetwork``
 instead of hanging, so a test that would need the internet cannot pass.
@@ -9,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from agent.context import AgentDeps
 from storage.collections import ensure_indexes
 from storage.embedded.owner import EmbeddedServer
 from tests.contexts import agent_deps
+from tests.databases import AppDatabase, Mode, start_embedded, start_external
 from tests.offline import OfflineLoop, block_the_internet
 
 pytest_plugins = ("tests.timeout_tasks",)  # pytest-timeout, with the asyncio tasks
@@ -30,6 +32,11 @@ pytest_plugins = ("tests.timeout_tasks",)  # pytest-timeout, with the asyncio ta
 
 def pytest_configure(config: pytest.Config) -> None:
     assert "openai" not in sys.modules, "conftest's imports must not load the OpenAI SDK"
+    config.addinivalue_line(
+        "markers",
+        "both_databases: runs against the embedded server and against an external "
+        "MongoDB named by MONGODB_URI (tests.databases)",
+    )
     block_the_internet()
     for name in list(os.environ):
         # The developer's own keys and settings must never leak into a test.
@@ -54,39 +61,50 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(scope="session")
-def mongo_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    from secantus import SecantusDBServer
-
-    server = SecantusDBServer(
-        host="127.0.0.1",
-        port=0,
-        storage_path=str(tmp_path_factory.mktemp("secantus")),
-        replica_set_name=None,  # a standalone node, as the embedded server runs
-        # No TTL sweeper: it works on the wall clock, and would delete what a test
-        # stored under its own clock (a held group's ``expires_at`` a day after a
-        # fake "now" that is days ago). ``tests/storage/test_held_expiry.py`` runs one.
-        ttl_sweep_seconds=0,
-    )
-    server.start()
-    try:
-        yield str(server.uri)
-    finally:
-        server.stop()
+async def embedded_database(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[AppDatabase]:
+    """The embedded server ``scripts/run`` starts by default, one for the session
+    (``tests.databases``)."""
+    async with start_embedded(tmp_path_factory.mktemp("embedded")) as database:
+        yield database
 
 
 @pytest.fixture(scope="session")
-async def mongo_client(mongo_server: str) -> AsyncIterator[AsyncMongoClient[dict[str, Any]]]:
-    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
-        mongo_server,
-        directConnection=True,
-        retryWrites=False,
-        tz_aware=True,
-        serverSelectionTimeoutMS=5000,
-    )
-    try:
-        yield client
-    finally:
-        await client.close()
+async def external_database(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[AppDatabase]:
+    """A MongoDB named by ``MONGODB_URI``; started only if a test runs in that mode."""
+    async with start_external(tmp_path_factory.mktemp("external")) as database:
+        yield database
+
+
+@pytest.fixture
+def app_database(request: pytest.FixtureRequest) -> AppDatabase:
+    """The database a test's app uses: the embedded server, or, for a test marked
+    ``both_databases``, each of the two in turn (``pytest_generate_tests``)."""
+    mode: Mode = getattr(request, "param", "embedded")
+    database: AppDatabase = request.getfixturevalue(f"{mode}_database")
+    return database
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if metafunc.definition.get_closest_marker("both_databases") is None:
+        return
+    if "app_database" not in metafunc.fixturenames:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: both_databases needs app_database")
+    metafunc.parametrize("app_database", ["embedded", "external"], indirect=True)
+
+
+@pytest.fixture
+def mongo_server(app_database: AppDatabase) -> str:
+    """The URI a test's own clients use to reach its app's database server."""
+    return app_database.uri
+
+
+@pytest.fixture
+def mongo_client(app_database: AppDatabase) -> AsyncMongoClient[dict[str, Any]]:
+    return app_database.client
 
 
 @pytest.fixture
