@@ -24,7 +24,7 @@ from agent.context import AgentDeps
 from storage.collections import ensure_indexes
 from storage.embedded.owner import EmbeddedServer
 from tests.contexts import agent_deps
-from tests.databases import AppDatabase, Mode, start_embedded, start_external
+from tests.databases import AppDb, Mode, start_embedded, start_external
 from tests.offline import OfflineLoop, block_the_internet
 
 pytest_plugins = ("tests.timeout_tasks",)  # pytest-timeout, with the asyncio tasks
@@ -63,7 +63,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 async def embedded_database(
     tmp_path_factory: pytest.TempPathFactory,
-) -> AsyncIterator[AppDatabase]:
+) -> AsyncIterator[AppDb]:
     """The embedded server ``scripts/run`` starts by default, one for the session
     (``tests.databases``)."""
     async with start_embedded(tmp_path_factory.mktemp("embedded")) as database:
@@ -73,38 +73,38 @@ async def embedded_database(
 @pytest.fixture(scope="session")
 async def external_database(
     tmp_path_factory: pytest.TempPathFactory,
-) -> AsyncIterator[AppDatabase]:
+) -> AsyncIterator[AppDb]:
     """A MongoDB named by ``MONGODB_URI``; started only if a test runs in that mode."""
     async with start_external(tmp_path_factory.mktemp("external")) as database:
         yield database
 
 
 @pytest.fixture
-def app_database(request: pytest.FixtureRequest) -> AppDatabase:
+def app_db(request: pytest.FixtureRequest) -> AppDb:
     """The database a test's app uses: the embedded server, or, for a test marked
     ``both_databases``, each of the two in turn (``pytest_generate_tests``)."""
     mode: Mode = getattr(request, "param", "embedded")
-    database: AppDatabase = request.getfixturevalue(f"{mode}_database")
+    database: AppDb = request.getfixturevalue(f"{mode}_database")
     return database
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if metafunc.definition.get_closest_marker("both_databases") is None:
         return
-    if "app_database" not in metafunc.fixturenames:
-        raise pytest.UsageError(f"{metafunc.definition.nodeid}: both_databases needs app_database")
-    metafunc.parametrize("app_database", ["embedded", "external"], indirect=True)
+    if "app_db" not in metafunc.fixturenames:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: both_databases needs app_db")
+    metafunc.parametrize("app_db", ["embedded", "external"], indirect=True)
 
 
 @pytest.fixture
-def mongo_server(app_database: AppDatabase) -> str:
+def mongo_server(app_db: AppDb) -> str:
     """The URI a test's own clients use to reach its app's database server."""
-    return app_database.uri
+    return app_db.uri
 
 
 @pytest.fixture
-def mongo_client(app_database: AppDatabase) -> AsyncMongoClient[dict[str, Any]]:
-    return app_database.client
+def mongo_client(app_db: AppDb) -> AsyncMongoClient[dict[str, Any]]:
+    return app_db.client
 
 
 @pytest.fixture

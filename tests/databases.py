@@ -35,7 +35,7 @@ REPLICA_SET = "rs0"
 
 
 @dataclass(frozen=True)
-class AppDatabase:
+class AppDb:
     """The database a test's app is configured with, and the test's own client on it."""
 
     mode: Mode
@@ -50,9 +50,16 @@ class AppDatabase:
         """The app's ``MONGODB_URI`` setting: unset for the embedded server."""
         return None if self.server is not None else self.uri
 
+    @property
+    def data_dir(self) -> Path | None:
+        """The embedded server's ``DATA_DIR``: a command beside the running app
+        (``watchkeeper pair``, ``schedule``) finds the app's database there, as it does
+        in production. Only for those tests; the others keep a ``DATA_DIR`` each."""
+        return self.server.data_dir if self.server is not None else None
+
 
 @contextlib.asynccontextmanager
-async def start_embedded(data_dir: Path) -> AsyncIterator[AppDatabase]:
+async def start_embedded(data_dir: Path) -> AsyncIterator[AppDb]:
     """The embedded server in ``data_dir``, started as ``watchkeeper run`` starts it.
 
     One difference: no TTL sweeper. It deletes by the wall clock, and would delete what
@@ -63,7 +70,7 @@ async def start_embedded(data_dir: Path) -> AsyncIterator[AppDatabase]:
     try:
         client = make_client(uri, embedded=True)
         try:
-            yield AppDatabase("embedded", uri, client, server)
+            yield AppDb("embedded", uri, client, server)
         finally:
             await close_client(client)
     finally:
@@ -71,7 +78,7 @@ async def start_embedded(data_dir: Path) -> AsyncIterator[AppDatabase]:
 
 
 @contextlib.asynccontextmanager
-async def start_external(storage: Path) -> AsyncIterator[AppDatabase]:
+async def start_external(storage: Path) -> AsyncIterator[AppDb]:
     """A one-node replica set in this process, named by a URI as a user's MongoDB is."""
     from secantus import SecantusDBServer
 
@@ -84,11 +91,18 @@ async def start_external(storage: Path) -> AsyncIterator[AppDatabase]:
     )
     server.start()
     try:
-        uri = f"mongodb://127.0.0.1:{server.port}/?replicaSet={REPLICA_SET}"
-        client = make_client(uri)
-        try:
-            yield AppDatabase("external", uri, client)
-        finally:
-            await close_client(client)
+        async with attach(f"mongodb://127.0.0.1:{server.port}/?replicaSet={REPLICA_SET}") as db:
+            yield db
     finally:
         server.stop()
+
+
+@contextlib.asynccontextmanager
+async def attach(uri: str) -> AsyncIterator[AppDb]:
+    """A server already running, named by ``MONGODB_URI`` (as a test's child process
+    reaches the test's own: another process, so not the owner)."""
+    client = make_client(uri)
+    try:
+        yield AppDb("external", uri, client)
+    finally:
+        await close_client(client)

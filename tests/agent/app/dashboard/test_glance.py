@@ -20,6 +20,7 @@ from agent.app.dashboard.overview import (
 from agent.app.dashboard.runs import row_of, status_of
 from agent.app.healthcheck import Component, Health
 from tests.agent.app.dashboard.conftest import TOKEN
+from tests.databases import AppDb
 from tests.fakes.alert_app import Harness, alert_app
 from tests.scheduling_kit import parts_of
 
@@ -122,9 +123,9 @@ def test_alerts_go_by_severity_then_newest_first() -> None:
 
 
 async def test_without_sms_the_status_says_a_critical_alert_cannot_page(
-    mongo_server: str,
+    app_db: AppDb,
 ) -> None:
-    async with alert_app(mongo_server, twilio_from_number=None) as dash:
+    async with alert_app(app_db, twilio_from_number=None) as dash:
         assert "sms" not in dash.app.channels
         html = await (await dash.client.get("/", headers=BEARER)).text()
     status = html[html.index('id="status"') : html.index("</div>", html.index('id="status"'))]
