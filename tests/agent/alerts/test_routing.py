@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from agent.alerts.policy import RoutingPolicy
 from tests.agent.alerts.alert_kit import _alert
 from tests.databases import AppDb
@@ -16,6 +18,7 @@ from tests.fakes.twilio_api import twilio_error
 
 
 # -- severity routing and escalation ---------------------------------------------------
+@pytest.mark.both_databases
 async def test_critical_pages_again_after_15_minutes_until_acknowledged(app_db: AppDb) -> None:
     async with alert_app(app_db) as h:
         alert = await h.router.raise_alert(
@@ -104,6 +107,7 @@ async def test_telegram_alert_carries_code_reply_help_and_buttons(app_db: AppDb)
         assert h.chat.texts()[-1].startswith(f"#{code} snoozed for 1h, until 11:00")
 
 
+@pytest.mark.both_databases
 async def test_restart_during_escalation_carries_on(app_db: AppDb, tmp_path: Any) -> None:
     name = f"restart_{tmp_path.name[-8:]}"
     async with alert_app(app_db, db_name=name) as first:

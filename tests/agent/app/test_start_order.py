@@ -85,6 +85,7 @@ def holding_until_stored(
     return hold
 
 
+@pytest.mark.both_databases
 async def test_an_update_arriving_during_start_up_is_stored_then_answered_once(
     fake: FakeTelegram, settings: Settings, db: AsyncDatabase[Doc], app_db: AppDb
 ) -> None:
@@ -146,6 +147,7 @@ async def test_the_first_long_poll_goes_out_before_the_database_answers(
     assert [(r["text"], r["status"]) for r in rows] == [("hello before the database", "done")]
 
 
+@pytest.mark.both_databases
 async def test_what_a_dead_process_left_is_answered_before_what_arrives_at_start(
     fake: FakeTelegram, settings: Settings, db: AsyncDatabase[Doc], app_db: AppDb
 ) -> None:
