@@ -149,12 +149,17 @@ async def open_database(
 
     ``idle_timeout``: seconds the embedded server keeps a silent connection (tests
     shorten it); the client drops idle connections before that. ``server``: the
-    embedded server to use (already launched, say) when ``uri`` is None.
+    embedded server to use (already launched, say) when ``uri`` is None; whoever made
+    it stops it (``watchkeeper run`` after the app; the tests' after the session), so
+    that one server can outlive the database opened on it.
     """
     embedded: EmbeddedServer | None = None
+    started: EmbeddedServer | None = None  # ours to stop
     if uri is None:
-        embedded = server or EmbeddedServer(data_dir, idle_timeout=idle_timeout)
-        uri = await embedded.start()
+        if server is None:
+            server = started = EmbeddedServer(data_dir, idle_timeout=idle_timeout)
+        embedded = server
+        uri = await embedded.start()  # a start that fails stops what it began
     try:
         try:
             client = make_client(
@@ -179,8 +184,8 @@ async def open_database(
         finally:
             await close_client(client)
     finally:
-        if embedded is not None:
-            await embedded.stop()
+        if started is not None:
+            await started.stop()
 
 
 async def close_client(client: AsyncMongoClient[Doc], seconds: float = CLOSE_TIMEOUT) -> None:

@@ -1,4 +1,5 @@
-"""Shared fixtures: a real SecantusDB server, a fresh database per test, no internet.
+"""Shared fixtures: the database as production runs it (``tests.databases``), a fresh
+database per test, no internet.
 
 Any attempt to reach a non-loopback address fails at once with ``BlockedNetwork``
 instead of hanging, so a test that would need the internet cannot pass.
@@ -9,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,9 @@ from pymongo.asynchronous.database import AsyncDatabase
 from agent.config import Settings
 from agent.context import AgentDeps
 from storage.collections import ensure_indexes
+from storage.embedded.owner import EmbeddedServer
 from tests.contexts import agent_deps
+from tests.databases import AppDb, Mode, start_embedded, start_external
 from tests.fakes.clock import FakeClock
 from tests.offline import OfflineLoop, block_the_internet
 
@@ -34,6 +37,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "clock(moment): the ``clock`` fixture starts at this aware datetime ('now': the real time)",
+    )
+    config.addinivalue_line(
+        "markers",
+        "both_databases: runs against the embedded server and against an external "
+        "MongoDB named by MONGODB_URI (tests.databases)",
     )
     block_the_internet()
     for name in list(os.environ):
@@ -60,39 +68,50 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(scope="session")
-def mongo_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    from secantus import SecantusDBServer
-
-    server = SecantusDBServer(
-        host="127.0.0.1",
-        port=0,
-        storage_path=str(tmp_path_factory.mktemp("secantus")),
-        replica_set_name=None,  # a standalone node, as the embedded server runs
-        # No TTL sweeper: it works on the wall clock, and would delete what a test
-        # stored under its own clock (a held group's ``expires_at`` a day after a
-        # fake "now" that is days ago). ``tests/storage/test_held_expiry.py`` runs one.
-        ttl_sweep_seconds=0,
-    )
-    server.start()
-    try:
-        yield str(server.uri)
-    finally:
-        server.stop()
+async def embedded_database(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[AppDb]:
+    """The embedded server ``scripts/run`` starts by default, one for the session
+    (``tests.databases``)."""
+    async with start_embedded(tmp_path_factory.mktemp("embedded")) as database:
+        yield database
 
 
 @pytest.fixture(scope="session")
-async def mongo_client(mongo_server: str) -> AsyncIterator[AsyncMongoClient[dict[str, Any]]]:
-    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
-        mongo_server,
-        directConnection=True,
-        retryWrites=False,
-        tz_aware=True,
-        serverSelectionTimeoutMS=5000,
-    )
-    try:
-        yield client
-    finally:
-        await client.close()
+async def external_database(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[AppDb]:
+    """A MongoDB named by ``MONGODB_URI``; started only if a test runs in that mode."""
+    async with start_external(tmp_path_factory.mktemp("external")) as database:
+        yield database
+
+
+@pytest.fixture
+def app_db(request: pytest.FixtureRequest) -> AppDb:
+    """The database a test's app uses: the embedded server, or, for a test marked
+    ``both_databases``, each of the two in turn (``pytest_generate_tests``)."""
+    mode: Mode = getattr(request, "param", "embedded")
+    database: AppDb = request.getfixturevalue(f"{mode}_database")
+    return database
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if metafunc.definition.get_closest_marker("both_databases") is None:
+        return
+    if "app_db" not in metafunc.fixturenames:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: both_databases needs app_db")
+    metafunc.parametrize("app_db", ["embedded", "external"], indirect=True)
+
+
+@pytest.fixture
+def mongo_server(app_db: AppDb) -> str:
+    """The URI a test's own clients use to reach its app's database server."""
+    return app_db.uri
+
+
+@pytest.fixture
+def mongo_client(app_db: AppDb) -> AsyncMongoClient[dict[str, Any]]:
+    return app_db.client
 
 
 @pytest.fixture
@@ -106,6 +125,17 @@ async def db(
         yield database
     finally:
         await mongo_client.drop_database(name)
+
+
+@pytest.fixture
+async def private_embedded(tmp_path: Path) -> AsyncIterator[EmbeddedServer]:
+    """An embedded server of the test's own in ``tmp_path``, for a test that freezes or
+    kills it: ``open_database`` starts it, this stops it."""
+    server = EmbeddedServer(tmp_path)
+    try:
+        yield server
+    finally:
+        await server.stop()
 
 
 def make_settings(**overrides: Any) -> Settings:

@@ -17,6 +17,7 @@ from agent.llm.types import ModelMessage, ToolCallPart, ToolResultPart
 from channels.types import Channel, InboundMessage
 from tests.conftest import make_settings
 from tests.contexts import owner_ctx
+from tests.databases import AppDb
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import FakeClock
 from tests.fakes.scripted import ScriptedModel
@@ -30,7 +31,7 @@ def parts_of(app: App) -> Scheduling:
 
 @contextlib.asynccontextmanager
 async def scheduled_app(
-    mongo_server: str,
+    app_db: AppDb,
     tmp_path: Path,
     model: ScriptedModel,
     clock: FakeClock,
@@ -44,14 +45,16 @@ async def scheduled_app(
     """``pulse=False`` (the default) switches the pulse off so cron tests see only cron.
     ``before``: features started before the scheduler (a stand-in alert router)."""
     config = make_settings(
-        mongodb_uri=mongo_server + "?directConnection=true",
+        mongodb_uri=app_db.mongodb_uri,
         mongodb_db=f"sched_{uuid.uuid4().hex[:10]}",
-        data_dir=tmp_path,
+        # The embedded server's, where ``watchkeeper schedule`` beside the app finds it.
+        data_dir=app_db.data_dir or tmp_path,
         **settings,
     )
     chosen = options or SchedulingOptions(timer=False)
     async with build_app(
         config,
+        embedded=app_db.server,
         model=model,
         channels=channels if channels is not None else [RecordingChannel()],
         clock=clock,

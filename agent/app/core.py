@@ -105,7 +105,7 @@ async def build_app(
     """Start the channels, the database, the pipeline and the agent; stop in reverse.
 
     ``embedded``: the embedded database server to use when ``MONGODB_URI`` is unset
-    (``watchkeeper run`` launches it before its slow imports).
+    (``watchkeeper run`` launches it before its slow imports, and stops it after).
     ``shutdown``: the stop's shared deadline (``agent.app.shutdown``), kept on the app
     so the HTTP server's stop shares it; the database closes after it, within its own
     bounds, so a database that does not answer cannot hold the stop.

@@ -48,7 +48,7 @@ async def _run(settings: Settings, spare: SpareServer | None = None) -> int:
             stack.callback(sock.close)
         embedded = _launch_database(settings, spare)
         if embedded is not None:
-            stack.push_async_callback(embedded.stop)  # build_app stops it; this if it fails first
+            stack.push_async_callback(embedded.stop)  # after the app (build_app leaves it)
         # The database process boots while the model's and the channels' modules load;
         # build_app loads the database client's once the first long poll is out, and
         # the agent's once what the channels read can be stored.

@@ -147,6 +147,9 @@ class EmbeddedServer:
     ``client_idle_timeout_s``); ``storage.db`` keeps its clients under it."""
     memory_mb: int = 1024
     """Cap on the server process's heap: a runaway query fails alone (0: no cap)."""
+    ttl_sweep_seconds: float = 30.0
+    """How often the server deletes documents past their TTL index's expiry, by the wall
+    clock (0: never; the tests' server, whose documents are dated by a fake clock)."""
     uri: str = ""
     owner: bool = False
     _process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
@@ -330,6 +333,7 @@ class EmbeddedServer:
             "--uri-file", str(self._uri_path),
             "--client-idle-timeout", str(self.idle_timeout),
             "--memory-mb", str(self.memory_mb),
+            "--ttl-sweep-seconds", str(self.ttl_sweep_seconds),
         ]  # fmt: skip
         log_path = self.data_dir / "db.log"
         if spare is not None and (process := spare.assign(options, log_path)) is not None:

@@ -183,6 +183,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--parent-pid", type=int, required=True)
     parser.add_argument("--cache-size", default="256M")
     parser.add_argument("--client-idle-timeout", type=float, default=300.0)
+    parser.add_argument("--ttl-sweep-seconds", type=float, default=30.0, help="0: no sweeper")
     parser.add_argument("--memory-mb", type=int, default=1024)
     parser.add_argument(
         "--spare",
@@ -252,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
             port=0,
             storage_path=args.storage_path,
             cache_size=args.cache_size,
-            ttl_sweep_seconds=30.0,
+            ttl_sweep_seconds=args.ttl_sweep_seconds,
             client_idle_timeout_s=args.client_idle_timeout,
             # A standalone node: Watchkeeper uses no transactions or change streams, and
             # as a one-node replica set every write also appended to the oplog and kept a

@@ -39,6 +39,7 @@ from agent.spend.prices import (
 )
 from storage.repos.usage import DayUsage
 from tests.conftest import make_settings
+from tests.databases import AppDb
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import BERLIN, FakeClock
 from tests.fakes.openai_api import FakeOpenAI
@@ -79,7 +80,7 @@ class Rig:
 
 @contextlib.asynccontextmanager
 async def rig(
-    mongo_server: str,
+    app_db: AppDb,
     tmp_path: Path,
     api: FakeOpenAI,
     clock: FakeClock,
@@ -95,7 +96,7 @@ async def rig(
     False: beside another app on the database, as ``watchkeeper chat``."""
     name = db_name or f"budget_{uuid.uuid4().hex[:10]}"
     config = make_settings(
-        mongodb_uri=mongo_server + "?directConnection=true",
+        mongodb_uri=app_db.mongodb_uri,
         mongodb_db=name,
         data_dir=tmp_path,
         openai_api_key="sk-test",
@@ -114,6 +115,7 @@ async def rig(
     try:
         async with build_app(
             config,
+            embedded=app_db.server,
             model=model,
             channels=[chat],
             clock=clock,
@@ -149,11 +151,11 @@ def tool_round(api: FakeOpenAI, name: str, args: dict[str, Any], usage: tuple[in
 
 
 async def test_the_owner_is_told_once_at_80_percent_even_across_a_restart(
-    mongo_server: str, tmp_path: Path, api: FakeOpenAI, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, api: FakeOpenAI, clock: FakeClock
 ) -> None:
     db_name = f"budget_{uuid.uuid4().hex[:10]}"
     try:
-        async with rig(mongo_server, tmp_path, api, clock, db_name=db_name) as r:
+        async with rig(app_db, tmp_path, api, clock, db_name=db_name) as r:
             api.reply_text("first", usage=(50, 20))  # 70%: nothing yet
             assert await r.ask("hello") == ["first"]
             api.reply_text("second", usage=(8, 4))  # 82%
@@ -166,19 +168,19 @@ async def test_the_owner_is_told_once_at_80_percent_even_across_a_restart(
             assert await r.ask("more") == ["third"]
             [alert] = await r.budget_alerts()
             assert alert["severity"] == "info"
-        async with rig(mongo_server, tmp_path, api, clock, db_name=db_name, chat=r.chat) as r:
+        async with rig(app_db, tmp_path, api, clock, db_name=db_name, chat=r.chat) as r:
             api.reply_text("after restart", usage=(2, 1))  # 88%, a new process
             assert await r.ask("still there?") == ["after restart"]
             assert len(await r.budget_alerts()) == 1
             assert len(api.requests) == 4
     finally:
-        await _drop(mongo_server, db_name)
+        await _drop(app_db, db_name)
 
 
 async def test_at_100_percent_chat_answers_without_the_model(
-    mongo_server: str, tmp_path: Path, api: FakeOpenAI, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, api: FakeOpenAI, clock: FakeClock
 ) -> None:
-    async with rig(mongo_server, tmp_path, api, clock) as r:
+    async with rig(app_db, tmp_path, api, clock) as r:
         api.reply_text("that was expensive", usage=(90, 20))  # 110 of 100
         sent = await r.ask("write me an essay")
         assert "that was expensive" in sent
@@ -198,9 +200,9 @@ async def test_at_100_percent_chat_answers_without_the_model(
 
 
 async def test_a_turn_that_crosses_the_cap_finishes_its_round_then_stops(
-    mongo_server: str, tmp_path: Path, api: FakeOpenAI, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, api: FakeOpenAI, clock: FakeClock
 ) -> None:
-    async with rig(mongo_server, tmp_path, api, clock, budget=50) as r:
+    async with rig(app_db, tmp_path, api, clock, budget=50) as r:
         tool_round(api, "manage_settings", {"action": "get"}, usage=(20, 5))  # 25: half
         tool_round(api, "manage_pulse", {"action": "get_config"}, usage=(25, 5))  # 55: over
         api.reply_text("never asked for", usage=(1, 1))
@@ -222,9 +224,9 @@ async def test_a_turn_that_crosses_the_cap_finishes_its_round_then_stops(
 
 
 async def test_pulse_and_cron_are_skipped_with_the_reason_and_the_owner_told_once(
-    mongo_server: str, tmp_path: Path, api: FakeOpenAI, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, api: FakeOpenAI, clock: FakeClock
 ) -> None:
-    async with rig(mongo_server, tmp_path, api, clock) as r:
+    async with rig(app_db, tmp_path, api, clock) as r:
         usage = r.app.deps.usage  # spent earlier today (another process, say)
         await usage.add(NOW.date(), "chat", 100, 20, model="gpt-4.1-mini")
         await usage.flush()
@@ -254,9 +256,9 @@ async def test_pulse_and_cron_are_skipped_with_the_reason_and_the_owner_told_onc
 
 
 async def test_an_alert_is_still_acknowledged_at_100_percent(
-    mongo_server: str, tmp_path: Path, api: FakeOpenAI, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, api: FakeOpenAI, clock: FakeClock
 ) -> None:
-    async with rig(mongo_server, tmp_path, api, clock) as r:
+    async with rig(app_db, tmp_path, api, clock) as r:
         api.reply_text("done", usage=(100, 5))
         await r.ask("use it all")
         asked = len(api.requests)
@@ -269,27 +271,27 @@ async def test_an_alert_is_still_acknowledged_at_100_percent(
 
 
 async def test_a_restart_at_100_percent_keeps_the_cap(
-    mongo_server: str, tmp_path: Path, api: FakeOpenAI, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, api: FakeOpenAI, clock: FakeClock
 ) -> None:
     db_name = f"budget_{uuid.uuid4().hex[:10]}"
     try:
-        async with rig(mongo_server, tmp_path, api, clock, db_name=db_name) as r:
+        async with rig(app_db, tmp_path, api, clock, db_name=db_name) as r:
             api.reply_text("spent", usage=(95, 10))  # counted in memory, written at stop
             await r.ask("go")
-        async with rig(mongo_server, tmp_path, api, clock, db_name=db_name, chat=r.chat) as r:
+        async with rig(app_db, tmp_path, api, clock, db_name=db_name, chat=r.chat) as r:
             [answer] = await r.ask("again")
             assert SPENT in answer and "105 of 100 tokens" in answer
             assert len(api.requests) == 1
             assert len([a for a in await r.budget_alerts() if a["title"] == SPENT_TITLE]) == 1
     finally:
-        await _drop(mongo_server, db_name)
+        await _drop(app_db, db_name)
 
 
 async def test_the_owners_midnight_resets_the_budget(
-    mongo_server: str, tmp_path: Path, api: FakeOpenAI, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, api: FakeOpenAI, clock: FakeClock
 ) -> None:
     clock.set(datetime(2026, 11, 26, 23, 50, tzinfo=BERLIN))  # 22:50 UTC
-    async with rig(mongo_server, tmp_path, api, clock) as r:
+    async with rig(app_db, tmp_path, api, clock) as r:
         api.reply_text("late", usage=(100, 0))
         await r.ask("late question")
         [answer] = await r.ask("another")
@@ -304,9 +306,9 @@ async def test_the_owners_midnight_resets_the_budget(
 
 
 async def test_zero_means_no_cap(
-    mongo_server: str, tmp_path: Path, api: FakeOpenAI, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, api: FakeOpenAI, clock: FakeClock
 ) -> None:
-    async with rig(mongo_server, tmp_path, api, clock, budget=0) as r:
+    async with rig(app_db, tmp_path, api, clock, budget=0) as r:
         api.reply_text("big", usage=(5_000_000, 1_000_000))
         api.reply_text("still here", usage=(1, 1))
         assert await r.ask("one") == ["big"]
@@ -315,14 +317,8 @@ async def test_zero_means_no_cap(
         assert (await r.app.deps.budget.view()).used == 6_000_002
 
 
-async def _drop(mongo_server: str, db_name: str) -> None:
-    from pymongo import AsyncMongoClient
-
-    client: AsyncMongoClient[Doc] = AsyncMongoClient(mongo_server, directConnection=True)
-    try:
-        await client.drop_database(db_name)
-    finally:
-        await client.close()
+async def _drop(app_db: AppDb, db_name: str) -> None:
+    await app_db.client.drop_database(db_name)
 
 
 # --- prices -----------------------------------------------------------------------
@@ -405,9 +401,9 @@ async def test_overrides_in_the_settings_document(db: Any) -> None:
 
 
 async def test_a_cron_run_that_crosses_the_cap_stops_and_is_recorded_skipped(
-    mongo_server: str, tmp_path: Path, api: FakeOpenAI, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, api: FakeOpenAI, clock: FakeClock
 ) -> None:
-    async with rig(mongo_server, tmp_path, api, clock, budget=30) as r:
+    async with rig(app_db, tmp_path, api, clock, budget=30) as r:
         jobs = parts_of(r.app).jobs
         await jobs.create(
             name="Digest",

@@ -34,6 +34,7 @@ from agent.spend.budget import (
 from storage.repos.token_budget import Ledger
 from storage.repos.usage import UsageLog
 from tests.agent.test_budget import NOW, OWNER_TG, SPENT, SPENT_TITLE, WARNED, _drop, rig
+from tests.databases import AppDb
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import BERLIN, FakeClock
 from tests.fakes.openai_api import FakeOpenAI
@@ -55,7 +56,7 @@ pytestmark = pytest.mark.clock(NOW)
 
 
 async def test_forty_chats_at_once_end_within_one_call_of_the_cap(
-    mongo_server: str, tmp_path: Path, api: FakeOpenAI, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, api: FakeOpenAI, clock: FakeClock
 ) -> None:
     """Seen: 40 chats at once against 20,000 tokens used 88,000."""
     cap, per_call = 20_000, 2_000
@@ -63,7 +64,7 @@ async def test_forty_chats_at_once_end_within_one_call_of_the_cap(
     # Each answer takes a moment, so the chats' calls overlap as they would for real.
     api.default = Answer(200, api.completion("ok", usage=(1_500, 500)), delay=0.2)
     async with rig(
-        mongo_server, tmp_path, api, clock,
+        app_db, tmp_path, api, clock,
         budget=cap, owner_telegram_ids=owners, max_output_tokens=1_000,
     ) as r:  # fmt: skip
         await asyncio.gather(*(r.chat.say(f"question {n}", sender=n) for n in owners))
@@ -84,15 +85,15 @@ async def test_forty_chats_at_once_end_within_one_call_of_the_cap(
 
 
 async def test_a_second_process_on_the_database_counts(
-    mongo_server: str, tmp_path: Path, api: FakeOpenAI, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, api: FakeOpenAI, clock: FakeClock
 ) -> None:
     """``watchkeeper chat`` beside ``watchkeeper run``: two apps, one database, one cap."""
     db_name = f"budget_{uuid.uuid4().hex[:10]}"
     try:
         async with (
-            rig(mongo_server, tmp_path / "run", api, clock, db_name=db_name) as run,
+            rig(app_db, tmp_path / "run", api, clock, db_name=db_name) as run,
             rig(
-                mongo_server,
+                app_db,
                 tmp_path / "chat",
                 api,
                 clock,
@@ -112,14 +113,14 @@ async def test_a_second_process_on_the_database_counts(
             assert len(api.requests) == 2
             assert (await run.app.deps.budget.view()).used == 110
     finally:
-        await _drop(mongo_server, db_name)
+        await _drop(app_db, db_name)
 
 
 async def test_moving_the_timezone_opens_no_new_day(
-    mongo_server: str, tmp_path: Path, api: FakeOpenAI, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, api: FakeOpenAI, clock: FakeClock
 ) -> None:
     """Seen: moving the timezone after 88% used allowed 1.76x the cap in one real day."""
-    async with rig(mongo_server, tmp_path, api, clock) as r:
+    async with rig(app_db, tmp_path, api, clock) as r:
         api.reply_text("morning", usage=(80, 8))  # 88 of 100 on the 26th in Berlin
         assert "morning" in await r.ask("hello")
         await r.app.deps.owner.update(timezone="Pacific/Kiritimati")  # the 27th there
@@ -250,18 +251,18 @@ def test_the_input_estimate_is_on_the_high_side(text: str) -> None:
 
 
 async def test_raising_the_budget_resolves_its_spent_alert(
-    mongo_server: str, tmp_path: Path, api: FakeOpenAI, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, api: FakeOpenAI, clock: FakeClock
 ) -> None:
     """Issue 40: the "daily token budget spent" alert stayed open after the raise."""
     db_name = f"budget_{uuid.uuid4().hex[:10]}"
     try:
-        async with rig(mongo_server, tmp_path, api, clock, db_name=db_name) as r:
+        async with rig(app_db, tmp_path, api, clock, db_name=db_name) as r:
             api.reply_text("spent", usage=(100, 10))
             await r.ask("go")
             [spent] = [a for a in await r.budget_alerts() if a["title"] == SPENT_TITLE]
             assert spent["status"] == "open"
         async with rig(
-            mongo_server, tmp_path, api, clock, db_name=db_name, chat=r.chat, budget=1_000
+            app_db, tmp_path, api, clock, db_name=db_name, chat=r.chat, budget=1_000
         ) as r:  # DAILY_TOKEN_BUDGET raised, restarted
             api.reply_text("back", usage=(10, 5))
             assert "back" in await r.ask("again")
@@ -271,4 +272,4 @@ async def test_raising_the_budget_resolves_its_spent_alert(
             sent = await r.ask("more")
             assert "all of it" in sent and any(SPENT_TITLE in t for t in sent)
     finally:
-        await _drop(mongo_server, db_name)
+        await _drop(app_db, db_name)

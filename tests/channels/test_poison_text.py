@@ -27,6 +27,7 @@ from agent.llm.openai.model import OpenAIModel
 from channels.console import ConsoleChannel
 from channels.delivery.text import clean_text
 from tests.conftest import make_settings
+from tests.databases import AppDb
 from tests.fakes.alert_app import ADMIN, alert_app
 from tests.fakes.fixtures import openai_api
 from tests.fakes.openai_api import FakeOpenAI
@@ -65,18 +66,18 @@ async def telegram() -> AsyncIterator[FakeTelegram]:
         yield fake
 
 
-def _settings(mongo_server: str, db_name: str, tmp_path: Path, **extra: Any) -> Any:
+def _settings(app_db: AppDb, db_name: str, tmp_path: Path, **extra: Any) -> Any:
     return make_settings(
-        mongodb_uri=mongo_server + "?directConnection=true",
+        mongodb_uri=app_db.mongodb_uri,
         mongodb_db=db_name,
         data_dir=tmp_path,
         **extra,
     )
 
 
-def _telegram_settings(mongo_server: str, db_name: str, tmp_path: Path, fake: FakeTelegram) -> Any:
+def _telegram_settings(app_db: AppDb, db_name: str, tmp_path: Path, fake: FakeTelegram) -> Any:
     return _settings(
-        mongo_server,
+        app_db,
         db_name,
         tmp_path,
         telegram_bot_token=TOKEN,
@@ -90,13 +91,13 @@ def _last_user_text(fake: FakeOpenAI) -> str:
 
 
 async def test_a_lone_surrogate_from_a_stranger_does_not_hold_up_the_owner(
-    mongo_server: str, db_name: str, tmp_path: Path, telegram: FakeTelegram, openai_api: FakeOpenAI
+    app_db: AppDb, db_name: str, tmp_path: Path, telegram: FakeTelegram, openai_api: FakeOpenAI
 ) -> None:
-    settings = _telegram_settings(mongo_server, db_name, tmp_path, telegram)
+    settings = _telegram_settings(app_db, db_name, tmp_path, telegram)
     model = OpenAIModel("sk-test", "gpt-test", base_url=openai_api.base_url)
     openai_api.reply_text("Hello, owner.")
     openai_api.reply_text("Read you.")
-    async with build_app(settings, model=model, features=[]) as app:
+    async with build_app(settings, embedded=app_db.server, model=model, features=[]) as app:
         poison = telegram.push_text(STRANGER, f"hi {LONE} there")
         owner = telegram.push_text(OWNER, "are you there?")
         sent = await telegram.wait_sent(2)
@@ -121,12 +122,12 @@ async def test_a_lone_surrogate_from_a_stranger_does_not_hold_up_the_owner(
 
 
 async def test_a_model_reply_with_a_lone_surrogate_is_stored_and_delivered(
-    mongo_server: str, db_name: str, tmp_path: Path, telegram: FakeTelegram, openai_api: FakeOpenAI
+    app_db: AppDb, db_name: str, tmp_path: Path, telegram: FakeTelegram, openai_api: FakeOpenAI
 ) -> None:
-    settings = _telegram_settings(mongo_server, db_name, tmp_path, telegram)
+    settings = _telegram_settings(app_db, db_name, tmp_path, telegram)
     model = OpenAIModel("sk-test", "gpt-test", base_url=openai_api.base_url)
     openai_api.reply_text(f"Here you go {LONE}!")
-    async with build_app(settings, model=model, features=[]) as app:
+    async with build_app(settings, embedded=app_db.server, model=model, features=[]) as app:
         update = telegram.push_text(OWNER, "send me an emoji")
         [sent] = await telegram.wait_sent(1)
         assert sent.visible == f"Here you go {FFFD}!"
@@ -139,7 +140,7 @@ async def test_a_model_reply_with_a_lone_surrogate_is_stored_and_delivered(
         assert row is not None and row["status"] == "done"
     # A restart finds nothing left to do: the answer is not produced (or billed) again.
     openai_api.reply_text("must not be asked")
-    async with build_app(settings, model=model, features=[]) as app:
+    async with build_app(settings, embedded=app_db.server, model=model, features=[]) as app:
         assert await app.pipeline.recover(sole_owner=True) == 0
         await app.pipeline.join()
     await model.aclose()
@@ -147,7 +148,7 @@ async def test_a_model_reply_with_a_lone_surrogate_is_stored_and_delivered(
 
 
 async def test_invalid_utf8_typed_into_the_terminal_is_read_with_replacements(
-    mongo_server: str,
+    app_db: AppDb,
     db_name: str,
     tmp_path: Path,
     openai_api: FakeOpenAI,
@@ -160,8 +161,10 @@ async def test_invalid_utf8_typed_into_the_terminal_is_read_with_replacements(
     out = io.StringIO()
     console = ConsoleChannel(out=out)  # the default reader: input() on sys.stdin
     model = OpenAIModel("sk-test", "gpt-test", base_url=openai_api.base_url)
-    settings = _settings(mongo_server, db_name, tmp_path)
-    async with build_app(settings, model=model, channels=[console], features=[]) as app:
+    settings = _settings(app_db, db_name, tmp_path)
+    async with build_app(
+        settings, embedded=app_db.server, model=model, channels=[console], features=[]
+    ) as app:
         await asyncio.wait_for(console.closed.wait(), 5)
         await app.pipeline.join()
         rows = app.deps.db["inbox"].find({}, sort=[("received_at", 1), ("external_id", 1)])
@@ -172,9 +175,9 @@ async def test_invalid_utf8_typed_into_the_terminal_is_read_with_replacements(
     assert "watchkeeper> Noted." in out.getvalue()
 
 
-async def test_an_alert_posted_with_a_lone_surrogate_is_raised(mongo_server: str) -> None:
+async def test_an_alert_posted_with_a_lone_surrogate_is_raised(app_db: AppDb) -> None:
     auth = {"Authorization": f"Bearer {ADMIN}"}
-    async with alert_app(mongo_server) as h:
+    async with alert_app(app_db) as h:
         body = {"severity": "info", "title": f"disk {LONE} full", "body": "b\udcff"}
         resp = await h.client.post("/api/alerts", json=body, headers=auth)
         assert resp.status == 201, await resp.text()
@@ -185,7 +188,7 @@ async def test_an_alert_posted_with_a_lone_surrogate_is_raised(mongo_server: str
 
 
 async def test_invalid_utf8_in_a_whatsapp_message_reaches_the_agent_replaced(
-    mongo_server: str, db_name: str, tmp_path: Path, openai_api: FakeOpenAI
+    app_db: AppDb, db_name: str, tmp_path: Path, openai_api: FakeOpenAI
 ) -> None:
     owner = "+4915100000001"
     clients: list[FakeClient] = []
@@ -199,9 +202,11 @@ async def test_invalid_utf8_in_a_whatsapp_message_reaches_the_agent_replaced(
     broken = Message.FromString(wire.replace(b"x" * len(bad), bad))
     openai_api.reply_text("Got it.")
     model = OpenAIModel("sk-test", "gpt-test", base_url=openai_api.base_url)
-    settings = _settings(mongo_server, db_name, tmp_path, whatsapp_enabled=True, owner_phone=owner)
+    settings = _settings(app_db, db_name, tmp_path, whatsapp_enabled=True, owner_phone=owner)
     feature = make_whatsapp_feature(factory, burst_seconds=0.05, health_every=3600)
-    async with build_app(settings, model=model, channels=[], features=[feature]) as app:
+    async with build_app(
+        settings, embedded=app_db.server, model=model, channels=[], features=[feature]
+    ) as app:
         client = clients[0]
         await client.emit(Connected())
         await client.emit(message_event(jid(owner), jid(owner), message=broken))

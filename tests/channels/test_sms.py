@@ -7,6 +7,7 @@ from twilio.request_validator import RequestValidator
 
 from channels.sms import EMPTY_TWIML, MAX_BODY, SmsChannel, count_segments, fit_body
 from channels.types import InboundMessage, OutboundMessage, SendError
+from tests.databases import AppDb
 from tests.fakes.alert_app import FROM_NUMBER, OWNER_PHONE, PUBLIC_URL, alert_app
 from tests.fakes.twilio_api import FakeTwilio, twilio_error
 
@@ -135,8 +136,8 @@ async def test_network_errors_are_retryable() -> None:
     assert info.value.retryable is True
 
 
-async def test_outbox_records_segments_and_retries_a_5xx(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_outbox_records_segments_and_retries_a_5xx(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         h.twilio.push(twilio_error(500, 20500, "try later"))
         await h.app.outbox.enqueue(_out("hello there", key="retry-me"))
         doc = await h.app.database.db["outbox"].find_one({"idempotency_key": "retry-me"})
@@ -152,8 +153,8 @@ async def test_outbox_records_segments_and_retries_a_5xx(mongo_server: str) -> N
 # -- inbound webhook ---------------------------------------------------------------------------
 
 
-async def test_owner_sms_reaches_the_agent_and_the_answer_goes_back(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_owner_sms_reaches_the_agent_and_the_answer_goes_back(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         resp = await h.sms_in("what's on today?")
         assert resp.status == 200
         assert resp.headers["Content-Type"].startswith("application/xml")
@@ -162,8 +163,8 @@ async def test_owner_sms_reaches_the_agent_and_the_answer_goes_back(mongo_server
         assert h.twilio.sent[0].to == OWNER_PHONE
 
 
-async def test_bad_or_missing_signature_is_refused_and_not_stored(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_bad_or_missing_signature_is_refused_and_not_stored(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         unsigned = await h.sms_in("hello", sign=False)
         assert unsigned.status == 403
         url = PUBLIC_URL + "/webhooks/twilio/sms"
@@ -184,8 +185,8 @@ async def test_bad_or_missing_signature_is_refused_and_not_stored(mongo_server: 
         assert h.model.requests == [] and h.twilio.sent == []
 
 
-async def test_duplicate_message_sid_is_processed_once(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_duplicate_message_sid_is_processed_once(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         first = await h.sms_in("remind me at 5", sid="SMdup0001")
         again = await h.sms_in("remind me at 5", sid="SMdup0001")
         assert first.status == again.status == 200
@@ -193,8 +194,8 @@ async def test_duplicate_message_sid_is_processed_once(mongo_server: str) -> Non
         assert await h.app.database.db["inbox"].count_documents({"channel": "sms"}) == 1
 
 
-async def test_unknown_number_is_recorded_without_model_or_reply(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_unknown_number_is_recorded_without_model_or_reply(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         resp = await h.sms_in("hi, who is this?", sender=STRANGER)
         assert resp.status == 200
         assert h.model.requests == [] and h.twilio.sent == []
@@ -205,10 +206,10 @@ async def test_unknown_number_is_recorded_without_model_or_reply(mongo_server: s
 
 
 async def test_signature_is_checked_against_the_public_url_behind_a_proxy(
-    mongo_server: str,
+    app_db: AppDb,
 ) -> None:
     public = "https://wk.example.com"
-    async with alert_app(mongo_server, public_base_url=public + "/") as h:
+    async with alert_app(app_db, public_base_url=public + "/") as h:
         form = {"MessageSid": "SMp1", "From": OWNER_PHONE, "To": FROM_NUMBER, "Body": "hi"}
         local = str(h.client.make_url("/webhooks/twilio/sms"))
         for url, expected in ((local, 403), (public + "/webhooks/twilio/sms", 200)):

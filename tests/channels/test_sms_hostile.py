@@ -19,6 +19,7 @@ import pytest
 from twilio.request_validator import RequestValidator
 
 from channels.types import OutboundMessage
+from tests.databases import AppDb
 from tests.fakes.alert_app import FROM_NUMBER, OWNER_PHONE, PUBLIC_URL, Harness, alert_app
 
 PATH = "/webhooks/twilio/sms"
@@ -47,12 +48,12 @@ async def _stored(h: Harness) -> int:
 
 
 async def test_without_public_base_url_no_host_header_is_trusted(
-    mongo_server: str, caplog: pytest.LogCaptureFixture
+    app_db: AppDb, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Signed over the URL the Host header names (ours, or one an attacker picked to
     replay a signature made for another server): refused, with a log line that says
     what to set. Outbound SMS keeps working without it."""
-    async with alert_app(mongo_server, public_base_url=None) as h:
+    async with alert_app(app_db, public_base_url=None) as h:
         local = str(h.client.make_url(PATH))
         for url, host in ((local, None), ("https://other.example" + PATH, "other.example")):
             form = _form()
@@ -68,8 +69,8 @@ async def test_without_public_base_url_no_host_header_is_trusted(
         assert h.sms == ["still sends"]
 
 
-async def test_a_spoofed_host_header_cannot_choose_the_signed_url(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_a_spoofed_host_header_cannot_choose_the_signed_url(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         form = _form()
         url = "https://other.example" + PATH
         headers = {"X-Twilio-Signature": _sign(h, form, url), "Host": "other.example"}
@@ -111,18 +112,18 @@ UNSIGNED_BODIES: list[tuple[str, Any, dict[str, str]]] = [
     ids=[n for n, *_ in UNSIGNED_BODIES],
 )
 async def test_unsigned_bodies_of_any_type_are_refused_before_parsing(
-    mongo_server: str, body: Any, headers: dict[str, str]
+    app_db: AppDb, body: Any, headers: dict[str, str]
 ) -> None:
-    async with alert_app(mongo_server) as h:
+    async with alert_app(app_db) as h:
         resp = await h.client.post(PATH, data=body, headers=headers)
         assert resp.status == 403
         assert await _stored(h) == 0 and h.model.requests == []
 
 
 async def test_signed_but_malformed_webhooks_get_4xx_and_nothing_is_stored(
-    mongo_server: str,
+    app_db: AppDb,
 ) -> None:
-    async with alert_app(mongo_server) as h:
+    async with alert_app(app_db) as h:
         sig = {"X-Twilio-Signature": _sign(h, _form())}
         cases: list[tuple[Any, dict[str, str], int]] = [
             (_multipart(), sig, 415),
@@ -142,7 +143,7 @@ async def test_signed_but_malformed_webhooks_get_4xx_and_nothing_is_stored(
         assert await _stored(h) == 0 and h.model.requests == []
 
 
-async def test_an_oversize_chunked_body_gets_413(mongo_server: str) -> None:
+async def test_an_oversize_chunked_body_gets_413(app_db: AppDb) -> None:
     """No Content-Length to check first: reading stops at the limit."""
 
     async def chunks() -> AsyncIterator[bytes]:
@@ -150,7 +151,7 @@ async def test_an_oversize_chunked_body_gets_413(mongo_server: str) -> None:
         for _ in range(64):
             yield b"x" * 8192
 
-    async with alert_app(mongo_server) as h:
+    async with alert_app(app_db) as h:
         headers = {"X-Twilio-Signature": _sign(h, _form()), "Content-Type": FORM_TYPE}
         resp = await h.client.post(PATH, data=chunks(), headers=headers)
         assert resp.status == 413
@@ -174,18 +175,18 @@ async def test_an_oversize_chunked_body_gets_413(mongo_server: str) -> None:
     ],
 )
 async def test_absurd_fields_in_a_signed_webhook_get_400(
-    mongo_server: str, fields: dict[str, str], expected: int
+    app_db: AppDb, fields: dict[str, str], expected: int
 ) -> None:
-    async with alert_app(mongo_server) as h:
+    async with alert_app(app_db) as h:
         form = _form(**fields)
         resp = await h.client.post(PATH, data=form, headers={"X-Twilio-Signature": _sign(h, form)})
         assert resp.status == expected
         assert await _stored(h) == (1 if expected == 200 else 0)
 
 
-async def test_a_body_that_never_finishes_gets_408(mongo_server: str) -> None:
+async def test_a_body_that_never_finishes_gets_408(app_db: AppDb) -> None:
     """Headers fast, then the body stalls: the handler stops waiting after the read timeout."""
-    async with alert_app(mongo_server, http_read_timeout_seconds=0.5) as h:
+    async with alert_app(app_db, http_read_timeout_seconds=0.5) as h:
         form = _form()
         body = urlencode(form).encode()
         host, port = h.client.host, h.client.port
@@ -205,9 +206,9 @@ async def test_a_body_that_never_finishes_gets_408(mongo_server: str) -> None:
 
 
 async def test_a_flood_of_refusals_is_not_a_flood_of_log_lines(
-    mongo_server: str, caplog: pytest.LogCaptureFixture
+    app_db: AppDb, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async with alert_app(mongo_server) as h:
+    async with alert_app(app_db) as h:
         with caplog.at_level(logging.WARNING, logger="channels.sms"):
             for _ in range(30):
                 assert (await h.client.post(PATH, data=_form())).status == 403

@@ -10,6 +10,7 @@ import uuid
 from twilio.request_validator import RequestValidator
 
 from tests.channels.media_kit import gridfs_files, media_of, stored_bytes
+from tests.databases import AppDb
 from tests.fakes.alert_app import FROM_NUMBER, OWNER_PHONE, PUBLIC_URL, Harness, alert_app
 from tests.fakes.twilio_api import FakeTwilio
 
@@ -39,8 +40,8 @@ def _seen(h: Harness) -> list[str | None]:
     return [r.messages[-1].text for r in h.model.requests]
 
 
-async def test_mms_image_is_fetched_with_credentials_and_stored(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_mms_image_is_fetched_with_credentials_and_stored(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         jpeg, png = os.urandom(40_000), os.urandom(1_000)
         urls = [
             (h.twilio.add_media(jpeg, "image/jpeg"), "image/jpeg"),
@@ -58,8 +59,8 @@ async def test_mms_image_is_fetched_with_credentials_and_stored(mongo_server: st
         assert h.sms == ["agent answer"]
 
 
-async def test_media_url_on_another_host_is_refused(mongo_server: str) -> None:
-    async with FakeTwilio() as elsewhere, alert_app(mongo_server) as h:
+async def test_media_url_on_another_host_is_refused(app_db: AppDb) -> None:
+    async with FakeTwilio() as elsewhere, alert_app(app_db) as h:
         foreign = elsewhere.add_media(os.urandom(500), "image/jpeg")
         sid = await _mms(h, "", [(foreign, "image/jpeg")])
         [item] = await media_of(h.app.database.db, external_id=sid)
@@ -72,8 +73,8 @@ async def test_media_url_on_another_host_is_refused(mongo_server: str) -> None:
         ]
 
 
-async def test_redirect_to_plain_http_elsewhere_is_not_followed(mongo_server: str) -> None:
-    async with FakeTwilio() as cdn, alert_app(mongo_server) as h:
+async def test_redirect_to_plain_http_elsewhere_is_not_followed(app_db: AppDb) -> None:
+    async with FakeTwilio() as cdn, alert_app(app_db) as h:
         h.twilio.cdn_base = cdn.url  # http, another port: neither https nor the API's origin
         url = h.twilio.add_media(os.urandom(500), "image/jpeg")
         sid = await _mms(h, "hi", [(url, "image/jpeg")])
@@ -82,8 +83,8 @@ async def test_redirect_to_plain_http_elsewhere_is_not_followed(mongo_server: st
         assert len(h.twilio.media_requests) == 1 and cdn.media_requests == []
 
 
-async def test_image_over_the_cap_is_not_kept(mongo_server: str) -> None:
-    async with alert_app(mongo_server, media_max_bytes=10_000) as h:
+async def test_image_over_the_cap_is_not_kept(app_db: AppDb) -> None:
+    async with alert_app(app_db, media_max_bytes=10_000) as h:
         url = h.twilio.add_media(os.urandom(50_000), "image/jpeg")
         sid = await _mms(h, "big one", [(url, "image/jpeg")])
         [item] = await media_of(h.app.database.db, external_id=sid)
@@ -92,8 +93,8 @@ async def test_image_over_the_cap_is_not_kept(mongo_server: str) -> None:
         assert _seen(h)[0].endswith("[photo: too large to look at; limit 10 kB]")  # type: ignore[union-attr]
 
 
-async def test_stranger_mms_is_never_fetched(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_stranger_mms_is_never_fetched(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         url = h.twilio.add_media(os.urandom(500), "image/jpeg")
         sid = await _mms(h, "hello", [(url, "image/jpeg")], sender=STRANGER)
         assert h.twilio.media_requests == [] and h.model.requests == []

@@ -19,6 +19,7 @@ from twilio.request_validator import RequestValidator
 from yarl import URL
 
 from channels.sms import _raw_target
+from tests.databases import AppDb
 from tests.fakes.alert_app import FROM_NUMBER, Harness, alert_app
 
 STRANGER = "+15550123456"  # recorded only: no model call, no reply
@@ -69,11 +70,11 @@ def _decoded(url: str) -> str:
 TARGETS = [path + query for path in PATHS for query in QUERIES]
 
 
-async def test_signature_over_the_raw_url_without_a_proxy(mongo_server: str) -> None:
+async def test_signature_over_the_raw_url_without_a_proxy(app_db: AppDb) -> None:
     """Twilio calls this server directly: ``PUBLIC_BASE_URL`` is its own public address
     (the Host header, the sender's to choose, no longer stands in for it, issue #11)."""
     direct = "http://203.0.113.7:8080"
-    async with alert_app(mongo_server, public_base_url=direct) as h:
+    async with alert_app(app_db, public_base_url=direct) as h:
         local = str(h.client.make_url("/")).rstrip("/")
         refused: list[Any] = []
         for target in TARGETS:
@@ -87,11 +88,11 @@ async def test_signature_over_the_raw_url_without_a_proxy(mongo_server: str) -> 
 
 
 @pytest.mark.parametrize("prefix", ["", "/hooks", "/my%20bot"])
-async def test_signature_over_the_raw_url_behind_a_proxy(mongo_server: str, prefix: str) -> None:
+async def test_signature_over_the_raw_url_behind_a_proxy(app_db: AppDb, prefix: str) -> None:
     """The proxy serves ``PUBLIC_BASE_URL`` (maybe under a prefix it strips) and passes
     the rest of the target on untouched."""
     public = PUBLIC + prefix
-    async with alert_app(mongo_server, public_base_url=public + "/") as h:
+    async with alert_app(app_db, public_base_url=public + "/") as h:
         refused: list[Any] = []
         for target in TARGETS:
             if await _post(h, target, public + target) != 200:

@@ -24,6 +24,7 @@ from agent.tools.cron import MANAGE_CRONJOB
 from channels.whatsapp import WhatsAppChannel
 from tests.conftest import make_settings
 from tests.contexts import owner_ctx
+from tests.databases import AppDb
 from tests.fakes.features import contributing
 from tests.fakes.scripted import Request, ScriptedModel
 from tests.fakes.whatsapp import FakeClient, jid, message_event
@@ -82,7 +83,7 @@ def _responder(kit_answers: list[Any]) -> Callable[[Request], Any]:
 
 
 @pytest.fixture
-async def kit(mongo_server: str, tmp_path: Path) -> AsyncIterator[Kit]:
+async def kit(app_db: AppDb, tmp_path: Path) -> AsyncIterator[Kit]:
     answers: list[Any] = []
     model = ScriptedModel(_responder(answers))
     clients: list[FakeClient] = []
@@ -92,7 +93,7 @@ async def kit(mongo_server: str, tmp_path: Path) -> AsyncIterator[Kit]:
         return clients[-1]
 
     settings = make_settings(
-        mongodb_uri=mongo_server + "?directConnection=true",
+        mongodb_uri=app_db.mongodb_uri,
         mongodb_db=f"wa_{uuid.uuid4().hex[:10]}",
         data_dir=tmp_path,
         whatsapp_enabled=True,
@@ -102,7 +103,9 @@ async def kit(mongo_server: str, tmp_path: Path) -> AsyncIterator[Kit]:
         make_whatsapp_feature(factory, burst_seconds=0.2, health_every=3600),
         contributing(Parts(tools=((MANAGE_CRONJOB, always),))),  # a tool that writes
     ]
-    async with build_app(settings, model=model, channels=[], features=features) as app:
+    async with build_app(
+        settings, embedded=app_db.server, model=model, channels=[], features=features
+    ) as app:
         kit = Kit(app, clients[0], model, answers)
         await kit.client.emit(Connected())
         try:

@@ -7,10 +7,12 @@ loop: tests move the clock and call ``tick()``, so every escalation step is exac
 from __future__ import annotations
 
 import contextlib
+import tempfile
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from aiohttp.test_utils import TestClient, TestServer
@@ -22,6 +24,7 @@ from agent.app.core import App, Feature, build_app
 from agent.app.features.alerts import AlertingOptions, alerting
 from agent.app.http import make_web_app
 from tests.conftest import make_settings
+from tests.databases import AppDb
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import FakeClock
 from tests.fakes.scripted import ScriptedModel
@@ -90,7 +93,7 @@ class Harness:
 
 @contextlib.asynccontextmanager
 async def alert_app(
-    mongo_server: str,
+    app_db: AppDb,
     *,
     db_name: str | None = None,
     clock: FakeClock | None = None,
@@ -109,7 +112,8 @@ async def alert_app(
         if twilio is None:
             twilio = await stack.enter_async_context(FakeTwilio())
         values: dict[str, Any] = {
-            "mongodb_uri": mongo_server + "?directConnection=true",
+            "mongodb_uri": app_db.mongodb_uri,
+            "data_dir": Path(stack.enter_context(tempfile.TemporaryDirectory())),
             "mongodb_db": db_name or f"alerts_{uuid.uuid4().hex[:10]}",
             "owner_phone": OWNER_PHONE,
             "owner_telegram_ids": [OWNER_TG],
@@ -131,6 +135,7 @@ async def alert_app(
         app = await stack.enter_async_context(
             build_app(
                 make_settings(**values),
+                embedded=app_db.server,
                 model=model,
                 channels=list(channels),
                 clock=clock,

@@ -18,6 +18,7 @@ from agent.app.core import build_app
 from agent.llm.base import ModelClient
 from channels.types import Channel
 from tests.conftest import make_settings
+from tests.databases import AppDb
 from tests.fakes.channel import RecordingChannel
 
 Doc = dict[str, Any]
@@ -42,7 +43,7 @@ class ChatApp:
 
 @contextlib.asynccontextmanager
 async def chat_app(
-    mongo_server: str,
+    app_db: AppDb,
     db_name: str,
     model: ModelClient,
     data_dir: Path,
@@ -52,13 +53,17 @@ async def chat_app(
     **settings: Any,
 ) -> AsyncIterator[ChatApp]:
     config = make_settings(
-        mongodb_uri=mongo_server + "?directConnection=true",
+        mongodb_uri=app_db.mongodb_uri,
         mongodb_db=db_name,
         data_dir=data_dir,
         **settings,
     )
     chat = RecordingChannel()
     async with build_app(
-        config, model=model, channels=[chat, *channels], features=list(features)
+        config,
+        embedded=app_db.server,
+        model=model,
+        channels=[chat, *channels],
+        features=list(features),
     ) as app:
         yield ChatApp(app, chat)

@@ -18,6 +18,7 @@ import pytest
 
 from agent.alerts.router import AlertRouter
 from runtime.tasks import stop_task, wait_event
+from tests.databases import AppDb
 from tests.fakes.alert_app import alert_app
 from tests.waiting import until
 
@@ -90,10 +91,10 @@ async def test_a_task_that_refuses_to_stop_is_left_behind_with_its_place_logged(
 
 @pytest.mark.parametrize("component", ["outbox", "router"])
 async def test_app_loops_stop_even_when_woken_as_they_are_stopped(
-    component: str, mongo_server: str
+    component: str, app_db: AppDb
 ) -> None:
     """The two wake-up loops of the app, stopped right after a wake-up, many times."""
-    async with alert_app(mongo_server) as h:
+    async with alert_app(app_db) as h:
         for _ in range(20):
             if component == "outbox":
                 await h.app.outbox.stop()

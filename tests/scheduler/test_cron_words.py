@@ -28,6 +28,7 @@ from scheduler.cron.expression import (
     validate_cron,
 )
 from tests.contexts import owner_ctx
+from tests.databases import AppDb
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import BERLIN, FakeClock
 from tests.fakes.scripted import ScriptedModel
@@ -132,12 +133,12 @@ def test_last_friday_in_5l_says_to_check_the_date_in_the_instruction() -> None:
 
 # -- through the tool and the runner ---------------------------------------------------------
 @pytest.fixture
-async def app(mongo_server: str, tmp_path: Path) -> AsyncIterator[App]:
+async def app(app_db: AppDb, tmp_path: Path) -> AsyncIterator[App]:
     clock = FakeClock(NOW.astimezone(UTC))
     model = ScriptedModel(lambda _r: " \n ")  # every run answers with nothing to say
     channel = RecordingChannel()
     async with scheduled_app(
-        mongo_server, tmp_path, model, clock, channels=[channel], timezone="Europe/Berlin"
+        app_db, tmp_path, model, clock, channels=[channel], timezone="Europe/Berlin"
     ) as built:
         yield built
 

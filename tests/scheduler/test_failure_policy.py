@@ -11,6 +11,7 @@ import pytest
 
 from agent.app.features.scheduling import SchedulingOptions, scheduling
 from scheduler.cron.job import CronJob
+from tests.databases import AppDb
 from tests.fakes.alert_app import Harness, alert_app
 from tests.fakes.scripted import ScriptedModel
 from tests.scheduling_kit import parts_of
@@ -49,10 +50,10 @@ async def _job(h: Harness, **fields: Any) -> CronJob:
     ],
 )
 async def test_recurring_failure_policy(
-    mongo_server: str, policy: str | None, after_one: list[str], after_two: list[str]
+    app_db: AppDb, policy: str | None, after_one: list[str], after_two: list[str]
 ) -> None:
     feature = scheduling(SchedulingOptions(timer=False))
-    async with alert_app(mongo_server, model=_looping_model(), features=(feature,)) as h:
+    async with alert_app(app_db, model=_looping_model(), features=(feature,)) as h:
         job = await _job(h, cron_expression="0 * * * *", on_failure=policy)
         await _fire(h, job)
         first = [a["severity"] for a in await _alerts(h)]
@@ -70,9 +71,9 @@ async def test_recurring_failure_policy(
         assert "Backup check" in second[0]["title"]
 
 
-async def test_a_one_time_job_failure_is_raised_at_once(mongo_server: str) -> None:
+async def test_a_one_time_job_failure_is_raised_at_once(app_db: AppDb) -> None:
     feature = scheduling(SchedulingOptions(timer=False))
-    async with alert_app(mongo_server, model=_looping_model(), features=(feature,)) as h:
+    async with alert_app(app_db, model=_looping_model(), features=(feature,)) as h:
         job = await _job(h, in_minutes=5)
         await _fire(h, job)
         alerts = await _alerts(h)

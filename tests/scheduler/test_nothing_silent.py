@@ -28,6 +28,7 @@ from pymongo.errors import AutoReconnect
 
 from agent.app.features.scheduling import SchedulingOptions, scheduling
 from scheduler.cron.job import CronJob
+from tests.databases import AppDb
 from tests.fakes.alert_app import ADMIN, START, Harness, alert_app
 from tests.fakes.clock import FakeClock
 from tests.fakes.scripted import ScriptedModel, unavailable
@@ -41,7 +42,7 @@ ANSWER = "Backups are fine."
 
 @contextlib.asynccontextmanager
 async def pager(
-    mongo_server: str,
+    app_db: AppDb,
     clock: FakeClock,
     *,
     db_name: str | None = None,
@@ -51,7 +52,7 @@ async def pager(
     """The app with the alert router and the scheduler (pulse off, timers off)."""
     options = SchedulingOptions(timer=False, grace=GRACE)
     async with alert_app(
-        mongo_server,
+        app_db,
         db_name=db_name,
         clock=clock,
         model=model or ScriptedModel(lambda r: ANSWER),
@@ -83,9 +84,9 @@ def _one_record_per_fire(runs: list[Doc]) -> None:
     assert all(run["status"] != "running" and "retry_at" not in run for run in runs)
 
 
-async def test_delivered(mongo_server: str) -> None:
+async def test_delivered(app_db: AppDb) -> None:
     clock = FakeClock(START.replace(hour=8, minute=0))
-    async with pager(mongo_server, clock) as h:
+    async with pager(app_db, clock) as h:
         await _job(h)
         clock.set(START.replace(hour=8, minute=5, second=1))
         await parts_of(h.app).engine.run_due()
@@ -96,11 +97,11 @@ async def test_delivered(mongo_server: str) -> None:
         assert await _alerts(h) == []
 
 
-async def test_failed_and_alerted(mongo_server: str) -> None:
+async def test_failed_and_alerted(app_db: AppDb) -> None:
     """The model never comes back in the window: one record, failed, given up, alerted."""
     clock = FakeClock(START.replace(hour=8, minute=0))
     model = ScriptedModel(lambda r: unavailable())
-    async with pager(mongo_server, clock, model=model) as h:
+    async with pager(app_db, clock, model=model) as h:
         await _job(h)
         engine = parts_of(h.app).engine
         clock.set(START.replace(hour=8, minute=5, second=1))
@@ -115,11 +116,11 @@ async def test_failed_and_alerted(mongo_server: str) -> None:
         assert "Backups" in alert["title"] and "could not run" in alert["title"]
 
 
-async def test_skipped_with_a_reason(mongo_server: str) -> None:
+async def test_skipped_with_a_reason(app_db: AppDb) -> None:
     """A stall shorter than the grace window: the latest fire runs, the one before it is
     recorded superseded, and that is no news for the owner."""
     clock = FakeClock(START.replace(hour=8, minute=0, second=30))
-    async with pager(mongo_server, clock) as h:
+    async with pager(app_db, clock) as h:
         job = await _job(h, "*/5 * * * *")
         clock.set(START.replace(hour=8, minute=12))  # 08:05 and 08:10 came due meanwhile
         await parts_of(h.app).engine.run_due()
@@ -133,16 +134,16 @@ async def test_skipped_with_a_reason(mongo_server: str) -> None:
 
 
 async def test_missed_and_alerted_after_a_restart_long_past_the_grace_window(
-    mongo_server: str, mongo_client: AsyncMongoClient[Doc]
+    app_db: AppDb, mongo_client: AsyncMongoClient[Doc]
 ) -> None:
     name = f"silent_{uuid.uuid4().hex[:10]}"
     clock = FakeClock(START.replace(hour=7, minute=0))
     try:
-        async with pager(mongo_server, clock, db_name=name) as h:
+        async with pager(app_db, clock, db_name=name) as h:
             hourly = await _job(h, "0 * * * *")
             await _job(h, "30 9 * * *", on_failure="none")  # quiet by the owner's choice
         clock.set(START.replace(hour=10, minute=20))  # down from 07:00 to 10:20
-        async with pager(mongo_server, clock, db_name=name) as h:
+        async with pager(app_db, clock, db_name=name) as h:
             fires = await parts_of(h.app).engine.run_due()
             assert sorted(f.action for f in fires) == ["missed"] * 4
             await parts_of(h.app).engine.join()
@@ -173,14 +174,14 @@ async def test_missed_and_alerted_after_a_restart_long_past_the_grace_window(
 
 
 async def test_an_alert_cut_off_by_a_stop_goes_out_at_the_next_start(
-    mongo_server: str, mongo_client: AsyncMongoClient[Doc]
+    app_db: AppDb, mongo_client: AsyncMongoClient[Doc]
 ) -> None:
     """The missed fires were recorded, then the process stopped before their alert went
     out (here: the record still says ``alert_pending``): the next start tells, once."""
     name = f"silent_{uuid.uuid4().hex[:10]}"
     clock = FakeClock(START.replace(hour=7, minute=0))
     try:
-        async with pager(mongo_server, clock, db_name=name) as h:
+        async with pager(app_db, clock, db_name=name) as h:
             await _job(h, "0 * * * *")
             clock.set(START.replace(hour=9, minute=30))
             await parts_of(h.app).engine.run_due()
@@ -190,26 +191,26 @@ async def test_an_alert_cut_off_by_a_stop_goes_out_at_the_next_start(
             # As the record stands when the process stops between the two writes:
             await runs.update_many({}, {"$set": {"alert_pending": True}})
             await h.app.deps.db["alerts"].delete_many({})
-        async with pager(mongo_server, clock, db_name=name) as h:
+        async with pager(app_db, clock, db_name=name) as h:
             [alert] = await _alerts(h)
             assert alert["title"] == "Cron job “Backups” missed 2 scheduled runs"
             assert await h.app.deps.db["runs"].count_documents({"alert_pending": True}) == 0
-        async with pager(mongo_server, clock, db_name=name) as h:
+        async with pager(app_db, clock, db_name=name) as h:
             assert len(await _alerts(h)) == 1  # told once, not at every start
     finally:
         await mongo_client.drop_database(name)
 
 
 async def test_a_claimed_fire_whose_record_cannot_be_written_is_recorded_lost_and_alerted(
-    mongo_server: str, mongo_client: AsyncMongoClient[Doc]
+    app_db: AppDb, mongo_client: AsyncMongoClient[Doc]
 ) -> None:
     """The sweep claims the missed fires (the leases insert), then writing their records
     fails, and its retry too: they are not left claimed and unrecorded; the next sweep
     records them failed (the database could not be reached) and the owner is alerted."""
     app_name = f"silent-{uuid.uuid4().hex[:8]}"
     clock = FakeClock(START.replace(hour=7, minute=0))
-    uri = f"{mongo_server}?directConnection=true&retryWrites=false&appName={app_name}"
-    async with pager(mongo_server, clock, mongodb_uri=uri) as h:
+    uri = f"{app_db.uri}?directConnection=true&retryWrites=false&appName={app_name}"
+    async with pager(app_db, clock, mongodb_uri=uri) as h:
         await _job(h, "0 * * * *")
         engine = parts_of(h.app).engine
         clock.set(START.replace(hour=9, minute=30))  # 08:00 and 09:00 missed

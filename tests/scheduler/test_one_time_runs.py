@@ -15,6 +15,7 @@ from agent.app.features.scheduling import SchedulingOptions, build_parts
 from agent.cli.upcoming import print_schedule
 from agent.llm.types import ModelMessage, ModelResponse, ToolSpec
 from tests.contexts import owner_ctx
+from tests.databases import AppDb
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import BERLIN, FakeClock
 from tests.fakes.scripted import ScriptedModel
@@ -49,13 +50,13 @@ async def _schedule(app: App, clock: FakeClock) -> str:
 
 
 async def test_runs_once_in_its_chat_then_is_done_and_never_again(
-    mongo_server: str, tmp_path: Path
+    app_db: AppDb, tmp_path: Path
 ) -> None:
     clock = FakeClock(START.astimezone(UTC))
     model = ScriptedModel(_answer)
     telegram = RecordingChannel(name="telegram")
     async with scheduled_app(
-        mongo_server, tmp_path, model, clock, channels=[telegram], timezone="Europe/Berlin"
+        app_db, tmp_path, model, clock, channels=[telegram], timezone="Europe/Berlin"
     ) as app:
         job = await _create(app, in_minutes=20)
         assert f"once   Dentist [{job['job_id']}]" in await _schedule(app, clock)
@@ -88,10 +89,10 @@ async def test_runs_once_in_its_chat_then_is_done_and_never_again(
     assert "Dentist" not in schedule and "1 one-time done" in schedule
 
 
-async def test_a_done_job_is_pruned_after_30_days(mongo_server: str, tmp_path: Path) -> None:
+async def test_a_done_job_is_pruned_after_30_days(app_db: AppDb, tmp_path: Path) -> None:
     clock = FakeClock(START.astimezone(UTC))
     model = ScriptedModel(_answer)
-    async with scheduled_app(mongo_server, tmp_path, model, clock) as app:
+    async with scheduled_app(app_db, tmp_path, model, clock) as app:
         job = await _create(app, in_minutes=1)
         engine = parts_of(app).engine
         clock.advance(minutes=2)
@@ -105,13 +106,13 @@ async def test_a_done_job_is_pruned_after_30_days(mongo_server: str, tmp_path: P
 
 
 async def test_missed_while_down_it_runs_once_late_and_says_so(
-    mongo_server: str, tmp_path: Path
+    app_db: AppDb, tmp_path: Path
 ) -> None:
     clock = FakeClock(START.astimezone(UTC))
     model = ScriptedModel(_answer)
     telegram = RecordingChannel(name="telegram")
     async with scheduled_app(
-        mongo_server, tmp_path, model, clock, channels=[telegram], timezone="Europe/Berlin"
+        app_db, tmp_path, model, clock, channels=[telegram], timezone="Europe/Berlin"
     ) as app:
         job = await _create(app, run_at="2026-11-26T15:00")
         clock.set(datetime(2026, 11, 26, 18, 30, tzinfo=BERLIN))  # down 15:00-18:30
@@ -141,12 +142,12 @@ class Stalling(ScriptedModel):
 
 
 async def test_a_run_cut_short_by_a_crash_runs_again_after_restart(
-    mongo_server: str, tmp_path: Path
+    app_db: AppDb, tmp_path: Path
 ) -> None:
     clock = FakeClock(START.astimezone(UTC))
     model = Stalling(_answer)
     telegram = RecordingChannel(name="telegram")
-    async with scheduled_app(mongo_server, tmp_path, model, clock, channels=[telegram]) as app:
+    async with scheduled_app(app_db, tmp_path, model, clock, channels=[telegram]) as app:
         job = await _create(app, in_minutes=5)
         first = parts_of(app).engine
         first.config = replace(first.config, stop_grace=0.05)
@@ -172,10 +173,10 @@ async def test_a_run_cut_short_by_a_crash_runs_again_after_restart(
     assert run is not None and run["attempts"] == 2 and run["resumed"] is True
 
 
-async def test_a_recurring_run_prompt_names_its_job(mongo_server: str, tmp_path: Path) -> None:
+async def test_a_recurring_run_prompt_names_its_job(app_db: AppDb, tmp_path: Path) -> None:
     clock = FakeClock(START.astimezone(UTC))
     model = ScriptedModel(lambda r: "")
-    async with scheduled_app(mongo_server, tmp_path, model, clock, timezone="Europe/Berlin") as app:
+    async with scheduled_app(app_db, tmp_path, model, clock, timezone="Europe/Berlin") as app:
         job = await _create(app, cron_expression="0 15 * * *")
         clock.set(datetime(2026, 11, 26, 15, 0, 3, tzinfo=BERLIN))
         await parts_of(app).engine.run_due()

@@ -32,6 +32,7 @@ from storage.ejson import aware
 from storage.repos.runs.record import Outcome, Run, Trigger
 from storage.repos.runs.store import RunStore
 from tests.contexts import owner_ctx
+from tests.databases import AppDb
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import FakeClock
 from tests.fakes.scripted import Request, ScriptedModel
@@ -336,7 +337,7 @@ class SendsThenHangs(RecordingChannel):
 
 
 async def test_an_answer_sent_before_the_crash_is_not_asked_for_or_sent_again(
-    mongo_server: str, tmp_path: Path
+    app_db: AppDb, tmp_path: Path
 ) -> None:
     clock = FakeClock(T0)
 
@@ -345,7 +346,7 @@ async def test_an_answer_sent_before_the_crash_is_not_asked_for_or_sent_again(
 
     model = ScriptedModel(answer)
     telegram = SendsThenHangs(name="telegram")
-    async with scheduled_app(mongo_server, tmp_path, model, clock, channels=[telegram]) as app:
+    async with scheduled_app(app_db, tmp_path, model, clock, channels=[telegram]) as app:
         ctx = owner_ctx(app.deps, channel="telegram", chat_id="777")
         created = await call_tool(
             app, "manage_cronjob", ctx, action="create", name="Stretch",

@@ -22,8 +22,10 @@ def _wait_for_state(pid: int, stopped: bool) -> None:
     raise AssertionError(f"process {pid} did not {'stop' if stopped else 'continue'}")
 
 
-async def test_busy_and_unreachable_are_told_apart(tmp_path: Path) -> None:
-    server = EmbeddedServer(tmp_path)
+async def test_busy_and_unreachable_are_told_apart(
+    tmp_path: Path, private_embedded: EmbeddedServer
+) -> None:
+    server = private_embedded
     async with open_database(None, "health", tmp_path, server=server) as database:
         assert await database.health() == "ok"
         pid = server.pid
@@ -42,3 +44,19 @@ async def test_busy_and_unreachable_are_told_apart(tmp_path: Path) -> None:
             if await database.health(seconds=0.3) == "unreachable":
                 break
         assert await database.health(seconds=0.3) == "unreachable"
+
+
+async def test_a_server_handed_to_the_opener_outlives_the_database_opened_on_it(
+    tmp_path: Path, private_embedded: EmbeddedServer
+) -> None:
+    """``watchkeeper run`` stops the server it launched after the app; the tests' one
+    serves every app of the session."""
+    async with open_database(None, "handed", tmp_path, server=private_embedded) as database:
+        assert database.owns_server
+        pid = private_embedded.pid
+        await database.db["t"].insert_one({"n": 1})
+    assert pid is not None and private_embedded.pid == pid
+    os.kill(pid, 0)  # still running
+    async with open_database(None, "handed", tmp_path, server=private_embedded) as again:
+        assert again.owns_server and private_embedded.pid == pid
+        assert await again.db["t"].count_documents({}) == 1

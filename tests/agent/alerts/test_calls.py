@@ -22,6 +22,7 @@ from agent.cli.doctor import check_calls
 from channels.types import VOICE_CALL, OutboundMessage, SendError
 from tests.agent.alerts.alert_kit import _alert
 from tests.conftest import make_settings
+from tests.databases import AppDb
 from tests.fakes.alert_app import (
     FROM_NUMBER,
     OWNER_PHONE,
@@ -84,8 +85,8 @@ def _actions(doc: dict[str, Any]) -> list[str]:
     return [e["action"] for e in doc["history"]]
 
 
-async def test_a_call_rings_after_the_wait_and_not_before(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_a_call_rings_after_the_wait_and_not_before(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         alert = await h.router.raise_alert(severity="critical", title="NAS disk full")
         code = alert.code
         assert len(h.twilio.sent) == 1 and h.twilio.calls == []
@@ -113,8 +114,8 @@ async def test_a_call_rings_after_the_wait_and_not_before(mongo_server: str) -> 
         assert len(h.twilio.sent) == 2 and len(h.twilio.calls) == 2
 
 
-async def test_an_alert_acknowledged_before_the_wait_never_rings(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_an_alert_acknowledged_before_the_wait_never_rings(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         alert = await h.router.raise_alert(severity="critical", title="NAS disk full")
         await h.tick(minutes=2)
         await h.chat.say(f"#{alert.code} ack")
@@ -125,21 +126,21 @@ async def test_an_alert_acknowledged_before_the_wait_never_rings(mongo_server: s
         assert (await _alert(h.app, alert.code)).get("call_at") is None
 
 
-async def test_zero_wait_calls_with_the_first_sms(mongo_server: str) -> None:
-    async with alert_app(mongo_server, alert_call_after_minutes=0) as h:
+async def test_zero_wait_calls_with_the_first_sms(app_db: AppDb) -> None:
+    async with alert_app(app_db, alert_call_after_minutes=0) as h:
         await h.router.raise_alert(severity="critical", title="UPS on battery")
         assert len(h.twilio.sent) == 1 and len(h.twilio.calls) == 1
 
 
-async def test_warnings_never_ring(mongo_server: str) -> None:
-    async with alert_app(mongo_server, alert_call_after_minutes=0) as h:
+async def test_warnings_never_ring(app_db: AppDb) -> None:
+    async with alert_app(app_db, alert_call_after_minutes=0) as h:
         await h.router.raise_alert(severity="warning", title="Backup is late")
         await h.tick(minutes=45)
         assert len(h.twilio.sent) == 1 and h.twilio.calls == []
 
 
-async def test_key_4_acknowledges_and_the_chat_is_told(mongo_server: str) -> None:
-    async with alert_app(mongo_server, alert_call_after_minutes=0) as h:
+async def test_key_4_acknowledges_and_the_chat_is_told(app_db: AppDb) -> None:
+    async with alert_app(app_db, alert_call_after_minutes=0) as h:
         alert = await h.router.raise_alert(severity="critical", title="Freezer warm")
         code = alert.code
         status, twiml = await _press(h, "4")
@@ -152,8 +153,8 @@ async def test_key_4_acknowledges_and_the_chat_is_told(mongo_server: str) -> Non
         assert len(h.twilio.calls) == 1 and len(h.twilio.sent) == 1  # escalation stopped
 
 
-async def test_key_6_resolves(mongo_server: str) -> None:
-    async with alert_app(mongo_server, alert_call_after_minutes=0) as h:
+async def test_key_6_resolves(app_db: AppDb) -> None:
+    async with alert_app(app_db, alert_call_after_minutes=0) as h:
         alert = await h.router.raise_alert(severity="critical", title="Freezer warm")
         status, twiml = await _press(h, "6")
         assert status == 200 and _spoken(twiml) == f"Alert {alert.code} resolved. Goodbye."
@@ -161,8 +162,8 @@ async def test_key_6_resolves(mongo_server: str) -> None:
         assert h.chat.texts()[-1] == f"By phone: #{alert.code} resolved."
 
 
-async def test_key_1_repeats_and_other_keys_do_nothing(mongo_server: str) -> None:
-    async with alert_app(mongo_server, alert_call_after_minutes=0) as h:
+async def test_key_1_repeats_and_other_keys_do_nothing(app_db: AppDb) -> None:
+    async with alert_app(app_db, alert_call_after_minutes=0) as h:
         alert = await h.router.raise_alert(severity="critical", title="Freezer warm")
         status, twiml = await _press(h, "1")
         assert status == 200 and "Freezer warm" in _spoken(_tostring(_gather(twiml)))
@@ -177,9 +178,9 @@ def _tostring(element: ElementTree.Element) -> str:
 
 
 async def test_a_wrongly_signed_key_press_is_refused_and_nothing_applied(
-    mongo_server: str,
+    app_db: AppDb,
 ) -> None:
-    async with alert_app(mongo_server, alert_call_after_minutes=0) as h:
+    async with alert_app(app_db, alert_call_after_minutes=0) as h:
         alert = await h.router.raise_alert(severity="critical", title="Freezer warm")
         no_query = f"{PUBLIC_URL}/webhooks/twilio/voice"  # the query is signed too
         status, _ = await _press(h, "4", sign_url=no_query)
@@ -194,8 +195,8 @@ async def test_a_wrongly_signed_key_press_is_refused_and_nothing_applied(
         assert len(h.chat.sent) == 1
 
 
-async def test_a_replayed_key_press_is_answered_but_applied_once(mongo_server: str) -> None:
-    async with alert_app(mongo_server, alert_call_after_minutes=0) as h:
+async def test_a_replayed_key_press_is_answered_but_applied_once(app_db: AppDb) -> None:
+    async with alert_app(app_db, alert_call_after_minutes=0) as h:
         alert = await h.router.raise_alert(severity="critical", title="Freezer warm")
         code = alert.code
         await _press(h, "4")
@@ -209,8 +210,8 @@ async def test_a_replayed_key_press_is_answered_but_applied_once(mongo_server: s
         assert len(confirmations) == 1
 
 
-async def test_a_key_press_for_an_unknown_alert_says_so(mongo_server: str) -> None:
-    async with alert_app(mongo_server, alert_call_after_minutes=0) as h:
+async def test_a_key_press_for_an_unknown_alert_says_so(app_db: AppDb) -> None:
+    async with alert_app(app_db, alert_call_after_minutes=0) as h:
         await h.router.raise_alert(severity="critical", title="Freezer warm")
         url = f"{PUBLIC_URL}/webhooks/twilio/voice?alert=99&event=key"
         resp = await _post(h, url, {"CallSid": "CA9", "Digits": "4"})
@@ -218,8 +219,8 @@ async def test_a_key_press_for_an_unknown_alert_says_so(mongo_server: str) -> No
         assert _spoken(await resp.text()) == "Watchkeeper has no alert 99. Goodbye."
 
 
-async def test_no_answer_is_recorded_in_the_history_once(mongo_server: str) -> None:
-    async with alert_app(mongo_server, alert_call_after_minutes=0) as h:
+async def test_no_answer_is_recorded_in_the_history_once(app_db: AppDb) -> None:
+    async with alert_app(app_db, alert_call_after_minutes=0) as h:
         alert = await h.router.raise_alert(severity="critical", title="Freezer warm")
         assert await _call_status(h, "no-answer") == 200
         assert await _call_status(h, "no-answer") == 200  # a retried callback
@@ -230,8 +231,8 @@ async def test_no_answer_is_recorded_in_the_history_once(mongo_server: str) -> N
         assert len(h.twilio.calls) == 2 and len(h.twilio.sent) == 2
 
 
-async def test_at_most_three_calls_an_hour(mongo_server: str) -> None:
-    async with alert_app(mongo_server, alert_call_after_minutes=0) as h:
+async def test_at_most_three_calls_an_hour(app_db: AppDb) -> None:
+    async with alert_app(app_db, alert_call_after_minutes=0) as h:
         alert = await h.router.raise_alert(severity="critical", title="Freezer warm")
         for _ in range(3):
             await h.tick(minutes=15)
@@ -244,8 +245,8 @@ async def test_at_most_three_calls_an_hour(mongo_server: str) -> None:
         assert "call skipped" in _actions(await _alert(h.app, other.code))
 
 
-async def test_voice_calls_off_means_no_calls(mongo_server: str) -> None:
-    async with alert_app(mongo_server, twilio_voice_calls="off") as h:
+async def test_voice_calls_off_means_no_calls(app_db: AppDb) -> None:
+    async with alert_app(app_db, twilio_voice_calls="off") as h:
         await h.router.raise_alert(severity="critical", title="Freezer warm")
         for _ in range(4):
             await h.tick(minutes=15)
@@ -258,8 +259,8 @@ async def test_voice_calls_off_means_no_calls(mongo_server: str) -> None:
         assert "Calls: off (TWILIO_VOICE_CALLS=off)" in text
 
 
-async def test_calls_say_on_in_status_and_doctor(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_calls_say_on_in_status_and_doctor(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         assert "Calls: on, after 5 min" in status_text(await status_data(h.app), "m")
     good = make_settings(
         twilio_account_sid="AC1",
@@ -284,8 +285,8 @@ async def test_calls_say_on_in_status_and_doctor(mongo_server: str) -> None:
         assert not check.ok and check.detail.startswith(f"off: {why}")
 
 
-async def test_a_refused_call_is_recorded_and_sms_goes_on(mongo_server: str) -> None:
-    async with alert_app(mongo_server, alert_call_after_minutes=0) as h:
+async def test_a_refused_call_is_recorded_and_sms_goes_on(app_db: AppDb) -> None:
+    async with alert_app(app_db, alert_call_after_minutes=0) as h:
         h.twilio.push_call(twilio_error(400, 21215, "Geo permission not enabled"))
         alert = await h.router.raise_alert(severity="critical", title="Freezer warm")
         assert h.twilio.call_attempts == 1 and h.twilio.calls == []
@@ -296,8 +297,8 @@ async def test_a_refused_call_is_recorded_and_sms_goes_on(mongo_server: str) -> 
         assert len(h.twilio.sent) == 2 and len(h.twilio.calls) == 1
 
 
-async def test_a_call_twilio_cannot_place_now_is_retried(mongo_server: str) -> None:
-    async with alert_app(mongo_server, alert_call_after_minutes=0) as h:
+async def test_a_call_twilio_cannot_place_now_is_retried(app_db: AppDb) -> None:
+    async with alert_app(app_db, alert_call_after_minutes=0) as h:
         h.twilio.push_call(twilio_error(503, 20500, "Service unavailable"))
         alert = await h.router.raise_alert(severity="critical", title="Freezer warm")
         doc = await _alert(h.app, alert.code)
@@ -308,11 +309,11 @@ async def test_a_call_twilio_cannot_place_now_is_retried(mongo_server: str) -> N
         await until(lambda: len(h.twilio.calls) == 1, "the call retried")
 
 
-async def test_a_restart_never_rings_twice_for_one_step(mongo_server: str, tmp_path: Any) -> None:
+async def test_a_restart_never_rings_twice_for_one_step(app_db: AppDb, tmp_path: Any) -> None:
     name = f"calls_{tmp_path.name[-8:]}"
     clock = FakeClock(START)
     async with FakeTwilio() as twilio:
-        async with alert_app(mongo_server, db_name=name, clock=clock, twilio=twilio) as first:
+        async with alert_app(app_db, db_name=name, clock=clock, twilio=twilio) as first:
             alert = await first.router.raise_alert(severity="critical", title="UPS on battery")
             code = alert.code
             await first.tick(minutes=5)
@@ -327,7 +328,7 @@ async def test_a_restart_never_rings_twice_for_one_step(mongo_server: str, tmp_p
                     "$pull": {"history": {"action": "called"}},
                 },
             )
-        async with alert_app(mongo_server, db_name=name, clock=clock, twilio=twilio) as second:
+        async with alert_app(app_db, db_name=name, clock=clock, twilio=twilio) as second:
             await second.tick(minutes=2)  # the lease runs out: the step runs again
             assert len(twilio.calls) == 1
             doc = await _alert(second.app, code)
@@ -338,8 +339,8 @@ async def test_a_restart_never_rings_twice_for_one_step(mongo_server: str, tmp_p
             await second.app.database.client.drop_database(name)
 
 
-async def test_odd_voice_webhooks_get_clear_answers(mongo_server: str) -> None:
-    async with alert_app(mongo_server, alert_call_after_minutes=0) as h:
+async def test_odd_voice_webhooks_get_clear_answers(app_db: AppDb) -> None:
+    async with alert_app(app_db, alert_call_after_minutes=0) as h:
         alert = await h.router.raise_alert(severity="critical", title="Freezer warm")
         url = f"{PUBLIC_URL}/webhooks/twilio/voice?event=key"
         resp = await _post(h, url, {"CallSid": "CA9", "Digits": "4"})
@@ -357,8 +358,8 @@ async def test_odd_voice_webhooks_get_clear_answers(mongo_server: str) -> None:
         assert resp.status == 415
 
 
-async def test_a_call_retried_too_late_is_dropped(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_a_call_retried_too_late_is_dropped(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         sms = h.app.channels["sms"]
         late = (h.clock() - timedelta(seconds=1)).isoformat()
         message = OutboundMessage(

@@ -18,6 +18,7 @@ from agent.llm.types import ModelMessage
 from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
 from tests.agent.alerts.alert_kit import _alert
+from tests.databases import AppDb
 from tests.fakes.alert_app import Harness, alert_app
 from tests.fakes.scripted import Request, ScriptedModel
 
@@ -45,11 +46,11 @@ def answers(table: dict[str, str]) -> Callable[[Request], ModelMessage | str]:
 
 @asynccontextmanager
 async def sitting(
-    mongo_server: str, model: ScriptedModel | None = None
+    app_db: AppDb, model: ScriptedModel | None = None
 ) -> AsyncIterator[tuple[Harness, CronService]]:
     """The alert app with the scheduler's services (no timer)."""
     scheduler = scheduling(SchedulingOptions(timer=False))
-    async with alert_app(mongo_server, model=model, features=(scheduler,)) as h:
+    async with alert_app(app_db, model=model, features=(scheduler,)) as h:
         cron = h.app.deps.cron
         assert cron is not None
         yield h, cron
@@ -86,11 +87,11 @@ async def unchanged(cron: CronService, job: CronJob) -> bool:
 
 
 # -- the probes of the issue, as they happened -----------------------------------------------
-async def test_resume_after_the_agent_suggested_it_goes_to_the_model(mongo_server: str) -> None:
+async def test_resume_after_the_agent_suggested_it_goes_to_the_model(app_db: AppDb) -> None:
     """#2 (the NAS job's) acknowledged 15 min ago; the agent says 'Say "resume"' about
     the paused reminder Call Bob; "resume" reaches the model, which resumes Call Bob."""
     model = ScriptedModel(lambda _r: "agent answer")
-    async with sitting(mongo_server, model) as (h, cron):
+    async with sitting(app_db, model) as (h, cron):
         nas, code = await nas_alert(h, cron)
         bob = await cron.create(
             name="Call Bob", instruction="remind me to call Bob", cron_expression="0 18 * * 3"
@@ -119,7 +120,7 @@ async def test_resume_after_the_agent_suggested_it_goes_to_the_model(mongo_serve
 
 
 async def test_weekly_after_the_agent_asked_daily_or_weekly_goes_to_the_model(
-    mongo_server: str,
+    app_db: AppDb,
 ) -> None:
     model = ScriptedModel(
         answers(
@@ -129,7 +130,7 @@ async def test_weekly_after_the_agent_asked_daily_or_weekly_goes_to_the_model(
             }
         )
     )
-    async with sitting(mongo_server, model) as (h, cron):
+    async with sitting(app_db, model) as (h, cron):
         nas, _code = await nas_alert(h, cron)
         await say(h, "ack")
         h.clock.advance(minutes=10)
@@ -140,8 +141,8 @@ async def test_weekly_after_the_agent_asked_daily_or_weekly_goes_to_the_model(
 
 
 # -- where the words do act ------------------------------------------------------------------
-async def test_weekly_right_after_the_alert_still_changes_its_job(mongo_server: str) -> None:
-    async with sitting(mongo_server) as (h, cron):
+async def test_weekly_right_after_the_alert_still_changes_its_job(app_db: AppDb) -> None:
+    async with sitting(app_db) as (h, cron):
         nas, code = await nas_alert(h, cron)
         h.clock.advance(minutes=20)  # within the 30-minute window, nothing sent since
         reply = await say(h, "weekly")
@@ -153,9 +154,9 @@ async def test_weekly_right_after_the_alert_still_changes_its_job(mongo_server: 
 
 
 async def test_a_reply_to_the_alert_acts_after_the_window_and_after_a_chat(
-    mongo_server: str,
+    app_db: AppDb,
 ) -> None:
-    async with sitting(mongo_server) as (h, cron):
+    async with sitting(app_db) as (h, cron):
         nas, code = await nas_alert(h, cron)
         await say(h, "how are you?")
         h.clock.advance(hours=3)
@@ -165,8 +166,8 @@ async def test_a_reply_to_the_alert_acts_after_the_window_and_after_a_chat(
         assert len(h.model.requests) == 1
 
 
-async def test_the_code_always_names_the_alert(mongo_server: str) -> None:
-    async with sitting(mongo_server) as (h, cron):
+async def test_the_code_always_names_the_alert(app_db: AppDb) -> None:
+    async with sitting(app_db) as (h, cron):
         nas, code = await nas_alert(h, cron)
         await say(h, "ack")
         await say(h, "how are you?")
@@ -176,8 +177,8 @@ async def test_the_code_always_names_the_alert(mongo_server: str) -> None:
 
 
 # -- where they do not -----------------------------------------------------------------------
-async def test_weekly_after_the_window_goes_to_the_model(mongo_server: str) -> None:
-    async with sitting(mongo_server) as (h, cron):
+async def test_weekly_after_the_window_goes_to_the_model(app_db: AppDb) -> None:
+    async with sitting(app_db) as (h, cron):
         nas, code = await nas_alert(h, cron)
         h.clock.advance(minutes=31)
         assert await say(h, "weekly") == "agent answer"
@@ -187,8 +188,8 @@ async def test_weekly_after_the_window_goes_to_the_model(mongo_server: str) -> N
         assert f"Raised by cron job {nas.id}: manage_cronjob changes its schedule." in system
 
 
-async def test_an_acknowledged_alert_is_not_answered_even_by_a_reply(mongo_server: str) -> None:
-    async with sitting(mongo_server) as (h, cron):
+async def test_an_acknowledged_alert_is_not_answered_even_by_a_reply(app_db: AppDb) -> None:
+    async with sitting(app_db) as (h, cron):
         nas, code = await nas_alert(h, cron)
         await say(h, f"#{code} ack")
         assert await say(h, "every 2h", reply_to=await alert_message_id(h, code)) == (
@@ -201,11 +202,11 @@ async def test_an_acknowledged_alert_is_not_answered_even_by_a_reply(mongo_serve
 
 
 async def test_a_message_to_the_owner_on_another_channel_ends_the_window(
-    mongo_server: str,
+    app_db: AppDb,
 ) -> None:
     """Critical: the alert goes by Telegram and SMS; the agent then answers an SMS
     question. "weekly" on Telegram answers the agent, not the alert."""
-    async with sitting(mongo_server) as (h, cron):
+    async with sitting(app_db) as (h, cron):
         job = await cron.create(name="Pump check", instruction="check", cron_expression=NAS)
         await h.router.raise_alert(severity="critical", title="Pump", source=f"cron:{job.id}")
         assert len(h.sms) == 1
@@ -215,8 +216,8 @@ async def test_a_message_to_the_owner_on_another_channel_ends_the_window(
         assert (await cron.get(job.id)).cron_expression == NAS
 
 
-async def test_ok_after_the_agent_asked_leaves_the_alert_open(mongo_server: str) -> None:
-    async with sitting(mongo_server) as (h, cron):
+async def test_ok_after_the_agent_asked_leaves_the_alert_open(app_db: AppDb) -> None:
+    async with sitting(app_db) as (h, cron):
         _nas, code = await nas_alert(h, cron)
         await say(h, "shall I book the table?")
         assert await say(h, "ok") == "agent answer"
@@ -226,9 +227,9 @@ async def test_ok_after_the_agent_asked_leaves_the_alert_open(mongo_server: str)
 
 
 async def test_make_this_weekly_for_an_alert_without_a_job_asks_the_model(
-    mongo_server: str,
+    app_db: AppDb,
 ) -> None:
-    async with sitting(mongo_server) as (h, _cron):
+    async with sitting(app_db) as (h, _cron):
         alert = await h.router.raise_alert(severity="info", title="Plants look dry")
         assert await say(h, "make this weekly") == "agent answer"
         assert "no schedule to change" not in " ".join(h.chat.texts())
@@ -236,8 +237,8 @@ async def test_make_this_weekly_for_an_alert_without_a_job_asks_the_model(
         assert f"## The alert this message is about\n#{alert.code} [" in system
 
 
-async def test_the_model_is_told_which_words_are_read_as_replies(mongo_server: str) -> None:
-    async with sitting(mongo_server) as (h, _cron):
+async def test_the_model_is_told_which_words_are_read_as_replies(app_db: AppDb) -> None:
+    async with sitting(app_db) as (h, _cron):
         await say(h, "hi")
         system = h.model.requests[0].read
         assert REPLY_WORDS_NOTE in system and "## The alert" not in system
@@ -246,9 +247,9 @@ async def test_the_model_is_told_which_words_are_read_as_replies(mongo_server: s
 
 
 async def test_done_closes_an_acknowledged_alert_it_replies_to_but_ok_asks(
-    mongo_server: str,
+    app_db: AppDb,
 ) -> None:
-    async with sitting(mongo_server) as (h, cron):
+    async with sitting(app_db) as (h, cron):
         _nas, code = await nas_alert(h, cron)
         await say(h, "ack")
         message = await alert_message_id(h, code)
@@ -259,8 +260,8 @@ async def test_done_closes_an_acknowledged_alert_it_replies_to_but_ok_asks(
         assert len(h.model.requests) == 2
 
 
-async def test_pulse_words_after_the_window_go_to_the_model(mongo_server: str) -> None:
-    async with sitting(mongo_server) as (h, cron):
+async def test_pulse_words_after_the_window_go_to_the_model(app_db: AppDb) -> None:
+    async with sitting(app_db) as (h, cron):
         await nas_alert(h, cron)
         pulse = h.app.scheduling.pulse if h.app.scheduling else None
         assert pulse is not None

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agent.app.features.scheduling import SchedulingOptions, scheduling
+from tests.databases import AppDb
 from tests.fakes.alert_app import OWNER_PHONE, OWNER_TG, START, alert_app
 from tests.scheduling_kit import call_tool
 
@@ -20,9 +21,9 @@ async def _settings(h: Any, **change: Any) -> dict[str, Any]:
 
 
 async def test_quiet_hours_hold_info_and_warning_until_they_end_and_let_critical_through(
-    mongo_server: str,
+    app_db: AppDb,
 ) -> None:
-    async with alert_app(mongo_server, timezone="Europe/Berlin") as h:  # 11:00 in Berlin
+    async with alert_app(app_db, timezone="Europe/Berlin") as h:  # 11:00 in Berlin
         reply = await _settings(h, quiet_hours=[{"start": "10:30", "end": "12:15"}])
         assert reply["quiet_now"] is True and reply["quiet_until"] == "2026-11-26T12:15+01:00"
         assert "critical alerts" in reply["quiet"] and "delivered" in reply["quiet"]
@@ -44,9 +45,9 @@ async def test_quiet_hours_hold_info_and_warning_until_they_end_and_let_critical
 
 
 async def test_turning_quiet_hours_off_lets_an_info_alert_through_at_night(
-    mongo_server: str,
+    app_db: AppDb,
 ) -> None:
-    async with alert_app(mongo_server) as h:
+    async with alert_app(app_db) as h:
         h.clock.set(datetime(2026, 11, 26, 23, 30, tzinfo=UTC))  # default quiet 22:00-07:00
         held = await h.router.raise_alert(severity="info", title="Nightly report")
         assert held.alert.held is True and h.chat.sent == []
@@ -59,8 +60,8 @@ async def test_turning_quiet_hours_off_lets_an_info_alert_through_at_night(
         assert [f"#{sent.code}" in t for t in h.chat.texts()] == [False, True]
 
 
-async def test_new_quiet_hours_hold_a_held_alert_to_their_new_end(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:  # 10:00 UTC
+async def test_new_quiet_hours_hold_a_held_alert_to_their_new_end(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:  # 10:00 UTC
         await _settings(h, quiet_hours=[{"start": "09:00", "end": "12:00"}])
         held = await h.router.raise_alert(severity="warning", title="Slow disk")
         await _settings(h, quiet_hours=[{"start": "09:00", "end": "10:30"}])
@@ -72,8 +73,8 @@ async def test_new_quiet_hours_hold_a_held_alert_to_their_new_end(mongo_server: 
         assert [f"#{held.code}" in t for t in h.chat.texts()] == [True]
 
 
-async def test_a_cron_delivery_in_quiet_hours_is_delivered(mongo_server: str) -> None:
-    async with alert_app(mongo_server, features=SCHEDULING) as h:
+async def test_a_cron_delivery_in_quiet_hours_is_delivered(app_db: AppDb) -> None:
+    async with alert_app(app_db, features=SCHEDULING) as h:
         await _settings(h, quiet_hours=[{"start": "09:00", "end": "12:00"}])
         parts = h.app.scheduling
         assert parts is not None
@@ -90,8 +91,8 @@ async def test_a_cron_delivery_in_quiet_hours_is_delivered(mongo_server: str) ->
         assert h.chat.texts() == ["Stretch\nagent answer"]
 
 
-async def test_primary_channel_puts_that_chat_first(mongo_server: str) -> None:
-    async with alert_app(mongo_server, extra_chats=("whatsapp",), features=SCHEDULING) as h:
+async def test_primary_channel_puts_that_chat_first(app_db: AppDb) -> None:
+    async with alert_app(app_db, extra_chats=("whatsapp",), features=SCHEDULING) as h:
         [whatsapp] = h.extra_chats
         await h.router.raise_alert(severity="info", title="Before")
         assert len(h.chat.sent) == 1 and whatsapp.sent == []  # Telegram by default

@@ -14,6 +14,7 @@ from agent.app.application import App
 from agent.tools.alerts import MANAGE_ALERTS, RAISE_ALERT
 from storage import collections as c
 from tests.contexts import owner_ctx
+from tests.databases import AppDb
 from tests.fakes.alert_app import alert_app
 
 BERLIN = "Europe/Berlin"
@@ -48,9 +49,9 @@ def _no_counters(reply: dict[str, Any]) -> None:
 
 
 async def test_critical_without_sms_says_not_configured_and_repeats_on_chat(
-    mongo_server: str,
+    app_db: AppDb,
 ) -> None:
-    async with alert_app(mongo_server, timezone=BERLIN, **NO_SMS) as h:
+    async with alert_app(app_db, timezone=BERLIN, **NO_SMS) as h:
         reply = await raise_alert(h.app, severity="critical", title="Disk full", body="/ at 100%")
         assert reply["alert"] == {
             "code": "1",
@@ -68,8 +69,8 @@ async def test_critical_without_sms_says_not_configured_and_repeats_on_chat(
         assert len(h.chat.texts()) == 2 and h.sms == []
 
 
-async def test_critical_with_sms_says_sent_and_when_it_pages_again(mongo_server: str) -> None:
-    async with alert_app(mongo_server, timezone=BERLIN) as h:
+async def test_critical_with_sms_says_sent_and_when_it_pages_again(app_db: AppDb) -> None:
+    async with alert_app(app_db, timezone=BERLIN) as h:
         reply = await raise_alert(h.app, severity="critical", title="Site down")
         assert sorted(reply["delivered"]) == ["sms", "telegram"] and reply["sms"] == "sent"
         assert reply["next"] == (
@@ -80,9 +81,9 @@ async def test_critical_with_sms_says_sent_and_when_it_pages_again(mongo_server:
         assert len(h.sms) == 2
 
 
-async def test_budget_used_up_is_said_with_when_sms_can_go_again(mongo_server: str) -> None:
+async def test_budget_used_up_is_said_with_when_sms_can_go_again(app_db: AppDb) -> None:
     policy = RoutingPolicy(sms_per_hour=1)
-    async with alert_app(mongo_server, policy=policy, timezone=BERLIN) as h:
+    async with alert_app(app_db, policy=policy, timezone=BERLIN) as h:
         assert (await raise_alert(h.app, severity="critical", title="A"))["sms"] == "sent"
         h.clock.advance(minutes=5)
         reply = await raise_alert(h.app, severity="critical", title="B")
@@ -92,8 +93,8 @@ async def test_budget_used_up_is_said_with_when_sms_can_go_again(mongo_server: s
         assert reply["delivered"] == ["telegram"] and len(h.sms) == 1
 
 
-async def test_warning_in_quiet_hours_is_held_and_says_until_when(mongo_server: str) -> None:
-    async with alert_app(mongo_server, timezone=BERLIN) as h:
+async def test_warning_in_quiet_hours_is_held_and_says_until_when(app_db: AppDb) -> None:
+    async with alert_app(app_db, timezone=BERLIN) as h:
         await set_quiet_hours(h.app, ("10:00", "12:00"))
         reply = await raise_alert(h.app, severity="warning", title="Backup slow")
         assert reply["held_until"] == "2026-11-26T12:00:00+01:00"
@@ -107,8 +108,8 @@ async def test_warning_in_quiet_hours_is_held_and_says_until_when(mongo_server: 
         assert len(h.sms) == 1
 
 
-async def test_warning_outside_quiet_hours_says_when_sms_follows(mongo_server: str) -> None:
-    async with alert_app(mongo_server, timezone=BERLIN) as h:
+async def test_warning_outside_quiet_hours_says_when_sms_follows(app_db: AppDb) -> None:
+    async with alert_app(app_db, timezone=BERLIN) as h:
         reply = await raise_alert(h.app, severity="warning", title="Cert expires soon")
         assert reply["delivered"] == ["telegram"]
         assert reply["sms"] == "will be sent at 11:30+01:00 if not acknowledged"
@@ -117,16 +118,16 @@ async def test_warning_outside_quiet_hours_says_when_sms_follows(mongo_server: s
         )
 
 
-async def test_info_says_no_sms_and_no_reminders(mongo_server: str) -> None:
-    async with alert_app(mongo_server, timezone=BERLIN) as h:
+async def test_info_says_no_sms_and_no_reminders(app_db: AppDb) -> None:
+    async with alert_app(app_db, timezone=BERLIN) as h:
         reply = await raise_alert(h.app, severity="info", title="Backup done")
         assert reply["delivered"] == ["telegram"]
         assert reply["sms"] == "not used for info alerts"
         assert reply["next"] == "no further reminders"
 
 
-async def test_a_repeat_with_the_same_dedupe_key_is_counted_not_sent(mongo_server: str) -> None:
-    async with alert_app(mongo_server, timezone=BERLIN) as h:
+async def test_a_repeat_with_the_same_dedupe_key_is_counted_not_sent(app_db: AppDb) -> None:
+    async with alert_app(app_db, timezone=BERLIN) as h:
         first = await raise_alert(h.app, severity="warning", title="Fan", dedupe_key="fan")
         assert first["delivered"] == ["telegram"]
         h.clock.advance(minutes=2)
@@ -141,8 +142,8 @@ async def test_a_repeat_with_the_same_dedupe_key_is_counted_not_sent(mongo_serve
         assert len(h.chat.texts()) == 1
 
 
-async def test_manage_alerts_list_shows_local_times_and_no_counters(mongo_server: str) -> None:
-    async with alert_app(mongo_server, timezone=BERLIN) as h:
+async def test_manage_alerts_list_shows_local_times_and_no_counters(app_db: AppDb) -> None:
+    async with alert_app(app_db, timezone=BERLIN) as h:
         await raise_alert(h.app, severity="info", title="Backup done")
         ctx = owner_ctx(h.app.deps, channel="console", chat_id="owner")
         listed = await h.app.catalog.for_context(ctx).call("manage_alerts", {"action": "list"}, ctx)

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from agent.app.features.scheduling import SchedulingOptions, scheduling
 from tests.agent.alerts.alert_kit import _alert
+from tests.databases import AppDb
 from tests.fakes.alert_app import alert_app
 from tests.fakes.scripted import ScriptedModel, sequence
 
 
 # -- replies as directives ----------------------------------------------------------------
-async def test_snooze_by_code_while_another_alert_is_newer(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_snooze_by_code_while_another_alert_is_newer(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         older = await h.router.raise_alert(severity="warning", title="Older")
         newer = await h.router.raise_alert(severity="warning", title="Newer")
         await h.chat.say(f"#{older.code} snooze 2h")
@@ -34,8 +35,8 @@ async def test_snooze_by_code_while_another_alert_is_newer(mongo_server: str) ->
         assert (await _alert(h.app, older.code))["status"] == "open"
 
 
-async def test_telegram_reply_to_picks_the_alert(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_telegram_reply_to_picks_the_alert(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         older = await h.router.raise_alert(severity="info", title="Older")
         await h.router.raise_alert(severity="info", title="Newer")
         outbox = await h.app.database.db["outbox"].find_one(
@@ -48,9 +49,9 @@ async def test_telegram_reply_to_picks_the_alert(mongo_server: str) -> None:
         assert (await _alert(h.app, older.code))["status"] == "resolved"
 
 
-async def test_weekly_on_a_cron_raised_alert_reschedules_the_job(mongo_server: str) -> None:
+async def test_weekly_on_a_cron_raised_alert_reschedules_the_job(app_db: AppDb) -> None:
     scheduler = scheduling(SchedulingOptions(timer=False))
-    async with alert_app(mongo_server, features=(scheduler,)) as h:
+    async with alert_app(app_db, features=(scheduler,)) as h:
         cron = h.app.deps.cron
         assert cron is not None
         job = await cron.create(
@@ -71,8 +72,8 @@ async def test_weekly_on_a_cron_raised_alert_reschedules_the_job(mongo_server: s
         assert h.model.requests == []
 
 
-async def test_schedule_directives_without_the_scheduler_say_so(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_schedule_directives_without_the_scheduler_say_so(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         await h.router.raise_alert(severity="info", title="Job failed", source="cron:abc123")
         await h.chat.say("every 2h")
         await h.settle()
@@ -86,9 +87,9 @@ async def test_schedule_directives_without_the_scheduler_say_so(mongo_server: st
         assert "## The alert this message is about" not in h.model.requests[-1].system
 
 
-async def test_free_text_reply_reaches_the_model_with_the_alert(mongo_server: str) -> None:
+async def test_free_text_reply_reaches_the_model_with_the_alert(app_db: AppDb) -> None:
     model = ScriptedModel(sequence("The backup failed because the disk is full."))
-    async with alert_app(mongo_server, model=model) as h:
+    async with alert_app(app_db, model=model) as h:
         alert = await h.router.raise_alert(
             severity="warning", title="Nightly backup failed", body="rsync exit 23"
         )
@@ -101,16 +102,16 @@ async def test_free_text_reply_reaches_the_model_with_the_alert(mongo_server: st
         assert h.sms[-1] == "The backup failed because the disk is full."
 
 
-async def test_without_open_alerts_replies_go_to_the_agent(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_without_open_alerts_replies_go_to_the_agent(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         await h.chat.say("ok")
         await h.settle()
         assert len(h.model.requests) == 1 and h.chat.texts() == ["agent answer"]
         assert "## The alert" not in h.model.requests[0].read
 
 
-async def test_reserved_keywords_on_sms_get_no_reply_and_no_model(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_reserved_keywords_on_sms_get_no_reply_and_no_model(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         await h.router.raise_alert(severity="critical", title="Pump failure")
         for word in ("STOP", "help", "Start"):
             resp = await h.sms_in(word)
@@ -118,8 +119,8 @@ async def test_reserved_keywords_on_sms_get_no_reply_and_no_model(mongo_server: 
         assert len(h.twilio.sent) == 1 and h.model.requests == []
 
 
-async def test_mute_counts_repeats_and_reports_them_when_it_ends(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_mute_counts_repeats_and_reports_them_when_it_ends(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         alert = await h.router.raise_alert(severity="warning", title="Flappy", dedupe_key="flap")
         await h.chat.say("mute 1d")
         await h.settle()
@@ -133,8 +134,8 @@ async def test_mute_counts_repeats_and_reports_them_when_it_ends(mongo_server: s
         assert (await _alert(h.app, alert.code))["status"] == "open"
 
 
-async def test_unknown_code_and_bad_duration_are_answered(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_unknown_code_and_bad_duration_are_answered(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         await h.router.raise_alert(severity="info", title="Something")
         await h.chat.say("#99 ack")
         await h.chat.say("snooze 0m")

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from agent.alerts.policy import RoutingPolicy, sms_text
 from storage.repos.alert_record import Alert
 from tests.agent.alerts.alert_kit import _alert
+from tests.databases import AppDb
 from tests.fakes.alert_app import Harness, alert_app
 
 
@@ -16,8 +17,8 @@ async def _statuses(h: Harness, *codes: str) -> list[str]:
 
 
 # -- ack all / close all ---------------------------------------------------------------------
-async def test_close_all_asks_once_then_resolves_exactly_those_alerts(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_close_all_asks_once_then_resolves_exactly_those_alerts(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         await h.router.raise_alert(severity="warning", title="Disk")
         await h.router.raise_alert(severity="info", title="Backup")
         await h.chat.say("2cc")
@@ -35,9 +36,9 @@ async def test_close_all_asks_once_then_resolves_exactly_those_alerts(mongo_serv
 
 
 async def test_ack_all_leaves_muted_alerts_alone_and_its_question_expires(
-    mongo_server: str,
+    app_db: AppDb,
 ) -> None:
-    async with alert_app(mongo_server) as h:
+    async with alert_app(app_db) as h:
         for title in ("A", "B", "C"):
             await h.router.raise_alert(severity="warning", title=title)
         await h.chat.say("#2 mute 1d")
@@ -54,16 +55,16 @@ async def test_ack_all_leaves_muted_alerts_alone_and_its_question_expires(
         assert await _statuses(h, "1", "2", "3") == ["acknowledged", "muted", "acknowledged"]
 
 
-async def test_bulk_with_nothing_open_says_so(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_bulk_with_nothing_open_says_so(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         await h.chat.say("12cc")
         await h.settle()
         assert h.chat.texts() == ["No open alerts to resolve."]
 
 
 # -- escalate --------------------------------------------------------------------------------
-async def test_escalate_pages_now_and_reopens_an_acknowledged_alert(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_escalate_pages_now_and_reopens_an_acknowledged_alert(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         await h.router.raise_alert(severity="warning", title="Backup is late")
         await h.chat.say("ack")
         await h.chat.say("e")
@@ -81,8 +82,8 @@ async def test_escalate_pages_now_and_reopens_an_acknowledged_alert(mongo_server
         assert h.model.requests == []
 
 
-async def test_escalate_ignores_quiet_hours_and_falls_back_to_chats(mongo_server: str) -> None:
-    async with alert_app(mongo_server, twilio_account_sid=None) as h:
+async def test_escalate_ignores_quiet_hours_and_falls_back_to_chats(app_db: AppDb) -> None:
+    async with alert_app(app_db, twilio_account_sid=None) as h:
         await h.router.owner.update(quiet_hours=[{"start": "09:00", "end": "12:00"}])
         await h.router.raise_alert(severity="warning", title="Held by quiet hours")
         assert h.chat.sent == []
@@ -92,8 +93,8 @@ async def test_escalate_ignores_quiet_hours_and_falls_back_to_chats(mongo_server
         assert h.chat.texts()[-1] == "#1 escalated to telegram: SMS is not set up."
 
 
-async def test_escalate_a_muted_alert_asks_to_unmute(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_escalate_a_muted_alert_asks_to_unmute(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         await h.router.raise_alert(severity="warning", title="Flappy")
         await h.chat.say("mute 1h")
         await h.chat.say("e")
@@ -104,9 +105,9 @@ async def test_escalate_a_muted_alert_asks_to_unmute(mongo_server: str) -> None:
 
 # -- short acknowledgements ------------------------------------------------------------------
 async def test_short_ack_on_sms_needs_the_alert_to_be_the_last_thing_sent(
-    mongo_server: str,
+    app_db: AppDb,
 ) -> None:
-    async with alert_app(mongo_server) as h:
+    async with alert_app(app_db) as h:
         await h.router.raise_alert(severity="critical", title="Pump failure")
         await h.sms_in("what's on today?")
         await h.sms_in("thx")  # thanks for the answer, not for the page
@@ -118,17 +119,17 @@ async def test_short_ack_on_sms_needs_the_alert_to_be_the_last_thing_sent(
         assert len(h.model.requests) == 2
 
 
-async def test_short_ack_window_expires(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_short_ack_window_expires(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         await h.router.raise_alert(severity="critical", title="Pump failure")
         h.clock.advance(minutes=31)
         await h.sms_in("ok thanks")
         assert len(h.model.requests) == 1 and await _statuses(h, "1") == ["open"]
 
 
-async def test_short_acks_can_be_turned_off(mongo_server: str) -> None:
+async def test_short_acks_can_be_turned_off(app_db: AppDb) -> None:
     policy = RoutingPolicy(short_ack_window=timedelta(0))
-    async with alert_app(mongo_server, policy=policy) as h:
+    async with alert_app(app_db, policy=policy) as h:
         await h.router.raise_alert(severity="critical", title="Pump failure")
         await h.sms_in("k")
         alert_message = await h.app.database.db["outbox"].find_one(
@@ -142,8 +143,8 @@ async def test_short_acks_can_be_turned_off(mongo_server: str) -> None:
         assert await _statuses(h, "1") == ["acknowledged"]
 
 
-async def test_thumbs_up_to_a_confirmation_is_not_an_ack(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_thumbs_up_to_a_confirmation_is_not_an_ack(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         await h.router.raise_alert(severity="warning", title="Backup is late")
         await h.chat.say("snooze 1h")
         await h.settle()

@@ -28,6 +28,7 @@ from tests.agent.alerts.reply_table_kit import (
     resolve,
     snooze,
 )
+from tests.databases import AppDb
 from tests.fakes.alert_app import Harness, alert_app
 
 NO_5 = Told("There is no alert #5.")
@@ -163,8 +164,8 @@ def test_the_table_is_big_enough() -> None:
 
 
 @pytest.fixture(scope="module")
-async def table_app(mongo_server: str) -> AsyncIterator[Harness]:
-    async with alert_app(mongo_server, timezone="Europe/Berlin") as h:
+async def table_app(embedded_database: AppDb) -> AsyncIterator[Harness]:
+    async with alert_app(embedded_database, timezone="Europe/Berlin") as h:
         yield h
 
 

@@ -8,15 +8,19 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from agent.alerts.policy import RoutingPolicy
 from tests.agent.alerts.alert_kit import _alert
+from tests.databases import AppDb
 from tests.fakes.alert_app import OWNER_PHONE, OWNER_TG, alert_app
 from tests.fakes.twilio_api import twilio_error
 
 
 # -- severity routing and escalation ---------------------------------------------------
-async def test_critical_pages_again_after_15_minutes_until_acknowledged(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+@pytest.mark.both_databases
+async def test_critical_pages_again_after_15_minutes_until_acknowledged(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         alert = await h.router.raise_alert(
             severity="critical", title="NAS disk full", body="/volume1 at 99%"
         )
@@ -48,8 +52,8 @@ async def test_critical_pages_again_after_15_minutes_until_acknowledged(mongo_se
         assert h.sms[-1] == f"#{code} was already acknowledged."
 
 
-async def test_critical_paging_stops_after_four_sms(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_critical_paging_stops_after_four_sms(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         await h.router.raise_alert(severity="critical", title="Router down")
         for _ in range(8):
             await h.tick(minutes=15)
@@ -57,8 +61,8 @@ async def test_critical_paging_stops_after_four_sms(mongo_server: str) -> None:
         assert "Page 4 of 4" in h.sms[-1]
 
 
-async def test_warning_goes_to_chat_then_sms_after_30_minutes(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_warning_goes_to_chat_then_sms_after_30_minutes(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         alert = await h.router.raise_alert(severity="warning", title="Backup is late")
         assert len(h.chat.sent) == 1 and h.twilio.sent == []
         await h.tick(minutes=29)
@@ -70,8 +74,8 @@ async def test_warning_goes_to_chat_then_sms_after_30_minutes(mongo_server: str)
         assert len(h.twilio.sent) == 1  # a warning pages once
 
 
-async def test_acknowledged_warning_never_pages(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_acknowledged_warning_never_pages(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         alert = await h.router.raise_alert(severity="warning", title="Backup is late")
         await h.chat.say("ok")
         await h.settle()
@@ -80,15 +84,15 @@ async def test_acknowledged_warning_never_pages(mongo_server: str) -> None:
         assert h.twilio.sent == []
 
 
-async def test_info_goes_to_the_primary_chat_only(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_info_goes_to_the_primary_chat_only(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         await h.router.raise_alert(severity="info", title="New firmware available")
         await h.tick(hours=3)
         assert len(h.chat.sent) == 1 and h.twilio.sent == []
 
 
-async def test_telegram_alert_carries_code_reply_help_and_buttons(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_telegram_alert_carries_code_reply_help_and_buttons(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         alert = await h.router.raise_alert(severity="warning", title="Cert expires soon")
         code = alert.code
         message = h.chat.sent[0]
@@ -103,16 +107,17 @@ async def test_telegram_alert_carries_code_reply_help_and_buttons(mongo_server: 
         assert h.chat.texts()[-1].startswith(f"#{code} snoozed for 1h, until 11:00")
 
 
-async def test_restart_during_escalation_carries_on(mongo_server: str, tmp_path: Any) -> None:
+@pytest.mark.both_databases
+async def test_restart_during_escalation_carries_on(app_db: AppDb, tmp_path: Any) -> None:
     name = f"restart_{tmp_path.name[-8:]}"
-    async with alert_app(mongo_server, db_name=name) as first:
+    async with alert_app(app_db, db_name=name) as first:
         clock, twilio = first.clock, first.twilio
         await first.router.raise_alert(severity="critical", title="UPS on battery")
         assert len(first.twilio.sent) == 1
-        async with alert_app(mongo_server, db_name=name, clock=clock, twilio=twilio) as second:
+        async with alert_app(app_db, db_name=name, clock=clock, twilio=twilio) as second:
             pass  # started and stopped: nothing due yet, nothing sent
         assert len(twilio.sent) == 1
-    async with alert_app(mongo_server, db_name=name, clock=clock) as second:
+    async with alert_app(app_db, db_name=name, clock=clock) as second:
         await second.tick(minutes=15)
         assert len(second.twilio.sent) == 1 and "Page 2 of 4" in second.sms[0]
         await second.sms_in("1a")  # GoAlert-style shorthand
@@ -120,8 +125,8 @@ async def test_restart_during_escalation_carries_on(mongo_server: str, tmp_path:
         await second.app.database.client.drop_database(name)
 
 
-async def test_a_refused_page_goes_to_the_chats_instead(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_a_refused_page_goes_to_the_chats_instead(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         refused = twilio_error(400, 21610, "Attempt to send to unsubscribed recipient")
         h.twilio.push(refused, times=2)
         alert = await h.router.raise_alert(severity="critical", title="Freezer warm")
@@ -133,8 +138,8 @@ async def test_a_refused_page_goes_to_the_chats_instead(mongo_server: str) -> No
         assert doc["sms_sent"] == 0 and escalated[-1] == "telegram; sms failed"
 
 
-async def test_sms_budget_caps_pages_and_tells_the_owner_once(mongo_server: str) -> None:
-    async with alert_app(mongo_server, policy=RoutingPolicy(sms_per_hour=3)) as h:
+async def test_sms_budget_caps_pages_and_tells_the_owner_once(app_db: AppDb) -> None:
+    async with alert_app(app_db, policy=RoutingPolicy(sms_per_hour=3)) as h:
         for n in range(5):
             await h.router.raise_alert(severity="critical", title=f"Sensor {n} offline")
         assert len(h.twilio.sent) == 3
@@ -146,8 +151,8 @@ async def test_sms_budget_caps_pages_and_tells_the_owner_once(mongo_server: str)
         assert len(h.twilio.sent) == 6
 
 
-async def test_quiet_hours_hold_a_warning_but_not_a_critical(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_quiet_hours_hold_a_warning_but_not_a_critical(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         await h.router.owner.update(quiet_hours=[{"start": "09:30", "end": "11:00"}])
         warning = await h.router.raise_alert(severity="warning", title="Slow DNS")
         assert h.chat.sent == [] and warning.alert.held is True
@@ -162,8 +167,8 @@ async def test_quiet_hours_hold_a_warning_but_not_a_critical(mongo_server: str) 
         assert doc["held"] is False and any(e["action"] == "held" for e in doc["history"])
 
 
-async def test_same_dedupe_key_is_counted_not_resent(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_same_dedupe_key_is_counted_not_resent(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         first = await h.router.raise_alert(
             severity="warning", title="Ping loss", dedupe_key="ping:gw"
         )
@@ -192,8 +197,8 @@ def _resolve() -> Any:
     return Resolve()
 
 
-async def test_failed_primary_chat_falls_over_to_the_next(mongo_server: str) -> None:
-    async with alert_app(mongo_server, extra_chats=("console",)) as h:
+async def test_failed_primary_chat_falls_over_to_the_next(app_db: AppDb) -> None:
+    async with alert_app(app_db, extra_chats=("console",)) as h:
         h.chat.failing = True
         alert = await h.router.raise_alert(severity="info", title="Update ready")
         console = h.extra_chats[0]
@@ -203,8 +208,8 @@ async def test_failed_primary_chat_falls_over_to_the_next(mongo_server: str) -> 
         assert tg is not None and tg["status"] == "superseded"
 
 
-async def test_a_chat_channel_that_says_it_is_down_is_tried_last(mongo_server: str) -> None:
-    async with alert_app(mongo_server, extra_chats=("console",)) as h:
+async def test_a_chat_channel_that_says_it_is_down_is_tried_last(app_db: AppDb) -> None:
+    async with alert_app(app_db, extra_chats=("console",)) as h:
         h.chat.connected = False
         alert = await h.router.raise_alert(severity="info", title="Update ready")
         console = h.extra_chats[0]

@@ -14,6 +14,7 @@ from typing import Any
 from agent.alerts.directives import Ack
 from agent.app.application import App
 from tests.contexts import owner_ctx
+from tests.databases import AppDb
 from tests.fakes.alert_app import START, Harness, alert_app
 from tests.scheduling_kit import call_tool
 
@@ -41,8 +42,8 @@ def _actions(doc: dict[str, Any]) -> list[tuple[str, str, str | None]]:
     return [(e["by"], e["action"], e.get("detail")) for e in doc["history"]]
 
 
-async def test_get_shows_the_default_and_update_sets_it(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_get_shows_the_default_and_update_sets_it(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         before = await _settings(h, action="get")
         off = await _settings(h, action="update", warning_sms_after_minutes=0)
         again = await _settings(h, action="update", warning_sms_after_minutes=0)
@@ -57,8 +58,8 @@ async def test_get_shows_the_default_and_update_sets_it(mongo_server: str) -> No
     assert stored is not None and stored["warning_sms_after_minutes"] == 5
 
 
-async def test_zero_a_warning_never_goes_by_sms_and_the_reply_says_so(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_zero_a_warning_never_goes_by_sms_and_the_reply_says_so(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         await _settings(h, action="update", warning_sms_after_minutes=0)
         reply = await _raise(h.app, severity="warning", title="Backup is late")
         code = reply["alert"]["code"]
@@ -76,9 +77,9 @@ async def test_zero_a_warning_never_goes_by_sms_and_the_reply_says_so(mongo_serv
         assert doc["status"] == "open" and doc["sms_sent"] == 0
 
 
-async def test_zero_no_chat_took_it_still_no_sms(mongo_server: str) -> None:
+async def test_zero_no_chat_took_it_still_no_sms(app_db: AppDb) -> None:
     """The SMS a warning gets when no chat takes it is an SMS too: off with 0."""
-    async with alert_app(mongo_server, telegram=False) as h:
+    async with alert_app(app_db, telegram=False) as h:
         await _settings(h, action="update", warning_sms_after_minutes=0)
         reply = await _raise(h.app, severity="warning", title="Backup is late")
         assert reply["delivered"] == []
@@ -88,8 +89,8 @@ async def test_zero_no_chat_took_it_still_no_sms(mongo_server: str) -> None:
         assert h.twilio.sent == []
 
 
-async def test_five_the_sms_is_due_five_minutes_after(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_five_the_sms_is_due_five_minutes_after(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         await _settings(h, action="update", warning_sms_after_minutes=5)
         reply = await _raise(h.app, severity="warning", title="Backup is late")
         code = reply["alert"]["code"]
@@ -104,8 +105,8 @@ async def test_five_the_sms_is_due_five_minutes_after(mongo_server: str) -> None
         assert "Not acknowledged after 5m" in h.sms[0] and f"#{code}" in h.sms[0]
 
 
-async def test_a_change_moves_the_timer_of_a_warning_already_waiting(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_a_change_moves_the_timer_of_a_warning_already_waiting(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         first = await h.router.raise_alert(severity="warning", title="Disk 91% full")
         second = await h.router.raise_alert(severity="warning", title="Slow DNS")
         h.clock.advance(minutes=2)
@@ -130,10 +131,10 @@ async def test_a_change_moves_the_timer_of_a_warning_already_waiting(mongo_serve
         assert h.twilio.sent == []
 
 
-async def test_zero_stops_a_page_held_for_quiet_hours(mongo_server: str) -> None:
+async def test_zero_stops_a_page_held_for_quiet_hours(app_db: AppDb) -> None:
     """A warning whose SMS step was held by quiet hours keeps its timer through the
     change; the step itself reads the setting when quiet hours end."""
-    async with alert_app(mongo_server) as h:  # 10:00 UTC
+    async with alert_app(app_db) as h:  # 10:00 UTC
         alert = await h.router.raise_alert(severity="warning", title="Backup is late")
         await _settings(h, action="update", quiet_hours=[{"start": "10:15", "end": "11:00"}])
         assert await h.tick(minutes=30) == 1  # 10:30: the SMS step, held

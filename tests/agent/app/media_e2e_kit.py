@@ -28,6 +28,7 @@ from agent.app.http import make_web_app
 from tests.agent.llm.llm_kit import GEMINI_KEY, OPENAI_KEY
 from tests.conftest import make_settings
 from tests.contexts import owner_ctx
+from tests.databases import AppDb
 from tests.fakes.gemini_api import FakeGemini
 from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
@@ -192,7 +193,7 @@ def provider_settings(provider: Provider, gemini: FakeGemini, openai: FakeOpenAI
 
 @contextlib.asynccontextmanager
 async def media_rig(
-    mongo_server: str,
+    app_db: AppDb,
     tmp_path: Path,
     channel: ChannelName,
     provider: Provider,
@@ -205,7 +206,7 @@ async def media_rig(
         openai = await stack.enter_async_context(FakeOpenAI())
         db_name = f"e2e_{uuid.uuid4().hex[:10]}"
         values: dict[str, Any] = {
-            "mongodb_uri": mongo_server + "?directConnection=true",
+            "mongodb_uri": app_db.mongodb_uri,
             "mongodb_db": db_name,
             "data_dir": tmp_path,
             **provider_settings(provider, gemini, openai),
@@ -234,7 +235,9 @@ async def media_rig(
                        "twilio_segments_per_second": 1000,
                        "owner_phone": OWNER_SMS}  # fmt: skip
             features.append(alerting(AlertingOptions(background=False)))
-        app = await stack.enter_async_context(build_app(make_settings(**values), features=features))
+        app = await stack.enter_async_context(
+            build_app(make_settings(**values), embedded=app_db.server, features=features)
+        )
         stack.push_async_callback(app.database.client.drop_database, db_name)
         driver: Driver
         if channel == "telegram":

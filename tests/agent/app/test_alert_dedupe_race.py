@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 
 from storage.repos.alerts import CODE_COUNTER
+from tests.databases import AppDb
 from tests.fakes.alert_app import ADMIN, Harness, alert_app
 
 AUTH = {"Authorization": f"Bearer {ADMIN}"}
@@ -25,9 +26,9 @@ async def _fresh(h: Harness) -> None:
     await db["settings"].delete_one({"_id": CODE_COUNTER})
 
 
-async def test_concurrent_posts_with_one_dedupe_key_make_one_alert(mongo_server: str) -> None:
+async def test_concurrent_posts_with_one_dedupe_key_make_one_alert(app_db: AppDb) -> None:
     alert = {"severity": "warning", "title": "disk", "body": "full", "dedupe_key": "disk:/"}
-    async with alert_app(mongo_server) as h:
+    async with alert_app(app_db) as h:
 
         async def post() -> tuple[int, str]:
             resp = await h.client.post("/api/alerts", json=alert, headers=AUTH)
@@ -44,10 +45,10 @@ async def test_concurrent_posts_with_one_dedupe_key_make_one_alert(mongo_server:
 
 
 async def test_concurrent_raise_alert_calls_count_and_get_their_own_codes(
-    mongo_server: str,
+    app_db: AppDb,
 ) -> None:
     """The ``raise_alert`` tool's path (the router), with one key and with distinct keys."""
-    async with alert_app(mongo_server) as h:
+    async with alert_app(app_db) as h:
         for round_ in range(ROUNDS):
             await _fresh(h)
             same = [

@@ -22,6 +22,7 @@ from tests.agent.app.media_e2e_kit import OWNER_TG, TelegramDriver, provider_set
 from tests.agent.conversation.media_kit import OGG, phone_photo
 from tests.channels.media_kit import media_of, stored_bytes
 from tests.conftest import make_settings
+from tests.databases import AppDb
 from tests.fakes.gemini_api import FakeGemini
 from tests.fakes.openai_api import FakeOpenAI, decode_data_url
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
@@ -65,7 +66,7 @@ class Rig:
 
 
 @contextlib.asynccontextmanager
-async def rig(mongo_server: str, tmp_path: Path) -> AsyncIterator[Rig]:
+async def rig(app_db: AppDb, tmp_path: Path) -> AsyncIterator[Rig]:
     """The whole app: real Telegram channel on the Bot API fake, OpenAI fake, alerts."""
     async with contextlib.AsyncExitStack() as stack:
         telegram = await stack.enter_async_context(FakeTelegram())
@@ -73,7 +74,7 @@ async def rig(mongo_server: str, tmp_path: Path) -> AsyncIterator[Rig]:
         gemini = await stack.enter_async_context(FakeGemini())  # unused: OpenAI is chosen
         db_name = f"alert_media_{uuid.uuid4().hex[:10]}"
         settings = make_settings(
-            mongodb_uri=mongo_server + "?directConnection=true",
+            mongodb_uri=app_db.mongodb_uri,
             mongodb_db=db_name,
             data_dir=tmp_path,
             telegram_bot_token=TOKEN,
@@ -82,7 +83,9 @@ async def rig(mongo_server: str, tmp_path: Path) -> AsyncIterator[Rig]:
             **provider_settings("openai", gemini, openai),
         )
         features = [alerting(AlertingOptions(background=False))]
-        app = await stack.enter_async_context(build_app(settings, features=features))
+        app = await stack.enter_async_context(
+            build_app(settings, embedded=app_db.server, features=features)
+        )
         stack.push_async_callback(app.database.client.drop_database, db_name)
         # No quiet hours: the default (22:00-07:00) would hold the warning at night.
         await app.deps.owner.update(quiet_hours=[])
@@ -99,9 +102,9 @@ async def _open_alert(rig: Rig) -> str:
 
 
 async def test_a_photo_about_an_alert_reaches_the_model_with_the_alert(
-    mongo_server: str, tmp_path: Path
+    app_db: AppDb, tmp_path: Path
 ) -> None:
-    async with rig(mongo_server, tmp_path) as r:
+    async with rig(app_db, tmp_path) as r:
         code = await _open_alert(r)
         r.openai.reply_text("That gauge reads 0.6 bar: top up the boiler.")
         external_id = await r.exchange(lambda: r.telegram.photo(PHOTO, "what is this?"))
@@ -117,9 +120,9 @@ async def test_a_photo_about_an_alert_reaches_the_model_with_the_alert(
 
 
 async def test_a_voice_note_about_an_alert_is_heard_with_the_alert(
-    mongo_server: str, tmp_path: Path
+    app_db: AppDb, tmp_path: Path
 ) -> None:
-    async with rig(mongo_server, tmp_path) as r:
+    async with rig(app_db, tmp_path) as r:
         code = await _open_alert(r)
         r.openai.transcripts.append(TRANSCRIPT)
         r.openai.reply_text("Yes, the red one.")

@@ -18,6 +18,7 @@ from channels.delivery.envelope import Envelope
 from channels.telegram import TelegramChannel
 from runtime.backoff import Backoff
 from tests.contexts import owner_ctx
+from tests.databases import AppDb
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import BERLIN, FakeClock
 from tests.fakes.features import providing
@@ -54,7 +55,7 @@ async def _create(app: App, **args: Any) -> dict[str, Any]:
 
 
 async def test_invalid_expression_and_timezone_are_refused(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     model = ScriptedModel(lambda r: "")
     model.responder = sequence(
@@ -79,7 +80,7 @@ async def test_invalid_expression_and_timezone_are_refused(
         model.call("manage_cronjob", action="update", job_id="nope", enabled=False),
         "sorry",
     )
-    async with scheduled_app(mongo_server, tmp_path, model, clock) as app:
+    async with scheduled_app(app_db, tmp_path, model, clock) as app:
         await app.agent.respond("make a job", owner_ctx(app.deps))
         errors = [r["error"] for r in tool_results(model)]
         assert await app.deps.db["cronjobs"].count_documents({}) == 0
@@ -90,10 +91,10 @@ async def test_invalid_expression_and_timezone_are_refused(
 
 
 async def test_create_defaults_to_owner_timezone_and_lists_next_three(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     model = ScriptedModel(lambda r: "")
-    async with scheduled_app(mongo_server, tmp_path, model, clock, timezone="Europe/Berlin") as app:
+    async with scheduled_app(app_db, tmp_path, model, clock, timezone="Europe/Berlin") as app:
         job = await _create(app, cron_expression="0 9 * * 1-5")
         tokyo = await _create(app, name="T", cron_expression="@daily", timezone="Asia/Tokyo")
         listed = await call_tool(app, "manage_cronjob", action="list")
@@ -111,10 +112,10 @@ async def test_create_defaults_to_owner_timezone_and_lists_next_three(
 
 
 async def test_update_toggle_delete_take_effect_at_once(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     model = ScriptedModel(lambda r: "done")
-    async with scheduled_app(mongo_server, tmp_path, model, clock) as app:
+    async with scheduled_app(app_db, tmp_path, model, clock) as app:
         engine = parts_of(app).engine
         job = await _create(app, cron_expression="0 20 * * *")
         key = f"cron:{job['job_id']}"
@@ -157,8 +158,9 @@ def _backups_model() -> ScriptedModel:
     return model
 
 
+@pytest.mark.both_databases
 async def test_every_weekday_at_9_end_to_end_through_telegram(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     model = _backups_model()
     async with FakeTelegram() as fake:
@@ -166,7 +168,7 @@ async def test_every_weekday_at_9_end_to_end_through_telegram(
             TOKEN, fake.url, poll_timeout=1, backoff=Backoff(first=0.01, cap=0.1)
         )
         async with scheduled_app(
-            mongo_server,
+            app_db,
             tmp_path,
             model,
             clock,
@@ -198,12 +200,12 @@ async def test_every_weekday_at_9_end_to_end_through_telegram(
 
 
 async def test_each_run_is_isolated_in_its_own_conversation(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     model = ScriptedModel(lambda r: "")
     model.responder = lambda r: "" if len(model.requests) > 1 else "chat answer"
     channel = RecordingChannel()
-    async with scheduled_app(mongo_server, tmp_path, model, clock, channels=[channel]) as app:
+    async with scheduled_app(app_db, tmp_path, model, clock, channels=[channel]) as app:
         await app.agent.respond("earlier chat", owner_ctx(app.deps))
         job = await _create(app, cron_expression="0 18 * * *")
         clock.set(berlin(2026, 3, 6, 19, 0, 1))
@@ -219,7 +221,7 @@ async def test_each_run_is_isolated_in_its_own_conversation(
 
 @pytest.mark.parametrize("from_settings", [False, True], ids=["options", "CRON_TIMEOUT_SECONDS"])
 async def test_timeout_cancels_the_run_and_records_timeout(
-    mongo_server: str, tmp_path: Path, clock: FakeClock, from_settings: bool
+    app_db: AppDb, tmp_path: Path, clock: FakeClock, from_settings: bool
 ) -> None:
     asked, cancelled = asyncio.Event(), asyncio.Event()
 
@@ -241,7 +243,7 @@ async def test_timeout_cancels_the_run_and_records_timeout(
     options = SchedulingOptions(timer=False, cron_timeout=None if from_settings else limit)
     configured = {"cron_timeout_seconds": limit} if from_settings else {}
     async with scheduled_app(
-        mongo_server,
+        app_db,
         tmp_path,
         StuckModel(lambda r: ""),
         clock,
@@ -274,14 +276,14 @@ class Alerts:
 
 @pytest.mark.parametrize("router", [True, False])
 async def test_two_failures_in_a_row_warn_the_owner(
-    mongo_server: str, tmp_path: Path, clock: FakeClock, router: bool
+    app_db: AppDb, tmp_path: Path, clock: FakeClock, router: bool
 ) -> None:
     model = ScriptedModel(lambda r: unavailable())
     channel = RecordingChannel()
     alerts = Alerts()
     before = [providing(alerts=alerts)] if router else []
     async with scheduled_app(
-        mongo_server, tmp_path, model, clock, channels=[channel], before=before
+        app_db, tmp_path, model, clock, channels=[channel], before=before
     ) as app:
         job = await _create(app, cron_expression="0 * * * *")
         engine = parts_of(app).engine
@@ -304,10 +306,10 @@ async def test_two_failures_in_a_row_warn_the_owner(
 
 
 async def test_jobs_command_lists_next_fire(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     model = ScriptedModel(lambda r: "")
-    async with scheduled_app(mongo_server, tmp_path, model, clock) as app:
+    async with scheduled_app(app_db, tmp_path, model, clock) as app:
         empty = await app.dispatcher.handle(Envelope(inbound("/jobs")))
         job = await _create(app, cron_expression="0 9 * * 1-5")
         replies = await app.dispatcher.handle(Envelope(inbound("/jobs")))
@@ -318,10 +320,10 @@ async def test_jobs_command_lists_next_fire(
 
 
 async def test_schedule_command_prints_upcoming_fires(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     model = ScriptedModel(lambda r: "")
-    async with scheduled_app(mongo_server, tmp_path, model, clock, timezone="Europe/Berlin") as app:
+    async with scheduled_app(app_db, tmp_path, model, clock, timezone="Europe/Berlin") as app:
         await _create(app, cron_expression="0 9 * * *")
         await _create(app, name="Tokyo", cron_expression="0 8 * * *", timezone="Asia/Tokyo")
         await parts_of(app).pulse.update_config(enabled=True, pulses_per_day=6)

@@ -18,6 +18,7 @@ from agent.app.status import status_data
 from agent.context import RunContext
 from agent.owner import OwnerPrefs
 from channels.types import InboundMessage, Reply
+from tests.databases import AppDb
 from tests.fakes.chat_app import chat_app
 from tests.fakes.features import providing
 from tests.fakes.scripted import ScriptedModel
@@ -62,7 +63,7 @@ def stopping(order: list[str]) -> Feature:
 
 
 async def test_parts_are_assembled_once_and_features_stop_in_reverse(
-    mongo_server: str, tmp_path: Path
+    app_db: AppDb, tmp_path: Path
 ) -> None:
     alerts = StandInAlerts()
     order: list[str] = []
@@ -71,7 +72,7 @@ async def test_parts_are_assembled_once_and_features_stop_in_reverse(
     features = [stopping(order), providing(alerts=alerts), recording(order, seen, started)]
     model = ScriptedModel(lambda r: "agent answer")
     name = f"parts_{uuid.uuid4().hex[:8]}"
-    async with chat_app(mongo_server, name, model, tmp_path, features=features) as chat:
+    async with chat_app(app_db, name, model, tmp_path, features=features) as chat:
         app = chat.app
         assert [services.alerts for services in seen] == [alerts]  # an earlier feature's
         assert app.deps.alerts is alerts
@@ -88,7 +89,7 @@ async def test_parts_are_assembled_once_and_features_stop_in_reverse(
 
 
 async def test_a_feature_that_yields_twice_is_refused_at_its_stop(
-    mongo_server: str, tmp_path: Path
+    app_db: AppDb, tmp_path: Path
 ) -> None:
     order: list[str] = []
 
@@ -100,7 +101,7 @@ async def test_a_feature_that_yields_twice_is_refused_at_its_stop(
     name = f"parts_{uuid.uuid4().hex[:8]}"
     with pytest.raises(RuntimeError, match="yielded more than once"):
         async with chat_app(
-            mongo_server, name, model, tmp_path, features=[stopping(order), twice]
+            app_db, name, model, tmp_path, features=[stopping(order), twice]
         ) as chat:
             await chat.app.database.client.drop_database(name)
     assert order == ["the first feature stopped"]  # the features before it still stop

@@ -44,6 +44,7 @@ from channels.delivery.outbox import Outbox
 from storage.db import open_database
 from storage.embedded.owner import EmbeddedServer
 from tests.conftest import make_settings
+from tests.databases import AppDb
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import FakeClock
 from tests.fakes.huge_answer import MIB, huge_answer
@@ -107,7 +108,7 @@ def closed_port() -> int:
 
 @contextlib.asynccontextmanager
 async def watched_app(
-    mongo_server: str,
+    app_db: AppDb,
     tmp_path: Path,
     url: str,
     *,
@@ -116,15 +117,18 @@ async def watched_app(
     name: str | None = None,
 ) -> AsyncIterator[App]:
     """The app with the scheduler (timers off) and the switch pinging ``url``."""
-    uri = f"{mongo_server}?directConnection=true&retryWrites=false"
+    uri = app_db.mongodb_uri
+    if name:  # a failpoint picks the app's client by its name, which only a URI gives
+        uri = f"{app_db.uri}?directConnection=true&retryWrites=false&appName={name}"
     settings = make_settings(
-        mongodb_uri=uri + (f"&appName={name}" if name else ""),
+        mongodb_uri=uri,
         mongodb_db=f"health_{uuid.uuid4().hex[:10]}",
         data_dir=tmp_path,
         healthcheck_url=url,
     )
     async with build_app(
         settings,
+        embedded=app_db.server,
         model=ScriptedModel(lambda r: "ok"),
         channels=[channel or RecordingChannel()],
         clock=clock or FakeClock(START),
@@ -180,19 +184,17 @@ async def _healthz(app: App) -> tuple[int, Doc, str]:
 
 
 async def test_pings_arrive_at_the_interval_while_all_is_well(
-    mongo_server: str, tmp_path: Path
+    app_db: AppDb, tmp_path: Path
 ) -> None:
-    async with receiver() as hc, watched_app(mongo_server, tmp_path, hc.url):
+    async with receiver() as hc, watched_app(app_db, tmp_path, hc.url):
         await until(lambda: len(hc.pings()) >= 3, "three pings")
         assert hc.fails() == []
         assert all(method == "GET" and path == f"/ping/{SECRET}" for method, path, _ in hc.pings())
 
 
-async def test_a_channel_down_fails_the_check_with_its_name(
-    mongo_server: str, tmp_path: Path
-) -> None:
+async def test_a_channel_down_fails_the_check_with_its_name(app_db: AppDb, tmp_path: Path) -> None:
     channel = RecordingChannel("telegram")
-    async with receiver() as hc, watched_app(mongo_server, tmp_path, hc.url, channel=channel):
+    async with receiver() as hc, watched_app(app_db, tmp_path, hc.url, channel=channel):
         await until(lambda: hc.pings(), "a first ping")
         channel.connected = False
         await until(lambda: hc.fails(), "a /fail")
@@ -202,11 +204,9 @@ async def test_a_channel_down_fails_the_check_with_its_name(
         await until(lambda: hc.pinged_after(seen), "pings again")
 
 
-async def test_a_fire_overdue_past_its_grace_fails_the_check(
-    mongo_server: str, tmp_path: Path
-) -> None:
+async def test_a_fire_overdue_past_its_grace_fails_the_check(app_db: AppDb, tmp_path: Path) -> None:
     clock = FakeClock(START)
-    async with receiver() as hc, watched_app(mongo_server, tmp_path, hc.url, clock=clock) as app:
+    async with receiver() as hc, watched_app(app_db, tmp_path, hc.url, clock=clock) as app:
         created = await call_tool(
             app,
             "manage_cronjob",
@@ -235,10 +235,10 @@ async def test_a_fire_overdue_past_its_grace_fails_the_check(
 
 
 async def test_a_silent_database_fails_the_check(
-    mongo_server: str, mongo_client: AsyncMongoClient[Doc], tmp_path: Path
+    app_db: AppDb, mongo_client: AsyncMongoClient[Doc], tmp_path: Path
 ) -> None:
     name = f"health-{uuid.uuid4().hex[:8]}"
-    async with receiver() as hc, watched_app(mongo_server, tmp_path, hc.url, name=name) as app:
+    async with receiver() as hc, watched_app(app_db, tmp_path, hc.url, name=name) as app:
         await until(lambda: hc.pings(), "a first ping")
         async with served(app) as healthz, database_silent(mongo_client, name):
             await until(lambda: hc.fails(), "a /fail")
@@ -251,7 +251,7 @@ async def test_a_silent_database_fails_the_check(
 
 
 async def test_an_unreachable_receiver_is_logged_once_and_crashes_nothing(
-    mongo_server: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    app_db: AppDb, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The receiver hangs up on every ping: three tries, one warning, the app goes on."""
     caplog.set_level(logging.INFO, logger="agent.app.healthcheck")
@@ -265,7 +265,7 @@ async def test_an_unreachable_receiver_is_logged_once_and_crashes_nothing(
     port = server.sockets[0].getsockname()[1]
     try:
         url = f"http://127.0.0.1:{port}/ping/{SECRET}"
-        async with watched_app(mongo_server, tmp_path, url) as app:
+        async with watched_app(app_db, tmp_path, url) as app:
             await until(lambda: len(tries) >= 3, "three pings tried")
             status, _body, _text = await _healthz(app)  # the app goes on
             assert status == 200
@@ -366,13 +366,11 @@ def test_the_fail_url_keeps_the_query() -> None:
 # --- /healthz -------------------------------------------------------------------------
 
 
-async def test_healthz_lists_what_is_degraded_and_no_secrets(
-    mongo_server: str, tmp_path: Path
-) -> None:
+async def test_healthz_lists_what_is_degraded_and_no_secrets(app_db: AppDb, tmp_path: Path) -> None:
     channel = RecordingChannel("whatsapp", connected=False)
     async with (
         receiver() as hc,
-        watched_app(mongo_server, tmp_path, hc.url, channel=channel) as app,
+        watched_app(app_db, tmp_path, hc.url, channel=channel) as app,
     ):
         status, body, text = await _healthz(app)
     assert status == 200
@@ -390,8 +388,10 @@ async def test_healthz_lists_what_is_degraded_and_no_secrets(
     assert SECRET not in text and "127.0.0.1" not in text
 
 
-async def test_healthz_answers_503_when_the_database_is_gone(tmp_path: Path) -> None:
-    server = EmbeddedServer(tmp_path)
+async def test_healthz_answers_503_when_the_database_is_gone(
+    tmp_path: Path, private_embedded: EmbeddedServer
+) -> None:
+    server = private_embedded
     async with open_database(None, "gone", tmp_path, server=server) as database:
         sources = HealthSources(
             database, {}, Outbox(database.db, {}, FakeClock(START)), FakeClock(START)

@@ -12,20 +12,23 @@ from aiohttp.test_utils import TestClient, TestServer
 from agent.app.core import App, build_app
 from agent.app.http import make_web_app
 from tests.conftest import make_settings
+from tests.databases import AppDb
 from tests.fakes.scripted import ScriptedModel
 
 ADMIN = "s3cret-admin-0123456789"
 
 
 @pytest.fixture
-async def app(mongo_server: str, tmp_path: Path) -> AsyncIterator[App]:
+async def app(app_db: AppDb, tmp_path: Path) -> AsyncIterator[App]:
     settings = make_settings(
-        mongodb_uri=mongo_server + "?directConnection=true",
+        mongodb_uri=app_db.mongodb_uri,
         mongodb_db=f"http_{tmp_path.name[-8:]}",
         admin_token=ADMIN,
         data_dir=tmp_path,
     )
-    async with build_app(settings, model=ScriptedModel(lambda r: "ok"), channels=[]) as built:
+    async with build_app(
+        settings, embedded=app_db.server, model=ScriptedModel(lambda r: "ok"), channels=[]
+    ) as built:
         yield built
 
 

@@ -14,6 +14,7 @@ from aiohttp import web
 
 from agent.app.http import make_web_app, serve
 from agent.app.listen import bind
+from tests.databases import AppDb
 from tests.fakes.alert_app import ADMIN, Harness, alert_app
 from tests.waiting import WATCHDOG
 
@@ -26,8 +27,8 @@ async def _raise(h: Harness, body: bytes | str, **headers: str) -> tuple[int, st
     return resp.status, await resp.text()
 
 
-async def test_deeply_nested_json_gets_400(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_deeply_nested_json_gets_400(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         for depth in (65, 1000, 10_000):  # 10,000 objects: 50 KB, under the limit
             for opener, closer in (("[", "]"), ('{"a":', "}")):
                 nested = opener * depth + "1" + closer * depth
@@ -39,8 +40,8 @@ async def test_deeply_nested_json_gets_400(mongo_server: str) -> None:
         assert await h.app.database.db["alerts"].count_documents({}) == 0
 
 
-async def test_absurd_numbers_get_400(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_absurd_numbers_get_400(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         for body in (
             '{"severity": 1e999, "title": "t"}',
             '{"severity": "info", "title": ' + "9" * 5000 + "}",
@@ -53,8 +54,8 @@ async def test_absurd_numbers_get_400(mongo_server: str) -> None:
         assert await h.app.database.db["alerts"].count_documents({}) == 0
 
 
-async def test_errors_never_echo_a_huge_input(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_errors_never_echo_a_huge_input(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         many = json.dumps(OK | {f"extra_field_{i:05d}": i for i in range(2000)})
         long_severity = json.dumps(OK | {"severity": "x" * 50_000})
         long_key = json.dumps(OK | {"k" * 50_000: 1})
@@ -63,14 +64,14 @@ async def test_errors_never_echo_a_huge_input(mongo_server: str) -> None:
             assert status == 400 and len(text) < 1000, text[:200]
 
 
-async def test_oversize_bodies_get_413(mongo_server: str) -> None:
+async def test_oversize_bodies_get_413(app_db: AppDb) -> None:
     async def chunks() -> AsyncIterator[bytes]:
         yield b'{"severity": "info", "title": "t", "body": "'
         for _ in range(40):
             yield b"x" * 8192
         yield b'"}'
 
-    async with alert_app(mongo_server) as h:
+    async with alert_app(app_db) as h:
         big = json.dumps(OK | {"body": "x" * 100_000})
         huge = json.dumps(OK | {"body": "x" * 3_000_000})
         assert (await _raise(h, big))[0] == 413
@@ -80,8 +81,8 @@ async def test_oversize_bodies_get_413(mongo_server: str) -> None:
         assert (await _raise(h, json.dumps(OK)))[0] == 201
 
 
-async def test_a_stalled_alert_body_gets_408(mongo_server: str) -> None:
-    async with alert_app(mongo_server, http_read_timeout_seconds=0.5) as h:
+async def test_a_stalled_alert_body_gets_408(app_db: AppDb) -> None:
+    async with alert_app(app_db, http_read_timeout_seconds=0.5) as h:
         reader, writer = await asyncio.open_connection(h.client.host, h.client.port)
         body = json.dumps(OK).encode()
         writer.write(
@@ -138,8 +139,8 @@ async def _get(port: int, path: str) -> bytes:
     return answer
 
 
-async def test_slow_headers_are_cut_off_and_normal_requests_go_on(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h, _served(make_web_app(h.app), 0.5) as port:
+async def test_slow_headers_are_cut_off_and_normal_requests_go_on(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h, _served(make_web_app(h.app), 0.5) as port:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
         await writer.drain()
@@ -176,8 +177,8 @@ async def test_a_slow_handler_is_not_cut_off() -> None:
         assert (await _get(port, "/slow")).endswith(b"done")
 
 
-async def test_an_absurd_content_length_gets_400(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h, _served(make_web_app(h.app), 5) as port:
+async def test_an_absurd_content_length_gets_400(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h, _served(make_web_app(h.app), 5) as port:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         length = "9" * 50
         writer.write(

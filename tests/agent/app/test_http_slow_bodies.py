@@ -15,6 +15,7 @@ from aiohttp import web
 
 from agent.app.http import make_web_app, serve
 from agent.app.listen import bind
+from tests.databases import AppDb
 from tests.fakes.alert_app import ADMIN, alert_app
 
 DEADLINE = 1.0
@@ -62,9 +63,9 @@ async def _stall(port: int, path: str, head: str = "", sent: bytes = b"token=abc
         writer.close()
 
 
-async def test_stalled_login_bodies_are_cut_while_the_owner_is_served(mongo_server: str) -> None:
+async def test_stalled_login_bodies_are_cut_while_the_owner_is_served(app_db: AppDb) -> None:
     async with (
-        alert_app(mongo_server, http_read_timeout_seconds=DEADLINE) as h,
+        alert_app(app_db, http_read_timeout_seconds=DEADLINE) as h,
         _served(make_web_app(h.app)) as (port, owner),
     ):
         stalled = [asyncio.create_task(_stall(port, "/login")) for _ in range(STALLED)]
@@ -82,12 +83,12 @@ async def test_stalled_login_bodies_are_cut_while_the_owner_is_served(mongo_serv
 
 
 async def test_a_stalled_body_is_cut_on_a_dashboard_action_and_a_webhook(
-    mongo_server: str,
+    app_db: AppDb,
 ) -> None:
     """Every route has the deadline: a dashboard POST behind the login, and the SMS
     webhook (whose own reader says 408 as well)."""
     async with (
-        alert_app(mongo_server, http_read_timeout_seconds=DEADLINE) as h,
+        alert_app(app_db, http_read_timeout_seconds=DEADLINE) as h,
         _served(make_web_app(h.app)) as (port, _owner),
     ):
         alert = await h.router.raise_alert(severity="warning", title="disk")
@@ -100,7 +101,7 @@ async def test_a_stalled_body_is_cut_on_a_dashboard_action_and_a_webhook(
         assert stored is not None and stored.status == "open"
 
 
-async def test_a_prompt_body_and_a_slow_handler_are_not_cut(mongo_server: str) -> None:
+async def test_a_prompt_body_and_a_slow_handler_are_not_cut(app_db: AppDb) -> None:
     """The deadline is on receiving the body: handling it may take longer."""
 
     async def slow(request: web.Request) -> web.Response:
@@ -109,7 +110,7 @@ async def test_a_prompt_body_and_a_slow_handler_are_not_cut(mongo_server: str) -
         more = await request.read()  # the body read again, after the deadline
         return web.Response(text=f"{form['token']} {len(more)}")
 
-    async with alert_app(mongo_server, http_read_timeout_seconds=DEADLINE) as h:
+    async with alert_app(app_db, http_read_timeout_seconds=DEADLINE) as h:
         web_app = make_web_app(h.app)
         web_app.router.add_post("/slow", slow)
         async with _served(web_app) as (_port, owner):
@@ -161,10 +162,10 @@ async def _served_again(port: int) -> bytes:
 
 
 async def test_past_the_cap_new_connections_are_refused_until_there_is_room(
-    mongo_server: str,
+    app_db: AppDb,
 ) -> None:
     async with (
-        alert_app(mongo_server) as h,
+        alert_app(app_db) as h,
         _served(make_web_app(h.app), HELD, max_connections=4) as (port, _owner),
     ):
         held = [await _open_and_served(port) for _ in range(4)]
@@ -178,11 +179,11 @@ async def test_past_the_cap_new_connections_are_refused_until_there_is_room(
             writer.close()
 
 
-async def test_one_address_cannot_take_every_connection(mongo_server: str) -> None:
+async def test_one_address_cannot_take_every_connection(app_db: AppDb) -> None:
     """Past ``per_peer`` from one address, that address is refused; a proxy listed in
     ``TRUSTED_PROXIES`` carries many clients, so it is not."""
     async with (
-        alert_app(mongo_server) as h,
+        alert_app(app_db) as h,
         _served(make_web_app(h.app), HELD, max_connections=50, per_peer=3) as (port, _owner),
     ):
         held = [await _open_and_served(port) for _ in range(3)]
@@ -191,7 +192,7 @@ async def test_one_address_cannot_take_every_connection(mongo_server: str) -> No
             writer.close()
         await _served_again(port)
     async with (
-        alert_app(mongo_server, trusted_proxies="127.0.0.0/8") as h,
+        alert_app(app_db, trusted_proxies="127.0.0.0/8") as h,
         _served(make_web_app(h.app), HELD, max_connections=50, per_peer=3) as (port, _owner),
     ):
         held = [await _open_and_served(port) for _ in range(6)]
@@ -200,11 +201,11 @@ async def test_one_address_cannot_take_every_connection(mongo_server: str) -> No
             writer.close()
 
 
-async def test_at_the_cap_the_busiest_address_makes_room_for_another(mongo_server: str) -> None:
+async def test_at_the_cap_the_busiest_address_makes_room_for_another(app_db: AppDb) -> None:
     """A flood over a few addresses fills the cap; the owner's monitor, from an address
     of its own, is still served: the busiest address loses its oldest connection."""
     async with (
-        alert_app(mongo_server) as h,
+        alert_app(app_db) as h,
         _served(make_web_app(h.app), HELD, max_connections=6, per_peer=10) as (port, _owner),
     ):
         flood = [await _open_and_served(port, source="127.0.0.2") for _ in range(6)]

@@ -22,6 +22,7 @@ from agent.app.status import status_data, status_text
 from agent.llm.openai.model import OpenAIModel
 from agent.tools.mcp.config import StdioServer
 from tests.agent.llm.llm_kit import OPENAI_KEY
+from tests.databases import AppDb
 from tests.fakes.chat_app import ChatApp, chat_app
 from tests.fakes.mcp_kit import Gate, our_server_processes, stdio_server
 from tests.fakes.openai_api import FakeOpenAI
@@ -43,7 +44,7 @@ def write_config(path: Path, *servers: StdioServer) -> Path:
 
 
 async def test_servers_start_in_the_background_and_stop_with_the_app(
-    mongo_server: str, tmp_path: Path
+    app_db: AppDb, tmp_path: Path
 ) -> None:
     data = tmp_path / "data"
     data.mkdir()
@@ -55,7 +56,7 @@ async def test_servers_start_in_the_background_and_stop_with_the_app(
             StdioServer("broken", "/nonexistent/imap-mcp"),
         )
         async with chat_app(
-            mongo_server, f"t_{uuid.uuid4().hex[:8]}", model, data, features=[mcp_feature]
+            app_db, f"t_{uuid.uuid4().hex[:8]}", model, data, features=[mcp_feature]
         ) as chat:
             servers = chat.app.deps.mcp
             assert servers is not None
@@ -83,13 +84,13 @@ async def test_servers_start_in_the_background_and_stop_with_the_app(
 
 
 async def test_a_bad_servers_file_is_reported_and_the_app_still_starts(
-    mongo_server: str, tmp_path: Path
+    app_db: AppDb, tmp_path: Path
 ) -> None:
     bad = tmp_path / "mcp.json"
     bad.write_text('{"mcpServers": {"mail box": {"command": "x"}}}')
     model = ScriptedModel(lambda r: "ok")
     async with chat_app(
-        mongo_server,
+        app_db,
         f"t_{uuid.uuid4().hex[:8]}",
         model,
         tmp_path / "data",
@@ -151,14 +152,14 @@ def logged(text: str) -> Iterator[Logged]:
 
 @contextlib.asynccontextmanager
 async def app_with(
-    mongo_server: str, db_name: str, data: Path, api: FakeOpenAI, *servers: StdioServer, **kw: float
+    app_db: AppDb, db_name: str, data: Path, api: FakeOpenAI, *servers: StdioServer, **kw: float
 ) -> AsyncIterator[ChatApp]:
     """The app on the OpenAI adapter (pointed at ``api``) with ``servers`` in its file."""
     config = write_config(data.parent / f"{db_name}-mcp.json", *servers)
     model = OpenAIModel(OPENAI_KEY, "gpt-test", base_url=api.base_url)
     try:
         async with chat_app(
-            mongo_server, db_name, model, data, features=[mcp_feature], mcp_config=config, **kw
+            app_db, db_name, model, data, features=[mcp_feature], mcp_config=config, **kw
         ) as chat:
             yield chat
     finally:
@@ -184,14 +185,14 @@ SPECIAL = 'a < b && c > "d" — <b>bold</b> &amp; 5 > 3'
 
 
 async def test_the_first_message_after_start_waits_for_a_slow_server_and_gets_its_tools(
-    mongo_server: str, tmp_path: Path
+    app_db: AppDb, tmp_path: Path
 ) -> None:
     async with FakeOpenAI() as api, Gate() as gate:
         api.reply_tool_calls(("slow__echo", {"text": SPECIAL}))
         api.reply_text("done")
         with logged("waiting up to") as waiting:
             async with app_with(
-                mongo_server,
+                app_db,
                 f"t_{uuid.uuid4().hex[:8]}",
                 tmp_path / "data",
                 api,
@@ -212,12 +213,12 @@ async def test_the_first_message_after_start_waits_for_a_slow_server_and_gets_it
 
 
 async def test_a_message_replayed_after_a_restart_gets_the_tools_of_a_slow_server(
-    mongo_server: str, tmp_path: Path
+    app_db: AppDb, tmp_path: Path
 ) -> None:
     db_name, data = f"t_{uuid.uuid4().hex[:8]}", tmp_path / "data"
     async with FakeOpenAI() as api, Gate() as gate:
         api.reply_text("first answer")
-        async with app_with(mongo_server, db_name, data, api) as chat:
+        async with app_with(app_db, db_name, data, api) as chat:
             assert await chat.ask("echo it") == ["first answer"]
             db = chat.app.deps.db
             # What a process killed before storing its answer leaves behind.
@@ -230,7 +231,7 @@ async def test_a_message_replayed_after_a_restart_gets_the_tools_of_a_slow_serve
         api.reply_text("answered with tools")
         with logged("waiting up to") as waiting:
             async with app_with(
-                mongo_server,
+                app_db,
                 db_name,
                 data,
                 api,
@@ -244,13 +245,13 @@ async def test_a_message_replayed_after_a_restart_gets_the_tools_of_a_slow_serve
 
 
 async def test_a_server_that_never_starts_holds_the_turn_only_until_the_start_timeout(
-    mongo_server: str, tmp_path: Path
+    app_db: AppDb, tmp_path: Path
 ) -> None:
     async with FakeOpenAI() as api, Gate() as gate:
         api.reply_text("answered without it")
         with logged("answering without MCP server(s) stuck") as skipped:
             async with app_with(
-                mongo_server,
+                app_db,
                 f"t_{uuid.uuid4().hex[:8]}",
                 tmp_path / "data",
                 api,

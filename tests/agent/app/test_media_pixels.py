@@ -15,6 +15,7 @@ from tests.agent.app.media_e2e_kit import ChannelName, Provider, Rig, media_rig
 from tests.agent.conversation.media_kit import phone_photo
 from tests.agent.llm.pixels_kit import bilevel_png, gray_jpeg, size_of
 from tests.channels.media_kit import media_of, stored_bytes
+from tests.databases import AppDb
 from tests.fakes.openai_api import decode_data_url
 
 pytestmark = pytest.mark.filterwarnings("ignore:Inheritance class AiohttpClientSession")
@@ -44,9 +45,9 @@ def raw_request(rig: Rig, index: int) -> str:
     ("channel", "provider"), [("telegram", "openai"), ("whatsapp", "gemini"), ("sms", "openai")]
 )
 async def test_a_photo_with_too_many_pixels_is_named_not_decoded_and_answered(
-    mongo_server: str, tmp_path: Path, channel: ChannelName, provider: Provider
+    app_db: AppDb, tmp_path: Path, channel: ChannelName, provider: Provider
 ) -> None:
-    async with media_rig(mongo_server, tmp_path, channel, provider) as rig:
+    async with media_rig(app_db, tmp_path, channel, provider) as rig:
         db, driver = rig.app.deps.db, rig.driver
         rig.answer("That photo is too large for me; can you send a smaller one?")
         external_id = await rig.exchange(lambda: driver.photo(HUGE, "what is this?"))
@@ -64,10 +65,10 @@ async def test_a_photo_with_too_many_pixels_is_named_not_decoded_and_answered(
 
 @pytest.mark.parametrize("provider", ["gemini", "openai"])
 async def test_a_big_photo_within_the_cap_is_downscaled_one_past_it_is_not_decoded(
-    mongo_server: str, tmp_path: Path, provider: Provider
+    app_db: AppDb, tmp_path: Path, provider: Provider
 ) -> None:
     settings = {"media_max_pixels": 12_000_000, "media_image_max_edge": 1568}
-    async with media_rig(mongo_server, tmp_path, "telegram", provider, settings) as rig:
+    async with media_rig(app_db, tmp_path, "telegram", provider, settings) as rig:
         driver = rig.driver
         rig.answer("A blue wall.")
         await rig.exchange(lambda: driver.photo(phone_photo((4000, 3000)), "and this?"))

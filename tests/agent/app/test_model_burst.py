@@ -21,6 +21,7 @@ from agent.app.core import build_app
 from agent.llm.limiter import AdaptiveLimit
 from agent.llm.resilient import ResilientModel
 from tests.conftest import make_settings
+from tests.databases import AppDb
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.gemini_api import FakeGemini
 from tests.fakes.openai_api import FakeOpenAI
@@ -88,17 +89,18 @@ class GatedGemini(FakeGemini):
 
 @contextlib.asynccontextmanager
 async def burst_app(
-    tmp_path: Path, mongo_server: str, db_name: str, **settings: Any
+    tmp_path: Path, app_db: AppDb, db_name: str, **settings: Any
 ) -> AsyncIterator[tuple[App, RecordingChannel]]:
     config = make_settings(
-        mongodb_uri=mongo_server + "?directConnection=true",
+        mongodb_uri=app_db.mongodb_uri,
         mongodb_db=db_name,
         data_dir=tmp_path / "data",
         owner_telegram_ids=list(range(FIRST, FIRST + 100)),
         **settings,
     )
     chat = RecordingChannel("telegram")
-    async with build_app(config, channels=[chat], features=[]) as app:  # model from settings
+    # The model from the settings.
+    async with build_app(config, embedded=app_db.server, channels=[chat], features=[]) as app:
         yield app, chat
 
 
@@ -119,13 +121,13 @@ async def _burst(app: App, chat: RecordingChannel, chats: int, label: str) -> No
 
 
 async def test_a_burst_runs_at_once_under_the_default_limit(
-    tmp_path: Path, mongo_server: str, db: Any
+    tmp_path: Path, app_db: AppDb, db: Any
 ) -> None:
     gate = Gate(40)
     async with GatedOpenAI(gate) as api:
         api.default = Answer(200, api.completion("hello"))
         async with burst_app(
-            tmp_path, mongo_server, db.name, openai_api_key="sk-test", openai_base_url=api.base_url
+            tmp_path, app_db, db.name, openai_api_key="sk-test", openai_base_url=api.base_url
         ) as (app, chat):
             await _burst(app, chat, 40, "hi")
     # All 40 model calls were in flight together (the old fixed cap was 8: with it the
@@ -135,7 +137,7 @@ async def test_a_burst_runs_at_once_under_the_default_limit(
 
 
 async def test_a_rate_limit_backs_off_waits_and_grows_back(
-    tmp_path: Path, mongo_server: str, db: Any
+    tmp_path: Path, app_db: AppDb, db: Any
 ) -> None:
     gate = Gate(16)
     async with GatedOpenAI(gate) as api:
@@ -143,7 +145,7 @@ async def test_a_rate_limit_backs_off_waits_and_grows_back(
         api.default = Answer(200, api.completion("hello"), delay=0.2)
         async with burst_app(
             tmp_path,
-            mongo_server,
+            app_db,
             db.name,
             openai_api_key="sk-test",
             openai_base_url=api.base_url,
@@ -173,7 +175,7 @@ async def test_a_rate_limit_backs_off_waits_and_grows_back(
 
 
 async def test_gemini_quota_errors_wait_the_retry_delay_from_the_body(
-    tmp_path: Path, mongo_server: str, db: Any
+    tmp_path: Path, app_db: AppDb, db: Any
 ) -> None:
     gate = Gate(20)
     async with GatedGemini(gate) as api:
@@ -181,7 +183,7 @@ async def test_gemini_quota_errors_wait_the_retry_delay_from_the_body(
         api.default = Answer(200, api.answer_body([{"text": "hello"}]))
         async with burst_app(
             tmp_path,
-            mongo_server,
+            app_db,
             db.name,
             gemini_api_key="AIza-test",
             gemini_base_url=api.base_url,

@@ -18,6 +18,7 @@ from typing import Any
 from agent.app.features.monitors import MonitoringOptions, monitoring
 from agent.llm.openai.model import OpenAIModel
 from scheduler.monitors.monitor import MonitorLimits
+from tests.databases import AppDb
 from tests.fakes.alert_app import ADMIN, alert_app
 from tests.fakes.monitor_target import RawTarget
 from tests.fakes.openai_api import FakeOpenAI
@@ -30,12 +31,12 @@ STATUS_LINE = f"HTTP/1.1 2OO {ORDERS}"
 QUIET_ALL_DAY = {"action": "update", "quiet_hours": [{"start": "00:00", "end": "23:59"}]}
 
 
-async def test_a_status_line_is_quoted_as_the_sites_and_cannot_act(mongo_server: str) -> None:
+async def test_a_status_line_is_quoted_as_the_sites_and_cannot_act(app_db: AppDb) -> None:
     async with RawTarget(STATUS_LINE) as target, FakeOpenAI() as fake:
         model = OpenAIModel("sk-test", "gpt-fake", base_url=fake.base_url)
         try:
             async with alert_app(
-                mongo_server,
+                app_db,
                 model=model,  # type: ignore[arg-type]
                 features=(FAST,),
                 sms_per_hour=100,

@@ -20,6 +20,7 @@ from agent.app.features.monitors import MonitoringOptions, monitoring
 from agent.tools.db import DB_QUERY
 from scheduler.monitors.monitor import MonitorLimits
 from tests.contexts import owner_ctx
+from tests.databases import AppDb
 from tests.fakes.alert_app import ADMIN, PUBLIC_URL, Harness, alert_app
 from tests.fakes.monitor_target import Target
 from tests.waiting import until, until_async
@@ -63,10 +64,10 @@ def told(h: Harness, text: str) -> bool:
 
 
 async def test_a_target_that_goes_away_alerts_after_two_failures_and_resolves(
-    mongo_server: str,
+    app_db: AppDb,
 ) -> None:
     target = await Target().start()
-    async with alert_app(mongo_server, features=(FAST,)) as h:
+    async with alert_app(app_db, features=(FAST,)) as h:
         m = await create(h, name="NAS", kind="http", url=target.url, interval_seconds=1)
         assert m["failures_before_alert"] == 2 and m["severity"] == "warning"
         await until_async(reached(h, m["id"], state="up", told="up"), "the first good check")
@@ -98,9 +99,9 @@ async def test_a_target_that_goes_away_alerts_after_two_failures_and_resolves(
     await target.stop()
 
 
-async def test_a_target_answering_500_alerts_with_the_status(mongo_server: str) -> None:
+async def test_a_target_answering_500_alerts_with_the_status(app_db: AppDb) -> None:
     target = await Target(status=500).start()
-    async with alert_app(mongo_server, features=(FAST,)) as h:
+    async with alert_app(app_db, features=(FAST,)) as h:
         m = await create(
             h, name="API", kind="http", url=target.url, interval_seconds=1, severity="critical"
         )
@@ -113,9 +114,9 @@ async def test_a_target_answering_500_alerts_with_the_status(mongo_server: str) 
     await target.stop()
 
 
-async def test_a_target_that_hangs_fails_at_the_timeout(mongo_server: str) -> None:
+async def test_a_target_that_hangs_fails_at_the_timeout(app_db: AppDb) -> None:
     target = await Target(hang=True).start()
-    async with alert_app(mongo_server, features=(FAST,)) as h:
+    async with alert_app(app_db, features=(FAST,)) as h:
         m = await create(
             h, name="Wedged", kind="http", url=target.url, interval_seconds=1,
             failures_before_alert=1,
@@ -127,9 +128,9 @@ async def test_a_target_that_hangs_fails_at_the_timeout(mongo_server: str) -> No
     await target.stop()
 
 
-async def test_a_wrong_keyword_or_status_is_down(mongo_server: str) -> None:
+async def test_a_wrong_keyword_or_status_is_down(app_db: AppDb) -> None:
     target = await Target(body="maintenance").start()
-    async with alert_app(mongo_server, features=(FAST,)) as h:
+    async with alert_app(app_db, features=(FAST,)) as h:
         m = await create(
             h, name="Shop", kind="http", url=target.url, interval_seconds=1, keyword="Welcome",
             failures_before_alert=1,
@@ -150,9 +151,9 @@ async def test_a_wrong_keyword_or_status_is_down(mongo_server: str) -> None:
 
 
 async def test_a_heartbeat_that_stops_alerts_once_period_and_grace_pass(
-    mongo_server: str,
+    app_db: AppDb,
 ) -> None:
-    async with alert_app(mongo_server, features=(FAST,)) as h:
+    async with alert_app(app_db, features=(FAST,)) as h:
         m = await create(h, name="Backup", kind="heartbeat", period_seconds=60, grace_seconds=30)
         token = m["ping_url"].rsplit("/", 1)[1]
         assert (await h.client.get(f"/ping/{token}")).status == 200
@@ -174,8 +175,8 @@ async def test_a_heartbeat_that_stops_alerts_once_period_and_grace_pass(
         assert h.model.requests == []
 
 
-async def test_fail_ping_alerts_at_once_and_unknown_tokens_get_404(mongo_server: str) -> None:
-    async with alert_app(mongo_server, features=(FAST,)) as h:
+async def test_fail_ping_alerts_at_once_and_unknown_tokens_get_404(app_db: AppDb) -> None:
+    async with alert_app(app_db, features=(FAST,)) as h:
         m = await create(h, name="Cron", kind="heartbeat", period_seconds=3600)
         token = m["ping_url"].rsplit("/", 1)[1]
         assert (await h.client.get(f"/ping/{token}x")).status == 404
@@ -193,8 +194,8 @@ async def test_fail_ping_alerts_at_once_and_unknown_tokens_get_404(mongo_server:
         assert h.model.requests == []
 
 
-async def test_api_creates_lists_and_deletes(mongo_server: str) -> None:
-    async with alert_app(mongo_server, features=(FAST,)) as h:
+async def test_api_creates_lists_and_deletes(app_db: AppDb) -> None:
+    async with alert_app(app_db, features=(FAST,)) as h:
         body = {"name": "Job", "kind": "heartbeat", "period_seconds": 3600}
         assert (await h.client.post("/api/monitors", json=body)).status == 401
         beat = await create(h, **body)
@@ -227,11 +228,11 @@ async def test_api_creates_lists_and_deletes(mongo_server: str) -> None:
 
 
 async def test_a_restart_keeps_the_down_state_and_raises_no_second_alert(
-    mongo_server: str, mongo_client: AsyncMongoClient[Doc]
+    app_db: AppDb, mongo_client: AsyncMongoClient[Doc]
 ) -> None:
     target = await Target(status=503).start()
     name = f"mon_{uuid.uuid4().hex[:10]}"
-    async with alert_app(mongo_server, db_name=name, features=(FAST,)) as h:
+    async with alert_app(app_db, db_name=name, features=(FAST,)) as h:
         clock = h.clock
         m = await create(
             h, name="Router", kind="http", url=target.url, interval_seconds=1,
@@ -244,7 +245,7 @@ async def test_a_restart_keeps_the_down_state_and_raises_no_second_alert(
         assert len(await alerts(h)) == 1
     clock.advance(minutes=5)  # the heartbeat's deadline passes while nothing runs
     try:
-        async with alert_app(mongo_server, db_name=name, clock=clock, features=(FAST,)) as h:
+        async with alert_app(app_db, db_name=name, clock=clock, features=(FAST,)) as h:
             await until_async(
                 reached(h, beat["id"], state="down", told="down"), "late, counted from the DB"
             )
@@ -263,8 +264,8 @@ async def test_a_restart_keeps_the_down_state_and_raises_no_second_alert(
         await target.stop()
 
 
-async def test_the_dashboard_overview_lists_the_monitors(mongo_server: str) -> None:
-    async with alert_app(mongo_server, features=(FAST,)) as h:
+async def test_the_dashboard_overview_lists_the_monitors(app_db: AppDb) -> None:
+    async with alert_app(app_db, features=(FAST,)) as h:
         beat = await create(h, name="Nightly <backup>", kind="heartbeat", period_seconds=60)
         await create(h, name="Fine", kind="heartbeat", period_seconds=60)
         token = beat["ping_url"].rsplit("/", 1)[1]
@@ -278,10 +279,10 @@ async def test_the_dashboard_overview_lists_the_monitors(mongo_server: str) -> N
         assert "down since" in section
 
 
-async def test_a_ping_token_is_shown_once_and_kept_only_as_its_hash(mongo_server: str) -> None:
+async def test_a_ping_token_is_shown_once_and_kept_only_as_its_hash(app_db: AppDb) -> None:
     """Issue 36, point 3: the model reads ``monitors`` with ``db_query``; the token that
     lets anyone ping (or ``/fail``) the heartbeat is not there, nor in any later view."""
-    async with alert_app(mongo_server, features=(FAST,)) as h:
+    async with alert_app(app_db, features=(FAST,)) as h:
         beat = await create(h, name="Backup", kind="heartbeat", period_seconds=3600)
         token = beat["ping_url"].rsplit("/", 1)[1]
         assert "only a hash" in beat["ping_note"]
@@ -309,11 +310,11 @@ async def test_a_ping_token_is_shown_once_and_kept_only_as_its_hash(mongo_server
 
 
 async def test_without_public_base_url_a_ping_url_is_a_path_never_the_host_header(
-    mongo_server: str,
+    app_db: AppDb,
 ) -> None:
     """A ``Host`` header is the sender's to choose: it must not become the URL a job
     is told to ping (the job would report its secret to that host)."""
-    async with alert_app(mongo_server, features=(FAST,), public_base_url=None) as h:
+    async with alert_app(app_db, features=(FAST,), public_base_url=None) as h:
         body = {"name": "Job", "kind": "heartbeat", "period_seconds": 3600}
         headers = {**AUTH, "Host": "evil.example", "X-Forwarded-Host": "evil.example"}
         resp = await h.client.post("/api/monitors", json=body, headers=headers)
@@ -328,12 +329,12 @@ async def test_without_public_base_url_a_ping_url_is_a_path_never_the_host_heade
         assert (await h.client.get(made["ping_url"])).status == 200
 
 
-async def test_a_flapping_target_makes_one_flapping_alert(mongo_server: str) -> None:
+async def test_a_flapping_target_makes_one_flapping_alert(app_db: AppDb) -> None:
     """Issue 36, point 10: a target going down and up every half minute sent a message
     for each change (about 120 an hour). Now: the first down, one "flapping" alert
     (held until 5 min after that message), and one message once it is steady again."""
     target = await Target().start()
-    async with alert_app(mongo_server, features=(FAST,)) as h:
+    async with alert_app(app_db, features=(FAST,)) as h:
         m = await create(
             h, name="Web", kind="http", url=target.url, interval_seconds=1,
             failures_before_alert=1,

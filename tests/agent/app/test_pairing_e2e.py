@@ -33,6 +33,7 @@ from channels.telegram import TelegramChannel
 from runtime.backoff import Backoff
 from tests.agent.cli.procs import free_port, run_env
 from tests.conftest import make_settings
+from tests.databases import AppDb
 from tests.fakes.clock import FakeClock
 from tests.fakes.fixtures import fake
 from tests.fakes.scripted import ScriptedModel
@@ -49,22 +50,23 @@ Start = Callable[..., AbstractAsyncContextManager[App]]
 
 
 @pytest.fixture
-def settings(mongo_server: str, db: AsyncDatabase[Doc], tmp_path: Path) -> Settings:
+def settings(app_db: AppDb, db: AsyncDatabase[Doc], tmp_path: Path) -> Settings:
     return make_settings(
-        mongodb_uri=mongo_server + "?directConnection=true",
+        mongodb_uri=app_db.mongodb_uri,
         mongodb_db=db.name,
-        data_dir=tmp_path,
+        data_dir=app_db.data_dir or tmp_path,  # the pair command finds the database there
         telegram_bot_token=TOKEN,
     )
 
 
 @pytest.fixture
-def start(fake: FakeTelegram, settings: Settings) -> Start:
+def start(fake: FakeTelegram, settings: Settings, app_db: AppDb) -> Start:
     @asynccontextmanager
     async def run(model: ScriptedModel, clock: Callable[[], datetime]) -> AsyncIterator[App]:
         bot = TelegramChannel(TOKEN, fake.url, poll_timeout=1, backoff=Backoff(first=0.01, cap=0.1))
         async with build_app(
             settings,
+            embedded=app_db.server,
             model=model,
             channels=[bot],
             clock=clock,

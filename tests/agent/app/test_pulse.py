@@ -16,6 +16,7 @@ from agent.app.http import make_web_app
 from channels.delivery.envelope import Envelope
 from storage.repos.alert_record import Alert
 from tests.contexts import contact_ctx, owner_ctx
+from tests.databases import AppDb
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import BERLIN, FakeClock
 from tests.fakes.features import providing
@@ -42,10 +43,8 @@ def berlin(
 pytestmark = pytest.mark.clock(FRIDAY_EVENING.astimezone(UTC))
 
 
-def _app(mongo_server: str, tmp_path: Path, model: ScriptedModel, clock: FakeClock, **kw: Any):  # type: ignore[no-untyped-def]
-    return scheduled_app(
-        mongo_server, tmp_path, model, clock, pulse=True, timezone="Europe/Berlin", **kw
-    )
+def _app(app_db: AppDb, tmp_path: Path, model: ScriptedModel, clock: FakeClock, **kw: Any):  # type: ignore[no-untyped-def]
+    return scheduled_app(app_db, tmp_path, model, clock, pulse=True, timezone="Europe/Berlin", **kw)
 
 
 async def _configure(app: App, **settings: Any) -> dict[str, Any]:
@@ -79,10 +78,10 @@ def _local_hours(runs: list[dict[str, Any]]) -> list[str]:
 
 
 async def test_grid_alignment_and_quiet_hours_across_midnight(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     model = ScriptedModel(lambda r: "nothing to report")
-    async with _app(mongo_server, tmp_path, model, clock) as app:
+    async with _app(app_db, tmp_path, model, clock) as app:
         await parts_of(app).pulse.update_notes("keep an eye on the build")
         view = await _configure(
             app, pulses_per_day=12, quiet_hours=[{"start": "22:00", "end": "07:00"}]
@@ -103,10 +102,10 @@ async def test_grid_alignment_and_quiet_hours_across_midnight(
 
 
 async def test_active_days_skip_the_weekend(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     model = ScriptedModel(lambda r: "ok")
-    async with _app(mongo_server, tmp_path, model, clock) as app:
+    async with _app(app_db, tmp_path, model, clock) as app:
         await parts_of(app).pulse.update_notes("n")
         await _configure(app, pulses_per_day=6, active_days=[1, 2, 3, 4, 5], quiet_hours=[])
         await _walk(app, clock, 60, step_minutes=10)  # to Monday 06:00
@@ -142,10 +141,10 @@ async def test_stop_the_pulse_for_the_weekend_and_it_comes_back_by_itself(
 
 
 async def test_daily_cap_is_enforced_and_resets_at_local_midnight(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     model = ScriptedModel(lambda r: "ok")
-    async with _app(mongo_server, tmp_path, model, clock) as app:
+    async with _app(app_db, tmp_path, model, clock) as app:
         await _configure(app, pulses_per_day=2, quiet_hours=[])
         await parts_of(app).pulse.update_notes("invoice due")
         first = await call_tool(app, "manage_pulse", action="run_now")
@@ -164,10 +163,10 @@ async def test_daily_cap_is_enforced_and_resets_at_local_midnight(
 
 
 async def test_an_idle_pulse_makes_no_model_call(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     model = ScriptedModel(lambda r: "should not be asked")
-    async with _app(mongo_server, tmp_path, model, clock) as app:
+    async with _app(app_db, tmp_path, model, clock) as app:
         await _configure(app, pulses_per_day=24, quiet_hours=[])
         clock.set(berlin(2026, 3, 6, 19, 0, 3))
         await parts_of(app).engine.run_due()
@@ -180,16 +179,14 @@ async def test_an_idle_pulse_makes_no_model_call(
 
 
 async def test_the_pulse_gets_a_light_isolated_brief(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     class Alerts:
         async def open_alerts(self) -> list[Alert]:
             return [Alert(None, "k7", "warning", "Disk 91% full", "open", clock())]
 
     model = ScriptedModel(lambda r: "chat reply")
-    async with _app(
-        mongo_server, tmp_path, model, clock, before=[providing(alerts=Alerts())]
-    ) as app:
+    async with _app(app_db, tmp_path, model, clock, before=[providing(alerts=Alerts())]) as app:
         await _configure(app, pulses_per_day=24, quiet_hours=[])
         await app.agent.respond("a private chat message", owner_ctx(app.deps))
         await call_tool(
@@ -220,7 +217,7 @@ async def test_the_pulse_gets_a_light_isolated_brief(
 
 
 async def test_notes_and_settings_written_during_a_pulse_survive(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     model = ScriptedModel(lambda r: "")
     model.responder = sequence(
@@ -228,7 +225,7 @@ async def test_notes_and_settings_written_during_a_pulse_survive(
         tool_call("manage_pulse", action="update_config", pulses_per_day=6),
         "noted",
     )
-    async with _app(mongo_server, tmp_path, model, clock) as app:
+    async with _app(app_db, tmp_path, model, clock) as app:
         await _configure(app, pulses_per_day=12, quiet_hours=[])
         await parts_of(app).pulse.update_notes("watch the deploy")
         clock.set(berlin(2026, 3, 6, 20, 0, 1))
@@ -243,7 +240,7 @@ async def test_notes_and_settings_written_during_a_pulse_survive(
 
 
 async def test_invalid_settings_and_long_notes_are_refused(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     model = ScriptedModel(lambda r: "")
     model.responder = sequence(
@@ -256,7 +253,7 @@ async def test_invalid_settings_and_long_notes_are_refused(
         tool_call("manage_pulse", action="update_notes", notes="x" * 2001),
         "ok",
     )
-    async with _app(mongo_server, tmp_path, model, clock) as app:
+    async with _app(app_db, tmp_path, model, clock) as app:
         await parts_of(app).pulse.update_notes("old notes")
         await app.agent.respond("tune the pulse", owner_ctx(app.deps))
         state = await parts_of(app).pulse.get()
@@ -275,10 +272,10 @@ AUTH = {"Authorization": f"Bearer {ADMIN}"}
 
 
 async def test_run_now_status_commands_and_api(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     model = ScriptedModel(lambda r: "all quiet")
-    async with _app(mongo_server, tmp_path, model, clock, admin_token=ADMIN) as app:
+    async with _app(app_db, tmp_path, model, clock, admin_token=ADMIN) as app:
         status = await app.dispatcher.handle(Envelope(inbound("/pulse")))
         ran = await app.dispatcher.handle(Envelope(inbound("/pulse run")))
         client: TestClient[Any, Any] = TestClient(TestServer(make_web_app(app)))
@@ -306,7 +303,7 @@ async def test_run_now_status_commands_and_api(
 
 
 async def test_a_pulse_reaches_the_owner_with_send_message(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     telegram = RecordingChannel(name="telegram")
     model = ScriptedModel(lambda r: "")
@@ -315,7 +312,7 @@ async def test_a_pulse_reaches_the_owner_with_send_message(
         "told the owner",
     )
     async with _app(
-        mongo_server, tmp_path, model, clock, channels=[telegram], owner_telegram_ids=[99]
+        app_db, tmp_path, model, clock, channels=[telegram], owner_telegram_ids=[99]
     ) as app:
         run = await parts_of(app).engine.run_pulse_now("manual")
     assert telegram.texts("99") == ["The build is red."]
@@ -323,10 +320,10 @@ async def test_a_pulse_reaches_the_owner_with_send_message(
 
 
 async def test_a_non_idle_pulse_request_is_small(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     model = ScriptedModel(lambda r: "ok")
-    async with _app(mongo_server, tmp_path, model, clock) as app:
+    async with _app(app_db, tmp_path, model, clock) as app:
         await parts_of(app).pulse.update_notes("Follow up on the invoice from ACME. " * 20)
         await parts_of(app).engine.run_pulse_now("manual")
     request: Request = model.requests[0]
@@ -339,22 +336,20 @@ async def test_a_non_idle_pulse_request_is_small(
 
 
 async def test_pulse_timeout_is_configurable(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     options = SchedulingOptions(timer=False, pulse_timeout=42.0)
-    async with _app(
-        mongo_server, tmp_path, ScriptedModel(lambda r: "ok"), clock, options=options
-    ) as app:
+    async with _app(app_db, tmp_path, ScriptedModel(lambda r: "ok"), clock, options=options) as app:
         assert parts_of(app).runner.config.pulse_timeout == 42.0
         assert parts_of(app).runner.config.cron_timeout == 120.0
 
 
 async def test_send_message_refuses_what_it_cannot_send(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     telegram = RecordingChannel(name="telegram")
     async with _app(
-        mongo_server, tmp_path, ScriptedModel(lambda r: ""), clock, channels=[telegram]
+        app_db, tmp_path, ScriptedModel(lambda r: ""), clock, channels=[telegram]
     ) as app:
         no_sms = await call_tool(app, "send_message", channel="sms", to="owner", text="hi")
         no_owner = await call_tool(app, "send_message", channel="telegram", to="owner", text="x")

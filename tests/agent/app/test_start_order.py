@@ -26,6 +26,7 @@ from channels.telegram import TelegramChannel
 from runtime.backoff import Backoff
 from storage import collections as c
 from tests.conftest import make_settings
+from tests.databases import AppDb
 from tests.fakes.clock import FakeClock
 from tests.fakes.fixtures import fake
 from tests.fakes.scripted import Request, ScriptedModel
@@ -40,9 +41,9 @@ OWNER = 4242
 
 
 @pytest.fixture
-def settings(mongo_server: str, db: AsyncDatabase[Doc], tmp_path: Path) -> Settings:
+def settings(app_db: AppDb, db: AsyncDatabase[Doc], tmp_path: Path) -> Settings:
     return make_settings(
-        mongodb_uri=mongo_server + "?directConnection=true",
+        mongodb_uri=app_db.mongodb_uri,
         mongodb_db=db.name,
         data_dir=tmp_path,
         openai_api_key="sk-test",
@@ -85,14 +86,17 @@ def holding_until_stored(
     return hold
 
 
+@pytest.mark.both_databases
 async def test_an_update_arriving_during_start_up_is_stored_then_answered_once(
-    fake: FakeTelegram, settings: Settings, db: AsyncDatabase[Doc]
+    fake: FakeTelegram, settings: Settings, db: AsyncDatabase[Doc], app_db: AppDb
 ) -> None:
     update = fake.push_text(OWNER, "hello while you start")
     model = ScriptedModel(echo)
     seen: list[str] = []
     hold = holding_until_stored(db, fake, update, seen)
-    async with build_app(settings, model=model, channels=[channel(fake)], features=[hold]) as app:
+    async with build_app(
+        settings, embedded=app_db.server, model=model, channels=[channel(fake)], features=[hold]
+    ) as app:
         # Stored and acknowledged while the app started; answered only once every
         # feature was in place (their commands and interceptors apply to it).
         assert seen == ["processing"]
@@ -109,7 +113,7 @@ async def test_an_update_arriving_during_start_up_is_stored_then_answered_once(
 
 
 async def test_the_first_long_poll_goes_out_before_the_database_answers(
-    fake: FakeTelegram, settings: Settings, db: AsyncDatabase[Doc], mongo_server: str
+    fake: FakeTelegram, settings: Settings, db: AsyncDatabase[Doc], app_db: AppDb
 ) -> None:
     """The database answers late: the channel polls meanwhile, holds what it read
     unacknowledged (a crash now loses nothing: Telegram offers it again), then stores,
@@ -117,7 +121,7 @@ async def test_the_first_long_poll_goes_out_before_the_database_answers(
     update = fake.push_text(OWNER, "hello before the database")
     model = ScriptedModel(echo)
     database_answers = asyncio.Event()
-    async with UnheardCloseRelay(mongo_server, opened=database_answers) as relay:
+    async with UnheardCloseRelay(app_db.uri, opened=database_answers) as relay:
         late = settings.model_copy(update={"mongodb_uri": relay.uri + "?directConnection=true"})
 
         async def run() -> None:
@@ -144,8 +148,9 @@ async def test_the_first_long_poll_goes_out_before_the_database_answers(
     assert [(r["text"], r["status"]) for r in rows] == [("hello before the database", "done")]
 
 
+@pytest.mark.both_databases
 async def test_what_a_dead_process_left_is_answered_before_what_arrives_at_start(
-    fake: FakeTelegram, settings: Settings, db: AsyncDatabase[Doc]
+    fake: FakeTelegram, settings: Settings, db: AsyncDatabase[Doc], app_db: AppDb
 ) -> None:
     left = datetime.now(UTC) - timedelta(hours=1)
     await db[c.INBOX].insert_one(
@@ -160,7 +165,9 @@ async def test_what_a_dead_process_left_is_answered_before_what_arrives_at_start
     update = fake.push_text(OWNER, "new at start")
     model = ScriptedModel(echo)
     hold = holding_until_stored(db, fake, update, [])
-    async with build_app(settings, model=model, channels=[channel(fake)], features=[hold]) as app:
+    async with build_app(
+        settings, embedded=app_db.server, model=model, channels=[channel(fake)], features=[hold]
+    ) as app:
         await fake.wait_sent(2)
         await app.pipeline.join()
         await outbox_drained(app.outbox)
@@ -169,7 +176,7 @@ async def test_what_a_dead_process_left_is_answered_before_what_arrives_at_start
 
 
 async def test_a_failed_start_leaves_a_stored_update_for_the_next_start(
-    fake: FakeTelegram, settings: Settings, db: AsyncDatabase[Doc]
+    fake: FakeTelegram, settings: Settings, db: AsyncDatabase[Doc], app_db: AppDb
 ) -> None:
     update = fake.push_text(OWNER, "hello before a crash")
     model = ScriptedModel(echo)
@@ -183,7 +190,11 @@ async def test_a_failed_start_leaves_a_stored_update_for_the_next_start(
     with pytest.raises(RuntimeError, match="a feature failed to start"):
         async with asyncio.timeout(30):  # watchdog: nothing waits for the gate to open
             async with build_app(
-                settings, model=model, channels=[channel(fake)], features=[hold, broken]
+                settings,
+                embedded=app_db.server,
+                model=model,
+                channels=[channel(fake)],
+                features=[hold, broken],
             ):
                 pass
     assert seen == ["processing"]
@@ -194,7 +205,12 @@ async def test_a_failed_start_leaves_a_stored_update_for_the_next_start(
     # The next start (its claim now stale, as after a crash) answers it, once.
     later = FakeClock(datetime.now(UTC) + timedelta(hours=1))
     async with build_app(
-        settings, model=model, channels=[channel(fake)], features=[], clock=later
+        settings,
+        embedded=app_db.server,
+        model=model,
+        channels=[channel(fake)],
+        features=[],
+        clock=later,
     ) as app:
         await fake.wait_sent(1)
         await app.pipeline.join()
@@ -206,7 +222,7 @@ async def test_a_failed_start_leaves_a_stored_update_for_the_next_start(
 
 
 async def test_a_refused_token_stops_start_up_and_the_database_with_it(
-    fake: FakeTelegram, settings: Settings
+    fake: FakeTelegram, settings: Settings, app_db: AppDb
 ) -> None:
     """The database opens while the channel sets up: a refused token stops both, and
     nothing of either is left running."""
@@ -214,7 +230,11 @@ async def test_a_refused_token_stops_start_up_and_the_database_with_it(
     before = asyncio.all_tasks()
     with pytest.raises(RuntimeError, match="rejected the bot token"):
         async with build_app(
-            settings, model=ScriptedModel(echo), channels=[channel(fake)], features=[]
+            settings,
+            embedded=app_db.server,
+            model=ScriptedModel(echo),
+            channels=[channel(fake)],
+            features=[],
         ):
             raise AssertionError("started with a refused token")
     await until(lambda: all(t.done() for t in asyncio.all_tasks() - before), "all stopped")

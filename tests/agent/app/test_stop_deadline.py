@@ -23,6 +23,7 @@ from channels.telegram import TelegramChannel
 from runtime.backoff import Backoff
 from storage import collections as c
 from tests.conftest import make_settings
+from tests.databases import AppDb
 from tests.fakes.clock import FakeClock
 from tests.fakes.fixtures import fake
 from tests.fakes.scripted import ScriptedModel
@@ -36,9 +37,9 @@ OWNER = 4242
 
 
 @pytest.fixture
-def settings(mongo_server: str, db: AsyncDatabase[Doc], tmp_path: Path) -> Settings:
+def settings(app_db: AppDb, db: AsyncDatabase[Doc], tmp_path: Path) -> Settings:
     return make_settings(
-        mongodb_uri=mongo_server + "?directConnection=true",
+        mongodb_uri=app_db.mongodb_uri,
         mongodb_db=db.name,
         data_dir=tmp_path,
         openai_api_key="sk-test",
@@ -74,7 +75,7 @@ def stuck_in_its_stop(order: list[str], released: asyncio.Event) -> Feature:
 
 
 async def test_a_stop_that_hangs_is_cut_short_and_the_parts_after_it_still_stop(
-    fake: FakeTelegram, settings: Settings
+    fake: FakeTelegram, settings: Settings, app_db: AppDb
 ) -> None:
     order: list[str] = []
     released = asyncio.Event()
@@ -85,6 +86,7 @@ async def test_a_stop_that_hangs_is_cut_short_and_the_parts_after_it_still_stop(
         async with asyncio.timeout(WATCHDOG):  # a hang, not a slow machine
             async with build_app(
                 settings,
+                embedded=app_db.server,
                 model=ScriptedModel(lambda r: "ok"),
                 channels=[telegram],
                 features=features,
@@ -117,14 +119,16 @@ class HeldModel(ScriptedModel):
         return await super().request(system, messages, tools)
 
 
+@pytest.mark.both_databases
 async def test_a_message_cut_off_by_the_deadline_is_answered_once_at_the_next_start(
-    fake: FakeTelegram, settings: Settings, db: AsyncDatabase[Doc]
+    fake: FakeTelegram, settings: Settings, db: AsyncDatabase[Doc], app_db: AppDb
 ) -> None:
     fake.push_text(OWNER, "what is on today?")
     model = HeldModel()
     async with asyncio.timeout(WATCHDOG):
         async with build_app(
             settings,
+            embedded=app_db.server,
             model=model,
             channels=[channel(fake)],
             features=[],
@@ -139,7 +143,12 @@ async def test_a_message_cut_off_by_the_deadline_is_answered_once_at_the_next_st
     model.answer.set()
     later = FakeClock(datetime.now(UTC) + timedelta(hours=1))
     async with build_app(
-        settings, model=model, channels=[channel(fake)], features=[], clock=later
+        settings,
+        embedded=app_db.server,
+        model=model,
+        channels=[channel(fake)],
+        features=[],
+        clock=later,
     ) as app:
         await fake.wait_sent(1)
         await app.pipeline.join()

@@ -19,6 +19,7 @@ from storage.repos.whatsapp_permissions import WhatsAppPermissions
 from tests.channels.whatsapp_kit import ALICE, BOB, OWNER, Kit, kit
 from tests.conftest import make_settings
 from tests.contexts import contact_ctx, owner_ctx
+from tests.databases import AppDb
 from tests.fakes.scripted import ScriptedModel
 from tests.fakes.whatsapp import FakeClient
 from tests.waiting import until
@@ -125,27 +126,29 @@ async def test_notices_use_the_alert_router_when_present(kit: Kit) -> None:
     assert raised[0]["source"] == "whatsapp"
 
 
-async def test_feature_does_nothing_when_disabled(mongo_server: str, tmp_path: Path) -> None:
+async def test_feature_does_nothing_when_disabled(app_db: AppDb, tmp_path: Path) -> None:
     made: list[str] = []
     settings = make_settings(
-        mongodb_uri=mongo_server + "?directConnection=true",
+        mongodb_uri=app_db.mongodb_uri,
         mongodb_db=f"wa_{uuid.uuid4().hex[:10]}",
         data_dir=tmp_path,
     )
     feature = make_whatsapp_feature(lambda path: made.append(path))
     model = ScriptedModel(lambda r: "ok")
-    async with build_app(settings, model=model, channels=[], features=[feature]) as app:
+    async with build_app(
+        settings, embedded=app_db.server, model=model, channels=[], features=[feature]
+    ) as app:
         assert "whatsapp" not in app.channels
         await app.database.client.drop_database(settings.mongodb_db)
     assert made == []
 
 
 async def test_terminal_chat_leaves_the_whatsapp_session_to_run(
-    mongo_server: str, tmp_path: Path
+    app_db: AppDb, tmp_path: Path
 ) -> None:
     clients: list[FakeClient] = []
     settings = make_settings(
-        mongodb_uri=mongo_server + "?directConnection=true",
+        mongodb_uri=app_db.mongodb_uri,
         mongodb_db=f"wa_{uuid.uuid4().hex[:10]}",
         data_dir=tmp_path,
         whatsapp_enabled=True,
@@ -153,8 +156,8 @@ async def test_terminal_chat_leaves_the_whatsapp_session_to_run(
     )
     feature = make_whatsapp_feature(lambda path: clients.append(FakeClient(path)) or clients[-1])
     async with build_app(
-        settings, model=ScriptedModel(lambda r: "x"), channels=[], features=[feature],
-        exclusive_transports=False,
+        settings, embedded=app_db.server, model=ScriptedModel(lambda r: "x"), channels=[],
+        features=[feature], exclusive_transports=False,
     ) as app:  # fmt: skip
         assert "whatsapp" not in app.channels and clients == []
         await app.database.client.drop_database(settings.mongodb_db)
@@ -193,7 +196,7 @@ async def test_link_validates_the_phone_and_pairs(tmp_path: Path) -> None:
 
 # -- alerts over WhatsApp ---------------------------------------------------------------
 @pytest.fixture
-async def alert_kit(mongo_server: str, tmp_path: Path) -> AsyncIterator[Kit]:
+async def alert_kit(app_db: AppDb, tmp_path: Path) -> AsyncIterator[Kit]:
     """WhatsApp as the owner's only chat channel, with the real alert router."""
     from agent.app.features.alerts import AlertingOptions, alerting
 
@@ -204,7 +207,7 @@ async def alert_kit(mongo_server: str, tmp_path: Path) -> AsyncIterator[Kit]:
         return clients[-1]
 
     settings = make_settings(
-        mongodb_uri=mongo_server + "?directConnection=true",
+        mongodb_uri=app_db.mongodb_uri,
         mongodb_db=f"wa_{uuid.uuid4().hex[:10]}",
         data_dir=tmp_path,
         whatsapp_enabled=True,
@@ -215,7 +218,9 @@ async def alert_kit(mongo_server: str, tmp_path: Path) -> AsyncIterator[Kit]:
         make_whatsapp_feature(factory, burst_seconds=0.2, health_every=3600),
     ]
     model = ScriptedModel(lambda r: "agent answer")
-    async with build_app(settings, model=model, channels=[], features=features) as app:
+    async with build_app(
+        settings, embedded=app_db.server, model=model, channels=[], features=features
+    ) as app:
         assert app.deps.alerts is not None
         # No quiet hours: the default (22:00-07:00) would hold these info alerts at night.
         await app.deps.alerts.owner.update(quiet_hours=[])

@@ -13,6 +13,7 @@ import asyncio
 import sys
 
 from agent.tools.mcp.client import McpServers
+from tests.databases import attach
 from tests.fakes.alert_app import alert_app
 from tests.fakes.features import providing
 from tests.fakes.mcp_kit import stdio_server
@@ -26,7 +27,10 @@ async def main(uri: str, db_name: str, code: str) -> None:
     await manager.start()
     await manager.until_settled()
     try:
-        async with alert_app(uri, db_name=db_name, features=(providing(mcp=manager),)) as h:
+        async with (
+            attach(uri) as database,
+            alert_app(database, db_name=db_name, features=(providing(mcp=manager),)) as h,
+        ):
             await h.chat.say(f"approve {code}", external_id=APPROVAL_ID)
             await h.settle()
     finally:

@@ -28,6 +28,7 @@ from pymongo import AsyncMongoClient
 from agent.llm.openai.model import OpenAIModel
 from agent.tools.mcp.client import McpServers
 from tests.agent.conversation.test_untrusted_holds import ECHO, last_result, say, shop
+from tests.databases import AppDb
 from tests.fakes.alert_app import OWNER_TG, START, Harness, alert_app
 from tests.fakes.clock import FakeClock
 from tests.fakes.features import providing
@@ -50,12 +51,12 @@ async def owner_says(h: Harness, text: str, external_id: str) -> str:
 
 @asynccontextmanager
 async def shop_app(
-    mongo_server: str, db_name: str, shop: McpServers, fake: FakeOpenAI, **options: Any
+    app_db: AppDb, db_name: str, shop: McpServers, fake: FakeOpenAI, **options: Any
 ) -> AsyncIterator[Harness]:
     model = OpenAIModel("sk-test", "gpt-fake", base_url=fake.base_url)
     try:
         async with alert_app(
-            mongo_server,
+            app_db,
             db_name=db_name,
             model=model,  # type: ignore[arg-type]
             features=(providing(mcp=shop),),
@@ -67,7 +68,7 @@ async def shop_app(
 
 
 async def test_a_kill_during_an_approved_call_is_reported_interrupted_and_approvable(
-    mongo_server: str,
+    app_db: AppDb,
     mongo_client: AsyncMongoClient[dict[str, Any]],
     shop: McpServers,
     tmp_path: Path,
@@ -76,7 +77,7 @@ async def test_a_kill_during_an_approved_call_is_reported_interrupted_and_approv
     held = mongo_client[db_name]["settings"]
     slow = ("shop__slow", {"seconds": 6})  # an MCP call that takes its time
     async with FakeOpenAI() as fake:
-        async with shop_app(mongo_server, db_name, shop, fake) as h:
+        async with shop_app(app_db, db_name, shop, fake) as h:
             fake.reply_tool_calls(ECHO)
             fake.reply_tool_calls(slow)
             fake.reply_text("Held.")
@@ -88,7 +89,7 @@ async def test_a_kill_during_an_approved_call_is_reported_interrupted_and_approv
         with log.open("w") as output:
             child = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "tests.agent.conversation.approval_child",
-                mongo_server, db_name, code,
+                app_db.uri, db_name, code,
                 cwd=ROOT, stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
             try:
@@ -109,7 +110,7 @@ async def test_a_kill_during_an_approved_call_is_reported_interrupted_and_approv
         # A fresh app on the same database, after the dead process's claim went stale:
         # the approval is handled again, and the owner hears the call was interrupted.
         later = FakeClock(START + timedelta(minutes=20))
-        async with shop_app(mongo_server, db_name, shop, fake, clock=later) as h:
+        async with shop_app(app_db, db_name, shop, fake, clock=later) as h:
             try:
                 await h.settle()
                 [said] = h.chat.texts(str(OWNER_TG))

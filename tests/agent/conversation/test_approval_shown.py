@@ -26,6 +26,7 @@ from tests.agent.conversation.test_untrusted_holds import (
     say,
     shop,
 )
+from tests.databases import AppDb
 from tests.waiting import until
 
 __all__ = ["shop"]  # a fixture, imported for pytest
@@ -48,9 +49,9 @@ def test_the_instruction_is_the_one_the_issue_names() -> None:
 
 
 async def test_a_long_held_instruction_is_shown_to_the_owner_in_full(
-    mongo_server: str, shop: McpServers
+    app_db: AppDb, shop: McpServers
 ) -> None:
-    async with app(mongo_server, shop) as (h, fake):
+    async with app(app_db, shop) as (h, fake):
         job = {**CASES["cron"].arguments, "instruction": LONG_INSTRUCTION}
         fake.reply_tool_calls(ECHO)
         fake.reply_tool_calls(("manage_cronjob", job))
@@ -64,11 +65,11 @@ async def test_a_long_held_instruction_is_shown_to_the_owner_in_full(
 
 
 async def test_a_question_longer_than_an_sms_arrives_whole_in_numbered_parts(
-    mongo_server: str, shop: McpServers
+    app_db: AppDb, shop: McpServers
 ) -> None:
     note = " ".join(f"line {i} of the shop's packing list;" for i in range(120))
     assert len(note) > 2 * MAX_BODY
-    async with app(mongo_server, shop) as (h, fake):
+    async with app(app_db, shop) as (h, fake):
         await h.app.deps.owner.update(primary_channel="sms")
         row = {"operation": "insertOne", "collection": "ai_orders", "data": {"note": note}}
         fake.reply_tool_calls(ECHO)

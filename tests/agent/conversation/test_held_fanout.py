@@ -18,6 +18,7 @@ from channels.delivery.outbox import Outbox
 from channels.types import InboundMessage, OutboundMessage
 from storage.repos.held_sends import HeldSends
 from tests.contexts import owner_ctx
+from tests.databases import AppDb
 from tests.fakes.alert_app import OWNER_TG, Harness, alert_app
 from tests.fakes.scripted import Request
 from tests.waiting import until
@@ -26,10 +27,10 @@ NUMBERS = [f"+1555020{n:04d}" for n in range(20)]
 ASK = re.compile(r"Reply 'send (\d{4})' to send all (\d+), or 'cancel \1' to drop them all\.")
 
 
-def _app(mongo_server: str) -> Any:
+def _app(app_db: AppDb) -> Any:
     """Alerts (the SMS channel) and scheduling (``send_message``), no timers."""
     features = (scheduling(SchedulingOptions(timer=False)),)
-    return alert_app(mongo_server, features=features, sms_per_hour=100)
+    return alert_app(app_db, features=features, sms_per_hour=100)
 
 
 def _sends(channel: str, recipients: list[str], texts: list[str]) -> ModelMessage:
@@ -60,9 +61,9 @@ def _results(h: Harness) -> list[dict[str, Any]]:
 
 
 async def test_twenty_new_numbers_are_one_question_and_one_code_sends_each_once(
-    mongo_server: str,
+    app_db: AppDb,
 ) -> None:
-    async with _app(mongo_server) as h:
+    async with _app(app_db) as h:
         _fan_out(h, _sends("sms", NUMBERS, ["The office is closed today."] * 20))
         await h.chat.say("tell everyone on the list the office is closed")
         await h.settle()
@@ -93,9 +94,9 @@ async def test_twenty_new_numbers_are_one_question_and_one_code_sends_each_once(
 
 
 async def test_different_texts_are_each_shown_and_cancel_drops_them_all(
-    mongo_server: str,
+    app_db: AppDb,
 ) -> None:
-    async with _app(mongo_server) as h:
+    async with _app(app_db) as h:
         chats = ["-1001", "-1002", "-1003"]
         texts = [f"Hello group {n}" for n in range(3)]
         _fan_out(h, _sends("telegram", chats, texts))
@@ -116,9 +117,9 @@ async def test_different_texts_are_each_shown_and_cancel_drops_them_all(
 
 
 async def test_the_send_limit_per_exchange_still_counts_only_what_is_sent(
-    mongo_server: str,
+    app_db: AppDb,
 ) -> None:
-    async with _app(mongo_server) as h:
+    async with _app(app_db) as h:
         to_owner = [(str(OWNER_TG), f"note {n}") for n in range(6)]
         new = [(NUMBERS[0], "hi"), (NUMBERS[1], "hi")]
         recipients, texts = zip(*(new[:1] + to_owner + new[1:]), strict=True)
@@ -142,9 +143,9 @@ async def test_the_send_limit_per_exchange_still_counts_only_what_is_sent(
 
 
 async def test_a_confirmation_replayed_after_a_crash_half_way_sends_each_once(
-    mongo_server: str,
+    app_db: AppDb,
 ) -> None:
-    async with _app(mongo_server) as h:
+    async with _app(app_db) as h:
         _fan_out(h, _sends("sms", NUMBERS[:6], ["Meeting moved to 3 pm."] * 6))
         await h.chat.say("tell the team")
         await h.settle()
@@ -170,9 +171,9 @@ async def test_a_confirmation_replayed_after_a_crash_half_way_sends_each_once(
 
 
 async def test_an_exchange_replayed_after_a_crash_asks_once_and_holds_each_once(
-    mongo_server: str,
+    app_db: AppDb,
 ) -> None:
-    async with _app(mongo_server) as h:
+    async with _app(app_db) as h:
         calls = _sends("sms", NUMBERS[:5], ["Closed today."] * 5)
         attempts: list[int] = []
 

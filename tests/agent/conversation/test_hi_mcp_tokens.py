@@ -11,17 +11,16 @@ from pathlib import Path
 from agent.tools.mcp.client import McpServers
 from tests.agent.conversation.test_hi_tokens import OWNER_TOOLS, hi_tokens, owner_app
 from tests.contexts import owner_ctx
+from tests.databases import AppDb
 from tests.fakes.mcp_kit import http_server, stdio_server
 
 HI_WITH_MCP_BUDGET = 3_300  # 3,000 before the prompt said what is within reach (hi_tokens)
 
 
-async def test_hi_with_two_mcp_servers_stays_under_budget(
-    mongo_server: str, tmp_path: Path
-) -> None:
+async def test_hi_with_two_mcp_servers_stays_under_budget(app_db: AppDb, tmp_path: Path) -> None:
     async with (
         http_server("web", extra=4) as web,
-        owner_app(mongo_server, tmp_path) as (app, model),
+        owner_app(app_db, tmp_path) as (app, model),
     ):
         manager = McpServers([stdio_server("files", extra=4), web.config()], start_timeout=20)
         # The app's services with these servers, then with a budget that fits them all.

@@ -19,6 +19,7 @@ from agent.app.features.scheduling import SchedulingOptions, scheduling
 from agent.app.features.whatsapp import make_whatsapp_feature
 from tests.conftest import make_settings
 from tests.contexts import owner_ctx
+from tests.databases import AppDb
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.scripted import Request, ScriptedModel
 from tests.fakes.whatsapp import FakeClient
@@ -54,7 +55,7 @@ def hi_tokens(request: Request) -> int:
 
 
 @contextlib.asynccontextmanager
-async def owner_app(mongo_server: str, tmp_path: Path) -> AsyncIterator[tuple[App, ScriptedModel]]:
+async def owner_app(app_db: AppDb, tmp_path: Path) -> AsyncIterator[tuple[App, ScriptedModel]]:
     """The app as the owner meets it with every tool on: WhatsApp connected, web search,
     alerts and scheduling; its database is dropped afterwards."""
     clients: list[FakeClient] = []
@@ -64,7 +65,7 @@ async def owner_app(mongo_server: str, tmp_path: Path) -> AsyncIterator[tuple[Ap
         return clients[-1]
 
     settings = make_settings(
-        mongodb_uri=mongo_server + "?directConnection=true",
+        mongodb_uri=app_db.mongodb_uri,
         mongodb_db=f"hi_{uuid.uuid4().hex[:10]}",
         data_dir=tmp_path,
         whatsapp_enabled=True,
@@ -80,7 +81,9 @@ async def owner_app(mongo_server: str, tmp_path: Path) -> AsyncIterator[tuple[Ap
         make_whatsapp_feature(factory, burst_seconds=0.2, health_every=3600),
     ]
     channels = [RecordingChannel("telegram", sender=42)]
-    async with build_app(settings, model=model, channels=list(channels), features=features) as app:
+    async with build_app(
+        settings, embedded=app_db.server, model=model, channels=list(channels), features=features
+    ) as app:
         try:
             await clients[0].emit(Connected())
             yield app, model
@@ -88,10 +91,8 @@ async def owner_app(mongo_server: str, tmp_path: Path) -> AsyncIterator[tuple[Ap
             await app.database.client.drop_database(settings.mongodb_db)
 
 
-async def test_hi_with_every_owner_tool_stays_under_budget(
-    mongo_server: str, tmp_path: Path
-) -> None:
-    async with owner_app(mongo_server, tmp_path) as (app, model):
+async def test_hi_with_every_owner_tool_stays_under_budget(app_db: AppDb, tmp_path: Path) -> None:
+    async with owner_app(app_db, tmp_path) as (app, model):
         await app.agent.respond("hi", owner_ctx(app.deps))
     request = model.requests[0]
     assert set(request.tool_names) >= OWNER_TOOLS, OWNER_TOOLS - set(request.tool_names)

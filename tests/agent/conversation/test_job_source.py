@@ -21,6 +21,7 @@ from tests.agent.conversation.test_untrusted_holds import (
     say,
     shop,
 )
+from tests.databases import AppDb
 from tests.scheduling_kit import parts_of
 
 __all__ = ["shop"]  # a fixture, imported for pytest
@@ -29,9 +30,9 @@ pytestmark = pytest.mark.timeout(120)
 
 
 async def test_a_job_written_from_approved_outside_text_has_its_acting_calls_held(
-    mongo_server: str, shop: McpServers
+    app_db: AppDb, shop: McpServers
 ) -> None:
-    async with app(mongo_server, shop) as (h, fake):
+    async with app(app_db, shop) as (h, fake):
         parts = parts_of(h.app)
         await parts.pulse.update_config(enabled=False)
         cron, quiet = CASES["cron"], CASES["quiet_hours"]

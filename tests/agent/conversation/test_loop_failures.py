@@ -18,6 +18,7 @@ from pymongo import AsyncMongoClient
 
 from agent.llm.gemini import GeminiModel
 from agent.llm.openai.model import OpenAIModel
+from tests.databases import AppDb
 from tests.fakes.chat_app import ChatApp, chat_app
 from tests.fakes.scripted_server import Answer
 from tests.fakes.strict_models import StrictGemini, StrictOpenAI
@@ -77,12 +78,12 @@ def _assert_apology(replies: list[str]) -> None:
 
 
 async def _assert_failed_and_not_rebilled(
-    kit: ChatApp, mongo_server: str, db_name: str, tmp_path: Path, model: Any, fake: Any
+    kit: ChatApp, app_db: AppDb, db_name: str, tmp_path: Path, model: Any, fake: Any
 ) -> None:
     [row] = await kit.inbox()
     assert row["status"] == "failed" and row.get("error"), row
     asked = len(fake.requests)
-    async with chat_app(mongo_server, db_name, model, tmp_path) as again:  # a restart
+    async with chat_app(app_db, db_name, model, tmp_path) as again:  # a restart
         assert await again.app.pipeline.recover(sole_owner=True) == 0
         await again.app.pipeline.join()
         assert again.chat.sent == []
@@ -90,7 +91,7 @@ async def _assert_failed_and_not_rebilled(
 
 
 async def test_an_html_page_with_status_200_gets_an_apology_and_fails_once(
-    mongo_server: str,
+    app_db: AppDb,
     db_name: str,
     tmp_path: Path,
     openai_fake: StrictOpenAI,
@@ -98,18 +99,16 @@ async def test_an_html_page_with_status_200_gets_an_apology_and_fails_once(
 ) -> None:
     model = openai_model
     openai_fake.raw()  # text/html: the SDK hands back a string, not a completion
-    async with chat_app(mongo_server, db_name, model, tmp_path) as kit:
+    async with chat_app(app_db, db_name, model, tmp_path) as kit:
         _assert_apology(await kit.ask("what is on today?"))
-        await _assert_failed_and_not_rebilled(
-            kit, mongo_server, db_name, tmp_path, model, openai_fake
-        )
+        await _assert_failed_and_not_rebilled(kit, app_db, db_name, tmp_path, model, openai_fake)
         # The conversation is not wedged: the next message is answered.
         openai_fake.reply_text("Nothing today.")
         assert await kit.ask("and now?") == ["Nothing today."]
 
 
 async def test_html_labelled_as_json_gets_an_apology(
-    mongo_server: str,
+    app_db: AppDb,
     db_name: str,
     tmp_path: Path,
     openai_fake: StrictOpenAI,
@@ -117,14 +116,14 @@ async def test_html_labelled_as_json_gets_an_apology(
 ) -> None:
     model = openai_model
     openai_fake.raw(content_type="application/json")  # the SDK's json() raises
-    async with chat_app(mongo_server, db_name, model, tmp_path) as kit:
+    async with chat_app(app_db, db_name, model, tmp_path) as kit:
         _assert_apology(await kit.ask("hello?"))
         [row] = await kit.inbox()
         assert row["status"] == "failed"
 
 
 async def test_arguments_nested_thousands_deep_then_html_apologise_and_fail_once(
-    mongo_server: str,
+    app_db: AppDb,
     db_name: str,
     tmp_path: Path,
     openai_fake: StrictOpenAI,
@@ -133,19 +132,17 @@ async def test_arguments_nested_thousands_deep_then_html_apologise_and_fail_once
     model = openai_model
     openai_fake.reply_tool_calls(("db_query", _deep_find(5000)))
     openai_fake.raw()
-    async with chat_app(mongo_server, db_name, model, tmp_path) as kit:
+    async with chat_app(app_db, db_name, model, tmp_path) as kit:
         _assert_apology(await kit.ask("find my notes"))
         [(_, result)] = openai_fake.tool_results(1)
         assert "nested" in result["error"]  # the model was told why, as a tool error
-        await _assert_failed_and_not_rebilled(
-            kit, mongo_server, db_name, tmp_path, model, openai_fake
-        )
+        await _assert_failed_and_not_rebilled(kit, app_db, db_name, tmp_path, model, openai_fake)
 
 
 @pytest.mark.parametrize("levels", [80, 5000])
 async def test_arguments_nested_too_deep_are_a_tool_error_the_model_reads(
     levels: int,
-    mongo_server: str,
+    app_db: AppDb,
     db_name: str,
     tmp_path: Path,
     openai_fake: StrictOpenAI,
@@ -154,7 +151,7 @@ async def test_arguments_nested_too_deep_are_a_tool_error_the_model_reads(
     model = openai_model
     openai_fake.reply_tool_calls(("db_query", _deep_find(levels)))
     openai_fake.reply_text("That filter was too deep; I'll keep it simpler.")
-    async with chat_app(mongo_server, db_name, model, tmp_path) as kit:
+    async with chat_app(app_db, db_name, model, tmp_path) as kit:
         replies = await kit.ask("find my notes")
         assert replies == ["That filter was too deep; I'll keep it simpler."]
         [(_, result)] = openai_fake.tool_results(1)
@@ -166,7 +163,7 @@ async def test_arguments_nested_too_deep_are_a_tool_error_the_model_reads(
 
 
 async def test_gemini_arguments_nested_thousands_deep_apologise_and_fail_once(
-    mongo_server: str,
+    app_db: AppDb,
     db_name: str,
     tmp_path: Path,
     gemini_fake: StrictGemini,
@@ -176,8 +173,6 @@ async def test_gemini_arguments_nested_thousands_deep_apologise_and_fail_once(
     body = gemini_fake.answer_body([{"functionCall": {"name": "db_query", "args": "@"}}])
     text = json.dumps(body).replace('"@"', _deep(5000))  # the SDK's JSON parser recurses
     gemini_fake.push(Answer(200, text))
-    async with chat_app(mongo_server, db_name, model, tmp_path) as kit:
+    async with chat_app(app_db, db_name, model, tmp_path) as kit:
         _assert_apology(await kit.ask("find my notes"))
-        await _assert_failed_and_not_rebilled(
-            kit, mongo_server, db_name, tmp_path, model, gemini_fake
-        )
+        await _assert_failed_and_not_rebilled(kit, app_db, db_name, tmp_path, model, gemini_fake)

@@ -38,6 +38,7 @@ from agent.llm.types import user_message
 from tests.agent.app.dashboard.pages_kit import ADMIN, client_of, page
 from tests.agent.app.dashboard.pages_kit import NOW as DASH_NOW
 from tests.conftest import make_settings
+from tests.databases import AppDb
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import BERLIN, FakeClock
 from tests.fakes.fixtures import gemini_api, openai_api
@@ -95,10 +96,10 @@ def repeated_share(before: str, after: str) -> float:
 
 @contextlib.asynccontextmanager
 async def owner_chat(
-    mongo_server: str, tmp_path: Path, model: ModelClient, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, model: ModelClient, clock: FakeClock
 ) -> AsyncIterator[tuple[App, RecordingChannel]]:
     settings = make_settings(
-        mongodb_uri=mongo_server + "?directConnection=true",
+        mongodb_uri=app_db.mongodb_uri,
         mongodb_db=f"cache_{uuid.uuid4().hex[:10]}",
         data_dir=tmp_path,
         owner_telegram_ids=[OWNER],
@@ -111,7 +112,12 @@ async def owner_chat(
         scheduling(SchedulingOptions(timer=False)),  # the pulse's state is in the note
     ]
     async with build_app(
-        settings, model=model, channels=[chat], clock=clock, features=features
+        settings,
+        embedded=app_db.server,
+        model=model,
+        channels=[chat],
+        clock=clock,
+        features=features,
     ) as app:
         try:
             yield app, chat
@@ -137,7 +143,7 @@ def report(name: str, figures: list[float]) -> None:
 
 
 async def test_openai_requests_repeat_their_start(
-    mongo_server: str, tmp_path: Path, openai_api: FakeOpenAI
+    app_db: AppDb, tmp_path: Path, openai_api: FakeOpenAI
 ) -> None:
     clock = FakeClock(datetime(2026, 11, 27, 13, 44, tzinfo=BERLIN))
     model = OpenAIModel("sk-test", "gpt-test", base_url=openai_api.base_url)
@@ -145,7 +151,7 @@ async def test_openai_requests_repeat_their_start(
     for _ in range(3):
         openai_api.reply_text("Noted.")
     openai_api.reply_tool_calls(("db_query", {"operation": "find", "collection": "contacts"}))
-    async with owner_chat(mongo_server, tmp_path, model, clock) as (app, chat):
+    async with owner_chat(app_db, tmp_path, model, clock) as (app, chat):
         await converse(app, chat, clock)
         stored = await app.deps.db["messages"].find({"role": "user"}).to_list()
     await model.aclose()
@@ -167,7 +173,7 @@ async def test_openai_requests_repeat_their_start(
 
 
 async def test_gemini_requests_repeat_their_start(
-    mongo_server: str, tmp_path: Path, gemini_api: FakeGemini
+    app_db: AppDb, tmp_path: Path, gemini_api: FakeGemini
 ) -> None:
     clock = FakeClock(datetime(2026, 11, 27, 13, 44, tzinfo=BERLIN))
     model = GeminiModel("gm-test", "gemini-test", base_url=gemini_api.base_url)
@@ -175,7 +181,7 @@ async def test_gemini_requests_repeat_their_start(
     for _ in range(3):
         gemini_api.reply_text("Noted.")
     gemini_api.reply_calls(("db_query", {"operation": "find", "collection": "contacts"}))
-    async with owner_chat(mongo_server, tmp_path, model, clock) as (app, chat):
+    async with owner_chat(app_db, tmp_path, model, clock) as (app, chat):
         await converse(app, chat, clock)
     await model.aclose()
     bodies = gemini_api.bodies
@@ -221,7 +227,7 @@ async def test_cached_input_tokens_are_read_from_both_providers(
 
 
 async def test_a_history_past_its_budget_keeps_its_start_for_several_exchanges(
-    mongo_server: str, tmp_path: Path, openai_api: FakeOpenAI
+    app_db: AppDb, tmp_path: Path, openai_api: FakeOpenAI
 ) -> None:
     """Past ``HISTORY_TOKEN_BUDGET`` old turns go, but the cut moves a block of
     ``CUT_EVERY`` messages at a time, not with every exchange: most requests still
@@ -230,14 +236,16 @@ async def test_a_history_past_its_budget_keeps_its_start_for_several_exchanges(
     model = OpenAIModel("sk-test", "gpt-test", base_url=openai_api.base_url)
     openai_api.default = Answer(200, openai_api.completion("Noted: " + "fine words " * 20))
     settings = make_settings(
-        mongodb_uri=mongo_server + "?directConnection=true",
+        mongodb_uri=app_db.mongodb_uri,
         mongodb_db=f"cache_{uuid.uuid4().hex[:10]}",
         data_dir=tmp_path,
         owner_telegram_ids=[OWNER],
         history_token_budget=1_000,
     )
     chat = RecordingChannel("telegram", sender=OWNER, clock=clock)
-    async with build_app(settings, model=model, channels=[chat], clock=clock) as app:
+    async with build_app(
+        settings, embedded=app_db.server, model=model, channels=[chat], clock=clock
+    ) as app:
         try:
             for n in range(40):
                 clock.advance(timedelta(minutes=1))
@@ -258,7 +266,7 @@ async def test_a_history_past_its_budget_keeps_its_start_for_several_exchanges(
 
 
 async def test_cached_input_is_counted_with_usage_and_shown_on_the_spend_page(
-    mongo_server: str, tmp_path: Path, openai_api: FakeOpenAI
+    app_db: AppDb, tmp_path: Path, openai_api: FakeOpenAI
 ) -> None:
     """An exchange whose provider reported cached input counts it in ``usage`` beside
     the input (per day, kind and model), and the Spend page's model table shows it (the
@@ -268,7 +276,7 @@ async def test_cached_input_is_counted_with_usage_and_shown_on_the_spend_page(
     answer["usage"]["prompt_tokens_details"] = {"cached_tokens": 1_536}
     openai_api.push(Answer(200, answer))
     model = OpenAIModel("sk-test", "gpt-test", base_url=openai_api.base_url)
-    async with owner_chat(mongo_server, tmp_path, model, clock) as (app, chat):
+    async with owner_chat(app_db, tmp_path, model, clock) as (app, chat):
         await chat.say("hi")
         await app.pipeline.join()
         [count] = await app.deps.usage.since(DASH_NOW.date())

@@ -35,6 +35,7 @@ from agent.tools.mcp.client import McpServers
 from channels.types import InboundMessage
 from storage.repos.held_sends import HeldAction, HeldSends
 from tests.contexts import owner_ctx
+from tests.databases import AppDb
 from tests.fakes.alert_app import ADMIN, OWNER_TG, Harness, alert_app
 from tests.fakes.features import providing
 from tests.fakes.mcp_kit import stdio_server
@@ -70,14 +71,14 @@ async def shop() -> AsyncIterator[McpServers]:
 
 @asynccontextmanager
 async def app(
-    mongo_server: str, shop: McpServers, **settings: Any
+    app_db: AppDb, shop: McpServers, **settings: Any
 ) -> AsyncIterator[tuple[Harness, FakeOpenAI]]:
     async with FakeOpenAI() as fake:
         model = OpenAIModel("sk-test", "gpt-fake", base_url=fake.base_url)
         try:
             features = (providing(mcp=shop), scheduling(SchedulingOptions(timer=False)))
             async with alert_app(
-                mongo_server,
+                app_db,
                 model=model,  # type: ignore[arg-type]
                 features=features,
                 sms_per_hour=100,
@@ -167,9 +168,9 @@ CASES = {
 
 @pytest.mark.parametrize("case", list(CASES.values()), ids=list(CASES))
 async def test_after_a_hostile_mcp_result_each_acting_tool_waits_for_the_owner(
-    mongo_server: str, shop: McpServers, case: Case
+    app_db: AppDb, shop: McpServers, case: Case
 ) -> None:
-    async with app(mongo_server, shop) as (h, fake):
+    async with app(app_db, shop) as (h, fake):
         fake.reply_tool_calls(ECHO)
         fake.reply_tool_calls((case.tool, case.arguments))
         fake.reply_text("I asked you first.")
@@ -194,8 +195,8 @@ async def test_after_a_hostile_mcp_result_each_acting_tool_waits_for_the_owner(
         assert len(fake.bodies) == 3  # approvals never reach the model
 
 
-async def test_cancel_drops_every_held_call(mongo_server: str, shop: McpServers) -> None:
-    async with app(mongo_server, shop) as (h, fake):
+async def test_cancel_drops_every_held_call(app_db: AppDb, shop: McpServers) -> None:
+    async with app(app_db, shop) as (h, fake):
         memory, cron = CASES["memory"], CASES["cron"]
         fake.reply_tool_calls(ECHO)
         fake.reply_tool_calls((memory.tool, memory.arguments), (cron.tool, cron.arguments))
@@ -209,9 +210,9 @@ async def test_cancel_drops_every_held_call(mongo_server: str, shop: McpServers)
 
 
 async def test_memory_saved_on_approval_says_where_it_came_from(
-    mongo_server: str, shop: McpServers
+    app_db: AppDb, shop: McpServers
 ) -> None:
-    async with app(mongo_server, shop) as (h, fake):
+    async with app(app_db, shop) as (h, fake):
         memory = CASES["memory"]
         fake.reply_tool_calls(ECHO)
         fake.reply_tool_calls((memory.tool, memory.arguments))
@@ -240,8 +241,8 @@ async def test_memory_saved_on_approval_says_where_it_came_from(
         assert saved.memory == "The owner likes tea." and saved.memory_source is None
 
 
-async def test_a_run_without_outside_text_acts_at_once(mongo_server: str, shop: McpServers) -> None:
-    async with app(mongo_server, shop) as (h, fake):
+async def test_a_run_without_outside_text_acts_at_once(app_db: AppDb, shop: McpServers) -> None:
+    async with app(app_db, shop) as (h, fake):
         quiet = CASES["quiet_hours"]
         fake.reply_tool_calls((quiet.tool, quiet.arguments))
         fake.reply_text("Done.")
@@ -250,8 +251,8 @@ async def test_a_run_without_outside_text_acts_at_once(mongo_server: str, shop: 
         assert "needs_owner_confirmation" not in last_result(fake)
 
 
-async def test_reads_stay_free_after_outside_text(mongo_server: str, shop: McpServers) -> None:
-    async with app(mongo_server, shop) as (h, fake):
+async def test_reads_stay_free_after_outside_text(app_db: AppDb, shop: McpServers) -> None:
+    async with app(app_db, shop) as (h, fake):
         fake.reply_tool_calls(ECHO)
         fake.reply_tool_calls(
             ("db_query", {"operation": "find", "collection": "ai_orders"}),
@@ -267,9 +268,9 @@ async def test_reads_stay_free_after_outside_text(mongo_server: str, shop: McpSe
 
 
 async def test_the_guidance_says_acting_calls_wait_after_outside_text(
-    mongo_server: str, shop: McpServers
+    app_db: AppDb, shop: McpServers
 ) -> None:
-    async with app(mongo_server, shop) as (h, fake):
+    async with app(app_db, shop) as (h, fake):
         fake.reply_text("Hi.")
         await say(h, "hi")
         system = fake.bodies[-1]["messages"][0]["content"]
@@ -277,9 +278,9 @@ async def test_the_guidance_says_acting_calls_wait_after_outside_text(
 
 
 async def test_an_approval_handled_again_after_a_crash_says_interrupted_and_waits(
-    mongo_server: str, shop: McpServers
+    app_db: AppDb, shop: McpServers
 ) -> None:
-    async with app(mongo_server, shop) as (h, fake):
+    async with app(app_db, shop) as (h, fake):
         db_write = CASES["db_write"]
         fake.reply_tool_calls(ECHO)
         fake.reply_tool_calls((db_write.tool, db_write.arguments))
@@ -315,9 +316,9 @@ async def test_an_approval_handled_again_after_a_crash_says_interrupted_and_wait
 
 
 async def test_a_scheduled_runs_held_calls_wait_for_the_owner(
-    mongo_server: str, shop: McpServers
+    app_db: AppDb, shop: McpServers
 ) -> None:
-    async with app(mongo_server, shop) as (h, fake):
+    async with app(app_db, shop) as (h, fake):
         parts = parts_of(h.app)
         await parts.pulse.update_config(enabled=False)
         job = await parts.jobs.create(
@@ -340,9 +341,9 @@ async def test_a_scheduled_runs_held_calls_wait_for_the_owner(
 
 
 async def test_a_held_call_that_fails_or_cannot_be_made_says_why(
-    mongo_server: str, shop: McpServers
+    app_db: AppDb, shop: McpServers
 ) -> None:
-    async with app(mongo_server, shop) as (h, fake):
+    async with app(app_db, shop) as (h, fake):
         bad_cron = {**CASES["cron"].arguments, "cron_expression": "61 * * * *"}
         fake.reply_tool_calls(ECHO)
         fake.reply_tool_calls(("manage_cronjob", bad_cron))
@@ -390,13 +391,13 @@ async def brave(description: str) -> AsyncIterator[str]:
 
 
 async def test_web_search_results_hold_the_calls_after_them(
-    mongo_server: str, shop: McpServers
+    app_db: AppDb, shop: McpServers
 ) -> None:
     async with brave(HOSTILE) as base, FakeOpenAI() as fake:
         model = OpenAIModel("sk-test", "gpt-fake", base_url=fake.base_url)
         try:
             async with alert_app(
-                mongo_server,
+                app_db,
                 model=model,  # type: ignore[arg-type]
                 brave_api_key="brave-test",
                 brave_api_base_url=base,
@@ -427,9 +428,9 @@ async def test_web_search_results_hold_the_calls_after_them(
 
 
 async def test_a_new_recipient_and_held_calls_are_one_question(
-    mongo_server: str, shop: McpServers
+    app_db: AppDb, shop: McpServers
 ) -> None:
-    async with app(mongo_server, shop) as (h, fake):
+    async with app(app_db, shop) as (h, fake):
         memory = CASES["memory"]
         stranger = ("send_message", {"channel": "sms", "to": "+15550209999", "text": "Hi Bob"})
         fake.reply_tool_calls(stranger)  # held before any outside text: a new recipient
@@ -448,7 +449,7 @@ async def test_a_new_recipient_and_held_calls_are_one_question(
         assert await memory.done(h)
 
 
-async def test_a_search_result_cannot_close_its_block(mongo_server: str) -> None:
+async def test_a_search_result_cannot_close_its_block(app_db: AppDb) -> None:
     from agent.tools.web import WEB_SEARCH, WebSearchArgs
     from tests.conftest import make_settings
 
@@ -464,13 +465,13 @@ async def test_a_search_result_cannot_close_its_block(mongo_server: str) -> None
 
 
 async def test_a_result_breaking_its_output_schema_is_the_servers_words(
-    mongo_server: str, shop: McpServers
+    app_db: AppDb, shop: McpServers
 ) -> None:
     """Issue 36, point 2: ``order_status`` answers a structured result that breaks the
     ``outputSchema`` it declares; the SDK refuses it with an error quoting the result
     (the server's instruction). The model gets that text only inside an untrusted block
     and the run is marked: what follows waits for the owner."""
-    async with app(mongo_server, shop) as (h, fake):
+    async with app(app_db, shop) as (h, fake):
         quiet, memory = CASES["quiet_hours"], CASES["memory"]
         fake.reply_tool_calls(("shop__order_status", {"order": "1182"}))
         fake.reply_tool_calls((quiet.tool, quiet.arguments), (memory.tool, memory.arguments))
@@ -503,7 +504,7 @@ async def test_a_result_breaking_its_output_schema_is_the_servers_words(
 
 
 async def test_mcp_tools_after_outside_text_wait_unless_trusted_for_reads(
-    mongo_server: str,
+    app_db: AppDb,
 ) -> None:
     """Issue 36, point 3: after a hostile result, a read-only tool of a server the owner
     did not mark ``"trust": "read"`` would carry what the run read to that server: it
@@ -517,7 +518,7 @@ async def test_mcp_tools_after_outside_text_wait_unless_trusted_for_reads(
     try:
         assert sorted(manager.connected()) == ["mail", "shop"], manager.status()
         every_tool = {"mcp_tool_token_budget": 100_000}  # offered directly, by name
-        async with app(mongo_server, manager, **every_tool) as (h, fake):
+        async with app(app_db, manager, **every_tool) as (h, fake):
             fake.reply_tool_calls(ECHO)
             fake.reply_tool_calls(
                 ("db_query", {"operation": "find", "collection": "master"}),
@@ -537,7 +538,7 @@ async def test_mcp_tools_after_outside_text_wait_unless_trusted_for_reads(
 
 
 async def test_an_owners_job_alerts_after_web_results_at_warning(
-    mongo_server: str, shop: McpServers
+    app_db: AppDb, shop: McpServers
 ) -> None:
     """Issue 36, point 4: "every morning check for storm warnings and alert me" reads web
     results, then raises a critical alert. The owner wrote the job, so the alert goes
@@ -548,7 +549,7 @@ async def test_an_owners_job_alerts_after_web_results_at_warning(
         model = OpenAIModel("sk-test", "gpt-fake", base_url=fake.base_url)
         try:
             async with alert_app(
-                mongo_server,
+                app_db,
                 model=model,  # type: ignore[arg-type]
                 features=(scheduling(SchedulingOptions(timer=False)),),
                 brave_api_key="brave-test",
@@ -587,12 +588,12 @@ async def test_an_owners_job_alerts_after_web_results_at_warning(
 
 
 async def test_outside_text_read_back_from_the_database_is_still_outside_text(
-    mongo_server: str, shop: McpServers
+    app_db: AppDb, shop: McpServers
 ) -> None:
     """An alert posted from outside, read back through ``db_query``, comes in an
     untrusted block and holds what the run does next; so do stored messages (contacts'
     words, tool results kept with the history). The owner's own collections stay plain."""
-    async with app(mongo_server, shop) as (h, fake):
+    async with app(app_db, shop) as (h, fake):
         posted = await h.client.post(
             "/api/alerts",
             json={"severity": "info", "title": "Shop notice", "body": HOSTILE},

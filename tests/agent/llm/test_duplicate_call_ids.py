@@ -18,6 +18,7 @@ from pymongo import AsyncMongoClient
 
 from agent.llm.gemini import CALL_ID_KEY, GeminiModel
 from agent.llm.openai.model import OpenAIModel
+from tests.databases import AppDb
 from tests.fakes.chat_app import ChatApp, chat_app
 from tests.fakes.strict_models import StrictGemini, StrictOpenAI
 
@@ -52,7 +53,7 @@ async def _stored_call_ids(kit: ChatApp) -> list[str]:
 
 
 async def test_openai_duplicate_call_ids_do_not_wedge_the_conversation(
-    mongo_server: str, db_name: str, tmp_path: Path
+    app_db: AppDb, db_name: str, tmp_path: Path
 ) -> None:
     async with StrictOpenAI() as fake:
         model = OpenAIModel("sk-test", "gpt-test", base_url=fake.base_url)
@@ -63,7 +64,7 @@ async def test_openai_duplicate_call_ids_do_not_wedge_the_conversation(
         fake.reply_text("You're welcome.")
         fake.reply_calls_with_ids(("call_0", "db_query", _find(2)))  # the same id, a later turn
         fake.reply_text("Still two.")
-        async with chat_app(mongo_server, db_name, model, tmp_path) as kit:
+        async with chat_app(app_db, db_name, model, tmp_path) as kit:
             await _seed(kit)
             assert await kit.ask("find items 1 and 2") == ["Found one and two."]
             # Each result went back under the id of the call that produced it.
@@ -83,14 +84,14 @@ async def test_openai_duplicate_call_ids_do_not_wedge_the_conversation(
 
 
 async def test_gemini_duplicate_call_ids_do_not_wedge_the_conversation(
-    mongo_server: str, db_name: str, tmp_path: Path
+    app_db: AppDb, db_name: str, tmp_path: Path
 ) -> None:
     async with StrictGemini() as fake:
         model = GeminiModel("AIza-test", "gemini-test", base_url=fake.base_url)
         fake.reply_calls_with_ids(("fc-1", "db_query", _find(1)), ("fc-1", "db_query", _find(2)))
         fake.reply_text("Found one and two.")
         fake.reply_text("You're welcome.")
-        async with chat_app(mongo_server, db_name, model, tmp_path) as kit:
+        async with chat_app(app_db, db_name, model, tmp_path) as kit:
             await _seed(kit)
             assert await kit.ask("find items 1 and 2") == ["Found one and two."]
             contents = fake.bodies[1]["contents"]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent.tools.mcp.client import McpServers
+from tests.databases import AppDb
 from tests.fakes.clock import FakeClock
 from tests.fakes.features import providing
 from tests.fakes.mcp_kit import stdio_server
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.timeout(90)
 NOW = datetime(2026, 3, 6, 17, 0, tzinfo=UTC)
 
 
-async def test_cron_and_pulse_runs_use_mcp_tools(mongo_server: str, tmp_path: Path) -> None:
+async def test_cron_and_pulse_runs_use_mcp_tools(app_db: AppDb, tmp_path: Path) -> None:
     effects = tmp_path / "effects.txt"
 
     def respond(request: Request) -> object:
@@ -32,7 +33,7 @@ async def test_cron_and_pulse_runs_use_mcp_tools(mongo_server: str, tmp_path: Pa
     await manager.start()
     try:
         async with scheduled_app(
-            mongo_server,
+            app_db,
             tmp_path,
             model,
             FakeClock(NOW),
@@ -59,10 +60,10 @@ async def test_cron_and_pulse_runs_use_mcp_tools(mongo_server: str, tmp_path: Pa
 
 
 async def test_a_pulse_without_mcp_servers_does_not_mention_them(
-    mongo_server: str, tmp_path: Path
+    app_db: AppDb, tmp_path: Path
 ) -> None:
     model = ScriptedModel(lambda r: "ok")
-    async with scheduled_app(mongo_server, tmp_path, model, FakeClock(NOW), pulse=True) as app:
+    async with scheduled_app(app_db, tmp_path, model, FakeClock(NOW), pulse=True) as app:
         await parts_of(app).engine.run_pulse_now("manual")
     assert "MCP" not in model.requests[-1].messages[-1].text
 

@@ -24,6 +24,7 @@ from agent.tools.pulse import MANAGE_PULSE
 from storage import collections as c
 from storage.repos.runs.record import Run
 from tests.contexts import owner_ctx
+from tests.databases import AppDb
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import FakeClock
 from tests.fakes.scripted import Request, ScriptedModel
@@ -45,12 +46,12 @@ def _whole(request: Request) -> str:
 
 
 async def test_a_pulse_without_send_message_never_mentions_it(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     model = ScriptedModel(lambda r: "ok")
     # The console alone: send_message is not offered (no telegram/whatsapp/sms), nor
     # raise_alert (no alert router).
-    async with scheduled_app(mongo_server, tmp_path, model, clock, pulse=True) as app:
+    async with scheduled_app(app_db, tmp_path, model, clock, pulse=True) as app:
         request = await _pulse_request(app, model)
     assert "send_message" not in request.tool_names and "raise_alert" not in request.tool_names
     text = _whole(request)
@@ -62,12 +63,12 @@ async def test_a_pulse_without_send_message_never_mentions_it(
 
 
 async def test_a_pulse_with_send_message_names_it(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     model = ScriptedModel(lambda r: "ok")
     telegram = RecordingChannel("telegram")
     async with scheduled_app(
-        mongo_server, tmp_path, model, clock, pulse=True, channels=[telegram],
+        app_db, tmp_path, model, clock, pulse=True, channels=[telegram],
         owner_telegram_ids=[99],
     ) as app:  # fmt: skip
         request = await _pulse_request(app, model)
@@ -87,14 +88,14 @@ def _all_tool_names() -> set[str]:
 
 
 async def test_messages_since_counts_contacts_words_only(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     """Counted: what a contact wrote. Not counted: the owner's own chat with the agent
     (answered as it came), slash commands (even after spaces), a stranger's message, a
     button press on one of our messages, a message that could not be stored, and
     anything from before the last pulse."""
     model = ScriptedModel(lambda r: "ok")
-    async with scheduled_app(mongo_server, tmp_path, model, clock, pulse=True) as app:
+    async with scheduled_app(app_db, tmp_path, model, clock, pulse=True) as app:
         at = NOW - timedelta(minutes=1)
         rows: list[dict[str, Any]] = [
             _row("console", "owner", "remind me about the invoice", at),
@@ -130,10 +131,10 @@ def _row(channel: str, sender: str, text: str, at: datetime, **extra: Any) -> di
 
 
 async def test_the_prompt_says_inbox_is_chat_not_email_and_keeps_built_in_docs(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     model = ScriptedModel(lambda r: "ok")
-    async with scheduled_app(mongo_server, tmp_path, model, clock) as app:
+    async with scheduled_app(app_db, tmp_path, model, clock) as app:
         reply = await call_tool(
             app,
             "update_db_schema",
@@ -153,12 +154,12 @@ async def test_the_prompt_says_inbox_is_chat_not_email_and_keeps_built_in_docs(
 
 
 async def test_a_schema_stored_before_keeps_built_in_docs_once(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     from storage.repos.conversations import LEGACY_DB_SCHEMA
 
     model = ScriptedModel(lambda r: "ok")
-    async with scheduled_app(mongo_server, tmp_path, model, clock) as app:
+    async with scheduled_app(app_db, tmp_path, model, clock) as app:
         await app.deps.instructions.set_db_schema(LEGACY_DB_SCHEMA)
         await app.agent.respond("hi", owner_ctx(app.deps))
     system = model.requests[-1].system
@@ -174,13 +175,13 @@ def test_update_db_schema_says_what_it_documents() -> None:
 
 
 async def test_the_brief_counts_pulses_left_and_says_where_since_starts(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     """24 a day round the clock: the 21:00 pulse has 22:00 and 23:00 after it. The first
     pulse ever says no pulse ran before; after an idle check, "since" names the check,
     not a pulse that never ran; after a pulse, the pulse."""
     model = ScriptedModel(lambda r: "ok")
-    async with scheduled_app(mongo_server, tmp_path, model, clock, pulse=True) as app:
+    async with scheduled_app(app_db, tmp_path, model, clock, pulse=True) as app:
         parts = parts_of(app)
         await parts.pulse.owner.update(quiet_hours=[])
         await parts.pulse.update_config(pulses_per_day=24)
@@ -214,13 +215,13 @@ _MINUTE = timedelta(minutes=1)
 
 
 async def test_the_two_probes_read_what_is_within_reach(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     """Issue 32's probes as they happened: "check my inbox twelve times a day" and "if the
     backup check fails, text me". The request says there is no mail without a tool (and
     where mail would come from), what on_failure counts, and what the runs hold."""
     model = ScriptedModel(lambda r: "ok")
-    async with scheduled_app(mongo_server, tmp_path, model, clock) as app:
+    async with scheduled_app(app_db, tmp_path, model, clock) as app:
         await app.agent.respond("check my inbox twelve times a day", owner_ctx(app.deps))
         await app.agent.respond("if the backup check fails, text me", owner_ctx(app.deps))
     inbox, backup = model.requests

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+from tests.databases import AppDb
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import FakeClock
 from tests.fakes.scripted import ScriptedModel
@@ -15,13 +16,13 @@ STRANGER_ID = 999
 
 
 async def test_a_strangers_message_is_counted_not_kept_and_the_pulse_stays_idle(
-    mongo_server: str, tmp_path: Path
+    app_db: AppDb, tmp_path: Path
 ) -> None:
     clock = FakeClock(datetime(2026, 3, 6, 12, 0, tzinfo=UTC))
     model = ScriptedModel(lambda r: "should not be called")
     telegram = RecordingChannel("telegram", clock=clock)
     async with scheduled_app(
-        mongo_server,
+        app_db,
         tmp_path,
         model,
         clock,
@@ -48,7 +49,7 @@ async def test_a_strangers_message_is_counted_not_kept_and_the_pulse_stays_idle(
 
 
 async def test_the_owners_chat_is_no_news_and_a_contacts_message_is(
-    mongo_server: str, tmp_path: Path
+    app_db: AppDb, tmp_path: Path
 ) -> None:
     """The owner's chat with the agent was answered as it came: a pulse after it stays
     idle (no model call). A contact's message, which the owner may not have seen, wakes it."""
@@ -56,7 +57,7 @@ async def test_the_owners_chat_is_no_news_and_a_contacts_message_is(
     model = ScriptedModel(lambda r: "noted")
     telegram = RecordingChannel("telegram", clock=clock, sender=OWNER_ID)
     async with scheduled_app(
-        mongo_server, tmp_path, model, clock, channels=[telegram], pulse=True,
+        app_db, tmp_path, model, clock, channels=[telegram], pulse=True,
         owner_telegram_ids=[OWNER_ID],
     ) as app:  # fmt: skip
         parts = parts_of(app)

@@ -13,6 +13,7 @@ from agent.conversation.dispatch import SLOW_DOWN, TierResolver, Trust
 from agent.llm.types import ModelMessage, ToolCallPart
 from channels.types import InboundMessage
 from tests.contexts import owner_ctx
+from tests.databases import AppDb
 from tests.fakes.alert_app import OWNER_PHONE, OWNER_TG, alert_app
 from tests.fakes.features import contributing
 from tests.fakes.scripted import Request
@@ -21,11 +22,11 @@ from tests.scheduling_kit import call_tool
 STRANGER_PHONE = "+15550109999"
 
 
-def _app(mongo_server: str, whatsapp: TierResolver | None = None, **settings: Any) -> Any:
+def _app(app_db: AppDb, whatsapp: TierResolver | None = None, **settings: Any) -> Any:
     """``whatsapp``: who a WhatsApp message is from (as the WhatsApp feature decides)."""
     resolvers = {"whatsapp": whatsapp} if whatsapp is not None else {}
     return alert_app(
-        mongo_server,
+        app_db,
         features=(
             scheduling(SchedulingOptions(timer=False)),
             contributing(Parts(resolvers=resolvers)),
@@ -43,8 +44,8 @@ def _calls(*calls: tuple[str, dict[str, Any]]) -> ModelMessage:
     return ModelMessage(role="assistant", parts=list(parts))
 
 
-async def test_at_most_five_sends_in_one_exchange(mongo_server: str) -> None:
-    async with _app(mongo_server) as h:
+async def test_at_most_five_sends_in_one_exchange(app_db: AppDb) -> None:
+    async with _app(app_db) as h:
         sends = [
             ("send_message", {"channel": "telegram", "to": "owner", "text": f"note {i}"})
             for i in range(7)
@@ -65,8 +66,8 @@ async def test_at_most_five_sends_in_one_exchange(mongo_server: str) -> None:
         assert notes == [f"note {i}" for i in range(5)]
 
 
-async def test_one_hourly_sms_budget_for_sends_and_alerts(mongo_server: str) -> None:
-    async with _app(mongo_server, sms_per_hour=2) as h:
+async def test_one_hourly_sms_budget_for_sends_and_alerts(app_db: AppDb) -> None:
+    async with _app(app_db, sms_per_hour=2) as h:
         ctx = owner_ctx(h.app.deps)
         first = await call_tool(h.app, "send_message", ctx, channel="sms", to="owner", text="a")
         second = await call_tool(h.app, "send_message", ctx, channel="sms", to="owner", text="b")
@@ -82,8 +83,8 @@ async def test_one_hourly_sms_budget_for_sends_and_alerts(mongo_server: str) -> 
         assert any("SMS budget reached" in t for t in h.chat.texts())
 
 
-async def test_a_new_recipient_waits_for_the_owners_send_code(mongo_server: str) -> None:
-    async with _app(mongo_server) as h:
+async def test_a_new_recipient_waits_for_the_owners_send_code(app_db: AppDb) -> None:
+    async with _app(app_db) as h:
         send = ("send_message", {"channel": "sms", "to": STRANGER_PHONE,
                                  "text": "Your parcel is here"})  # fmt: skip
         h.model.responder = lambda r: "asked" if r.messages[-1].role == "tool" else _calls(send)
@@ -108,8 +109,8 @@ async def test_a_new_recipient_waits_for_the_owners_send_code(mongo_server: str)
         assert len(h.model.requests) == 2  # confirmations never reach the model
 
 
-async def test_owner_and_approved_recipients_need_no_confirmation(mongo_server: str) -> None:
-    async with _app(mongo_server) as h:
+async def test_owner_and_approved_recipients_need_no_confirmation(app_db: AppDb) -> None:
+    async with _app(app_db) as h:
         to_owner = await call_tool(
             h.app, "send_message", channel="telegram", to=str(OWNER_TG), text="hi me"
         )
@@ -118,8 +119,8 @@ async def test_owner_and_approved_recipients_need_no_confirmation(mongo_server: 
         assert by_phone["queued"] is True
 
 
-async def test_cron_job_count_and_frequency_limits(mongo_server: str) -> None:
-    async with _app(mongo_server, max_cron_jobs=3) as h:
+async def test_cron_job_count_and_frequency_limits(app_db: AppDb) -> None:
+    async with _app(app_db, max_cron_jobs=3) as h:
         fast = await call_tool(
             h.app, "manage_cronjob", action="create", name="spam", instruction="x",
             cron_expression="* * * * *",
@@ -144,12 +145,12 @@ async def test_cron_job_count_and_frequency_limits(mongo_server: str) -> None:
 
 
 async def test_a_contact_over_the_rate_gets_one_notice_and_no_model_calls(
-    mongo_server: str,
+    app_db: AppDb,
 ) -> None:
     async def contact(message: InboundMessage) -> Trust | None:
         return Trust("contact", can_reply=True)
 
-    async with _app(mongo_server, whatsapp=contact, contact_messages_per_minute=3) as h:
+    async with _app(app_db, whatsapp=contact, contact_messages_per_minute=3) as h:
         [whatsapp] = h.extra_chats
         for n in range(8):
             await whatsapp.say(f"message {n}", sender="+15550100777")

@@ -15,6 +15,7 @@ from agent.app.application import App
 from agent.cli.upcoming import print_schedule
 from agent.tools.cron import MANAGE_CRONJOB
 from tests.contexts import owner_ctx
+from tests.databases import AppDb
 from tests.fakes.clock import BERLIN, FakeClock
 from tests.fakes.scripted import ScriptedModel, sequence
 from tests.scheduling_kit import call_tool, parts_of, scheduled_app, tool_call, tool_results
@@ -25,10 +26,10 @@ NOW_TEXT = "it is now 2026-11-26T14:05+01:00 (Europe/Berlin)"
 
 
 @pytest.fixture
-async def app(mongo_server: str, tmp_path: Path) -> AsyncIterator[App]:
+async def app(app_db: AppDb, tmp_path: Path) -> AsyncIterator[App]:
     clock = FakeClock(NOW.astimezone(UTC))
     model = ScriptedModel(lambda r: "")
-    async with scheduled_app(mongo_server, tmp_path, model, clock, timezone="Europe/Berlin") as a:
+    async with scheduled_app(app_db, tmp_path, model, clock, timezone="Europe/Berlin") as a:
         yield a
 
 
@@ -173,7 +174,7 @@ def test_the_tool_says_what_each_action_needs_and_stays_small() -> None:
 
 
 async def test_what_people_say_through_a_scripted_model_and_the_schedule_command(
-    mongo_server: str, tmp_path: Path
+    app_db: AppDb, tmp_path: Path
 ) -> None:
     clock = FakeClock(NOW.astimezone(UTC))
     model = ScriptedModel(lambda r: "")
@@ -192,7 +193,7 @@ async def test_what_people_say_through_a_scripted_model_and_the_schedule_command
         ),
         "All set.",
     )  # fmt: skip
-    async with scheduled_app(mongo_server, tmp_path, model, clock, timezone="Europe/Berlin") as app:
+    async with scheduled_app(app_db, tmp_path, model, clock, timezone="Europe/Berlin") as app:
         await app.agent.respond("set these up", owner_ctx(app.deps))
         out = io.StringIO()
         assert await print_schedule(app.settings, 24, out=out, clock=clock) == 0

@@ -8,6 +8,7 @@ from typing import Any
 
 from agent.app.features.scheduling import SchedulingOptions, scheduling
 from agent.llm.types import ModelMessage, ToolCallPart
+from tests.databases import AppDb
 from tests.fakes.alert_app import alert_app
 from tests.fakes.scripted import Request
 
@@ -23,9 +24,9 @@ def _calls(*calls: tuple[str, dict[str, Any]]) -> ModelMessage:
 
 
 async def test_a_30_digit_integer_is_a_tool_error_and_the_turn_completes(
-    mongo_server: str,
+    app_db: AppDb,
 ) -> None:
-    async with alert_app(mongo_server, features=(scheduling(SchedulingOptions(timer=False)),)) as h:
+    async with alert_app(app_db, features=(scheduling(SchedulingOptions(timer=False)),)) as h:
 
         def respond(request: Request) -> Any:
             if request.messages[-1].role == "tool":

@@ -16,6 +16,7 @@ from agent.app.application import App
 from agent.cli.upcoming import print_schedule
 from agent.conversation.prompt import format_now
 from tests.contexts import contact_ctx, owner_ctx
+from tests.databases import AppDb
 from tests.fakes.clock import BERLIN, FakeClock
 from tests.fakes.scripted import ScriptedModel, sequence
 from tests.scheduling_kit import call_tool, parts_of, scheduled_app, tool_call, tool_results
@@ -27,14 +28,14 @@ pytestmark = pytest.mark.clock(FRIDAY_EVENING)
 
 
 def _app(
-    mongo_server: str,
+    app_db: AppDb,
     tmp_path: Path,
     clock: FakeClock,
     model: ScriptedModel | None = None,
     **kw: Any,
 ) -> contextlib.AbstractAsyncContextManager[App]:
     model = model or ScriptedModel(lambda _r: "ok")
-    return scheduled_app(mongo_server, tmp_path, model, clock, timezone="Europe/Berlin", **kw)
+    return scheduled_app(app_db, tmp_path, model, clock, timezone="Europe/Berlin", **kw)
 
 
 async def _settings(app: App, **args: Any) -> dict[str, Any]:
@@ -43,9 +44,9 @@ async def _settings(app: App, **args: Any) -> dict[str, Any]:
 
 
 async def test_get_shows_the_defaults_in_the_owners_time(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
-    async with _app(mongo_server, tmp_path, clock) as app:
+    async with _app(app_db, tmp_path, clock) as app:
         view = await _settings(app, action="get")
     assert view.pop("spend") == {
         "tokens_today": 0,
@@ -92,9 +93,9 @@ async def test_get_answers_how_much_was_spent_today_and_this_month(
 
 
 async def test_update_while_quiet_says_until_when(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
-    async with _app(mongo_server, tmp_path, clock) as app:
+    async with _app(app_db, tmp_path, clock) as app:
         reply = await _settings(
             app, action="update", quiet_hours=[{"start": "17:30", "end": "7:00"}]
         )
@@ -141,9 +142,9 @@ async def test_update_while_quiet_says_until_when(
     ],
 )
 async def test_bad_values_are_refused_by_name_and_nothing_changes(
-    mongo_server: str, tmp_path: Path, clock: FakeClock, args: dict[str, Any], error: str
+    app_db: AppDb, tmp_path: Path, clock: FakeClock, args: dict[str, Any], error: str
 ) -> None:
-    async with _app(mongo_server, tmp_path, clock) as app:
+    async with _app(app_db, tmp_path, clock) as app:
         reply = await _settings(app, action="update", **args)
         view = await _settings(app, action="get")
     assert reply == {"error": error}
@@ -152,17 +153,17 @@ async def test_bad_values_are_refused_by_name_and_nothing_changes(
 
 
 async def test_a_window_without_end_is_a_schema_error(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
-    async with _app(mongo_server, tmp_path, clock) as app:
+    async with _app(app_db, tmp_path, clock) as app:
         reply = await _settings(app, action="update", quiet_hours=[{"start": "22:00"}])
     assert "quiet_hours.0.end: Field required" in reply["error"]
 
 
 async def test_only_the_owner_gets_it_and_not_the_pulse(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
-    async with _app(mongo_server, tmp_path, clock) as app:
+    async with _app(app_db, tmp_path, clock) as app:
         deps = app.deps
         assert "manage_settings" in app.catalog.for_context(owner_ctx(deps))
         assert "manage_settings" in app.catalog.for_context(owner_ctx(deps, kind="cron"))
@@ -175,9 +176,9 @@ async def test_only_the_owner_gets_it_and_not_the_pulse(
 
 
 async def test_a_new_timezone_moves_the_jobs_on_the_old_one_and_the_runs_clock(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
-    async with _app(mongo_server, tmp_path, clock) as app:
+    async with _app(app_db, tmp_path, clock) as app:
         jobs = parts_of(app).jobs
         home = await jobs.create(name="Home", instruction="a", cron_expression="0 9 * * *")
         tokyo = await jobs.create(
@@ -203,7 +204,7 @@ async def test_a_new_timezone_moves_the_jobs_on_the_old_one_and_the_runs_clock(
 
 
 async def test_pulses_keep_out_of_quiet_hours_set_by_the_owner(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     """ "Don't bother me 12-22", then twelve pulses a day: none in those hours."""
     model = ScriptedModel(lambda _r: "ok")
@@ -214,7 +215,7 @@ async def test_pulses_keep_out_of_quiet_hours_set_by_the_owner(
         tool_call("manage_pulse", action="update_config", pulses_per_day=12),
         "Done: quiet 12:00-22:00, twelve pulses outside it.",
     )
-    async with _app(mongo_server, tmp_path, clock, model, pulse=True) as app:
+    async with _app(app_db, tmp_path, clock, model, pulse=True) as app:
         await parts_of(app).pulse.update_notes("watch the build")
         await app.agent.respond(
             "don't bother me 12-22, and pulse twelve times a day", owner_ctx(app.deps)
@@ -232,9 +233,9 @@ async def test_pulses_keep_out_of_quiet_hours_set_by_the_owner(
 
 
 async def test_watchkeeper_schedule_reads_the_owners_settings(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
-    async with _app(mongo_server, tmp_path, clock, pulse=True) as app:
+    async with _app(app_db, tmp_path, clock, pulse=True) as app:
         quiet = [{"start": "23:00", "end": "06:00"}]
         await _settings(app, action="update", quiet_hours=quiet, timezone="Asia/Tokyo")
         out = io.StringIO()

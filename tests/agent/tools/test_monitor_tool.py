@@ -11,6 +11,7 @@ from agent.app.features.monitors import monitoring
 from agent.tools.base import compact_schema
 from agent.tools.monitors import MonitorArgs
 from tests.contexts import contact_ctx, owner_ctx
+from tests.databases import AppDb
 from tests.fakes.alert_app import PUBLIC_URL, Harness, alert_app
 
 ARGUMENTS = {
@@ -34,19 +35,19 @@ def test_the_arguments_are_the_contract() -> None:
     assert schema["properties"]["severity"]["enum"] == ["info", "warning", "critical"]
 
 
-async def test_owner_chats_get_it_contacts_and_the_pulse_do_not(mongo_server: str) -> None:
-    async with alert_app(mongo_server, features=(monitoring(),)) as h:
+async def test_owner_chats_get_it_contacts_and_the_pulse_do_not(app_db: AppDb) -> None:
+    async with alert_app(app_db, features=(monitoring(),)) as h:
         catalog, deps = h.app.catalog, h.app.deps
         assert "manage_monitor" in catalog.for_context(owner_ctx(deps))
         assert "manage_monitor" in catalog.for_context(owner_ctx(deps, kind="cron"))
         assert "manage_monitor" not in catalog.for_context(owner_ctx(deps, kind="pulse"))
         assert "manage_monitor" not in catalog.for_context(contact_ctx(deps))
-    async with alert_app(mongo_server) as h:  # no monitors feature: no tool
+    async with alert_app(app_db) as h:  # no monitors feature: no tool
         assert "manage_monitor" not in h.app.catalog.for_context(owner_ctx(h.app.deps))
 
 
-async def test_the_model_manages_monitors(mongo_server: str) -> None:
-    async with alert_app(mongo_server, features=(monitoring(),)) as h:
+async def test_the_model_manages_monitors(app_db: AppDb) -> None:
+    async with alert_app(app_db, features=(monitoring(),)) as h:
         made = await call(
             h, action="create", name="Backups", kind="heartbeat", period_seconds=86_400
         )
@@ -68,8 +69,8 @@ async def test_the_model_manages_monitors(mongo_server: str) -> None:
         assert h.model.requests == []
 
 
-async def test_errors_are_sentences_the_model_can_relay(mongo_server: str) -> None:
-    async with alert_app(mongo_server, features=(monitoring(),)) as h:
+async def test_errors_are_sentences_the_model_can_relay(app_db: AppDb) -> None:
+    async with alert_app(app_db, features=(monitoring(),)) as h:
         http = {"action": "create", "kind": "http", "name": "NAS"}
         for arguments, says in (
             (http | {"url": "nas.local"}, "url must start with http:// or https://"),

@@ -14,6 +14,7 @@ import pytest
 from agent.app.application import App
 from agent.tools.settings import MANAGE_SETTINGS
 from tests.contexts import owner_ctx
+from tests.databases import AppDb
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import BERLIN, FakeClock
 from tests.fakes.scripted import ScriptedModel, sequence
@@ -28,7 +29,7 @@ pytestmark = pytest.mark.clock(datetime(2026, 3, 6, 18, 0, tzinfo=BERLIN))
 
 
 def _app(
-    mongo_server: str,
+    app_db: AppDb,
     tmp_path: Path,
     clock: FakeClock,
     names: tuple[str, ...],
@@ -38,7 +39,7 @@ def _app(
     channels = [RecordingChannel(name) for name in names]
     model = model or ScriptedModel(lambda _r: "ok")
     return scheduled_app(
-        mongo_server, tmp_path, model, clock, channels=channels, timezone="Europe/Berlin",
+        app_db, tmp_path, model, clock, channels=channels, timezone="Europe/Berlin",
         **settings,
     )  # fmt: skip
 
@@ -49,9 +50,9 @@ async def _settings(app: App, **args: Any) -> dict[str, Any]:
 
 
 async def test_sms_without_twilio_is_refused_naming_telegram_and_whatsapp(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
-    async with _app(mongo_server, tmp_path, clock, ("telegram", "whatsapp"), **BOTH) as app:
+    async with _app(app_db, tmp_path, clock, ("telegram", "whatsapp"), **BOTH) as app:
         refused = await _settings(
             app, action="update", primary_channel="sms", timezone="Asia/Tokyo"
         )
@@ -105,7 +106,7 @@ async def test_sms_without_twilio_is_refused_naming_telegram_and_whatsapp(
     ],
 )
 async def test_each_reason_a_channel_cannot_be_primary_is_named(
-    mongo_server: str,
+    app_db: AppDb,
     tmp_path: Path,
     clock: FakeClock,
     names: tuple[str, ...],
@@ -113,7 +114,7 @@ async def test_each_reason_a_channel_cannot_be_primary_is_named(
     channel: str,
     error: str,
 ) -> None:
-    async with _app(mongo_server, tmp_path, clock, names, **settings) as app:
+    async with _app(app_db, tmp_path, clock, names, **settings) as app:
         refused = await _settings(app, action="update", primary_channel=channel)
         stored = await app.deps.db["settings"].find_one({"_id": "owner"})
     assert refused == {"error": error}
@@ -121,11 +122,11 @@ async def test_each_reason_a_channel_cannot_be_primary_is_named(
 
 
 async def test_a_channel_set_up_for_watchkeeper_run_counts_in_the_terminal_chat(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     """``watchkeeper chat`` runs only the terminal; the settings say what ``run`` has."""
     async with _app(
-        mongo_server, tmp_path, clock, ("console",), whatsapp_enabled=True, owner_phone=PHONE
+        app_db, tmp_path, clock, ("console",), whatsapp_enabled=True, owner_phone=PHONE
     ) as app:
         chosen = await _settings(app, action="update", primary_channel="whatsapp")
         refused = await _settings(app, action="update", primary_channel="sms")
@@ -137,10 +138,10 @@ async def test_a_channel_set_up_for_watchkeeper_run_counts_in_the_terminal_chat(
 
 
 async def test_a_stored_primary_that_no_longer_runs_is_shown_with_where_messages_go(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     """Chosen while Telegram ran; after a restart without it, ``get`` says so."""
-    async with _app(mongo_server, tmp_path, clock, ("whatsapp",), **BOTH) as app:
+    async with _app(app_db, tmp_path, clock, ("whatsapp",), **BOTH) as app:
         await app.deps.db["settings"].insert_one({"_id": "owner", "primary_channel": "telegram"})
         await app.deps.owner.load()
         view = await _settings(app, action="get")
@@ -151,7 +152,7 @@ async def test_a_stored_primary_that_no_longer_runs_is_shown_with_where_messages
 
 
 async def test_the_probe_telegram_as_main_channel_with_no_telegram(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     """As it happened: Telegram is not set up, the owner asks for it; the model is told
     it cannot be, and which can, and nothing is stored."""
@@ -160,7 +161,7 @@ async def test_the_probe_telegram_as_main_channel_with_no_telegram(
         tool_call("manage_settings", action="update", primary_channel="telegram"),
         "Telegram is not set up here; WhatsApp is. Shall I use WhatsApp?",
     )
-    async with _app(mongo_server, tmp_path, clock, ("whatsapp",), model, **BOTH) as app:
+    async with _app(app_db, tmp_path, clock, ("whatsapp",), model, **BOTH) as app:
         await app.agent.respond("otherwise Telegram is fine, make it my main channel", (
             owner_ctx(app.deps)
         ))  # fmt: skip

@@ -9,14 +9,15 @@ from datetime import UTC, datetime
 from agent.app.features.scheduling import SchedulingOptions, scheduling
 from tests.agent.test_quiet_window_limit import minute_windows
 from tests.contexts import owner_ctx
+from tests.databases import AppDb
 from tests.fakes.alert_app import alert_app
 from tests.scheduling_kit import call_tool
 
 SCHEDULING = (scheduling(SchedulingOptions(timer=False)),)
 
 
-async def test_a_thousand_windows_are_refused_and_nothing_changes(mongo_server: str) -> None:
-    async with alert_app(mongo_server, features=SCHEDULING) as h:
+async def test_a_thousand_windows_are_refused_and_nothing_changes(app_db: AppDb) -> None:
+    async with alert_app(app_db, features=SCHEDULING) as h:
         refused = await call_tool(
             h.app, "manage_settings", action="update", quiet_hours=minute_windows(1002)
         )
@@ -32,9 +33,9 @@ async def test_a_thousand_windows_are_refused_and_nothing_changes(mongo_server: 
 
 
 async def test_an_alert_over_a_thousand_stored_windows_is_held_by_the_first_seven(
-    mongo_server: str,
+    app_db: AppDb,
 ) -> None:
-    async with alert_app(mongo_server, features=SCHEDULING) as h:
+    async with alert_app(app_db, features=SCHEDULING) as h:
         await h.app.deps.db["settings"].update_one(
             {"_id": "owner"}, {"$set": {"quiet_hours": minute_windows(1002)}}, upsert=True
         )

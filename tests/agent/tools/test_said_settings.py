@@ -9,6 +9,7 @@ from pathlib import Path
 
 from agent.cli.upcoming import print_schedule
 from tests.contexts import owner_ctx
+from tests.databases import AppDb
 from tests.fakes.clock import BERLIN, FakeClock
 from tests.fakes.scripted import ScriptedModel, sequence
 from tests.scheduling_kit import scheduled_app, tool_call, tool_results
@@ -16,7 +17,7 @@ from tests.scheduling_kit import scheduled_app, tool_call, tool_results
 NOW = datetime(2026, 11, 26, 14, 5, tzinfo=BERLIN)  # Thursday
 
 
-async def test_quiet_nights_and_twelve_pulses_a_day(mongo_server: str, tmp_path: Path) -> None:
+async def test_quiet_nights_and_twelve_pulses_a_day(app_db: AppDb, tmp_path: Path) -> None:
     clock = FakeClock(NOW.astimezone(UTC))
     model = ScriptedModel(lambda r: "")
     model.responder = sequence(
@@ -28,7 +29,7 @@ async def test_quiet_nights_and_twelve_pulses_a_day(mongo_server: str, tmp_path:
         ),
         "Done.",
     )
-    async with scheduled_app(mongo_server, tmp_path, model, clock, timezone="Europe/Berlin") as app:
+    async with scheduled_app(app_db, tmp_path, model, clock, timezone="Europe/Berlin") as app:
         await app.agent.respond("twelve checks a day, not at night", owner_ctx(app.deps))
         out = io.StringIO()
         assert await print_schedule(app.settings, 48, out=out, clock=clock) == 0

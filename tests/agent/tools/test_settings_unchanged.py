@@ -6,6 +6,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from tests.databases import AppDb
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import BERLIN, FakeClock
 from tests.fakes.scripted import ScriptedModel
@@ -13,13 +14,13 @@ from tests.scheduling_kit import call_tool, scheduled_app
 
 
 async def test_a_value_equal_to_the_stored_one_is_reported_unchanged(
-    mongo_server: str, tmp_path: Path
+    app_db: AppDb, tmp_path: Path
 ) -> None:
     clock = FakeClock(datetime(2026, 3, 6, 18, 0, tzinfo=BERLIN))
     model = ScriptedModel(lambda _r: "ok")
     telegram = RecordingChannel("telegram")
     async with scheduled_app(
-        mongo_server, tmp_path, model, clock, channels=[telegram], timezone="Europe/Berlin",
+        app_db, tmp_path, model, clock, channels=[telegram], timezone="Europe/Berlin",
         owner_telegram_ids=[4242],
     ) as app:  # fmt: skip
 

@@ -19,6 +19,7 @@ import pytest
 from agent.app.application import App
 from channels.delivery.envelope import Envelope
 from tests.contexts import owner_ctx
+from tests.databases import AppDb
 from tests.fakes.clock import BERLIN, FakeClock
 from tests.fakes.scripted import ScriptedModel, sequence
 from tests.scheduling_kit import (
@@ -55,10 +56,10 @@ async def _lists(app: App) -> tuple[dict[str, dict[str, Any]], list[str]]:
 
 
 async def test_berlin_new_york_tokyo_and_home(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     model = ScriptedModel(lambda _r: "ok")
-    async with scheduled_app(mongo_server, tmp_path, model, clock, timezone="Europe/Berlin") as app:
+    async with scheduled_app(app_db, tmp_path, model, clock, timezone="Europe/Berlin") as app:
         mom = await _tool(
             app, "manage_cronjob", action="create", name="Call mom",
             instruction="Remind me to call mom", run_at="2026-03-07T08:00",
@@ -139,11 +140,11 @@ async def test_berlin_new_york_tokyo_and_home(
 
 
 async def test_a_reminder_set_again_after_travel_is_read_on_the_new_clock(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     """ "Make it 8am" in New York means 08:00 New York, not Berlin."""
     model = ScriptedModel(lambda _r: "ok")
-    async with scheduled_app(mongo_server, tmp_path, model, clock, timezone="Europe/Berlin") as app:
+    async with scheduled_app(app_db, tmp_path, model, clock, timezone="Europe/Berlin") as app:
         mom = await _tool(
             app, "manage_cronjob", action="create", name="Call mom", instruction="x",
             run_at="2026-03-07T08:00",
@@ -159,11 +160,11 @@ async def test_a_reminder_set_again_after_travel_is_read_on_the_new_clock(
 
 
 async def test_jobs_on_their_own_timezone_are_reported_kept(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     """A job the owner set on Tokyo time stays there; lists show its times at home."""
     model = ScriptedModel(lambda _r: "ok")
-    async with scheduled_app(mongo_server, tmp_path, model, clock, timezone="Europe/Berlin") as app:
+    async with scheduled_app(app_db, tmp_path, model, clock, timezone="Europe/Berlin") as app:
         await _tool(
             app, "manage_cronjob", action="create", name="Tokyo standup", instruction="x",
             cron_expression="0 9 * * *", timezone="Asia/Tokyo",
@@ -182,12 +183,12 @@ async def test_jobs_on_their_own_timezone_are_reported_kept(
 
 
 async def test_the_model_hears_of_the_reminder_when_the_owner_travels(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     """The owner says where they are; the tool result the model reads names the
     reminder at its new time and says it falls in quiet hours."""
     model = ScriptedModel(lambda _r: "ok")
-    async with scheduled_app(mongo_server, tmp_path, model, clock, timezone="Europe/Berlin") as app:
+    async with scheduled_app(app_db, tmp_path, model, clock, timezone="Europe/Berlin") as app:
         await _tool(
             app, "manage_cronjob", action="create", name="Call mom", instruction="x",
             run_at="2026-03-07T08:00",

@@ -15,6 +15,7 @@ import pytest
 
 from agent.app.features.scheduling import SchedulingOptions, scheduling
 from tests.agent.app.dashboard.browser_kit import MISSING, Browser, start_driver
+from tests.databases import AppDb
 from tests.fakes.alert_app import ADMIN, Harness, alert_app
 
 TOKEN = ADMIN
@@ -28,9 +29,9 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
 
 @pytest.fixture
-async def dash(mongo_server: str) -> AsyncIterator[Harness]:
+async def dash(app_db: AppDb) -> AsyncIterator[Harness]:
     feature = scheduling(SchedulingOptions(timer=False))
-    async with alert_app(mongo_server, features=(feature,)) as harness:
+    async with alert_app(app_db, features=(feature,)) as harness:
         yield harness
 
 

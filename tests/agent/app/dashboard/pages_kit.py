@@ -15,6 +15,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from agent.app.application import App
 from agent.app.http import make_web_app
 from storage.repos.runs.record import Outcome, RunKind, Status
+from tests.databases import AppDb
 from tests.fakes.clock import BERLIN, FakeClock
 from tests.fakes.scripted import ScriptedModel
 from tests.scheduling_kit import parts_of, scheduled_app
@@ -27,11 +28,11 @@ NOW = datetime(2026, 11, 26, 15, 0, tzinfo=BERLIN)
 
 @contextlib.asynccontextmanager
 async def dash_app(
-    mongo_server: str, tmp_path: Path, clock: FakeClock, model: ScriptedModel | None = None
+    app_db: AppDb, tmp_path: Path, clock: FakeClock, model: ScriptedModel | None = None
 ) -> AsyncIterator[App]:
     scripted = model or ScriptedModel(lambda r: "done")
     async with scheduled_app(
-        mongo_server, tmp_path, scripted, clock, admin_token=ADMIN, timezone="Europe/Berlin"
+        app_db, tmp_path, scripted, clock, admin_token=ADMIN, timezone="Europe/Berlin"
     ) as app:
         yield app
 

@@ -24,6 +24,7 @@ from agent.app.healthcheck import Component, Health
 from storage.repos.alert_record import Alert
 from storage.repos.runs.record import Run
 from tests.agent.app.dashboard.conftest import TOKEN
+from tests.databases import AppDb
 from tests.fakes.alert_app import Harness, alert_app
 from tests.scheduling_kit import parts_of
 
@@ -137,9 +138,9 @@ def test_alerts_go_by_severity_unacknowledged_first_then_newest_first() -> None:
 
 
 async def test_without_sms_the_status_says_a_critical_alert_cannot_page(
-    mongo_server: str,
+    app_db: AppDb,
 ) -> None:
-    async with alert_app(mongo_server, twilio_from_number=None) as dash:
+    async with alert_app(app_db, twilio_from_number=None) as dash:
         assert "sms" not in dash.app.channels
         html = await (await dash.client.get("/", headers=BEARER)).text()
     status = html[html.index('id="status"') : html.index("</div>", html.index('id="status"'))]

@@ -14,6 +14,7 @@ from aiohttp.test_utils import TestClient
 from agent.app.application import App
 from scheduler.cron.job import CronJob
 from tests.agent.app.dashboard.pages_kit import AUTH, NOW, client_of, csrf_of, dash_app, page
+from tests.databases import AppDb
 from tests.fakes.clock import FakeClock
 from tests.scheduling_kit import call_tool, parts_of
 
@@ -39,9 +40,9 @@ async def _post(client: TestClient[Any, Any], path: str, csrf: str | None) -> An
 
 
 async def test_lists_every_job_with_schedule_and_next_fires(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
-    async with dash_app(mongo_server, tmp_path, clock) as app:
+    async with dash_app(app_db, tmp_path, clock) as app:
         daily, once = await _jobs(app)
         async with client_of(app) as client:
             text = html.unescape(await page(client, "/jobs"))
@@ -54,9 +55,9 @@ async def test_lists_every_job_with_schedule_and_next_fires(
 
 
 async def test_pause_resume_delete_with_csrf_through_the_service(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
-    async with dash_app(mongo_server, tmp_path, clock) as app:
+    async with dash_app(app_db, tmp_path, clock) as app:
         daily, once = await _jobs(app)
         engine, jobs = parts_of(app).engine, parts_of(app).jobs
         assert f"cron:{daily.id}" in engine.armed
@@ -88,9 +89,9 @@ async def test_pause_resume_delete_with_csrf_through_the_service(
 
 
 async def test_changes_without_a_good_csrf_token_or_login_are_refused(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
-    async with dash_app(mongo_server, tmp_path, clock) as app:
+    async with dash_app(app_db, tmp_path, clock) as app:
         daily, _ = await _jobs(app)
         async with client_of(app) as client:
             csrf = csrf_of(await page(client, "/jobs"))
@@ -105,9 +106,9 @@ async def test_changes_without_a_good_csrf_token_or_login_are_refused(
 
 
 async def test_a_refused_change_says_why_and_changes_nothing(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
-    async with dash_app(mongo_server, tmp_path, clock) as app:
+    async with dash_app(app_db, tmp_path, clock) as app:
         _, once = await _jobs(app)
         jobs = parts_of(app).jobs
         await jobs.toggle(once.id, False)
@@ -126,9 +127,9 @@ async def test_a_refused_change_says_why_and_changes_nothing(
 
 
 async def test_a_later_change_by_the_model_clears_updated_by(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
-    async with dash_app(mongo_server, tmp_path, clock) as app:
+    async with dash_app(app_db, tmp_path, clock) as app:
         daily, _ = await _jobs(app)
         async with client_of(app) as client:
             csrf = csrf_of(await page(client, "/jobs"))

@@ -16,6 +16,7 @@ import pytest
 from agent.app.features.scheduling import SchedulingOptions, scheduling
 from tests.agent.app.dashboard.conftest import TOKEN
 from tests.agent.app.dashboard.test_auth import fresh_client, log_in
+from tests.databases import AppDb
 from tests.fakes.alert_app import Harness, alert_app
 
 GUESSER = "203.0.113.7"
@@ -24,10 +25,10 @@ ALERT = {"severity": "info", "title": "disk", "body": "almost full"}
 
 
 @pytest.fixture
-async def proxied(mongo_server: str) -> AsyncIterator[Harness]:
+async def proxied(app_db: AppDb) -> AsyncIterator[Harness]:
     """The dashboard behind a reverse proxy on 127.0.0.1 (where the test client is)."""
     feature = scheduling(SchedulingOptions(timer=False))
-    async with alert_app(mongo_server, features=(feature,), trusted_proxies="127.0.0.1") as harness:
+    async with alert_app(app_db, features=(feature,), trusted_proxies="127.0.0.1") as harness:
         yield harness
 
 

@@ -37,6 +37,7 @@ from tests.agent.app.dashboard.pages_kit import (
     page,
 )
 from tests.conftest import make_settings
+from tests.databases import AppDb
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import FakeClock
 from tests.fakes.openai_api import FakeOpenAI
@@ -62,13 +63,11 @@ class HeldOpenAI(FakeOpenAI):
 
 
 @contextlib.asynccontextmanager
-async def _app(
-    mongo_server: str, tmp_path: Path, db_name: str, api: FakeOpenAI
-) -> AsyncIterator[App]:
+async def _app(app_db: AppDb, tmp_path: Path, db_name: str, api: FakeOpenAI) -> AsyncIterator[App]:
     """The app with the scheduler (no timer) and the model from settings; two of them on
     one database stand for two processes."""
     config = make_settings(
-        mongodb_uri=mongo_server + "?directConnection=true",
+        mongodb_uri=app_db.mongodb_uri,
         mongodb_db=db_name,
         data_dir=tmp_path / uuid.uuid4().hex[:6],
         admin_token=ADMIN,
@@ -78,7 +77,11 @@ async def _app(
     )
     features = [scheduling(SchedulingOptions(timer=False))]
     async with build_app(
-        config, channels=[RecordingChannel()], clock=FakeClock(NOW), features=features
+        config,
+        embedded=app_db.server,
+        channels=[RecordingChannel()],
+        clock=FakeClock(NOW),
+        features=features,
     ) as app:
         yield app
 
@@ -94,14 +97,14 @@ async def _click(client: TestClient[Any, Any], job_id: str) -> tuple[int, str]:
 
 
 async def test_run_now_answers_at_once_and_refuses_a_second_click_until_it_ends(
-    mongo_server: str, tmp_path: Path
+    app_db: AppDb, tmp_path: Path
 ) -> None:
     db_name = f"runnow_{uuid.uuid4().hex[:10]}"
     async with HeldOpenAI() as api:
         api.default = Answer(200, api.completion("The news: all quiet."))
         async with (
-            _app(mongo_server, tmp_path, db_name, api) as first,
-            _app(mongo_server, tmp_path, db_name, api) as second,
+            _app(app_db, tmp_path, db_name, api) as first,
+            _app(app_db, tmp_path, db_name, api) as second,
         ):
             try:
                 job = await parts_of(first).jobs.create(
@@ -148,12 +151,12 @@ async def test_run_now_answers_at_once_and_refuses_a_second_click_until_it_ends(
 
 
 async def test_a_claim_left_by_a_process_that_died_frees_after_a_run_lease(
-    mongo_server: str, tmp_path: Path
+    app_db: AppDb, tmp_path: Path
 ) -> None:
     """A process killed during a run by hand leaves its claim behind: a click is refused
     while that could still be a run starting, and goes through once it cannot."""
     clock = FakeClock(NOW)
-    async with dash_app(mongo_server, tmp_path, clock) as app:
+    async with dash_app(app_db, tmp_path, clock) as app:
         parts = parts_of(app)
         job = await parts.jobs.create(
             name="Backups", instruction="Check the backups", cron_expression="0 3 * * *"
@@ -174,7 +177,7 @@ async def test_a_claim_left_by_a_process_that_died_frees_after_a_run_lease(
 
 
 async def test_the_pulse_api_refuses_a_second_run_while_one_is_under_way(
-    mongo_server: str, tmp_path: Path
+    app_db: AppDb, tmp_path: Path
 ) -> None:
     """``POST /api/pulse/run`` keeps its contract (it answers the run record when the run
     ends) but a second one while a pulse is under way, here or in another process, is
@@ -183,8 +186,8 @@ async def test_the_pulse_api_refuses_a_second_run_while_one_is_under_way(
     async with HeldOpenAI() as api:
         api.default = Answer(200, api.completion("All quiet."))
         async with (
-            _app(mongo_server, tmp_path, db_name, api) as first,
-            _app(mongo_server, tmp_path, db_name, api) as second,
+            _app(app_db, tmp_path, db_name, api) as first,
+            _app(app_db, tmp_path, db_name, api) as second,
         ):
             try:
                 await warm_model(first.agent.model)  # see the test above

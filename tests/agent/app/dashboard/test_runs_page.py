@@ -20,6 +20,7 @@ from tests.agent.app.dashboard.pages_kit import (
     page,
     record_run,
 )
+from tests.databases import AppDb
 from tests.fakes.clock import FakeClock
 from tests.fakes.scripted import ScriptedModel, sequence
 from tests.scheduling_kit import call_tool, parts_of, tool_call
@@ -40,9 +41,9 @@ def marks_of(text: str) -> dict[str, dict[str, str]]:
 
 
 async def test_timeline_has_one_mark_per_run_of_the_week(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
-    async with dash_app(mongo_server, tmp_path, clock) as app:
+    async with dash_app(app_db, tmp_path, clock) as app:
         day = timedelta(days=1)
         seeded = {
             await record_run(
@@ -79,11 +80,11 @@ async def test_timeline_has_one_mark_per_run_of_the_week(
 
 
 async def test_run_page_shows_trigger_duration_calls_tokens_and_result(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     model = ScriptedModel(lambda r: "")
     model.responder = sequence(tool_call("manage_cronjob", action="list"), "All backups fine")
-    async with dash_app(mongo_server, tmp_path, clock, model) as app:
+    async with dash_app(app_db, tmp_path, clock, model) as app:
         created = await call_tool(
             app, "manage_cronjob", None, action="create", name="Backups",
             instruction="Check the backups", cron_expression="0 16 * * *",
@@ -108,9 +109,9 @@ async def test_run_page_shows_trigger_duration_calls_tokens_and_result(
 
 
 async def test_failed_run_page_shows_the_error(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
-    async with dash_app(mongo_server, tmp_path, clock) as app:
+    async with dash_app(app_db, tmp_path, clock) as app:
         run_id = await record_run(
             app, "pulse", "failed", NOW - timedelta(minutes=5), seconds=61,
             error="model unavailable", reason="model_unavailable",
@@ -123,9 +124,9 @@ async def test_failed_run_page_shows_the_error(
 
 
 async def test_unknown_or_malformed_run_ids_are_not_found(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
-    async with dash_app(mongo_server, tmp_path, clock) as app, client_of(app) as client:
+    async with dash_app(app_db, tmp_path, clock) as app, client_of(app) as client:
         wrong_token = await client.get(
             "/runs/" + "a" * 24, headers={"Authorization": "Bearer nope"}, allow_redirects=False
         )

@@ -20,6 +20,7 @@ from agent.spend.prices import (
     save_prices,
 )
 from tests.agent.app.dashboard.pages_kit import AUTH, NOW, client_of, csrf_of, dash_app, page
+from tests.databases import AppDb
 from tests.fakes.clock import FakeClock
 
 pytestmark = pytest.mark.clock(NOW)
@@ -35,9 +36,9 @@ async def _post(client: TestClient[Any, Any], csrf: str, **form: str) -> str:
 
 
 async def test_a_huge_or_broken_model_name_is_refused_and_nothing_stored(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
-    async with dash_app(mongo_server, tmp_path, clock) as app:
+    async with dash_app(app_db, tmp_path, clock) as app:
         settings = app.deps.db["settings"]
         async with client_of(app) as client:
             csrf = csrf_of(await page(client, "/spend"))
@@ -60,9 +61,9 @@ async def test_a_huge_or_broken_model_name_is_refused_and_nothing_stored(
 
 
 async def test_a_price_typed_past_its_length_is_refused(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
-    async with dash_app(mongo_server, tmp_path, clock) as app:
+    async with dash_app(app_db, tmp_path, clock) as app:
         async with client_of(app) as client:
             csrf = csrf_of(await page(client, "/spend"))
             for side in ("input", "output", "cached"):
@@ -73,10 +74,10 @@ async def test_a_price_typed_past_its_length_is_refused(
 
 
 async def test_the_table_of_the_owners_prices_is_bounded(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     full = {f"model-{n}": {"input": 1, "output": 2} for n in range(MAX_PRICED_MODELS)}
-    async with dash_app(mongo_server, tmp_path, clock) as app:
+    async with dash_app(app_db, tmp_path, clock) as app:
         await save_prices(app.deps.db, full)
         async with client_of(app) as client:
             csrf = csrf_of(await page(client, "/spend"))

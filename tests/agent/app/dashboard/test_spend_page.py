@@ -12,6 +12,7 @@ import pytest
 from channels.delivery.envelope import Envelope
 from storage.sandbox.rules import SandboxError, check_writable
 from tests.agent.app.dashboard.pages_kit import BERLIN, NOW, client_of, dash_app, page
+from tests.databases import AppDb
 from tests.fakes.clock import FakeClock
 from tests.scheduling_kit import inbound, parts_of
 
@@ -28,10 +29,10 @@ def _chart(text: str, side: str) -> str:
 
 
 async def test_thirty_days_by_kind_with_zero_days_and_totals(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     today = NOW.date()
-    async with dash_app(mongo_server, tmp_path, clock) as app:
+    async with dash_app(app_db, tmp_path, clock) as app:
         usage = app.deps.usage
         await usage.add(today, "chat", 1000, 200)
         await usage.add(today, "chat", 500, 100)
@@ -65,10 +66,10 @@ async def test_thirty_days_by_kind_with_zero_days_and_totals(
 
 
 async def test_each_exchange_counts_its_tokens_on_the_owner_day(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     clock.set(NOW.replace(hour=0, minute=20))  # 23:20 UTC the day before: Berlin's day counts
-    async with dash_app(mongo_server, tmp_path, clock) as app:
+    async with dash_app(app_db, tmp_path, clock) as app:
         await app.dispatcher.handle(Envelope(inbound("hi")))
         await app.dispatcher.handle(Envelope(inbound("and again")))
         await parts_of(app).jobs.create(

@@ -14,6 +14,7 @@ from agent.app.application import App
 from agent.spend.prices import Price, load_prices, save_prices
 from channels.delivery.envelope import Envelope
 from tests.agent.app.dashboard.pages_kit import AUTH, NOW, client_of, csrf_of, dash_app, page
+from tests.databases import AppDb
 from tests.fakes.clock import FakeClock
 from tests.scheduling_kit import inbound
 
@@ -34,9 +35,9 @@ async def _status(app: App) -> str:
 
 
 async def test_the_spend_page_shows_usd_and_marks_estimates(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
-    async with dash_app(mongo_server, tmp_path, clock) as app:
+    async with dash_app(app_db, tmp_path, clock) as app:
         await _spend(app)
         async with client_of(app) as client:
             text = await page(client, "/spend")
@@ -61,9 +62,9 @@ async def test_the_spend_page_shows_usd_and_marks_estimates(
 
 
 async def test_status_shows_the_budget_and_the_cost_today(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
-    async with dash_app(mongo_server, tmp_path, clock) as app:
+    async with dash_app(app_db, tmp_path, clock) as app:
         text = await _status(app)
         assert "Tokens today: 0 of 1,000,000 (0%), $0.00; resets 00:00 Europe/Berlin" in text
         await _spend(app)
@@ -90,9 +91,9 @@ async def test_status_shows_the_budget_and_the_cost_today(
 
 
 async def test_a_price_set_on_the_page_is_used_and_a_bad_one_refused(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
-    async with dash_app(mongo_server, tmp_path, clock) as app:
+    async with dash_app(app_db, tmp_path, clock) as app:
         await _spend(app)
         async with client_of(app) as client:
             csrf = csrf_of(await page(client, "/spend"))
