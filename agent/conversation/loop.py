@@ -197,7 +197,10 @@ async def run_loop(
             hold = await budget.reserve(fixed + request_bound("", messages))
             if isinstance(hold, BudgetView):
                 result.budget_spent = True
-                result.text = budget.spent_reply(hold, tool_calls=result.tool_calls)
+                effects = [e for e in map(effect_of, result.tool_calls, outcomes) if e]
+                result.text = budget.spent_reply(
+                    hold, tool_calls=result.tool_calls, effects=effects
+                )
                 return result
             read = _mark_outside(ctx, messages, read)  # the one place a run is marked
             try:
@@ -240,6 +243,29 @@ async def run_loop(
     result.text = _exhausted_reply(result)
     log.warning("turn cap reached after %d tool calls", len(result.tool_calls))
     return result
+
+
+EFFECT_CHARS = 120
+
+
+def effect_of(name: str, outcome: dict[str, Any]) -> str | None:
+    """What one call changed, in a few words (``manage_cronjob created "Call Bob" (once,
+    tomorrow 09:00)``); None for a call that only read."""
+    if "error" in outcome:
+        return f"{name} failed ({str(outcome['error'])[:EFFECT_CHARS]})"
+    for verb in ("created", "updated", "deleted", "removed", "saved", "forgotten"):
+        if verb in outcome:
+            what = outcome[verb]
+            label = what.get("name") or what.get("id") if isinstance(what, dict) else what
+            when = what.get("schedule") if isinstance(what, dict) else None
+            text = f'{name} {verb} "{str(label)[:EFFECT_CHARS]}"' if label else f"{name} {verb}"
+            return f"{text} ({when})" if when else text
+    if outcome.get("held") or outcome.get("status") == "held":
+        return f"{name} held for your approval"
+    if outcome.get("success"):
+        action = outcome.get("action")
+        return f"{name} done ({action})" if isinstance(action, str) else f"{name} done"
+    return None
 
 
 def _mark_outside(ctx: RunContext, sent: list[ModelMessage], read: int) -> int:

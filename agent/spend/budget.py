@@ -257,6 +257,8 @@ class TokenBudget:
             opened = await self._ledger.open(day, ends, used, found)
             if opened is not None:  # else another process opened it first: read it
                 self._last = opened
+                if found is not None:
+                    await self._day_over(found.day)
                 return opened
 
     async def _check_raised(self, ledger: Ledger) -> None:
@@ -275,6 +277,18 @@ class TokenBudget:
                 await self.unnotify(f"budget:{key}")
         except Exception:
             log.exception("could not resolve the budget's notice %s", key)
+
+    async def _day_over(self, day: date) -> None:
+        """A budget day closed: its 80% and 100% notices no longer hold, so an alert
+        still open for them is resolved (the next day tells its own)."""
+        if self.unnotify is None:
+            return
+        for level in ("warned", "spent"):
+            key = f"{day.isoformat()}:budget:{level}"
+            try:
+                await self.unnotify(f"budget:{key}")
+            except Exception:
+                log.exception("could not resolve the budget's notice %s", key)
 
     async def _counted(self, day: date) -> int:
         """Tokens counted on ``day`` before the ledger was kept (the first day after an
@@ -426,10 +440,14 @@ class TokenBudget:
         settled, self._settled = self._settled, asyncio.Event()
         settled.set()
 
-    def spent_reply(self, view: BudgetView, *, tool_calls: Iterable[str] = ()) -> str:
+    def spent_reply(
+        self, view: BudgetView, *, tool_calls: Iterable[str] = (), effects: Iterable[str] = ()
+    ) -> str:
         """What a chat gets instead of a model answer at 100% (``tool_calls``: what the
-        turn did before the cap stopped it)."""
+        turn called before the cap stopped it; ``effects``: what those calls changed, in
+        words, so the owner knows what took effect)."""
         done = list(tool_calls)
+        changed = list(effects)
         head = "My daily token budget is spent"
         if done:
             names = ", ".join(sorted(set(done)))
@@ -437,12 +455,15 @@ class TokenBudget:
                 "I stopped before finishing: my daily token budget ran out during this task "
                 f"({len(done)} tool call{'s' if len(done) != 1 else ''} done: {names})"
             )
-        return (
+        text = (
             f"{head} ({view.used:,} of {view.limit:,} tokens today), so I can't ask my "
             f"language model until it resets at {self._reset_words(view)}. Your message "
             f"is saved. To raise the budget, {RAISE_HINT}. Alert replies (ack, resolve, "
             "snooze) still work."
         )
+        if changed:
+            text += " What took effect before it stopped: " + "; ".join(changed) + "."
+        return text
 
     def skip_detail(self, view: BudgetView) -> str:
         """A skipped run's reason in words (its record's ``error``)."""

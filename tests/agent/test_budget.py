@@ -199,6 +199,19 @@ async def test_at_100_percent_chat_answers_without_the_model(
         assert "monitors, alerts and alert replies keep working" in told["body"]
 
 
+async def test_when_the_cap_stops_a_task_the_answer_says_what_took_effect(
+    app_db: AppDb, tmp_path: Path, api: FakeOpenAI, clock: FakeClock
+) -> None:
+    async with rig(app_db, tmp_path, api, clock, budget=50) as r:
+        remind = {"action": "create", "name": "Call Bob", "instruction": "remind me to call Bob",
+                  "in_minutes": 60}  # fmt: skip
+        tool_round(api, "manage_cronjob", remind, usage=(50, 5))  # 55: over the cap
+        api.reply_text("never asked for", usage=(1, 1))
+        sent = await r.ask("remind me in an hour to call Bob")
+        [answer] = [t for t in sent if "stopped before finishing" in t]
+    assert 'What took effect before it stopped: manage_cronjob created "Call Bob" (' in answer
+
+
 async def test_a_turn_that_crosses_the_cap_finishes_its_round_then_stops(
     app_db: AppDb, tmp_path: Path, api: FakeOpenAI, clock: FakeClock
 ) -> None:
@@ -303,6 +316,9 @@ async def test_the_owners_midnight_resets_the_budget(
         api.reply_text("good morning", usage=(10, 2))
         assert await r.ask("and now?") == ["good morning"]
         assert len(api.requests) == 2
+        # Yesterday's "spent" alert no longer holds: it resolved itself (issue 40 item 6).
+        [told] = [a for a in await r.budget_alerts() if a["title"] == SPENT_TITLE]
+        assert told["status"] == "resolved"
 
 
 async def test_zero_means_no_cap(
