@@ -46,8 +46,10 @@ class RoutingPolicy:
     critical_max_sms: int = 4
     """SMS pages per escalation round of a critical alert, the first one included."""
     sms_per_hour: int = 10
-    context_window: timedelta = timedelta(hours=24)
-    """A free-text reply gets the latest alert as context only if it was sent this recently."""
+    context_window: timedelta = timedelta(minutes=10)
+    """A free-text message gets the latest alert as context only if it was sent this
+    recently: soon after an alert it is likely the subject; later, a message naming its
+    code or replying to it still brings it (never for the rest of the day)."""
     short_ack_window: timedelta = timedelta(minutes=30)
     """A short acknowledgement ("k", "thx", "👍") on SMS or WhatsApp acks the alert sent
     on that channel at most this long ago, if nothing was sent there since; on Telegram

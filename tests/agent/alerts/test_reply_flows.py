@@ -167,3 +167,18 @@ def test_short_ack_window_is_configurable_in_minutes() -> None:
 def test_sms_copy_offers_goalerts_forms() -> None:
     alert = Alert(None, "7", "critical", "Pump", "open", datetime(2026, 11, 27, tzinfo=UTC))
     assert sms_text(alert).endswith("Reply 7a to ack, 7c to resolve, or #7 snooze 1h.")
+
+
+async def test_an_alert_rides_with_free_text_only_soon_after_it_was_sent(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
+        await h.router.raise_alert(severity="warning", title="Backup is late")
+        await h.chat.say("why is that?")
+        await h.settle()
+        assert "## The alert this message is about" in h.model.requests[-1].read
+        await h.tick(minutes=13)  # several topics later: not about the alert any more
+        await h.chat.say("what's the weather like tomorrow?")
+        await h.settle()
+        assert "## The alert this message is about" not in h.model.requests[-1].read
+        await h.chat.say("about #1: is it fixed?")  # named by its code: still found
+        await h.settle()
+        assert "## The alert this message is about" in h.model.requests[-1].read
