@@ -30,6 +30,7 @@ from scheduler.cron.service import CronService
 from scheduler.engine import Engine
 from scheduler.pulse.store import PulseStore
 from storage import collections as c
+from storage.recall import Recall
 from storage.repos.conversations import ConversationRepo, MessageRepo, SystemInstructionRepo
 from storage.repos.effects import EffectLog
 from storage.repos.usage import UsageLog
@@ -97,6 +98,8 @@ class AgentDeps:
     """Tokens per day for the dashboard, written in batches (``agent.llm.budget``)."""
     budget: TokenBudget = field(init=False)
     """``DAILY_TOKEN_BUDGET``, checked before every model call (``agent.llm.budget``)."""
+    recall: Recall = field(init=False)
+    """The saved facts and past conversations, searchable (``storage.recall``)."""
 
     def __post_init__(self) -> None:
         # The repositories over ``db``, made with the record (it is frozen after).
@@ -113,6 +116,7 @@ class AgentDeps:
         set_field(self, "instructions", SystemInstructionRepo(self.db))
         set_field(self, "conversations", ConversationRepo(self.db))
         set_field(self, "messages", MessageRepo(self.db))
+        set_field(self, "recall", Recall(self.db))
 
     @property
     def primary_channel(self) -> str | None:

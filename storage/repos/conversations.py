@@ -21,7 +21,6 @@ from storage.coalesce import GroupCommit, GroupLoad, TtlCache, insert_groups
 from storage.ejson import aware, utcnow
 
 Doc = dict[str, Any]
-MEMORY_LIMIT = 4_000
 REPLAY_LOOKBACK = 100
 """A conversation's newest messages read to find a replayed message's earlier answer:
 the message itself and every step of its exchange (tool calls and results)."""
@@ -29,8 +28,8 @@ SYSTEM_INSTRUCTION_ID = "system_instruction"
 
 DEFAULT_CORE_INSTRUCTION = (
     "You are Watchkeeper, the owner's personal agent. Be brief and concrete. Act on clear "
-    "requests without asking; confirm before anything irreversible. Keep durable facts about "
-    "the owner in memory and structured data in the database."
+    "requests without asking; confirm before anything irreversible. Keep facts in memory, "
+    "records in the database."
 )
 LEGACY_DB_SCHEMA = (
     "- master: one document, the owner's profile (name, city, preferences...)\n"
@@ -45,17 +44,9 @@ built-in ones are now always shown by the prompt); read back as empty."""
 @dataclass
 class SystemInstruction:
     core_instruction: str = DEFAULT_CORE_INSTRUCTION
-    memory: str = ""
-    memory_source: Doc | None = None
-    """Where the memory came from when a run that had read outside text saved it
-    (``{"untrusted": [...], "approved": code}``); None for the owner's own runs."""
     memory_enabled: bool = True
     db_schema: str = ""
     """The model's documentation of its own collections (``update_db_schema``)."""
-
-
-class MemoryTooLong(ValueError):
-    pass
 
 
 class SystemInstructionRepo:
@@ -76,9 +67,6 @@ class SystemInstructionRepo:
         si = SystemInstruction()
         if doc:
             si.core_instruction = doc.get("core_instruction") or si.core_instruction
-            si.memory = doc.get("memory", "")
-            source = doc.get("memory_source")
-            si.memory_source = source if isinstance(source, dict) else None
             si.memory_enabled = bool(doc.get("memory_enabled", True))
             own = str(doc.get("db_schema") or "")
             si.db_schema = "" if own.strip() == LEGACY_DB_SCHEMA else own
@@ -93,15 +81,6 @@ class SystemInstructionRepo:
             "save settings",
         )
         self._cache.invalidate()
-
-    async def set_memory(self, memory: str, source: Doc | None = None) -> None:
-        """Replace the memory; ``source`` says where it came from (None: the owner)."""
-        if len(memory) > MEMORY_LIMIT:
-            raise MemoryTooLong(
-                f"memory is {len(memory)} characters; the limit is {MEMORY_LIMIT}. "
-                "Condense it and save again."
-            )
-        await self._set({"memory": memory, "memory_source": source})
 
     async def set_db_schema(self, schema: str) -> None:
         await self._set({"db_schema": schema})
