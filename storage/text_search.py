@@ -160,11 +160,13 @@ class Bm25Index(Generic[K]):
             if postings is None:
                 continue
             numbers, counts = postings
-            df = len(numbers)
+            keys = self._keys
+            live = [
+                (n, count) for n, count in zip(numbers, counts, strict=True) if keys[n] is not None
+            ]
+            df = len(live)
             idf = math.log(1 + (living - df + 0.5) / (df + 0.5))
-            for number, count in zip(numbers, counts, strict=True):
-                if self._keys[number] is None:
-                    continue
+            for number, count in live:
                 norm = k1 * (1 - b + b * self._lengths[number] / average)
                 scores[number] = scores.get(number, 0.0) + idf * count * (k1 + 1) / (count + norm)
         best = sorted(scores.items(), key=lambda item: (-item[1], -item[0]))[:limit]
