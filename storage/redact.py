@@ -8,6 +8,9 @@ capital inside the fact, a number of four digits or more, a phone number). Each 
 sentence becomes ``REDACTED``; the rest of the text stays. Swept: ``messages`` (text,
 tool calls and their results), the stored ``runs`` (their instructions and results),
 ``inbox`` and ``outbox`` (what was received and sent, which ``db_query`` can read).
+A correction (``save_memory`` with ``replaces``) sweeps the same way for the words of
+the old fact the new one changed (``Carrier.correcting``), so the old value does not
+come back from history either.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ class Carrier:
     query: frozenset[str]
     facts: tuple[frozenset[str], ...]
     strong: frozenset[str]
+    marker: str = REDACTED
+    """What a carrying sentence becomes."""
 
     @classmethod
     def of(cls, query: str, facts: Iterable[str]) -> Carrier:
@@ -61,6 +66,14 @@ class Carrier:
         return cls(
             frozenset(terms(query)), tuple(frozenset(terms(t)) for t in texts), frozenset(strong)
         )
+
+    @classmethod
+    def correcting(cls, old: str, new: str, marker: str) -> Carrier:
+        """What a correction takes out of history: the sentences holding an identifying
+        word of the ``old`` fact that the ``new`` one no longer has (Okafor, once the
+        landlord is Mr Chen); nothing when the correction changed no such word."""
+        gone = cls.of("", [old]).strong - cls.of("", [new]).strong
+        return cls(frozenset(), (), frozenset(gone), marker)
 
     @property
     def empty(self) -> bool:
@@ -86,11 +99,11 @@ class Carrier:
         out: list[str] = []
         for sentence in _SENTENCE.findall(text):
             if sentence.strip() and self.carries(sentence):
-                if not out or out[-1].strip() != REDACTED:
-                    out.append(REDACTED + (" " if sentence.endswith(" ") else ""))
+                if not out or out[-1].strip() != self.marker:
+                    out.append(self.marker + (" " if sentence.endswith(" ") else ""))
                 continue
             out.append(sentence)
-        return "".join(out).strip() or REDACTED
+        return "".join(out).strip() or self.marker
 
     def value(self, value: Any, key: str = "") -> Any:
         """``value`` with every string in it redacted (ids and names left alone)."""

@@ -159,6 +159,10 @@ async def _save_memory(args: SaveMemoryArgs, ctx: RunContext) -> ToolResult:
         result["source"] = source.words()
     if replaces is not None:
         result["replaced"] = replaces.id
+        carrier = Carrier.correcting(replaces.text, fact.text, f"[corrected: see {fact.id}]")
+        if not carrier.empty:  # the old value, out of history too
+            swept = await sweep(ctx.deps.db, carrier)
+            await recall.reindex_messages(swept.messages)
     if related:
         result["related"] = [
             {**fact_view(f, ctx), "relation": r} for f, r in related[:3] if r != "duplicate"
@@ -195,9 +199,9 @@ async def _search_memory(args: SearchMemoryArgs, ctx: RunContext) -> ToolResult:
 
 
 def _matches(query_terms: set[str], fact: Fact) -> bool:
-    """Whether ``fact`` is about the query: it holds half its terms (at least one)."""
-    have = query_terms & set(terms(fact.text))
-    return bool(have) and len(have) * 2 >= len(query_terms)
+    """Whether ``fact`` is about the query: it holds every one of its terms (a
+    half-match forgets nothing)."""
+    return query_terms <= set(terms(fact.text))
 
 
 async def _forget_memory(args: ForgetMemoryArgs, ctx: RunContext) -> ToolResult:

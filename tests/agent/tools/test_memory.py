@@ -13,6 +13,7 @@ import aiohttp
 
 from agent.context import AgentDeps, RunContext
 from agent.conversation.agent import Agent
+from agent.conversation.prompt import mark_untrusted
 from agent.llm.types import ToolResultPart
 from agent.tools.catalog import core_catalog
 from storage.db import open_database
@@ -75,7 +76,7 @@ async def test_a_contradiction_of_the_same_subject_is_reported(deps: AgentDeps) 
 
 
 async def test_a_corrected_fact_never_reaches_the_model_again(deps: AgentDeps) -> None:
-    await call(deps, "x", "save_memory", memory="My landlord is Mrs Okafor")
+    await call(deps, "my landlord is Mrs Okafor", "save_memory", memory="My landlord is Mrs Okafor")
     answer = await call(deps, "x", "save_memory", memory="My landlord is Mr Chen", replaces="m1")
     assert answer["replaced"] == "m1" and "related" not in answer
     model = ScriptedModel(lambda r: "ok")
@@ -86,6 +87,9 @@ async def test_a_corrected_fact_never_reaches_the_model_again(deps: AgentDeps) -
     found = result_of(second)
     assert [f["text"] for f in found["facts"]] == ["My landlord is Mr Chen"]
     assert "Okafor" not in first.messages[-1].note + json.dumps(found)
+    # Nor from history: the owner's words and the first receipt say where it went.
+    assert "Okafor" not in everything(first) + everything(second)
+    assert "[corrected: see m2]" in everything(first)
 
 
 async def test_the_relevant_fact_rides_in_the_note_not_the_system_prompt(deps: AgentDeps) -> None:
@@ -183,3 +187,23 @@ async def test_facts_survive_a_restart_and_an_old_blob_becomes_facts(
         found = await call(deps, "where does Anna live?", "search_memory", query="Anna")
         assert [f["id"] for f in found["facts"]] == ["m3"]
         await database.client.drop_database(name)
+
+
+async def test_db_query_cannot_write_facts(deps: AgentDeps) -> None:
+    answer = await call(
+        deps, "x", "db_query", operation="insertOne", collection="memories", data={"text": "x"}
+    )
+    assert "save_memory" in answer["error"] and "forget_memory" in answer["error"]
+    assert await MemoryStore(deps.db).all() == []
+
+
+async def test_a_contacts_conversation_is_never_recalled(deps: AgentDeps) -> None:
+    """A contact's words (and the answers to them) are not the owner's past talk."""
+    model = ScriptedModel(lambda r: "Thank you, I will pass it on.")
+    contact = owner_ctx(
+        deps, tier="contact", channel="whatsapp", conversation_key="whatsapp:+15550100999"
+    )
+    words = mark_untrusted("the plumber invoice is 900 EUR", "+15550100999")  # as dispatched
+    await Agent(model, core_catalog()).respond(words, contact)
+    found = await call(deps, "what about the plumber?", "search_memory", query="plumber pass")
+    assert found["messages"] == []
