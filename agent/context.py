@@ -115,8 +115,8 @@ class AgentDeps:
         set_field(self, "budget", budget)
         set_field(self, "instructions", SystemInstructionRepo(self.db))
         set_field(self, "conversations", ConversationRepo(self.db))
-        set_field(self, "messages", MessageRepo(self.db))
-        set_field(self, "recall", Recall(self.db))
+        set_field(self, "recall", Recall(self.db, self.clock))
+        set_field(self, "messages", MessageRepo(self.db, self.recall.learn))
 
     @property
     def primary_channel(self) -> str | None:

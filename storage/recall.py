@@ -5,10 +5,14 @@ One ``Recall`` per process (``AgentDeps.recall``) holds two indexes in memory
 the agent's answers. Both are read from MongoDB, so a restart loses nothing:
 
 * facts are loaded at first use and changed with every write made through here; a
-  write by another process is noticed by the store's version (one small read a search);
-* messages are read in ``_id`` order and caught up at each search (one indexed read
-  of what is newer than the last one seen). A contact's conversation is never indexed
-  (its messages come in an untrusted block), nor a tool's call or result.
+  write by another process is noticed by the store's version (read at most every
+  ``CHECK_EVERY``);
+* messages are read once, at the first search (SecantusDB answers a range on ``_id``
+  with a full scan, so catching up by reading costs as much as loading); after that
+  ``MessageRepo`` tells it of each message it stores (``learn``). A contact's
+  conversation is never indexed (its messages come in an untrusted block), nor a
+  tool's call or result, nor the pulse's brief. Messages another process stores are
+  seen at the next start.
 
 Memory use is a few bytes a posting (about 5 MB for 50,000 messages); nothing is
 loaded until the first search.
@@ -18,9 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from bson import ObjectId
@@ -36,8 +40,9 @@ UNTRUSTED_MARK = 'trust="untrusted"'
 """What a contact's stored message carries (``agent.llm.untrusted.UNTRUSTED``)."""
 SKIPPED_KEYS = ("pulse",)
 """Conversation keys whose messages are not the owner's talk (the pulse's brief)."""
-LOAD_BATCH = 2_000
 SNIPPET = 240
+CHECK_EVERY = timedelta(seconds=5)
+"""How often the facts' version is read: a search costs no read in between."""
 
 
 @dataclass(frozen=True)
@@ -83,15 +88,19 @@ def snippet(text: str, query_terms: set[str], width: int = SNIPPET) -> str:
 class Recall:
     """The facts and past messages, searchable (module docstring)."""
 
-    def __init__(self, db: AsyncDatabase[Doc]) -> None:
+    def __init__(self, db: AsyncDatabase[Doc], clock: Callable[[], datetime]) -> None:
         self.store = MemoryStore(db)
+        self._clock = clock
         self._messages_coll = db[c.MESSAGES]
         self._conversations = db[c.CONVERSATIONS]
         self._facts: dict[str, Fact] = {}
         self._fact_index: Bm25Index[str] = Bm25Index()
         self._version: int | None = None
         self._message_index: Bm25Index[ObjectId] = Bm25Index()
-        self._last_message: ObjectId | None = None
+        self._messages_loaded = False
+        self._unplaced: dict[ObjectId, list[ObjectId]] = {}
+        """Conversations of messages learnt since the last search, not yet looked up."""
+        self._checked_at: datetime | None = None
         self._conversation_meta: dict[ObjectId, tuple[str, str]] = {}
         """conversation id -> (channel, key), for the conversations seen."""
         self._contact_conversations: set[ObjectId] = set()
@@ -100,6 +109,15 @@ class Recall:
     # Facts
 
     async def _sync_facts(self) -> None:
+        now = self._clock()
+        checked = self._checked_at
+        if (
+            self._version is not None
+            and checked is not None
+            and checked <= now < checked + CHECK_EVERY
+        ):
+            return  # another process's change shows within CHECK_EVERY
+        self._checked_at = now
         version = await self.store.version()
         if version == self._version:
             return
@@ -190,23 +208,40 @@ class Recall:
     # Messages
 
     async def _catch_up(self) -> None:
+        """Load every stored message once (one read of the collection); from then on the
+        messages this process stores come through ``learn``. Then the conversations of
+        newly learnt messages are looked up (a pulse's are dropped again)."""
         async with self._lock:
-            while True:
-                query: Doc = {"role": {"$in": ["user", "assistant"]}}
-                if self._last_message is not None:
-                    query["_id"] = {"$gt": self._last_message}
+            if not self._messages_loaded:
                 projection = {"parts": 1, "role": 1, "conversation_id": 1}
-                docs = await self._messages_coll.find(
-                    query, projection, sort=[("_id", 1)], limit=LOAD_BATCH
-                ).to_list()
-                if not docs:
-                    return
+                docs = await self._messages_coll.find({}, projection).to_list()
+                docs.sort(key=lambda d: d["_id"])
                 await self._learn_conversations(d.get("conversation_id") for d in docs)
                 for doc in docs:
-                    self._index_message(doc)
-                self._last_message = docs[-1]["_id"]
-                if len(docs) < LOAD_BATCH:
-                    return
+                    if doc.get("role") in ("user", "assistant"):
+                        self._index_message(doc)
+                self._messages_loaded = True
+                self._unplaced.clear()
+            if self._unplaced:
+                pending, self._unplaced = self._unplaced, {}
+                await self._learn_conversations(pending)
+                for conversation, ids in pending.items():
+                    _, key = self._conversation_meta.get(conversation, ("", ""))
+                    if key.startswith(SKIPPED_KEYS):
+                        for message_id in ids:
+                            self._message_index.remove(message_id)
+
+    def learn(self, conversation: ObjectId, docs: list[Doc]) -> None:
+        """Messages just stored (``MessageRepo``'s listener); nothing before the first
+        search, which loads them all."""
+        if not self._messages_loaded:
+            return
+        for doc in docs:
+            if doc.get("role") not in ("user", "assistant") or "_id" not in doc:
+                continue
+            self._index_message(doc)
+            if conversation not in self._conversation_meta:
+                self._unplaced.setdefault(conversation, []).append(doc["_id"])
 
     async def _learn_conversations(self, ids: Iterable[Any]) -> None:
         new = {i for i in ids if isinstance(i, ObjectId) and i not in self._conversation_meta}

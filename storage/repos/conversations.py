@@ -6,7 +6,7 @@ them back into typed parts. Storage never imports the agent.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -197,11 +197,16 @@ class ConversationRepo:
         self._cache.invalidate(key)
 
 
+AppendListener = Callable[[ObjectId, list[Doc]], None]
+"""Told of each conversation's messages once stored (``storage.recall`` indexes them)."""
+
+
 class MessageRepo:
-    def __init__(self, db: AsyncDatabase[Doc]) -> None:
+    def __init__(self, db: AsyncDatabase[Doc], listener: AppendListener | None = None) -> None:
         self._coll = db[c.MESSAGES]
         # Exchanges of different chats ending together share one insert command.
         self._insert = GroupCommit(insert_groups(self._coll))
+        self._listener = listener
 
     async def append(
         self, conversation_id: ObjectId, messages: list[Doc], start_seq: int | None = None
@@ -221,10 +226,18 @@ class MessageRepo:
             start_seq = int(last["seq"]) + 1 if last else 0
         now = utcnow()
         docs = [
-            {**m, "conversation_id": conversation_id, "seq": start_seq + i, "created_at": now}
+            {
+                "_id": ObjectId(),
+                **m,
+                "conversation_id": conversation_id,
+                "seq": start_seq + i,
+                "created_at": now,
+            }
             for i, m in enumerate(messages)
         ]
         await self._insert(docs)  # a retry adds only what is missing
+        if self._listener is not None:
+            self._listener(conversation_id, docs)
 
     async def answer_for(self, conversation_id: ObjectId, inbox_id: str) -> str | None:
         """The stored final answer to inbound message ``inbox_id``, if it was answered.
