@@ -213,11 +213,9 @@ class Recall:
         newly learnt messages are looked up (a pulse's are dropped again)."""
         async with self._lock:
             if not self._messages_loaded:
+                await self._learn_conversations(await self._conversations.distinct("_id"))
                 projection = {"parts": 1, "role": 1, "conversation_id": 1}
-                docs = await self._messages_coll.find({}, projection).to_list()
-                docs.sort(key=lambda d: d["_id"])
-                await self._learn_conversations(d.get("conversation_id") for d in docs)
-                for doc in docs:
+                async for doc in self._messages_coll.find({}, projection):  # streamed
                     if doc.get("role") in ("user", "assistant"):
                         self._index_message(doc)
                 self._messages_loaded = True

@@ -23,6 +23,10 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
+COMMON = 0.25
+"""A query term in more than this share of the documents is left out of the ranking
+when the query has rarer ones: it would add a little to a quarter of everything, at
+the cost of reading all its postings."""
 
 _TOKEN = re.compile(r"\+?\d[\d \-.()/]{5,}\d|\w+")
 _STOP_TEXT = """
@@ -155,11 +159,10 @@ class Bm25Index(Generic[K]):
         average = max(self._total_length / living, 1.0)
         scores: dict[int, float] = {}
         k1, b = self.K1, self.B
-        for term in wanted:
-            postings = self._postings.get(term)
-            if postings is None:
-                continue
-            numbers, counts = postings
+        present = [t for t in wanted if t in self._postings]
+        rare = [t for t in present if len(self._postings[t][0]) <= living * COMMON]
+        for term in rare or present:  # a word in most documents ranks next to nothing
+            numbers, counts = self._postings[term]
             keys = self._keys
             live = [
                 (n, count) for n, count in zip(numbers, counts, strict=True) if keys[n] is not None
