@@ -11,7 +11,8 @@ Two rules, each safe on its own:
   note no longer carries it, a search still finds it, labelled.
 
 Every fact changed is logged as it was before (``settings``, ``LOG_ID``): the last
-consolidation can be undone whole from the dashboard.
+consolidation can be undone whole from the dashboard. By itself it runs once a day, in
+the owner's quiet hours (``consolidate_if_due``, from ``agent.app.features.memory``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from storage.text_search import terms
 
 Doc = dict[str, Any]
 LOG_ID = "memory_consolidation"
+RAN_ID = "memory_consolidation_ran"
+"""When consolidation last ran by itself (whether or not it changed anything)."""
 NEAR = 0.9
 _MONTH_NAMES = """january february march april may june july august september october
 november december"""
@@ -129,3 +132,19 @@ async def undo(db: AsyncDatabase[Doc]) -> int:
     await MemoryStore(db).restore(before)
     await db[c.SETTINGS].delete_one({"_id": LOG_ID})
     return len(before)
+
+
+async def consolidate_if_due(
+    db: AsyncDatabase[Doc], now: datetime, tz: tzinfo, quiet: bool
+) -> list[Change] | None:
+    """Consolidate when it is the owner's quiet time (``quiet``) and it has not run yet
+    this local day; None when it was not due."""
+    if not quiet:
+        return None
+    today = now.astimezone(tz).date().isoformat()
+    ran = await db[c.SETTINGS].find_one_and_update(
+        {"_id": RAN_ID}, {"$set": {"day": today, "at": now}}, upsert=True
+    )
+    if ran is not None and ran.get("day") == today:
+        return None  # this day's run is done (or under way in another process)
+    return await consolidate(db, now, tz)
