@@ -14,6 +14,7 @@ last eight digits, so "+44 20 7946 0000" is found by "020 7946 0000" and by itse
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from array import array
@@ -23,6 +24,8 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
+MAX_POSTINGS = 1_000
+"""Documents scored per query term, the newest (see ``Bm25Index.search``)."""
 COMMON = 0.25
 """A query term in more than this share of the documents is left out of the ranking
 when the query has rarer ones: it would add a little to a quarter of everything, at
@@ -151,7 +154,9 @@ class Bm25Index(Generic[K]):
 
     def search(self, query: str | Iterable[str], limit: int = 10) -> list[Hit[K]]:
         """The best ``limit`` documents for ``query`` (a text, or its terms), best first;
-        only documents sharing a term with it."""
+        only documents sharing a term with it. A term's newest ``MAX_POSTINGS`` documents
+        are scored (a word in tens of thousands of messages would cost milliseconds for
+        next to nothing); its weight (idf) counts them all."""
         wanted = set(terms(query) if isinstance(query, str) else query)
         living = len(self._numbers)
         if not wanted or not living:
@@ -159,20 +164,24 @@ class Bm25Index(Generic[K]):
         average = max(self._total_length / living, 1.0)
         scores: dict[int, float] = {}
         k1, b = self.K1, self.B
+        keys, lengths = self._keys, self._lengths
         present = [t for t in wanted if t in self._postings]
         rare = [t for t in present if len(self._postings[t][0]) <= living * COMMON]
         for term in rare or present:  # a word in most documents ranks next to nothing
             numbers, counts = self._postings[term]
-            keys = self._keys
-            live = [
-                (n, count) for n, count in zip(numbers, counts, strict=True) if keys[n] is not None
-            ]
-            df = len(live)
+            df = len(numbers)
+            if self._dead:
+                df = sum(1 for n in numbers if keys[n] is not None)
             idf = math.log(1 + (living - df + 0.5) / (df + 0.5))
-            for number, count in live:
-                norm = k1 * (1 - b + b * self._lengths[number] / average)
-                scores[number] = scores.get(number, 0.0) + idf * count * (k1 + 1) / (count + norm)
-        best = sorted(scores.items(), key=lambda item: (-item[1], -item[0]))[:limit]
-        return [
-            Hit(key, score) for number, score in best if (key := self._keys[number]) is not None
-        ]
+            top = idf * (k1 + 1)
+            slope, base = k1 * b / average, k1 * (1 - b)
+            start = max(0, len(numbers) - MAX_POSTINGS)
+            get = scores.get
+            for number, count in zip(numbers[start:], counts[start:], strict=True):
+                if keys[number] is None:
+                    continue
+                scores[number] = get(number, 0.0) + top * count / (
+                    count + base + slope * lengths[number]
+                )
+        best = heapq.nlargest(limit, scores.items(), key=lambda item: (item[1], item[0]))
+        return [Hit(key, score) for number, score in best if (key := keys[number]) is not None]
