@@ -41,6 +41,7 @@ UNTRUSTED_MARK = 'trust="untrusted"'
 SKIPPED_KEYS = ("pulse",)
 """Conversation keys whose messages are not the owner's talk (the pulse's brief)."""
 SNIPPET = 240
+LOAD_BATCH = 500
 CHECK_EVERY = timedelta(seconds=5)
 """How often the facts' version is read: a search costs no read in between."""
 
@@ -215,7 +216,9 @@ class Recall:
             if not self._messages_loaded:
                 await self._learn_conversations(await self._conversations.distinct("_id"))
                 projection = {"parts": 1, "role": 1, "conversation_id": 1}
-                async for doc in self._messages_coll.find({}, projection):  # streamed
+                # Streamed in small batches: the peak stays a batch, not the collection.
+                cursor = self._messages_coll.find({}, projection, batch_size=LOAD_BATCH)
+                async for doc in cursor:
                     if doc.get("role") in ("user", "assistant"):
                         self._index_message(doc)
                 self._messages_loaded = True
