@@ -1,7 +1,9 @@
 """Memory: ``GET /memory`` lists the saved facts (source, date, state) and searches
 them (``?q=``); ``POST /memory/<id>/edit`` (form field ``text``) and ``/delete`` change
 one; ``POST /memory/consolidate`` merges duplicates and marks past-dated facts now,
-``/memory/undo`` puts back what the last consolidation changed.
+``/memory/undo`` puts back what the last consolidation changed; ``/memory/<id>/pin``
+marks a fact always true (it rides in the note of every message, not only when it
+bears on one).
 
 Every change goes through ``storage.recall`` like the memory tools, so the next
 request sees it; an edit keeps the earlier text in the fact's history (never shown to
@@ -31,6 +33,7 @@ def fact_row(fact: Fact, dash: Dashboard) -> dict[str, Any]:
         "state": fact.status,
         "note": fact.note,
         "edited": len(fact.history),
+        "pinned": fact.pinned,
     }
 
 
@@ -88,7 +91,19 @@ def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
             return dash.done(request, "/memory", "No consolidation to undo.")
         return dash.done(request, "/memory", f"Undone: {count} fact(s) are as they were.")
 
+    async def pin(request: web.Request) -> web.StreamResponse:
+        fact_id = request.match_info["fact_id"]
+        fact = await recall().fact(fact_id)
+        if fact is None:
+            return dash.done(request, "/memory", f"No fact {fact_id}; nothing changed.")
+        await recall().update(fact_id, {"pinned": not fact.pinned}, dash.now())
+        said = (
+            "rides with every message now" if not fact.pinned else "rides only when it bears on one"
+        )
+        return dash.done(request, "/memory", f"{fact_id} {said}.")
+
     dash.get(router, "/memory", memory_page)
+    dash.post(router, "/memory/{fact_id}/pin", pin)
     dash.post(router, "/memory/consolidate", consolidate_now)
     dash.post(router, "/memory/undo", undo_last)
     dash.post(router, "/memory/{fact_id}/edit", edit)

@@ -12,7 +12,9 @@ from aiohttp.test_utils import TestClient
 
 from storage.repos.memories import FactSource
 from tests.agent.app.dashboard.pages_kit import AUTH, NOW, client_of, csrf_of, dash_app, page
+from tests.contexts import owner_ctx
 from tests.fakes.clock import FakeClock
+from tests.fakes.scripted import ScriptedModel
 
 
 @pytest.fixture
@@ -82,3 +84,20 @@ async def test_a_consolidation_merges_marks_and_is_undone(
     assert tea == ["m2"] and note_dentist == ["m4"]
     assert undone.status == 303 and "Undone: 2 fact(s) are as they were." in back
     assert tea_back == ["m1", "m2"]
+
+
+async def test_a_fact_marked_always_true_rides_with_every_message(
+    mongo_server: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    model = ScriptedModel(lambda r: "ok")
+    async with dash_app(mongo_server, tmp_path, clock, model) as app:
+        await app.deps.recall.save("The owner's name is Ada Lovelace", FactSource(), clock())
+        async with client_of(app) as client:
+            csrf = csrf_of(await page(client, "/memory"))
+            await app.agent.respond("hi", owner_ctx(app.deps, owner_words="hi"))
+            pinned = await _post(client, "/memory/m1/pin", {"csrf": csrf})
+            await app.agent.respond("hi", owner_ctx(app.deps, owner_words="hi"))
+    before, after = model.requests[-2:]
+    assert pinned.status == 303
+    assert "Ada Lovelace" not in before.messages[-1].note
+    assert "Ada Lovelace" in after.messages[-1].note and "Ada" not in after.system
