@@ -131,6 +131,9 @@ class Settings(BaseSettings):
     throttling is per client). Empty: the connecting address is the client."""
 
     history_token_budget: int = Field(default=12_000, ge=1_000)
+    memory_prompt_chars: int = Field(default=1_500, ge=0, le=20_000)
+    """How much of the saved facts relevant to the newest message ride in the note after
+    it (``agent.tools.memory``); ``search_memory`` finds the rest."""
     max_concurrent_model_calls: int = Field(default=100, ge=1)
     """The most calls in flight to one provider; each provider's adaptive limit starts
     here and backs off on 429/503 (``agent.llm.limiter``)."""

@@ -30,6 +30,7 @@ from runtime.clock import Clock, utcnow
 from scheduler.cron.service import CronService
 from scheduler.engine import Engine
 from scheduler.pulse.store import PulseStore
+from storage.recall import Recall
 from storage.repos.alert_record import Alert
 from storage.repos.conversations import ConversationRepo, MessageRepo, SystemInstructionRepo
 from storage.repos.effects import EffectLog
@@ -95,6 +96,8 @@ class AgentDeps:
     """Tokens per day for the dashboard, written in batches (``agent.spend.budget``)."""
     budget: TokenBudget = field(init=False)
     """``DAILY_TOKEN_BUDGET``, checked before every model call (``agent.spend.budget``)."""
+    recall: Recall = field(init=False)
+    """The saved facts and past conversations, searchable (``storage.recall``)."""
 
     def __post_init__(self) -> None:
         # The repositories over ``db``, made with the record (it is frozen after).
@@ -110,7 +113,8 @@ class AgentDeps:
         set_field(self, "budget", budget)
         set_field(self, "instructions", SystemInstructionRepo(self.db))
         set_field(self, "conversations", ConversationRepo(self.db))
-        set_field(self, "messages", MessageRepo(self.db))
+        set_field(self, "recall", Recall(self.db, self.clock))
+        set_field(self, "messages", MessageRepo(self.db, self.recall.learn))
 
     @property
     def primary_channel(self) -> str | None:

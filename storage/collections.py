@@ -63,6 +63,8 @@ USAGE = "usage"
 """Model tokens per day and kind (chat, cron, pulse), for the dashboard's Spend page."""
 MONITORS = "monitors"
 """http checks and heartbeats (``scheduler.monitors``, which owns it)."""
+MEMORIES = "memories"
+"""Facts about the owner, one per record (``storage.repos.memories``)."""
 
 PROTECTED: frozenset[str] = frozenset(
     {
@@ -80,6 +82,7 @@ PROTECTED: frozenset[str] = frozenset(
         PAIRING,
         USAGE,
         MONITORS,
+        MEMORIES,
     }
 )
 MODEL_WRITABLE: frozenset[str] = frozenset({"master", "contacts", "schedule"})

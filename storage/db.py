@@ -19,6 +19,7 @@ from pymongo.errors import ConfigurationError, OperationFailure, ServerSelection
 from storage.collections import INDEXES, drop_obsolete, retire_legacy_keys
 from storage.embedded.owner import EmbeddedServer
 from storage.errors import DatabaseUnavailable as DatabaseUnavailable  # where callers found it
+from storage.repos.memories import MemoryStore
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +130,7 @@ async def _ensure_indexes(db: AsyncDatabase[Doc]) -> None:
         *(db[name].create_indexes(list(models)) for name, models in INDEXES.items()),
         drop_obsolete(db),
         retire_legacy_keys(db, datetime.now(UTC)),
+        MemoryStore(db).upgrade_blob(datetime.now(UTC)),  # the one-blob memory, as facts
         return_exceptions=True,
     )
     for result in done:

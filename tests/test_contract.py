@@ -11,7 +11,7 @@ from agent.tools.alerts import MANAGE_ALERTS, RAISE_ALERT
 from agent.tools.base import Tool
 from agent.tools.cron import MANAGE_CRONJOB
 from agent.tools.db import DB_QUERY
-from agent.tools.memory import SAVE_MEMORY, UPDATE_DB_SCHEMA
+from agent.tools.memory import FORGET_MEMORY, SAVE_MEMORY, SEARCH_MEMORY, UPDATE_DB_SCHEMA
 from agent.tools.pulse import MANAGE_PULSE
 from agent.tools.send import SEND_MESSAGE
 from agent.tools.settings import MANAGE_SETTINGS
@@ -21,13 +21,16 @@ from agent.tools.whatsapp import WHATSAPP_TOOLS
 TOOLS: dict[str, Tool[Any]] = {
     t.name: t
     for t in (
-        SAVE_MEMORY, UPDATE_DB_SCHEMA, DB_QUERY, WEB_SEARCH, RAISE_ALERT, MANAGE_ALERTS,
-        MANAGE_CRONJOB, MANAGE_PULSE, MANAGE_SETTINGS, SEND_MESSAGE, *WHATSAPP_TOOLS,
+        SAVE_MEMORY, SEARCH_MEMORY, FORGET_MEMORY, UPDATE_DB_SCHEMA, DB_QUERY, WEB_SEARCH,
+        RAISE_ALERT, MANAGE_ALERTS, MANAGE_CRONJOB, MANAGE_PULSE, MANAGE_SETTINGS, SEND_MESSAGE,
+        *WHATSAPP_TOOLS,
     )
 }  # fmt: skip
 
 ARGUMENTS = {
-    "save_memory": {"memory"},
+    "save_memory": {"memory", "replaces"},
+    "search_memory": {"query", "limit"},
+    "forget_memory": {"query", "ids", "history"},
     "update_db_schema": {"schema"},
     "db_query": {
         "operation", "collection", "filter", "data", "update", "pipeline", "sort", "limit",

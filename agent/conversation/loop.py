@@ -14,10 +14,10 @@ newest message with its note, then every message the run added) is read for such
 blocks (``outside_sources``). From then on every call that acts is held for the
 owner's approval instead of made (``agent.tools.held``), for the rest of the run. Our
 own errors (a timeout, an unknown tool) are plain text and mark nothing. Earlier
-exchanges of a chat were marked in their own runs; the system prompt's memory block
-holds only what the owner approved (a save after outside text is held), so neither is
-read again here. Sends and calls held for the owner's approval are asked about as the
-loop ends, whatever ends it: one message per exchange, not one per send
+exchanges of a chat were marked in their own runs, so they are not read again here; a
+saved fact from outside text that rides in the note is (its block marks the run). Sends
+and calls held for the owner's approval are asked about as the loop ends, whatever ends
+it: one message per exchange, not one per send
 (``agent.tools.sending.ask_owner``).
 
 The daily token budget (``agent.spend.budget``): each model call's bound is reserved

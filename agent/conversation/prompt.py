@@ -3,8 +3,9 @@
 Providers cache the longest repeated start of a request, so a request is laid out
 for that. The system prompt holds only what stays from one request to the next, in a
 fixed order: core instruction, what is within reach, tool guidance (tools sorted by
-name), the run's note, the database, memory, then the stable sections. What changes
-(the clock, the pulse's state, the alert a message is about) goes in a short note
+name), the run's note, the database, then the stable sections. What changes (the
+clock, the saved facts that bear on the message, the pulse's state, the alert a
+message is about) goes in a short note
 (``build_note``) that rides after the newest message as a part of its own; the stored
 message keeps the sender's words exactly as written, without it. From the second
 request of a conversation on, the whole start repeats.
@@ -26,7 +27,7 @@ from types import MappingProxyType
 from agent.context import RunContext
 from agent.llm.untrusted import DEFUSED, OPENERS, defuse
 from agent.tools.base import Toolset
-from agent.tools.memory import memory_section
+from agent.tools.memory import memory_note
 from storage.repos.conversations import SystemInstruction
 
 PromptSection = Callable[[RunContext], Awaitable[str | None] | str | None]
@@ -72,8 +73,8 @@ BUILT_IN_SCHEMA = (
     "- schedule: title, start, end (dates), allDay, rrule, contactId, status\n"
     "- read-only: inbox (chat messages Watchkeeper received on Telegram/WhatsApp/SMS; not "
     "email), messages (chat history), alerts, cronjobs\n"
-    "- runs (read-only; cron and pulse runs): kind, job_id, name, status (success, failed, "
-    "timeout, skipped, running), scheduled_for, started_at, ended_at, result, error\n"
+    "- runs (read-only; cron and pulse runs): kind, job_id, name, status, scheduled_for, "
+    "started_at, ended_at, result, error\n"
     "- ai_*: yours, documented below (update_db_schema)"
 )
 """Always shown; ``update_db_schema`` documents only the model's own collections."""
@@ -186,7 +187,6 @@ async def build_system_prompt(
         parts.append(note)
     if instruction.memory_enabled:
         parts.append(database_section(instruction.db_schema))
-        parts.append(memory_section(instruction))
     for section in sections:
         if isinstance(section, Changing):
             continue
@@ -218,6 +218,8 @@ async def build_note(ctx: RunContext, sections: Sequence[PromptSection] = ()) ->
     the changing sections (none for a contact, who gets only the time)."""
     parts = [f"{NOTE_HEAD}\nNow: {format_now(ctx)}{zone_unchosen(ctx)}"]
     if ctx.tier != "contact":
+        if memory := await memory_note(ctx):
+            parts.append(memory)
         for section in sections:
             if not isinstance(section, Changing):
                 continue

@@ -13,7 +13,7 @@ from agent.tools.base import Tool, Toolset
 from agent.tools.db import DB_QUERY
 from agent.tools.fetch import FETCH_URL
 from agent.tools.mcp.tools import mcp_ready, mcp_tools
-from agent.tools.memory import SAVE_MEMORY, UPDATE_DB_SCHEMA
+from agent.tools.memory import FORGET_MEMORY, SAVE_MEMORY, SEARCH_MEMORY, UPDATE_DB_SCHEMA
 from agent.tools.settings import MANAGE_SETTINGS
 from agent.tools.web import WEB_SEARCH
 
@@ -98,6 +98,12 @@ def told_of_holding(tools: list[Tool[Any]]) -> list[Tool[Any]]:
     return [*tools[:first], dataclasses.replace(tool, guidance_for=guidance), *tools[first + 1 :]]
 
 
+def owner_only(ctx: RunContext) -> bool:
+    """A tool that reads the owner's memory: never a contact's (it writes nothing, so
+    the tier rule alone would offer it)."""
+    return ctx.tier == "owner"
+
+
 def settings_offered(ctx: RunContext) -> bool:
     """``manage_settings``: the owner's chats and cron jobs (the owner's own words), not
     a pulse (it must not change the quiet hours that hold it); the contact tier never
@@ -110,6 +116,8 @@ def core_catalog(offers: Iterable[Offer] = ()) -> ToolCatalog:
     tool of the same name replaces an earlier one."""
     core: list[Offer] = [
         (SAVE_MEMORY, always),
+        (SEARCH_MEMORY, owner_only),
+        (FORGET_MEMORY, always),
         (UPDATE_DB_SCHEMA, always),
         (DB_QUERY, always),
         (WEB_SEARCH, lambda ctx: ctx.deps.settings.brave_api_key is not None),

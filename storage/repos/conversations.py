@@ -6,7 +6,7 @@ them back into typed parts. Storage never imports the agent.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -22,7 +22,6 @@ from storage.coalesce import GroupCommit, GroupLoad, TtlCache, insert_groups
 from storage.ejson import aware
 
 Doc = dict[str, Any]
-MEMORY_LIMIT = 4_000
 REPLAY_LOOKBACK = 100
 """A conversation's newest messages read to find a replayed message's earlier answer:
 the message itself and every step of its exchange (tool calls and results)."""
@@ -30,8 +29,8 @@ SYSTEM_INSTRUCTION_ID = "system_instruction"
 
 DEFAULT_CORE_INSTRUCTION = (
     "You are Watchkeeper, the owner's personal agent. Be brief and concrete. Act on clear "
-    "requests without asking; confirm before anything irreversible. Keep durable facts about "
-    "the owner in memory and structured data in the database."
+    "requests without asking; confirm before anything irreversible. Keep facts in memory, "
+    "records in the database."
 )
 LEGACY_DB_SCHEMA = (
     "- master: one document, the owner's profile (name, city, preferences...)\n"
@@ -46,17 +45,9 @@ built-in ones are now always shown by the prompt); read back as empty."""
 @dataclass
 class SystemInstruction:
     core_instruction: str = DEFAULT_CORE_INSTRUCTION
-    memory: str = ""
-    memory_source: Doc | None = None
-    """Where the memory came from when a run that had read outside text saved it
-    (``{"untrusted": [...], "approved": code}``); None for the owner's own runs."""
     memory_enabled: bool = True
     db_schema: str = ""
     """The model's documentation of its own collections (``update_db_schema``)."""
-
-
-class MemoryTooLong(ValueError):
-    pass
 
 
 class SystemInstructionRepo:
@@ -77,9 +68,6 @@ class SystemInstructionRepo:
         si = SystemInstruction()
         if doc:
             si.core_instruction = doc.get("core_instruction") or si.core_instruction
-            si.memory = doc.get("memory", "")
-            source = doc.get("memory_source")
-            si.memory_source = source if isinstance(source, dict) else None
             si.memory_enabled = bool(doc.get("memory_enabled", True))
             own = str(doc.get("db_schema") or "")
             si.db_schema = "" if own.strip() == LEGACY_DB_SCHEMA else own
@@ -94,15 +82,6 @@ class SystemInstructionRepo:
             "save settings",
         )
         self._cache.invalidate()
-
-    async def set_memory(self, memory: str, source: Doc | None = None) -> None:
-        """Replace the memory; ``source`` says where it came from (None: the owner)."""
-        if len(memory) > MEMORY_LIMIT:
-            raise MemoryTooLong(
-                f"memory is {len(memory)} characters; the limit is {MEMORY_LIMIT}. "
-                "Condense it and save again."
-            )
-        await self._set({"memory": memory, "memory_source": source})
 
     async def set_db_schema(self, schema: str) -> None:
         await self._set({"db_schema": schema})
@@ -219,11 +198,16 @@ class ConversationRepo:
         self._cache.invalidate(key)
 
 
+AppendListener = Callable[[ObjectId, list[Doc]], None]
+"""Told of each conversation's messages once stored (``storage.recall`` indexes them)."""
+
+
 class MessageRepo:
-    def __init__(self, db: AsyncDatabase[Doc]) -> None:
+    def __init__(self, db: AsyncDatabase[Doc], listener: AppendListener | None = None) -> None:
         self._coll = db[c.MESSAGES]
         # Exchanges of different chats ending together share one insert command.
         self._insert = GroupCommit(insert_groups(self._coll))
+        self._listener = listener
 
     async def append(
         self, conversation_id: ObjectId, messages: list[Doc], start_seq: int | None = None
@@ -243,10 +227,18 @@ class MessageRepo:
             start_seq = int(last["seq"]) + 1 if last else 0
         now = utcnow()
         docs = [
-            {**m, "conversation_id": conversation_id, "seq": start_seq + i, "created_at": now}
+            {
+                "_id": ObjectId(),
+                **m,
+                "conversation_id": conversation_id,
+                "seq": start_seq + i,
+                "created_at": now,
+            }
             for i, m in enumerate(messages)
         ]
         await self._insert(docs)  # a retry adds only what is missing
+        if self._listener is not None:
+            self._listener(conversation_id, docs)
 
     async def answer_for(self, conversation_id: ObjectId, inbox_id: str) -> str | None:
         """The stored final answer to inbound message ``inbox_id``, if it was answered.

@@ -98,7 +98,8 @@ TOOL_HINTS: Mapping[str, str] = MappingProxyType(
         "cronjobs": " Use the manage_cronjob tool instead.",
         "whatsapp_permissions": " Use the whatsapp_manage_permission tool instead.",
         "alerts": " Use raise_alert or manage_alerts instead.",
-        "settings": " Use save_memory, update_db_schema or manage_pulse instead.",
+        "settings": " Use update_db_schema or manage_pulse instead.",
+        "memories": " Use save_memory (replaces corrects a fact) or forget_memory instead.",
     }
 )
 WRITABLE_HINT = "db_query writes only to master, contacts, schedule and ai_* collections"

@@ -35,6 +35,7 @@ NAV: tuple[tuple[str, str], ...] = (
     ("Alerts", "/alerts"),
     ("Jobs", "/jobs"),
     ("Spend", "/spend"),
+    ("Memory", "/memory"),
 )
 SECURITY_HEADERS: Mapping[str, str] = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "

@@ -9,6 +9,7 @@ from __future__ import annotations
 from agent.app.application import Feature
 from agent.app.features.alerts import alerting_feature
 from agent.app.features.mcp import mcp_feature
+from agent.app.features.memory import memory_feature
 from agent.app.features.monitors import monitoring_feature
 from agent.app.features.pairing import pairing_feature
 from agent.app.features.scheduling import scheduling_feature
@@ -22,5 +23,6 @@ FEATURES: tuple[Feature, ...] = (
     monitoring_feature,  # after the alert router, which it raises its alerts through
     scheduling_feature,
     whatsapp_feature,
+    memory_feature,  # the facts' daily consolidation, in quiet hours
     healthcheck_feature,  # last: reads every part before it, stops first
 )

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import aiohttp
 
-from agent.context import AgentDeps
+from agent.context import AgentDeps, RunContext
 from agent.conversation.agent import APOLOGY, Agent
 from agent.llm.types import ModelMessage, TextPart, ToolResultPart
 from agent.tools.catalog import core_catalog
 from storage.db import open_database
+from storage.repos.memories import FactSource, MemoryStore
 from tests.conftest import make_settings
 from tests.contexts import agent_deps, owner_ctx
 from tests.fakes.scripted import Request, ScriptedModel, sequence, unavailable
@@ -21,34 +22,39 @@ def _agent(model: ScriptedModel) -> Agent:
     return Agent(model, core_catalog())
 
 
+def said(deps: AgentDeps, words: str) -> tuple[str, RunContext]:
+    """The owner's chat message ``words`` and its run, as the dispatcher makes it."""
+    return words, owner_ctx(deps, owner_words=words)
+
+
 async def test_save_memory_is_stored_and_shown_next_time(deps: AgentDeps) -> None:
     model = ScriptedModel(lambda r: "ok")
     model.responder = sequence(model.call("save_memory", memory="- owner likes tea"), "Noted.")
-    reply = await _agent(model).respond("remember I like tea", owner_ctx(deps))
+    reply = await _agent(model).respond(*said(deps, "remember I like tea"))
     assert reply.text == "Noted."
-    assert (await deps.instructions.get()).memory == "- owner likes tea"
+    assert [f.text for f in await MemoryStore(deps.db).all()] == ["- owner likes tea"]
     model.responder = sequence("hello")
-    await _agent(model).respond("hi", owner_ctx(deps))
-    assert "- owner likes tea" in model.requests[-1].system
+    await _agent(model).respond(*said(deps, "do I like tea?"))
+    assert "- owner likes tea" in model.requests[-1].read
 
 
 async def test_memory_over_limit_is_refused_and_not_written(deps: AgentDeps) -> None:
-    await deps.instructions.set_memory("old")
+    await MemoryStore(deps.db).add("old", FactSource(), deps.clock())
     model = ScriptedModel(lambda r: "")
-    model.responder = sequence(model.call("save_memory", memory="x" * 4001), "Too long, sorry.")
-    await _agent(model).respond("remember a lot", owner_ctx(deps))
+    model.responder = sequence(model.call("save_memory", memory="x" * 501), "Too long, sorry.")
+    await _agent(model).respond(*said(deps, "remember a lot"))
     tool_msg = model.requests[1].messages[-1]
     result = tool_msg.parts[0]
     assert isinstance(result, ToolResultPart)
-    assert "4001" in result.result["error"] and "4000" in result.result["error"]
-    assert (await deps.instructions.get()).memory == "old"
+    assert "501" in result.result["error"] and "500" in result.result["error"]
+    assert [f.text for f in await MemoryStore(deps.db).all()] == ["old"]
 
 
-async def test_exactly_4000_characters_is_accepted(deps: AgentDeps) -> None:
+async def test_exactly_500_characters_is_accepted(deps: AgentDeps) -> None:
     model = ScriptedModel(lambda r: "")
-    model.responder = sequence(model.call("save_memory", memory="y" * 4000), "saved")
-    await _agent(model).respond("remember", owner_ctx(deps))
-    assert len((await deps.instructions.get()).memory) == 4000
+    model.responder = sequence(model.call("save_memory", memory="y" * 500), "saved")
+    await _agent(model).respond(*said(deps, "remember"))
+    assert [len(f.text) for f in await MemoryStore(deps.db).all()] == [500]
 
 
 async def test_history_is_kept_within_the_token_budget(deps: AgentDeps) -> None:
@@ -125,10 +131,12 @@ async def test_restart_keeps_memory_and_conversation(tmp_path: Path) -> None:
             deps = agent_deps(settings, database.db, http)
             model = ScriptedModel(recall)
             if round_ == "first":
-                await deps.instructions.set_memory("- prefers metric units")
-            reply = await _agent(model).respond(f"{round_} message", owner_ctx(deps))
-    assert reply.text == "history: first message | second message"
-    assert "- prefers metric units" in model.requests[-1].system
+                await MemoryStore(deps.db).add("- prefers metric units", FactSource(), deps.clock())
+            reply = await _agent(model).respond(*said(deps, f"{round_} message, in which units?"))
+    assert reply.text == (
+        "history: first message, in which units? | second message, in which units?"
+    )
+    assert "- prefers metric units" in model.requests[-1].read
 
 
 async def test_reset_starts_a_new_conversation(deps: AgentDeps) -> None:

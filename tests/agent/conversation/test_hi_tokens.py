@@ -32,6 +32,8 @@ provider's cache (tests/agent/conversation/test_prompt_cache.py)."""
 OWNER_TOOLS = {
     "manage_settings",
     "save_memory",
+    "search_memory",
+    "forget_memory",
     "update_db_schema",
     "db_query",
     "manage_cronjob",

@@ -24,6 +24,8 @@ from tests.fakes.scripted import Request
 
 OWNER_TOOLS = {
     "save_memory",
+    "search_memory",
+    "forget_memory",
     "update_db_schema",
     "db_query",
     "web_search",
