@@ -11,6 +11,7 @@ from agent.tools.alerts import MANAGE_ALERTS, RAISE_ALERT
 from agent.tools.base import Tool
 from agent.tools.cron import MANAGE_CRONJOB
 from agent.tools.db import DB_QUERY
+from agent.tools.fetch import FETCH_URL
 from agent.tools.memory import FORGET_MEMORY, SAVE_MEMORY, SEARCH_MEMORY, UPDATE_DB_SCHEMA
 from agent.tools.pulse import MANAGE_PULSE
 from agent.tools.send import SEND_MESSAGE
@@ -22,6 +23,7 @@ TOOLS: dict[str, Tool[Any]] = {
     t.name: t
     for t in (
         SAVE_MEMORY, SEARCH_MEMORY, FORGET_MEMORY, UPDATE_DB_SCHEMA, DB_QUERY, WEB_SEARCH,
+        FETCH_URL,
         RAISE_ALERT, MANAGE_ALERTS, MANAGE_CRONJOB, MANAGE_PULSE, MANAGE_SETTINGS, SEND_MESSAGE,
         *WHATSAPP_TOOLS,
     )
@@ -41,7 +43,7 @@ ARGUMENTS = {
         "timezone", "enabled", "on_failure",
     },
     "manage_pulse": {
-        "action", "notes", "enabled", "active_days", "pulses_per_day",
+        "action", "notes", "enabled", "active_days", "pulses_per_day", "paused_until",
     },
     "manage_settings": {
         "action", "quiet_hours", "timezone", "primary_channel", "warning_sms_after_minutes",
@@ -49,6 +51,7 @@ ARGUMENTS = {
     "raise_alert": {"severity", "title", "body", "dedupe_key"},
     "manage_alerts": {"action", "code", "duration", "note"},
     "web_search": {"query", "count"},
+    "fetch_url": {"url"},
     "send_message": {"channel", "to", "text"},
     "whatsapp_read_messages": {"contact", "limit"},
     "whatsapp_send_message": {"phone", "message"},

@@ -271,12 +271,11 @@ class ParsedReply:
 
 REPLY_WORDS_NOTE: Final = (
     "## Words read as alert replies\n"
-    "Soon after an alert, a message that is only ok, done, ack, snooze 1h, daily, weekly, "
-    "every 2h, at 07:30, pause, resume, pause pulse or an alert code (#12, 12a) acts on the "
-    "alert and "
-    "never reaches you; on SMS, yes, stop and help are the carrier's. Never ask for one "
-    "alone ('say resume', 'daily or weekly?'): ask for words naming the subject ('resume "
-    "Call Bob')."
+    "Soon after an alert, a message of only ok, done, ack, snooze 1h, daily, weekly, "
+    "every 2h, at 07:30, pause, resume, pause pulse or a code (#12, 12a) acts on it without "
+    "reaching you (on SMS, yes, stop and help are the carrier's). Never ask for one alone "
+    "('say resume', 'daily or weekly?'): ask for words naming the subject ('resume Call "
+    "Bob')."
 )
 """What the model is told (``alert_replies.reply_words_section``), so it never invites
 a reply the grammar would take."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Coroutine
+from datetime import timedelta
 from typing import Any, Literal
 
 from agent.alerts.bulk import bulk_reply
@@ -51,6 +52,12 @@ Named = Literal["code", "reply"]
 SETTLED = frozenset({"acknowledged", "resolved"})
 """An alert in one of these states is no longer a question an everyday word answers,
 except "done" / "fixed" for an acknowledged one: closing it is what they say."""
+
+
+EVERYDAY_WINDOW = timedelta(hours=24)
+"""A message of only an everyday word a directive could be ("weekly", "pause") gets the
+latest alert sent this recently as context; other free text only within the policy's
+``context_window`` (minutes)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,7 +110,8 @@ class AlertReplies:
             parsed, directive = ParsedReply(), None  # not a reply to an alert: free text
         plain = await self._plain_target(message, ctx, directive) if parsed.everyday else None
         if parsed.everyday and plain is None:
-            parsed, directive = ParsedReply(), None  # conversation ("weekly", "resume")
+            # Conversation ("weekly", "resume"), still likely about the last alert.
+            parsed, directive = ParsedReply(everyday=True), None
         if plain is not None:
             alert: Alert | None = plain
             how: Named | None = "reply" if message.reply_to else None
@@ -212,6 +220,8 @@ class AlertReplies:
                 return await store.by_code(sent.code), "reply"
         if parsed.directive is not None or parsed.error is not None:
             return await store.latest_sent(), None
+        if parsed.everyday:  # a lone "weekly" or "pause": likely about the last alert
+            return await store.latest_sent(ctx.now - EVERYDAY_WINDOW), None
         since = ctx.now - self._router.policy.context_window
         return await store.latest_sent(since), None
 

@@ -43,11 +43,7 @@ class ManageAlertsArgs(BaseModel):
     action: Literal["list", "ack", "resolve", "snooze", "mute"]
     code: str | None = None
     duration: str | None = Field(default=None, description="e.g. 30m, 2h, 1d")
-    note: str | None = Field(
-        default=None,
-        max_length=NOTE_CHARS,
-        description="ack, resolve: the owner's words on it (cause, fix), kept with the alert",
-    )
+    note: str | None = Field(default=None, max_length=NOTE_CHARS)
 
 
 def alert_service(ctx: RunContext) -> AlertRouter:
@@ -196,8 +192,8 @@ RAISE_ALERT: Tool[Any] = Tool(
 MANAGE_ALERTS: Tool[Any] = Tool(
     name="manage_alerts",
     description="Open alerts. list: no fields; ack, resolve: code, optional note (the "
-    "owner's words on cause or fix, e.g. 'it was the disk'); snooze, mute: code, optional "
-    "duration (default 1h / 1d; muted repeats are counted, not sent).",
+    "owner's words on cause or fix, e.g. 'it was the disk', kept with the alert); snooze, "
+    "mute: code, optional duration (default 1h / 1d; muted repeats are counted, not sent).",
     args=ManageAlertsArgs,
     handler=_manage,
     acting=lambda args: args.action != "list",

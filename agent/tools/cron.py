@@ -35,7 +35,9 @@ class CronArgs(BaseModel):
     cron_expression: str | None = Field(default=None, description="5 fields or @daily")
     run_at: str | None = Field(default=None, description="ISO 2026-05-01T08:00")
     in_minutes: int | None = None
-    timezone: str | None = Field(default=None, description="IANA; default owner's.")
+    timezone: str | None = Field(
+        default=None, description="IANA; omitted: the owner's, and the job moves with them"
+    )
     enabled: bool | None = None
     on_failure: Literal["warning", "critical", "none"] | None = Field(
         default=None,
@@ -112,17 +114,12 @@ async def _manage(args: CronArgs, ctx: RunContext) -> ToolResult:
 
 MANAGE_CRONJOB: Tool[Any] = Tool(
     name="manage_cronjob",
-    guidance=(
-        "manage_cronjob for recurring tasks (cron) and one-time reminders (run_at or "
-        "in_minutes), in the owner's timezone."
-    ),
     description=(
-        "Jobs run 'instruction' (a task for yourself) with no user present; the answer goes "
+        "Jobs run 'instruction' (a task for you) with no user present; the answer goes "
         "to this chat; an empty answer sends nothing. create: name, instruction, one of "
-        "cron_expression (repeats), run_at "
-        "or in_minutes (runs once, kept as done); optional timezone, on_failure. "
-        "list. update: job_id + fields to change. delete: job_id. toggle: job_id; "
-        "enabled sets it, omitted flips it."
+        "cron_expression (repeats), run_at or in_minutes (runs once, kept as done); "
+        "optional timezone, on_failure. update: job_id + fields to change. delete: job_id. "
+        "toggle: job_id; enabled sets it, omitted flips it."
     ),
     args=CronArgs,
     handler=_manage,

@@ -133,7 +133,7 @@ DB_QUERY: Tool[DbOperation] = Tool(
     name="db_query",
     description=(
         "One MongoDB operation; writable: master, contacts, schedule, ai_*. Operation "
-        "(fields): find (filter projection sort limit skip), findOne (no limit), "
+        "(fields): find, findOne (filter projection sort limit skip), "
         "countDocuments (filter), aggregate (pipeline), insertOne/insertMany (data), "
         "updateOne/updateMany (filter update upsert), deleteOne/deleteMany (filter), "
         'createIndex (index), createCollection, listCollections. Dates: {"$date": ISO}, '

@@ -54,7 +54,7 @@ class FetchUrlArgs(BaseModel):
     url: Annotated[
         str,
         Field(min_length=1, max_length=URL_LIMIT),
-        WithJsonSchema({"type": "string", "description": "http(s) URL"}),
+        WithJsonSchema({"type": "string"}),
     ]
 
 
@@ -160,7 +160,7 @@ def fetch_url_tool(limits: FetchLimits | None = None) -> Tool[FetchUrlArgs]:
 
     return Tool(
         name="fetch_url",
-        description=f"A web page's readable text (http/https), in an <{EXTERNAL}> block.",
+        description=f"An http(s) page's text, in an <{EXTERNAL}> block.",
         args=FetchUrlArgs,
         handler=handler,
         writes=True,  # owner only; waits after outside text: a URL can carry data out

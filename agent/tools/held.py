@@ -36,9 +36,9 @@ from storage.repos.held_sends import HeldAction, HeldGroup, HeldRun, HeldSends
 
 APPROVE_WORD = "approve"
 GUIDANCE = (
-    "After outside text (MCP results, web pages and search, contacts' messages, alerts' "
-    "quoted words), calls that change anything or send, and MCP calls (unless the owner "
-    "trusts that server for reads), are held for the owner's confirmation; say what waits."
+    "After outside text (any untrusted block), calls that change anything or send, and "
+    "MCP calls (unless the owner trusts that server for reads), are held for the owner's "
+    "confirmation; say what waits."
 )
 """The tool guidance line, sent while a tool that reads outside text is offered."""
 OWNER_MAY_ALERT = (

@@ -123,9 +123,9 @@ async def _manage(args: PulseArgs, ctx: RunContext) -> ToolResult:
 MANAGE_PULSE: Tool[Any] = Tool(
     name="manage_pulse",
     description=(
-        "Your periodic check-in (pulse), never in quiet hours. get_config: settings, "
+        "Your periodic check-in (pulse), never in quiet hours. get_config: settings and "
         "today's times; update_config: enabled, active_days, pulses_per_day, paused_until; "
-        "update_notes: notes every pulse reads until changed; run_now."
+        "update_notes: notes every pulse reads until changed."
     ),
     args=PulseArgs,
     handler=_manage,

@@ -186,9 +186,9 @@ WHATSAPP_SEND_MESSAGE: Tool[Any] = Tool(
 )
 WHATSAPP_MANAGE_PERMISSION: Tool[Any] = Tool(
     name="whatsapp_manage_permission",
-    description="A WhatsApp contact's permission by phone_number (E.164). grant: optional "
-    "display_name, can_read (default true), can_reply (default false); update: any of "
-    "those; revoke: both false; remove: delete.",
+    description="A WhatsApp contact's permission by phone_number (E.164). grant or update: "
+    "display_name, can_read (default true), can_reply (default false); revoke: both "
+    "false; remove: delete.",
     args=PermissionArgs,
     handler=_manage,
 )

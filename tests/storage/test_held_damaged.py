@@ -7,11 +7,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 from storage.repos.held_sends import KEEP, PREFIX, HeldSend, HeldSends
+from tests.databases import AppDb
 from tests.fakes.alert_app import OWNER_TG, alert_app
 
 
-async def test_a_damaged_group_is_refused_and_the_others_still_go(mongo_server: str) -> None:
-    async with alert_app(mongo_server, sms_per_hour=100) as h:
+async def test_a_damaged_group_is_refused_and_the_others_still_go(app_db: AppDb) -> None:
+    async with alert_app(app_db, sms_per_hour=100) as h:
         settings = h.app.deps.db["settings"]
         now = h.clock()
         for code, damaged in (

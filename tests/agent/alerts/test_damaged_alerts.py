@@ -14,6 +14,7 @@ import pytest
 from agent.llm.types import ToolResultPart
 from storage.repos.alert_record import Alert, AlertRecordError
 from tests.agent.alerts.alert_kit import _alert
+from tests.databases import AppDb
 from tests.fakes.alert_app import ADMIN, START, Harness, alert_app
 from tests.fakes.scripted import ScriptedModel, sequence
 
@@ -36,8 +37,8 @@ async def _damage(h: Harness) -> None:
     await alerts.insert_one(DAMAGED[2] | {"created_at": "yesterday"})
 
 
-async def test_a_damaged_alert_does_not_stop_the_escalation_loop(mongo_server: str) -> None:
-    async with alert_app(mongo_server) as h:
+async def test_a_damaged_alert_does_not_stop_the_escalation_loop(app_db: AppDb) -> None:
+    async with alert_app(app_db) as h:
         raised = await h.router.raise_alert(severity="warning", title="Disk 91% full")
         await _damage(h)
         h.clock.advance(minutes=30)  # the warning's SMS is due, after the damaged timers
@@ -50,10 +51,10 @@ async def test_a_damaged_alert_does_not_stop_the_escalation_loop(mongo_server: s
         assert damaged is not None and damaged["next_escalation_at"] > h.clock()
 
 
-async def test_lists_skip_a_damaged_alert(mongo_server: str) -> None:
+async def test_lists_skip_a_damaged_alert(app_db: AppDb) -> None:
     model = ScriptedModel(lambda _r: "")
     model.responder = sequence(model.call("manage_alerts", action="list"), "Done.")
-    async with alert_app(mongo_server, model=model) as h:
+    async with alert_app(app_db, model=model) as h:
         await h.router.raise_alert(severity="warning", title="Fan noisy")
         await _damage(h)
 

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import pytest
 
+from tests.databases import AppDb
 from tests.fakes.alert_app import alert_app
 from tests.fakes.twilio_api import FakeTwilio
 
 
-async def test_two_pages_at_once_go_a_second_apart_from_a_long_code(mongo_server: str) -> None:
+async def test_two_pages_at_once_go_a_second_apart_from_a_long_code(app_db: AppDb) -> None:
     async with FakeTwilio() as twilio:
         twilio.segment_pacing = True  # refuses a second segment within a second
-        async with alert_app(mongo_server, twilio=twilio, twilio_segments_per_second=1) as h:
+        async with alert_app(app_db, twilio=twilio, twilio_segments_per_second=1) as h:
             await h.router.raise_alert(severity="critical", title="Router down")
             await h.router.raise_alert(severity="critical", title="Disk full")
         assert twilio.refusals == [] and len(twilio.sent) == 2

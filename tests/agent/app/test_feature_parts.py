@@ -108,7 +108,7 @@ async def test_a_feature_that_yields_twice_is_refused_at_its_stop(
 
 
 async def test_declared_burst_rules_and_owner_listeners_are_assembled_then_fixed(
-    mongo_server: str, tmp_path: Path
+    app_db: AppDb, tmp_path: Path
 ) -> None:
     """A feature declares a channel's burst rule and a listener of the owner's settings;
     the root builds the pipeline and the owner's listeners from them once, and nothing
@@ -123,7 +123,7 @@ async def test_declared_burst_rules_and_owner_listeners_are_assembled_then_fixed
 
     model = ScriptedModel(lambda r: "agent answer")
     name = f"parts_{uuid.uuid4().hex[:8]}"
-    async with chat_app(mongo_server, name, model, tmp_path, features=[bursty]) as chat:
+    async with chat_app(app_db, name, model, tmp_path, features=[bursty]) as chat:
         app = chat.app
         # Typed quickly, answered as one exchange: the declared rule is the pipeline's.
         assert await chat.chat.say("hi") and await chat.chat.say("are you there?")

@@ -115,10 +115,10 @@ async def test_active_days_skip_the_weekend(
 
 
 async def test_stop_the_pulse_for_the_weekend_and_it_comes_back_by_itself(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     model = ScriptedModel(lambda r: "ok")
-    async with _app(mongo_server, tmp_path, model, clock) as app:
+    async with _app(app_db, tmp_path, model, clock) as app:
         await parts_of(app).pulse.update_notes("n")
         await _configure(app, pulses_per_day=6, quiet_hours=[])
         view = await _configure(app, paused_until="2026-03-09T07:00")  # Monday, Berlin

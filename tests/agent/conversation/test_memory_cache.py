@@ -11,6 +11,7 @@ import pytest
 
 from agent.llm.openai.model import OpenAIModel
 from tests.agent.conversation.test_prompt_cache import owner_chat
+from tests.databases import AppDb
 from tests.fakes.clock import BERLIN, FakeClock
 from tests.fakes.fixtures import openai_api
 from tests.fakes.openai_api import FakeOpenAI
@@ -20,14 +21,14 @@ pytestmark = pytest.mark.filterwarnings("ignore:Inheritance class AiohttpClientS
 
 
 async def test_a_saved_fact_leaves_the_start_of_the_next_request_as_it_was(
-    mongo_server: str, tmp_path: Path, openai_api: FakeOpenAI
+    app_db: AppDb, tmp_path: Path, openai_api: FakeOpenAI
 ) -> None:
     clock = FakeClock(datetime(2026, 11, 27, 13, 44, tzinfo=BERLIN))
     model = OpenAIModel("sk-test", "gpt-test", base_url=openai_api.base_url)
     openai_api.reply_tool_calls(("save_memory", {"memory": "The owner's landlord is Mrs Okafor"}))
     openai_api.reply_text("Noted.")
     openai_api.reply_text("Mrs Okafor.")
-    async with owner_chat(mongo_server, tmp_path, model, clock) as (app, chat):
+    async with owner_chat(app_db, tmp_path, model, clock) as (app, chat):
         await chat.say("remember that my landlord is Mrs Okafor")
         await app.pipeline.join()
         await chat.say("what's my landlord's name?")

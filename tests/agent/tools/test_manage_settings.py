@@ -72,9 +72,9 @@ async def test_get_shows_the_defaults_in_the_owners_time(
 
 
 async def test_get_answers_how_much_was_spent_today_and_this_month(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
-    async with _app(mongo_server, tmp_path, clock, daily_token_budget=2_000_000) as app:
+    async with _app(app_db, tmp_path, clock, daily_token_budget=2_000_000) as app:
         budget = app.deps.budget
         clock.set(datetime(2026, 3, 2, 9, 0, tzinfo=BERLIN))  # earlier this month
         await budget.record("chat", "gpt-4.1-mini", 1_000_000, 0, first=True)  # $0.40

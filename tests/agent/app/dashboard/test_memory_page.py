@@ -13,6 +13,7 @@ from aiohttp.test_utils import TestClient
 from storage.repos.memories import FactSource
 from tests.agent.app.dashboard.pages_kit import AUTH, NOW, client_of, csrf_of, dash_app, page
 from tests.contexts import owner_ctx
+from tests.databases import AppDb
 from tests.fakes.clock import FakeClock
 from tests.fakes.scripted import ScriptedModel
 
@@ -24,9 +25,9 @@ async def _post(client: TestClient[Any, Any], path: str, form: dict[str, str]) -
 
 
 async def test_facts_are_listed_searched_edited_and_deleted(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
-    async with dash_app(mongo_server, tmp_path, clock) as app:
+    async with dash_app(app_db, tmp_path, clock) as app:
         recall = app.deps.recall
         await recall.save("My landlord is Mrs Okafor", FactSource(), clock())
         await recall.save("The bakery opens at 7", FactSource(("web search results",)), clock())
@@ -52,9 +53,9 @@ async def test_facts_are_listed_searched_edited_and_deleted(
 
 
 async def test_a_consolidation_merges_marks_and_is_undone(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
-    async with dash_app(mongo_server, tmp_path, clock) as app:
+    async with dash_app(app_db, tmp_path, clock) as app:
         recall = app.deps.recall
         for text in (
             "The owner likes green tea",
@@ -84,10 +85,10 @@ async def test_a_consolidation_merges_marks_and_is_undone(
 
 
 async def test_a_fact_marked_always_true_rides_with_every_message(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
     model = ScriptedModel(lambda r: "ok")
-    async with dash_app(mongo_server, tmp_path, clock, model) as app:
+    async with dash_app(app_db, tmp_path, clock, model) as app:
         await app.deps.recall.save("The owner's name is Ada Lovelace", FactSource(), clock())
         async with client_of(app) as client:
             csrf = csrf_of(await page(client, "/memory"))

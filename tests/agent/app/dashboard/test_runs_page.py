@@ -150,9 +150,9 @@ def test_marks_fall_on_the_owner_local_day() -> None:
 
 
 async def test_a_damaged_run_record_is_left_out_and_the_page_still_shows(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
-    async with dash_app(mongo_server, tmp_path, clock) as app:
+    async with dash_app(app_db, tmp_path, clock) as app:
         good = await record_run(app, "cron", "success", NOW - timedelta(hours=1), name="News")
         await app.deps.db["runs"].insert_one(
             {"kind": "cron", "name": "Hand-edited", "status": "success",
@@ -165,9 +165,9 @@ async def test_a_damaged_run_record_is_left_out_and_the_page_still_shows(
 
 
 async def test_a_failure_at_the_same_moment_as_a_success_is_drawn_above_it(
-    mongo_server: str, tmp_path: Path, clock: FakeClock
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:
-    async with dash_app(mongo_server, tmp_path, clock) as app:
+    async with dash_app(app_db, tmp_path, clock) as app:
         at = NOW - timedelta(hours=2)
         failed = await record_run(app, "cron", "failed", at, name="Backups", error="disk full")
         fine = await record_run(app, "cron", "success", at, name="News")
