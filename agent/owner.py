@@ -26,7 +26,7 @@ import contextlib
 import logging
 import time as monotonic
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 from zoneinfo import ZoneInfo
@@ -190,7 +190,7 @@ class OwnerPrefs:
     warning_sms_after_minutes: int | None = None
     """Minutes an unacknowledged warning waits before its SMS (0: never by SMS); None
     until the owner sets it, when the alert routing's default applies."""
-    zone_stored: bool = False
+    zone_stored: bool = field(default=False, compare=False)
     """Whether the owner chose the zone (``manage_settings``); else it is ``TIMEZONE``'s."""
 
     @property

@@ -165,8 +165,9 @@ async def test_an_owner_paired_in_another_process_is_known_and_settings_stay_as_
         await settle(app, fake, push(fake, NEWCOMER, "hi", username="ann_new"))
         code = code_in(fake.sent[-1].visible)
         env = run_env(
-            tmp_path, free_port(), MONGODB_URI=settings.mongodb_uri or "", MONGODB_DB=db.name
-        )
+            tmp_path, free_port(), MONGODB_URI=settings.mongodb_uri or "", MONGODB_DB=db.name,
+            DATA_DIR=str(settings.data_dir),  # the running app's: its embedded database
+        )  # fmt: skip
         done = await asyncio.to_thread(
             subprocess.run,
             [sys.executable, "-m", "agent", "pair", code],
