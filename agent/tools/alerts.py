@@ -31,7 +31,7 @@ class RaiseAlertArgs(BaseModel):
         description="info: chat; warning: chat, SMS after 30 min unacknowledged; both held in "
         "quiet hours. critical: SMS and all chats, even in quiet hours, repeated until acked."
     )
-    title: str = Field(description="One line")
+    title: str
     body: str = Field(default="", description="Details, what to do")
     dedupe_key: str | None = Field(default=None, description="Same key while open: not re-sent")
 
@@ -191,9 +191,9 @@ RAISE_ALERT: Tool[Any] = Tool(
 )
 MANAGE_ALERTS: Tool[Any] = Tool(
     name="manage_alerts",
-    description="Open alerts. list: no fields; ack, resolve: code, optional note (the "
-    "owner's words on cause or fix, e.g. 'it was the disk', kept with the alert); snooze, "
-    "mute: code, optional duration (default 1h / 1d; muted repeats are counted, not sent).",
+    description="Open alerts. list: no fields; ack, resolve: code, optional note (the owner's "
+    "words on its cause or fix); snooze, mute: code, optional duration (default 1h / "
+    "1d; muted repeats are counted, not sent).",
     args=ManageAlertsArgs,
     handler=_manage,
     acting=lambda args: args.action != "list",

@@ -41,8 +41,8 @@ class CronArgs(BaseModel):
     enabled: bool | None = None
     on_failure: Literal["warning", "critical", "none"] | None = Field(
         default=None,
-        description="warning (default): alert after 2 failures in a row (one-time: after 1); "
-        "critical: critical alert after 1; none",
+        description="warning (default): alert after 2 failed runs in a row (one-time: 1); "
+        "critical: at the first",
     )
 
 

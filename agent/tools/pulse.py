@@ -30,7 +30,7 @@ MAX_TIME_CHARS = 40
 
 class PulseArgs(BaseModel):
     action: Literal["get_config", "update_config", "update_notes", "run_now"]
-    notes: str | None = Field(default=None, description="<=2000 chars")
+    notes: str | None = None
     enabled: bool | None = None
     active_days: list[int] | None = Field(default=None, description="0=Sunday..6")
     pulses_per_day: int | None = Field(

@@ -235,9 +235,9 @@ MANAGE_SETTINGS: Tool[Any] = Tool(
     name="manage_settings",
     description=(  # what each setting does is in the replies: every turn pays for this
         "The owner's settings; replies explain them (get: also today's spend). update: any "
-        "of quiet_hours (HH:MM, at "
-        f"most {MAX_QUIET_WINDOWS}; [] = off), timezone (IANA), primary_channel, "
-        "warning_sms_after_minutes (0 = warnings never by SMS)."
+        f"of quiet_hours (HH:MM, at most {MAX_QUIET_WINDOWS}; [] = off; holding info and "
+        "warning alerts and the pulse, not critical ones or jobs), timezone (IANA), "
+        "primary_channel, warning_sms_after_minutes (0 = warnings never by SMS)."
     ),
     args=SettingsArgs,
     handler=_manage,

@@ -171,7 +171,7 @@ async def _list(_args: NoArgs, ctx: RunContext) -> ToolResult:
 
 WHATSAPP_READ_MESSAGES: Tool[Any] = Tool(
     name="whatsapp_read_messages",
-    description="Recent WhatsApp messages from contacts with can_read; contact for one only.",
+    description="Recent WhatsApp messages from contacts with can_read.",
     args=ReadArgs,
     handler=_read,
     untrusted_result="WhatsApp contacts' messages",
