@@ -22,7 +22,8 @@ from agent.alerts.directives import Resolve
 from agent.alerts.router import AlertRouter
 from agent.config import Settings
 from agent.llm.images import ImageDecoder
-from agent.owner import OwnerSettings, owner_chat
+from agent.owner import OwnerSettings
+from agent.reach import Reach
 from agent.spend.budget import TokenBudget, reservation_ttl
 from channels.delivery.outbox import Outbox
 from channels.types import Channel, OutboundMessage
@@ -75,6 +76,8 @@ class AgentDeps:
     clock: Clock = utcnow
     channels: Mapping[str, Channel] = field(default_factory=dict)
     """The running channels by name (the composition root's live mapping)."""
+    reach: Reach
+    """Where the owner is reached, and who the owner is, on each channel (``agent.reach``)."""
     alerts: AlertRouter | None = None
     cron: CronService | None = None
     pulse: PulseStore | None = None
@@ -132,7 +135,7 @@ class AgentDeps:
                 severity="info", title=title, body=body, dedupe_key=key, source="budget"
             )
             return
-        target = owner_chat(self.settings, self.channels, primary=self.primary_channel)
+        target = self.reach.chat(primary=self.primary_channel)
         text = f"ℹ️ {title}\n{body}"
         await self.outbox.enqueue(
             OutboundMessage(

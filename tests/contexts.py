@@ -8,6 +8,7 @@ from typing import Any
 import aiohttp
 from pymongo.asynchronous.database import AsyncDatabase
 
+from agent.app.registry import reach
 from agent.config import Settings
 from agent.context import AgentDeps, RunContext
 from agent.owner import OwnerSettings
@@ -37,6 +38,7 @@ def agent_deps(
         owner=OwnerSettings(db, clock, settings.timezone),
         clock=clock,
         channels=chans,
+        reach=reach(settings, chans),
         **services,
     )
 

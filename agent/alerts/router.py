@@ -41,8 +41,8 @@ from agent.alerts.store import (
 )
 from agent.config import Settings
 from agent.owner import OwnerPrefs, OwnerSettings
+from agent.reach import Reach
 from channels.delivery.outbox import Outbox
-from channels.types import Channel
 from runtime.clock import Clock
 from runtime.tasks import stop_task, wait_event
 from storage.outside import Outside
@@ -60,7 +60,7 @@ class AlertRouter:
         self,
         db: AsyncDatabase[Doc],
         outbox: Outbox,
-        channels: Mapping[str, Channel],
+        reach: Reach,
         settings: Settings,
         clock: Clock,
         policy: r.RoutingPolicy | None = None,
@@ -72,12 +72,12 @@ class AlertRouter:
         self.owner = owner or OwnerSettings(db, clock, settings.timezone)
         """Quiet hours, timezone and primary chat; a router built alone reads its own."""
         self._pager = Pager(
-            self.store, outbox, channels, settings, lambda: self.sms_per_hour, self.owner
+            self.store, outbox, reach, settings, lambda: self.sms_per_hour, self.owner
         )
         self._clock = clock
         self.policy = policy or r.RoutingPolicy()
         self.calls = Caller(
-            self.store, outbox, channels, settings, clock, self.apply, self._pager.chats
+            self.store, outbox, reach, settings, clock, self.apply, self._pager.chats
         )
         """Phone calls: rung from ``tick``; their webhook is ``calls.answer``."""
         self._sender = Sender(self.store, self._pager, lambda: self.routing, self.calls.next_call)

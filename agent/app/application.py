@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # the agent's modules load after the first long poll (``agent
     from agent.conversation.pairing import Pairing
     from agent.conversation.prompt import PromptSection
     from agent.owner import OwnerSettings
+    from agent.reach import Reach
     from agent.runs.runner import Runner
     from agent.tools.catalog import Offer, ToolCatalog
     from channels.delivery.outbox import Outbox
@@ -130,6 +131,8 @@ class FeatureContext:
     pipeline: Pipeline
     channels: dict[str, Channel]
     """The running channels (the core's live mapping): a feature's channel joins it."""
+    reach: Reach
+    """The owner's addresses and trust on every registered channel (``agent.reach``)."""
     clock: Clock
     http: aiohttp.ClientSession
     owner: OwnerSettings

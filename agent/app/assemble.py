@@ -18,6 +18,8 @@ import aiohttp
 
 from agent.app.application import App, Core, Feature, FeatureContext, Parts, Route, Services
 from agent.app.features import FEATURES
+from agent.app.registry import REGISTRY, ChannelEntry
+from agent.app.registry import reach as registry_reach
 from agent.app.shutdown import Shutdown
 from agent.app.status import StatusBoard, budget_section, status_command
 from agent.config import Settings
@@ -60,12 +62,15 @@ async def assemble(
     routes: Sequence[Route],
     exclusive_transports: bool,
     shutdown: Shutdown,
+    registry: Sequence[ChannelEntry] = REGISTRY,
 ) -> App:
     """The agent, its dispatcher and every feature, on the started core.
 
     ``stack`` takes what stops before the channels (the features); ``late`` what
     must outlive the pipeline's last handler (the HTTP client, the usage counts).
     ``shutdown``: the stop's deadline, which ``stack`` keeps to (kept on the app).
+    ``registry``: the channels; those that start as features start first, in the
+    registry's order, so the features after them (the alert router) find them running.
     """
     http = await late.enter_async_context(aiohttp.ClientSession())
     owner = OwnerSettings(database.db, clock, settings.timezone)
@@ -75,15 +80,23 @@ async def assemble(
     # Paired owners known before the dispatcher handles a message from one.
     pairing = Pairing(PairingStore(database.db, clock), settings)
     await pairing.refresh()
+    reach = registry_reach(settings, channels, registry)
     services = Services()
     every: list[Parts] = []
-    for feature in features if features is not None else default_features():
+    chosen = [
+        entry.feature
+        for entry in registry
+        if entry.feature is not None and entry.rules.configured(settings)
+    ]
+    chosen += features if features is not None else default_features()
+    for feature in chosen:
         ctx = FeatureContext(
             settings=settings,
             database=database,
             outbox=outbox,
             pipeline=pipeline,
             channels=channels,
+            reach=reach,
             clock=clock,
             http=http,
             owner=owner,
@@ -102,6 +115,7 @@ async def assemble(
         http=http,
         outbox=outbox,
         channels=channels,
+        reach=reach,
         alerts=services.alerts,
         cron=scheduling.jobs if scheduling is not None else None,
         pulse=scheduling.pulse if scheduling is not None else None,

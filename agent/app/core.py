@@ -21,8 +21,9 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
-from agent.app.application import TELEGRAM_WEBHOOK, App, Feature, Route
+from agent.app.application import App, Feature, Route
 from agent.app.gate import SinkGate
+from agent.app.registry import REGISTRY, ChannelEntry
 from agent.app.shutdown import Shutdown, ShutdownStack
 from agent.config import Settings, ensure_data_dir
 from agent.llm.factory import build_model, check_model
@@ -48,40 +49,29 @@ AFTER_PIPELINE = 1.0
 channels): the pipeline's handlers get the rest."""
 
 
-def configured_channels(settings: Settings) -> list[tuple[Channel, list[Route]]]:
-    """Channels whose settings are present, with the HTTP routes each needs; each
-    import happens only when enabled (a channel's SDK costs memory)."""
-    found: list[tuple[Channel, list[Route]]] = []
-    if settings.telegram_bot_token is not None:
-        from agent.conversation.commands import COMMAND_HELP
-        from channels.telegram import TelegramChannel
-
-        telegram = TelegramChannel(
-            token=settings.telegram_bot_token.get_secret_value(),
-            base_url=settings.telegram_api_base_url,
-            webhook_url=settings.telegram_webhook_url,
-            webhook_secret=(
-                settings.telegram_webhook_secret.get_secret_value()
-                if settings.telegram_webhook_secret
-                else None
-            ),
-            commands=list(COMMAND_HELP.items()),
-            read_timeout=settings.http_read_timeout_seconds,
-            media_max_bytes=settings.media_max_bytes,
-        )
-        routes: list[Route] = []
-        if settings.telegram_webhook_url:
-            routes.append(("POST", TELEGRAM_WEBHOOK, telegram.handle_webhook))
-        found.append((telegram, routes))
-    return found
+def configured_channels(
+    settings: Settings, registry: Sequence[ChannelEntry] = REGISTRY
+) -> list[tuple[Channel, Sequence[Route]]]:
+    """The early channels (``agent.app.registry``) the settings set up, with the HTTP
+    routes each mounts; each import happens only when enabled (a channel's SDK costs
+    memory)."""
+    return [
+        entry.early(settings)
+        for entry in registry
+        if entry.early is not None and entry.rules.configured(settings)
+    ]
 
 
-def preloaded(settings: Settings, *, model: bool, channels: bool) -> list[str]:
+def preloaded(
+    settings: Settings, *, model: bool, channels: bool, registry: Sequence[ChannelEntry] = REGISTRY
+) -> list[str]:
     """Modules ``build_app`` loads in a thread while the database starts: aiohttp (the
-    HTTP client of the model, of Telegram and of the app) and the channels' own."""
+    HTTP client of the model, of Telegram and of the app) and the early channels' own."""
     names = ["aiohttp"] if model or channels else []
-    if channels and settings.telegram_bot_token is not None:
-        names += ["channels.telegram", "agent.conversation.commands"]  # the command menu
+    if channels:
+        for entry in registry:
+            if entry.early is not None and entry.rules.configured(settings):
+                names += entry.preload
     return names
 
 
@@ -102,6 +92,7 @@ async def build_app(
     exclusive_transports: bool = True,
     embedded: EmbeddedServer | None = None,
     shutdown: Shutdown | None = None,
+    registry: Sequence[ChannelEntry] = REGISTRY,
 ) -> AsyncIterator[App]:
     """Start the channels, the database, the pipeline and the agent; stop in reverse.
 
@@ -109,7 +100,10 @@ async def build_app(
     (``watchkeeper run`` launches it before its slow imports).
     ``shutdown``: the stop's shared deadline (``agent.app.shutdown``), kept on the app
     so the HTTP server's stop shares it; the database closes after it, within its own
-    bounds, so a database that does not answer cannot hold the stop."""
+    bounds, so a database that does not answer cannot hold the stop.
+    ``registry``: the channels (``agent.app.registry``): the early ones start here unless
+    ``channels`` are given, the others with the features; every running channel's rules
+    (who the owner is, how alerts reach them) come from it."""
     note = on_part or (lambda text: log.info("%s", text))
     clock = clock or utcnow  # the system clock (agent.context's, without its imports)
     shutdown = shutdown or Shutdown()
@@ -119,15 +113,17 @@ async def build_app(
         if settings.embedded_db or settings.whatsapp_enabled:
             ensure_data_dir(settings.data_dir)  # one line, not a traceback from deep inside
         # The channels' modules first (a thread: the event loop stays free for signals).
-        modules = preloaded(settings, model=model is None, channels=channels is None)
+        modules = preloaded(
+            settings, model=model is None, channels=channels is None, registry=registry
+        )
         await asyncio.to_thread(_load, modules)
         if model is None:
             model = build_model(settings)
             base.push_async_callback(shutdown.bounded("the model client", model.aclose))
-        parts: list[tuple[Channel, list[Route]]] = (
-            [(channel, []) for channel in channels]
+        parts: list[tuple[Channel, Sequence[Route]]] = (
+            [(channel, ()) for channel in channels]
             if channels is not None
-            else configured_channels(settings)
+            else configured_channels(settings, registry)
         )
         # Closed after the channels have stopped: nothing they read is left half-stored.
         # Not on the shared deadline: it closes within its own bounds, after every part.
@@ -210,6 +206,7 @@ async def build_app(
             routes=[route for _channel, routes in parts for route in routes],
             exclusive_transports=exclusive_transports,
             shutdown=shutdown,
+            registry=registry,
         )
         handler.set_result(app.dispatcher.handle)
         # The parts' tasks take their first step (WhatsApp's supervisor: connect) before

@@ -1,25 +1,30 @@
 """Wires WhatsApp into the app: channel, trust resolver, tools, prompt section, notices.
 
-Everything here runs only when ``WHATSAPP_ENABLED=true``; the channel module (and
-neonize with it) is imported only then.
+Runs from the WhatsApp entry of the channel registry (``agent.app.registry``), only when
+``WHATSAPP_ENABLED=true``; the channel module (and neonize with it) is imported only
+then. The channel starts once the agent exists (``Parts.start``): its connection notices
+go through the alert router, which a feature after this one provides.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from agent.alerts.router import AlertRouter
-from agent.app.application import Feature, FeatureContext, Parts
+from agent.app.application import Core, Feature, FeatureContext, Parts
 from agent.config import Settings
 from agent.conversation.dispatch import TierResolver, Trust
-from agent.owner import OwnerSettings, owner_chat
+from agent.owner import OwnerSettings
+from agent.reach import Reach
 from agent.tools.whatsapp import WHATSAPP_TOOLS, permissions_section, whatsapp_connected
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import BurstRule
-from channels.types import Channel, InboundMessage, OutboundMessage
+from channels.registry import ChannelName
+from channels.types import InboundMessage, OutboundMessage
 from storage.repos.whatsapp_permissions import WhatsAppPermissions, normalise_address
 
 if TYPE_CHECKING:
@@ -52,11 +57,7 @@ def make_resolver(settings: Settings, permissions: WhatsAppPermissions) -> TierR
 
 
 def make_notifier(
-    settings: Settings,
-    outbox: Outbox,
-    channels: Mapping[str, Channel],
-    owner: OwnerSettings,
-    alerts: AlertRouter | None,
+    outbox: Outbox, reach: Reach, owner: OwnerSettings, alerts: AlertRouter | None
 ) -> Callable[[str, str], Awaitable[None]]:
     """Connection notices reach the owner somewhere else than WhatsApp.
 
@@ -70,13 +71,13 @@ def make_notifier(
                 severity="warning",
                 title="WhatsApp is logged out" if kind != "disconnected" else "WhatsApp is down",
                 body=text,
-                dedupe_key=f"whatsapp:{kind}",
-                source="whatsapp",
+                dedupe_key=f"{ChannelName.WHATSAPP}:{kind}",
+                source=ChannelName.WHATSAPP,
             )
             return
         primary = owner.current.primary_channel
-        target = owner_chat(settings, channels, avoid="whatsapp", primary=primary)
-        if target.channel not in channels:
+        target = reach.chat(avoid=ChannelName.WHATSAPP, primary=primary)
+        if target.channel not in reach.running:
             log.warning("no other channel to tell the owner: %s", text)
             return
         await outbox.enqueue(
@@ -131,26 +132,31 @@ def make_whatsapp_feature(
             record = await permissions.get(jid.lower())
             return record is not None and record.can_read
 
-        channel = WhatsAppChannel(
-            settings.whatsapp_session_path,
-            client_factory=client_factory or neonize_client,
-            group_allowed=group_allowed,
-            notify=make_notifier(
-                settings, ctx.outbox, ctx.channels, ctx.owner, ctx.services.alerts
-            ),
-            clock=ctx.clock,
-            **options,
-        )
         # The pipeline runs before the features: its rule for the channel joins it here.
         ctx.pipeline.burst_rules["whatsapp"] = burst_rule(settings, burst_seconds)
-        await ctx.add_channel(channel)
-        log.info("channel: whatsapp (session in %s)", settings.whatsapp_session_path)
-        yield Parts(
-            tools=tuple((tool, whatsapp_connected) for tool in WHATSAPP_TOOLS),
-            resolvers={"whatsapp": make_resolver(settings, permissions)},
-            prompt_sections=(permissions_section,),
-        )
-        await channel.stop()
+        async with contextlib.AsyncExitStack() as running:
+
+            async def start(core: Core) -> None:
+                """The channel, once the alert router its notices go through exists."""
+                notify = make_notifier(ctx.outbox, ctx.reach, ctx.owner, core.deps.alerts)
+                channel = WhatsAppChannel(
+                    settings.whatsapp_session_path,
+                    client_factory=client_factory or neonize_client,
+                    group_allowed=group_allowed,
+                    notify=notify,
+                    clock=ctx.clock,
+                    **options,
+                )
+                await ctx.add_channel(channel)
+                running.push_async_callback(channel.stop)
+                log.info("channel: whatsapp (session in %s)", settings.whatsapp_session_path)
+
+            yield Parts(
+                tools=tuple((tool, whatsapp_connected) for tool in WHATSAPP_TOOLS),
+                resolvers={ChannelName.WHATSAPP: make_resolver(settings, permissions)},
+                prompt_sections=(permissions_section,),
+                start=start,
+            )
 
     return whatsapp
 

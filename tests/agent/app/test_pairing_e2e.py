@@ -22,7 +22,6 @@ from agent.cli.pair import WELCOME, pair
 from agent.config import Settings, cli_command
 from agent.conversation.dispatch import refusal
 from agent.conversation.pairing import busy_text
-from agent.owner import owner_address
 from channels.telegram import TelegramChannel
 from runtime.backoff import Backoff
 from tests.conftest import make_settings
@@ -118,7 +117,7 @@ async def test_a_newcomer_pairs_and_is_answered_as_the_owner(
         assert len(model.requests) == 1 and model.requests[0].messages[-1].text.endswith(
             "what can you do?"
         )
-        assert owner_address(settings, "telegram") == str(NEWCOMER)  # alerts go there now
+        assert app.deps.reach.address("telegram") == str(NEWCOMER)  # alerts go there now
         await settle(app, fake, push(fake, NEWCOMER, "/status"))
         assert "Telegram owners: @ann_new (777, paired)" in fake.sent[-1].visible
 

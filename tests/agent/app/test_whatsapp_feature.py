@@ -13,7 +13,8 @@ import pytest
 from neonize.proto.Neonize_pb2 import Connected, Disconnected, LoggedOut
 
 from agent.app.core import build_app
-from agent.app.features.whatsapp import make_notifier, make_whatsapp_feature
+from agent.app.features.whatsapp import make_notifier
+from agent.app.registry import REGISTRY, replaced, whatsapp_entry
 from agent.cli.whatsapp_link import link
 from storage.repos.whatsapp_permissions import WhatsAppPermissions
 from tests.channels.whatsapp_kit import ALICE, BOB, OWNER, Kit, kit
@@ -118,7 +119,7 @@ async def test_notices_use_the_alert_router_when_present(kit: Kit) -> None:
 
     app = kit.app
     alerts = Alerts()
-    notify = make_notifier(app.settings, app.outbox, app.channels, app.deps.owner, alerts)  # type: ignore[arg-type]
+    notify = make_notifier(app.outbox, app.deps.reach, app.deps.owner, alerts)  # type: ignore[arg-type]
     await notify("logged_out", "WhatsApp was logged out")
     assert raised[0]["severity"] == "warning"
     assert raised[0]["dedupe_key"] == "whatsapp:logged_out"
@@ -132,9 +133,9 @@ async def test_feature_does_nothing_when_disabled(mongo_server: str, tmp_path: P
         mongodb_db=f"wa_{uuid.uuid4().hex[:10]}",
         data_dir=tmp_path,
     )
-    feature = make_whatsapp_feature(lambda path: made.append(path))
+    registry = replaced(REGISTRY, whatsapp_entry(lambda path: made.append(path)))
     model = ScriptedModel(lambda r: "ok")
-    async with build_app(settings, model=model, channels=[], features=[feature]) as app:
+    async with build_app(settings, model=model, channels=[], registry=registry) as app:
         assert "whatsapp" not in app.channels
         await app.database.client.drop_database(settings.mongodb_db)
     assert made == []
@@ -151,10 +152,10 @@ async def test_terminal_chat_leaves_the_whatsapp_session_to_run(
         whatsapp_enabled=True,
         owner_phone=OWNER,
     )
-    feature = make_whatsapp_feature(lambda path: clients.append(FakeClient(path)) or clients[-1])
+    whatsapp = whatsapp_entry(lambda path: clients.append(FakeClient(path)) or clients[-1])
     async with build_app(
-        settings, model=ScriptedModel(lambda r: "x"), channels=[], features=[feature],
-        exclusive_transports=False,
+        settings, model=ScriptedModel(lambda r: "x"), channels=[],
+        registry=replaced(REGISTRY, whatsapp), exclusive_transports=False,
     ) as app:  # fmt: skip
         assert "whatsapp" not in app.channels and clients == []
         await app.database.client.drop_database(settings.mongodb_db)
@@ -210,12 +211,13 @@ async def alert_kit(mongo_server: str, tmp_path: Path) -> AsyncIterator[Kit]:
         whatsapp_enabled=True,
         owner_phone=OWNER,
     )
-    features = [
-        alerting(AlertingOptions(background=False)),
-        make_whatsapp_feature(factory, burst_seconds=0.2, health_every=3600),
-    ]
+    features = [alerting(AlertingOptions(background=False))]
+    whatsapp = whatsapp_entry(factory, burst_seconds=0.2, health_every=3600)
     model = ScriptedModel(lambda r: "agent answer")
-    async with build_app(settings, model=model, channels=[], features=features) as app:
+    async with build_app(
+        settings, model=model, channels=[], features=features,
+        registry=replaced(REGISTRY, whatsapp),
+    ) as app:  # fmt: skip
         assert app.deps.alerts is not None
         # No quiet hours: the default (22:00-07:00) would hold these info alerts at night.
         await app.deps.alerts.owner.update(quiet_hours=[])

@@ -1,0 +1,250 @@
+"""The channel registry: one entry per channel, and the only place that names them all.
+
+An entry (``ChannelEntry``) holds everything the app knows of a channel: its rules
+(``channels.registry.ChannelRules``: whether the settings set it up, who the owner is
+there, how alerts and replies reach them), how it starts and the HTTP routes it mounts.
+A channel starts one of two ways:
+
+* ``early``: built from the settings alone and started before the database opens, so
+  its first long poll is out while the rest starts (Telegram);
+* ``feature``: a feature (``agent.app.application.Feature``) run after the other
+  features, for a channel that needs the database or the alert router (WhatsApp, SMS);
+  it starts its channel with ``FeatureContext.add_channel`` and yields its parts
+  (routes, the resolver that knows its contacts, its tools).
+
+A channel that neither builds is passed to ``build_app`` ready-made (the terminal of
+``watchkeeper chat``); its entry still gives its rules. Adding a channel: a package under
+``channels/`` and one entry here (or in the registry a caller passes to ``build_app``).
+
+This module is imported before the channels start: it imports no channel and no
+feature until an entry is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from agent.app.application import TELEGRAM_WEBHOOK, Feature, FeatureContext, Parts, Route
+from agent.config import Settings
+from agent.reach import Reach
+from channels.registry import ChannelName, ChannelRules, Delivery
+from channels.types import Channel
+
+if TYPE_CHECKING:
+    from agent.reach import HasStatus
+    from channels.whatsapp import ClientFactory
+
+Early = Callable[[Settings], tuple[Channel, Sequence[Route]]]
+"""Builds a channel from the settings, with the routes it mounts (not yet started)."""
+
+
+@dataclass(frozen=True)
+class ChannelEntry:
+    """One channel: its rules, and how it starts (``early`` or ``feature``; neither for
+    a channel the caller builds, such as the terminal)."""
+
+    rules: ChannelRules[Settings]
+    early: Early | None = None
+    preload: tuple[str, ...] = ()
+    """Modules an ``early`` channel needs, imported in a thread while the event loop
+    stays free (a channel's SDK costs memory: only when the channel is set up)."""
+    feature: Feature | None = None
+
+    @property
+    def name(self) -> str:
+        return self.rules.name
+
+
+# --- the rules of the built-in channels ----------------------------------------------
+
+
+def _as_int(value: str) -> int | None:
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class TelegramRules:
+    """Owners: ``OWNER_TELEGRAM_IDS`` and the paired ids; alerts carry buttons."""
+
+    name: str = ChannelName.TELEGRAM
+    delivery: Delivery = field(default_factory=lambda: Delivery(buttons=True))
+
+    def configured(self, settings: Settings) -> bool:
+        return settings.telegram_bot_token is not None
+
+    def unconfigured(self) -> str:
+        return "Telegram is not set up here (TELEGRAM_BOT_TOKEN)"
+
+    def owner_address(self, settings: Settings) -> str | None:
+        owners = settings.telegram_owner_ids  # configured first, then paired
+        return str(owners[0]) if owners else None
+
+    def no_owner(self) -> str:
+        return "Telegram knows no owner yet (OWNER_TELEGRAM_IDS, or watchkeeper pair)"
+
+    def is_owner(self, sender_id: str, meta: Mapping[str, Any], settings: Settings) -> bool:
+        return _as_int(sender_id) in settings.telegram_owner_ids
+
+
+@dataclass(frozen=True)
+class WhatsAppRules:
+    """Owner: ``OWNER_PHONE``, or the "message yourself" chat; contacts are known to the
+    feature's resolver (``agent.app.features.whatsapp``)."""
+
+    name: str = ChannelName.WHATSAPP
+    delivery: Delivery = field(default_factory=lambda: Delivery(unquoted_replies=True))
+
+    def configured(self, settings: Settings) -> bool:
+        return settings.whatsapp_enabled
+
+    def unconfigured(self) -> str:
+        return "WhatsApp is not set up here (WHATSAPP_ENABLED)"
+
+    def owner_address(self, settings: Settings) -> str | None:
+        return settings.owner_phone
+
+    def no_owner(self) -> str:
+        return "OWNER_PHONE is not set, so WhatsApp has no owner to write to"
+
+    def is_owner(self, sender_id: str, meta: Mapping[str, Any], settings: Settings) -> bool:
+        if meta.get("self_chat") and not meta.get("is_group"):
+            return True
+        return bool(settings.owner_phone) and sender_id == settings.owner_phone
+
+
+SMS_WHOLE_TEXT = 1600
+"""Twilio refuses a longer body; ``channels.sms`` cuts there."""
+
+
+@dataclass(frozen=True)
+class SmsRules:
+    """Owner: ``OWNER_PHONE``. Not a chat: alert pages and calls go here, chat copies
+    only when the owner made it their ``primary_channel``."""
+
+    name: str = ChannelName.SMS
+    delivery: Delivery = field(
+        default_factory=lambda: Delivery(
+            chat=False, whole_text=SMS_WHOLE_TEXT, pages=True, unquoted_replies=True
+        )
+    )
+
+    def configured(self, settings: Settings) -> bool:
+        twilio = (settings.twilio_account_sid, settings.twilio_auth_token)
+        return all(twilio) and bool(settings.twilio_from_number)
+
+    def unconfigured(self) -> str:
+        return "SMS is not set up here (TWILIO_* settings)"
+
+    def owner_address(self, settings: Settings) -> str | None:
+        return settings.owner_phone
+
+    def no_owner(self) -> str:
+        return "OWNER_PHONE is not set, so SMS has no owner to write to"
+
+    def is_owner(self, sender_id: str, meta: Mapping[str, Any], settings: Settings) -> bool:
+        return bool(settings.owner_phone) and sender_id == settings.owner_phone
+
+
+@dataclass(frozen=True)
+class ConsoleRules:
+    """The terminal: whoever types there is the owner."""
+
+    name: str = ChannelName.CONSOLE
+    delivery: Delivery = field(default_factory=Delivery)
+
+    def configured(self, settings: Settings) -> bool:
+        return False  # only ``watchkeeper chat`` runs it, passing it in
+
+    def unconfigured(self) -> str:
+        return "the terminal runs only in `watchkeeper chat`"
+
+    def owner_address(self, settings: Settings) -> str | None:
+        return "owner"
+
+    def no_owner(self) -> str:
+        return ""
+
+    def is_owner(self, sender_id: str, meta: Mapping[str, Any], settings: Settings) -> bool:
+        return True
+
+
+# --- how the built-in channels start -----------------------------------------------
+
+
+def telegram_channel(settings: Settings) -> tuple[Channel, Sequence[Route]]:
+    """The Bot API channel; its webhook route when ``TELEGRAM_WEBHOOK_URL`` is set."""
+    from agent.conversation.commands import COMMAND_HELP
+    from channels.telegram import TelegramChannel
+
+    assert settings.telegram_bot_token is not None  # checked by TelegramRules.configured
+    secret = settings.telegram_webhook_secret
+    telegram = TelegramChannel(
+        token=settings.telegram_bot_token.get_secret_value(),
+        base_url=settings.telegram_api_base_url,
+        webhook_url=settings.telegram_webhook_url,
+        webhook_secret=secret.get_secret_value() if secret else None,
+        commands=list(COMMAND_HELP.items()),
+        read_timeout=settings.http_read_timeout_seconds,
+        media_max_bytes=settings.media_max_bytes,
+    )
+    routes: list[Route] = []
+    if settings.telegram_webhook_url:
+        routes.append(("POST", TELEGRAM_WEBHOOK, telegram.handle_webhook))
+    return telegram, routes
+
+
+def _late(module: str, name: str, *args: Any, **options: Any) -> Feature:
+    """The feature ``name(*args, **options)`` makes, from ``module`` imported when it
+    runs (after the first long poll: the features' modules are most of the app's)."""
+
+    def feature(ctx: FeatureContext) -> AsyncIterator[Parts]:
+        make: Callable[..., Feature] = getattr(importlib.import_module(module), name)
+        return make(*args, **options)(ctx)
+
+    feature.__qualname__ = f"{module}.{name}"
+    return feature
+
+
+def whatsapp_entry(client_factory: ClientFactory | None = None, **options: Any) -> ChannelEntry:
+    """WhatsApp; tests pass a fake ``client_factory`` and short timings
+    (``agent.app.features.whatsapp.make_whatsapp_feature``)."""
+    feature = _late(
+        "agent.app.features.whatsapp", "make_whatsapp_feature", client_factory, **options
+    )
+    return ChannelEntry(WhatsAppRules(), feature=feature)
+
+
+TELEGRAM = ChannelEntry(
+    TelegramRules(),
+    early=telegram_channel,
+    preload=("channels.telegram", "agent.conversation.commands"),  # and the command menu
+)
+WHATSAPP = whatsapp_entry()
+SMS = ChannelEntry(SmsRules(), feature=_late("agent.app.features.sms", "make_sms_feature"))
+CONSOLE = ChannelEntry(ConsoleRules())
+
+REGISTRY: tuple[ChannelEntry, ...] = (TELEGRAM, WHATSAPP, SMS, CONSOLE)
+"""Every channel, in the owner's preference order for chats (alerts, notices)."""
+
+
+def replaced(registry: Iterable[ChannelEntry], *entries: ChannelEntry) -> tuple[ChannelEntry, ...]:
+    """``registry`` with ``entries`` in place of those of the same name, the new ones
+    appended (a test's fake WhatsApp client, a test-only channel)."""
+    given = {entry.name: entry for entry in entries}
+    kept = [given.pop(entry.name, entry) for entry in registry]
+    return (*kept, *given.values())
+
+
+def reach(
+    settings: Settings,
+    running: Mapping[str, HasStatus],
+    registry: Iterable[ChannelEntry] = REGISTRY,
+) -> Reach:
+    """The owner's reach over ``running`` by the rules of ``registry``."""
+    return Reach(settings, (entry.rules for entry in registry), running)
