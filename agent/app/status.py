@@ -16,6 +16,7 @@ from agent.conversation.dispatch import Command
 from agent.spend.budget import RAISE_HINT
 from agent.spend.prices import Cost, load_prices, shown
 from channels.delivery.outbox import Outbox
+from channels.registry import ChannelName
 from channels.types import Channel, InboundMessage, Reply
 
 
@@ -82,7 +83,7 @@ def status_text(data: dict[str, Any], model: str) -> str:
     if calls is not None:
         on = f"on, after {calls.get('after_minutes'):g} min" if calls.get("on") else ""
         lines.append(f"Calls: {on or 'off (' + str(calls.get('off_because')) + ')'}")
-    owners = (data.get("owners") or {}).get("telegram")
+    owners = (data.get("owners") or {}).get(ChannelName.TELEGRAM)
     if owners:
         shown = [
             f"{o['name']} ({o['id']}, paired)" if o.get("source") == "paired" else str(o["id"])

@@ -17,6 +17,7 @@ from typing import TextIO
 from agent.config import Settings, cli_command
 from agent.conversation.pairing import WELCOME
 from channels.delivery.outbox import Outbox
+from channels.registry import ChannelName
 from channels.types import OutboundMessage
 from runtime.clock import Clock, utcnow
 from storage.repos.pairing import CODE_TTL, PairedOwner, PairingStore, invite_code_in
@@ -153,5 +154,5 @@ async def _welcome(outbox: Outbox, owner: PairedOwner) -> None:
     if not owner.chat_id:
         return
     key = f"pairing:{owner.user_id}:{owner.paired_at.isoformat()}"
-    message = OutboundMessage("telegram", owner.chat_id, WELCOME, key)
+    message = OutboundMessage(ChannelName.TELEGRAM, owner.chat_id, WELCOME, key)
     await outbox.enqueue(message, send_now=False)  # the running outbox sends it
