@@ -1,5 +1,6 @@
 """The running application (``App``) as the composition root assembles it, and the
-shapes of what plugs into it: features, their parts, HTTP routes, status sections.
+shapes of what plugs into it: features, their parts, HTTP routes, status sections, and
+the channels the registry's entries build (``Built``, ``ChannelSetup``).
 
 A feature is a setup/teardown generator, as aiohttp's ``cleanup_ctx``: the code before
 its one ``yield`` starts what it owns, it yields its ``Parts`` (tools, commands,
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -129,8 +130,8 @@ class FeatureContext:
     database: Database
     outbox: Outbox
     pipeline: Pipeline
-    channels: dict[str, Channel]
-    """The running channels (the core's live mapping): a feature's channel joins it."""
+    channels: Mapping[str, Channel]
+    """The running channels, every one built before the features (read-only)."""
     reach: Reach
     """The owner's addresses and trust on every registered channel (``agent.reach``)."""
     clock: Clock
@@ -142,15 +143,33 @@ class FeatureContext:
     """Start transports one account allows only one client of (the WhatsApp session).
     False for ``watchkeeper chat``, which may run beside ``watchkeeper run``."""
 
-    async def add_channel(self, channel: Channel) -> None:
-        """Start ``channel`` on the pipeline; the feature stops it after its ``yield``."""
-        await channel.start(self.pipeline.submit)
-        self.channels[channel.name] = channel
-
 
 Feature = Callable[[FeatureContext], AsyncIterator[Parts]]
-"""A part started after the core (scheduler, alerts, SMS...): an async generator that
+"""A part started after the core (scheduler, alerts, MCP...): an async generator that
 starts, yields its parts once, then stops (aiohttp's ``cleanup_ctx``)."""
+
+
+@dataclass(frozen=True)
+class Built:
+    """A channel its entry built (not yet started), the HTTP routes it mounts, and the
+    feature that gives the agent its parts (tools, the resolver that knows its contacts);
+    the feature runs before the other features."""
+
+    channel: Channel
+    routes: Sequence[Route] = ()
+    feature: Feature | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class ChannelSetup:
+    """What a ``late`` factory builds its channel with."""
+
+    settings: Settings
+    database: Database
+    clock: Clock
+    exclusive_transports: bool
+    """Build transports one account allows only one client of (the WhatsApp session).
+    False for ``watchkeeper chat``, which may run beside ``watchkeeper run``."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -165,7 +184,7 @@ class App:
     outbox: Outbox
     pipeline: Pipeline
     catalog: ToolCatalog
-    channels: dict[str, Channel]
+    channels: Mapping[str, Channel]
     clock: Clock
     routes: tuple[Route, ...] = ()
     """HTTP routes (method, path, handler) the channels and features mount on the server."""

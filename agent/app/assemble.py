@@ -12,7 +12,7 @@ parts, and the parts that need the agent start. They stop in reverse order.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
 import aiohttp
 
@@ -53,7 +53,7 @@ async def assemble(
     *,
     outbox: Outbox,
     pipeline: Pipeline,
-    channels: dict[str, Channel],
+    channels: Mapping[str, Channel],
     clock: Clock,
     note: Callable[[str], None],
     stack: contextlib.AsyncExitStack,
@@ -63,14 +63,15 @@ async def assemble(
     exclusive_transports: bool,
     shutdown: Shutdown,
     registry: Sequence[ChannelEntry] = REGISTRY,
+    channel_features: Sequence[Feature] = (),
 ) -> App:
     """The agent, its dispatcher and every feature, on the started core.
 
     ``stack`` takes what stops before the channels (the features); ``late`` what
     must outlive the pipeline's last handler (the HTTP client, the usage counts).
     ``shutdown``: the stop's deadline, which ``stack`` keeps to (kept on the app).
-    ``registry``: the channels; those that start as features start first, in the
-    registry's order, so the features after them (the alert router) find them running.
+    ``registry``: the channels' rules (``agent.reach``); ``channel_features``: what the
+    channels give the agent (tools, resolvers), run before the other features.
     """
     http = await late.enter_async_context(aiohttp.ClientSession())
     owner = OwnerSettings(database.db, clock, settings.timezone)
@@ -83,12 +84,7 @@ async def assemble(
     reach = registry_reach(settings, channels, registry)
     services = Services()
     every: list[Parts] = []
-    chosen = [
-        entry.feature
-        for entry in registry
-        if entry.feature is not None and entry.rules.configured(settings)
-    ]
-    chosen += features if features is not None else default_features()
+    chosen = [*channel_features, *(features if features is not None else default_features())]
     for feature in chosen:
         ctx = FeatureContext(
             settings=settings,

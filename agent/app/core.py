@@ -3,8 +3,10 @@
 Nothing else in the project wires concrete channels to the agent: every transport,
 feature, HTTP route and status section is built by this package.
 
-Start-up order: the channels (their first long poll goes out while the database
-client loads and the database opens), then the outbox and the inbound pipeline, then
+Start-up order: the early channels (their first long poll goes out while the database
+client loads and the database opens), the channels that need the database, each built
+by its entry in the channel registry (``agent.app.registry``), then the outbox and
+the inbound pipeline with the finished mapping of channels, then
 the agent and the features (``agent.app.assemble``, imported in a thread meanwhile).
 A message read before the pipeline exists waits unstored, so unacknowledged
 (``agent.app.gate``); one that arrives before the agent exists is stored and
@@ -18,10 +20,11 @@ import asyncio
 import contextlib
 import importlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from agent.app.application import App, Feature, Route
+from agent.app.application import App, Built, ChannelSetup, Feature
 from agent.app.gate import SinkGate
 from agent.app.registry import REGISTRY, ChannelEntry
 from agent.app.shutdown import Shutdown, ShutdownStack
@@ -51,7 +54,7 @@ channels): the pipeline's handlers get the rest."""
 
 def configured_channels(
     settings: Settings, registry: Sequence[ChannelEntry] = REGISTRY
-) -> list[tuple[Channel, Sequence[Route]]]:
+) -> list[Built]:
     """The early channels (``agent.app.registry``) the settings set up, with the HTTP
     routes each mounts; each import happens only when enabled (a channel's SDK costs
     memory)."""
@@ -101,9 +104,10 @@ async def build_app(
     ``shutdown``: the stop's shared deadline (``agent.app.shutdown``), kept on the app
     so the HTTP server's stop shares it; the database closes after it, within its own
     bounds, so a database that does not answer cannot hold the stop.
-    ``registry``: the channels (``agent.app.registry``): the early ones start here unless
-    ``channels`` are given, the others with the features; every running channel's rules
-    (who the owner is, how alerts reach them) come from it."""
+    ``registry``: the channels (``agent.app.registry``): the early ones start before
+    the database opens unless ``channels`` are given, the late ones once it is open,
+    all before the outbox and the pipeline, which get the finished mapping; every
+    channel's rules (who the owner is, how alerts reach them) come from it."""
     note = on_part or (lambda text: log.info("%s", text))
     clock = clock or utcnow  # the system clock (agent.context's, without its imports)
     shutdown = shutdown or Shutdown()
@@ -120,8 +124,8 @@ async def build_app(
         if model is None:
             model = build_model(settings)
             base.push_async_callback(shutdown.bounded("the model client", model.aclose))
-        parts: list[tuple[Channel, Sequence[Route]]] = (
-            [(channel, ()) for channel in channels]
+        parts: list[Built] = (
+            [Built(channel) for channel in channels]
             if channels is not None
             else configured_channels(settings, registry)
         )
@@ -138,14 +142,18 @@ async def build_app(
         agent_modules = asyncio.ensure_future(_load_after(client, (ASSEMBLY,)))
         store = SinkGate()
         chans: dict[str, Channel] = {}
+
+        async def start(built: Built) -> None:
+            # What a channel reads before the pipeline exists waits at the gate,
+            # unstored and so unacknowledged (``agent.app.gate``).
+            await built.channel.start(store)
+            stack.push_async_callback(built.channel.stop)
+            chans[built.channel.name] = built.channel
+            note(f"channel: {built.channel.name}")
+
         try:
-            for channel, _routes in parts:
-                # What a channel reads before the pipeline exists waits at the gate,
-                # unstored and so unacknowledged (``agent.app.gate``).
-                await channel.start(store)
-                stack.push_async_callback(channel.stop)
-                chans[channel.name] = channel
-                note(f"channel: {channel.name}")
+            for built in parts:
+                await start(built)
             database = await opening
         except BaseException:
             await stop_task(opening)  # once open, ``data`` closes it
@@ -155,6 +163,16 @@ async def build_app(
         stack.push_async_callback(stop_task, agent_modules)  # start-up may fail before it is needed
         where = f"embedded in {settings.data_dir}" if database.embedded else "MongoDB"
         note(f"database: {where} ({settings.mongodb_db})")
+        # The channels that need the database, before anything is given the channels.
+        setup = ChannelSetup(settings, database, clock, exclusive_transports)
+        for entry in registry:
+            if entry.late is None or entry.name in chans or not entry.rules.configured(settings):
+                continue
+            made = entry.late(setup)
+            if made is not None:
+                await start(made)
+                parts.append(made)
+        running: Mapping[str, Channel] = MappingProxyType(chans)  # complete: never changed
         from channels.delivery.outbox import Outbox  # loaded with the database client
         from channels.delivery.pipeline import Handler, Pipeline
 
@@ -162,10 +180,10 @@ async def build_app(
         late = await stack.enter_async_context(
             contextlib.AsyncExitStack(), name="the agent's HTTP client and token counts"
         )
-        outbox = Outbox(database.db, chans, clock)
+        outbox = Outbox(database.db, running, clock)
         handler: asyncio.Future[Handler] = asyncio.get_running_loop().create_future()
         # No cap here: the model's adaptive limit paces model calls.
-        pipeline = Pipeline(database.db, handler, outbox, chans, clock)
+        pipeline = Pipeline(database.db, handler, outbox, running, clock)
         # The owner of the embedded server (DATA_DIR lock) is the only process that
         # can have been sending; anywhere else a send may still be in flight.
         await outbox.start(sole_owner=database.owns_server)
@@ -197,13 +215,14 @@ async def build_app(
             database,
             outbox=outbox,
             pipeline=pipeline,
-            channels=chans,
+            channels=running,
             clock=clock,
             note=note,
             stack=stack,
             late=late,
             features=features,
-            routes=[route for _channel, routes in parts for route in routes],
+            routes=[route for built in parts for route in built.routes],
+            channel_features=[built.feature for built in parts if built.feature is not None],
             exclusive_transports=exclusive_transports,
             shutdown=shutdown,
             registry=registry,

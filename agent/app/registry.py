@@ -2,19 +2,20 @@
 
 An entry (``ChannelEntry``) holds everything the app knows of a channel: its rules
 (``channels.registry.ChannelRules``: whether the settings set it up, who the owner is
-there, how alerts and replies reach them), how it starts and the HTTP routes it mounts.
-A channel starts one of two ways:
+there, how alerts and replies reach them) and its factory, which builds the channel
+(not yet started) with the HTTP routes it mounts and the feature that gives the agent
+its parts (``Built``). A channel is built one of two ways:
 
-* ``early``: built from the settings alone and started before the database opens, so
-  its first long poll is out while the rest starts (Telegram);
-* ``feature``: a feature (``agent.app.application.Feature``) run after the other
-  features, for a channel that needs the database or the alert router (WhatsApp, SMS);
-  it starts its channel with ``FeatureContext.add_channel`` and yields its parts
-  (routes, the resolver that knows its contacts, its tools).
+* ``early``: from the settings alone, started before the database opens, so its first
+  long poll is out while the rest starts (Telegram);
+* ``late``: once the database is open (``ChannelSetup``), for a channel that needs it
+  (WhatsApp's permissions, the SMS budget).
 
-A channel that neither builds is passed to ``build_app`` ready-made (the terminal of
-``watchkeeper chat``); its entry still gives its rules. Adding a channel: a package under
-``channels/`` and one entry here (or in the registry a caller passes to ``build_app``).
+Both are built before the outbox and the pipeline, which get the finished mapping of
+channels: nothing joins it later. A channel with neither is passed to ``build_app``
+ready-made (the terminal of ``watchkeeper chat``); its entry still gives its rules.
+Adding a channel: a package under ``channels/`` and one entry here (or in the registry
+a caller passes to ``build_app``).
 
 This module is imported before the channels start: it imports no channel and no
 feature until an entry is used.
@@ -22,36 +23,40 @@ feature until an entry is used.
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+import logging
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agent.app.application import TELEGRAM_WEBHOOK, Feature, FeatureContext, Parts, Route
+from agent.app.application import TELEGRAM_WEBHOOK, Built, ChannelSetup, Route
 from agent.config import Settings
 from agent.reach import Reach
 from channels.registry import ChannelName, ChannelRules, Delivery
-from channels.types import Channel
 
 if TYPE_CHECKING:
     from agent.reach import HasStatus
     from channels.whatsapp import ClientFactory
 
-Early = Callable[[Settings], tuple[Channel, Sequence[Route]]]
-"""Builds a channel from the settings, with the routes it mounts (not yet started)."""
+log = logging.getLogger(__name__)
+
+
+Early = Callable[[Settings], Built]
+Late = Callable[[ChannelSetup], "Built | None"]
+"""None: the channel is not built here (WhatsApp under ``watchkeeper chat``)."""
 
 
 @dataclass(frozen=True)
 class ChannelEntry:
-    """One channel: its rules, and how it starts (``early`` or ``feature``; neither for
-    a channel the caller builds, such as the terminal)."""
+    """One channel: its rules, and how it is built (``early`` or ``late``; neither for
+    a channel the caller builds, such as the terminal). Each is called only when the
+    rules say the settings set the channel up."""
 
     rules: ChannelRules[Settings]
     early: Early | None = None
+    late: Late | None = None
     preload: tuple[str, ...] = ()
     """Modules an ``early`` channel needs, imported in a thread while the event loop
     stays free (a channel's SDK costs memory: only when the channel is set up)."""
-    feature: Feature | None = None
 
     @property
     def name(self) -> str:
@@ -177,7 +182,7 @@ class ConsoleRules:
 # --- how the built-in channels start -----------------------------------------------
 
 
-def telegram_channel(settings: Settings) -> tuple[Channel, Sequence[Route]]:
+def telegram_channel(settings: Settings) -> Built:
     """The Bot API channel; its webhook route when ``TELEGRAM_WEBHOOK_URL`` is set."""
     from agent.conversation.commands import COMMAND_HELP
     from channels.telegram import TelegramChannel
@@ -196,28 +201,50 @@ def telegram_channel(settings: Settings) -> tuple[Channel, Sequence[Route]]:
     routes: list[Route] = []
     if settings.telegram_webhook_url:
         routes.append(("POST", TELEGRAM_WEBHOOK, telegram.handle_webhook))
-    return telegram, routes
+    return Built(telegram, routes)
 
 
-def _late(module: str, name: str, *args: Any, **options: Any) -> Feature:
-    """The feature ``name(*args, **options)`` makes, from ``module`` imported when it
-    runs (after the first long poll: the features' modules are most of the app's)."""
+SMS_WEBHOOK = "/webhooks/twilio/sms"
 
-    def feature(ctx: FeatureContext) -> AsyncIterator[Parts]:
-        make: Callable[..., Feature] = getattr(importlib.import_module(module), name)
-        return make(*args, **options)(ctx)
 
-    feature.__qualname__ = f"{module}.{name}"
-    return feature
+def sms_channel(setup: ChannelSetup) -> Built:
+    """The Twilio channel and its webhook; every SMS takes from the one hourly budget.
+    (Its calls' webhook is mounted by the alert router's feature, which answers it.)"""
+    from channels.sms import SmsChannel
+    from storage.repos.sms_budget import take_sms
+
+    settings, clock, db = setup.settings, setup.clock, setup.database.db
+    assert settings.twilio_auth_token is not None  # checked by SmsRules.configured
+    sms = SmsChannel(
+        settings.twilio_account_sid or "",
+        settings.twilio_auth_token.get_secret_value(),
+        settings.twilio_from_number or "",
+        api_base_url=settings.twilio_api_base_url,
+        public_base_url=settings.public_base_url,
+        read_timeout=settings.http_read_timeout_seconds,
+        clock=clock,
+        budget=lambda: take_sms(db, clock(), settings.sms_per_hour),
+    )
+    if not settings.owner_phone:
+        log.warning("sms: OWNER_PHONE is not set, so no SMS alerts can be sent")
+    if not settings.public_base_url:
+        log.warning(
+            "sms: PUBLIC_BASE_URL is not set, so inbound SMS are refused (their signatures "
+            "cannot be checked); set it to the public URL Twilio calls"
+        )
+    return Built(sms, (("POST", SMS_WEBHOOK, sms.handle_webhook),))
 
 
 def whatsapp_entry(client_factory: ClientFactory | None = None, **options: Any) -> ChannelEntry:
     """WhatsApp; tests pass a fake ``client_factory`` and short timings
-    (``agent.app.features.whatsapp.make_whatsapp_feature``)."""
-    feature = _late(
-        "agent.app.features.whatsapp", "make_whatsapp_feature", client_factory, **options
-    )
-    return ChannelEntry(WhatsAppRules(), feature=feature)
+    (``agent.app.features.whatsapp.whatsapp_channel``)."""
+
+    def late(setup: ChannelSetup) -> Built | None:
+        from agent.app.features.whatsapp import whatsapp_channel
+
+        return whatsapp_channel(setup, client_factory, **options)
+
+    return ChannelEntry(WhatsAppRules(), late=late)
 
 
 TELEGRAM = ChannelEntry(
@@ -226,7 +253,7 @@ TELEGRAM = ChannelEntry(
     preload=("channels.telegram", "agent.conversation.commands"),  # and the command menu
 )
 WHATSAPP = whatsapp_entry()
-SMS = ChannelEntry(SmsRules(), feature=_late("agent.app.features.sms", "make_sms_feature"))
+SMS = ChannelEntry(SmsRules(), late=sms_channel)
 CONSOLE = ChannelEntry(ConsoleRules())
 
 REGISTRY: tuple[ChannelEntry, ...] = (TELEGRAM, WHATSAPP, SMS, CONSOLE)

@@ -3,7 +3,8 @@
 Nothing outside this module knows it: no ``ChannelName`` member, no setting, no feature.
 ``pigeon_entry()`` is its one registry entry (``agent.app.registry.ChannelEntry``): its
 rules (the owner is whoever holds ``OWNER_PHONE``; it is a chat, so alerts come here),
-its factory (a feature that starts the channel) and its route (the loft's webhook).
+its factory (the channel, built once the database is open) and its route (the loft's
+webhook).
 
 The transport is a loft posting each letter as JSON (``{"id", "from", "text"}``) to
 ``POST /webhooks/pigeon``; what the app sends flies out into ``PigeonChannel.flown``.
@@ -12,13 +13,13 @@ The transport is a loft posting each letter as JSON (``{"id", "from", "text"}``)
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
-from agent.app.application import FeatureContext, Parts
+from agent.app.application import Built, ChannelSetup
 from agent.app.registry import ChannelEntry
 from agent.config import Settings
 from channels.registry import Delivery
@@ -97,16 +98,12 @@ class PigeonRules:
         return bool(settings.owner_phone) and sender_id == settings.owner_phone
 
 
-async def pigeon_feature(ctx: FeatureContext) -> AsyncIterator[Parts]:
-    """Builds and starts the channel, mounts the loft's webhook, stops it after."""
-    loft = PigeonChannel(ctx.clock)
-    await ctx.add_channel(loft)
-    try:
-        yield Parts(routes=(("POST", WEBHOOK, loft.handle_webhook),))
-    finally:
-        await loft.stop()
+def pigeon_channel(setup: ChannelSetup) -> Built:
+    """The factory: the channel (the app starts and stops it) and the loft's webhook."""
+    loft = PigeonChannel(setup.clock)
+    return Built(loft, routes=(("POST", WEBHOOK, loft.handle_webhook),))
 
 
 def pigeon_entry() -> ChannelEntry:
     """The pigeon post's one registry entry."""
-    return ChannelEntry(PigeonRules(), feature=pigeon_feature)
+    return ChannelEntry(PigeonRules(), late=pigeon_channel)

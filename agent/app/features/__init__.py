@@ -1,6 +1,6 @@
 """The optional parts ``build_app`` starts after the core: one module each, and their order.
-(The channels' own features, WhatsApp's and SMS's, start first, from the channel
-registry: ``agent.app.registry``.)
+(What a channel gives the agent, WhatsApp's tools and resolver, comes first, from the
+channel registry: ``agent.app.registry``.)
 
 A feature decides from the settings whether to start; if it does, it starts what it
 owns, yields its parts (tools, commands, routes, status sections, services) and stops

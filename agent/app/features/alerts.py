@@ -2,7 +2,7 @@
 
 Started by ``build_app`` after the core. The router runs regardless and routes to
 whatever channels are up, by their rules in the channel registry (``agent.reach``);
-the SMS channel that pages and calls is the registry's (``agent.app.features.sms``).
+the SMS channel that pages and calls is the registry's (``agent.app.registry``).
 """
 
 from __future__ import annotations

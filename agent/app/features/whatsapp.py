@@ -1,21 +1,21 @@
 """Wires WhatsApp into the app: channel, trust resolver, tools, prompt section, notices.
 
-Runs from the WhatsApp entry of the channel registry (``agent.app.registry``), only when
+Built by the WhatsApp entry of the channel registry (``agent.app.registry``), only when
 ``WHATSAPP_ENABLED=true``; the channel module (and neonize with it) is imported only
-then. The channel starts once the agent exists (``Parts.start``): its connection notices
-go through the alert router, which a feature after this one provides.
+then. Its connection notices go through the alert router, which a feature after this
+one provides: they wait in a queue until the agent exists (``Parts.start``).
 """
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from agent.alerts.router import AlertRouter
-from agent.app.application import Core, Feature, FeatureContext, Parts
+from agent.app.application import Built, ChannelSetup, Core, FeatureContext, Parts
 from agent.config import Settings
 from agent.conversation.dispatch import TierResolver, Trust
 from agent.owner import OwnerSettings
@@ -25,6 +25,7 @@ from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import BurstRule
 from channels.registry import ChannelName
 from channels.types import InboundMessage, OutboundMessage
+from runtime.tasks import stop_task
 from storage.repos.whatsapp_permissions import WhatsAppPermissions, normalise_address
 
 if TYPE_CHECKING:
@@ -107,58 +108,73 @@ def burst_rule(settings: Settings, seconds: float) -> BurstRule:
     return rule
 
 
-def make_whatsapp_feature(
+def whatsapp_channel(
+    setup: ChannelSetup,
     client_factory: ClientFactory | None = None,
     *,
     burst_seconds: float = BURST_SECONDS,
     **options: Any,
-) -> Feature:
-    """The feature; tests pass a fake ``client_factory`` and short timings."""
+) -> Built | None:
+    """The channel (not started), and the feature that gives the agent its tools, its
+    resolver and its notices; tests pass a fake ``client_factory`` and short timings.
+
+    The connection notices wait in a queue until the alert router, which a later
+    feature provides, exists (``Parts.start``); none is lost before then."""
+    if not setup.exclusive_transports:
+        log.info("whatsapp: left to `watchkeeper run` (one session, one client)")
+        return None
+    from channels.whatsapp import WhatsAppChannel, neonize_client
+
+    settings = setup.settings
+    permissions = WhatsAppPermissions(setup.database.db)
+
+    async def group_allowed(jid: str) -> bool:
+        record = await permissions.get(jid.lower())
+        return record is not None and record.can_read
+
+    notices: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+
+    async def notify(kind: str, text: str) -> None:
+        notices.put_nowait((kind, text))
+
+    channel = WhatsAppChannel(
+        settings.whatsapp_session_path,
+        client_factory=client_factory or neonize_client,
+        group_allowed=group_allowed,
+        notify=notify,
+        clock=setup.clock,
+        **options,
+    )
+    log.info("whatsapp: session in %s", settings.whatsapp_session_path)
 
     async def whatsapp(ctx: FeatureContext) -> AsyncIterator[Parts]:
-        settings = ctx.settings
-        if not settings.whatsapp_enabled:
-            yield Parts()
-            return
-        if not ctx.exclusive_transports:
-            log.info("whatsapp: left to `watchkeeper run` (one session, one client)")
-            yield Parts()
-            return
-        from channels.whatsapp import WhatsAppChannel, neonize_client
-
-        permissions = WhatsAppPermissions(ctx.database.db)
-
-        async def group_allowed(jid: str) -> bool:
-            record = await permissions.get(jid.lower())
-            return record is not None and record.can_read
-
         # The pipeline runs before the features: its rule for the channel joins it here.
         ctx.pipeline.burst_rules["whatsapp"] = burst_rule(settings, burst_seconds)
-        async with contextlib.AsyncExitStack() as running:
+        telling: list[asyncio.Task[None]] = []
 
-            async def start(core: Core) -> None:
-                """The channel, once the alert router its notices go through exists."""
-                notify = make_notifier(ctx.outbox, ctx.reach, ctx.owner, core.deps.alerts)
-                channel = WhatsAppChannel(
-                    settings.whatsapp_session_path,
-                    client_factory=client_factory or neonize_client,
-                    group_allowed=group_allowed,
-                    notify=notify,
-                    clock=ctx.clock,
-                    **options,
-                )
-                await ctx.add_channel(channel)
-                running.push_async_callback(channel.stop)
-                log.info("channel: whatsapp (session in %s)", settings.whatsapp_session_path)
+        async def start(core: Core) -> None:
+            """Tell the owner of each notice, through the alert router when it runs."""
+            tell = make_notifier(ctx.outbox, ctx.reach, ctx.owner, core.deps.alerts)
+            telling.append(asyncio.create_task(_tell(notices, tell), name="whatsapp-notices"))
 
-            yield Parts(
-                tools=tuple((tool, whatsapp_connected) for tool in WHATSAPP_TOOLS),
-                resolvers={ChannelName.WHATSAPP: make_resolver(settings, permissions)},
-                prompt_sections=(permissions_section,),
-                start=start,
-            )
+        yield Parts(
+            tools=tuple((tool, whatsapp_connected) for tool in WHATSAPP_TOOLS),
+            resolvers={ChannelName.WHATSAPP: make_resolver(settings, permissions)},
+            prompt_sections=(permissions_section,),
+            start=start,
+        )
+        for task in telling:
+            await stop_task(task)
 
-    return whatsapp
+    return Built(channel, feature=whatsapp)
 
 
-whatsapp_feature: Feature = make_whatsapp_feature()
+async def _tell(
+    notices: asyncio.Queue[tuple[str, str]], tell: Callable[[str, str], Awaitable[None]]
+) -> None:
+    while True:
+        kind, text = await notices.get()
+        try:
+            await tell(kind, text)
+        except Exception:
+            log.exception("could not deliver the WhatsApp %s notice", kind)

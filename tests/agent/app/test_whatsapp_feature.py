@@ -4,8 +4,9 @@ WhatsApp, with real neonize protobuf events through a fake client and a scripted
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from agent.app.core import build_app
 from agent.app.features.whatsapp import make_notifier
 from agent.app.registry import REGISTRY, replaced, whatsapp_entry
 from agent.cli.whatsapp_link import link
+from channels.types import Channel
 from storage.repos.whatsapp_permissions import WhatsAppPermissions
 from tests.channels.whatsapp_kit import ALICE, BOB, OWNER, Kit, kit
 from tests.conftest import make_settings
@@ -196,6 +198,15 @@ async def test_link_validates_the_phone_and_pairs(tmp_path: Path) -> None:
 @pytest.fixture
 async def alert_kit(mongo_server: str, tmp_path: Path) -> AsyncIterator[Kit]:
     """WhatsApp as the owner's only chat channel, with the real alert router."""
+    async with whatsapp_alerts(mongo_server, tmp_path) as kit:
+        yield kit
+
+
+@contextlib.asynccontextmanager
+async def whatsapp_alerts(
+    mongo_server: str, tmp_path: Path, channels: Sequence[Channel] = ()
+) -> AsyncIterator[Kit]:
+    """WhatsApp (and ``channels``) with the real alert router."""
     from agent.app.features.alerts import AlertingOptions, alerting
 
     clients: list[FakeClient] = []
@@ -215,7 +226,7 @@ async def alert_kit(mongo_server: str, tmp_path: Path) -> AsyncIterator[Kit]:
     whatsapp = whatsapp_entry(factory, burst_seconds=0.2, health_every=3600)
     model = ScriptedModel(lambda r: "agent answer")
     async with build_app(
-        settings, model=model, channels=[], features=features,
+        settings, model=model, channels=list(channels), features=features,
         registry=replaced(REGISTRY, whatsapp),
     ) as app:  # fmt: skip
         assert app.deps.alerts is not None
@@ -247,7 +258,9 @@ async def test_an_alert_reaches_the_owner_on_whatsapp_and_ack_works(alert_kit: K
     assert stored["status"] == "acknowledged"
 
 
-async def test_whatsapp_logging_out_is_reported_on_another_channel(alert_kit: Kit) -> None:
+async def test_whatsapp_logging_out_is_reported_on_another_channel(
+    mongo_server: str, tmp_path: Path
+) -> None:
     import io
 
     from channels.console import ConsoleChannel
@@ -256,12 +269,8 @@ async def test_whatsapp_logging_out_is_reported_on_another_channel(alert_kit: Ki
         raise EOFError
 
     out = io.StringIO()
-    console = ConsoleChannel(out=out, read_line=no_input)
-    await console.start(alert_kit.app.pipeline.submit)
-    alert_kit.app.channels["console"] = console  # WhatsApp stays first in preference
-    try:
+    console = ConsoleChannel(out=out, read_line=no_input)  # WhatsApp stays first in preference
+    async with whatsapp_alerts(mongo_server, tmp_path, [console]) as alert_kit:
         await alert_kit.client.emit(LoggedOut())
         await until(lambda: "WhatsApp is logged out" in out.getvalue())
-    finally:
-        await console.stop()
-    assert not any("logged out" in text for _, text in alert_kit.client.sent)
+        assert not any("logged out" in text for _, text in alert_kit.client.sent)
