@@ -112,3 +112,12 @@ async def test_a_stranger_on_the_new_channel_is_not_answered(
     assert _loft(app).flown == [] and openai_api.bodies == []
     row = await app.deps.db["inbox"].find_one({"channel": PIGEON})
     assert row is not None and row["stranger"] is True and row["text"] == ""
+
+
+def test_the_sms_entry_declares_the_length_the_channel_cuts_at() -> None:
+    """A text that must arrive whole is split at the entry's ``whole_text`` before it is
+    queued; the channel cuts a longer one. Both must be Twilio's limit."""
+    from agent.app.registry import SMS
+    from channels.sms import MAX_BODY
+
+    assert SMS.rules.delivery.whole_text == MAX_BODY == 1600
