@@ -8,6 +8,7 @@ from typing import Any
 import aiohttp
 from pymongo.asynchronous.database import AsyncDatabase
 
+from agent.app.registry import reach
 from agent.config import Settings
 from agent.context import AgentDeps, RunContext
 from agent.owner import Owners, OwnerSettings
@@ -37,7 +38,8 @@ def agent_deps(
         owner=OwnerSettings(db, clock, settings.timezone),
         clock=clock,
         channels=chans,
-        **{"owners": Owners(settings), **services},
+        reach=reach(Owners(settings), chans),
+        **services,
     )
 
 

@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, cast, get_args
 from zoneinfo import ZoneInfo
 
+from channels.registry import ChannelName
 from scheduler.cron.expression import (
     CronError,
     gap_end,
@@ -102,7 +103,7 @@ class CronJob:
             cron_expression=doc.get("cron_expression") or "",
             timezone=doc.get("timezone", "UTC"),
             enabled=bool(doc.get("enabled", True)),
-            origin_channel=doc.get("origin_channel", "console"),
+            origin_channel=doc.get("origin_channel", ChannelName.CONSOLE),
             origin_chat_id=str(doc.get("origin_chat_id", "owner")),
             created_at=aware(doc.get("created_at")) or datetime.min.replace(tzinfo=UTC),
             next_fire_at=aware(doc.get("next_fire_at")),

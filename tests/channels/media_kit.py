@@ -12,6 +12,7 @@ import aiohttp
 from bson import ObjectId
 from pymongo.asynchronous.database import AsyncDatabase
 
+from agent.app.registry import reach
 from agent.config import Settings
 from agent.context import AgentDeps
 from agent.conversation.agent import Agent
@@ -72,14 +73,9 @@ async def media_stack(
     )
     owner = OwnerSettings(db, utcnow, settings.timezone)
     deps = AgentDeps(
-        settings=settings,
-        db=db,
-        http=http,
-        outbox=outbox,
-        owner=owner,
-        owners=Owners(settings),
-        clock=utcnow,
-    )
+        settings=settings, db=db, http=http, outbox=outbox, owner=owner, clock=utcnow,
+        reach=reach(Owners(settings), channels),
+    )  # fmt: skip
     fetcher = MediaFetcher(db, store or MediaStore(db), channels, caps or MediaCaps())
     agent = Agent(model, core_catalog(), media=hook(fetcher))
     dispatcher = Dispatcher(deps, agent, resolvers=dict(resolvers or {}))

@@ -18,7 +18,7 @@ from neonize.proto.Neonize_pb2 import Connected
 
 from agent.app.application import Parts
 from agent.app.core import App, build_app
-from agent.app.features.whatsapp import make_whatsapp_feature
+from agent.app.registry import REGISTRY, replaced, whatsapp_entry
 from agent.tools.catalog import always
 from agent.tools.cron import MANAGE_CRONJOB
 from channels.whatsapp import WhatsAppChannel
@@ -98,11 +98,12 @@ async def kit(mongo_server: str, tmp_path: Path) -> AsyncIterator[Kit]:
         whatsapp_enabled=True,
         owner_phone=OWNER,
     )
-    features = [
-        make_whatsapp_feature(factory, burst_seconds=0.2, health_every=3600),
-        contributing(Parts(tools=((MANAGE_CRONJOB, always),))),  # a tool that writes
-    ]
-    async with build_app(settings, model=model, channels=[], features=features) as app:
+    features = [contributing(Parts(tools=((MANAGE_CRONJOB, always),)))]  # a tool that writes
+    whatsapp = whatsapp_entry(factory, burst_seconds=0.2, health_every=3600)
+    async with build_app(
+        settings, model=model, channels=[], features=features,
+        registry=replaced(REGISTRY, whatsapp),
+    ) as app:  # fmt: skip
         kit = Kit(app, clients[0], model, answers)
         await kit.client.emit(Connected())
         try:

@@ -1,4 +1,6 @@
 """The optional parts ``build_app`` starts after the core: one module each, and their order.
+(What a channel gives the agent, WhatsApp's tools and resolver, comes first, from the
+channel registry: ``agent.app.registry``.)
 
 A feature decides from the settings whether to start; if it does, it starts what it
 owns, yields its parts (tools, commands, routes, status sections, services) and stops
@@ -12,7 +14,6 @@ from agent.app.features.mcp import mcp_feature
 from agent.app.features.monitors import monitoring_feature
 from agent.app.features.pairing import pairing_feature
 from agent.app.features.scheduling import scheduling_feature
-from agent.app.features.whatsapp import whatsapp_feature
 from agent.app.healthcheck import healthcheck_feature
 
 FEATURES: tuple[Feature, ...] = (
@@ -21,6 +22,5 @@ FEATURES: tuple[Feature, ...] = (
     alerting_feature,
     monitoring_feature,  # after the alert router, which it raises its alerts through
     scheduling_feature,
-    whatsapp_feature,
     healthcheck_feature,  # last: reads every part before it, stops first
 )
