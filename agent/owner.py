@@ -1,11 +1,7 @@
-"""The owner: who they are (``Owners``) and their own settings. Where they are reached
-is ``agent.reach``'s, which asks ``Owners`` who they are.
+"""The owner's own settings (who the owner is and where they are reached is
+``agent.reach``'s).
 
-Who: ``Owners``, the environment's ``OWNER_TELEGRAM_IDS`` and ``OWNER_PHONE`` and the
-Telegram owners paired with ``watchkeeper pair``, which live in the database (kept in
-memory between reads, as ``OwnerSettings`` keeps the owner's settings).
-
-Settings: quiet hours, timezone, primary channel, and how long an unacknowledged
+Quiet hours, timezone, primary channel, and how long an unacknowledged
 warning waits before it goes by SMS, in one ``settings`` document (``_id: "owner"``),
 changed through ``manage_settings``. The environment's ``TIMEZONE`` is the default
 until the owner sets one; quiet hours default to 22:00-07:00 until the owner sets them
@@ -33,7 +29,6 @@ from zoneinfo import ZoneInfo
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
-from agent.config import Settings
 from agent.reach import PRIMARY_CHOICES, Reach
 from runtime.clock import Clock
 from runtime.listeners import Listeners
@@ -47,43 +42,6 @@ from scheduler.pulse.grid import (
 )
 from storage import collections as c
 from storage import retry
-from storage.repos.pairing import PairedOwner, PairingStore
-
-
-class Owners:
-    """Who the owner is: the settings' ``OWNER_TELEGRAM_IDS`` and ``OWNER_PHONE``, and
-    the Telegram owners paired in the database. The paired ones are read by ``refresh``
-    (at start, every ``agent.conversation.pairing.REFRESH_EVERY``, and when an unknown
-    Telegram user writes: ``watchkeeper pair`` runs in another process); between reads
-    this process answers from the last one. ``Settings`` is never written: it stays
-    what the environment said."""
-
-    def __init__(self, settings: Settings, store: PairingStore | None = None) -> None:
-        """``store``: where paired owners are kept; None knows only the settings' owners
-        (a part built alone, in a test)."""
-        self.settings = settings
-        self.store = store
-        self._paired: tuple[int, ...] = ()
-
-    @property
-    def telegram_ids(self) -> list[int]:
-        """Every Telegram owner: ``OWNER_TELEGRAM_IDS``, then those paired in the database."""
-        configured = self.settings.owner_telegram_ids
-        return [*configured, *(i for i in self._paired if i not in configured)]
-
-    @property
-    def phone(self) -> str | None:
-        """The owner's number (``OWNER_PHONE``): SMS, WhatsApp and calls."""
-        return self.settings.owner_phone
-
-    async def refresh(self) -> list[PairedOwner]:
-        """Read the paired owners again; returns them (oldest first)."""
-        if self.store is None:
-            return []
-        owners = await self.store.owners()
-        self._paired = tuple(owner.user_id for owner in owners)
-        return owners
-
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]

@@ -1,9 +1,10 @@
-"""Where the owner is reached: one answer for cron delivery, notices, ``send_message``,
-alert routing and who counts as the owner, by each channel's own rules.
+"""Who the owner is and where they are reached: one answer for cron delivery, notices,
+``send_message``, alert routing and who counts as the owner, by each channel's own rules.
 
-Who the owner is comes from ``agent.owner.Owners`` (the settings' owners and those
-paired in the database); each channel's rules read it, so a Telegram owner paired with
-``watchkeeper pair`` is reached and trusted like one in ``OWNER_TELEGRAM_IDS``.
+Who: ``Owners``, the environment's ``OWNER_TELEGRAM_IDS`` and ``OWNER_PHONE`` and the
+Telegram owners paired with ``watchkeeper pair``, which live in the database (kept in
+memory between reads). Each channel's rules read it, so a Telegram owner paired in
+another process is reached and trusted like one in ``OWNER_TELEGRAM_IDS``.
 
 The rules come from the channels' registry entries (``channels.registry.ChannelRules``,
 assembled in ``agent.app.registry``); nothing here names a channel, so a channel added
@@ -21,12 +22,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 from agent.config import Settings
 from channels.registry import ChannelName, ChannelRules, Delivery
 
-if TYPE_CHECKING:  # agent.owner imports this module (``check_reachable``)
-    from agent.owner import Owners
-
-Rules: TypeAlias = "ChannelRules[Settings, Owners]"
-"""A channel's rules as the agent reads them: set up by the ``Settings``; its owner by
-the ``Owners``."""
+if TYPE_CHECKING:  # the database's modules load after the channels' (``agent.app.core``)
+    from storage.repos.pairing import PairedOwner, PairingStore
 
 PRIMARY_CHOICES = (ChannelName.TELEGRAM, ChannelName.WHATSAPP, ChannelName.SMS)
 """The channels ``manage_settings`` offers as ``primary_channel`` (``DESIGN.md``)."""
@@ -54,6 +51,46 @@ def is_up(channel: HasStatus) -> bool:
         return bool(channel.status().get("connected", True))
     except Exception:
         return False
+
+
+class Owners:
+    """Who the owner is: the settings' ``OWNER_TELEGRAM_IDS`` and ``OWNER_PHONE``, and
+    the Telegram owners paired in the database. The paired ones are read by ``refresh``
+    (at start, every ``agent.conversation.pairing.REFRESH_EVERY``, and when an unknown
+    Telegram user writes: ``watchkeeper pair`` runs in another process); between reads
+    this process answers from the last one. ``Settings`` is never written: it stays
+    what the environment said."""
+
+    def __init__(self, settings: Settings, store: PairingStore | None = None) -> None:
+        """``store``: where paired owners are kept; None knows only the settings' owners
+        (a part built alone, in a test)."""
+        self.settings = settings
+        self.store = store
+        self._paired: tuple[int, ...] = ()
+
+    @property
+    def telegram_ids(self) -> list[int]:
+        """Every Telegram owner: ``OWNER_TELEGRAM_IDS``, then those paired in the database."""
+        configured = self.settings.owner_telegram_ids
+        return [*configured, *(i for i in self._paired if i not in configured)]
+
+    @property
+    def phone(self) -> str | None:
+        """The owner's number (``OWNER_PHONE``): SMS, WhatsApp and calls."""
+        return self.settings.owner_phone
+
+    async def refresh(self) -> list[PairedOwner]:
+        """Read the paired owners again; returns them (oldest first)."""
+        if self.store is None:
+            return []
+        owners = await self.store.owners()
+        self._paired = tuple(owner.user_id for owner in owners)
+        return owners
+
+
+Rules: TypeAlias = ChannelRules[Settings, Owners]
+"""A channel's rules as the agent reads them: set up by the ``Settings``; its owner by
+the ``Owners``."""
 
 
 class Reach:

@@ -30,7 +30,7 @@ from agent.alerts.policy import RoutingPolicy  # noqa: E402
 from agent.alerts.router import AlertRouter  # noqa: E402
 from agent.app.registry import reach  # noqa: E402
 from agent.config import Settings  # noqa: E402
-from agent.owner import Owners  # noqa: E402
+from agent.reach import Owners  # noqa: E402
 from channels.delivery.outbox import Outbox  # noqa: E402
 from channels.sms import SmsChannel  # noqa: E402
 from channels.types import Channel, InboundMessage, OutboundMessage, SendResult  # noqa: E402

@@ -38,7 +38,8 @@ from agent.config import Settings
 from agent.context import AgentDeps, system_clock
 from agent.conversation.agent import Agent
 from agent.conversation.dispatch import Dispatcher
-from agent.owner import Owners, OwnerSettings
+from agent.owner import OwnerSettings
+from agent.reach import Owners
 from agent.tools.catalog import ToolCatalog
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline

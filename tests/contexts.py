@@ -11,7 +11,8 @@ from pymongo.asynchronous.database import AsyncDatabase
 from agent.app.registry import reach
 from agent.config import Settings
 from agent.context import AgentDeps, RunContext
-from agent.owner import Owners, OwnerSettings
+from agent.owner import OwnerSettings
+from agent.reach import Owners
 from channels.delivery.outbox import Outbox
 from channels.types import Channel
 from runtime.clock import Clock, utcnow

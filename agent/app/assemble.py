@@ -31,7 +31,8 @@ from agent.conversation.held_sends import confirming
 from agent.conversation.pairing import Pairing
 from agent.llm.base import ModelClient
 from agent.llm.images import ImageDecoder
-from agent.owner import Owners, OwnerSettings
+from agent.owner import OwnerSettings
+from agent.reach import Owners
 from agent.tools.catalog import core_catalog
 from channels.delivery.intake import Intake
 from channels.delivery.media import MediaCaps, MediaFetcher, MediaStore

@@ -30,11 +30,10 @@ from typing import TYPE_CHECKING, Any
 
 from agent.app.application import TELEGRAM_WEBHOOK, Built, ChannelSetup, Route
 from agent.config import Settings
-from agent.reach import Reach, Rules
+from agent.reach import Owners, Reach, Rules
 from channels.registry import ChannelName, Delivery
 
 if TYPE_CHECKING:
-    from agent.owner import Owners  # pymongo: loaded once the channels poll
     from agent.reach import HasStatus
     from channels.whatsapp import ClientFactory
 

@@ -19,7 +19,8 @@ from agent.conversation.agent import Agent
 from agent.conversation.dispatch import Dispatcher, TierResolver
 from agent.conversation.media_turn import MediaFetch
 from agent.llm.base import ModelClient
-from agent.owner import Owners, OwnerSettings
+from agent.owner import OwnerSettings
+from agent.reach import Owners
 from agent.tools.catalog import core_catalog
 from channels.delivery.media import MediaCaps, MediaFetcher, MediaStore
 from channels.delivery.outbox import Outbox

@@ -17,7 +17,8 @@ from agent.context import AgentDeps
 from agent.conversation.agent import Agent
 from agent.conversation.dispatch import Dispatcher
 from agent.llm.base import ModelClient
-from agent.owner import Owners, OwnerSettings
+from agent.owner import OwnerSettings
+from agent.reach import Owners
 from agent.tools.catalog import ToolCatalog
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline

@@ -22,7 +22,7 @@ from aiohttp import web
 from agent.app.application import Built, ChannelSetup
 from agent.app.registry import ChannelEntry
 from agent.config import Settings
-from agent.owner import Owners
+from agent.reach import Owners
 from channels.registry import Delivery
 from channels.types import InboundMessage, InboundSink, OutboundMessage, SendResult
 from runtime.clock import Clock

@@ -1,5 +1,5 @@
 """Telegram pairing and the paired owners: the dispatcher's pairing step, the paired
-owners read again from the database now and then (``agent.owner.Owners``), and the
+owners read again from the database now and then (``agent.reach.Owners``), and the
 ``owners`` status section (``/status``)."""
 
 from __future__ import annotations
