@@ -22,7 +22,8 @@ from agent.alerts.directives import Resolve
 from agent.alerts.router import AlertRouter
 from agent.config import Settings
 from agent.llm.images import ImageDecoder
-from agent.owner import Owners, OwnerSettings, owner_chat
+from agent.owner import OwnerSettings
+from agent.reach import Reach
 from agent.spend.budget import TokenBudget, reservation_ttl
 from channels.delivery.outbox import Outbox
 from channels.types import Channel, OutboundMessage
@@ -76,14 +77,15 @@ class AgentDeps:
     clock: Clock = utcnow
     channels: Mapping[str, Channel] = field(default_factory=dict)
     """The running channels by name (the composition root's live mapping)."""
+    reach: Reach
+    """Where the owner is reached, and who the owner is, on each channel (``agent.reach``;
+    ``reach.owners``: the settings' owners and those paired in the database)."""
     alerts: AlertRouter | None = None
     cron: CronService | None = None
     pulse: PulseStore | None = None
     scheduler: Engine | None = None
     owner: OwnerSettings
     """The owner's quiet hours, timezone and primary channel (``manage_settings``)."""
-    owners: Owners
-    """Who the owner is on each channel, paired Telegram owners included."""
     mcp: McpManager | None = None
     """The MCP servers from ``MCP_CONFIG``, when any are configured."""
     images: ImageDecoder = field(default_factory=ImageDecoder)
@@ -138,7 +140,7 @@ class AgentDeps:
                 severity="info", title=title, body=body, dedupe_key=key, source="budget"
             )
             return
-        target = owner_chat(self.owners, self.channels, primary=self.primary_channel)
+        target = self.reach.chat(primary=self.primary_channel)
         text = f"ℹ️ {title}\n{body}"
         await self.outbox.enqueue(
             OutboundMessage(

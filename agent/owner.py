@@ -1,12 +1,7 @@
-"""The owner: who they are, where they are reached, and their own settings.
+"""The owner's own settings (who the owner is and where they are reached is
+``agent.reach``'s).
 
-Who: ``Owners``, the environment's ``OWNER_TELEGRAM_IDS`` and ``OWNER_PHONE`` and the
-Telegram owners paired with ``watchkeeper pair``, which live in the database (kept in
-memory between reads, as ``OwnerSettings`` keeps the owner's settings).
-
-Where: one answer for cron delivery, notices, ``send_message`` and alert routing alike.
-
-Settings: quiet hours, timezone, primary channel, and how long an unacknowledged
+Quiet hours, timezone, primary channel, and how long an unacknowledged
 warning waits before it goes by SMS, in one ``settings`` document (``_id: "owner"``),
 changed through ``manage_settings``. The environment's ``TIMEZONE`` is the default
 until the owner sets one; quiet hours default to 22:00-07:00 until the owner sets them
@@ -28,13 +23,13 @@ import time as monotonic
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
-from agent.config import Settings
+from agent.reach import PRIMARY_CHOICES, Reach
 from runtime.clock import Clock
 from runtime.listeners import Listeners
 from scheduler.cron.expression import CronError, validate_timezone
@@ -47,127 +42,11 @@ from scheduler.pulse.grid import (
 )
 from storage import collections as c
 from storage import retry
-from storage.repos.pairing import PairedOwner, PairingStore
-
-CHAT_PREFERENCE = ("telegram", "whatsapp", "console")
-"""The owner's chat channels, most preferred first."""
-
-
-class HasStatus(Protocol):
-    def status(self) -> Mapping[str, object]: ...
-
-
-class Owners:
-    """Who the owner is: the settings' ``OWNER_TELEGRAM_IDS`` and ``OWNER_PHONE``, and
-    the Telegram owners paired in the database. The paired ones are read by ``refresh``
-    (at start, every ``agent.conversation.pairing.REFRESH_EVERY``, and when an unknown
-    Telegram user writes: ``watchkeeper pair`` runs in another process); between reads
-    this process answers from the last one. ``Settings`` is never written: it stays
-    what the environment said."""
-
-    def __init__(self, settings: Settings, store: PairingStore | None = None) -> None:
-        """``store``: where paired owners are kept; None knows only the settings' owners
-        (a part built alone, in a test)."""
-        self.settings = settings
-        self.store = store
-        self._paired: tuple[int, ...] = ()
-
-    @property
-    def telegram_ids(self) -> list[int]:
-        """Every Telegram owner: ``OWNER_TELEGRAM_IDS``, then those paired in the database."""
-        configured = self.settings.owner_telegram_ids
-        return [*configured, *(i for i in self._paired if i not in configured)]
-
-    @property
-    def phone(self) -> str | None:
-        """The owner's number (``OWNER_PHONE``): SMS, WhatsApp and calls."""
-        return self.settings.owner_phone
-
-    async def refresh(self) -> list[PairedOwner]:
-        """Read the paired owners again; returns them (oldest first)."""
-        if self.store is None:
-            return []
-        owners = await self.store.owners()
-        self._paired = tuple(owner.user_id for owner in owners)
-        return owners
-
-
-@dataclass(frozen=True)
-class Target:
-    """One place to reach the owner."""
-
-    channel: str
-    chat_id: str
-
-
-def owner_address(owners: Owners, channel: str) -> str | None:
-    """The owner's chat id on ``channel``, or None when none is known."""
-    if channel == "telegram":
-        ids = owners.telegram_ids  # configured first, then paired
-        return str(ids[0]) if ids else None
-    if channel in ("whatsapp", "sms"):
-        return owners.phone
-    if channel == "console":
-        return "owner"
-    return None
-
-
-def can_page(owners: Owners, running: Mapping[str, object]) -> bool:
-    """Whether an SMS page can go at all: the SMS channel runs and the owner has a number."""
-    return "sms" in running and owner_address(owners, "sms") is not None
-
-
-def is_up(channel: HasStatus) -> bool:
-    """What a channel's ``status()`` says about being connected (unknown counts as up)."""
-    try:
-        return bool(channel.status().get("connected", True))
-    except Exception:
-        return False
-
-
-def owner_chats(
-    owners: Owners, running: Mapping[str, HasStatus], primary: str | None = None
-) -> list[Target]:
-    """The owner's chats on the running channels, in preference order; channels that
-    say they are down go last (a "WhatsApp is logged out" notice must not wait in
-    WhatsApp's own queue while Telegram is up).
-
-    ``primary`` (the owner's ``primary_channel``, ``manage_settings``) goes first when
-    it is running and has an owner address; ``sms`` counts as a chat only then."""
-    order = list(CHAT_PREFERENCE)
-    if primary:
-        order = [primary, *(name for name in order if name != primary)]
-    found = [
-        Target(name, address)
-        for name in order
-        if name in running and (address := owner_address(owners, name)) is not None
-    ]
-    found.sort(key=lambda target: not is_up(running[target.channel]))  # stable
-    return found
-
-
-def owner_chat(
-    owners: Owners,
-    running: Mapping[str, HasStatus],
-    *,
-    avoid: str | None = None,
-    primary: str | None = None,
-) -> Target:
-    """The owner's main chat: the first of ``owner_chats`` (other than ``avoid``), or
-    the terminal, where a delivery is at least logged."""
-    for target in owner_chats(owners, running, primary):
-        if target.channel != avoid:
-            return target
-    return Target("console", "owner")
-
-
-# --- the owner's own settings -------------------------------------------------------
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
 OWNER_ID = "owner"
 PULSE_ID = "pulse"
-CHANNELS = ("telegram", "whatsapp", "sms")
 QUIET_SEARCH = timedelta(days=1, minutes=1)
 MAX_QUIET_WINDOWS = 7
 """Quiet-hour windows a day may have (DESIGN.md, manage_settings): every held alert and
@@ -227,10 +106,9 @@ def check_timezone(name: str) -> str:
 
 def check_channel(name: str) -> str:
     value = name.strip().lower() if isinstance(name, str) else name
-    if value not in CHANNELS:
-        raise SettingsError(
-            f"primary_channel {name!r} is not a channel; use one of {', '.join(CHANNELS)}"
-        )
+    if value not in PRIMARY_CHOICES:
+        choices = ", ".join(PRIMARY_CHOICES)
+        raise SettingsError(f"primary_channel {name!r} is not a channel; use one of {choices}")
     return str(value)
 
 
@@ -245,54 +123,14 @@ def check_warning_sms_after(minutes: object) -> int:
     return minutes
 
 
-SET_UP = {
-    "telegram": "Telegram is not set up here (TELEGRAM_BOT_TOKEN)",
-    "whatsapp": "WhatsApp is not set up here (WHATSAPP_ENABLED)",
-    "sms": "SMS is not set up here (TWILIO_* settings)",
-}
-NO_ADDRESS = {
-    "telegram": "Telegram knows no owner yet (OWNER_TELEGRAM_IDS, or watchkeeper pair)",
-    "whatsapp": "OWNER_PHONE is not set, so WhatsApp has no owner to write to",
-    "sms": "OWNER_PHONE is not set, so SMS has no owner to write to",
-}
-
-
-def set_up(settings: Settings, channel: str) -> bool:
-    """Whether the settings start ``channel`` in ``watchkeeper run``."""
-    if channel == "telegram":
-        return settings.telegram_bot_token is not None
-    if channel == "whatsapp":
-        return settings.whatsapp_enabled
-    if channel == "sms":
-        twilio = (settings.twilio_account_sid, settings.twilio_auth_token)
-        return all(twilio) and bool(settings.twilio_from_number)
-    return False
-
-
-def unreachable(owners: Owners, running: Mapping[str, object], channel: str) -> str | None:
-    """Why the owner cannot be reached on ``channel`` (a chat channel name), or None
-    when it runs here or is set up (``watchkeeper chat`` runs only the terminal, beside
-    a ``watchkeeper run`` that has the rest) and has the owner's address."""
-    if channel not in running and not set_up(owners.settings, channel):
-        return SET_UP.get(channel, f"{channel} is not a channel")
-    if owner_address(owners, channel) is None:
-        return NO_ADDRESS.get(channel, f"{channel} has no owner address")
-    return None
-
-
-def configured_channels(owners: Owners, running: Mapping[str, object]) -> list[str]:
-    """The ``primary_channel`` choices that can work: set up, with an owner address."""
-    return [name for name in CHANNELS if unreachable(owners, running, name) is None]
-
-
-def check_reachable(name: str, owners: Owners, running: Mapping[str, object]) -> str:
+def check_reachable(name: str, reach: Reach) -> str:
     """``name`` as a ``primary_channel`` the owner can be reached on; else
     ``SettingsError`` saying why and naming the configured ones."""
     channel = check_channel(name)
-    why = unreachable(owners, running, channel)
+    why = reach.unreachable(channel)
     if why is None:
         return channel
-    choices = configured_channels(owners, running)
+    choices = reach.primary_choices()
     rest = (
         f"configured: {', '.join(choices)}"
         if choices

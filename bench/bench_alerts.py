@@ -28,7 +28,9 @@ from bench_directives import main as directives_main  # noqa: E402
 
 from agent.alerts.policy import RoutingPolicy  # noqa: E402
 from agent.alerts.router import AlertRouter  # noqa: E402
+from agent.app.registry import reach  # noqa: E402
 from agent.config import Settings  # noqa: E402
+from agent.reach import Owners  # noqa: E402
 from channels.delivery.outbox import Outbox  # noqa: E402
 from channels.sms import SmsChannel  # noqa: E402
 from channels.types import Channel, InboundMessage, OutboundMessage, SendResult  # noqa: E402
@@ -95,7 +97,8 @@ async def run() -> None:
             await sms.start(_sink)
             channels: dict[str, Channel] = {"telegram": chat, "sms": sms}
             outbox = Outbox(database.db, channels, clock)
-            router = AlertRouter(database.db, outbox, channels, settings, clock, RoutingPolicy())
+            reached = reach(Owners(settings), channels)
+            router = AlertRouter(database.db, outbox, reached, settings, clock, RoutingPolicy())
             new_times: list[float] = []
             repeat_times: list[float] = []
             started = time.perf_counter()

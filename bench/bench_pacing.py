@@ -33,11 +33,13 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a plain script
 
+from agent.app.registry import reach
 from agent.config import Settings
 from agent.context import AgentDeps, system_clock
 from agent.conversation.agent import Agent
 from agent.conversation.dispatch import Dispatcher
 from agent.owner import OwnerSettings
+from agent.reach import Owners
 from agent.tools.catalog import ToolCatalog
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
@@ -88,7 +90,10 @@ async def _run(args: argparse.Namespace, data: Path, settings: Settings) -> list
         channels = {"telegram": channel}
         outbox = Outbox(db, channels, system_clock, poll_seconds=0.5)
         owner = OwnerSettings(db, system_clock, settings.timezone)
-        deps = AgentDeps(settings=settings, db=db, http=http, outbox=outbox, owner=owner)
+        deps = AgentDeps(
+            settings=settings, db=db, http=http, outbox=outbox, owner=owner,
+            reach=reach(Owners(settings), channels),
+        )  # fmt: skip
         dispatcher = Dispatcher(deps, Agent(ScriptedModel(_echo), ToolCatalog()))
         pipeline = Pipeline(db, dispatcher.handle, outbox, channels, deps.clock)
         await outbox.start()

@@ -32,11 +32,13 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a plain script
 
+from agent.app.registry import reach
 from agent.config import Settings
 from agent.context import AgentDeps
 from agent.conversation.agent import Agent
 from agent.conversation.dispatch import Dispatcher
-from agent.owner import Owners, OwnerSettings
+from agent.owner import OwnerSettings
+from agent.reach import Owners
 from agent.tools.catalog import ToolCatalog
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
@@ -116,8 +118,9 @@ async def _run(
         outbox = Outbox(db, channels, utcnow, poll_seconds=0.5)
         owner = OwnerSettings(db, utcnow, settings.timezone)
         deps = AgentDeps(
-            settings=settings, db=db, http=http, outbox=outbox, owner=owner, owners=Owners(settings)
-        )
+            settings=settings, db=db, http=http, outbox=outbox, owner=owner,
+            reach=reach(Owners(settings), channels),
+        )  # fmt: skip
         dispatcher = Dispatcher(deps, Agent(ScriptedModel(_echo), ToolCatalog()))
         pipeline = Pipeline(
             db, dispatcher.handle, outbox, channels, deps.clock, settings.max_concurrent_model_calls

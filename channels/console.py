@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from channels.delivery.text import clean_text
+from channels.registry import ChannelName
 from channels.types import InboundMessage, InboundSink, OutboundMessage, SendResult
 from runtime.tasks import stop_task
 
@@ -27,7 +28,7 @@ def read_stdin_line() -> str:
 
 
 class ConsoleChannel:
-    name = "console"
+    name: str = ChannelName.CONSOLE
 
     def __init__(
         self,

@@ -41,10 +41,10 @@ from yarl import URL
 from channels.delivery.text import clean_inbound
 from channels.http_fetch import Hop, fetch_capped, origin
 from channels.pacing import Lane, Pace, PacingClosed
+from channels.registry import ChannelName
 from channels.types import (
     SMS_BUDGET_TAKEN,
     VOICE_CALL,
-    WHOLE_TEXT,
     InboundMessage,
     InboundSink,
     MediaItem,
@@ -52,6 +52,7 @@ from channels.types import (
     OutboundMessage,
     SendError,
     SendResult,
+    VoiceAnswer,
 )
 from channels.webhook_body import (
     READ_TIMEOUT,
@@ -65,12 +66,13 @@ from runtime.clock import Clock, utcnow
 
 log = logging.getLogger(__name__)
 
-CHANNEL = "sms"
+CHANNEL = ChannelName.SMS
 WEBHOOK_PATH = "/webhooks/twilio/sms"
 SIGNATURE_HEADER = "X-Twilio-Signature"
 SIGNATURE_SETTINGS_HEADER = "X-Twilio-Webhooks-Signature-Settings"
-MAX_BODY = WHOLE_TEXT[CHANNEL]
-"""Twilio refuses a longer body; we cut it ourselves so the owner sees that it was cut."""
+MAX_BODY = 1600
+"""Twilio refuses a longer body; we cut it ourselves so the owner sees that it was cut
+(the SMS entry's ``Delivery.whole_text``, ``agent.app.registry``, says the same)."""
 EMPTY_TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response/>'
 MAX_WEBHOOK_BYTES = 64 * 1024
 """Twilio's form for one message is a few KB (1,600 characters of body, ten media URLs)."""
@@ -88,8 +90,6 @@ SEGMENT_SECONDS = 1.0
 toll-free numbers is at least that; a short code sends more, and may pass less)."""
 CALL_SECONDS = 1.0
 """Calls placed a second apart (Twilio's default of one call per second)."""
-VoiceAnswer = Callable[[Mapping[str, str], Mapping[str, str]], Awaitable[str]]
-"""Given a signed voice webhook's query and form, the TwiML to answer it with."""
 # Twilio error codes where the number itself refuses: no retry can help.
 _PERMANENT_CODES = frozenset({21211, 21408, 21610, 21612, 21614})
 
@@ -190,7 +190,7 @@ def _send_error(exc: BaseException) -> SendError:
 class SmsChannel:
     """The SMS transport; the auth token stays in this object and never reaches a log."""
 
-    name = CHANNEL
+    name: str = CHANNEL
 
     def __init__(
         self,

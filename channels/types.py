@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from types import MappingProxyType
 from typing import Any, Literal, Protocol, runtime_checkable
 
 MediaKind = Literal["image", "audio"]
@@ -51,6 +50,21 @@ class MediaSource(Protocol):
         ...
 
 
+VoiceAnswer = Callable[[Mapping[str, str], Mapping[str, str]], Awaitable[str]]
+"""Given a signed voice webhook's query and form, the TwiML to answer it with."""
+WebHandler = Callable[[Any], Awaitable[Any]]
+"""An aiohttp request handler (``web.Request`` -> ``web.Response``)."""
+
+
+@runtime_checkable
+class PlacesCalls(Protocol):
+    """A channel that rings the owner (Twilio): the webhook its calls report to."""
+
+    def voice_webhook(self, answer: VoiceAnswer) -> WebHandler:
+        """The handler of the calls' webhooks, answered with the TwiML ``answer`` gives."""
+        ...
+
+
 @dataclass(frozen=True)
 class InboundMessage:
     """A message as its transport delivered it: transport fields only. What the pipeline
@@ -82,11 +96,6 @@ class Button:
     data: str
 
 
-WHOLE_TEXT: Mapping[str, int] = MappingProxyType({"sms": 1600})
-"""The longest text a channel sends whole, by channel name, where it cuts a longer one
-(Twilio refuses more than 1,600 characters, so ``channels.sms`` cuts there; Telegram
-splits a long text into several messages itself). A text that must arrive whole (what
-the owner approves) is split into messages of this size before it is queued."""
 VERBATIM = "verbatim"
 """``OutboundMessage.meta`` key: send the text exactly as written, with no formatting (a
 Markdown link would hide its address, ``**`` and ``_`` would vanish): what the owner

@@ -8,9 +8,11 @@ from typing import Any
 import aiohttp
 from pymongo.asynchronous.database import AsyncDatabase
 
+from agent.app.registry import reach
 from agent.config import Settings
 from agent.context import AgentDeps, RunContext
-from agent.owner import Owners, OwnerSettings
+from agent.owner import OwnerSettings
+from agent.reach import Owners
 from channels.delivery.outbox import Outbox
 from channels.types import Channel
 from runtime.clock import Clock, utcnow
@@ -37,7 +39,8 @@ def agent_deps(
         owner=OwnerSettings(db, clock, settings.timezone),
         clock=clock,
         channels=chans,
-        **{"owners": Owners(settings), **services},
+        reach=reach(Owners(settings), chans),
+        **services,
     )
 
 

@@ -32,8 +32,9 @@ from agent.alerts import policy as r
 from agent.alerts.directives import Ack, Directive, Resolve
 from agent.alerts.lifecycle import CALL_AT, Outcome
 from agent.config import Settings
-from agent.owner import Target
+from agent.reach import Reach, Target
 from channels.delivery.outbox import Outbox
+from channels.registry import ChannelName
 from channels.types import VOICE_CALL, OutboundMessage
 from storage.repos.alert_record import Alert, Step
 from storage.repos.alerts import AlertStore
@@ -114,7 +115,7 @@ class Caller:
         self,
         store: AlertStore,
         outbox: Outbox,
-        running: Mapping[str, object],
+        reach: Reach,
         settings: Settings,
         clock: Callable[[], datetime],
         apply: Apply,
@@ -124,7 +125,7 @@ class Caller:
         primary first, where a key press is confirmed."""
         self._store = store
         self._outbox = outbox
-        self._running = running
+        self._reach = reach
         self._settings = settings
         self._clock = clock
         self._apply = apply
@@ -139,7 +140,7 @@ class Caller:
     def off_reason(self) -> str | None:
         """Why no call can ring now (settings, or the Twilio channel not running)."""
         reason = calls_off_reason(self._settings)
-        if reason is None and "sms" not in self._running:
+        if reason is None and ChannelName.SMS not in self._reach.running:
             return "the Twilio (SMS) channel is not running"
         return reason
 
@@ -177,7 +178,7 @@ class Caller:
     async def _ring(self, alert: Alert, now: datetime) -> None:
         code, before = alert.code, alert.calls
         key = f"alert:{code}:call:{before}"
-        phone = self._settings.owner_phone  # OWNER_PHONE: where a call rings
+        phone = self._reach.address(ChannelName.SMS)
         stored = await self._outbox.has(key)  # a restart after storing it: never again
         if not stored:
             reason = self.off_reason()
@@ -218,7 +219,7 @@ class Caller:
             "ring_until": (now + RING_WINDOW).isoformat(),
         }
         meta = {"alert_code": code, VOICE_CALL: call}
-        return OutboundMessage("sms", phone, self.twiml(alert), key, meta=meta)
+        return OutboundMessage(ChannelName.SMS, phone, self.twiml(alert), key, meta=meta)
 
     # -- what the call says ----------------------------------------------------------
 

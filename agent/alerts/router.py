@@ -33,9 +33,9 @@ from agent.alerts.outcome import Raised, RoutingFacts, routing_facts
 from agent.alerts.sending import Pager, Sender
 from agent.config import Settings
 from agent.owner import Listener as OwnerListener
-from agent.owner import OwnerPrefs, Owners, OwnerSettings
+from agent.owner import OwnerPrefs, OwnerSettings
+from agent.reach import Reach
 from channels.delivery.outbox import Outbox
-from channels.types import Channel
 from runtime.clock import Clock
 from runtime.tasks import stop_task, wait_event
 from storage.outside import Outside
@@ -54,12 +54,11 @@ class AlertRouter:
         self,
         db: AsyncDatabase[dict[str, Any]],
         outbox: Outbox,
-        channels: Mapping[str, Channel],
+        reach: Reach,
         settings: Settings,
         clock: Clock,
         policy: r.RoutingPolicy | None = None,
         owner: OwnerSettings | None = None,
-        owners: Owners | None = None,
     ) -> None:
         self.store = AlertStore(db)
         self._db = db
@@ -68,17 +67,12 @@ class AlertRouter:
         """Quiet hours, timezone and primary chat; a router built alone reads its own
         (and listens to it); the app's router declares ``owner_listeners`` instead."""
         self._pager = Pager(
-            self.store,
-            outbox,
-            channels,
-            owners or Owners(settings),  # alone: the settings' owners (the app's: paired too)
-            lambda: self.sms_per_hour,
-            self.owner,
+            self.store, outbox, reach, settings, lambda: self.sms_per_hour, self.owner
         )
         self._clock = clock
         self.policy = policy or r.RoutingPolicy()
         self.calls = Caller(
-            self.store, outbox, channels, settings, clock, self.apply, self._pager.chats
+            self.store, outbox, reach, settings, clock, self.apply, self._pager.chats
         )
         """Phone calls: rung from ``tick``; their webhook is ``calls.answer``."""
         self._sender = Sender(self.store, self._pager, lambda: self.routing, self.calls.next_call)

@@ -13,7 +13,7 @@ same update; ``agent.alerts.calls`` rings it).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import datetime
 from typing import Literal, Protocol
 from zoneinfo import ZoneInfo
@@ -22,9 +22,12 @@ from agent.alerts import policy as r
 from agent.alerts.directives import format_duration
 from agent.alerts.lifecycle import CALL_AT, escalation_after
 from agent.alerts.policy import RoutingPolicy
-from agent.owner import Owners, OwnerSettings, Target, can_page, owner_address, owner_chats
+from agent.config import Settings
+from agent.owner import OwnerSettings
+from agent.reach import Reach, Target
 from channels.delivery.outbox import Outbox
-from channels.types import SMS_BUDGET_TAKEN, Channel, OutboundMessage
+from channels.registry import ChannelName
+from channels.types import SMS_BUDGET_TAKEN, OutboundMessage
 from storage.repos.alert_record import Alert, AlertChanges, Delivery, Step
 from storage.repos.alerts import AlertStore
 
@@ -43,44 +46,45 @@ class Pager:
         self,
         store: AlertStore,
         outbox: Outbox,
-        channels: Mapping[str, Channel],
-        owners: Owners,
+        reach: Reach,
+        settings: Settings,
         sms_per_hour: Callable[[], int],
         owner: OwnerSettings | None = None,
     ) -> None:
         self._store = store
         self._outbox = outbox
-        self._channels = channels
-        self._owners = owners
+        self._reach = reach
+        self._settings = settings
         self._sms_per_hour = sms_per_hour
         self._owner = owner
 
     @property
     def tz(self) -> ZoneInfo:
-        return self._owner.tz if self._owner is not None else self._owners.settings.tz
+        return self._owner.tz if self._owner is not None else self._settings.tz
 
     def chats(self) -> list[Target]:
         """The owner's chats, the primary channel first (``manage_settings``)."""
         primary = self._owner.current.primary_channel if self._owner is not None else None
-        return owner_chats(self._owners, self._channels, primary)
+        return self._reach.chats(primary)
 
     def sms_ready(self) -> bool:
         """Whether a page can go at all: the SMS channel runs and the owner has a number."""
-        return can_page(self._owners, self._channels)
+        return self._reach.can_page()
 
     async def page(self, alert: Alert, now: datetime, seq: int, lead: str) -> Paged:
-        """One SMS to the owner, within the hourly budget."""
-        phone = owner_address(self._owners, "sms")
-        if not self.sms_ready() or phone is None:
+        """One SMS to the owner (on the channel that pages), within the hourly budget."""
+        pager = self._reach.pager()
+        if pager is None:
             return "unavailable"
         if not await self._store.take_sms(now, self._sms_per_hour()):
             log.warning("sms budget reached; alert #%s not paged", alert.code)
             await self._tell_budget(alert, now)
             return "budget"
-        key = f"alert:{alert.code}:{seq}:sms"
+        key = f"alert:{alert.code}:{seq}:{pager.channel}"
         meta = {"alert_code": alert.code, SMS_BUDGET_TAKEN: True}
+        text = r.sms_text(alert, lead)
         await self._outbox.enqueue(
-            OutboundMessage("sms", phone, r.sms_text(alert, lead), key, meta=meta)
+            OutboundMessage(pager.channel, pager.chat_id, text, key, meta=meta)
         )
         # A failed first try stays queued and is retried; a refusal (bad number, the
         # owner replied STOP) is final, and the page must reach a chat instead.
@@ -113,7 +117,7 @@ class Pager:
             target.chat_id,
             r.chat_text(alert, lead),
             key,
-            buttons=r.buttons(alert) if target.channel == "telegram" else (),
+            buttons=r.buttons(alert) if self._reach.delivery(target.channel).buttons else (),
             meta={"alert_code": alert.code},
         )
         await self._outbox.enqueue(message)
@@ -124,7 +128,8 @@ class Pager:
         return [  # the SMS copy is the page, never a second SMS
             target.channel
             for target in self.chats()
-            if target.channel != "sms" and await self.send(target, alert, seq, lead)
+            if not self._reach.delivery(target.channel).pages
+            and await self.send(target, alert, seq, lead)
         ]
 
     async def send_first(self, alert: Alert, seq: int, lead: str) -> Target | None:
@@ -200,7 +205,7 @@ class Sender:
     ) -> None:
         """Record one round of sending and arm the next timer (and call)."""
         if paged == "sent":
-            sent.append("sms")
+            sent.append(ChannelName.SMS)
         pages = 1 if paged is not None else 0
         timer = escalation_after(alert, now, self._policy(), delivered=False, pages=pages)
         fields: AlertChanges = {

@@ -1,5 +1,6 @@
 """The running application (``App``) as the composition root assembles it, and the
-shapes of what plugs into it: features, their parts, HTTP routes, status sections.
+shapes of what plugs into it: features, their parts, HTTP routes, status sections, and
+the channels the registry's entries build (``Built``, ``ChannelSetup``).
 
 A feature is a setup/teardown generator, as aiohttp's ``cleanup_ctx``: the code before
 its one ``yield`` starts what it owns, it yields its ``Parts`` (tools, commands,
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,8 @@ if TYPE_CHECKING:  # the agent's modules load after the first long poll (``agent
     from agent.conversation.pairing import Pairing
     from agent.conversation.prompt import PromptSection
     from agent.owner import Listener as OwnerListener
-    from agent.owner import Owners, OwnerSettings
+    from agent.owner import OwnerSettings
+    from agent.reach import Reach
     from agent.runs.runner import Runner
     from agent.tools.catalog import Offer, ToolCatalog
     from channels.delivery.intake import Intake
@@ -138,28 +140,47 @@ class FeatureContext:
     outbox: Outbox
     intake: Intake
     """Where the channels' messages are stored; the pipeline handles them once built."""
-    channels: dict[str, Channel]
-    """The running channels (the core's live mapping): a feature's channel joins it."""
+    channels: Mapping[str, Channel]
+    """The running channels, every one built before the features (read-only)."""
+    reach: Reach
+    """Who the owner is (the settings' and the paired Telegram owners: ``reach.owners``)
+    and where they are reached, by every registered channel's rules (``agent.reach``)."""
     clock: Clock
     http: aiohttp.ClientSession
     owner: OwnerSettings
-    owners: Owners
-    """Who the owner is (the settings' and the paired Telegram owners)."""
     pairing: Pairing
     services: Services
     exclusive_transports: bool
     """Start transports one account allows only one client of (the WhatsApp session).
     False for ``watchkeeper chat``, which may run beside ``watchkeeper run``."""
 
-    async def add_channel(self, channel: Channel) -> None:
-        """Start ``channel`` on the intake; the feature stops it after its ``yield``."""
-        await channel.start(self.intake.submit)
-        self.channels[channel.name] = channel
-
 
 Feature = Callable[[FeatureContext], AsyncIterator[Parts]]
-"""A part started after the core (scheduler, alerts, SMS...): an async generator that
+"""A part started after the core (scheduler, alerts, MCP...): an async generator that
 starts, yields its parts once, then stops (aiohttp's ``cleanup_ctx``)."""
+
+
+@dataclass(frozen=True)
+class Built:
+    """A channel its entry built (not yet started), the HTTP routes it mounts, and the
+    feature that gives the agent its parts (tools, the resolver that knows its contacts);
+    the feature runs before the other features."""
+
+    channel: Channel
+    routes: Sequence[Route] = ()
+    feature: Feature | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class ChannelSetup:
+    """What a ``late`` factory builds its channel with."""
+
+    settings: Settings
+    database: Database
+    clock: Clock
+    exclusive_transports: bool
+    """Build transports one account allows only one client of (the WhatsApp session).
+    False for ``watchkeeper chat``, which may run beside ``watchkeeper run``."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -174,7 +195,7 @@ class App:
     outbox: Outbox
     pipeline: Pipeline
     catalog: ToolCatalog
-    channels: dict[str, Channel]
+    channels: Mapping[str, Channel]
     clock: Clock
     routes: tuple[Route, ...] = ()
     """HTTP routes (method, path, handler) the channels and features mount on the server."""

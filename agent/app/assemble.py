@@ -13,12 +13,14 @@ agent start. They stop in reverse order.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
 import aiohttp
 
 from agent.app.application import App, Core, Feature, FeatureContext, Parts, Route, Services
 from agent.app.features import FEATURES
+from agent.app.registry import REGISTRY, ChannelEntry
+from agent.app.registry import reach as registry_reach
 from agent.app.shutdown import Shutdown
 from agent.app.status import StatusBoard, budget_section, status_command, zone_section
 from agent.config import Settings
@@ -29,7 +31,8 @@ from agent.conversation.held_sends import confirming
 from agent.conversation.pairing import Pairing
 from agent.llm.base import ModelClient
 from agent.llm.images import ImageDecoder
-from agent.owner import Owners, OwnerSettings
+from agent.owner import OwnerSettings
+from agent.reach import Owners
 from agent.tools.catalog import core_catalog
 from channels.delivery.intake import Intake
 from channels.delivery.media import MediaCaps, MediaFetcher, MediaStore
@@ -58,7 +61,7 @@ async def assemble(
     outbox: Outbox,
     intake: Intake,
     handling: contextlib.AsyncExitStack,
-    channels: dict[str, Channel],
+    channels: Mapping[str, Channel],
     clock: Clock,
     note: Callable[[str], None],
     stack: contextlib.AsyncExitStack,
@@ -68,6 +71,8 @@ async def assemble(
     exclusive_transports: bool,
     shutdown: Shutdown,
     cli: str,
+    registry: Sequence[ChannelEntry] = REGISTRY,
+    channel_features: Sequence[Feature] = (),
 ) -> App:
     """The agent, its dispatcher and every feature, on the started core.
 
@@ -77,6 +82,9 @@ async def assemble(
     (and stores) once the dispatcher exists.
     ``shutdown``: the stop's deadline, which ``stack`` keeps to (kept on the app).
     ``cli``: how the owner runs the command line, as the pairing hints name it.
+    ``registry``: the channels' rules (``agent.reach``); ``channel_features``: what the
+    channels give the agent (tools, resolvers, burst rules), run before the other
+    features.
     """
     http = await late.enter_async_context(aiohttp.ClientSession())
     owner = OwnerSettings(database.db, clock, settings.timezone)
@@ -86,24 +94,27 @@ async def assemble(
     # Paired owners known before the dispatcher handles a message from one.
     store = PairingStore(database.db, clock)
     owners = Owners(settings, store)
-    chosen = settings.timezone_chosen
+    zone_chosen = settings.timezone_chosen
     pairing = Pairing(
-        store, owners, cli=cli, zone_known=lambda: chosen or owner.current.zone_stored
+        store, owners, cli=cli, zone_known=lambda: zone_chosen or owner.current.zone_stored
     )
     await owners.refresh()
+    # Who the owner is (``owners``) and where they are reached, by every channel's rules.
+    reach = registry_reach(owners, channels, registry)
     services = Services()
     every: list[Parts] = []
-    for feature in features if features is not None else default_features():
+    chosen = [*channel_features, *(features if features is not None else default_features())]
+    for feature in chosen:
         ctx = FeatureContext(
             settings=settings,
             database=database,
             outbox=outbox,
             intake=intake,
             channels=channels,
+            reach=reach,
             clock=clock,
             http=http,
             owner=owner,
-            owners=owners,
             pairing=pairing,
             services=services,
             exclusive_transports=exclusive_transports,
@@ -121,12 +132,12 @@ async def assemble(
         http=http,
         outbox=outbox,
         channels=channels,
+        reach=reach,
         alerts=services.alerts,
         cron=scheduling.jobs if scheduling is not None else None,
         pulse=scheduling.pulse if scheduling is not None else None,
         scheduler=scheduling.engine if scheduling is not None else None,
         owner=owner,
-        owners=owners,
         mcp=services.mcp,
         images=images,
     )

@@ -3,12 +3,14 @@
 Nothing else in the project wires concrete channels to the agent: every transport,
 feature, HTTP route and status section is built by this package.
 
-Start-up order: the channels (their first long poll goes out while the database
-client loads and the database opens), then the outbox and the intake, then the agent,
-the features and the pipeline that hands messages to the agent (``agent.app.assemble``,
-imported in a thread meanwhile). A message read before the database is open waits
-unstored, so unacknowledged (``agent.app.gate``); one that arrives before the agent
-exists is stored and acknowledged, and waits in the intake's queue for the pipeline
+Start-up order: the early channels (their first long poll goes out while the database
+client loads and the database opens), the channels that need the database, each built
+by its entry in the channel registry (``agent.app.registry``), then the outbox and
+the intake with the finished mapping of channels, then the agent, the features and
+the pipeline that hands messages to the agent (``agent.app.assemble``, imported in a
+thread meanwhile). A message read before the database is open waits unstored, so
+unacknowledged (``agent.app.gate``); one that arrives before the agent exists is
+stored and acknowledged, and waits in the intake's queue for the pipeline
 (``channels.delivery.intake``). This module imports only what the channels need.
 """
 
@@ -18,11 +20,13 @@ import asyncio
 import contextlib
 import importlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from agent.app.application import TELEGRAM_WEBHOOK, App, Feature, Route
+from agent.app.application import App, Built, ChannelSetup, Feature
 from agent.app.gate import SinkGate
+from agent.app.registry import REGISTRY, ChannelEntry
 from agent.app.shutdown import Shutdown, ShutdownStack
 from agent.config import Settings, ensure_data_dir
 from agent.llm.factory import build_model, check_model
@@ -46,40 +50,29 @@ ASSEMBLY = "agent.app.assemble"
 """The agent's modules (most of the app's), imported once the channels poll."""
 
 
-def configured_channels(settings: Settings) -> list[tuple[Channel, list[Route]]]:
-    """Channels whose settings are present, with the HTTP routes each needs; each
-    import happens only when enabled (a channel's SDK costs memory)."""
-    found: list[tuple[Channel, list[Route]]] = []
-    if settings.telegram_bot_token is not None:
-        from agent.conversation.commands import COMMAND_HELP
-        from channels.telegram import TelegramChannel
-
-        telegram = TelegramChannel(
-            token=settings.telegram_bot_token.get_secret_value(),
-            base_url=settings.telegram_api_base_url,
-            webhook_url=settings.telegram_webhook_url,
-            webhook_secret=(
-                settings.telegram_webhook_secret.get_secret_value()
-                if settings.telegram_webhook_secret
-                else None
-            ),
-            commands=list(COMMAND_HELP.items()),
-            read_timeout=settings.http_read_timeout_seconds,
-            media_max_bytes=settings.media_max_bytes,
-        )
-        routes: list[Route] = []
-        if settings.telegram_webhook_url:
-            routes.append(("POST", TELEGRAM_WEBHOOK, telegram.handle_webhook))
-        found.append((telegram, routes))
-    return found
+def configured_channels(
+    settings: Settings, registry: Sequence[ChannelEntry] = REGISTRY
+) -> list[Built]:
+    """The early channels (``agent.app.registry``) the settings set up, with the HTTP
+    routes each mounts; each import happens only when enabled (a channel's SDK costs
+    memory)."""
+    return [
+        entry.early(settings)
+        for entry in registry
+        if entry.early is not None and entry.rules.configured(settings)
+    ]
 
 
-def preloaded(settings: Settings, *, model: bool, channels: bool) -> list[str]:
+def preloaded(
+    settings: Settings, *, model: bool, channels: bool, registry: Sequence[ChannelEntry] = REGISTRY
+) -> list[str]:
     """Modules ``build_app`` loads in a thread while the database starts: aiohttp (the
-    HTTP client of the model, of Telegram and of the app) and the channels' own."""
+    HTTP client of the model, of Telegram and of the app) and the early channels' own."""
     names = ["aiohttp"] if model or channels else []
-    if channels and settings.telegram_bot_token is not None:
-        names += ["channels.telegram", "agent.conversation.commands"]  # the command menu
+    if channels:
+        for entry in registry:
+            if entry.early is not None and entry.rules.configured(settings):
+                names += entry.preload
     return names
 
 
@@ -101,6 +94,7 @@ async def build_app(
     embedded: EmbeddedServer | None = None,
     shutdown: Shutdown | None = None,
     cli: str = "watchkeeper",
+    registry: Sequence[ChannelEntry] = REGISTRY,
 ) -> AsyncIterator[App]:
     """Start the channels, the database, the pipeline and the agent; stop in reverse.
 
@@ -110,7 +104,11 @@ async def build_app(
     so the HTTP server's stop shares it; the database closes after it, within its own
     bounds, so a database that does not answer cannot hold the stop.
     ``cli``: how the owner runs the command line (``watchkeeper pair CODE``), as the
-    hints in the log and to a Telegram stranger name it; the CLI passes its own."""
+    hints in the log and to a Telegram stranger name it; the CLI passes its own.
+    ``registry``: the channels (``agent.app.registry``): the early ones start before
+    the database opens unless ``channels`` are given, the late ones once it is open,
+    all before the outbox and the intake, which get the finished mapping; every
+    channel's rules (who the owner is, how alerts reach them) come from it."""
     note = on_part or (lambda text: log.info("%s", text))
     clock = clock or utcnow  # the system clock (agent.context's, without its imports)
     shutdown = shutdown or Shutdown()
@@ -120,15 +118,17 @@ async def build_app(
         if settings.embedded_db or settings.whatsapp_enabled:
             ensure_data_dir(settings.data_dir)  # one line, not a traceback from deep inside
         # The channels' modules first (a thread: the event loop stays free for signals).
-        modules = preloaded(settings, model=model is None, channels=channels is None)
+        modules = preloaded(
+            settings, model=model is None, channels=channels is None, registry=registry
+        )
         await asyncio.to_thread(_load, modules)
         if model is None:
             model = build_model(settings)
             base.push_async_callback(shutdown.bounded("the model client", model.aclose))
-        parts: list[tuple[Channel, list[Route]]] = (
-            [(channel, []) for channel in channels]
+        parts: list[Built] = (
+            [Built(channel) for channel in channels]
             if channels is not None
-            else configured_channels(settings)
+            else configured_channels(settings, registry)
         )
         # Closed after the channels have stopped: nothing they read is left half-stored.
         # Not on the shared deadline: it closes within its own bounds, after every part.
@@ -143,14 +143,18 @@ async def build_app(
         agent_modules = asyncio.ensure_future(_load_after(client, (ASSEMBLY,)))
         store = SinkGate()
         chans: dict[str, Channel] = {}
+
+        async def start(built: Built) -> None:
+            # What a channel reads before the pipeline exists waits at the gate,
+            # unstored and so unacknowledged (``agent.app.gate``).
+            await built.channel.start(store)
+            stack.push_async_callback(built.channel.stop)
+            chans[built.channel.name] = built.channel
+            note(f"channel: {built.channel.name}")
+
         try:
-            for channel, _routes in parts:
-                # What a channel reads before the pipeline exists waits at the gate,
-                # unstored and so unacknowledged (``agent.app.gate``).
-                await channel.start(store)
-                stack.push_async_callback(channel.stop)
-                chans[channel.name] = channel
-                note(f"channel: {channel.name}")
+            for built in parts:
+                await start(built)
             database = await opening
         except BaseException:
             await stop_task(opening)  # once open, ``data`` closes it
@@ -160,6 +164,16 @@ async def build_app(
         stack.push_async_callback(stop_task, agent_modules)  # start-up may fail before it is needed
         where = f"embedded in {settings.data_dir}" if database.embedded else "MongoDB"
         note(f"database: {where} ({settings.mongodb_db})")
+        # The channels that need the database, before anything is given the channels.
+        setup = ChannelSetup(settings, database, clock, exclusive_transports)
+        for entry in registry:
+            if entry.late is None or entry.name in chans or not entry.rules.configured(settings):
+                continue
+            made = entry.late(setup)
+            if made is not None:
+                await start(made)
+                parts.append(made)
+        running: Mapping[str, Channel] = MappingProxyType(chans)  # complete: never changed
         from channels.delivery.intake import Intake  # loaded with the database client
         from channels.delivery.outbox import Outbox
 
@@ -167,7 +181,7 @@ async def build_app(
         late = await stack.enter_async_context(
             contextlib.AsyncExitStack(), name="the agent's HTTP client and token counts"
         )
-        outbox = Outbox(database.db, chans, clock)
+        outbox = Outbox(database.db, running, clock)
         # The owner of the embedded server (DATA_DIR lock) is the only process that
         # can have been sending; anywhere else a send may still be in flight.
         await outbox.start(sole_owner=database.owns_server)
@@ -191,16 +205,18 @@ async def build_app(
             outbox=outbox,
             intake=intake,
             handling=handling,
-            channels=chans,
+            channels=running,
             clock=clock,
             note=note,
             stack=stack,
             late=late,
             features=features,
-            routes=[route for _channel, routes in parts for route in routes],
+            routes=[route for built in parts for route in built.routes],
+            channel_features=[built.feature for built in parts if built.feature is not None],
             exclusive_transports=exclusive_transports,
             shutdown=shutdown,
             cli=cli,
+            registry=registry,
         )
         # The parts' tasks take their first step (WhatsApp's supervisor: connect) before
         # the app is handed out, as when recovery came last.

@@ -17,6 +17,7 @@ from agent.spend.budget import RAISE_HINT
 from agent.spend.prices import Cost, load_prices, shown
 from agent.spend.report import priced
 from channels.delivery.outbox import Outbox
+from channels.registry import ChannelName
 from channels.types import Channel, InboundMessage, Reply
 
 
@@ -83,7 +84,7 @@ def status_text(data: dict[str, Any], model: str) -> str:
     if calls is not None:
         on = f"on, after {calls.get('after_minutes'):g} min" if calls.get("on") else ""
         lines.append(f"Calls: {on or 'off (' + str(calls.get('off_because')) + ')'}")
-    owners = (data.get("owners") or {}).get("telegram")
+    owners = (data.get("owners") or {}).get(ChannelName.TELEGRAM)
     if owners:
         shown = [
             f"{o['name']} ({o['id']}, paired)" if o.get("source") == "paired" else str(o["id"])

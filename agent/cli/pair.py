@@ -19,6 +19,7 @@ from agent.config import Settings
 from agent.conversation.pairing import welcome
 from agent.owner import OwnerSettings
 from channels.delivery.outbox import Outbox
+from channels.registry import ChannelName
 from channels.types import OutboundMessage
 from runtime.clock import Clock, utcnow
 from storage.repos.pairing import CODE_TTL, PairedOwner, PairingStore, invite_code_in
@@ -157,5 +158,5 @@ async def _welcome(outbox: Outbox, owner: PairedOwner, text: str) -> None:
     if not owner.chat_id:
         return
     key = f"pairing:{owner.user_id}:{owner.paired_at.isoformat()}"
-    message = OutboundMessage("telegram", owner.chat_id, text, key)
+    message = OutboundMessage(ChannelName.TELEGRAM, owner.chat_id, text, key)
     await outbox.enqueue(message, send_now=False)  # the running outbox sends it

@@ -42,7 +42,7 @@ from agent.alerts.policy import local_time, model_field
 from agent.alerts.router import AlertRouter
 from agent.context import AlertInPlay, RunContext
 from agent.conversation.agent import Agent
-from agent.owner import owner_address
+from channels.registry import ChannelName
 from channels.types import HandlingFailed, InboundMessage, Reply
 from storage.repos.alert_record import Alert
 from storage.repos.sent_alerts import last_sent_alert, last_sent_to, replied_alert
@@ -96,7 +96,7 @@ class AlertReplies:
         if parsed.reserved:
             # Carriers answer STOP/START/HELP on SMS themselves: a second answer from us
             # would be noise (or cost). Elsewhere it is ordinary text for the agent.
-            return [] if message.channel == "sms" else None
+            return [] if message.channel == ChannelName.SMS else None
         directive = parsed.directive
         button = " button" if message.meta.get("kind") == "button" else ""
         by = f"owner via {message.channel}{button}"  # the dashboard shows how
@@ -164,9 +164,10 @@ class AlertReplies:
         if message.reply_to:
             sent = await replied_alert(db, message.channel, message.chat_id, message.reply_to)
             return await store.by_code(sent.code) if sent and sent.is_alert else None
-        if message.channel not in ("sms", "whatsapp"):
+        reach = ctx.deps.reach
+        if not reach.delivery(message.channel).unquoted_replies:
             return None
-        chats = [message.chat_id, owner_address(ctx.deps.owners, message.channel) or ""]
+        chats = [message.chat_id, reach.address(message.channel) or ""]
         code = await last_sent_alert(db, message.channel, chats, ctx.now - window)
         return await store.by_code(code) if code else None
 
@@ -187,8 +188,8 @@ class AlertReplies:
             window = self._router.policy.short_ack_window
             if window.total_seconds() > 0:
                 chats = {(message.channel, message.chat_id)}
-                for channel in {*ctx.deps.channels, "sms", message.channel}:
-                    address = owner_address(ctx.deps.owners, channel)
+                for channel in {*ctx.deps.channels, ChannelName.SMS, message.channel}:
+                    address = ctx.deps.reach.address(channel)
                     if address is not None:
                         chats.add((channel, address))
                 code = await last_sent_to(db, chats, ctx.now - window)

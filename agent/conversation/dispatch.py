@@ -22,6 +22,7 @@ from agent.conversation.pairing import Pairing
 from agent.conversation.prompt import mark_untrusted
 from channels.delivery.envelope import Envelope
 from channels.delivery.inbox import received_since
+from channels.registry import ChannelName
 from channels.types import HandlingFailed, InboundMessage, Reply
 from storage import collections as c
 
@@ -71,7 +72,7 @@ class Dispatcher:
     deps: AgentDeps
     agent: Agent
     resolvers: Mapping[str, TierResolver] = field(default_factory=dict)
-    """Per-channel trust decision; the default knows owners from the settings."""
+    """Per-channel trust decision; the default knows owners by the channel's rules."""
     commands: Mapping[str, Command] = field(default_factory=dict)
     """The owner's commands; ``/start``, ``/help`` and ``/reset`` unless given."""
     interceptors: tuple[Interceptor, ...] = ()
@@ -91,20 +92,16 @@ class Dispatcher:
         object.__setattr__(self, "resolvers", MappingProxyType(dict(self.resolvers)))
 
     async def trust(self, message: InboundMessage) -> Trust | None:
+        """The channel's resolver decides (contacts), else its rules in the registry
+        (``agent.reach``): the owner, or nobody."""
         resolver = self.resolvers.get(message.channel)
         if resolver is not None:
             return await resolver(message)
-        owners = self.deps.owners
-        owner = False
-        if message.channel == "console":
-            owner = True
-        elif message.channel == "telegram":
-            owner = _as_int(message.sender_id) in owners.telegram_ids
-            if not owner and self.pairing is not None:
-                await owners.refresh()  # `watchkeeper pair` may have run since
-                owner = _as_int(message.sender_id) in owners.telegram_ids
-        elif message.channel in ("sms", "whatsapp"):
-            owner = message.sender_id == owners.phone
+        reach, meta = self.deps.reach, message.meta
+        owner = reach.is_owner(message.channel, message.sender_id, meta)
+        if not owner and message.channel == ChannelName.TELEGRAM and self.pairing is not None:
+            await self.pairing.refresh()  # `watchkeeper pair` may have run since
+            owner = reach.is_owner(message.channel, message.sender_id, meta)
         return Trust("owner") if owner else None
 
     async def handle(self, envelope: Envelope) -> list[Reply]:
@@ -189,10 +186,10 @@ class Dispatcher:
             },
             upsert=True,
         )
-        if message.channel != "telegram":
+        if message.channel != ChannelName.TELEGRAM:
             log.info("ignored a %s message from an unknown sender", message.channel)
             return []
-        if self.deps.owners.telegram_ids or self.pairing is None:
+        if self.deps.reach.address(message.channel) is not None or self.pairing is None:
             # While nobody is owner, the pairing step says what it did with the message.
             log.info(
                 "ignored a telegram message from unknown sender id %s (not an owner)",

@@ -9,7 +9,7 @@ Strangers can fill the few pending slots; the owner is never kept out by them:
 (``/start CODE`` or the code alone) becomes an owner, whether or not an owner is
 known already.
 
-The paired owners live in the database; ``agent.owner.Owners`` keeps the last read, so
+The paired owners live in the database; ``agent.reach.Owners`` keeps the last read, so
 every place that asks who the owner is sees them without a database query: it reads
 them again at start, every ``REFRESH_EVERY``, after a code is claimed and whenever an
 unknown Telegram user writes (``watchkeeper pair`` runs in another process).
@@ -21,7 +21,7 @@ import logging
 from collections.abc import Callable
 from datetime import timedelta
 
-from agent.owner import Owners
+from agent.reach import Owners
 from channels.types import InboundMessage, Reply
 from storage.repos.pairing import (
     CODE_TTL,

@@ -24,7 +24,7 @@ from zoneinfo import ZoneInfo
 
 from agent.alerts.policy import model_field
 from agent.context import AgentDeps
-from agent.owner import Owners
+from agent.reach import Reach
 from channels.delivery.inbox import STATUSES, received_since
 from scheduler.cron.job import CronJob, local_text
 from scheduler.cron.service import CronService
@@ -113,19 +113,12 @@ def is_news(doc: Doc) -> bool:
     return not str(doc.get("text", "")).lstrip().startswith("/")
 
 
-def from_owner(doc: Doc, owners: Owners) -> bool:
-    """Whether a stored inbound message is the owner's (the terminal,
-    ``OWNER_TELEGRAM_IDS`` and paired ids, ``OWNER_PHONE``, WhatsApp's own chat). The
-    owner's chat with the agent was answered as it came: it is no news."""
-    channel, sender = doc.get("channel"), str(doc.get("sender_id", ""))
+def from_owner(doc: Doc, reach: Reach) -> bool:
+    """Whether a stored inbound message is the owner's (by its channel's rules: the
+    terminal, ``OWNER_TELEGRAM_IDS`` and paired ids, ``OWNER_PHONE``, WhatsApp's own
+    chat). The owner's chat with the agent was answered as it came: it is no news."""
     meta = doc.get("meta") or {}
-    if channel == "console":
-        return True
-    if channel == "telegram":
-        return sender in {str(owner) for owner in owners.telegram_ids}
-    if channel == "whatsapp" and meta.get("self_chat") and not meta.get("is_group"):
-        return True
-    return channel in ("sms", "whatsapp") and bool(owners.phone) and (sender == owners.phone)
+    return reach.is_owner(str(doc.get("channel")), str(doc.get("sender_id", "")), meta)
 
 
 async def _messages_since(deps: AgentDeps, since: datetime) -> int:
@@ -136,7 +129,7 @@ async def _messages_since(deps: AgentDeps, since: datetime) -> int:
         statuses=[s for s in STATUSES if s != "failed"],
         projection={"text": 1, "stranger": 1, "meta": 1, "channel": 1, "sender_id": 1},
     )
-    return sum([is_news(doc) and not from_owner(doc, deps.owners) async for doc in rows])
+    return sum([is_news(doc) and not from_owner(doc, deps.reach) async for doc in rows])
 
 
 def closing(tools: Collection[str]) -> str:

@@ -29,7 +29,6 @@ from typing import Any
 from agent.context import AgentDeps, RunContext
 from agent.conversation.agent import Agent
 from agent.llm.types import ModelMessage, ToolCallPart, ToolResultPart
-from agent.owner import owner_chat
 from agent.runs.briefs import build_brief, cron_prompt, delivery_head
 from agent.tools.held import instruction_source, read_outside
 from channels.types import OutboundMessage
@@ -220,9 +219,7 @@ class Runner:
     async def _deliver(self, job: CronJob, text: str, key: str) -> Delivery:
         channel, chat = job.origin_channel, job.origin_chat_id
         if channel not in self.deps.channels:  # the job's chat is not running here
-            target = owner_chat(
-                self.deps.owners, self.deps.channels, primary=self.deps.primary_channel
-            )
+            target = self.deps.reach.chat(primary=self.deps.primary_channel)
             channel, chat = target.channel, target.chat_id
         try:
             await self.deps.outbox.enqueue(
@@ -235,7 +232,7 @@ class Runner:
 
     def _pulse_tools(self) -> list[str]:
         """The tools a pulse is offered now, so its brief names no other."""
-        target = owner_chat(self.deps.owners, self.deps.channels)
+        target = self.deps.reach.chat()
         probe = RunContext(
             deps=self.deps,
             tier="owner",
@@ -271,9 +268,7 @@ class Runner:
             return Skip("idle", "idle: no notes, nothing new, nothing due")
 
         async def work(ticket: RunTicket) -> Outcome:
-            target = owner_chat(
-                self.deps.owners, self.deps.channels, primary=self.deps.primary_channel
-            )
+            target = self.deps.reach.chat(primary=self.deps.primary_channel)
             ctx = self._context("pulse", ticket, target.channel, target.chat_id)
             outcome = await self._execute(brief.text, ctx, self.config.pulse_timeout)
             if not (ticket.will_retry and outcome.reason in PASSING):
@@ -377,7 +372,7 @@ class Runner:
                 log.exception("alert router refused a failure warning; using the chat")
         if not first:
             return
-        target = owner_chat(self.deps.owners, self.deps.channels, primary=self.deps.primary_channel)
+        target = self.deps.reach.chat(primary=self.deps.primary_channel)
         await self.deps.outbox.enqueue(
             OutboundMessage(
                 channel=target.channel,

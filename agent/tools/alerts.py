@@ -17,7 +17,6 @@ from agent.alerts.outcome import describe
 from agent.alerts.policy import model_field
 from agent.alerts.router import AlertRouter
 from agent.context import RunContext
-from agent.owner import can_page
 from agent.tools.base import Tool, ToolError, ToolResult
 from agent.tools.held import read_sources
 from storage.outside import Outside
@@ -175,7 +174,7 @@ async def _manage(args: ManageAlertsArgs, ctx: RunContext) -> ToolResult:
 
 def _alert_guidance(ctx: RunContext) -> str:
     """Says whether SMS can page at all, so no promise of an SMS is made without it."""
-    if can_page(ctx.deps.owners, ctx.deps.channels):
+    if ctx.deps.reach.can_page():
         return "raise_alert: pick severity honestly (critical pages by SMS)."
     return "raise_alert: pick severity honestly (SMS is not set up: chats only)."
 

@@ -13,17 +13,18 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from agent.context import RunContext
-from agent.owner import owner_address
 from agent.tools.base import Tool, ToolError, ToolResult
 from agent.tools.sending import deliver
+from channels.registry import ChannelName
 
 E164 = re.compile(r"^\+[1-9]\d{6,14}$")
 TEXT_LIMIT = 4_000
-SEND_CHANNELS = ("telegram", "whatsapp", "sms")
+SEND_CHANNELS = (ChannelName.TELEGRAM, ChannelName.WHATSAPP, ChannelName.SMS)
+"""The channels ``send_message`` writes on (``DESIGN.md``)."""
 
 
 class SendArgs(BaseModel):
-    channel: Literal["telegram", "whatsapp", "sms"]
+    channel: Literal[ChannelName.TELEGRAM, ChannelName.WHATSAPP, ChannelName.SMS]
     to: str = Field(description="'owner', Telegram chat id or E.164")
     text: str
 
@@ -31,13 +32,13 @@ class SendArgs(BaseModel):
 def _recipient(channel: str, to: str, ctx: RunContext) -> str:
     target = to.strip()
     if target.lower() == "owner":
-        address = owner_address(ctx.deps.owners, channel)
-        if address is None and channel == "telegram":
+        address = ctx.deps.reach.address(channel)
+        if address is None and channel == ChannelName.TELEGRAM:
             raise ToolError("OWNER_TELEGRAM_IDS is not set, so the owner has no Telegram chat")
         if address is None:
             raise ToolError("OWNER_PHONE is not set, so the owner has no phone number")
         return address
-    if channel == "telegram":
+    if channel == ChannelName.TELEGRAM:
         if not re.fullmatch(r"-?\d{1,20}", target):
             raise ToolError(f"'to' must be a numeric Telegram chat id or 'owner', got {to!r}")
         return target
@@ -53,12 +54,12 @@ async def _send(args: SendArgs, ctx: RunContext) -> ToolResult:
         raise ToolError("text is empty")
     if len(text) > TEXT_LIMIT:
         raise ToolError(f"text is {len(text)} characters; the limit is {TEXT_LIMIT}")
-    running = ctx.deps.channels
-    if args.channel not in running:
+    running, channel = ctx.deps.channels, str(args.channel)  # the plain name, as stored
+    if channel not in running:
         live = ", ".join(n for n in SEND_CHANNELS if n in running) or "none"
-        raise ToolError(f"channel {args.channel!r} is not running (running: {live})")
-    chat_id = _recipient(args.channel, args.to, ctx)
-    return await deliver(ctx, args.channel, chat_id, text)
+        raise ToolError(f"channel {channel!r} is not running (running: {live})")
+    chat_id = _recipient(channel, args.to, ctx)
+    return await deliver(ctx, channel, chat_id, text)
 
 
 def any_sender_running(ctx: RunContext) -> bool:

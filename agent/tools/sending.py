@@ -17,10 +17,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from agent.context import RunContext
-from agent.owner import owner_address, owner_chat
 from agent.tools.base import ToolError, ToolResult
 from agent.tools.held import APPROVE_WORD, describe
-from channels.types import SMS_BUDGET_TAKEN, VERBATIM, WHOLE_TEXT, OutboundMessage
+from channels.registry import ChannelName
+from channels.types import SMS_BUDGET_TAKEN, VERBATIM, OutboundMessage
 from storage.repos.held_sends import HeldGroup, HeldSend, HeldSends
 from storage.repos.sms_budget import take_sms
 from storage.repos.whatsapp_permissions import WhatsAppPermissions
@@ -30,9 +30,9 @@ DECLINE_WORD = "cancel"
 
 
 async def _approved(ctx: RunContext, channel: str, chat_id: str) -> bool:
-    if chat_id == owner_address(ctx.deps.owners, channel):
+    if chat_id == ctx.deps.reach.address(channel):
         return True
-    if channel == "whatsapp":
+    if channel == ChannelName.WHATSAPP:
         record = await WhatsAppPermissions(ctx.deps.db).get(chat_id)
         return record is not None and record.can_reply
     return False
@@ -52,7 +52,7 @@ async def deliver(ctx: RunContext, channel: str, chat_id: str, text: str) -> Too
     if ctx.tally.approved is None and not await _approved(ctx, channel, chat_id):
         return await _hold(ctx, channel, chat_id, text)
     meta: dict[str, object] = {}
-    if channel == "sms":
+    if channel == ChannelName.SMS:
         if not await take_sms(ctx.deps.db, ctx.now, settings.sms_per_hour):
             raise ToolError(
                 f"not sent: the hourly SMS budget ({settings.sms_per_hour}) is used up. "
@@ -97,13 +97,13 @@ async def ask_owner(ctx: RunContext, codes: Sequence[str]) -> None:
     asks again only if its group grew."""
     outbox = ctx.deps.outbox
     held = HeldSends(ctx.deps.db)
-    target = owner_chat(ctx.deps.owners, ctx.deps.channels, primary=ctx.deps.primary_channel)
+    target = ctx.deps.reach.chat(primary=ctx.deps.primary_channel)
     for code in codes:
         group = await held.waiting(code, ctx.now)
         if group is None:
             continue  # answered or expired meanwhile
         key = f"held:{group.key}:{len(group.sends)}:{len(group.actions)}"
-        parts = split_whole(ask_text(group), WHOLE_TEXT.get(target.channel))
+        parts = split_whole(ask_text(group), ctx.deps.reach.delivery(target.channel).whole_text)
         for n, part in enumerate(parts):
             # As written: no Markdown may hide a link's address or eat a character.
             index_key = f"{key}:{n}" if n else key
@@ -114,7 +114,7 @@ async def ask_owner(ctx: RunContext, codes: Sequence[str]) -> None:
 
 def split_whole(text: str, limit: int | None) -> list[str]:
     """``text`` in messages of at most ``limit`` characters, so that a channel that cuts
-    longer ones (``WHOLE_TEXT``) delivers all of it: cut between lines where it can,
+    longer ones (``Delivery.whole_text``) delivers all of it: cut between lines where it can,
     numbered "(1/3)" so the parts read in order whatever order they arrive in."""
     if limit is None or len(text) <= limit:
         return [text]

@@ -24,17 +24,13 @@ from pydantic import BaseModel, Field
 from agent.alerts.policy import RoutingPolicy, load_policy
 from agent.context import RunContext
 from agent.owner import (
-    CHANNELS,
     MAX_QUIET_WINDOWS,
     OwnerPrefs,
     OwnerSettings,
     SettingsError,
-    can_page,
     check_reachable,
-    configured_channels,
-    owner_chat,
-    unreachable,
 )
+from agent.reach import PRIMARY_CHOICES
 from agent.spend.report import spend_report
 from agent.tools.base import Tool, ToolError, ToolResult
 from scheduler.cron.job import CronJob
@@ -60,7 +56,9 @@ class SettingsArgs(BaseModel):
     """At most ``MAX_QUIET_WINDOWS``: more are refused by ``OwnerSettings`` with a message
     the model can act on (the schema says so up front)."""
     timezone: str | None = None
-    primary_channel: str | None = Field(default=None, json_schema_extra={"enum": list(CHANNELS)})
+    primary_channel: str | None = Field(
+        default=None, json_schema_extra={"enum": [str(name) for name in PRIMARY_CHOICES]}
+    )
     warning_sms_after_minutes: int | None = None
     """0 to ``MAX_WARNING_SMS_AFTER_MINUTES``, checked by ``OwnerSettings`` like the others
     (a bad one is named the same way); not in the schema, which every turn pays for."""
@@ -81,7 +79,7 @@ def sms_wait(prefs: OwnerPrefs, policy: RoutingPolicy) -> int:
 def warning_sms(minutes: int, ctx: RunContext) -> str:
     if minutes == 0:
         return "off: warnings never go by SMS, only to the primary chat"
-    if can_page(ctx.deps.owners, ctx.deps.channels):
+    if ctx.deps.reach.can_page():
         how = "by SMS"
     else:
         how = "as a reminder on every chat (SMS is not set up)"
@@ -100,15 +98,14 @@ def settings_view(
         "local_time": local_iso(now, tz),
         "quiet_hours": prefs.quiet_dicts(),
         "primary_channel": prefs.primary_channel,
-        "configured_channels": configured_channels(ctx.deps.owners, ctx.deps.channels),
+        "configured_channels": ctx.deps.reach.primary_choices(),
         "warning_sms_after_minutes": minutes,
         "warning_sms": warning_sms(minutes, ctx),
     }
     primary = prefs.primary_channel
-    why = unreachable(ctx.deps.owners, ctx.deps.channels, primary) if primary else None
+    why = ctx.deps.reach.unreachable(primary) if primary else None
     if why is not None:  # set when it worked, e.g. before a restart without it
-        owners, running = ctx.deps.owners, ctx.deps.channels
-        instead = owner_chat(owners, running, primary=primary).channel
+        instead = ctx.deps.reach.chat(primary=primary).channel
         view["primary_channel_problem"] = f"{why}; messages go to {instead} meanwhile"
     if not prefs.quiet_hours:
         view["quiet"] = "off: alerts and the pulse go out at any hour"
@@ -206,7 +203,7 @@ async def _manage(args: SettingsArgs, ctx: RunContext) -> ToolResult:
     old = await owner.load()
     try:
         if args.primary_channel is not None:  # only a channel the owner can be reached on
-            check_reachable(args.primary_channel, ctx.deps.owners, ctx.deps.channels)
+            check_reachable(args.primary_channel, ctx.deps.reach)
         before = await _jobs(ctx) if args.timezone is not None else {}
         prefs = await owner.update(
             quiet_hours=(

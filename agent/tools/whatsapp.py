@@ -17,6 +17,7 @@ from agent.llm.untrusted import for_model
 from agent.tools.base import Tool, ToolError, ToolResult
 from agent.tools.sending import deliver
 from channels.delivery.inbox import newest_received
+from channels.registry import ChannelName
 from storage import collections as c
 from storage.outside import Outside
 from storage.repos.whatsapp_permissions import (
@@ -30,7 +31,7 @@ TEXT_LIMIT = 4_000
 
 def whatsapp_connected(ctx: RunContext) -> bool:
     """Availability predicate: the running WhatsApp channel says it is connected."""
-    channel = ctx.deps.channels.get("whatsapp")
+    channel = ctx.deps.channels.get(ChannelName.WHATSAPP)
     return channel is not None and channel.status().get("state") == "connected"
 
 
@@ -67,7 +68,7 @@ async def _read(args: ReadArgs, ctx: RunContext) -> ToolResult:
 
     def keep(doc: dict[str, Any]) -> bool:
         meta = doc.get("meta") or {}
-        if doc.get("channel") != "whatsapp" or meta.get("self_chat") is True:
+        if doc.get("channel") != ChannelName.WHATSAPP or meta.get("self_chat") is True:
             return False
         if doc.get("sender_id") in numbers and meta.get("is_group") is not True:
             return True
@@ -116,7 +117,7 @@ async def _send(args: SendArgs, ctx: RunContext) -> ToolResult:
                 f"{phone} has no can_reply permission; ask the owner to grant it with "
                 "whatsapp_manage_permission first"
             )
-    result = await deliver(ctx, "whatsapp", phone, text)
+    result = await deliver(ctx, ChannelName.WHATSAPP, phone, text)
     return {"queued": result["queued"], "to": phone, "duplicate": result["duplicate"]}
 
 

@@ -104,7 +104,7 @@ class TelegramChannel(TelegramSender):
     """Long polling by default; webhook mode when ``webhook_url`` is given. Sending is
     the ``TelegramSender`` it is (``channels.telegram.outbound``)."""
 
-    name = CHANNEL
+    name: str = CHANNEL
 
     def __init__(
         self,

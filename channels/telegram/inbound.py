@@ -23,11 +23,12 @@ from telegram import Bot, CallbackQuery, Message, Update, User
 from telegram.error import BadRequest
 
 from channels.http_fetch import fetch_capped
+from channels.registry import ChannelName
 from channels.types import InboundMessage, MediaItem, MediaKind, MediaTooLarge
 
 log = logging.getLogger(__name__)
 
-CHANNEL = "telegram"
+CHANNEL = ChannelName.TELEGRAM
 DEFAULT_MAX_BYTES = 20_000_000
 ALLOWED_UPDATES: tuple[str, ...] = ("message", "callback_query")
 """Asked for explicitly: edits and channel posts are not conversation turns here."""

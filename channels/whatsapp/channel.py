@@ -24,6 +24,7 @@ from datetime import UTC, timedelta
 from pathlib import Path
 from typing import Any
 
+from channels.registry import ChannelName
 from channels.types import (
     InboundMessage,
     InboundSink,
@@ -87,7 +88,7 @@ def to_jid(chat_id: str) -> str | None:
 
 
 class WhatsAppChannel:
-    name = "whatsapp"
+    name: str = ChannelName.WHATSAPP
 
     def __init__(
         self,

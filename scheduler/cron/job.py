@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, cast, get_args
 from zoneinfo import ZoneInfo
 
+from channels.registry import ChannelName
 from scheduler.cron.expression import (
     CronError,
     Schedule,
@@ -124,7 +125,7 @@ class CronJob:
             cron_expression=expression,
             timezone=timezone,
             enabled=bool(doc.get("enabled", True)),
-            origin_channel=text(doc, "origin_channel", "console"),
+            origin_channel=text(doc, "origin_channel", ChannelName.CONSOLE),
             origin_chat_id=str(doc.get("origin_chat_id", "owner")),
             created_at=moment(doc, "created_at") or datetime.min.replace(tzinfo=UTC),
             next_fire_at=moment(doc, "next_fire_at"),

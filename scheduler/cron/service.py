@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pymongo import ReturnDocument, UpdateOne
 from pymongo.asynchronous.database import AsyncDatabase
 
+from channels.registry import ChannelName
 from runtime.clock import Clock
 from runtime.listeners import Listeners
 from scheduler.backlog import window
@@ -122,7 +123,7 @@ class CronService:
         timezone: str | None = None,
         enabled: bool = True,
         on_failure: str | None = None,
-        origin_channel: str = "console",
+        origin_channel: str = ChannelName.CONSOLE,
         origin_chat_id: str = "owner",
         source: Doc | None = None,
     ) -> CronJob:

@@ -12,13 +12,15 @@ import aiohttp
 from bson import ObjectId
 from pymongo.asynchronous.database import AsyncDatabase
 
+from agent.app.registry import reach
 from agent.config import Settings
 from agent.context import AgentDeps
 from agent.conversation.agent import Agent
 from agent.conversation.dispatch import Dispatcher, TierResolver
 from agent.conversation.media_turn import MediaFetch
 from agent.llm.base import ModelClient
-from agent.owner import Owners, OwnerSettings
+from agent.owner import OwnerSettings
+from agent.reach import Owners
 from agent.tools.catalog import core_catalog
 from channels.delivery.media import MediaCaps, MediaFetcher, MediaStore
 from channels.delivery.outbox import Outbox
@@ -72,14 +74,9 @@ async def media_stack(
     )
     owner = OwnerSettings(db, utcnow, settings.timezone)
     deps = AgentDeps(
-        settings=settings,
-        db=db,
-        http=http,
-        outbox=outbox,
-        owner=owner,
-        owners=Owners(settings),
-        clock=utcnow,
-    )
+        settings=settings, db=db, http=http, outbox=outbox, owner=owner, clock=utcnow,
+        reach=reach(Owners(settings), channels),
+    )  # fmt: skip
     fetcher = MediaFetcher(db, store or MediaStore(db), channels, caps or MediaCaps())
     agent = Agent(model, core_catalog(), media=hook(fetcher))
     dispatcher = Dispatcher(deps, agent, resolvers=dict(resolvers or {}))

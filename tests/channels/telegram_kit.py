@@ -12,11 +12,13 @@ import aiohttp
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
+from agent.app.registry import reach
 from agent.context import AgentDeps
 from agent.conversation.agent import Agent
 from agent.conversation.dispatch import Dispatcher
 from agent.llm.base import ModelClient
-from agent.owner import Owners, OwnerSettings
+from agent.owner import OwnerSettings
+from agent.reach import Owners
 from agent.tools.catalog import ToolCatalog
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
@@ -102,14 +104,9 @@ async def build(
         settings = make_settings(owner_telegram_ids=[OWNER])
         owner = OwnerSettings(db, clock, settings.timezone)
         deps = AgentDeps(
-            settings=settings,
-            db=db,
-            http=http,
-            outbox=outbox,
-            owner=owner,
-            owners=Owners(settings),
-            clock=clock,
-        )
+            settings=settings, db=db, http=http, outbox=outbox, owner=owner, clock=clock,
+            reach=reach(Owners(settings), channels),
+        )  # fmt: skip
         dispatcher = Dispatcher(deps, Agent(model, _catalog()))
         pipeline = Pipeline(db, dispatcher.handle, outbox, channels, clock)
         stack = Stack(fake, channel, pipeline, outbox, failures)

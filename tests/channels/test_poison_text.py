@@ -21,7 +21,7 @@ from neonize.proto.waE2E.WAWebProtobufsE2E_pb2 import Message
 from pymongo import AsyncMongoClient
 
 from agent.app.core import build_app
-from agent.app.features.whatsapp import make_whatsapp_feature
+from agent.app.registry import REGISTRY, replaced, whatsapp_entry
 from agent.conversation.dispatch import refusal
 from agent.llm.openai.model import OpenAIModel
 from channels.console import ConsoleChannel
@@ -203,9 +203,10 @@ async def test_invalid_utf8_in_a_whatsapp_message_reaches_the_agent_replaced(
     openai_api.reply_text("Got it.")
     model = OpenAIModel("sk-test", "gpt-test", base_url=openai_api.base_url)
     settings = _settings(app_db, db_name, tmp_path, whatsapp_enabled=True, owner_phone=owner)
-    feature = make_whatsapp_feature(factory, burst_seconds=0.05, health_every=3600)
+    whatsapp = whatsapp_entry(factory, burst_seconds=0.05, health_every=3600)
+    registry = replaced(REGISTRY, whatsapp)
     async with build_app(
-        settings, embedded=app_db.server, model=model, channels=[], features=[feature]
+        settings, embedded=app_db.server, model=model, channels=[], registry=registry
     ) as app:
         client = clients[0]
         await client.emit(Connected())

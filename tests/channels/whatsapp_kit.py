@@ -18,7 +18,7 @@ from neonize.proto.Neonize_pb2 import Connected
 
 from agent.app.application import Parts
 from agent.app.core import App, build_app
-from agent.app.features.whatsapp import make_whatsapp_feature
+from agent.app.registry import REGISTRY, replaced, whatsapp_entry
 from agent.tools.catalog import always
 from agent.tools.cron import MANAGE_CRONJOB
 from channels.whatsapp import WhatsAppChannel
@@ -99,13 +99,12 @@ async def kit(app_db: AppDb, tmp_path: Path) -> AsyncIterator[Kit]:
         whatsapp_enabled=True,
         owner_phone=OWNER,
     )
-    features = [
-        make_whatsapp_feature(factory, burst_seconds=0.2, health_every=3600),
-        contributing(Parts(tools=((MANAGE_CRONJOB, always),))),  # a tool that writes
-    ]
+    features = [contributing(Parts(tools=((MANAGE_CRONJOB, always),)))]  # a tool that writes
+    whatsapp = whatsapp_entry(factory, burst_seconds=0.2, health_every=3600)
     async with build_app(
-        settings, embedded=app_db.server, model=model, channels=[], features=features
-    ) as app:
+        settings, embedded=app_db.server, model=model, channels=[], features=features,
+        registry=replaced(REGISTRY, whatsapp),
+    ) as app:  # fmt: skip
         kit = Kit(app, clients[0], model, answers)
         await kit.client.emit(Connected())
         try:

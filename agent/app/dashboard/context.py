@@ -22,6 +22,7 @@ from agent.app.dashboard.auth import (
     set_flash,
 )
 from agent.app.healthcheck import HealthBoard
+from channels.registry import ChannelName
 
 if TYPE_CHECKING:  # jinja2 loads on the first page rendered (``template_env``)
     import jinja2
@@ -94,10 +95,10 @@ def plain(text: str, status: int) -> web.Response:
 
 
 CHANNEL_NAMES: Mapping[str, str] = {
-    "telegram": "Telegram",
-    "whatsapp": "WhatsApp",
-    "sms": "SMS",
-    "console": "Terminal",
+    ChannelName.TELEGRAM: "Telegram",
+    ChannelName.WHATSAPP: "WhatsApp",
+    ChannelName.SMS: "SMS",
+    ChannelName.CONSOLE: "Terminal",
 }
 
 

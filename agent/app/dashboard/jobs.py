@@ -23,7 +23,7 @@ from aiohttp import web
 
 from agent.app.dashboard import BY
 from agent.app.dashboard.context import Dashboard, channel_name, human_time
-from agent.owner import Owners, owner_address
+from agent.reach import Reach
 from scheduler.cron.expression import CronError
 from scheduler.cron.job import CronJob, JobError
 from scheduler.cron.service import CronService
@@ -40,12 +40,9 @@ ON_FAILURE = {
 }
 
 
-def destination(owners: Owners, channel: str, chat_id: str) -> str:
+def destination(reach: Reach, channel: str, chat_id: str) -> str:
     """Where a job's answer goes, by name: ``Telegram, you`` or ``WhatsApp, chat 4917…``."""
-    if channel == "console":
-        return "Terminal, you"
-    ids = [str(i) for i in owners.telegram_ids] if channel == "telegram" else []
-    if chat_id in ids or chat_id == owner_address(owners, channel):
+    if reach.is_owner(channel, chat_id, {}) or chat_id == reach.address(channel):
         return f"{channel_name(channel)}, you"
     return f"{channel_name(channel)}, chat {chat_id}"
 
@@ -79,7 +76,7 @@ def job_row(job: CronJob, now: datetime, dash: Dashboard) -> dict[str, Any]:
         "done_at": shown(job.done_at) if job.done else None,
         "updated_by": job.updated_by,
         "next_fires": [shown(at) for at in fires],
-        "delivers_to": destination(dash.app.deps.owners, job.origin_channel, job.origin_chat_id),
+        "delivers_to": destination(dash.app.deps.reach, job.origin_channel, job.origin_chat_id),
         "on_failure": ON_FAILURE.get(job.on_failure, job.on_failure),
         "can_run": not job.once and not job.done,
     }
@@ -143,7 +140,7 @@ def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
             since = f" (since {human_time(busy.since, dash.tz, dash.now())})" if busy.since else ""
             text = f"“{job.name}” is already running{since}; not started again."
             return dash.done(request, "/jobs", text)
-        where = destination(dash.app.deps.owners, job.origin_channel, job.origin_chat_id)
+        where = destination(dash.app.deps.reach, job.origin_channel, job.origin_chat_id)
         text = f"Started “{job.name}”; its answer goes to {where}. See Runs for how it went."
         return dash.done(request, "/jobs", text)
 

@@ -8,7 +8,7 @@ warnings and the rest; "All clear" when nothing is open and every part is well.
 
 The health is ``agent.app.healthcheck``'s (the same collection ``/healthz`` and the
 dead man's switch read), with what only the dashboard may show beside it: whether SMS
-can page the owner and ring (``agent.owner.can_page``, the calls' status) and the
+can page the owner and ring (``agent.reach.Reach.can_page``, the calls' status) and the
 monitors by name.
 
 ``GET /live/overview`` answers JSON for ``static/live.js``: ``html`` (the page's live
@@ -29,7 +29,6 @@ from agent.alerts.calls import CallsStatus
 from agent.app.dashboard.alerts import open_alerts
 from agent.app.dashboard.context import LIVE_SECONDS, Dashboard, channel_name, human_time
 from agent.app.healthcheck import Component, Health
-from agent.owner import can_page
 from scheduler.monitors.monitor import Monitor, MonitorLimits
 from scheduler.monitors.store import MonitorStore
 from scheduler.views import pulse_view, quiet_text
@@ -301,7 +300,7 @@ async def glance(dash: Dashboard) -> Doc:
     alerts = await open_alerts(dash) if health.database_ok else None
     monitors = await monitors_of(dash) if health.database_ok else []
     router = dash.app.deps.alerts
-    ready = can_page(dash.app.deps.owners, dash.app.channels)
+    ready = dash.app.deps.reach.can_page()
     sms = SmsPaging(ready, router.calls.status() if router is not None else None)
     opened = [card.alert for card in alerts or []]
     problems = alert_problems(opened) + health_problems(health, ready, monitors)

@@ -1,4 +1,6 @@
 """The optional parts ``build_app`` starts after the core: one module each, and their order.
+(What a channel gives the agent, WhatsApp's tools and resolver, comes first, from the
+channel registry: ``agent.app.registry``.)
 
 A feature decides from the settings whether to start; if it does, it starts what it
 owns, yields its parts (tools, commands, routes, status sections, services) and stops
@@ -13,7 +15,6 @@ from agent.app.features.memory import memory_feature
 from agent.app.features.monitors import monitoring_feature
 from agent.app.features.pairing import pairing_feature
 from agent.app.features.scheduling import scheduling_feature
-from agent.app.features.whatsapp import whatsapp_feature
 from agent.app.healthcheck import healthcheck_feature
 
 FEATURES: tuple[Feature, ...] = (
@@ -22,7 +23,6 @@ FEATURES: tuple[Feature, ...] = (
     alerting_feature,
     monitoring_feature,  # after the alert router, which it raises its alerts through
     scheduling_feature,
-    whatsapp_feature,
     memory_feature,  # the facts' daily consolidation, in quiet hours
     healthcheck_feature,  # last: reads every part before it, stops first
 )

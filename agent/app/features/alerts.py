@@ -1,8 +1,8 @@
-"""The alerts feature: SMS channel, alert router, reply directives, tools and endpoints.
+"""The alerts feature: alert router, reply directives, tools and endpoints.
 
-Started by ``build_app`` after the core. SMS starts only when the three Twilio
-settings are present; the router runs regardless and routes to whatever channels
-are up (Telegram, WhatsApp, the terminal, SMS).
+Started by ``build_app`` after the core. The router runs regardless and routes to
+whatever channels are up, by their rules in the channel registry (``agent.reach``);
+the SMS channel that pages and calls is the registry's (``agent.app.registry``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 
@@ -20,24 +20,18 @@ from agent.alerts.intake import AlertError
 from agent.alerts.policy import RoutingPolicy, summary_line
 from agent.alerts.router import AlertRouter
 from agent.app.application import Feature, FeatureContext, Parts, Route, Services
-from agent.config import Settings
 from agent.context import RunContext
 from agent.conversation.alert_replies import AlertReplies, alert_prompt_section, reply_words_section
 from agent.conversation.dispatch import Command
 from agent.conversation.prompt import changing
 from agent.tools.alerts import MANAGE_ALERTS, RAISE_ALERT
 from agent.tools.catalog import always
-from channels.types import InboundMessage, Reply
+from channels.types import InboundMessage, PlacesCalls, Reply
 from channels.webhook_body import BodyRefused, read_json_object
 from runtime.clock import Clock
 from storage.outside import Outside
-from storage.repos.sms_budget import take_sms
-
-if TYPE_CHECKING:
-    from channels.sms import SmsChannel
 
 log = logging.getLogger(__name__)
-SMS_WEBHOOK = "/webhooks/twilio/sms"
 FIELDS = frozenset({"severity", "title", "body", "dedupe_key", "source"})
 MAX_ALERT_BYTES = 64 * 1024
 """An alert's text fits in about 4,500 characters; 64 KiB leaves room for any escaping."""
@@ -49,46 +43,6 @@ class AlertingOptions:
     """Run the escalation timer loop; tests drive ``router.tick(now)`` themselves."""
     policy: RoutingPolicy | None = None
     """Fixed routing numbers; None reads overrides from ``settings`` ``alert_routing``."""
-
-
-def sms_configured(settings: Settings) -> bool:
-    return bool(
-        settings.twilio_account_sid and settings.twilio_auth_token and settings.twilio_from_number
-    )
-
-
-def _sms_channel(ctx: FeatureContext) -> SmsChannel | None:
-    """The Twilio channel when configured, unless one was passed in (a test's, which
-    mounts its own webhook)."""
-    settings = ctx.settings
-    if "sms" in ctx.channels or not sms_configured(settings):
-        return None
-    from channels.sms import SmsChannel
-
-    assert settings.twilio_auth_token is not None  # checked by sms_configured
-    db, clock = ctx.database.db, ctx.clock
-    return SmsChannel(
-        settings.twilio_account_sid or "",
-        settings.twilio_auth_token.get_secret_value(),
-        settings.twilio_from_number or "",
-        api_base_url=settings.twilio_api_base_url,
-        public_base_url=settings.public_base_url,
-        read_timeout=settings.http_read_timeout_seconds,
-        clock=clock,
-        budget=lambda: take_sms(db, clock(), settings.sms_per_hour),
-        segment_seconds=1 / settings.twilio_segments_per_second,
-    )
-
-
-def _warn_sms(settings: Settings) -> None:
-    log.info("channel: sms (twilio%s)", ", custom API" if settings.twilio_api_base_url else "")
-    if not settings.owner_phone:
-        log.warning("sms: OWNER_PHONE is not set, so no SMS alerts can be sent")
-    if not settings.public_base_url:
-        log.warning(
-            "sms: PUBLIC_BASE_URL is not set, so inbound SMS are refused (their signatures "
-            "cannot be checked); set it to the public URL Twilio calls"
-        )
 
 
 def _api_raise(router: AlertRouter, read_timeout: float) -> Any:
@@ -156,55 +110,46 @@ def alerting(options: AlertingOptions | None = None) -> Feature:
     chosen = options or AlertingOptions()
 
     async def feature(ctx: FeatureContext) -> AsyncIterator[Parts]:
-        routes: list[Route] = []
-        sms = _sms_channel(ctx)
-        if sms is not None:
-            await ctx.add_channel(sms)
-            _warn_sms(ctx.settings)
-            routes.append(("POST", SMS_WEBHOOK, sms.handle_webhook))
+        router = AlertRouter(
+            ctx.database.db,
+            ctx.outbox,
+            ctx.reach,
+            ctx.settings,
+            ctx.clock,
+            chosen.policy,
+            owner=ctx.owner,
+        )
+        await router.start(background=chosen.background)
         try:
-            router = AlertRouter(
-                ctx.database.db,
-                ctx.outbox,
-                ctx.channels,
-                ctx.settings,
-                ctx.clock,
-                chosen.policy,
-                owner=ctx.owner,
-                owners=ctx.owners,
+            read_timeout = ctx.settings.http_read_timeout_seconds
+            routes: list[Route] = [("POST", "/api/alerts", _api_raise(router, read_timeout))]
+            for channel in ctx.channels.values():
+                if isinstance(channel, PlacesCalls):  # key presses and call statuses
+                    answer = channel.voice_webhook(router.calls.answer)
+                    routes.append(("POST", VOICE_WEBHOOK, answer))
+
+            async def status_section() -> dict[str, Any]:
+                alerts = [alert.public() for alert in await router.open_alerts()]
+                return {"alerts": alerts, "calls": router.calls.status().to_json()}
+
+            log.info(
+                "alerts: routing on (%s); %s",
+                ", ".join(sorted(ctx.channels)) or "no channels",
+                router.calls.status().words(),
             )
-            await router.start(background=chosen.background)
-            try:
-                read_timeout = ctx.settings.http_read_timeout_seconds
-                routes.append(("POST", "/api/alerts", _api_raise(router, read_timeout)))
-                if sms is not None:  # key presses and call statuses, signed like SMS
-                    routes.append(("POST", VOICE_WEBHOOK, sms.voice_webhook(router.calls.answer)))
-
-                async def status_section() -> dict[str, Any]:
-                    alerts = [alert.public() for alert in await router.open_alerts()]
-                    return {"alerts": alerts, "calls": router.calls.status().to_json()}
-
-                log.info(
-                    "alerts: routing on (%s); %s",
-                    ", ".join(sorted(ctx.channels)) or "no channels",
-                    router.calls.status().words(),
-                )
-                yield Parts(
-                    tools=((RAISE_ALERT, always), (MANAGE_ALERTS, always)),
-                    commands={"/alerts": _alerts_command(router, ctx.clock)},
-                    interceptors=(lambda core: AlertReplies(router, core.agent),),
-                    routes=tuple(routes),
-                    # The alert a message is about changes with the message: in the note.
-                    prompt_sections=(reply_words_section, changing(alert_prompt_section)),
-                    status=(status_section,),
-                    services=Services(alerts=router),
-                    owner_listeners=router.owner_listeners,
-                )
-            finally:
-                await router.stop()
+            yield Parts(
+                tools=((RAISE_ALERT, always), (MANAGE_ALERTS, always)),
+                commands={"/alerts": _alerts_command(router, ctx.clock)},
+                interceptors=(lambda core: AlertReplies(router, core.agent),),
+                routes=tuple(routes),
+                # The alert a message is about changes with the message: in the note.
+                prompt_sections=(reply_words_section, changing(alert_prompt_section)),
+                status=(status_section,),
+                services=Services(alerts=router),
+                owner_listeners=router.owner_listeners,
+            )
         finally:
-            if sms is not None:
-                await sms.stop()
+            await router.stop()
 
     return feature
 

@@ -27,7 +27,6 @@ from agent.alerts.directives import Resolve
 from agent.alerts.router import AlertRouter
 from agent.app.application import Feature, FeatureContext, Parts, Route
 from agent.context import RunContext
-from agent.owner import owner_chat
 from agent.tools.monitors import SETTINGS, manage_monitor, monitor_view, ping_base
 from channels.delivery.outbox import Outbox
 from channels.types import OutboundMessage
@@ -82,7 +81,7 @@ def _hooks(router: AlertRouter, outbox: Outbox, ctx: FeatureContext) -> Hooks:
         again = "steady and up again" if monitor.told == "flapping" else "up again"
         text = f"✅ {monitor.name} is {again} after {down_for_text(down_for)}{closed}."
         since = monitor.down_since.isoformat() if monitor.down_since else "?"
-        target = owner_chat(ctx.owners, ctx.channels, primary=ctx.owner.current.primary_channel)
+        target = ctx.reach.chat(primary=ctx.owner.current.primary_channel)
         key = f"monitor-up:{monitor.id}:{since}"
         await outbox.enqueue(OutboundMessage(target.channel, target.chat_id, text, key))
 

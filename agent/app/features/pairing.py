@@ -1,5 +1,5 @@
 """Telegram pairing and the paired owners: the dispatcher's pairing step, the paired
-owners read again from the database now and then (``agent.owner.Owners``), and the
+owners read again from the database now and then (``agent.reach.Owners``), and the
 ``owners`` status section (``/status``)."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any
 from agent.app.application import FeatureContext, Parts
 from agent.config import Settings
 from agent.conversation.pairing import REFRESH_EVERY, Pairing
+from channels.registry import ChannelName
 from runtime.tasks import stop_task, wait_event
 
 log = logging.getLogger(__name__)
@@ -24,7 +25,7 @@ async def pairing_feature(ctx: FeatureContext) -> AsyncIterator[Parts]:
     async def owners_section() -> dict[str, Any]:
         return {"owners": await owners_status(ctx.settings, pairing)}
 
-    if "telegram" in ctx.channels and not ctx.owners.telegram_ids:
+    if ChannelName.TELEGRAM in ctx.channels and ctx.reach.address(ChannelName.TELEGRAM) is None:
         log.warning("telegram: no owner yet; write to the bot to get a pairing code")
         for pending in await pairing.store.pending():
             log.warning("pairing: %s", pending.command(pairing.cli))
@@ -47,7 +48,7 @@ async def owners_status(settings: Settings, pairing: Pairing) -> dict[str, Any]:
         for o in paired
         if o.user_id not in configured
     ]
-    return {"telegram": telegram, "pending_pairing": len(await pairing.store.pending())}
+    return {ChannelName.TELEGRAM: telegram, "pending_pairing": len(await pairing.store.pending())}
 
 
 async def _keep_current(pairing: Pairing, stop: asyncio.Event) -> None:

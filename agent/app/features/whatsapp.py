@@ -1,25 +1,31 @@
 """Wires WhatsApp into the app: channel, trust resolver, tools, prompt section, notices.
 
-Everything here runs only when ``WHATSAPP_ENABLED=true``; the channel module (and
-neonize with it) is imported only then.
+Built by the WhatsApp entry of the channel registry (``agent.app.registry``), only when
+``WHATSAPP_ENABLED=true``; the channel module (and neonize with it) is imported only
+then. Its connection notices go through the alert router, which a feature after this
+one provides: they wait in a queue until the agent exists (``Parts.start``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from agent.alerts.router import AlertRouter
-from agent.app.application import Feature, FeatureContext, Parts
+from agent.app.application import Built, ChannelSetup, Core, FeatureContext, Parts
 from agent.config import Settings
 from agent.conversation.dispatch import TierResolver, Trust
-from agent.owner import Owners, OwnerSettings, owner_chat
+from agent.owner import OwnerSettings
+from agent.reach import Reach
 from agent.tools.whatsapp import WHATSAPP_TOOLS, permissions_section, whatsapp_connected
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import BurstRule
-from channels.types import Channel, InboundMessage, OutboundMessage
+from channels.registry import ChannelName
+from channels.types import InboundMessage, OutboundMessage
+from runtime.tasks import stop_task
 from storage.repos.whatsapp_permissions import WhatsAppPermissions, normalise_address
 
 if TYPE_CHECKING:
@@ -52,11 +58,7 @@ def make_resolver(settings: Settings, permissions: WhatsAppPermissions) -> TierR
 
 
 def make_notifier(
-    owners: Owners,
-    outbox: Outbox,
-    channels: Mapping[str, Channel],
-    owner: OwnerSettings,
-    alerts: AlertRouter | None,
+    outbox: Outbox, reach: Reach, owner: OwnerSettings, alerts: AlertRouter | None
 ) -> Callable[[str, str], Awaitable[None]]:
     """Connection notices reach the owner somewhere else than WhatsApp.
 
@@ -70,13 +72,13 @@ def make_notifier(
                 severity="warning",
                 title="WhatsApp is logged out" if kind != "disconnected" else "WhatsApp is down",
                 body=text,
-                dedupe_key=f"whatsapp:{kind}",
-                source="whatsapp",
+                dedupe_key=f"{ChannelName.WHATSAPP}:{kind}",
+                source=ChannelName.WHATSAPP,
             )
             return
         primary = owner.current.primary_channel
-        target = owner_chat(owners, channels, avoid="whatsapp", primary=primary)
-        if target.channel not in channels:
+        target = reach.chat(avoid=ChannelName.WHATSAPP, primary=primary)
+        if target.channel not in reach.running:
             log.warning("no other channel to tell the owner: %s", text)
             return
         await outbox.enqueue(
@@ -106,52 +108,72 @@ def burst_rule(settings: Settings, seconds: float) -> BurstRule:
     return rule
 
 
-def make_whatsapp_feature(
+def whatsapp_channel(
+    setup: ChannelSetup,
     client_factory: ClientFactory | None = None,
     *,
     burst_seconds: float = BURST_SECONDS,
     **options: Any,
-) -> Feature:
-    """The feature; tests pass a fake ``client_factory`` and short timings."""
+) -> Built | None:
+    """The channel (not started), and the feature that gives the agent its tools, its
+    resolver and its notices; tests pass a fake ``client_factory`` and short timings.
+
+    The connection notices wait in a queue until the alert router, which a later
+    feature provides, exists (``Parts.start``); none is lost before then."""
+    if not setup.exclusive_transports:
+        log.info("whatsapp: left to `watchkeeper run` (one session, one client)")
+        return None
+    from channels.whatsapp import WhatsAppChannel, neonize_client
+
+    settings = setup.settings
+    permissions = WhatsAppPermissions(setup.database.db)
+
+    async def group_allowed(jid: str) -> bool:
+        record = await permissions.get(jid.lower())
+        return record is not None and record.can_read
+
+    notices: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+
+    async def notify(kind: str, text: str) -> None:
+        notices.put_nowait((kind, text))
+
+    channel = WhatsAppChannel(
+        settings.whatsapp_session_path,
+        client_factory=client_factory or neonize_client,
+        group_allowed=group_allowed,
+        notify=notify,
+        clock=setup.clock,
+        **options,
+    )
+    log.info("whatsapp: session in %s", settings.whatsapp_session_path)
 
     async def whatsapp(ctx: FeatureContext) -> AsyncIterator[Parts]:
-        settings = ctx.settings
-        if not settings.whatsapp_enabled:
-            yield Parts()
-            return
-        if not ctx.exclusive_transports:
-            log.info("whatsapp: left to `watchkeeper run` (one session, one client)")
-            yield Parts()
-            return
-        from channels.whatsapp import WhatsAppChannel, neonize_client
+        telling: list[asyncio.Task[None]] = []
 
-        permissions = WhatsAppPermissions(ctx.database.db)
+        async def start(core: Core) -> None:
+            """Tell the owner of each notice, through the alert router when it runs."""
+            tell = make_notifier(ctx.outbox, ctx.reach, ctx.owner, core.deps.alerts)
+            telling.append(asyncio.create_task(_tell(notices, tell), name="whatsapp-notices"))
 
-        async def group_allowed(jid: str) -> bool:
-            record = await permissions.get(jid.lower())
-            return record is not None and record.can_read
-
-        channel = WhatsAppChannel(
-            settings.whatsapp_session_path,
-            client_factory=client_factory or neonize_client,
-            group_allowed=group_allowed,
-            notify=make_notifier(
-                ctx.owners, ctx.outbox, ctx.channels, ctx.owner, ctx.services.alerts
-            ),
-            clock=ctx.clock,
-            **options,
-        )
-        await ctx.add_channel(channel)
-        log.info("channel: whatsapp (session in %s)", settings.whatsapp_session_path)
         yield Parts(
             tools=tuple((tool, whatsapp_connected) for tool in WHATSAPP_TOOLS),
-            resolvers={"whatsapp": make_resolver(settings, permissions)},
-            burst_rules={"whatsapp": burst_rule(settings, burst_seconds)},
+            resolvers={ChannelName.WHATSAPP: make_resolver(settings, permissions)},
+            burst_rules={ChannelName.WHATSAPP: burst_rule(settings, burst_seconds)},
             prompt_sections=(permissions_section,),
+            start=start,
         )
-        await channel.stop()
+        for task in telling:
+            await stop_task(task)
 
-    return whatsapp
+    return Built(channel, feature=whatsapp)
 
 
-whatsapp_feature: Feature = make_whatsapp_feature()
+async def _tell(
+    notices: asyncio.Queue[tuple[str, str]], tell: Callable[[str, str], Awaitable[None]]
+) -> None:
+    while True:
+        kind, text = await notices.get()
+        try:
+            await tell(kind, text)
+        except Exception:
+            log.exception("could not deliver the WhatsApp %s notice", kind)

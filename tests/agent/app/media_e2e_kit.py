@@ -23,8 +23,8 @@ from twilio.request_validator import RequestValidator
 from agent.app.application import App, Feature
 from agent.app.core import build_app
 from agent.app.features.alerts import AlertingOptions, alerting
-from agent.app.features.whatsapp import make_whatsapp_feature
 from agent.app.http import make_web_app
+from agent.app.registry import REGISTRY, ChannelEntry, replaced, whatsapp_entry
 from tests.agent.llm.llm_kit import GEMINI_KEY, OPENAI_KEY
 from tests.conftest import make_settings
 from tests.contexts import owner_ctx
@@ -213,6 +213,7 @@ async def media_rig(
             **(settings or {}),
         }
         features: list[Feature] = []
+        registry: tuple[ChannelEntry, ...] = REGISTRY
         clients: list[FakeClient] = []
         twilio: FakeTwilio | None = None
         if channel == "telegram":
@@ -226,7 +227,9 @@ async def media_rig(
                 return clients[-1]
 
             values |= {"whatsapp_enabled": True, "owner_phone": OWNER_WA}
-            features.append(make_whatsapp_feature(factory, burst_seconds=0.05, health_every=3600))
+            registry = replaced(
+                REGISTRY, whatsapp_entry(factory, burst_seconds=0.05, health_every=3600)
+            )
         else:
             twilio = await stack.enter_async_context(FakeTwilio())
             values |= {"twilio_account_sid": twilio.account_sid,
@@ -236,7 +239,12 @@ async def media_rig(
                        "owner_phone": OWNER_SMS}  # fmt: skip
             features.append(alerting(AlertingOptions(background=False)))
         app = await stack.enter_async_context(
-            build_app(make_settings(**values), embedded=app_db.server, features=features)
+            build_app(
+                make_settings(**values),
+                embedded=app_db.server,
+                features=features,
+                registry=registry,
+            )
         )
         stack.push_async_callback(app.database.client.drop_database, db_name)
         driver: Driver

@@ -28,7 +28,6 @@ from agent.config import Settings
 from agent.conversation.dispatch import refusal
 from agent.conversation.pairing import busy_text
 from agent.conversation.pairing import welcome as welcome_text
-from agent.owner import owner_address
 from channels.telegram import TelegramChannel
 from runtime.backoff import Backoff
 from tests.agent.cli.procs import free_port, run_env
@@ -133,7 +132,7 @@ async def test_a_newcomer_pairs_and_is_answered_as_the_owner(
         assert len(model.requests) == 1 and model.requests[0].messages[-1].text.endswith(
             "what can you do?"
         )
-        assert owner_address(app.deps.owners, "telegram") == str(NEWCOMER)  # alerts go there now
+        assert app.deps.reach.address("telegram") == str(NEWCOMER)  # alerts go there now
         await settle(app, fake, push(fake, NEWCOMER, "/status"))
         assert "Telegram owners: @ann_new (777, paired)" in fake.sent[-1].visible
 
@@ -180,7 +179,7 @@ async def test_an_owner_paired_in_another_process_is_known_and_settings_stay_as_
         await settle(app, fake, push(fake, NEWCOMER, "what can you do?"))
         assert fake.sent[-1].visible == "Hello, owner."
         assert len(model.requests) == 1
-        assert owner_address(app.deps.owners, "telegram") == str(NEWCOMER)
+        assert app.deps.reach.address("telegram") == str(NEWCOMER)
     assert settings == as_given
     assert settings.owner_telegram_ids == []
 

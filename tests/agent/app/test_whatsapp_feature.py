@@ -4,8 +4,9 @@ WhatsApp, with real neonize protobuf events through a fake client and a scripted
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,10 @@ import pytest
 from neonize.proto.Neonize_pb2 import Connected, Disconnected, LoggedOut
 
 from agent.app.core import build_app
-from agent.app.features.whatsapp import make_notifier, make_whatsapp_feature
+from agent.app.features.whatsapp import make_notifier
+from agent.app.registry import REGISTRY, replaced, whatsapp_entry
 from agent.cli.whatsapp_link import link
+from channels.types import Channel
 from storage.repos.whatsapp_permissions import WhatsAppPermissions
 from tests.channels.whatsapp_kit import ALICE, BOB, OWNER, Kit, kit
 from tests.conftest import make_settings
@@ -119,7 +122,7 @@ async def test_notices_use_the_alert_router_when_present(kit: Kit) -> None:
 
     app = kit.app
     alerts = Alerts()
-    notify = make_notifier(app.deps.owners, app.outbox, app.channels, app.deps.owner, alerts)  # type: ignore[arg-type]
+    notify = make_notifier(app.outbox, app.deps.reach, app.deps.owner, alerts)  # type: ignore[arg-type]
     await notify("logged_out", "WhatsApp was logged out")
     assert raised[0]["severity"] == "warning"
     assert raised[0]["dedupe_key"] == "whatsapp:logged_out"
@@ -133,10 +136,10 @@ async def test_feature_does_nothing_when_disabled(app_db: AppDb, tmp_path: Path)
         mongodb_db=f"wa_{uuid.uuid4().hex[:10]}",
         data_dir=tmp_path,
     )
-    feature = make_whatsapp_feature(lambda path: made.append(path))
+    registry = replaced(REGISTRY, whatsapp_entry(lambda path: made.append(path)))
     model = ScriptedModel(lambda r: "ok")
     async with build_app(
-        settings, embedded=app_db.server, model=model, channels=[], features=[feature]
+        settings, embedded=app_db.server, model=model, channels=[], registry=registry
     ) as app:
         assert "whatsapp" not in app.channels
         await app.database.client.drop_database(settings.mongodb_db)
@@ -154,10 +157,10 @@ async def test_terminal_chat_leaves_the_whatsapp_session_to_run(
         whatsapp_enabled=True,
         owner_phone=OWNER,
     )
-    feature = make_whatsapp_feature(lambda path: clients.append(FakeClient(path)) or clients[-1])
+    whatsapp = whatsapp_entry(lambda path: clients.append(FakeClient(path)) or clients[-1])
     async with build_app(
         settings, embedded=app_db.server, model=ScriptedModel(lambda r: "x"), channels=[],
-        features=[feature], exclusive_transports=False,
+        registry=replaced(REGISTRY, whatsapp), exclusive_transports=False,
     ) as app:  # fmt: skip
         assert "whatsapp" not in app.channels and clients == []
         await app.database.client.drop_database(settings.mongodb_db)
@@ -198,6 +201,15 @@ async def test_link_validates_the_phone_and_pairs(tmp_path: Path) -> None:
 @pytest.fixture
 async def alert_kit(app_db: AppDb, tmp_path: Path) -> AsyncIterator[Kit]:
     """WhatsApp as the owner's only chat channel, with the real alert router."""
+    async with whatsapp_alerts(app_db, tmp_path) as kit:
+        yield kit
+
+
+@contextlib.asynccontextmanager
+async def whatsapp_alerts(
+    app_db: AppDb, tmp_path: Path, channels: Sequence[Channel] = ()
+) -> AsyncIterator[Kit]:
+    """WhatsApp (and ``channels``) with the real alert router."""
     from agent.app.features.alerts import AlertingOptions, alerting
 
     clients: list[FakeClient] = []
@@ -213,14 +225,13 @@ async def alert_kit(app_db: AppDb, tmp_path: Path) -> AsyncIterator[Kit]:
         whatsapp_enabled=True,
         owner_phone=OWNER,
     )
-    features = [
-        alerting(AlertingOptions(background=False)),
-        make_whatsapp_feature(factory, burst_seconds=0.2, health_every=3600),
-    ]
+    features = [alerting(AlertingOptions(background=False))]
+    whatsapp = whatsapp_entry(factory, burst_seconds=0.2, health_every=3600)
     model = ScriptedModel(lambda r: "agent answer")
     async with build_app(
-        settings, embedded=app_db.server, model=model, channels=[], features=features
-    ) as app:
+        settings, embedded=app_db.server, model=model, channels=list(channels), features=features,
+        registry=replaced(REGISTRY, whatsapp),
+    ) as app:  # fmt: skip
         assert app.deps.alerts is not None
         # No quiet hours: the default (22:00-07:00) would hold these info alerts at night.
         await app.deps.alerts.owner.update(quiet_hours=[])
@@ -250,7 +261,9 @@ async def test_an_alert_reaches_the_owner_on_whatsapp_and_ack_works(alert_kit: K
     assert stored.status == "acknowledged"
 
 
-async def test_whatsapp_logging_out_is_reported_on_another_channel(alert_kit: Kit) -> None:
+async def test_whatsapp_logging_out_is_reported_on_another_channel(
+    app_db: AppDb, tmp_path: Path
+) -> None:
     import io
 
     from channels.console import ConsoleChannel
@@ -259,12 +272,8 @@ async def test_whatsapp_logging_out_is_reported_on_another_channel(alert_kit: Ki
         raise EOFError
 
     out = io.StringIO()
-    console = ConsoleChannel(out=out, read_line=no_input)
-    await console.start(alert_kit.app.pipeline.submit)
-    alert_kit.app.channels["console"] = console  # WhatsApp stays first in preference
-    try:
+    console = ConsoleChannel(out=out, read_line=no_input)  # WhatsApp stays first in preference
+    async with whatsapp_alerts(app_db, tmp_path, [console]) as alert_kit:
         await alert_kit.client.emit(LoggedOut())
         await until(lambda: "WhatsApp is logged out" in out.getvalue())
-    finally:
-        await console.stop()
-    assert not any("logged out" in text for _, text in alert_kit.client.sent)
+        assert not any("logged out" in text for _, text in alert_kit.client.sent)

@@ -14,7 +14,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from agent.cli.pair import pair
 from agent.config import Settings
 from agent.conversation.pairing import Pairing
-from agent.owner import Owners
+from agent.reach import Owners
 from storage.repos.pairing import PairingStore
 from tests.conftest import make_settings
 from tests.fakes.clock import FakeClock

@@ -16,7 +16,7 @@ from agent.app.application import App
 from agent.app.core import build_app
 from agent.app.features.alerts import AlertingOptions, alerting
 from agent.app.features.scheduling import SchedulingOptions, scheduling
-from agent.app.features.whatsapp import make_whatsapp_feature
+from agent.app.registry import REGISTRY, replaced, whatsapp_entry
 from tests.conftest import make_settings
 from tests.contexts import owner_ctx
 from tests.databases import AppDb
@@ -80,12 +80,13 @@ async def owner_app(app_db: AppDb, tmp_path: Path) -> AsyncIterator[tuple[App, S
     features = [
         alerting(AlertingOptions(background=False)),
         scheduling(SchedulingOptions(timer=False)),
-        make_whatsapp_feature(factory, burst_seconds=0.2, health_every=3600),
     ]
+    whatsapp = whatsapp_entry(factory, burst_seconds=0.2, health_every=3600)
     channels = [RecordingChannel("telegram", sender=42)]
     async with build_app(
-        settings, embedded=app_db.server, model=model, channels=list(channels), features=features
-    ) as app:
+        settings, embedded=app_db.server, model=model, channels=list(channels), features=features,
+        registry=replaced(REGISTRY, whatsapp),
+    ) as app:  # fmt: skip
         try:
             await clients[0].emit(Connected())
             yield app, model
