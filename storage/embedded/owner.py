@@ -200,7 +200,12 @@ class EmbeddedServer:
                 spare.dismiss()
 
     async def start(self) -> str:
-        """Own the server (start it) or, if another process owns it, attach to it."""
+        """Own the server (start it) or, if another process owns it, attach to it. Once
+        started, its address at once: a second start (a database opened again on the same
+        server) must not touch it, and its cancellation must not stop it."""
+        running = self._process is not None and self._process.poll() is None
+        if self.owner and self.uri and running:
+            return self.uri
         await asyncio.to_thread(self.data_dir.mkdir, parents=True, exist_ok=True)
         deadline = time.monotonic() + ATTACH_TIMEOUT
         said = False
@@ -368,6 +373,7 @@ class EmbeddedServer:
     async def stop(self) -> None:
         await asyncio.to_thread(self._terminate)
         self._release()
+        self.owner, self.uri = False, ""
 
     def _terminate(self) -> None:
         process, self._process = self._process, None
