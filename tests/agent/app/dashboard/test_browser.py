@@ -67,6 +67,7 @@ async def test_a_phone_sees_the_nav_and_the_buttons(browser: Browser, dash: Harn
         "Alerts",
         "Jobs",
         "Spend",
+        "Memory",
     ]
     assert await browser.script(WIDTH) == [PHONE[0], PHONE[0]]
     assert await browser.script(OUTSIDE, "nav.nav a, #open-alerts button", PHONE[0]) == 0
