@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a plain s
 
 from agent.app.registry import reach
 from agent.config import Settings
-from agent.context import AgentDeps, system_clock
+from agent.context import AgentDeps
 from agent.conversation.agent import Agent
 from agent.conversation.dispatch import Dispatcher
 from agent.owner import OwnerSettings
@@ -45,6 +45,7 @@ from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
 from channels.telegram import TelegramChannel
 from channels.telegram.flood import TELEGRAM_LIMITS, FloodLimits
+from runtime.clock import utcnow
 from runtime.loop import run as run_app_loop
 from storage.db import open_database
 from tests.fakes.scripted import Request, ScriptedModel
@@ -88,8 +89,8 @@ async def _run(args: argparse.Namespace, data: Path, settings: Settings) -> list
         db = database.db
         channel = TelegramChannel(TOKEN, fake.url, poll_timeout=5, limits=limits)
         channels = {"telegram": channel}
-        outbox = Outbox(db, channels, system_clock, poll_seconds=0.5)
-        owner = OwnerSettings(db, system_clock, settings.timezone)
+        outbox = Outbox(db, channels, utcnow, poll_seconds=0.5)
+        owner = OwnerSettings(db, utcnow, settings.timezone)
         deps = AgentDeps(
             settings=settings, db=db, http=http, outbox=outbox, owner=owner,
             reach=reach(Owners(settings), channels),
