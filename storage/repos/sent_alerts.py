@@ -17,7 +17,6 @@ from typing import Any
 from pymongo import DESCENDING
 from pymongo.asynchronous.database import AsyncDatabase
 
-from channels.registry import ChannelName
 from storage import collections as c
 from storage.retry import INSERT_FIELD
 
@@ -61,7 +60,7 @@ async def replied_alert(
     if external_id.isdigit():
         ids.append(int(external_id))
     query: Doc = {ALERT_CODE: {"$exists": True}, "channel": channel, "external_ids": {"$in": ids}}
-    if channel == ChannelName.TELEGRAM:
+    if channel == "telegram":  # storage names channels as they are stored
         query["chat_id"] = chat_id
     doc = await db[c.OUTBOX].find_one(query, projection={"meta": 1, "idempotency_key": 1})
     return _sent_alert(doc)
