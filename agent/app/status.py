@@ -19,6 +19,7 @@ from agent.spend.report import priced
 from channels.delivery.outbox import Outbox
 from channels.registry import ChannelName
 from channels.types import Channel, InboundMessage, Reply
+from scheduler.views import quiet_text
 
 
 class StatusSource(Protocol):
@@ -110,8 +111,7 @@ def zone_section(deps: AgentDeps) -> StatusSection:
     async def section() -> dict[str, Any]:
         prefs = await deps.owner.load()
         chosen = deps.settings.timezone_chosen or prefs.zone_stored
-        windows = (q.as_dict() for q in prefs.quiet_hours)
-        quiet = ", ".join(f"{w['start']}-{w['end']}" for w in windows) or "off"
+        quiet = quiet_text(prefs.quiet_dicts())
         return {"zone": {"timezone": prefs.timezone, "chosen": chosen, "quiet_hours": quiet}}
 
     return section

@@ -173,6 +173,12 @@ class Hold:
     tokens: int
 
 
+def notice_key(day: date, level: Level) -> str:
+    """The ``usage`` claim of a day's notice at ``level`` (its alert's key is
+    ``budget:`` and this): told once a day, resolved by the same key."""
+    return f"{day.isoformat()}:budget:{level}"
+
+
 def next_midnight(day: date, tz: tzinfo) -> datetime:
     return datetime.combine(day + timedelta(days=1), time(0), tz)
 
@@ -270,7 +276,7 @@ class TokenBudget:
         self._checked.add(ledger.day)
         if ledger.used >= self.limit:
             return
-        key = f"{ledger.day.isoformat()}:budget:spent"
+        key = notice_key(ledger.day, "spent")
         try:
             dropped = await self.db[c.USAGE].delete_one({"_id": key})
             if dropped.deleted_count and self.unnotify is not None:
@@ -283,8 +289,9 @@ class TokenBudget:
         still open for them is resolved (the next day tells its own)."""
         if self.unnotify is None:
             return
-        for level in ("warned", "spent"):
-            key = f"{day.isoformat()}:budget:{level}"
+        levels: tuple[Level, ...] = ("warned", "spent")
+        for level in levels:
+            key = notice_key(day, level)
             try:
                 await self.unnotify(f"budget:{key}")
             except Exception:
@@ -484,7 +491,7 @@ class TokenBudget:
         if (view.day, level) in self._told:
             return
         self._told.add((view.day, level))
-        key = f"{view.day.isoformat()}:budget:{level}"
+        key = notice_key(view.day, level)
         try:
             await self.db[c.USAGE].insert_one({"_id": key, "at": self.clock()})
         except DuplicateKeyError:

@@ -138,7 +138,7 @@ async def test_each_exchange_logs_one_line_without_its_words(
 async def test_status_says_the_zone_was_never_chosen_until_it_is(app: App) -> None:
     text = await _command(app, "/status")
     assert (
-        "Timezone: UTC, never chosen: quiet hours (22:00-07:00) are UTC; tell me where you "
+        "Timezone: UTC, never chosen: quiet hours (22:00–07:00) are UTC; tell me where you "
         "are to change it" in text
     )
     await app.deps.owner.update(timezone="Europe/Berlin")
