@@ -169,18 +169,20 @@ async def collect(sources: HealthSources) -> Health:
         others = {"model": unknown, "outbox": unknown, "mcp": mcp_health(sources.mcp)}
         return Health(db, scheduler, channels, others, engine)
     scheduler, model, outbox = await asyncio.gather(
-        _bounded(scheduler_health(sources.scheduling, sources.clock())),
-        _bounded(model_health(sources.database)),
-        _bounded(outbox_health(sources.database, sources.clock())),
+        _bounded(lambda: scheduler_health(sources.scheduling, sources.clock())),
+        _bounded(lambda: model_health(sources.database)),
+        _bounded(lambda: outbox_health(sources.database, sources.clock())),
     )
     others = {"model": model, "outbox": outbox, "mcp": mcp_health(sources.mcp)}
     return Health(db, scheduler, channels, others, engine)
 
 
-async def _bounded(check: Awaitable[Component]) -> Component:
+async def _bounded(check: Callable[[], Awaitable[Component]]) -> Component:
+    """``check()`` within ``QUERY_SECONDS``. Made here, not by the caller: a gather
+    cancelled before this task first runs would leave a made coroutine never awaited."""
     try:
         async with asyncio.timeout(QUERY_SECONDS):
-            return await check
+            return await check()
     except Exception as exc:  # a read that failed says nothing about the component
         return Component("unknown", {"error": type(exc).__name__})
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import signal
 import socket
 import uuid
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -412,3 +414,26 @@ async def until_gone(sources: HealthSources) -> None:
         if await sources.database.health(seconds=0.3) == "unreachable":
             return
     raise AssertionError("the killed server still answers")
+
+
+async def test_a_check_cut_short_leaves_no_coroutine_unawaited(
+    app_db: AppDb, tmp_path: Path
+) -> None:
+    """A check cancelled at any step (the switch's own deadline, a stop) leaves nothing
+    behind: before, a gather cancelled before its tasks ran left their checks made and
+    never awaited ("coroutine 'model_health' was never awaited" at the next collection)."""
+    async with receiver() as hc, watched_app(app_db, tmp_path, hc.url) as app:
+        sources = HealthSources.of_app(app)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for steps in range(40):
+                task = asyncio.create_task(collect(sources))
+                for _ in range(steps):
+                    await asyncio.sleep(0)
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+                gc.collect()
+        assert await collect(sources)  # and a whole check still answers
+    unawaited = [str(w.message) for w in caught if "never awaited" in str(w.message)]
+    assert unawaited == []
