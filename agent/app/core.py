@@ -30,6 +30,7 @@ from agent.app.registry import REGISTRY, ChannelEntry
 from agent.app.shutdown import Shutdown, ShutdownStack
 from agent.config import Settings, ensure_data_dir
 from agent.llm.factory import build_model, check_model
+from agent.llm.lazy_sdk import warm_model
 from channels.types import Channel
 from runtime.clock import utcnow
 from runtime.tasks import stop_task
@@ -141,7 +142,11 @@ async def build_app(
         client = asyncio.ensure_future(asyncio.to_thread(_load, DATABASE_MODULES))
         opening = asyncio.ensure_future(_open_database(settings, embedded, data, client))
         agent_modules = asyncio.ensure_future(_load_after(client, (ASSEMBLY,)))
-        store = SinkGate()
+        # The first message read starts the model's SDK loading (``agent.llm.lazy_sdk``):
+        # a message waiting at start is answered as the database opens, not after.
+        warming: list[asyncio.Task[None]] = []
+        store = SinkGate(first=lambda: warming.append(asyncio.create_task(warm_model(model))))
+        stack.push_async_callback(_stop_each, warming)
         chans: dict[str, Channel] = {}
 
         async def start(built: Built) -> None:
@@ -235,6 +240,11 @@ async def _open_database(
     from storage.db import open_configured  # pymongo: loaded when a database opens
 
     return await stack.enter_async_context(open_configured(settings, server=embedded))
+
+
+async def _stop_each(tasks: Sequence[asyncio.Task[None]]) -> None:
+    for task in tasks:
+        await stop_task(task)
 
 
 async def _load_after(first: Awaitable[None], names: Sequence[str]) -> None:

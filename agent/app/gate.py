@@ -19,17 +19,23 @@ Sink = Callable[[InboundMessage], Awaitable[bool]]
 
 class SinkGate:
     """Holds messages until ``open`` gives it the intake's ``submit``; then passes
-    each on."""
+    each on. ``first`` is called when the first message arrives: what only a message
+    needs (the model's SDK) starts loading then, while the database may still be
+    opening, instead of after it is stored."""
 
-    def __init__(self) -> None:
+    def __init__(self, first: Callable[[], None] | None = None) -> None:
         self._sink: Sink | None = None
         self._opened = asyncio.Event()
+        self._first = first
 
     def open(self, sink: Sink) -> None:
         self._sink = sink
         self._opened.set()
 
     async def __call__(self, message: InboundMessage) -> bool:
+        if self._first is not None:
+            first, self._first = self._first, None
+            first()
         if self._sink is None:
             await self._opened.wait()
         assert self._sink is not None

@@ -148,6 +148,46 @@ async def test_the_first_long_poll_goes_out_before_the_database_answers(
     assert [(r["text"], r["status"]) for r in rows] == [("hello before the database", "done")]
 
 
+class WarmingModel(ScriptedModel):
+    """A scripted model with an SDK to load, as the OpenAI adapter has (``warm``)."""
+
+    def __init__(self) -> None:
+        super().__init__(echo)
+        self.warmed = asyncio.Event()
+
+    async def warm(self) -> None:
+        self.warmed.set()
+
+
+async def test_a_message_read_while_the_database_opens_starts_the_model_loading(
+    fake: FakeTelegram, settings: Settings, app_db: AppDb
+) -> None:
+    """The model's SDK (a second of imports) loads while the database opens, from the
+    first message read, so a message waiting at start is not answered a second later
+    than the rest of start-up allows. With no message, nothing loads (idle memory)."""
+    model = WarmingModel()
+    database_answers = asyncio.Event()
+    async with UnheardCloseRelay(app_db.uri, opened=database_answers) as relay:
+        late = settings.model_copy(update={"mongodb_uri": relay.uri + "?directConnection=true"})
+
+        async def run() -> None:
+            async with build_app(late, model=model, channels=[channel(fake)], features=[]):
+                await fake.wait_sent(1)
+
+        running = asyncio.create_task(run())
+        try:
+            await fake.wait_for(lambda: len(fake.calls_to("getUpdates")) == 1)
+            assert not model.warmed.is_set()  # nothing read yet: nothing loaded
+            fake.push_text(OWNER, "hello while the database opens")
+            await until(lambda: waiting_in("SinkGate.__call__"), "the update held at the sink")
+            await asyncio.wait_for(model.warmed.wait(), WATCHDOG)
+            assert len(model.requests) == 0  # loading, not answering: nothing is stored yet
+        finally:
+            database_answers.set()
+            await asyncio.wait_for(running, 15)
+    assert [s.visible for s in fake.sent] == ["you said: hello while the database opens"]
+
+
 @pytest.mark.both_databases
 async def test_what_a_dead_process_left_is_answered_before_what_arrives_at_start(
     fake: FakeTelegram, settings: Settings, db: AsyncDatabase[Doc], app_db: AppDb
