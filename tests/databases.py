@@ -62,10 +62,11 @@ class AppDb:
 async def start_embedded(data_dir: Path) -> AsyncIterator[AppDb]:
     """The embedded server in ``data_dir``, started as ``watchkeeper run`` starts it.
 
-    One difference: no TTL sweeper. It deletes by the wall clock, and would delete what
+    Two differences: mongod's test commands are on (``configureFailPoint``), and there is
+    no TTL sweeper: it deletes by the wall clock, and would delete what
     a test stored under its own fake clock (a held group's ``expires_at`` a day after a
     "now" days ago); ``tests/storage/test_held_expiry.py`` runs one."""
-    server = EmbeddedServer(data_dir, ttl_sweep_seconds=0)
+    server = EmbeddedServer(data_dir, ttl_sweep_seconds=0, test_commands=True)
     uri = await server.start()
     try:
         client = make_client(uri, embedded=True)

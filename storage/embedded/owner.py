@@ -150,6 +150,9 @@ class EmbeddedServer:
     ttl_sweep_seconds: float = 30.0
     """How often the server deletes documents past their TTL index's expiry, by the wall
     clock (0: never; the tests' server, whose documents are dated by a fake clock)."""
+    test_commands: bool = False
+    """mongod's test-only commands (``configureFailPoint``): for the tests' server, which
+    makes the database fail on cue; never for an owner's, where any local process could."""
     uri: str = ""
     owner: bool = False
     _process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
@@ -339,6 +342,7 @@ class EmbeddedServer:
             "--client-idle-timeout", str(self.idle_timeout),
             "--memory-mb", str(self.memory_mb),
             "--ttl-sweep-seconds", str(self.ttl_sweep_seconds),
+            *(["--test-commands"] if self.test_commands else []),
         ]  # fmt: skip
         log_path = self.data_dir / "db.log"
         if spare is not None and (process := spare.assign(options, log_path)) is not None:

@@ -191,6 +191,9 @@ def _parser() -> argparse.ArgumentParser:
         help="load, then read the other options as one JSON list from stdin (EOF: exit)",
     )
     parser.add_argument("--log-file", help="where a spare sends its output once assigned")
+    parser.add_argument(
+        "--test-commands", action="store_true", help="mongod's test-only commands (tests only)"
+    )
     return parser
 
 
@@ -259,6 +262,9 @@ def main(argv: list[str] | None = None) -> int:
             # as a one-node replica set every write also appended to the oplog and kept a
             # retryable-write record, costing database CPU on every write.
             replica_set_name=None,
+            # SecantusDB's class turns on mongod's test-only commands unless told (its
+            # command line does not): here only the tests' server has them.
+            enable_test_commands=args.test_commands,
         )
     except Exception as exc:
         if _is_busy(exc):
