@@ -10,75 +10,24 @@ callbacks (key press, SMS delivery report) are posted signed, as Twilio signs th
 from __future__ import annotations
 
 from typing import Any
-from xml.etree import ElementTree
-
-from twilio.request_validator import RequestValidator
 
 from agent.alerts.calls import CALLS_PER_HOUR
 from storage import collections as c
 from storage.repos import sms_budget
+from tests.agent.alerts.page_test_kit import (
+    BEARER,
+    finished,
+    has_step,
+    lines,
+    press,
+    progress,
+    signed_post,
+    start,
+)
 from tests.databases import AppDb
-from tests.fakes.alert_app import ADMIN, FROM_NUMBER, OWNER_PHONE, PUBLIC_URL, Harness, alert_app
+from tests.fakes.alert_app import OWNER_PHONE, Harness, alert_app
 from tests.fakes.twilio_api import twilio_error
 from tests.waiting import until_async
-
-BEARER = {"Authorization": f"Bearer {ADMIN}"}
-
-
-async def start(h: Harness, **times: float) -> dict[str, Any]:
-    resp = await h.client.post("/api/page-test", json=times, headers=BEARER)
-    assert resp.status == 202, await resp.text()
-    data: dict[str, Any] = await resp.json()
-    return data
-
-
-async def progress(h: Harness, code: str) -> dict[str, Any]:
-    resp = await h.client.get(f"/api/page-test/{code}", headers=BEARER)
-    assert resp.status == 200, await resp.text()
-    data: dict[str, Any] = await resp.json()
-    return data
-
-
-async def finished(h: Harness, code: str) -> dict[str, Any]:
-    """The progress once the test page has ended."""
-    done: dict[str, Any] = {}
-
-    async def ended() -> bool:
-        done.update(await progress(h, code))
-        return bool(done["done"])
-
-    await until_async(ended, "the test page ended")
-    return done
-
-
-def lines(data: dict[str, Any]) -> list[str]:
-    return [step["line"] for step in data["steps"]]
-
-
-async def signed_post(h: Harness, url: str, form: dict[str, str]) -> int:
-    """POST ``form`` to the absolute callback ``url`` Twilio was given, signed."""
-    assert url.startswith(PUBLIC_URL), url
-    signature = RequestValidator(h.twilio.auth_token).compute_signature(url, form)
-    resp = await h.client.post(
-        url.removeprefix(PUBLIC_URL), data=form, headers={"X-Twilio-Signature": signature}
-    )
-    await h.settle()
-    return resp.status
-
-
-async def press(h: Harness, digit: str) -> int:
-    call = h.twilio.calls[-1]
-    gather = ElementTree.fromstring(call.twiml).find("Gather")
-    assert gather is not None, call.twiml
-    form = {
-        "CallSid": call.sid,
-        "AccountSid": h.twilio.account_sid,
-        "From": FROM_NUMBER,
-        "To": OWNER_PHONE,
-        "Digits": digit,
-        "CallStatus": "in-progress",
-    }
-    return await signed_post(h, gather.attrib["action"], form)
 
 
 async def test_the_ladder_in_order_and_a_key_press_acknowledges(app_db: AppDb) -> None:
@@ -86,7 +35,7 @@ async def test_the_ladder_in_order_and_a_key_press_acknowledges(app_db: AppDb) -
         started = await start(h, step_seconds=0, wait_seconds=120)
         code = started["code"]
         assert started["test"] is True and started["done"] is False
-        await until_async(lambda: _has(h, code, "call placed"), "the test call")
+        await until_async(lambda: has_step(h, code, "call placed"), "the test call")
         assert "TEST." in h.chat.texts()[0] and f"#{code}" in h.chat.texts()[0]
         assert len(h.twilio.sent) == 1 and h.twilio.sent[0].to == OWNER_PHONE
         assert "This is a test page." in h.twilio.calls[0].twiml
@@ -116,7 +65,7 @@ async def test_the_ladder_in_order_and_a_key_press_acknowledges(app_db: AppDb) -
 async def test_an_ack_reply_ends_it_and_nothing_more_is_sent(app_db: AppDb) -> None:
     async with alert_app(app_db) as h:
         code = (await start(h, step_seconds=600, wait_seconds=1200))["code"]
-        await until_async(lambda: _has(h, code, "chat sent"), "the chat step")
+        await until_async(lambda: has_step(h, code, "chat sent"), "the chat step")
         await h.chat.say("ack")
         await h.settle()
 
@@ -162,7 +111,7 @@ async def test_outside_the_sms_budget_and_the_call_cap(app_db: AppDb) -> None:
         before = await budget_left(h)
 
         code = (await start(h, step_seconds=0, wait_seconds=120))["code"]
-        await until_async(lambda: _has(h, code, "call placed"), "the test call")
+        await until_async(lambda: has_step(h, code, "call placed"), "the test call")
         assert await press(h, "4") == 200
         done = await finished(h, code)
 
@@ -177,7 +126,7 @@ async def test_a_refused_sms_is_a_failed_step(app_db: AppDb) -> None:
     async with alert_app(app_db, twilio_voice_calls="off") as h:
         h.twilio.push(twilio_error(400, 21211, "Invalid 'To' Phone Number"))
         code = (await start(h, step_seconds=0, wait_seconds=600))["code"]
-        await until_async(lambda: _has(h, code, "sms failed"), "the failed SMS step")
+        await until_async(lambda: has_step(h, code, "sms failed"), "the failed SMS step")
         await h.chat.say(f"{code}a")
         done = await finished(h, code)
         assert "call: skipped (TWILIO_VOICE_CALLS=off)" in lines(done)
@@ -185,15 +134,11 @@ async def test_a_refused_sms_is_a_failed_step(app_db: AppDb) -> None:
         assert done["answered"] == "acknowledged by telegram reply"
 
 
-async def _has(h: Harness, code: str, action: str) -> bool:
-    return action in [s["action"] for s in (await progress(h, code))["steps"]]
-
-
 async def test_a_test_page_left_running_is_ended_at_the_next_start(app_db: AppDb) -> None:
     name = f"pt_{id(app_db)}"
     async with alert_app(app_db, db_name=name) as h:
         code = (await start(h, step_seconds=600, wait_seconds=1200))["code"]
-        await until_async(lambda: _has(h, code, "chat sent"), "the chat step")
+        await until_async(lambda: has_step(h, code, "chat sent"), "the chat step")
     async with alert_app(app_db, db_name=name) as h:
         try:
             done = await progress(h, code)
