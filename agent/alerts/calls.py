@@ -16,6 +16,9 @@ keys). Guarantees:
    alert in the same update that records it; a replayed webhook is answered, not applied.
 5. A call Twilio refuses, or one skipped (switched off, the hourly cap), is written in
    the alert's history; the SMS escalation beside it carries on unchanged.
+
+The same webhook takes an SMS page's delivery report (``event=sms``, asked for by a
+test page: ``agent.alerts.page_test``), written in the history once like a call status.
 """
 
 from __future__ import annotations

@@ -87,14 +87,14 @@ class PageTestRunning(PageTestError):
 
 
 @dataclass(frozen=True)
-class TestTimes:
+class PageTestTimes:
     """How long each step waits for an answer before the next, and the whole test."""
 
     step: timedelta = STEP
     wait: timedelta = WAIT
 
     @classmethod
-    def of(cls, step_seconds: Any = None, wait_seconds: Any = None) -> TestTimes:
+    def of(cls, step_seconds: Any = None, wait_seconds: Any = None) -> PageTestTimes:
         """From the API's numbers (None: the default); ``PageTestError`` names a bad one."""
         step = _seconds("step_seconds", step_seconds, STEP, MOST_STEP)
         wait = _seconds("wait_seconds", wait_seconds, WAIT, MOST_WAIT)
@@ -161,10 +161,10 @@ class PageTests:
         chat = None if chats else "no chat channel reaches the owner"
         return [("chat", chat), ("sms", self._sms_off()), ("call", self._call_off())]
 
-    async def begin(self, times: TestTimes | None = None) -> Alert:
+    async def begin(self, times: PageTestTimes | None = None) -> Alert:
         """Store a test alert and start walking it; ``PageTestRunning`` while one runs,
         ``PageTestError`` when no step could reach the owner."""
-        times = times or TestTimes()
+        times = times or PageTestTimes()
         ladder = self.ladder()
         if all(why is not None for _step, why in ladder):
             reasons = "; ".join(f"{step}: {why}" for step, why in ladder)
@@ -200,20 +200,16 @@ class PageTests:
 
     # -- the walk ----------------------------------------------------------------------
 
-    async def _walk(self, alert: Alert, times: TestTimes) -> None:
+    async def _walk(self, alert: Alert, times: PageTestTimes) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + times.wait.total_seconds()
         try:
-            steps = (self._chat_step, self._sms_step, self._call_step)
-            for number, step in enumerate(steps, start=1):
-                if await step(alert):
-                    last = number == len(steps)
-                    until = deadline if last else min(deadline, loop.time() + _s(times.step))
-                    if await self._answered(alert, until):
-                        break
-                elif await self._answered(alert, loop.time()):
+            for step in (self._chat_step, self._sms_step, self._call_step):
+                went = await step(alert)  # a step that did not go: the next one now
+                until = min(deadline, loop.time() + _s(times.step)) if went else loop.time()
+                if await self._answered(alert, until):
                     break
-            else:
+            else:  # every step taken: the owner has until the deadline
                 await self._answered(alert, deadline)
             await self._end(alert, None, times.wait)
         except asyncio.CancelledError:

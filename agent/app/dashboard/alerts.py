@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from aiohttp import web
 
 from agent.alerts.directives import Ack, Directive, Resolve, Snooze
-from agent.alerts.page_test import PageTestError, TestTimes
+from agent.alerts.page_test import PageTestError, PageTestTimes
 from agent.alerts.router import AlertRouter
 from agent.app.dashboard.context import BY, LIVE_SECONDS, Dashboard, channel_name, plain
 from storage.repos.alert_record import Alert, Step
@@ -162,7 +162,7 @@ def register_actions(router: web.UrlDispatcher, dash: Dashboard) -> None:
         if alerts is None:
             return plain("alerts are not running", 503)
         try:
-            alert = await alerts.page_tests.begin(TestTimes())
+            alert = await alerts.page_tests.begin(PageTestTimes())
         except PageTestError as exc:
             return dash.done(request, "/alerts", f"No test page: {exc}.")
         text = (

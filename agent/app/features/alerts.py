@@ -17,7 +17,7 @@ from aiohttp import web
 
 from agent.alerts.calls import VOICE_WEBHOOK
 from agent.alerts.intake import AlertError
-from agent.alerts.page_test import PageTestError, PageTestRunning, TestTimes, progress
+from agent.alerts.page_test import PageTestError, PageTestRunning, PageTestTimes, progress
 from agent.alerts.policy import RoutingPolicy, summary_line
 from agent.alerts.router import AlertRouter
 from agent.app.application import Feature, FeatureContext, Parts, Route, Services
@@ -91,7 +91,7 @@ def _api_page_test(router: AlertRouter, read_timeout: float) -> tuple[Route, Rou
         if unknown:
             return _json({"error": f"unknown field(s): {_names(unknown)}"}, 400)
         try:
-            times = TestTimes.of(data.get("step_seconds"), data.get("wait_seconds"))
+            times = PageTestTimes.of(data.get("step_seconds"), data.get("wait_seconds"))
             alert = await router.page_tests.begin(times)
         except PageTestRunning as exc:
             return _json({"error": str(exc), "code": exc.code}, 409)
