@@ -44,6 +44,7 @@ from channels.pacing import Lane, Pace, PacingClosed
 from channels.registry import ChannelName
 from channels.types import (
     SMS_BUDGET_TAKEN,
+    SMS_STATUS_CALLBACK,
     VOICE_CALL,
     InboundMessage,
     InboundSink,
@@ -273,13 +274,15 @@ class SmsChannel:
             raise SendError("the hourly SMS budget is used up", retryable=False)
         body, cut = fit_body(message.text)
         segments = count_segments(body)
+        report = message.meta.get(SMS_STATUS_CALLBACK)
+        options = {"status_callback": report} if isinstance(report, str) and report else {}
         try:
             async with self._pace.lane(self._from) as lane:
                 sent = await self._paced(
                     lane,
                     segments.count * self._segment_seconds,
                     lambda: self._client.messages.create_async(
-                        to=message.chat_id, from_=self._from, body=body
+                        to=message.chat_id, from_=self._from, body=body, **options
                     ),
                 )
         except PacingClosed:

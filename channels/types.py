@@ -101,7 +101,10 @@ VERBATIM = "verbatim"
 Markdown link would hide its address, ``**`` and ``_`` would vanish): what the owner
 approves must show every character."""
 SMS_BUDGET_TAKEN = "sms_budget_taken"
-"""``OutboundMessage.meta`` key: the sender already reserved this SMS in the hourly budget."""
+"""``OutboundMessage.meta`` key: the sender already reserved this SMS in the hourly budget
+(or keeps it outside the budget on purpose: a test page's one SMS)."""
+SMS_STATUS_CALLBACK = "sms_status_callback"
+"""``OutboundMessage.meta`` key: the URL Twilio posts this SMS's delivery status to."""
 VOICE_CALL = "voice_call"
 """``OutboundMessage.meta`` key: ring ``chat_id`` instead of texting it; ``text`` is the
 call's TwiML and the value a ``{"status_callback": url, "ring_until": ISO time}`` dict (a

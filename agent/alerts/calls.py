@@ -16,6 +16,9 @@ keys). Guarantees:
    alert in the same update that records it; a replayed webhook is answered, not applied.
 5. A call Twilio refuses, or one skipped (switched off, the hourly cap), is written in
    the alert's history; the SMS escalation beside it carries on unchanged.
+
+The same webhook takes an SMS page's delivery report (``event=sms``, asked for by a
+test page: ``agent.alerts.page_test``), written in the history once like a call status.
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ KEYS: Mapping[str, Directive] = {"4": Ack(), "6": Resolve()}
 REPEAT_KEY = "1"
 CALL_STATUSES = frozenset({"completed", "busy", "no-answer", "failed", "canceled"})
 """Final call states Twilio's status callback reports; each goes in the alert's history."""
+SMS_STATUSES = frozenset({"delivered", "undelivered", "failed"})
+"""Final SMS states a delivery report (``event=sms``) writes in the alert's history."""
 BY = "owner via call"
 XML_HEAD = '<?xml version="1.0" encoding="UTF-8"?>'
 
@@ -192,7 +197,7 @@ class Caller:
                     history=[Step(now, "router", "call skipped", reason)],
                 )
                 return
-            await self._outbox.enqueue(self._call_message(alert, phone, key, now))
+            await self._outbox.enqueue(self.call_message(alert, phone, key, now))
         row = await self._store.outbox_row(key)
         status, error = row.status, row.last_error
         if status == "sent":
@@ -212,18 +217,24 @@ class Caller:
             history=[Step(now, "router", action, detail)],
         )
 
-    def _call_message(self, alert: Alert, phone: str, key: str, now: datetime) -> OutboundMessage:
+    def call_message(
+        self, alert: Alert, phone: str, key: str, now: datetime, lead: str = ""
+    ) -> OutboundMessage:
+        """The call that announces ``alert`` (``lead`` said first), for the outbox under
+        ``key``; its status comes back to the voice webhook."""
         code = alert.code
         call = {
-            "status_callback": self._url(code, "status"),
+            "status_callback": self.url(code, "status"),
             "ring_until": (now + RING_WINDOW).isoformat(),
         }
         meta = {"alert_code": code, VOICE_CALL: call}
-        return OutboundMessage(ChannelName.SMS, phone, self.twiml(alert), key, meta=meta)
+        return OutboundMessage(ChannelName.SMS, phone, self.twiml(alert, lead), key, meta=meta)
 
     # -- what the call says ----------------------------------------------------------
 
-    def _url(self, code: str, event: str) -> str:
+    def url(self, code: str, event: str) -> str:
+        """The voice webhook's address for ``event`` (``key``, ``status``, ``sms``) of
+        the alert ``code``: a Twilio callback names its alert in the query."""
         return f"{self._webhook}?{urlencode({'alert': code, 'event': event})}"
 
     def twiml(self, alert: Alert, lead: str = "") -> str:
@@ -236,7 +247,7 @@ class Caller:
         )
         gather = (
             f'<Gather numDigits="1" timeout="{GATHER_SECONDS}" method="POST" '
-            f"action={quoteattr(self._url(code, 'key'))}>{_say(text)}</Gather>"
+            f"action={quoteattr(self.url(code, 'key'))}>{_say(text)}</Gather>"
         )
         return _response(gather, _say(f"No key pressed. Alert {code} stays open. Goodbye."))
 
@@ -250,6 +261,10 @@ class Caller:
         if query.get("event") == "status":
             if alert is not None:
                 await self._call_status(alert, form)
+            return _response()
+        if query.get("event") == "sms":
+            if alert is not None:
+                await self._sms_status(alert, form)
             return _response()
         if not code:
             return _response(_say("This call names no alert. Goodbye."))
@@ -288,6 +303,15 @@ class Caller:
             await self._outbox.enqueue(message)
             if await self._store.outbox_status(message.idempotency_key) == "sent":
                 return
+
+    async def _sms_status(self, alert: Alert, form: Mapping[str, str]) -> None:
+        """An SMS page's delivery report (``MessageStatus``), once in the history."""
+        status, sid = form.get("MessageStatus", ""), form.get("MessageSid", "")[:64]
+        if status not in SMS_STATUSES:
+            return
+        line = Step(self._clock(), "twilio", f"sms {status}", f"message {sid}")
+        if await self._store.note_call_event(alert.id, f"{sid}:{status}", [line]):
+            log.info("alert #%s: sms %s", alert.code, status)
 
     async def _call_status(self, alert: Alert, form: Mapping[str, str]) -> None:
         status, sid = form.get("CallStatus", ""), form.get("CallSid", "")[:64]

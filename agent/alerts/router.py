@@ -30,6 +30,7 @@ from agent.alerts.directives import Directive, format_duration
 from agent.alerts.intake import AlertError, Raising, validate
 from agent.alerts.lifecycle import Lifecycle, Outcome
 from agent.alerts.outcome import Raised, RoutingFacts, routing_facts
+from agent.alerts.page_test import PageTests
 from agent.alerts.sending import Pager, Sender
 from agent.config import Settings
 from agent.owner import Listener as OwnerListener
@@ -76,6 +77,17 @@ class AlertRouter:
         )
         """Phone calls: rung from ``tick``; their webhook is ``calls.answer``."""
         self._sender = Sender(self.store, self._pager, lambda: self.routing, self.calls.next_call)
+        self.page_tests = PageTests(
+            self.store,
+            self._pager,
+            outbox,
+            self.calls,
+            reach,
+            settings,
+            clock,
+            lambda: self.owner.tz,
+        )
+        """Test pages (``watchkeeper page-test``): their own short ladder, never ``tick``'s."""
         self._fixed_policy = policy is not None
         self.lifecycle = Lifecycle(self.store, lambda: self.owner.tz)
         if owner is None:
@@ -105,10 +117,12 @@ class AlertRouter:
     async def start(self, *, background: bool = True) -> None:
         if not self._fixed_policy:
             self.policy = await r.load_policy(self._db)
+        await self.page_tests.start()
         if background:
             self._task = asyncio.create_task(self._run(), name="alerts")
 
     async def stop(self) -> None:
+        await self.page_tests.stop()
         await stop_task(self._task)
         self._task = None
 
@@ -242,6 +256,7 @@ class AlertRouter:
         outcome = await self.lifecycle.apply(alert, directive, by, self._clock(), self.routing)
         if outcome.changed:
             self._wake.set()
+            self.page_tests.changed()
         return outcome
 
     async def escalate(self, code: str, by: str) -> Outcome:
@@ -256,6 +271,8 @@ class AlertRouter:
             return Outcome(f"#{code} is resolved; there is nothing to escalate.", alert)
         if status == "muted":
             return Outcome(f"#{code} is muted; unmute it first.", alert)
+        if alert.test:
+            return Outcome(f"#{code} is a test page: it takes its next step by itself.", alert)
         claimed = await self.store.change(  # the lease keeps the timer loop off it meanwhile
             alert.id,
             when_status=(status,),

@@ -1,4 +1,5 @@
-"""``watchkeeper`` command line: run, chat, doctor, schedule, whatsapp link, pair.
+"""``watchkeeper`` command line: run, chat, doctor, schedule, whatsapp link, pair,
+page-test.
 
 Every command runs on ``runtime.loop.run`` (uvloop where it is installed).
 """
@@ -158,7 +159,28 @@ def _parser() -> argparse.ArgumentParser:
     pair.add_argument(
         "--remove", type=int, metavar="USER_ID", help="unpair an owner (their Telegram user id)"
     )
+    test = sub.add_parser(
+        "page-test", help="send a test page (chat, SMS, call) and wait for your acknowledgement"
+    )
+    test.add_argument(
+        "--wait", type=_duration, default=300.0, help="how long to wait for an ack (default 300s)"
+    )
+    test.add_argument(
+        "--step",
+        type=_duration,
+        default=60.0,
+        help="how long each step waits for an ack before the next (default 60s)",
+    )
     return parser
+
+
+def _duration(text: str) -> float:
+    from agent.cli.page_test import duration_arg
+
+    try:
+        return duration_arg(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _uses_data_dir(command: str, settings: Settings) -> bool:
@@ -197,7 +219,7 @@ def _command(args: argparse.Namespace, spare: SpareServer | None) -> int:
         print(f"watchkeeper: {exc}", file=sys.stderr)
         return 2
     level = logging.DEBUG if args.verbose else logging.INFO
-    if args.command in ("chat", "doctor") and not args.verbose:
+    if args.command in ("chat", "doctor", "page-test") and not args.verbose:
         level = logging.WARNING
     setup_logging(settings, level)
     try:
@@ -222,6 +244,11 @@ def _command(args: argparse.Namespace, spare: SpareServer | None) -> int:
             code = run(
                 pair(settings, args.code, list_only=args.list, remove=args.remove, new=args.new)
             )
+            return code
+        if args.command == "page-test":
+            from agent.cli.page_test import page_test
+
+            code = run(page_test(settings, wait=args.wait, step=args.step))
             return code
         if args.command == "whatsapp":
             from agent.cli.whatsapp_link import link

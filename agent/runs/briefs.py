@@ -82,11 +82,12 @@ class PulseBrief:
 
 async def open_alerts(deps: AgentDeps) -> list[Alert]:
     """Open alerts when the alert router runs; else none. A failing read costs the
-    pulse its alert section, never the pulse itself."""
+    pulse its alert section, never the pulse itself. A test page is not news: it never
+    wakes the model (``agent.alerts.page_test``)."""
     if deps.alerts is None:
         return []
     try:
-        return await deps.alerts.open_alerts()
+        return [alert for alert in await deps.alerts.open_alerts() if not alert.test]
     except Exception:
         log.exception("could not read open alerts for the pulse")
         return []

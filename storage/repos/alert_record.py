@@ -169,6 +169,9 @@ class Alert:
     call_events: tuple[str, ...] = ()
     history: tuple[Step, ...] = ()
     deliveries: tuple[Delivery, ...] = ()
+    test: bool = False
+    """A test page (``agent.alerts.page_test``): walked by its own short ladder, shown
+    as a test, never escalated by the router."""
 
     @classmethod
     def from_doc(cls, doc: Mapping[str, Any]) -> Alert:
@@ -214,6 +217,7 @@ class Alert:
             call_events=tuple(str(e) for e in read.items("call_events")),
             history=read.steps(),
             deliveries=read.deliveries(),
+            test=doc.get("test") is True,
         )
 
     def to_doc(self) -> Doc:
@@ -261,6 +265,7 @@ class Alert:
             "call_at": self.call_at,
             "calls": self.calls or None,
             "call_events": list(self.call_events) or None,
+            "test": True if self.test else None,
         }
         return doc | {k: v for k, v in optional.items() if v is not None}
 
@@ -288,6 +293,8 @@ class Alert:
             "held": self.held,
         }
         out = {k: v for k, v in fields.items() if v is not None}
+        if self.test:
+            out["test"] = True
         out["history"] = [step.to_doc() for step in self.history][-PUBLIC_HISTORY:]
         return out
 

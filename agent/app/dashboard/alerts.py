@@ -1,5 +1,6 @@
 """Alerts (``GET /alerts``): every alert, open and closed, with each escalation step and
-who acknowledged it how; the Ack / Snooze 1h / Resolve buttons.
+who acknowledged it how; the Ack / Snooze 1h / Resolve buttons, and "Send a test page"
+(``POST /alerts/page-test``: the test of ``watchkeeper page-test``, shown as a test).
 
 Ordered for a glance (``by_severity``): the unresolved first, critical before warning
 before info, newest first within each; then the resolved, newest first.
@@ -18,6 +19,7 @@ from datetime import datetime, timedelta
 from aiohttp import web
 
 from agent.alerts.directives import Ack, Directive, Resolve, Snooze
+from agent.alerts.page_test import PageTestError, PageTestTimes
 from agent.alerts.router import AlertRouter
 from agent.app.dashboard.context import BY, LIVE_SECONDS, Dashboard, channel_name, plain
 from storage.repos.alert_record import Alert, Step
@@ -29,6 +31,8 @@ ACTIONS: dict[str, tuple[str, Directive]] = {
     "resolve": ("Resolve", Resolve()),
 }
 """The buttons, by the path segment they post to: label and directive."""
+PAGE_TEST = "/alerts/page-test"
+"""Where the alerts page's "Send a test page" button posts (``agent.alerts.page_test``)."""
 OPEN_SHOWN = 50
 HISTORY_SHOWN = 100
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
@@ -151,6 +155,23 @@ def register_actions(router: web.UrlDispatcher, dash: Dashboard) -> None:
         return dash.done(request, back, outcome.text)
 
     dash.post(router, "/alerts/{code}/{action}", act)
+
+    async def page_test(request: web.Request) -> web.StreamResponse:
+        """The "Send a test page" button: the same test as ``watchkeeper page-test``."""
+        alerts = router_of(dash)
+        if alerts is None:
+            return plain("alerts are not running", 503)
+        try:
+            alert = await alerts.page_tests.begin(PageTestTimes())
+        except PageTestError as exc:
+            return dash.done(request, "/alerts", f"No test page: {exc}.")
+        text = (
+            f"Test page #{alert.code} started: chat, then SMS, then a call, a minute apart "
+            "until you acknowledge it. Its steps show below."
+        )
+        return dash.done(request, "/alerts", text)
+
+    dash.post(router, PAGE_TEST, page_test)
 
 
 def register(router: web.UrlDispatcher, dash: Dashboard) -> None:

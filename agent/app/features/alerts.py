@@ -17,6 +17,7 @@ from aiohttp import web
 
 from agent.alerts.calls import VOICE_WEBHOOK
 from agent.alerts.intake import AlertError
+from agent.alerts.page_test import PageTestError, PageTestRunning, PageTestTimes, progress
 from agent.alerts.policy import RoutingPolicy, summary_line
 from agent.alerts.router import AlertRouter
 from agent.app.application import Feature, FeatureContext, Parts, Route, Services
@@ -68,6 +69,44 @@ def _api_raise(router: AlertRouter, read_timeout: float) -> Any:
         return _json(raised.view(), 200 if raised.deduplicated else 201)
 
     return handler
+
+
+PAGE_TEST_FIELDS = frozenset({"step_seconds", "wait_seconds"})
+PAGE_TEST_PATH = "/api/page-test"
+
+
+def _api_page_test(router: AlertRouter, read_timeout: float) -> tuple[Route, Route]:
+    """``POST /api/page-test`` starts a test page (``agent.alerts.page_test``; JSON
+    body optional: ``step_seconds``, ``wait_seconds``) and answers 202 with its progress,
+    409 while one runs; ``GET /api/page-test/{code}`` answers its progress so far."""
+
+    async def begin(request: web.Request) -> web.Response:
+        data: dict[str, Any] = {}
+        if request.can_read_body:
+            try:
+                data = await read_json_object(request, limit=4096, within=read_timeout)
+            except BodyRefused as exc:
+                return _json({"error": exc.reason}, exc.status)
+        unknown = sorted(set(data) - PAGE_TEST_FIELDS)
+        if unknown:
+            return _json({"error": f"unknown field(s): {_names(unknown)}"}, 400)
+        try:
+            times = PageTestTimes.of(data.get("step_seconds"), data.get("wait_seconds"))
+            alert = await router.page_tests.begin(times)
+        except PageTestRunning as exc:
+            return _json({"error": str(exc), "code": exc.code}, 409)
+        except PageTestError as exc:
+            return _json({"error": str(exc)}, 400)
+        return _json(progress(alert, router.owner.tz), 202)
+
+    async def read(request: web.Request) -> web.Response:
+        code = request.match_info["code"].lstrip("#")
+        alert = await router.store.by_code(code) if code.isdigit() else None
+        if alert is None or not alert.test:
+            return _json({"error": f"there is no test page #{code[:20]}"}, 404)
+        return _json(progress(alert, router.owner.tz), 200)
+
+    return ("POST", PAGE_TEST_PATH, begin), ("GET", PAGE_TEST_PATH + "/{code}", read)
 
 
 API_SOURCE = "POST /api/alerts"
@@ -123,6 +162,7 @@ def alerting(options: AlertingOptions | None = None) -> Feature:
         try:
             read_timeout = ctx.settings.http_read_timeout_seconds
             routes: list[Route] = [("POST", "/api/alerts", _api_raise(router, read_timeout))]
+            routes.extend(_api_page_test(router, read_timeout))
             for channel in ctx.channels.values():
                 if isinstance(channel, PlacesCalls):  # key presses and call statuses
                     answer = channel.voice_webhook(router.calls.answer)
