@@ -22,6 +22,7 @@ from tests.fakes.twilio_api import FakeTwilio
 
 SID = "AC" + "1" * 32
 TOKEN = "tw-right-token"
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
@@ -88,9 +89,8 @@ async def test_nothing_missing_names_the_command_that_works_off_the_path(
 ) -> None:
     """``watchkeeper`` not on ``PATH`` (installed by ``scripts/run``): the line names the
     checkout's script, as typed from the working directory, not a command that fails."""
-    root = Path(__file__).resolve().parents[3]
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.chdir(root)
+    monkeypatch.chdir(ROOT)
     code, out = await _doctor(tmp_path, api, twilio.url, capsys)
     assert code == 0, out
     assert "next: nothing missing; `scripts/run run` starts everything configured" in out
