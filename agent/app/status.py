@@ -20,6 +20,7 @@ from channels.delivery.outbox import Outbox
 from channels.registry import ChannelName
 from channels.types import Channel, InboundMessage, Reply
 from scheduler.views import quiet_text
+from storage.repos.pairing import who
 
 
 class StatusSource(Protocol):
@@ -88,10 +89,12 @@ def status_text(data: dict[str, Any], model: str) -> str:
     owners = (data.get("owners") or {}).get(ChannelName.TELEGRAM)
     if owners:
         shown = [
-            f"{o['name']} ({o['id']}, paired)" if o.get("source") == "paired" else str(o["id"])
+            f"{who(o['id'], o.get('name') or '', o.get('handle') or '')}, paired"
+            if o.get("source") == "paired"
+            else f"Telegram {o['id']}"
             for o in owners
         ]
-        lines.append("Telegram owners: " + ", ".join(shown))
+        lines.append("Telegram owners: " + "; ".join(shown))
     if mcp := mcp_status_line(data):
         lines.append(mcp)
     outbox = data["outbox"]
