@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
@@ -19,6 +20,7 @@ from storage.repos.pairing import PairingStore
 from tests.conftest import make_settings
 from tests.fakes.clock import FakeClock
 
+UTC_ZONE = ZoneInfo("UTC")
 REPR = ("name=", "'Owner'", "(id ")
 
 
@@ -44,7 +46,11 @@ async def test_an_owner_with_only_a_display_name_reads_as_a_name(
         {"id": 4242, "name": "Owner", "handle": "", "source": "paired"},
     ]
     data = {"owners": section, "outbox": {"pending": 0, "failed": 0}}
-    line = next(x for x in status_text(data, "m").splitlines() if x.startswith("Telegram"))
+    line = next(
+        x
+        for x in status_text(data, "m", tz=UTC_ZONE, now=clock.now).splitlines()
+        if x.startswith("Telegram")
+    )
     assert line == "Telegram owners: Telegram 77; Owner (Telegram 4242), paired"
     for said in (*lines, line):
         assert not any(bit in said for bit in REPR), said
