@@ -55,9 +55,14 @@ def by_severity(alerts: list[Alert]) -> list[Alert]:
 
 
 def how(by: str | None) -> str:
-    """Who did it and how, in words: ``SMS reply``, ``Telegram button``, ``dashboard``."""
+    """Who did it and how, in words: ``SMS reply``, ``Telegram button``, ``dashboard``,
+    ``Watchkeeper`` for what the alert router did by itself (sent, escalated, held)."""
     if not by:
         return "unknown"
+    if by == "router":
+        return "Watchkeeper"
+    if by.startswith("watchkeeper"):
+        return "Watchkeeper" + by.removeprefix("watchkeeper")
     if by.startswith("owner via "):
         channel, _, kind = by.removeprefix("owner via ").partition(" ")
         return f"{channel_name(channel)} {kind or 'reply'}"
