@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import sys
 from ipaddress import IPv4Network, IPv6Network, ip_network
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
@@ -49,6 +50,28 @@ def installed(module: str) -> bool:
         return importlib.util.find_spec(module) is not None
     except ModuleNotFoundError:  # a parent package is missing
         return False
+
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+"""The directory that holds ``agent/``: a checkout's root when it has ``pyproject.toml``."""
+
+
+def typed_path(path: Path | str) -> str:
+    """``path`` as typed from the working directory: relative below it, else absolute."""
+    try:
+        return str(Path(path).relative_to(Path.cwd())) or "."
+    except ValueError:
+        return str(path)
+
+
+def install_command(extra: str) -> str:
+    """The command that adds the ``extra`` (``gemini``, ``mcp``) to the interpreter running
+    now. Watchkeeper is not on PyPI, so ``pip install 'watchkeeper[gemini]'`` would fail:
+    from a checkout, ``.venv/bin/python -m pip install -e '.[gemini]'``."""
+    python = typed_path(sys.executable)
+    if (CHECKOUT / "pyproject.toml").is_file():
+        return f"{python} -m pip install -e '{typed_path(CHECKOUT)}[{extra}]'"
+    return f"{python} -m pip install '<your Watchkeeper checkout>[{extra}]'"
 
 
 class ConfigError(Exception):

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
+from zoneinfo import ZoneInfo
 
 from agent.app.application import StatusSection
 from agent.app.features.mcp import mcp_status_line
@@ -20,6 +21,7 @@ from channels.delivery.outbox import Outbox
 from channels.registry import ChannelName
 from channels.types import Channel, InboundMessage, Reply
 from scheduler.views import quiet_text
+from storage.repos.pairing import who
 
 
 class StatusSource(Protocol):
@@ -57,7 +59,19 @@ async def status_data(source: StatusSource) -> dict[str, Any]:
     return body
 
 
-def status_text(data: dict[str, Any], model: str) -> str:
+def spoken_time(iso: str, tz: ZoneInfo, now: datetime) -> str:
+    """An ISO time from the status data as the owner reads it, in their zone: ``today
+    14:02``, ``tomorrow 07:00``, ``Mon 30 Nov 07:00``."""
+    local = datetime.fromisoformat(iso).astimezone(tz)
+    days = (local.date() - now.astimezone(tz).date()).days
+    clock = f"{local:%H:%M}"
+    if -1 <= days <= 1:
+        return f"{('yesterday', 'today', 'tomorrow')[days + 1]} {clock}"
+    return f"{local:%a} {local.day} {local:%b} {clock}"
+
+
+def status_text(data: dict[str, Any], model: str, *, tz: ZoneInfo, now: datetime) -> str:
+    """``/status`` in words; times in the owner's zone ``tz``, said from ``now``."""
     lines = [f"Model: {model}"]
     channels = data.get("channels") or {}
     if channels:
@@ -69,9 +83,10 @@ def status_text(data: dict[str, Any], model: str) -> str:
     pulse = data.get("pulse")
     if pulse is not None:
         if pulse.get("enabled"):
+            upcoming = pulse.get("next_pulse_at")
             lines.append(
                 f"Pulse: {pulse['pulses_per_day']}/day, {pulse.get('done_today', 0)} done today, "
-                f"next {pulse.get('next_pulse_at') or 'not today'}"
+                f"next {spoken_time(upcoming, tz, now) if upcoming else 'not today'}"
             )
         else:
             lines.append("Pulse: off")
@@ -88,10 +103,12 @@ def status_text(data: dict[str, Any], model: str) -> str:
     owners = (data.get("owners") or {}).get(ChannelName.TELEGRAM)
     if owners:
         shown = [
-            f"{o['name']} ({o['id']}, paired)" if o.get("source") == "paired" else str(o["id"])
+            f"{who(o['id'], o.get('name') or '', o.get('handle') or '')}, paired"
+            if o.get("source") == "paired"
+            else f"Telegram {o['id']}"
             for o in owners
         ]
-        lines.append("Telegram owners: " + ", ".join(shown))
+        lines.append("Telegram owners: " + "; ".join(shown))
     if mcp := mcp_status_line(data):
         lines.append(mcp)
     outbox = data["outbox"]
@@ -172,6 +189,7 @@ def status_command(source: StatusSource, model: str) -> Command:
     """``/status``, read from ``source`` (``model``: the model's name)."""
 
     async def command(message: InboundMessage, ctx: RunContext) -> list[Reply]:
-        return [Reply(status_text(await status_data(source), model))]
+        data = await status_data(source)
+        return [Reply(status_text(data, model, tz=ctx.tz, now=ctx.now))]
 
     return command

@@ -31,7 +31,14 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from agent.cli.command import cli_command
 from agent.cli.run_lock import run_holder
-from agent.config import ConfigError, Provider, SdkMissing, Settings, ensure_data_dir
+from agent.config import (
+    ConfigError,
+    Provider,
+    SdkMissing,
+    Settings,
+    ensure_data_dir,
+    install_command,
+)
 from agent.llm.factory import provider_key
 from agent.tools.mcp.client import McpServers, ServerStatus
 from agent.tools.mcp.config import (
@@ -126,8 +133,8 @@ async def _check_provider(settings: Settings, role: str, provider: Provider) -> 
     try:
         key = provider_key(settings, provider)
     except SdkMissing as exc:
-        extra = f"'watchkeeper[{exc.extra}]'"
-        step = f"install {provider.capitalize()}'s SDK: pip install {extra}, then start again"
+        command = install_command(exc.extra)
+        step = f"install {provider.capitalize()}'s SDK: {command}, then start again"
         return Check(role, False, f"{provider}: {exc}", fatal=fatal, step=step)
     except ConfigError:
         return Check(role, False, f"{provider}: API key missing", fatal=fatal)
@@ -397,7 +404,7 @@ async def check_mcp(settings: Settings) -> list[Check]:
         return [Check("mcp", False, "no servers (MCP_CONFIG unset and no DATA_DIR/mcp.json)")]
     whole = [p for p in survey.problems if p.server is None]
     if whole and isinstance(whole[0], McpSdkMissing):
-        step = "install the MCP SDK: pip install 'watchkeeper[mcp]', then start again"
+        step = f"install the MCP SDK: {install_command('mcp')}, then start again"
         return [Check("mcp", False, str(whole[0]), True, step)]
     if whole:  # unreadable, not JSON, not an "mcpServers" object
         problem = str(whole[0])

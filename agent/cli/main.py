@@ -135,8 +135,15 @@ async def _chat(settings: Settings) -> int:
     return 0
 
 
+DESCRIPTION = (
+    "Watchkeeper: a personal agent on Telegram, WhatsApp and SMS that pages you when "
+    "something needs you. `doctor` says what is missing; `run` starts everything configured."
+)
+"""What ``--help`` says first: for the owner (how it runs inside is in the docstring)."""
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="watchkeeper", description=__doc__)
+    parser = argparse.ArgumentParser(prog="watchkeeper", description=DESCRIPTION)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("run", help="start everything configured")

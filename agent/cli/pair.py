@@ -137,7 +137,7 @@ async def _remove(settings: Settings, user_id: int, stream: TextIO, clock: Clock
 
 async def listing(store: PairingStore, settings: Settings) -> list[str]:
     """Owners and pending pairings, one per line (``--list`` and ``doctor``)."""
-    lines = [f"owner: {i} (OWNER_TELEGRAM_IDS)" for i in settings.owner_telegram_ids]
+    lines = [f"owner: Telegram {i} (OWNER_TELEGRAM_IDS)" for i in settings.owner_telegram_ids]
     lines += [
         f"owner: {o.who()}, paired {o.paired_at:%Y-%m-%d %H:%M} UTC"
         for o in await store.owners()

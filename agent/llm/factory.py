@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent.config import ConfigError, Provider, SdkMissing, Settings, installed
+from agent.config import ConfigError, Provider, SdkMissing, Settings, install_command, installed
 from agent.llm.base import ModelClient
 from agent.llm.resilient import ResilientModel
 
@@ -10,10 +10,14 @@ NO_MODEL = "no model configured: set GEMINI_API_KEY or OPENAI_API_KEY"
 LOCAL_KEY = "unused"
 """Key sent to an OpenAI-compatible server at ``OPENAI_BASE_URL`` that needs none
 (Ollama, vLLM); the SDK refuses to start without one."""
-GEMINI_SDK_MISSING = (
-    "provider gemini needs Google's SDK, the gemini extra: pip install 'watchkeeper[gemini]'"
-    " (scripts/run installs it when GEMINI_API_KEY is set)"
-)
+
+
+def gemini_sdk_missing() -> str:
+    """What to say when Gemini is chosen and its SDK (the ``gemini`` extra) is missing."""
+    return (
+        f"provider gemini needs Google's SDK, the gemini extra: {install_command('gemini')}"
+        " (scripts/run installs it when GEMINI_API_KEY is set)"
+    )
 
 
 def build_model(settings: Settings) -> ModelClient:
@@ -44,7 +48,7 @@ def provider_key(settings: Settings, provider: Provider) -> str:
         if settings.gemini_api_key is None or not settings.gemini_api_key.get_secret_value():
             raise ConfigError("provider gemini is selected but GEMINI_API_KEY is not set")
         if not installed("google.genai"):
-            raise SdkMissing(GEMINI_SDK_MISSING, "gemini")
+            raise SdkMissing(gemini_sdk_missing(), "gemini")
         return settings.gemini_api_key.get_secret_value()
     key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else ""
     if not key:

@@ -188,6 +188,16 @@ class AlertStore:
         )
         return read_all(await cursor.to_list())
 
+    async def waiting(self, severity: str, limit: int) -> tuple[int, list[Alert]]:
+        """Alerts of ``severity`` nobody has acknowledged yet (status ``open``): how many,
+        and the newest ``limit`` of them, newest first."""
+        query = {"status": "open", "severity": severity}
+        count = await self._alerts.count_documents(query)
+        cursor = self._alerts.find(
+            query, sort=[("created_at", DESCENDING), ("_id", DESCENDING)], limit=limit
+        )
+        return count, read_all(await cursor.to_list())
+
     async def latest(self, limit: int) -> list[Alert]:
         """The latest ``limit`` alerts, open and closed, newest first."""
         cursor = self._alerts.find(

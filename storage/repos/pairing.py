@@ -16,7 +16,8 @@ One collection, ``pairing``, protected from ``db_query`` writes:
 
 Names come in two kinds, never mixed up: a Telegram ``handle`` (the username field:
 shown as ``@handle``) and a display ``name`` (anybody can call themselves "@realowner":
-shown quoted, as ``name='@realowner'``).
+shown without ``@`` and parentheses, as ``realowner``). Either is followed by the
+Telegram user id: ``Ann Lee (Telegram 4242)``.
 
 No document holds what anybody wrote.
 """
@@ -44,6 +45,8 @@ SHOW_EVERY = timedelta(minutes=1)
 INVITE_DIGITS = 12
 """An owner's code is longer than a stranger's: anybody may send the bot guesses."""
 _NOT_HANDLE = re.compile(r"[^A-Za-z0-9_]")
+_NOT_IN_NAME = frozenset("@()")
+"""Left out of a display name: it could pass for a handle or an id."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,7 @@ class PairedOwner:
         return who(self.user_id, self.name, self.handle)
 
     def label(self) -> str:
-        """``@handle``, else the quoted display name, else empty (``/status``)."""
+        """``@handle``, else the display name, else empty."""
         return label(self.name, self.handle)
 
 
@@ -103,21 +106,23 @@ class Offer:
 
 
 def who(user_id: int, name: str, handle: str = "") -> str:
-    """``@ann (id 4242)`` for a Telegram handle, ``name='Ann Lee' (id 4242)`` for a
-    display name (quoted: a name "@realowner" cannot pass for the handle), else
-    ``id 4242``. One line whatever the name holds."""
+    """``@ann (Telegram 4242)`` for a Telegram handle, ``Ann Lee (Telegram 4242)`` for a
+    display name (without ``@`` or parentheses: a name "@realowner (Telegram 1)" cannot
+    pass for the handle or another id), else ``Telegram 4242``. One line whatever the
+    name holds."""
     shown = label(name, handle)
-    return f"{shown} (id {user_id})" if shown else f"id {user_id}"
+    return f"{shown} (Telegram {user_id})" if shown else f"Telegram {user_id}"
 
 
 def label(name: str, handle: str = "") -> str:
-    """``@handle``, else ``name='...'`` (quoted, one line, at most 64 characters), else
-    empty."""
+    """``@handle``, else the display name (one line, without ``@`` and parentheses, at
+    most 64 characters), else empty."""
     handle = _NOT_HANDLE.sub("", handle)[:32]  # what Telegram allows in a username
     if handle:
         return f"@{handle}"
-    flat = "".join(ch for ch in " ".join(name.split()) if ch.isprintable())[:64]
-    return f"name={flat!r}" if flat else ""
+    flat = " ".join(name.split())
+    kept = "".join(ch for ch in flat if ch.isprintable() and ch not in _NOT_IN_NAME)
+    return " ".join(kept.split())[:64]
 
 
 def invite_code_in(text: str) -> str | None:

@@ -32,7 +32,7 @@ async def test_a_code_is_six_digits_and_the_same_for_the_same_person(
     assert again.pending.code == first.pending.code
     assert [p.user_id for p in await store.pending()] == [4242]
     assert first.pending.command() == (
-        f"run `watchkeeper pair {first.pending.code}` to make @ann (id 4242) the owner"
+        f"run `watchkeeper pair {first.pending.code}` to make @ann (Telegram 4242) the owner"
     )
 
 
@@ -73,7 +73,7 @@ async def test_approving_makes_an_owner_and_drops_every_other_code(
     assert await store.approve("000000" if ann.code != "000000" else "111111") is None
     owner = await store.approve(bob.code)
     assert owner is not None and (owner.user_id, owner.chat_id) == (11, "11")
-    assert owner.who() == "name='Bob Smith' (id 11)"
+    assert owner.who() == "Bob Smith (Telegram 11)"
     assert await store.pending() == []
     assert await store.approve(ann.code) is None  # dropped with the approval
     assert await store.approve(bob.code) is None  # used
@@ -83,10 +83,10 @@ async def test_approving_makes_an_owner_and_drops_every_other_code(
 
 
 def test_names_from_telegram_cannot_break_the_log_line() -> None:
-    assert who(7, "") == "id 7"
-    assert who(7, "Eve\n2026 INFO fake line\x1b[31m") == "name='Eve 2026 INFO fake line[31m' (id 7)"
-    assert who(7, "Eve", "eve_1") == "@eve_1 (id 7)"  # the handle, when Telegram has one
-    assert who(7, "", "x) (id 1") == "@xid1 (id 7)"  # only what a username may hold
+    assert who(7, "") == "Telegram 7"
+    assert who(7, "Eve\n2026 INFO fake line\x1b[31m") == "Eve 2026 INFO fake line[31m (Telegram 7)"
+    assert who(7, "Eve", "eve_1") == "@eve_1 (Telegram 7)"  # the handle, when Telegram has one
+    assert who(7, "", "x) (id 1") == "@xid1 (Telegram 7)"  # only what a username may hold
 
 
 async def test_the_model_cannot_write_pairing_codes_or_owners(db: Db) -> None:

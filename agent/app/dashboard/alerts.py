@@ -4,7 +4,8 @@ who acknowledged it how; the Ack / Snooze 1h / Resolve buttons, and "Send a test
 
 Ordered for a glance (``by_severity``): the unresolved first, critical before warning
 before info, newest first within each; then the resolved, newest first.
-``GET /live/alerts`` answers the list as JSON for ``static/live.js`` (see ``overview``).
+``GET /live/alerts`` answers the list as JSON for ``static/live.js`` (see ``overview``);
+``GET /live/attention`` the unacknowledged critical alerts for every page (``attention``).
 
 The buttons go through the alert router's ``apply``, the same code as an "ack" reply
 or ``manage_alerts``, recorded with ``by: dashboard``. The overview shows the open
@@ -21,6 +22,7 @@ from aiohttp import web
 from agent.alerts.directives import Ack, Directive, Resolve, Snooze
 from agent.alerts.page_test import PageTestError, PageTestTimes
 from agent.alerts.router import AlertRouter
+from agent.app.dashboard import attention
 from agent.app.dashboard.context import BY, LIVE_SECONDS, Dashboard, channel_name, plain
 from storage.repos.alert_record import Alert, Step
 from storage.repos.alerts import AlertStore
@@ -57,9 +59,14 @@ def by_severity(alerts: list[Alert]) -> list[Alert]:
 
 
 def how(by: str | None) -> str:
-    """Who did it and how, in words: ``SMS reply``, ``Telegram button``, ``dashboard``."""
+    """Who did it and how, in words: ``SMS reply``, ``Telegram button``, ``dashboard``,
+    ``Watchkeeper`` for what the alert router did by itself (sent, escalated, held)."""
     if not by:
         return "unknown"
+    if by == "router":
+        return "Watchkeeper"
+    if by.startswith("watchkeeper"):
+        return "Watchkeeper" + by.removeprefix("watchkeeper")
     if by.startswith("owner via "):
         channel, _, kind = by.removeprefix("owner via ").partition(" ")
         return f"{channel_name(channel)} {kind or 'reply'}"
@@ -188,3 +195,4 @@ def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
     dash.get(router, "/alerts", alerts_page)
     dash.get(router, "/live/alerts", live)
     register_actions(router, dash)
+    attention.register(router, dash)

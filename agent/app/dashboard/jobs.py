@@ -1,5 +1,6 @@
 """Jobs: ``GET /jobs`` lists every cron and one-time job with its next fires;
-``POST /jobs/<id>/pause``, ``/resume`` and ``/delete`` change one; ``POST
+``POST /jobs/<id>/pause``, ``/resume`` and ``/delete`` change one (a delete only with
+``confirm=yes``, which the second step of the page's Delete sends); ``POST
 /jobs/<id>/run`` runs a recurring one now.
 
 The actions go through ``CronService`` (``toggle`` and ``delete``), the same calls
@@ -101,6 +102,8 @@ def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
         if jobs is None:
             return dash.done(request, "/jobs", "The scheduler is not running; nothing changed.")
         job_id = request.match_info["job_id"]
+        if action == "delete" and (await request.post()).get("confirm") != "yes":
+            return dash.done(request, "/jobs", "Nothing deleted: confirm with “Delete for good”.")
         try:
             if action == "delete":
                 job = await jobs.delete(job_id, by=BY)

@@ -221,11 +221,12 @@ def spend_svg(spend: Spend, side: Side) -> Markup:
                 f'fill="{KIND_COLOURS[kind]}"><title>{words}</title></rect>'
             )
         parts.append("</g>")
-        if i % 5 == 4 or i == len(rows) - 1:
+        back = len(rows) - 1 - i  # days before today
+        if back % 5 == 0:  # every 5th day, today last; a phone shows every 10th (.minor)
             parts.append(
-                f'<text x="{x + BAR_W / 2:.1f}" y="{base + 16}" font-size="10" '
-                'text-anchor="middle" fill="currentColor" fill-opacity="0.75">'
-                f"{row.day.strftime('%d %b')}</text>"
+                f'<text class="date{" minor" if back % 10 else ""}" x="{x + BAR_W / 2:.1f}" '
+                f'y="{base + 16}" font-size="10" text-anchor="middle" fill="currentColor" '
+                f'fill-opacity="0.75">{row.day.strftime("%d %b")}</text>'
             )
     parts.append("</svg>")
     return Markup("".join(parts))

@@ -37,14 +37,15 @@ async def pairing_feature(ctx: FeatureContext) -> AsyncIterator[Parts]:
 
 
 async def owners_status(settings: Settings, pairing: Pairing) -> dict[str, Any]:
-    """Who counts as the owner on Telegram, and how many pairing codes wait."""
+    """Who counts as the owner on Telegram (the user ``id``; for a paired owner also
+    ``name`` and ``handle`` as Telegram gave them), and how many pairing codes wait."""
     paired = await pairing.store.owners()
     configured = settings.owner_telegram_ids
     telegram: list[dict[str, Any]] = [
         {"id": user_id, "source": "OWNER_TELEGRAM_IDS"} for user_id in configured
     ]
     telegram += [
-        {"id": o.user_id, "name": o.label() or f"id {o.user_id}", "source": "paired"}
+        {"id": o.user_id, "name": o.name, "handle": o.handle, "source": "paired"}
         for o in paired
         if o.user_id not in configured
     ]

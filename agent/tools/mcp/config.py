@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.config import Settings, check_http_url, installed
+from agent.config import Settings, check_http_url, install_command, installed
 
 SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,30}")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -49,7 +49,7 @@ class McpSdkMissing(McpConfigError):
     def __init__(self, path: Path) -> None:
         super().__init__(
             f"{path} names MCP servers, but the MCP SDK is not installed: "
-            "pip install 'watchkeeper[mcp]' (scripts/run installs it when the file exists)"
+            f"{install_command('mcp')} (scripts/run installs it when the file exists)"
         )
 
 

@@ -255,13 +255,15 @@ async def test_voice_calls_off_means_no_calls(app_db: AppDb) -> None:
             "on": False,
             "off_because": "TWILIO_VOICE_CALLS=off",
         }
-        text = status_text(await status_data(h.app), "m")
+        text = status_text(await status_data(h.app), "m", tz=h.app.deps.owner.tz, now=h.clock.now)
         assert "Calls: off (TWILIO_VOICE_CALLS=off)" in text
 
 
 async def test_calls_say_on_in_status_and_doctor(app_db: AppDb) -> None:
     async with alert_app(app_db) as h:
-        assert "Calls: on, after 5 min" in status_text(await status_data(h.app), "m")
+        assert "Calls: on, after 5 min" in status_text(
+            await status_data(h.app), "m", tz=h.app.deps.owner.tz, now=h.clock.now
+        )
     good = make_settings(
         twilio_account_sid="AC1",
         twilio_auth_token="t",

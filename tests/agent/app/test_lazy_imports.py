@@ -116,11 +116,12 @@ def test_gemini_without_its_sdk_says_which_extra_to_install(tmp_path: Path) -> N
     without = os.pathsep.join([str(shadow), str(ROOT)])
     found = _run(CHECK_ONLY, tmp_path, GEMINI_API_KEY="g-test", PYTHONPATH=without)
     assert isinstance(found, list)
-    assert "pip install 'watchkeeper[gemini]'" in found[0]
+    install = f"{sys.executable} -m pip install -e '{ROOT}[gemini]'"  # from the checkout
+    assert install in found[0] and "watchkeeper[" not in found[0]  # it is not on PyPI
     assert found[1] == []
     ok, detail, step = _run(DOCTOR_MODEL, tmp_path, GEMINI_API_KEY="g-test", PYTHONPATH=without)
     assert not ok and detail.startswith("gemini: provider gemini needs Google's SDK")
-    assert step == "install Gemini's SDK: pip install 'watchkeeper[gemini]', then start again"
+    assert step == f"install Gemini's SDK: {install}, then start again"
 
 
 MCP_WITHOUT_SDK = """
@@ -159,5 +160,6 @@ def test_an_mcp_file_without_the_sdk_says_which_extra_to_install(tmp_path: Path)
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     said, ok, step = json.loads(done.stdout.strip().splitlines()[-1])
-    assert "the MCP SDK is not installed: pip install 'watchkeeper[mcp]'" in said
-    assert not ok and step.startswith("install the MCP SDK: pip install 'watchkeeper[mcp]'")
+    install = f"{sys.executable} -m pip install -e '{ROOT}[mcp]'"  # from the checkout
+    assert f"the MCP SDK is not installed: {install} (scripts/run" in said
+    assert not ok and step.startswith(f"install the MCP SDK: {install},")

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 from agent.app.features.mcp import mcp_feature
 from agent.app.status import status_data, status_text
@@ -76,7 +77,7 @@ async def test_servers_start_in_the_background_and_stop_with_the_app(
             }
             assert by_name["broken"]["state"] == "failed"
             assert "command not found" in by_name["broken"]["error"]
-            text = status_text(data_now, "m")
+            text = status_text(data_now, "m", tz=ZoneInfo("UTC"), now=datetime.now(UTC))
             assert "MCP: local connected (6 tools), broken failed (command not found" in text
             assert [r for r in await chat.ask("/status") if "MCP: local connected" in r]
             assert our_server_processes()
@@ -100,7 +101,9 @@ async def test_a_bad_servers_file_is_reported_and_the_app_still_starts(
         assert chat.app.deps.mcp is None
         data_now = await status_data(chat.app)
         assert "server 'mail box': the name" in data_now["mcp"]["error"]
-        assert "MCP: config error:" in status_text(data_now, "m")
+        assert "MCP: config error:" in status_text(
+            data_now, "m", tz=ZoneInfo("UTC"), now=datetime.now(UTC)
+        )
         assert await chat.ask("hi") == ["ok"]
 
 

@@ -111,7 +111,8 @@ async def test_a_newcomer_pairs_and_is_answered_as_the_owner(
         code = code_in(shown.visible)
         assert shown.chat_id == str(NEWCOMER) and "valid for 10 minutes" in shown.visible
         assert (
-            f"run `{cli_command()} pair {code}` to make @ann_new (id 777) the owner" in caplog.text
+            f"run `{cli_command()} pair {code}` to make @ann_new (Telegram 777) the owner"
+            in caplog.text
         )
         await settle(app, fake, push(fake, NEWCOMER, "hello? " + SECRET))
         assert len(fake.sent) == 1  # one code message a minute, the rest is silence
@@ -122,7 +123,7 @@ async def test_a_newcomer_pairs_and_is_answered_as_the_owner(
         assert await pair(settings, wrong) == 2
         assert f"no pending pairing code {wrong}" in capsys.readouterr().err
         assert await pair(settings, code) == 0
-        assert "@ann_new (id 777) is now an owner" in capsys.readouterr().out
+        assert "@ann_new (Telegram 777) is now an owner" in capsys.readouterr().out
         welcome = (await fake.wait_sent(2))[1]  # the running outbox sends the greeting
         greeting = welcome_text(zone_known=False)
         assert (welcome.chat_id, welcome.visible) == (str(NEWCOMER), greeting)
@@ -134,7 +135,7 @@ async def test_a_newcomer_pairs_and_is_answered_as_the_owner(
         )
         assert app.deps.reach.address("telegram") == str(NEWCOMER)  # alerts go there now
         await settle(app, fake, push(fake, NEWCOMER, "/status"))
-        assert "Telegram owners: @ann_new (777, paired)" in fake.sent[-1].visible
+        assert "Telegram owners: @ann_new (Telegram 777), paired" in fake.sent[-1].visible
 
         # Once there is an owner, a stranger is refused as before, with no code.
         await settle(app, fake, push(fake, OTHER, "me too"))
@@ -149,7 +150,7 @@ async def test_a_newcomer_pairs_and_is_answered_as_the_owner(
         assert not any("4711" in text for text in stored), name
     assert not any("4711" in json.dumps(r.messages, default=str) for r in model.requests)
     assert await pair(settings, None, list_only=True) == 0
-    assert "owner: @ann_new (id 777), paired" in capsys.readouterr().out
+    assert "owner: @ann_new (Telegram 777), paired" in capsys.readouterr().out
 
 
 async def test_an_owner_paired_in_another_process_is_known_and_settings_stay_as_given(
@@ -173,7 +174,7 @@ async def test_an_owner_paired_in_another_process_is_known_and_settings_stay_as_
             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
-        assert "@ann_new (id 777) is now an owner" in done.stdout
+        assert "@ann_new (Telegram 777) is now an owner" in done.stdout
         welcome = (await fake.wait_sent(2))[1]  # the running outbox sends the greeting
         assert welcome.visible == welcome_text(zone_known=False)
         await settle(app, fake, push(fake, NEWCOMER, "what can you do?"))
@@ -209,7 +210,7 @@ async def test_three_codes_at_most_and_an_expired_code_is_refused(
         await settle(app, fake, push(fake, 101, "me again"))
         renewed = code_in(fake.sent[-1].visible)
         assert await pair(settings, renewed, clock=clock) == 0
-        assert "(id 101) is now an owner" in capsys.readouterr().out
+        assert "(Telegram 101) is now an owner" in capsys.readouterr().out
         assert model.requests == []
 
 

@@ -57,7 +57,7 @@ async def test_doctor_names_the_pending_code_and_fails_on_a_dead_model(
             5, "5", "Ann", handle="ann"
         )
     assert offer.pending is not None
-    line = f"run `{cli_command()} pair {offer.pending.code}` to make @ann (id 5) the owner"
+    line = f"run `{cli_command()} pair {offer.pending.code}` to make @ann (Telegram 5) the owner"
     base = dict(
         data_dir=data,
         openai_api_key="sk-test",

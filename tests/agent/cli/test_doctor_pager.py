@@ -22,6 +22,7 @@ from tests.fakes.twilio_api import FakeTwilio
 
 SID = "AC" + "1" * 32
 TOKEN = "tw-right-token"
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
@@ -77,6 +78,23 @@ async def test_a_working_pager_is_ok_and_nothing_is_missing(
     assert "[ok  ] calls: on" in out
     assert "next: nothing missing; `" in out and " run` starts everything configured" in out
     assert TOKEN not in out
+
+
+async def test_nothing_missing_names_the_command_that_works_off_the_path(
+    tmp_path: Path,
+    api: Rig,
+    twilio: FakeTwilio,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``watchkeeper`` not on ``PATH`` (installed by ``scripts/run``): the line names the
+    checkout's script, as typed from the working directory, not a command that fails."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.chdir(ROOT)
+    code, out = await _doctor(tmp_path, api, twilio.url, capsys)
+    assert code == 0, out
+    assert "next: nothing missing; `scripts/run run` starts everything configured" in out
+    assert "`watchkeeper" not in out
 
 
 async def test_a_wrong_auth_token_fails_with_what_to_do(

@@ -90,7 +90,10 @@ async def test_strangers_fill_the_slots_and_the_owner_pairs_with_a_new_code(
             str(OWNER),
             welcome_text(zone_known=False),
         )
-        assert f"@the_owner (id 300) sent the code from `{cli_command()} pair --new`" in caplog.text
+        assert (
+            f"@the_owner (Telegram 300) sent the code from `{cli_command()} pair --new`"
+            in caplog.text
+        )
         await settle(app, fake, push(fake, OWNER, "what's on today?"))
         assert fake.sent[-1].visible == "At your service."
         assert [r.messages[-1].text for r in model.requests] == ["what's on today?"]
@@ -111,7 +114,7 @@ async def test_strangers_fill_the_slots_and_the_owner_pairs_with_a_new_code(
         owners = await app.dispatcher.pairing.store.owners()
         assert [(o.user_id, o.label()) for o in owners] == [
             (OWNER, "@the_owner"),
-            (SECOND, "name='User301'"),
+            (SECOND, "User301"),
         ]
     assert [r.messages[-1].text for r in model.requests] == ["what's on today?"]
 

@@ -52,13 +52,13 @@ async def test_pairing_beside_a_running_watchkeeper(tmp_path: Path) -> None:
 
             listed = await asyncio.to_thread(watchkeeper, env, tmp_path, "pair", "--list")
             assert listed.returncode == 0, listed.stderr
-            line = f" pair {code}` to make @newcomer (id 4242) the owner"
+            line = f" pair {code}` to make @newcomer (Telegram 4242) the owner"
             assert line in listed.stdout
             bad = await asyncio.to_thread(watchkeeper, env, tmp_path, "pair", "12345")
             assert bad.returncode == 2 and "6 digits" in bad.stderr
             done = await asyncio.to_thread(watchkeeper, env, tmp_path, "pair", code)
             assert done.returncode == 0, done.stderr
-            assert "@newcomer (id 4242) is now an owner" in done.stdout
+            assert "@newcomer (Telegram 4242) is now an owner" in done.stdout
             again = await asyncio.to_thread(watchkeeper, env, tmp_path, "pair", code)
             assert again.returncode == 2 and "no pending pairing code" in again.stderr
 
@@ -76,4 +76,4 @@ async def test_pairing_beside_a_running_watchkeeper(tmp_path: Path) -> None:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
             out = await asyncio.to_thread(output_of, proc)
-    assert f" pair {code}` to make @newcomer (id 4242) the owner" in out
+    assert f" pair {code}` to make @newcomer (Telegram 4242) the owner" in out

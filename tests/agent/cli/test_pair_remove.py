@@ -49,7 +49,7 @@ async def test_removing_a_paired_owner(
 
     out = io.StringIO()
     assert await pair(settings, None, remove=77, out=out, clock=clock) == 0
-    assert "@ann (id 77) is no longer an owner" in out.getvalue()
+    assert "@ann (Telegram 77) is no longer an owner" in out.getvalue()
     listed = io.StringIO()
     assert await pair(settings, None, list_only=True, out=listed, clock=clock) == 0
     assert "77" not in listed.getvalue()

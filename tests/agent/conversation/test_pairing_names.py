@@ -1,6 +1,6 @@
 """A stranger whose first name is "@realowner" cannot pass for the Telegram user
 @realowner in the log: a handle comes only from Telegram's username field and is shown
-as ``@handle``; a display name is always quoted (``name='@realowner'``). The whole app
+as ``@handle``; a display name never shows ``@`` or parentheses (``realowner``). The whole app
 runs against the fake Bot API, as in the field report."""
 
 from __future__ import annotations
@@ -30,13 +30,15 @@ async def test_a_first_name_that_looks_like_a_handle_is_logged_quoted(
         real["from"].update(first_name="Real", username="realowner")
         await settle(app, fake, fake.push_update({"message": real}))
         impostor = fake.message(IMPOSTOR, text="hi, it's the owner")
-        impostor["from"].update(first_name="@realowner", last_name="(id 501)")
+        impostor["from"].update(first_name="@realowner", last_name="(Telegram 501)")
         await settle(app, fake, fake.push_update({"message": impostor}))
 
     lines = [r.getMessage() for r in caplog.records if r.name == "agent.conversation.pairing"]
     real_line, impostor_line = lines
-    assert real_line.endswith(" to make @realowner (id 501) the owner (code valid 10 minutes)")
+    assert real_line.endswith(
+        " to make @realowner (Telegram 501) the owner (code valid 10 minutes)"
+    )
     assert impostor_line.endswith(
-        " to make name='@realowner (id 501)' (id 666) the owner (code valid 10 minutes)"
+        " to make realowner Telegram 501 (Telegram 666) the owner (code valid 10 minutes)"
     )
     assert "make @realowner" not in impostor_line  # never shown the way the handle is

@@ -73,6 +73,8 @@ async def test_alerts_page_shows_each_step_and_who_acted_how(dash: Harness) -> N
     critical = section_of_alert(html, ignored)
     assert critical.count("<li>") >= 3  # raised, sent, escalated: every step
     assert "escalated" in critical and "escalated: SMS" in critical
+    assert '<span class="muted">— Watchkeeper</span>' in critical  # sent and escalated by itself
+    assert "— router" not in html  # not the name of a part of the code
     stored = await dash.router.store.by_code(by_button)
     assert stored is not None and stored.acknowledged_by == "owner via telegram button"
 

@@ -34,8 +34,8 @@ async def _jobs(app: App) -> tuple[CronJob, CronJob]:
     return daily, once
 
 
-async def _post(client: TestClient[Any, Any], path: str, csrf: str | None) -> Any:
-    form = {"csrf": csrf} if csrf is not None else {}
+async def _post(client: TestClient[Any, Any], path: str, csrf: str | None, **more: str) -> Any:
+    form = {"csrf": csrf, **more} if csrf is not None else {}
     return await client.post(path, data=form, headers=AUTH, allow_redirects=False)
 
 
@@ -70,7 +70,7 @@ async def test_pause_resume_delete_with_csrf_through_the_service(
             clock.advance(days=2)  # fires missed while paused are not replayed
             resumed = await _post(client, f"/jobs/{daily.id}/resume", csrf)
             after_resume = await jobs.get(daily.id)
-            deleted = await _post(client, f"/jobs/{once.id}/delete", csrf)
+            deleted = await _post(client, f"/jobs/{once.id}/delete", csrf, confirm="yes")
             listed = await page(client, "/jobs")
         gone = await app.deps.db["cronjobs"].find_one({"_id": once.id})
     assert paused.status == 303 and paused.headers["Location"] == "/jobs"
@@ -117,7 +117,7 @@ async def test_a_refused_change_says_why_and_changes_nothing(
             csrf = csrf_of(await page(client, "/jobs"))
             resumed = await _post(client, f"/jobs/{once.id}/resume", csrf)
             late = html.unescape(await page(client, "/jobs"))
-            unknown = await _post(client, "/jobs/nosuchjob/delete", csrf)
+            unknown = await _post(client, "/jobs/nosuchjob/delete", csrf, confirm="yes")
             missing = html.unescape(await page(client, "/jobs"))
         job, count = await jobs.get(once.id), await jobs.count()
     assert resumed.status == unknown.status == 303
@@ -140,3 +140,25 @@ async def test_a_later_change_by_the_model_clears_updated_by(
     assert by_dashboard.updated_by == "dashboard" and not by_dashboard.enabled
     assert result["updated"]["enabled"] is True
     assert stored is not None and "updated_by" not in stored and stored["enabled"]
+
+
+async def test_delete_asks_first_and_an_unconfirmed_delete_changes_nothing(
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
+) -> None:
+    async with dash_app(app_db, tmp_path, clock) as app:
+        daily, _ = await _jobs(app)
+        async with client_of(app) as client:
+            text = await page(client, "/jobs")
+            unconfirmed = await _post(client, f"/jobs/{daily.id}/delete", csrf_of(text))
+            after = html.unescape(await page(client, "/jobs"))
+        job = await parts_of(app).jobs.get(daily.id)
+    card = html.unescape(text[text.index(f'id="job-{daily.id}"') :])
+    start = card.index('<details class="confirm">')
+    step = card[start : card.index("</details>", start)]
+    assert "<summary" in step and "Delete…</summary>" in step  # the first click only opens
+    assert f'action="/jobs/{daily.id}/delete"' in step
+    assert '<input type="hidden" name="confirm" value="yes">' in step
+    assert "Delete “Morning news”? It will not run again" in step and "Delete for good" in step
+    assert unconfirmed.status == 303
+    assert "Nothing deleted: confirm with “Delete for good”." in after
+    assert job.enabled and job.updated_by is None and f'id="job-{daily.id}"' in after

@@ -78,6 +78,20 @@ async def test_pause_a_job_from_its_card(browser: Browser, dash: Harness) -> Non
     assert not stored.enabled and stored.updated_by == "dashboard"
 
 
+async def test_delete_a_job_takes_a_second_press(browser: Browser, dash: Harness) -> None:
+    job = await _job(dash, "Old reminder", 90)
+    await browser.log_in(TOKEN)
+    await browser.get("/jobs")
+    confirm = f"#job-{job.id} details.confirm button[type=submit]"
+    assert not await browser.call((await browser.find(confirm)).is_displayed)
+    await browser.click(f"#job-{job.id} details.confirm summary")
+    assert await browser.call((await browser.find(confirm)).is_displayed)
+    assert (await parts_of(dash.app).jobs.count()) == 1  # the first press deleted nothing
+    await browser.submit(confirm, ".flash")
+    assert f"Deleted “Old reminder” ({job.id})." in await browser.text(".flash")
+    assert (await parts_of(dash.app).jobs.count()) == 0
+
+
 async def test_a_phone_sees_runs_jobs_and_spend_whole(browser: Browser, dash: Harness) -> None:
     await _job(dash, "A job with a rather long name that could push a layout sideways", 30)
     await _run(dash, 30)

@@ -59,6 +59,10 @@ async def test_the_spend_page_shows_usd_and_marks_estimates(
     assert day is not None and day.group(1) == "~$0.5634"
     assert 'data-used="1101400" data-limit="1000000"' in text
     assert "budget spent" in text and "resets 00:00" in text
+    today = text[text.index("<h2>Today</h2>") : text.index("</section>")]
+    assert "<strong>~$0.5634</strong> so far today" in today  # dollars beside the tokens
+    assert "(estimated: a model is not in the price table)" in today
+    assert "1,101,400 of 1,000,000 tokens" in today
 
 
 async def test_status_shows_the_budget_and_the_cost_today(
