@@ -38,7 +38,8 @@ class Delivery:
     """The owner chats here: alert copies, notices and deliveries may go here. A channel
     that is not a chat (SMS) is used for them only as the owner's ``primary_channel``."""
     buttons: bool = False
-    """Alerts carry answer buttons (ack, snooze) here."""
+    """Alerts and held-call questions carry answer buttons (Ack, Approve...) here, and a
+    press comes back as an ``InboundMessage`` of kind ``PRESSED``."""
     whole_text: int | None = None
     """The longest text sent whole, where the channel cuts a longer one (Twilio refuses
     more than 1,600 characters); a text that must arrive whole is split before it is

@@ -7,6 +7,7 @@ Channels only turn transport events into ``InboundMessage`` and send
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -96,6 +97,39 @@ class Button:
     data: str
 
 
+PRESS_DATA_MAX = 64
+"""Bytes of a button's data Telegram keeps (``callback_data``)."""
+_PRESS = re.compile(r"([a-z]):([a-z]{1,8}):([0-9]{1,12})")
+
+
+@dataclass(frozen=True)
+class Press:
+    """What a button names: a subject kind (``a`` an alert, ``h`` held calls), an
+    action and the subject's code, written ``a:ack:12``: short, well inside the 64 bytes
+    a button may carry, and checked on the way in (``parse``)."""
+
+    kind: str
+    action: str
+    code: str
+
+    @property
+    def data(self) -> str:
+        data = f"{self.kind}:{self.action}:{self.code}"
+        if _PRESS.fullmatch(data) is None:
+            raise ValueError(f"not button data: {data!r}")
+        return data
+
+    @classmethod
+    def parse(cls, data: str) -> Press | None:
+        """The press ``data`` names; None when it is not in this form."""
+        found = _PRESS.fullmatch(data) if len(data.encode()) <= PRESS_DATA_MAX else None
+        return cls(*found.groups()) if found is not None else None
+
+
+PRESSED = "button"
+"""``InboundMessage.meta["kind"]`` of a button press; its ``text`` is the button's data."""
+
+
 VERBATIM = "verbatim"
 """``OutboundMessage.meta`` key: send the text exactly as written, with no formatting (a
 Markdown link would hide its address, ``**`` and ``_`` would vanish): what the owner
@@ -105,6 +139,12 @@ SMS_BUDGET_TAKEN = "sms_budget_taken"
 (or keeps it outside the budget on purpose: a test page's one SMS)."""
 SMS_STATUS_CALLBACK = "sms_status_callback"
 """``OutboundMessage.meta`` key: the URL Twilio posts this SMS's delivery status to."""
+PRESS_ANSWER = "press_answer"
+"""``OutboundMessage.meta`` key: this answers a button press instead of being a new
+message. The value: ``{"query_id": the press's id, "notice": a short text shown on the
+pressing phone, "edit": the id of the message to edit, or None, "shown": that message
+as it reads (Telegram HTML)}``. With ``edit``, the message is rewritten to ``shown``
+followed by ``text`` and loses its buttons."""
 VOICE_CALL = "voice_call"
 """``OutboundMessage.meta`` key: ring ``chat_id`` instead of texting it; ``text`` is the
 call's TwiML and the value a ``{"status_callback": url, "ring_until": ISO time}`` dict (a

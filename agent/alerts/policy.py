@@ -22,7 +22,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from agent.alerts.directives import format_duration, help_text
 from agent.llm.untrusted import for_model
 from agent.owner import OwnerPrefs
-from channels.types import Button
+from channels.types import Button, Press
 from storage.outside import Outside
 from storage.repos.alert_record import Alert, Severity, TextField
 from storage.repos.alerts import routing_overrides
@@ -181,12 +181,21 @@ def sms_text(alert: Alert, lead: str = "") -> str:
     return text + f"\nReply {code}a to ack, {code}c to resolve, or #{code} snooze 1h."
 
 
+ALERT_PRESS = "a"
+"""``Press.kind`` of an alert's buttons (``agent.conversation.buttons`` applies them)."""
+ALERT_BUTTONS: tuple[tuple[str, str], ...] = (
+    ("ack", "Ack"),
+    ("snz", "Snooze 1h"),
+    ("res", "Resolve"),
+)
+"""An alert's buttons: the press's action and the label."""
+
+
 def buttons(alert: Alert) -> tuple[Button, ...]:
-    code = alert.code
-    return (
-        Button("Ack", f"#{code} ack"),
-        Button("Snooze 1h", f"#{code} snooze 1h"),
-        Button("Mute 1d", f"#{code} mute 1d"),
+    """Ack, Snooze 1h and Resolve, where the channel shows buttons."""
+    return tuple(
+        Button(label, Press(ALERT_PRESS, action, alert.code).data)
+        for action, label in ALERT_BUTTONS
     )
 
 

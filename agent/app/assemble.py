@@ -26,6 +26,7 @@ from agent.app.status import StatusBoard, budget_section, status_command, zone_s
 from agent.config import Settings
 from agent.context import AgentDeps
 from agent.conversation.agent import Agent
+from agent.conversation.buttons import pressing
 from agent.conversation.dispatch import Command, Dispatcher, Interceptor, TierResolver
 from agent.conversation.held_sends import confirming
 from agent.conversation.pairing import Pairing
@@ -157,8 +158,9 @@ async def assemble(
     board = StatusBoard(channels, outbox, status_sections)
     commands: dict[str, Command] = {}
     resolvers: dict[str, TierResolver] = {}
-    # First: "send 4711" releases what was held, nothing else (before alert directives).
-    interceptors: list[Interceptor] = [confirming(catalog)]
+    # First: a button press, then "send 4711" releases what was held, nothing else
+    # (before alert directives).
+    interceptors: list[Interceptor] = [pressing(catalog), confirming(catalog)]
     for parts in every:
         commands.update(parts.commands)
         resolvers.update(parts.resolvers)

@@ -1,7 +1,8 @@
 """From an inbound message to replies: who is speaking, commands, then the agent.
 
 Unknown senders never reach the model (no tokens spent): they are logged and
-counted, and a Telegram stranger gets one polite refusal a day at most.
+counted, and a Telegram stranger gets one polite refusal a day at most. A button press
+by anyone but the owner is refused in its answer (``agent.conversation.buttons``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pymongo.errors import DuplicateKeyError
 
 from agent.context import AgentDeps, RunContext, Tier
 from agent.conversation.agent import Agent, AgentReply, apology
+from agent.conversation.buttons import is_press, refuse_press
 from agent.conversation.commands import COMMAND_HELP, EXAMPLES
 from agent.conversation.pairing import Pairing
 from agent.conversation.prompt import mark_untrusted
@@ -108,6 +110,9 @@ class Dispatcher:
         """The replies to a stored message; its run context is read off the envelope."""
         message = envelope.message
         trust = await self.trust(message)
+        pressed = is_press(message)
+        if pressed and (trust is None or trust.tier != "owner"):
+            return refuse_press(message)  # a button is the owner's: nothing else happens
         if trust is None:
             return await self._stranger(envelope)
         tier = trust.tier
@@ -130,7 +135,7 @@ class Dispatcher:
         )
         try:
             # A command, an interceptor (alert directives) or else the agent answers.
-            command = command_of(message.text) if tier == "owner" else ""
+            command = command_of(message.text) if tier == "owner" and not pressed else ""
             if command in self.commands:
                 return await self.commands[command](message, ctx)
             if tier == "owner":

@@ -20,7 +20,7 @@ from agent.context import RunContext
 from agent.tools.base import ToolError, ToolResult
 from agent.tools.held import APPROVE_WORD, describe
 from channels.registry import ChannelName
-from channels.types import SMS_BUDGET_TAKEN, VERBATIM, OutboundMessage
+from channels.types import SMS_BUDGET_TAKEN, VERBATIM, Button, OutboundMessage, Press
 from storage.repos.held_sends import HeldGroup, HeldSend, HeldSends
 from storage.repos.sms_budget import take_sms
 from storage.repos.whatsapp_permissions import WhatsAppPermissions
@@ -103,13 +103,32 @@ async def ask_owner(ctx: RunContext, codes: Sequence[str]) -> None:
         if group is None:
             continue  # answered or expired meanwhile
         key = f"held:{group.key}:{len(group.sends)}:{len(group.actions)}"
-        parts = split_whole(ask_text(group), ctx.deps.reach.delivery(target.channel).whole_text)
+        delivery = ctx.deps.reach.delivery(target.channel)
+        parts = split_whole(ask_text(group), delivery.whole_text)
         for n, part in enumerate(parts):
             # As written: no Markdown may hide a link's address or eat a character.
             index_key = f"{key}:{n}" if n else key
             meta: dict[str, object] = {VERBATIM: True}
-            message = OutboundMessage(target.channel, target.chat_id, part, index_key, meta=meta)
+            last = n == len(parts) - 1
+            buttons = held_buttons(code) if last and delivery.buttons else ()
+            message = OutboundMessage(
+                target.channel, target.chat_id, part, index_key, buttons=buttons, meta=meta
+            )
             await outbox.enqueue(message)
+
+
+HELD_PRESS = "h"
+"""``Press.kind`` of a held-call question's buttons (``agent.conversation.buttons``)."""
+HELD_BUTTONS: tuple[tuple[str, str], ...] = (("ok", "Approve"), ("no", "Cancel"))
+"""The question's buttons: the press's action and the label; the same as replying
+``approve CODE`` / ``cancel CODE``."""
+
+
+def held_buttons(code: str) -> tuple[Button, ...]:
+    """Approve and Cancel for the held group ``code``, where the channel shows buttons."""
+    return tuple(
+        Button(label, Press(HELD_PRESS, action, code).data) for action, label in HELD_BUTTONS
+    )
 
 
 def split_whole(text: str, limit: int | None) -> list[str]:

@@ -5,7 +5,9 @@ update (advances the offset) before the application has stored it, so a crash
 in between would lose it. Here the offset moves past an update only after the
 sink has stored it; until then Telegram keeps offering it, and the inbox's
 unique key makes a redelivery harmless. Webhook mode answers 200 only after the
-sink returned, for the same reason.
+sink returned, for the same reason. A button press (``callback_query``) is stored like a
+message and answered once it is handled, with what it did (``channels.types.PRESS_ANSWER``):
+the channel does not answer it as it stores it, as a press may be answered only once.
 
 The bot token is part of every Bot API URL. It is never logged: errors are
 shown with the token blanked out, and a filter blanks it in the httpx and PTB
@@ -318,16 +320,6 @@ class TelegramChannel(TelegramSender):
                     log.exception("storing telegram update %d failed; retrying", update.update_id)
                     await pauses.sleep()
             self._stalled = None
-            if update.callback_query is not None:  # a button: stop its spinner
-                await self._accepted(update)
-
-    async def _accepted(self, update: Update) -> None:
-        if update.callback_query is not None:
-            try:
-                async with self._slots:
-                    await update.callback_query.answer()  # stops the button's spinner
-            except TelegramError as exc:
-                log.debug("answerCallbackQuery failed: %s", self._safe(exc))
 
     async def handle_webhook(self, request: web.Request) -> web.Response:
         """``POST /webhooks/telegram``: 200 only once the update is stored."""
@@ -359,7 +351,6 @@ class TelegramChannel(TelegramSender):
         except Exception:
             log.exception("storing telegram update %d failed", update.update_id)
             return web.Response(status=500, text="not stored; please retry")
-        await self._accepted(update)
         return web.Response(text="ok")
 
     async def fetch_media(self, source: Mapping[str, str], max_bytes: int) -> bytes:

@@ -24,7 +24,7 @@ from telegram.error import BadRequest
 
 from channels.http_fetch import fetch_capped
 from channels.registry import ChannelName
-from channels.types import InboundMessage, MediaItem, MediaKind, MediaTooLarge
+from channels.types import PRESSED, InboundMessage, MediaItem, MediaKind, MediaTooLarge
 
 log = logging.getLogger(__name__)
 
@@ -142,9 +142,14 @@ def _name(user: User | None) -> str:
 
 
 def _from_callback(update_id: int, query: CallbackQuery, now: datetime) -> InboundMessage | None:
+    """A button press: its data as the text, the message it sits on as ``reply_to``. The
+    press is answered (``answerCallbackQuery``) once it is handled, with what was done:
+    ``meta`` keeps its id and the message as it reads (to be edited to say so; a
+    message too old for the bot to see has no ``text``)."""
     carrier = query.message
     if query.data is None or carrier is None:
         return None  # games and inline-mode buttons: nothing for the agent to read
+    shown = carrier.text_html if isinstance(carrier, Message) and carrier.text else None
     return InboundMessage(
         channel=CHANNEL,
         external_id=str(update_id),
@@ -154,7 +159,7 @@ def _from_callback(update_id: int, query: CallbackQuery, now: datetime) -> Inbou
         text=query.data,
         received_at=now,
         reply_to=str(carrier.message_id),
-        meta={"callback_query_id": query.id, "kind": "button"},
+        meta={"callback_query_id": query.id, "kind": PRESSED, "shown": shown},
     )
 
 

@@ -15,6 +15,7 @@ links) become tags. Whatever still fails to parse is resent as plain text.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import html
 import logging
 import re
@@ -36,7 +37,14 @@ from telegram.warnings import PTBDeprecationWarning
 
 from channels.pacing import Lane, PacingClosed
 from channels.telegram.flood import TELEGRAM_LIMITS, FloodLimits, FloodPace
-from channels.types import VERBATIM, Button, OutboundMessage, SendError, SendResult
+from channels.types import (
+    PRESS_ANSWER,
+    VERBATIM,
+    Button,
+    OutboundMessage,
+    SendError,
+    SendResult,
+)
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +56,8 @@ REFUSED = (BadRequest, Forbidden, InvalidToken, ChatMigrated, RetryAfter)
 PROGRESS_KEEP = 256
 """How many partly sent long replies to remember, so a retry skips the sent chunks."""
 MAX_LENGTH = 4096
+NOTICE_MAX = 200
+"""Characters of the notice a button press is answered with (``answerCallbackQuery``)."""
 
 # Where to cut, best first: (separator, characters of it kept at the end of the chunk).
 _SEPARATORS: tuple[tuple[str, int], ...] = (
@@ -230,6 +240,9 @@ class TelegramSender:
         """
         if not self._running:
             raise SendError("telegram channel is not running", retryable=True)
+        answer = message.meta.get(PRESS_ANSWER)
+        if isinstance(answer, dict):
+            return await self._answer_press(message, answer)
         chunks = split_text(message.text)
         if not chunks:
             if not message.buttons:
@@ -326,6 +339,55 @@ class TelegramSender:
                 log.warning("telegram accepted a message but gave no id for it: %s", exc)
                 return ""
             return str(sent.message_id)
+
+    async def _answer_press(self, message: OutboundMessage, answer: dict[str, Any]) -> SendResult:
+        """Answer a button press (``PRESS_ANSWER``): stop its spinner with a short notice,
+        then, when it did something, rewrite the message it sat on to add ``text``,
+        without its buttons. A message too long to take the words, or one we no longer
+        know the text of, only loses its buttons, and the words come as a reply to it;
+        one the bot may no longer edit gets them as a reply too. An answer Telegram no
+        longer takes (the press is older than its answer window) is not retried: the
+        message still says what was done."""
+        notice = str(answer.get("notice") or message.text)[:NOTICE_MAX]
+        try:
+            async with self._slots:
+                await self._bot.answer_callback_query(str(answer.get("query_id")), text=notice)
+        except BadRequest as exc:
+            log.info("telegram refused the answer to a press: %s", self._describe(exc))
+        except TelegramError as exc:
+            raise self._send_error(exc) from None
+        edit = _as_message_id(answer.get("edit"))
+        if edit is None:
+            return SendResult(info={"answered": notice})
+        added = to_html(message.text)
+        shown = str(answer.get("shown") or "")
+        fits = bool(shown) and utf16_length(shown) + 2 + utf16_length(added) <= MAX_LENGTH
+        try:
+            async with self._slots:
+                if fits:  # the message as it read, and what was done under it
+                    await self._bot.edit_message_text(
+                        f"{shown}\n\n{added}",
+                        chat_id=message.chat_id,
+                        message_id=edit,
+                        parse_mode=ParseMode.HTML,
+                        reply_markup=InlineKeyboardMarkup(()),
+                    )
+                else:
+                    await self._bot.edit_message_reply_markup(
+                        chat_id=message.chat_id,
+                        message_id=edit,
+                        reply_markup=InlineKeyboardMarkup(()),
+                    )
+        except BadRequest as exc:
+            if "not modified" not in exc.message.lower():
+                log.info("telegram refused an edit (%s); replying instead", exc.message)
+                fits = False
+        except TelegramError as exc:
+            raise self._send_error(exc) from None
+        if fits:
+            return SendResult(external_ids=(str(edit),))
+        reply = dataclasses.replace(message, meta={}, reply_to=str(edit))
+        return await self.send(reply)
 
     def _send_error(self, exc: TelegramError) -> SendError:
         text = self._describe(exc)

@@ -170,9 +170,12 @@ async def test_button_press_becomes_a_message(
     await fake.wait_sent(1)
     await settle(stack, update)
     assert model.requests[0].messages[-1].text == "ack #A7"
-    assert fake.answered_callbacks == ["cb555"]
+    # Answered by whoever handles it, with what it did (agent.conversation.buttons);
+    # the channel keeps the press's id and the message it sat on for that answer.
+    assert fake.answered_callbacks == []
     doc = await db["inbox"].find_one({"external_id": str(update["update_id"])})
     assert doc is not None and doc["reply_to"] == "555"
+    assert doc["meta"] == {"callback_query_id": "cb555", "kind": "button", "shown": "question"}
 
 
 async def test_polling_survives_errors_and_never_logs_the_token(

@@ -10,7 +10,14 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from channels.telegram.channel import SECRET_HEADER, TelegramChannel
 from channels.telegram.outbound import split_text, to_html, utf16_length
-from channels.types import VERBATIM, Button, InboundMessage, OutboundMessage, SendError
+from channels.types import (
+    PRESS_ANSWER,
+    VERBATIM,
+    Button,
+    InboundMessage,
+    OutboundMessage,
+    SendError,
+)
 from tests.channels.telegram_kit import HOOK_URL, OWNER, SECRET, Build, Doc, build, fake, settle
 from tests.fakes.scripted import ScriptedModel
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
@@ -187,6 +194,63 @@ async def test_buttons_go_on_the_last_chunk_and_retries_resume(
     assert len(fake.sent) == 2
     assert result.external_ids == tuple(str(s.message_id) for s in fake.sent)
     assert fake.sent[0].button_data == [] and fake.sent[1].button_data == ["ack"]
+
+
+def _press_answer(
+    query: str, notice: str, edit: str | None, shown: str | None
+) -> dict[str, object]:
+    return {PRESS_ANSWER: {"query_id": query, "notice": notice, "edit": edit, "shown": shown}}
+
+
+async def test_a_press_is_answered_and_its_message_edited_without_buttons(
+    build: Build, fake: FakeTelegram
+) -> None:
+    stack = await build(ScriptedModel(lambda r: "-"))
+    buttons = (Button("Approve", "h:ok:1234"),)
+    await stack.channel.send(
+        OutboundMessage("telegram", str(OWNER), "Do it?", "q", buttons=buttons)
+    )
+    [question] = fake.sent
+    fake.push_callback(OWNER, "h:ok:1234", question.message_id)  # the press, as Telegram has it
+    done = OutboundMessage(
+        "telegram", str(OWNER), "✅ Approved by you at 14:02", "a1",
+        meta=_press_answer("cb1000", "✅ Approved", str(question.message_id), "Do <b>it</b>?"),
+    )  # fmt: skip
+    result = await stack.channel.send(done)
+    assert result.external_ids == (str(question.message_id),)
+    assert [(a.query_id, a.text) for a in fake.answers] == [("cb1000", "✅ Approved")]
+    assert question.visible == "Do it?\n\n✅ Approved by you at 14:02"
+    assert question.reply_markup is None and len(fake.sent) == 1
+    # Retried (the outbox lost the result): the press was answered already, the edit
+    # changes nothing; neither is an error.
+    assert await stack.channel.send(done) == result
+    # An answer alone (nothing was done): the message stays as it is.
+    again = OutboundMessage(
+        "telegram", str(OWNER), "Already done", "a2",
+        meta=_press_answer("cb1000-2", "Already done", None, None),
+    )  # fmt: skip
+    await stack.channel.send(again)
+    assert fake.answers[-1].text == "Already done" and len(fake.edits) == 1
+
+
+async def test_a_press_on_a_message_too_long_to_add_to_is_answered_by_a_reply(
+    build: Build, fake: FakeTelegram
+) -> None:
+    stack = await build(ScriptedModel(lambda r: "-"))
+    long = "x" * 4090
+    buttons = (Button("Ack", "a:ack:12"),)
+    await stack.channel.send(OutboundMessage("telegram", str(OWNER), long, "q", buttons=buttons))
+    [alert] = fake.sent
+    done = OutboundMessage(
+        "telegram", str(OWNER), "✅ Acknowledged by you at 14:02", "a1",
+        meta=_press_answer("cb1", "✅ Acknowledged", str(alert.message_id), long),
+    )  # fmt: skip
+    await stack.channel.send(done)
+    assert alert.visible == long and alert.reply_markup is None  # only its buttons went
+    assert [e.method for e in fake.edits] == ["editMessageReplyMarkup"]
+    [_, words] = fake.sent
+    assert words.visible == "✅ Acknowledged by you at 14:02"
+    assert words.reply_to == alert.message_id
 
 
 async def test_send_retried_after_server_errors(

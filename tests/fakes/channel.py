@@ -13,7 +13,14 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from channels.types import InboundMessage, InboundSink, OutboundMessage, SendError, SendResult
+from channels.types import (
+    PRESSED,
+    InboundMessage,
+    InboundSink,
+    OutboundMessage,
+    SendError,
+    SendResult,
+)
 
 
 class RecordingChannel:
@@ -81,6 +88,25 @@ class RecordingChannel:
     def texts(self, chat_id: str | None = None) -> list[str]:
         """The texts sent, to ``chat_id`` only when given."""
         return [m.text for m in self.sent if chat_id is None or m.chat_id == chat_id]
+
+    async def press(self, data: str, *, on: str, sender: str | int | None = None) -> bool:
+        """A button press, as Telegram's channel delivers one: ``data`` from the button on
+        the message sent as ``on`` (one of this channel's external ids)."""
+        assert self.sink is not None, f"{self.name} was not started"
+        who = self.sender if sender is None else str(sender)
+        number = next(self._inbound)
+        return await self.sink(
+            InboundMessage(
+                channel=self.name,
+                external_id=f"u{number}",
+                chat_id=who,
+                sender_id=who,
+                text=data,
+                received_at=self.clock() if self.clock is not None else datetime.now(UTC),
+                reply_to=on,
+                meta={"callback_query_id": f"q{number}", "kind": PRESSED, "shown": None},
+            )
+        )
 
     async def say(
         self,

@@ -5,6 +5,13 @@ bodies; answers are ``{"ok": true, "result": ...}`` or Telegram's error envelope
 ``getUpdates`` long-polls like the real one: it waits up to ``timeout`` seconds for an
 update, and an ``offset`` confirms (removes) every update below it.
 
+Buttons as Telegram has them: ``reply_markup`` kept with each sent message,
+``push_callback`` presses one (a ``callback_query`` update carrying the message as it
+reads now, a new query id per press), ``answerCallbackQuery`` takes one answer per
+query (a second is refused as Telegram refuses it), and ``editMessageText`` /
+``editMessageReplyMarkup`` change a sent message (its text, its keyboard; an edit
+that changes nothing is refused with "message is not modified").
+
 ``sendMessage`` is checked the way Telegram checks it: empty text, more than
 4,096 characters after entity parsing, and malformed or unknown HTML tags are
 refused with 400. Failures can be scripted per method, and ``reject_html``
@@ -72,6 +79,31 @@ class Sent:
     def button_data(self) -> list[str]:
         rows = (self.reply_markup or {}).get("inline_keyboard", [])
         return [b["callback_data"] for row in rows for b in row]
+
+    @property
+    def button_labels(self) -> list[str]:
+        rows = (self.reply_markup or {}).get("inline_keyboard", [])
+        return [b["text"] for row in rows for b in row]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One ``answerCallbackQuery`` Telegram took: the press it answers and the notice."""
+
+    query_id: str
+    text: str | None
+    show_alert: bool
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One accepted edit: which message, its new text (None when only the keyboard
+    changed) and its keyboard after the edit."""
+
+    method: str
+    message_id: int
+    text: str | None
+    reply_markup: Json | None
 
 
 @dataclass(frozen=True)
@@ -173,6 +205,9 @@ class FakeTelegram:
         self.commands: list[Json] = []
         self.webhook: Json | None = None
         self.answered_callbacks: list[str] = []
+        self.answers: list[Answer] = []
+        self.edits: list[Edit] = []
+        self._query_ids = itertools.count(1)
         self.confirmed: list[int] = []
         self.handed_out: list[int] = []
         """Update ids of ``getUpdates`` answers written out in full to the bot."""
@@ -199,7 +234,6 @@ class FakeTelegram:
             "setWebhook": self._set_webhook,
             "setMyCommands": self._set_commands,
             "sendChatAction": self._chat_action,
-            "answerCallbackQuery": self._answer_callback,
         }
 
     # -- scripting ---------------------------------------------------------
@@ -263,17 +297,39 @@ class FakeTelegram:
         extra = {"caption": caption} if caption else {}
         return self.push_content(user_id, photo=[size], **extra)
 
-    def push_callback(self, user_id: int, data: str, message_id: int) -> Json:
-        carrier = self.message(BOT_ID, user_id, text="question")
+    def push_callback(
+        self, user_id: int, data: str, message_id: int, query_id: str | None = None
+    ) -> Json:
+        """``user_id`` presses the button with ``data`` on message ``message_id``: the
+        message as it reads now when the bot sent it (its chat, text and keyboard), else
+        a stand-in. Each press has its own query id unless ``query_id`` is given (the
+        first press of a message gets ``cb<message_id>``)."""
+        sent = self.sent_message(message_id)
+        chat = int(sent.chat_id) if sent is not None else user_id
+        carrier = self.message(BOT_ID, chat, text=sent.visible if sent else "question")
+        carrier["from"] = self.me
         carrier["message_id"] = message_id
+        if sent is not None and sent.reply_markup:
+            carrier["reply_markup"] = sent.reply_markup
+        if query_id is None:
+            taken = {a.query_id for a in self.answers} | {
+                str(u["callback_query"]["id"]) for u in self.pending if "callback_query" in u
+            }
+            query_id = f"cb{message_id}"
+            if query_id in taken:
+                query_id = f"cb{message_id}-{next(self._query_ids)}"
         query = {
-            "id": f"cb{message_id}",
+            "id": query_id,
             "from": {"id": user_id, "is_bot": False, "first_name": f"User{user_id}"},
             "chat_instance": "ci",
             "message": carrier,
             "data": data,
         }
         return self.push_update({"callback_query": query})
+
+    def sent_message(self, message_id: int) -> Sent | None:
+        """The message the bot sent under ``message_id``, as it reads now (after edits)."""
+        return next((m for m in self.sent if m.message_id == message_id), None)
 
     def requeue(self, update: Json) -> None:
         """Offer ``update`` again, as Telegram does when a confirmation never arrived."""
@@ -365,6 +421,10 @@ class FakeTelegram:
             return answer
         if method == "sendMessage":
             return self._send_message(params, arrived)
+        if method == "answerCallbackQuery":
+            return self._answer_callback(params)
+        if method in ("editMessageText", "editMessageReplyMarkup"):
+            return self._edit(method, params)
         handler = self._methods.get(method)
         if handler is None:
             return _error(404, "Not Found")
@@ -477,6 +537,62 @@ class FakeTelegram:
         self.chat_actions.append((str(params.get("chat_id")), str(params.get("action"))))
         return True
 
-    def _answer_callback(self, params: Json) -> bool:
-        self.answered_callbacks.append(str(params.get("callback_query_id")))
-        return True
+    def _answer_callback(self, params: Json) -> web.Response:
+        query_id = str(params.get("callback_query_id"))
+        if query_id in self.answered_callbacks:
+            return _error(
+                400,
+                "Bad Request: query is too old and response timeout expired or query ID is invalid",
+            )
+        text = params.get("text")
+        if isinstance(text, str) and len(text) > 200:
+            return _error(400, "Bad Request: MESSAGE_TOO_LONG")
+        self.answered_callbacks.append(query_id)
+        show_alert = params.get("show_alert") in (True, "true", "True")
+        self.answers.append(Answer(query_id, text if isinstance(text, str) else None, show_alert))
+        return web.json_response({"ok": True, "result": True})
+
+    def _edit(self, method: str, params: Json) -> web.Response:
+        """``editMessageText`` / ``editMessageReplyMarkup`` of a message the bot sent."""
+        message_id = params.get("message_id")
+        sent = self.sent_message(message_id) if isinstance(message_id, int) else None
+        if sent is None or sent.chat_id != str(params.get("chat_id")):
+            return _error(400, "Bad Request: message to edit not found")
+        markup = params.get("reply_markup")
+        keyboard = markup if isinstance(markup, dict) and markup.get("inline_keyboard") else None
+        text, parse_mode = sent.text, sent.parse_mode
+        if method == "editMessageText":
+            text = str(params.get("text", ""))
+            parse_mode = params.get("parse_mode")
+            visible = text
+            if parse_mode == "HTML":
+                visible, problem = _check_html(text)
+                if problem:
+                    return _error(400, f"Bad Request: can't parse entities: {problem}")
+                visible = html.unescape(visible)
+            if not visible.strip():
+                return _error(400, "Bad Request: message text is empty")
+            if _utf16(visible) > 4096:
+                return _error(400, "Bad Request: MESSAGE_TOO_LONG")
+        same_text = _visible_text(text) if parse_mode == "HTML" else text
+        if same_text == sent.visible and keyboard == (sent.reply_markup or None):
+            return _error(
+                400,
+                "Bad Request: message is not modified: specified new message content and reply "
+                "markup are exactly the same as a current content and reply markup of the "
+                "message",
+            )
+        sent.text, sent.parse_mode, sent.reply_markup = text, parse_mode, keyboard
+        changed = text if method == "editMessageText" else None
+        self.edits.append(Edit(method, sent.message_id, changed, keyboard))
+        result: Json = {
+            "message_id": sent.message_id,
+            "date": int(time.time()),
+            "edit_date": int(time.time()),
+            "chat": {"id": int(sent.chat_id), "type": "private"},
+            "from": self.me,
+            "text": sent.visible,
+        }
+        if keyboard is not None:
+            result["reply_markup"] = keyboard
+        return web.json_response({"ok": True, "result": result})

@@ -98,13 +98,17 @@ async def test_telegram_alert_carries_code_reply_help_and_buttons(app_db: AppDb)
         message = h.chat.sent[0]
         assert f"#{code}" in message.text and "Reply ack, snooze 1h" in message.text
         assert [(b.label, b.data) for b in message.buttons] == [
-            ("Ack", f"#{code} ack"),
-            ("Snooze 1h", f"#{code} snooze 1h"),
-            ("Mute 1d", f"#{code} mute 1d"),
+            ("Ack", f"a:ack:{code}"),
+            ("Snooze 1h", f"a:snz:{code}"),
+            ("Resolve", f"a:res:{code}"),
         ]
-        await h.chat.say(message.buttons[1].data)  # pressing "Snooze 1h"
+        await h.chat.press(message.buttons[1].data, on="1")  # pressing "Snooze 1h"
         await h.settle()
-        assert h.chat.texts()[-1].startswith(f"#{code} snoozed for 1h, until 11:00")
+        snoozed = await h.router.store.by_code(code)
+        assert snoozed is not None and snoozed.status == "snoozed"
+        assert h.chat.texts()[-1] == "💤 Snoozed for 1h by you at 10:00\n" + (
+            f"#{code} snoozed for 1h, until 11:00."
+        )
 
 
 @pytest.mark.both_databases

@@ -44,9 +44,10 @@ async def press_button(dash: Harness, code: str) -> None:
             external_id=f"cb-{code}",
             chat_id=str(OWNER_TG),
             sender_id=str(OWNER_TG),
-            text=f"#{code} ack",
+            text=f"a:ack:{code}",  # the Ack button's data
             received_at=dash.clock(),
-            meta={"kind": "button"},
+            reply_to="1",
+            meta={"kind": "button", "callback_query_id": f"q{code}", "shown": None},
         )
     )
     await dash.settle()
