@@ -64,6 +64,8 @@ USAGE = "usage"
 MONITORS = "monitors"
 """http checks and heartbeats (``scheduler.monitors``, which owns it)."""
 MEMORIES = "memories"
+MONITOR_CHECKS = "monitor_checks"
+"""Each monitor's checks counted per hour and per day (``scheduler.monitors.history``)."""
 """Facts about the owner, one per record (``storage.repos.memories``)."""
 
 PROTECTED: frozenset[str] = frozenset(
@@ -83,6 +85,7 @@ PROTECTED: frozenset[str] = frozenset(
         USAGE,
         MONITORS,
         MEMORIES,
+        MONITOR_CHECKS,
     }
 )
 MODEL_WRITABLE: frozenset[str] = frozenset({"master", "contacts", "schedule"})
@@ -151,6 +154,12 @@ INDEXES: Mapping[str, Sequence[IndexModel]] = MappingProxyType(
             IndexModel([("token_key", ASCENDING)], unique=True, sparse=True),
             # One monitor per slot below the cap: the cap holds under concurrent creates.
             IndexModel([("slot", ASCENDING)], unique=True, sparse=True),
+        ],
+        # The monitors page reads the last day's hours and the last month's days; the
+        # buckets expire on their own (``scheduler.monitors.history``).
+        MONITOR_CHECKS: [
+            IndexModel([("span", ASCENDING), ("start", ASCENDING)]),
+            IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=0),
         ],
         # Side-effect results are needed only while an exchange may still be replayed.
         TOOL_EFFECTS: [IndexModel([("created_at", ASCENDING)], expireAfterSeconds=7 * 86400)],
