@@ -65,7 +65,8 @@ MONITORS = "monitors"
 """http checks and heartbeats (``scheduler.monitors``, which owns it)."""
 MEMORIES = "memories"
 MONITOR_CHECKS = "monitor_checks"
-"""Each monitor's checks counted per hour and per day (``scheduler.monitors.history``)."""
+"""Each monitor's checks counted per hour and per day, and its latest response times
+(``scheduler.monitors.history``)."""
 """Facts about the owner, one per record (``storage.repos.memories``)."""
 
 PROTECTED: frozenset[str] = frozenset(
@@ -155,12 +156,9 @@ INDEXES: Mapping[str, Sequence[IndexModel]] = MappingProxyType(
             # One monitor per slot below the cap: the cap holds under concurrent creates.
             IndexModel([("slot", ASCENDING)], unique=True, sparse=True),
         ],
-        # The monitors page reads the last day's hours and the last month's days; the
-        # buckets expire on their own (``scheduler.monitors.history``).
-        MONITOR_CHECKS: [
-            IndexModel([("span", ASCENDING), ("start", ASCENDING)]),
-            IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=0),
-        ],
+        # One document per monitor, read by _id; it expires a month after its last
+        # check (``scheduler.monitors.history``).
+        MONITOR_CHECKS: [IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=0)],
         # Side-effect results are needed only while an exchange may still be replayed.
         TOOL_EFFECTS: [IndexModel([("created_at", ASCENDING)], expireAfterSeconds=7 * 86400)],
         SETTINGS: [

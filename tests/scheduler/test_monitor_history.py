@@ -12,7 +12,7 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from scheduler.monitors.history import (
-    PER_HOUR,
+    SPARK_POINTS,
     CheckHistory,
     Counts,
     expected_pings,
@@ -47,8 +47,8 @@ async def running(db: AsyncDatabase[Doc], clock: FakeClock) -> Monitors:
 
 def counted(db: AsyncDatabase[Doc], monitor_id: str, checks: int) -> Any:
     async def check() -> bool:
-        doc = await db["monitor_checks"].find_one({"_id": f"{monitor_id}:d:20261126"})
-        return doc is not None and doc["checks"] >= checks
+        doc = await db["monitor_checks"].find_one({"_id": monitor_id})
+        return doc is not None and doc["dc"]["d20261126"] >= checks
 
     return check
 
@@ -69,9 +69,9 @@ async def test_the_check_loop_counts_each_check_with_its_response_time(
         figures = (await monitors.history.read([made.id], clock()))[made.id]
     finally:
         await monitors.stop()
-    hour = await db["monitor_checks"].find_one({"_id": f"{made.id}:h:2026112610"})
-    assert hour is not None and hour["span"] == "hour" and hour["monitor_id"] == made.id
-    assert hour["expires_at"] == datetime(2026, 11, 28, 10, 0, tzinfo=UTC)  # kept two days
+    doc = await db["monitor_checks"].find_one({"_id": made.id})
+    assert doc is not None and doc["expires_at"] == datetime(2026, 12, 27, 10, 0, tzinfo=UTC)
+    assert doc["hc"]["h2026112610"] == doc["dc"]["d20261126"] == figures.day.checks
     assert figures.day.checks >= 4 and 2 <= figures.day.ups < figures.day.checks
     assert figures.month == figures.day  # the same checks, all today
     assert all(isinstance(t, int) and t >= 0 for t in figures.recent[:2])
@@ -99,21 +99,25 @@ async def test_pings_fail_pings_and_a_missed_deadline_are_counted(
     assert (figures.day.checks, figures.day.ups) == (5, 3)
 
 
-async def test_an_hour_keeps_a_bounded_list_and_a_delete_takes_the_history(
+async def test_a_monitor_keeps_one_bounded_document_and_a_delete_takes_it(
     db: AsyncDatabase[Doc], clock: FakeClock
 ) -> None:
     history = CheckHistory(db)
-    for i in range(PER_HOUR + 30):
+    for i in range(SPARK_POINTS + 30):
         await history.record("m1", START + timedelta(seconds=i), True, i)
-    await history.record("m2", START, False, None)
-    hour = await db["monitor_checks"].find_one({"_id": "m1:h:2026112610"})
-    assert hour is not None and hour["checks"] == PER_HOUR + 30
-    assert hour["ms"] == list(range(30, PER_HOUR + 30))  # the latest kept
+    for hours in range(0, 40 * 24, 7):  # a check every 7 hours for 40 days
+        await history.record("m2", START + timedelta(hours=hours), False, None)
+    m1 = await db["monitor_checks"].find_one({"_id": "m1"})
+    m2 = await db["monitor_checks"].find_one({"_id": "m2"})
+    assert m1 is not None and m1["hc"] == {"h2026112610": SPARK_POINTS + 30}
+    assert m1["ms"] == list(range(30, SPARK_POINTS + 30))  # the latest kept
+    assert m2 is not None and len(m2["hc"]) <= 4 and set(m2["hu"]) == set(m2["hc"])
+    assert len(m2["dc"]) == 31 and min(m2["dc"]) == "d20261206"  # a month, the rest dropped
     monitors = Monitors(MonitorStore(db, clock, QUICK), Told().hooks(), clock, history=history)
     made = await monitors.create("heartbeat", {"name": "Gone", "period_seconds": 60})
     await history.record(made.id, START, True, None)
     await monitors.delete(made.id)
-    left = await db["monitor_checks"].distinct("monitor_id")
+    left = await db["monitor_checks"].distinct("_id")
     assert sorted(left) == ["m1", "m2"]
 
 
@@ -122,17 +126,17 @@ async def test_the_figures_cover_the_last_24_hours_and_30_days(
 ) -> None:
     history = CheckHistory(db)
     now = START
-    for hours in range(24):  # one check an hour; the one 5 h ago failed
-        await history.record("m", now - timedelta(hours=hours), hours != 5, 100 + hours)
-    await history.record("m", now - timedelta(hours=24), False, None)  # a day ago: out
+    await history.record("m", now - timedelta(days=31), False, None)  # out of the month
     for _ in range(6):
         await history.record("m", now - timedelta(days=10), False, None)
-    await history.record("m", now - timedelta(days=31), False, None)  # out of the month
+    await history.record("m", now - timedelta(hours=24), False, None)  # a day ago: out
+    for hours in range(23, -1, -1):  # one check an hour; the one 5 h ago failed
+        await history.record("m", now - timedelta(hours=hours), hours != 5, 100 + hours)
     figures = await history.read(["m", "none"], now)
     got = figures["m"]
     assert got.day == Counts(24, 23)
     assert got.month == Counts(31, 23)
-    assert got.recent[-1] == 100 and got.recent[-6] is None and len(got.recent) == 24
+    assert got.recent[-1] == 100 and got.recent[-6] is None and len(got.recent) == 32
     assert uptime(got.day) == pytest.approx(23 / 24)
     assert figures["none"].day == Counts() and uptime(figures["none"].day) is None
 

@@ -101,7 +101,7 @@ async def test_each_monitor_with_state_uptime_sparkline_and_times_in_the_owners_
     assert 'class="uptime-day">95.8% <span class="muted">of 24 checks' in shown
     assert 'class="uptime-month">76.7% <span class="muted">of 30 checks' in shown
     assert '<svg class="spark"' in shown
-    assert "response times of the last 24 checks" in shown and "1 failed" in shown
+    assert "response times of the last 30 checks" in shown and "7 failed" in shown
     assert 'class="last-check">11:00, 10 min ago<' in shown  # Berlin, not UTC
     assert 'class="next-check">12:00, in 50 min<' in shown
     beat_card = card(text, beat.id)
