@@ -3,6 +3,7 @@ flapping), its uptime over 24 hours and 30 days, a response-time sparkline, its 
 and next check (a heartbeat: its last ping and when it is late); ``POST /monitors``
 creates one, ``GET``/``POST /monitors/<id>/edit`` changes one, ``POST
 /monitors/<id>/pause``, ``/resume`` and ``/delete`` (asked once more first) act on one.
+The list is live (``GET /live/monitors``, swapped in by ``static/live.js``).
 
 The actions go through the running ``Monitors`` service (``App.monitors``), the calls
 ``manage_monitor`` makes, so a monitor is validated the same way and re-armed at once;
@@ -23,11 +24,19 @@ from typing import Any
 from aiohttp import web
 from markupsafe import Markup
 
-from agent.app.dashboard.context import Dashboard
+from agent.app.dashboard.context import LIVE_SECONDS, Dashboard
 from agent.tools.monitors import SETTINGS, ping_base, ping_url
 from scheduler.monitors.check import down_for_text
 from scheduler.monitors.history import CheckHistory, History, expected_pings, uptime
-from scheduler.monitors.monitor import KINDS, SEVERITIES, Monitor, MonitorError, MonitorLimits
+from scheduler.monitors.monitor import (
+    HEARTBEAT_FIELDS,
+    HTTP_FIELDS,
+    KINDS,
+    SEVERITIES,
+    Monitor,
+    MonitorError,
+    MonitorLimits,
+)
 from scheduler.monitors.news import flap_text, truth
 from scheduler.monitors.service import Monitors
 from scheduler.monitors.store import MonitorStore
@@ -211,17 +220,12 @@ def edit_values(m: Monitor) -> dict[str, str]:
 def fields_for(kind: str | None) -> list[tuple[str, str, bool]]:
     """(name, label, numeric) of each setting a form shows: all of them to create,
     the ones that apply to ``kind`` to edit."""
-    shown = []
-    for name in SETTINGS:
-        label = LABELS.get(name, name.replace("_", " ").capitalize())
-        if kind is not None and name not in ("name", "severity"):
-            if kind == "heartbeat" and "(http)" in label:
-                continue
-            if kind != "heartbeat" and "(heartbeat)" in label:
-                continue
-        if name != "severity":
-            shown.append((name, label, name in INTEGERS))
-    return shown
+    elsewhere = {None: (), "heartbeat": HTTP_FIELDS}.get(kind, HEARTBEAT_FIELDS)
+    return [
+        (name, LABELS.get(name, name.replace("_", " ").capitalize()), name in INTEGERS)
+        for name in SETTINGS
+        if name != "severity" and name not in elsewhere  # severity: a list of its own
+    ]
 
 
 def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
@@ -232,6 +236,15 @@ def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
         running = service()
         return running.limits if running is not None else MonitorLimits()
 
+    async def cards() -> dict[str, Any]:
+        """What the live part shows: every monitor as stored, with its figures."""
+        now = dash.now()
+        monitors = await MonitorStore(dash.app.deps.db, dash.now, limits()).all()
+        figures = await CheckHistory(dash.app.deps.db).read((m.id for m in monitors), now)
+        base = ping_base(dash.app.settings)
+        shown = [monitor_card(m, figures[m.id], now, limits(), base) for m in monitors]
+        return {"monitors": shown, "running": service() is not None}
+
     async def listing(
         request: web.Request,
         *,
@@ -240,14 +253,10 @@ def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
         created: dict[str, Any] | None = None,
         status: int = 200,
     ) -> web.StreamResponse:
-        now = dash.now()
-        monitors = await MonitorStore(dash.app.deps.db, dash.now, limits()).all()
-        figures = await CheckHistory(dash.app.deps.db).read((m.id for m in monitors), now)
-        base = ping_base(dash.app.settings)
-        cards = [monitor_card(m, figures[m.id], now, limits(), base) for m in monitors]
         context = {
-            "monitors": cards,
-            "running": service() is not None,
+            **await cards(),
+            "updated": dash.stamp(),
+            "every": LIVE_SECONDS,
             "error": error,
             "values": values or {"kind": "http", "severity": "warning"},
             "fields": fields_for(None),
@@ -259,6 +268,9 @@ def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
 
     async def page(request: web.Request) -> web.StreamResponse:
         return await listing(request)
+
+    async def live(request: web.Request) -> web.StreamResponse:
+        return dash.live(request, "_monitors_live.html", await cards())
 
     async def create(request: web.Request) -> web.StreamResponse:
         running = service()
@@ -352,6 +364,7 @@ def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
         return await act(request, "delete")
 
     dash.get(router, "/monitors", page)
+    dash.get(router, "/live/monitors", live)
     dash.post(router, "/monitors", create)
     dash.get(router, "/monitors/{monitor_id}/edit", edit_page)
     dash.post(router, "/monitors/{monitor_id}/edit", edit)

@@ -231,3 +231,27 @@ async def test_a_heartbeats_ping_url_is_shown_once_then_masked(app_db: AppDb) ->
     assert f"{PUBLIC_URL}/ping/••••••••" in card(later, doc["_id"])
     assert pinged.status == 200
     assert 'class="last-ping">11:00, now<' in card(after_ping, doc["_id"])
+
+
+async def test_the_list_is_live(app_db: AppDb) -> None:
+    """``static/live.js`` swaps in ``/live/monitors``: a heartbeat that fails shows
+    down without a reload."""
+    async with alert_app(app_db, features=(QUICK,), **BERLIN) as h:
+        monitors, _ = running(h)
+        beat = await monitors.create("heartbeat", {"name": "Backup", "period_seconds": 3600})
+        assert beat.token is not None
+        shown = await page(h, "/monitors")
+        before = await (await h.client.get("/live/monitors", headers=AUTH)).json()
+        assert (await h.client.post(f"/ping/{beat.token}/fail")).status == 200
+        after = await (await h.client.get("/live/monitors", headers=AUTH)).json()
+        anonymous = await h.client.get("/live/monitors", allow_redirects=False)
+
+    assert 'data-live="/live/monitors"' in shown and "/static/live.js" in shown
+    assert before["updated"] == "11:00"
+    assert '<span class="badge muted state-word">no ping yet</span>' in before["html"]
+    down = card(html.unescape(after["html"]), beat.id)
+    assert '<span class="badge bad state-word">down</span>' in down
+    assert "down for 0 s: reported a failure (/fail)" in down
+    assert 'action="/monitors' in down  # its buttons come along, with their CSRF field
+    assert 'name="csrf"' in down
+    assert anonymous.status == 303  # to the login, with no data
