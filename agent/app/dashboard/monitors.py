@@ -61,6 +61,8 @@ LABELS: Mapping[str, str] = {
     "grace_seconds": "Grace, seconds (heartbeat)",
 }
 """Form labels; a setting not named here (a newer kind's) gets its own name."""
+CLEARED: Mapping[str, Any] = {"keyword": "", "expect_status": 0}
+"""What an emptied field is sent as to clear it (``settle``: no keyword, any 2xx/3xx)."""
 MASK = "••••••••"
 NOT_RUNNING = "Monitors are not running (they need the alert router); nothing changed."
 SPARK_W, SPARK_H = 120, 28
@@ -187,18 +189,21 @@ def form_values(form: Mapping[str, Any]) -> dict[str, str]:
     return {k: v for k in ("kind", *SETTINGS) if isinstance(v := form.get(k), str)}
 
 
-def settings_of(values: Mapping[str, str], *, clearing: bool = False) -> dict[str, Any]:
-    """The settings a form gives; an empty field is unchanged (``clearing``: a keyword
-    or an expected status left empty is cleared). A number that is not one is a
+def settings_of(
+    values: Mapping[str, str], current: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The settings a form gives. Editing (``current``: the stored values as the form
+    showed them), only the fields changed: a keyword or an expected status emptied is
+    cleared, any other field emptied is kept. A number that is not one is a
     ``MonitorError`` naming the field."""
     given: dict[str, Any] = {}
     for name in SETTINGS:
         raw = values.get(name, "").strip()
+        if current is not None and raw == current.get(name, "").strip():
+            continue
         if not raw:
-            if clearing and name == "keyword":
-                given[name] = ""
-            elif clearing and name == "expect_status":
-                given[name] = 0
+            if current is not None and name in CLEARED:
+                given[name] = CLEARED[name]
             continue
         if name in INTEGERS:
             if not raw.isdigit():
@@ -325,7 +330,7 @@ def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
         except MonitorError as exc:
             return dash.done(request, "/monitors", f"Nothing changed: {exc}")
         try:
-            given = settings_of(values, clearing=monitor.kind == "http")
+            given = settings_of(values, edit_values(monitor))
             changed = await running.update(monitor.id, given)
         except MonitorError as exc:
             return edit_form(request, monitor, {**values, "kind": monitor.kind}, str(exc), True)

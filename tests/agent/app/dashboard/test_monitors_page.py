@@ -135,6 +135,9 @@ async def test_create_edit_pause_resume_delete_through_the_page(app_db: AppDb) -
             interval_seconds="120", severity="critical", keyword="Sale",
         )  # fmt: skip
         [edited] = await stored(h)
+        form = {"name": "Shop", "url": target.url, "interval_seconds": "120", "keyword": ""}
+        cleared = await post(h, f"/monitors/{shop}/edit", csrf, **form, severity="critical")
+        [after_clear] = await stored(h)
 
         paused = await post(h, f"/monitors/{shop}/pause", csrf)
         [after_pause] = await stored(h)
@@ -159,6 +162,8 @@ async def test_create_edit_pause_resume_delete_through_the_page(app_db: AppDb) -
     assert 'name="period_seconds"' not in edit_form  # only what applies to an http check
     assert saved.status == 303
     assert (edited["interval_seconds"], edited["keyword"], edited["revision"]) == (120, "Sale", 2)
+    assert cleared.status == 303 and after_clear["keyword"] is None  # emptied: no keyword
+    assert after_clear["failures_before_alert"] == 2 and after_clear["interval_seconds"] == 120
     assert paused.status == 303 and after_pause["paused"] is True
     assert '<span class="badge muted state-word">paused</span>' in paused_card
     assert f'action="/monitors/{shop}/resume"' in paused_card
