@@ -8,7 +8,9 @@ rounds and a bit). Printed per size: checks made, the latest start and the lates
 of a check against its due time (``CheckStats``), how many were over 1 s, and the CPU
 of this process as a share of one core, beside that of the target and the database,
 which run in their own processes so they are not counted as ours. Every check opens a
-new connection and writes its result to ``monitors``, as in production.
+new connection, writes its result to ``monitors`` and counts it in ``monitor_checks``
+(``--no-history``: not), as in production. Then what the monitors page reads for 50
+monitors with a full month of counts (``CheckHistory.read``), and how long that takes.
 
 Run: ``python bench/bench_monitors.py [--sizes 500,2000,8000] [--seconds 70]``.
 """
@@ -24,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
+from scheduler.monitors.history import SPARK_POINTS, CheckHistory, day_key, hour_key  # noqa: E402
 from scheduler.monitors.monitor import Monitor, MonitorLimits  # noqa: E402
 from scheduler.monitors.service import Hooks, Monitors  # noqa: E402
 from scheduler.monitors.store import MonitorStore  # noqa: E402
@@ -76,7 +79,9 @@ async def wait_port(port: int, within: float = 30.0) -> None:
             await asyncio.sleep(0.1)
 
 
-async def measure(db_uri: str, target_url: str, size: int, seconds: float) -> dict[str, Any]:
+async def measure(
+    db_uri: str, target_url: str, size: int, seconds: float, history: bool
+) -> dict[str, Any]:
     client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
         db_uri, directConnection=True, retryWrites=False, tz_aware=True
     )
@@ -106,7 +111,8 @@ async def measure(db_uri: str, target_url: str, size: int, seconds: float) -> di
         return None
 
     hooks = Hooks(down=down, up=quiet, cleared=quiet, flapping=down)
-    monitors = Monitors(store, hooks, now)
+    counts = CheckHistory(db) if history else None
+    monitors = Monitors(store, hooks, now, history=counts)
     cpu, wall = time.process_time(), time.monotonic()
     await monitors.start()
     await asyncio.sleep(seconds)
@@ -132,13 +138,51 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
+async def measure_page(db_uri: str, monitors: int = 50, rounds: int = 5) -> None:
+    """The monitors page's read of a full month of counts: each monitor's document
+    with 24 hours, 31 days and a full ring of response times."""
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
+        db_uri, directConnection=True, retryWrites=False, tz_aware=True
+    )
+    db = client["bench_page"]
+    await client.drop_database(db.name)
+    await ensure_indexes(db)
+    moment = now()
+    hours = {hour_key(moment - timedelta(hours=h)): 120 for h in range(24)}
+    days = {day_key(moment - timedelta(days=d)): 2880 for d in range(31)}
+    docs = [
+        {"_id": f"m{m}", "hc": hours, "hu": hours, "dc": days, "du": days,
+         "ms": list(range(SPARK_POINTS)), "expires_at": moment}
+        for m in range(monitors)
+    ]  # fmt: skip
+    await db["monitor_checks"].insert_many(docs)
+    reader = CheckHistory(db)
+    took = []
+    for _ in range(rounds):
+        began = time.monotonic()
+        await reader.read([f"m{m}" for m in range(monitors)], moment)
+        took.append(time.monotonic() - began)
+    print(
+        f"page read: {monitors} monitors, {len(docs)} documents, "
+        f"best {min(took) * 1000:.0f} ms, worst {max(took) * 1000:.0f} ms of {rounds}"
+    )
+    await client.drop_database(db.name)
+    await client.close()
+
+
 async def measure_all(
-    db_port: int, target_port: int, pids: tuple[int, int], sizes: list[int], seconds: float
+    db_port: int,
+    target_port: int,
+    pids: tuple[int, int],
+    sizes: list[int],
+    seconds: float,
+    history: bool,
 ) -> None:
     await wait_port(db_port)
     await wait_port(target_port)
     database, target = pids
-    print(f"{os.cpu_count()} CPUs; interval {INTERVAL} s; {seconds:g} s per size")
+    counted = "counted in monitor_checks" if history else "not counted"
+    print(f"{os.cpu_count()} CPUs; interval {INTERVAL} s; {seconds:g} s per size; {counted}")
     print(
         f"{'monitors':>8} {'checks':>7} {'start late max':>14} {'>1 s':>5} "
         f"{'end late max':>12} {'>1 s':>5} {'CPU ours':>8} {'target':>7} {'db':>6}"
@@ -148,7 +192,7 @@ async def measure_all(
         started = time.monotonic()
         got = await measure(
             f"mongodb://127.0.0.1:{db_port}", f"http://127.0.0.1:{target_port}/health",
-            size, seconds,
+            size, seconds, history,
         )  # fmt: skip
         took = time.monotonic() - started
         db_share = (cpu_seconds(database) - db_cpu) / took
@@ -159,9 +203,10 @@ async def measure_all(
             f"{got['cpu_share']:>7.0%} {target_share:>7.0%} {db_share:>6.0%}"
             + (f"  downs: {got['downs']} ({got['first_down']})" if got["downs"] else "")
         )
+    await measure_page(f"mongodb://127.0.0.1:{db_port}")
 
 
-def main(sizes: list[int], seconds: float) -> None:
+def main(sizes: list[int], seconds: float, history: bool) -> None:
     """The database and the target in their own processes, then each size in turn."""
     db_port, target_port = free_port(), free_port()
     with tempfile.TemporaryDirectory() as data:
@@ -174,7 +219,7 @@ def main(sizes: list[int], seconds: float) -> None:
         target = subprocess.Popen([sys.executable, "-c", TARGET, str(target_port)])
         try:
             pids = (database.pid, target.pid)
-            asyncio.run(measure_all(db_port, target_port, pids, sizes, seconds))
+            asyncio.run(measure_all(db_port, target_port, pids, sizes, seconds, history))
         finally:
             for proc in (target, database):
                 proc.terminate()
@@ -185,6 +230,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="500,2000,4000,8000")
     parser.add_argument("--seconds", type=float, default=70.0)
+    parser.add_argument("--no-history", action="store_true", help="count no checks")
     options = parser.parse_args()
     chosen = [int(n) for n in options.sizes.split(",")]
-    main(chosen, options.seconds)
+    main(chosen, options.seconds, not options.no_history)

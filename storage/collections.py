@@ -64,6 +64,9 @@ USAGE = "usage"
 MONITORS = "monitors"
 """http checks and heartbeats (``scheduler.monitors``, which owns it)."""
 MEMORIES = "memories"
+MONITOR_CHECKS = "monitor_checks"
+"""Each monitor's checks counted per hour and per day, and its latest response times
+(``scheduler.monitors.history``)."""
 """Facts about the owner, one per record (``storage.repos.memories``)."""
 
 PROTECTED: frozenset[str] = frozenset(
@@ -83,6 +86,7 @@ PROTECTED: frozenset[str] = frozenset(
         USAGE,
         MONITORS,
         MEMORIES,
+        MONITOR_CHECKS,
     }
 )
 MODEL_WRITABLE: frozenset[str] = frozenset({"master", "contacts", "schedule"})
@@ -152,6 +156,9 @@ INDEXES: Mapping[str, Sequence[IndexModel]] = MappingProxyType(
             # One monitor per slot below the cap: the cap holds under concurrent creates.
             IndexModel([("slot", ASCENDING)], unique=True, sparse=True),
         ],
+        # One document per monitor, read by _id; it expires a month after its last
+        # check (``scheduler.monitors.history``).
+        MONITOR_CHECKS: [IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=0)],
         # Side-effect results are needed only while an exchange may still be replayed.
         TOOL_EFFECTS: [IndexModel([("created_at", ASCENDING)], expireAfterSeconds=7 * 86400)],
         SETTINGS: [

@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # the agent's modules load after the first long poll (``agent
     from runtime.clock import Clock
     from scheduler.cron.service import CronService
     from scheduler.engine import Engine
+    from scheduler.monitors.service import Monitors
     from scheduler.pulse.store import PulseStore
     from storage.db import Database
     from storage.repos.runs.store import RunStore
@@ -82,6 +83,8 @@ class Services:
     alerts: AlertRouter | None = None
     scheduling: Scheduling | None = None
     mcp: McpManager | None = None
+    monitors: Monitors | None = None
+    """The running monitors (the dashboard's Monitors page acts through them)."""
 
     def merged(self, other: Services) -> Services:
         """Both features' services; two features providing the same one is a bug."""
@@ -203,6 +206,8 @@ class App:
     """Contributions to ``GET /api/status``, each returning a dict merged into the answer."""
     scheduling: Scheduling | None = None
     """The scheduler's parts, when the scheduling feature runs."""
+    monitors: Monitors | None = None
+    """The running monitors, when the monitors feature runs."""
     shutdown: Shutdown = field(default_factory=Shutdown)
     """The stop's deadline, shared by every part's stop (``agent.app.shutdown``)."""
 

@@ -214,6 +214,7 @@ async def assemble(
         routes=(*routes, *(route for parts in every for route in parts.routes)),
         status_sections=status_sections,
         scheduling=scheduling,
+        monitors=services.monitors,
         shutdown=shutdown,
     )
 

@@ -51,6 +51,7 @@ import aiohttp
 from runtime.clock import Clock
 from runtime.tasks import stop_task, wait_event
 from scheduler.monitors.check import check_http, down_for_text
+from scheduler.monitors.history import CheckHistory
 from scheduler.monitors.monitor import Monitor, Reason, stored_time, token_key
 from scheduler.monitors.news import Word, flap_text, news, recent
 from scheduler.monitors.store import MonitorStore
@@ -104,12 +105,20 @@ class Monitors:
     the scheduling), and answers the tool, the API and the pings."""
 
     def __init__(
-        self, store: MonitorStore, hooks: Hooks, clock: Clock, *, watching: bool = True
+        self,
+        store: MonitorStore,
+        hooks: Hooks,
+        clock: Clock,
+        *,
+        watching: bool = True,
+        history: CheckHistory | None = None,
     ) -> None:
         """``watching``: run the checks here. Only ``watchkeeper run`` does; a
         ``watchkeeper chat`` beside it edits and lists monitors, and ``run`` takes the
-        changes up at its next read of the collection."""
+        changes up at its next read of the collection. ``history``: where each check
+        is counted (``monitor_checks``; None: nowhere)."""
         self.store = store
+        self.history = history
         self.watching = watching
         self.limits = store.limits
         self._hooks = hooks
@@ -249,6 +258,8 @@ class Monitors:
         await self._unwatch(monitor.id)
         await self.store.delete(monitor)
         self._forget(monitor.id)
+        if self.history is not None:
+            await self.history.forget(monitor.id)
         if monitor.alert_code is not None:
             await self._hooks.cleared(monitor, "deleted")
         return monitor
@@ -281,6 +292,7 @@ class Monitors:
             return False
         self._remember(pinged)
         if not pinged.paused:
+            await self._record(pinged, now, not fail)
             if fail:
                 await self._down(pinged, now, "reported a failure (/fail)")
             else:
@@ -289,6 +301,14 @@ class Monitors:
         if watch is not None:
             watch.wake.set()
         return True
+
+    async def _record(
+        self, monitor: Monitor, at: datetime, ok: bool, took: float | None = None
+    ) -> None:
+        """Count one check (or ping) in the history; ``took``: its seconds."""
+        if self.history is not None:
+            ms = None if took is None else round(took * 1000)
+            await self.history.record(monitor.id, at, ok, ms)
 
     # -- the state machine -------------------------------------------------------------
 
@@ -395,8 +415,10 @@ class Monitors:
             if monitor is None or self._session is None:
                 return
             try:
+                started = loop.time()
                 result = await check_http(self._session, monitor, self.limits.timeout_seconds)
                 at = self._clock()
+                await self._record(monitor, at, result.ok, loop.time() - started)
                 if result.ok:
                     await self._ok(monitor, at)
                 else:
@@ -428,6 +450,7 @@ class Monitors:
                     return
                 self._remember(stored)
                 if stored.deadline() == deadline and stored.state != "down":
+                    await self._record(stored, self._clock(), False)
                     await self._down(stored, deadline, _silence(stored, self._clock()))
             except Exception:
                 log.exception("monitor %s: recording a missed ping failed", monitor.name)

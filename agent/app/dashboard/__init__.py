@@ -47,7 +47,9 @@ from agent.app.dashboard.context import BY, DASHBOARD_KEY, Dashboard
 from agent.app.healthcheck import HealthBoard
 
 log = logging.getLogger(__name__)
-PAGES: tuple[str, ...] = ("login", "overview", "alerts", "runs", "jobs", "spend", "memory")
+PAGES: tuple[str, ...] = (
+    "login", "overview", "alerts", "runs", "jobs", "monitors", "spend", "memory",
+)  # fmt: skip
 """Page modules in this package; each has ``register(router, dash)``."""
 STATIC = Path(__file__).parent / "static"
 

@@ -35,6 +35,7 @@ NAV: tuple[tuple[str, str], ...] = (
     ("Runs", "/runs"),
     ("Alerts", "/alerts"),
     ("Jobs", "/jobs"),
+    ("Monitors", "/monitors"),
     ("Spend", "/spend"),
     ("Memory", "/memory"),
 )

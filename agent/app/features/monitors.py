@@ -9,7 +9,9 @@ instead, and each monitor at most one message per five minutes
 cron runs, not the pulse), ``GET``/``POST /api/monitors``,
 ``DELETE /api/monitors/{id}`` (admin token, like every ``/api/*``), the pings
 ``GET``/``POST /ping/<token>`` and ``/ping/<token>/fail`` (no token but their own),
-and a ``monitors`` section of ``/api/status``.
+a ``monitors`` section of ``/api/status``, and the running service to the dashboard
+(``Services.monitors``: its Monitors page acts through it). Each check is counted in
+``monitor_checks`` (``scheduler.monitors.history``) for the page's uptime figures.
 """
 
 from __future__ import annotations
@@ -25,13 +27,14 @@ from aiohttp import web
 
 from agent.alerts.directives import Resolve
 from agent.alerts.router import AlertRouter
-from agent.app.application import Feature, FeatureContext, Parts, Route
+from agent.app.application import Feature, FeatureContext, Parts, Route, Services
 from agent.context import RunContext
 from agent.tools.monitors import SETTINGS, manage_monitor, monitor_view, ping_base
 from channels.delivery.outbox import Outbox
 from channels.types import OutboundMessage
 from channels.webhook_body import BodyRefused, read_json_object
 from scheduler.monitors.check import down_for_text
+from scheduler.monitors.history import CheckHistory
 from scheduler.monitors.monitor import Monitor, MonitorError, MonitorLimits, Reason
 from scheduler.monitors.service import Hooks, Monitors
 from scheduler.monitors.store import MonitorStore
@@ -174,7 +177,9 @@ def monitoring(options: MonitoringOptions | None = None) -> Feature:
         store = MonitorStore(ctx.database.db, ctx.clock, chosen.limits)
         # Checks run in the process that owns the transports (watchkeeper run) only.
         watching = ctx.exclusive_transports
-        monitors = Monitors(store, _hooks(router, ctx.outbox, ctx), ctx.clock, watching=watching)
+        hooks = _hooks(router, ctx.outbox, ctx)
+        history = CheckHistory(ctx.database.db)
+        monitors = Monitors(store, hooks, ctx.clock, watching=watching, history=history)
         try:
             running = await monitors.start()
             if watching:
@@ -191,6 +196,7 @@ def monitoring(options: MonitoringOptions | None = None) -> Feature:
                 tools=((manage_monitor(monitors, base), not_pulse),),
                 routes=_routes(monitors, base, read_timeout),
                 status=(status_section,),
+                services=Services(monitors=monitors),
             )
         finally:
             await monitors.stop()

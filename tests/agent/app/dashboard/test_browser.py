@@ -66,6 +66,7 @@ async def test_a_phone_sees_the_nav_and_the_buttons(browser: Browser, dash: Harn
         "Runs",
         "Alerts",
         "Jobs",
+        "Monitors",
         "Spend",
         "Memory",
     ]
