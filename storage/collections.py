@@ -64,10 +64,10 @@ USAGE = "usage"
 MONITORS = "monitors"
 """http checks and heartbeats (``scheduler.monitors``, which owns it)."""
 MEMORIES = "memories"
+"""Facts about the owner, one per record (``storage.repos.memories``)."""
 MONITOR_CHECKS = "monitor_checks"
 """Each monitor's checks counted per hour and per day, and its latest response times
 (``scheduler.monitors.history``)."""
-"""Facts about the owner, one per record (``storage.repos.memories``)."""
 
 PROTECTED: frozenset[str] = frozenset(
     {
