@@ -188,6 +188,22 @@ class ConversationRepo:
         if len(self._created) < MAX_CREATED:
             self._created.add(conversation_id)
 
+    async def save_summary(
+        self, key: str, conversation_id: ObjectId, text: str, through_seq: int, after: int | None
+    ) -> bool:
+        """Store the running summary of ``conversation_id`` (``key``'s) as covering its
+        messages up to ``through_seq``, only if the stored one still ends at ``after``
+        (None: none yet), so two summaries never overwrite each other; True when stored."""
+        held: Any = after if after is not None else {"$exists": False}
+        match = {"_id": conversation_id, "summary.through_seq": held}
+        summary = {"text": text, "through_seq": through_seq, "at": utcnow()}
+        done = await retry.retried(  # a $set: safe to repeat
+            lambda: self._coll.update_one(match, {"$set": {"summary": summary}}),
+            "save a conversation summary",
+        )
+        self._cache.invalidate(key)  # the next exchange reads it
+        return done.matched_count == 1
+
     async def reset(self, key: str) -> None:
         await retry.retried(  # a $set: safe to repeat
             lambda: self._coll.update_many(
