@@ -40,6 +40,7 @@ from typing import Any
 from bson import ObjectId
 
 from agent.context import RunContext
+from agent.conversation.history import message_tokens, shorten_tool_results
 from agent.llm.base import ModelClient, ModelError
 from agent.llm.types import (
     MessagesAdapter,
@@ -110,7 +111,7 @@ def stretch_to_fold(docs: Sequence[Doc], recent_tokens: int) -> list[Doc]:
     in: none while they fit ``recent_tokens``; else all but the newest ones within half
     of it, ending before a user message (the kept part starts with one) and always
     keeping the newest exchange."""
-    tokens = [int(d.get("tokens") or 0) for d in docs]
+    tokens = [_sent_tokens(d) for d in docs]
     if recent_tokens <= 0 or sum(tokens) <= recent_tokens:
         return []
     kept, cut = 0, len(docs)
@@ -125,6 +126,15 @@ def stretch_to_fold(docs: Sequence[Doc], recent_tokens: int) -> list[Doc]:
     later = [i for i in users if i >= cut]
     cut = min(later[0], users[-1]) if later else users[-1]
     return list(docs[:cut])
+
+
+def _sent_tokens(doc: Doc) -> int:
+    """A stored message's tokens as history sends it (an old tool result shortened)."""
+    stored = int(doc.get("tokens") or 0)
+    if doc.get("role") != "tool":
+        return stored
+    [message] = MessagesAdapter.validate_python([{"role": "tool", "parts": doc["parts"]}])
+    return min(stored, message_tokens(shorten_tool_results(message)))
 
 
 def without_outside(text: str) -> str:
@@ -218,12 +228,9 @@ class Summaries:
             return
         before = RunningSummary.of(conversation)
         after = before.through_seq if before is not None else -1
-        stretch = stretch_to_fold([d for d in docs if int(d["seq"]) > after], recent)
-        if not stretch:
-            return
-        task = asyncio.create_task(
-            self._fold(conversation, before, stretch, ctx), name=f"summary {conv_id}"
-        )
+        if sum(int(d.get("tokens") or 0) for d in docs if int(d["seq"]) > after) <= recent:
+            return  # stored sizes are never under what history sends: nothing to fold
+        task = asyncio.create_task(self._fold(conversation, docs, ctx), name=f"summary {conv_id}")
         self._tasks[conv_id] = task
         task.add_done_callback(lambda _: self._tasks.pop(conv_id, None))
 
@@ -238,15 +245,16 @@ class Summaries:
         for task in list(self._tasks.values()):
             await stop_task(task)  # type: ignore[arg-type]
 
-    async def _fold(
-        self,
-        conversation: Doc,
-        before: RunningSummary | None,
-        stretch: list[Doc],
-        ctx: RunContext,
-    ) -> None:
+    async def _fold(self, conversation: Doc, docs: Sequence[Doc], ctx: RunContext) -> None:
+        """Fold the stretch due, if any, into the conversation's summary."""
         conv_id: ObjectId = conversation["_id"]
         key = str(conversation.get("key") or ctx.conversation_key)
+        before = RunningSummary.of(conversation)
+        after = before.through_seq if before is not None else -1
+        unsummarised = [d for d in docs if d.get("parts") and int(d["seq"]) > after]
+        stretch = stretch_to_fold(unsummarised, ctx.deps.settings.history_recent_tokens)
+        if not stretch:
+            return
         try:
             text = await self._summarise(before, stretch, ctx)
         except Exception as exc:  # logged; requests keep the old cut
@@ -257,9 +265,9 @@ class Summaries:
             return
         self._retry_at.pop(conv_id, None)
         through = int(stretch[-1]["seq"])
-        after = before.through_seq if before is not None else None
+        held = before.through_seq if before is not None else None
         try:
-            saved = await ctx.deps.conversations.save_summary(key, conv_id, text, through, after)
+            saved = await ctx.deps.conversations.save_summary(key, conv_id, text, through, held)
         except Exception:
             log.exception("could not store the summary of %s", key)
             return
