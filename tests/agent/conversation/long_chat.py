@@ -56,6 +56,29 @@ ANSWERS = [
     "the sofa bed. Shall I add a shopping list and a reminder to ask about allergies?",
 ]
 
+FOLLOW_UPS = [
+    "One more thing for Thursday: the parking garage by the dentist closes at 18:00, so "
+    "if you go by car, leave it at the station instead. Tom mentioned last month that he "
+    "wanted the new book by the author he met in Hamburg; the bookshop has it in stock, "
+    "and they wrap presents for free if you ask at the counter.",
+    "If the gauge shows less than 1.0 bar, open the filling valve under the boiler slowly "
+    "until it reads 1.5, then close it firmly. Should it drop again within a week, there "
+    "is probably a small leak somewhere, and then it is worth asking the heating firm to "
+    "look at the valves before the cold weeks in January start.",
+    "Flights to Lisbon from here are about three hours, to Venice or Innsbruck a little "
+    "less, and both have trains onwards. May prices are still moderate if you book before "
+    "February. Tell me your dates and budget and I will compare two or three places each, "
+    "with the walks nearby and how far the nearest shop is.",
+    "The disk on the backup server is at 71% now and grew about 2% a week over the last "
+    "month, mostly from the photo archive. At that pace it reaches 90% in roughly nine "
+    "weeks, so there is no hurry, but moving the old camera folders to the archive drive "
+    "would buy several months.",
+    "For Easter itself, the shops are closed on Friday and Monday, so the big shopping "
+    "should be done by Thursday. If they arrive by train, the station is twenty minutes "
+    "away by bus. I can also look up what is on in town that weekend for the kids, like "
+    "the Easter market or the museum's workshop.",
+]
+
 
 def owner_words(n: int) -> str:
     """The owner's ``n``th message (from 0): the plumber in the third, else a topic."""
@@ -72,8 +95,13 @@ def chat_answer(req: Request, model: ScriptedModel) -> ModelMessage | str:
         n = int(words[1 : words.index(")")]) if words.startswith("(") else 0
         if n % 4 == 3:
             return model.call("db_query", operation="find", collection="schedule", limit=5)
-        return ANSWERS[n % len(ANSWERS)]
-    return ANSWERS[len(req.messages) % len(ANSWERS)]
+        return answer(n)
+    return answer(len(req.messages))
+
+
+def answer(n: int) -> str:
+    """An answer of four paragraphs' length on the ``n``th topic."""
+    return f"{ANSWERS[n % len(ANSWERS)]}\n\n{FOLLOW_UPS[n % len(FOLLOW_UPS)]}"
 
 
 def summarise(req: Request) -> str:

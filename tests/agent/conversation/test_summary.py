@@ -80,8 +80,8 @@ async def test_sixty_exchanges_later_a_request_is_small_and_keeps_the_early_agre
 async def deps_at(
     settings: Settings, db: AsyncDatabase[dict[str, Any]], http: aiohttp.ClientSession
 ) -> AgentDeps:
-    """A run's services on the test's clock (``START``), folding early (600 tokens)."""
-    settings.history_recent_tokens = 600
+    """A run's services on the test's clock (``START``), folding early (1,200 tokens)."""
+    settings.history_recent_tokens = 1_200
     return agent_deps(settings, db, http, clock=FakeClock(START))
 
 
@@ -162,7 +162,7 @@ async def test_a_failed_summary_keeps_the_old_cut_and_is_tried_again_later(
 
     model.responder = respond
     with caplog.at_level(logging.WARNING, "agent.conversation.summary"):
-        await chat(agent, deps_at, range(10))
+        await chat(agent, deps_at, range(8))
     tried = len(summary_requests(model))
     assert tried == 1, tried  # not again at once: after RETRY_AFTER
     assert "could not summarise console:owner" in caplog.text
@@ -170,7 +170,7 @@ async def test_a_failed_summary_keeps_the_old_cut_and_is_tried_again_later(
     assert owner_words(0) in carried(last) and not last.messages[0].note
     failing = False
     clock_of(deps_at).advance(timedelta(minutes=5))
-    await chat(agent, deps_at, range(10, 12))
+    await chat(agent, deps_at, range(8, 10))
     assert len(summary_requests(model)) == tried + 1
     assert AGREEMENT in chat_requests(model)[-1].messages[0].note
 
@@ -241,7 +241,7 @@ async def test_the_reply_is_sent_without_waiting_for_the_summary(
         mongodb_db=f"sum_{uuid.uuid4().hex[:10]}",
         data_dir=tmp_path,
         owner_telegram_ids=[42],
-        history_recent_tokens=600,
+        history_recent_tokens=1_200,
     )
     chat_ = RecordingChannel("telegram", sender=42, clock=clock)
     async with build_app(
