@@ -75,6 +75,8 @@ LINE_CHARS = 800
 RESULT_CHARS = 300
 LEFT_OUT = "[outside text left out]"
 RETRY_AFTER = timedelta(minutes=5)
+HISTORY_READ = 200
+"""A chat's newest messages read for a summary, as for a request (``Agent.respond``)."""
 _BLOCK = re.compile(
     r"<([a-z_]+)(?:\s+[a-z_]+=\"[^\"]*\")*\s+" + re.escape(UNTRUSTED) + r">.*?(?:</\1>|\Z)",
     re.S,
@@ -230,7 +232,7 @@ class Summaries:
         after = before.through_seq if before is not None else -1
         if sum(int(d.get("tokens") or 0) for d in docs if int(d["seq"]) > after) <= recent:
             return  # stored sizes are never under what history sends: nothing to fold
-        task = asyncio.create_task(self._fold(conversation, docs, ctx), name=f"summary {conv_id}")
+        task = asyncio.create_task(self._fold(conversation, ctx), name=f"summary {conv_id}")
         self._tasks[conv_id] = task
         task.add_done_callback(lambda _: self._tasks.pop(conv_id, None))
 
@@ -245,17 +247,20 @@ class Summaries:
         for task in list(self._tasks.values()):
             await stop_task(task)  # type: ignore[arg-type]
 
-    async def _fold(self, conversation: Doc, docs: Sequence[Doc], ctx: RunContext) -> None:
-        """Fold the stretch due, if any, into the conversation's summary."""
+    async def _fold(self, conversation: Doc, ctx: RunContext) -> None:
+        """Fold the stretch due, if any, into the conversation's summary. The messages
+        are read again: the exchange may have redacted some (``forget_memory``)."""
         conv_id: ObjectId = conversation["_id"]
         key = str(conversation.get("key") or ctx.conversation_key)
-        before = RunningSummary.of(conversation)
-        after = before.through_seq if before is not None else -1
-        unsummarised = [d for d in docs if d.get("parts") and int(d["seq"]) > after]
-        stretch = stretch_to_fold(unsummarised, ctx.deps.settings.history_recent_tokens)
-        if not stretch:
-            return
         try:
+            # As stored now: another summary may have ended since the exchange began.
+            before = RunningSummary.of({"summary": await ctx.deps.conversations.summary(conv_id)})
+            after = before.through_seq if before is not None else -1
+            docs = await ctx.deps.messages.recent(conv_id, limit=HISTORY_READ)
+            unsummarised = [d for d in docs if d.get("parts") and int(d["seq"]) > after]
+            stretch = stretch_to_fold(unsummarised, ctx.deps.settings.history_recent_tokens)
+            if not stretch:
+                return
             text = await self._summarise(before, stretch, ctx)
         except Exception as exc:  # logged; requests keep the old cut
             self._retry_at[conv_id] = ctx.deps.clock() + RETRY_AFTER

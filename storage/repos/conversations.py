@@ -188,6 +188,12 @@ class ConversationRepo:
         if len(self._created) < MAX_CREATED:
             self._created.add(conversation_id)
 
+    async def summary(self, conversation_id: ObjectId) -> Doc | None:
+        """The running summary of ``conversation_id`` as stored now (``save_summary``)."""
+        doc = await self._coll.find_one({"_id": conversation_id}, {"summary": 1})
+        found = (doc or {}).get("summary")
+        return found if isinstance(found, dict) else None
+
     async def save_summary(
         self, key: str, conversation_id: ObjectId, text: str, through_seq: int, after: int | None
     ) -> bool:
@@ -203,6 +209,10 @@ class ConversationRepo:
         )
         self._cache.invalidate(key)  # the next exchange reads it
         return done.matched_count == 1
+
+    def refresh(self) -> None:
+        """Read every conversation afresh next time (their summaries were redacted)."""
+        self._cache.invalidate()
 
     async def reset(self, key: str) -> None:
         await retry.retried(  # a $set: safe to repeat

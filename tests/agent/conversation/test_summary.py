@@ -23,6 +23,7 @@ from agent.conversation.summary import LEFT_OUT, SUMMARY_HEAD, Summaries
 from agent.llm.types import ModelMessage, ModelResponse, ToolSpec
 from agent.llm.untrusted import mark_external
 from agent.tools.catalog import core_catalog
+from storage.redact import REDACTED
 from tests.agent.conversation.long_chat import (
     AGREEMENT,
     PLUMBER,
@@ -269,3 +270,26 @@ async def test_the_reply_is_sent_without_waiting_for_the_summary(
             await app.database.client.drop_database(settings.mongodb_db)
     last = chat_requests(inner)[-1]
     assert AGREEMENT in last.messages[0].note
+
+
+async def test_what_the_owner_has_forgotten_leaves_the_summary_too(
+    deps_at: AgentDeps, folding: tuple[Agent, ScriptedModel]
+) -> None:
+    """``forget_memory`` with ``history`` redacts the running summary as it does the
+    messages; the next request carries neither."""
+    agent, model = folding
+    await chat(agent, deps_at, range(8))
+    assert AGREEMENT in chat_requests(model)[-1].messages[0].note
+    play = model.responder
+
+    def respond(req: Request) -> ModelMessage | str | Exception:
+        if req.messages[-1].text == "forget the plumber, in our history too":
+            return model.call("forget_memory", query="plumber", history=True)
+        return play(req)
+
+    model.responder = respond
+    words = "forget the plumber, in our history too"
+    await agent.respond(words, owner_ctx(deps_at))
+    await agent.respond(owner_words(8), owner_ctx(deps_at))
+    note = chat_requests(model)[-1].messages[0].note
+    assert SUMMARY_HEAD in note and REDACTED in note and "plumber" not in note
