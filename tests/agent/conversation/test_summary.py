@@ -4,6 +4,7 @@ agreed early stays in them (issue 40, item 9; ``agent.conversation.summary``).""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import uuid
 from collections.abc import AsyncIterator
@@ -20,6 +21,7 @@ from agent.config import Settings
 from agent.context import AgentDeps
 from agent.conversation.agent import Agent
 from agent.conversation.summary import LEFT_OUT, SUMMARY_HEAD, Summaries
+from agent.llm.openai.model import OpenAIModel
 from agent.llm.types import ModelMessage, ModelResponse, ToolSpec
 from agent.llm.untrusted import mark_external
 from agent.tools.catalog import core_catalog
@@ -39,10 +41,14 @@ from tests.contexts import agent_deps, owner_ctx
 from tests.databases import AppDb
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import FakeClock
+from tests.fakes.fixtures import openai_api
+from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.scripted import Request, ScriptedModel, unavailable
+from tests.fakes.scripted_server import Answer
 
 REQUEST_TARGET = 8_000
 """The issue's bound on a request after 60 exchanges (it was about 15,100 tokens)."""
+__all__ = ["openai_api"]  # a fixture, imported for pytest
 START = datetime(2026, 11, 28, 9, 0, tzinfo=UTC)
 
 
@@ -293,3 +299,30 @@ async def test_what_the_owner_has_forgotten_leaves_the_summary_too(
     await agent.respond(owner_words(8), owner_ctx(deps_at))
     note = chat_requests(model)[-1].messages[0].note
     assert SUMMARY_HEAD in note and REDACTED in note and "plumber" not in note
+
+
+async def test_openai_reads_the_summary_before_the_words_it_precedes(
+    deps_at: AgentDeps, openai_api: FakeOpenAI
+) -> None:
+    """On the wire the summary is the first text of the history's first message, before
+    the owner's words there, and the start of the request stays put until the next
+    summary (the providers' prompt caches match it)."""
+    openai_api.default = Answer(200, openai_api.completion("Noted: " + "fine words " * 40))
+    model = OpenAIModel("sk-test", "gpt-test", base_url=openai_api.base_url)
+    summaries = Summaries(model)
+    agent = Agent(model, core_catalog(), summaries=summaries)
+    try:
+        await chat(agent, deps_at, range(16))
+    finally:
+        await summaries.stop()
+        await model.aclose()
+    chats = [b for b in openai_api.bodies if b.get("tools")]
+    folds = len(openai_api.bodies) - len(chats)
+    summarised = [b for b in chats if SUMMARY_HEAD in json.dumps(b["messages"][1])]
+    assert folds >= 1 and len(summarised) > folds
+    for body in summarised:
+        first = body["messages"][1]
+        assert first["role"] == "user" and first["content"][0]["text"].startswith(SUMMARY_HEAD)
+        assert first["content"][1]["text"].startswith("(")  # an owner's message after it
+    starts = {json.dumps(b["messages"][:2]) for b in summarised}
+    assert len(starts) <= folds  # a new start with each summary, none in between
