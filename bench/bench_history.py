@@ -9,16 +9,21 @@ model that is also the summariser. Each summary is waited for before the next me
 
 Printed for ``HISTORY_RECENT_TOKENS=0`` (no summaries: history cut at
 ``HISTORY_TOKEN_BUDGET``, 12,000) and for the default (3,000): the request of the 10th,
-30th, 60th and 61st exchange in o200k tokens (system prompt, messages with their notes,
-tool calls and results, tool schemas), whether the early agreement is in the 61st, the
-summary calls made and what they were sent, and all chat requests' input together.
+30th, 60th and last (``--exchanges``, 61) exchange in o200k tokens (system prompt,
+messages with their notes, tool calls and results, tool schemas), whether the early
+agreement is in the last, the summary calls made and what they were sent, all chat
+requests' input together, and how many exchanges' first request repeated the previous
+one's start (system prompt and history before its newest message: what the providers'
+prompt caches match).
 
-    .venv/bin/python bench/bench_history.py
+    .venv/bin/python bench/bench_history.py [--exchanges 61]
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import itertools
 import sys
 import tempfile
 from pathlib import Path
@@ -39,13 +44,12 @@ from tests.agent.conversation.long_chat import (  # noqa: E402
 )
 from tests.conftest import make_settings  # noqa: E402
 from tests.contexts import owner_ctx  # noqa: E402
-from tests.fakes.scripted import ScriptedModel  # noqa: E402
+from tests.fakes.scripted import Request, ScriptedModel  # noqa: E402
 
-EXCHANGES = 61
-SHOWN = (10, 30, 60, 61)
+SHOWN = (10, 30, 60)
 
 
-async def measure(recent_tokens: int) -> str:
+async def measure(recent_tokens: int, exchanges: int) -> str:
     settings = make_settings(
         data_dir=Path(tempfile.mkdtemp()),
         owner_telegram_ids=[42],
@@ -60,33 +64,46 @@ async def measure(recent_tokens: int) -> str:
         scheduling(SchedulingOptions(timer=False)),
     ]
     sizes: dict[int, int] = {}
+    firsts: list[Request] = []
     async with build_app(
         settings, model=model, channels=[], features=features, on_part=lambda _: None
     ) as app:
         summaries = app.agent.summaries
         assert summaries is not None
-        for n in range(EXCHANGES):
+        for n in range(exchanges):
             first = len(model.requests)
             await app.agent.respond(owner_words(n), owner_ctx(app.deps))
-            if n + 1 in SHOWN:
+            firsts.append(model.requests[first])
+            if n + 1 in SHOWN or n + 1 == exchanges:
                 sizes[n + 1] = request_tokens(model.requests[first])
             await summaries.settled()
     chat = [r for r in model.requests if not is_summary(r)]
     folds = [r for r in model.requests if is_summary(r)]
     last = chat[-1]
+    kept = sum(starts_with(b, a) for a, b in itertools.pairwise(firsts))
     shown = ", ".join(f"{n}: {tokens:,}" for n, tokens in sizes.items())
     return (
         f"HISTORY_RECENT_TOKENS={recent_tokens}: request tokens at exchange {shown}; "
-        f"agreement in the 61st: {'yes' if AGREEMENT in carried(last) else 'no'}; "
+        f"agreement in the last: {'yes' if AGREEMENT in carried(last) else 'no'}; "
         f"{len(folds)} summary calls sent {sum(map(request_tokens, folds)):,} tokens; "
-        f"{len(chat)} chat requests sent {sum(map(request_tokens, chat)):,} tokens"
+        f"{len(chat)} chat requests sent {sum(map(request_tokens, chat)):,} tokens; "
+        f"{kept} of {len(firsts) - 1} exchanges began with the whole previous one's history"
     )
 
 
-async def main() -> None:
+def starts_with(later: Request, earlier: Request) -> bool:
+    """Whether ``later`` repeats ``earlier``'s system prompt and history (all but its
+    newest message, whose note changes): what a provider's prompt cache can match."""
+    history = earlier.messages[:-1]
+    return later.system == earlier.system and later.messages[: len(history)] == history
+
+
+async def main(args: argparse.Namespace) -> None:
     for recent in (0, 3_000):
-        print(await measure(recent), flush=True)
+        print(await measure(recent, args.exchanges), flush=True)
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--exchanges", type=int, default=61)
+    asyncio.run(main(parser.parse_args()))

@@ -59,12 +59,14 @@ log = logging.getLogger(__name__)
 Doc = dict[str, Any]
 
 SUMMARY_HEAD = "[Watchkeeper's summary of the earlier conversation, not the sender's words]"
+LEFT_OUT = "[outside text left out]"
+"""What stands in for an untrusted block in what the summariser reads."""
 SUMMARY_SYSTEM = (
     "You keep the running summary of a chat between the owner and Watchkeeper, their "
     "assistant. Rewrite the summary so far with the new messages folded in: what was "
     "agreed or decided (who, what, when, with dates as written), promises and open "
     "questions, and where the talk stands; most important first, short lines. Leave out "
-    "small talk and what save_memory saved (memory keeps it). [outside text left out] "
+    f"small talk and what save_memory saved (memory keeps it). {LEFT_OUT} "
     "marks words you were not shown: never guess them. At most 250 words, plain text, "
     "no preamble."
 )
@@ -73,7 +75,6 @@ SUMMARY_MAX_CHARS = 3_000
 LINE_CHARS = 800
 """Of each message's text, what the summariser reads (tool results are shorter)."""
 RESULT_CHARS = 300
-LEFT_OUT = "[outside text left out]"
 RETRY_AFTER = timedelta(minutes=5)
 HISTORY_READ = 200
 """A chat's newest messages read for a summary, as for a request (``Agent.respond``)."""

@@ -20,6 +20,7 @@ from agent.app.core import build_app
 from agent.config import Settings
 from agent.context import AgentDeps
 from agent.conversation.agent import Agent
+from agent.conversation.prompt import mark_untrusted
 from agent.conversation.summary import LEFT_OUT, SUMMARY_HEAD, Summaries
 from agent.llm.openai.model import OpenAIModel
 from agent.llm.types import ModelMessage, ModelResponse, ToolSpec
@@ -37,7 +38,7 @@ from tests.agent.conversation.long_chat import (
 )
 from tests.agent.conversation.test_hi_tokens import owner_app
 from tests.conftest import make_settings
-from tests.contexts import agent_deps, owner_ctx
+from tests.contexts import agent_deps, contact_ctx, owner_ctx
 from tests.databases import AppDb
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import FakeClock
@@ -326,3 +327,19 @@ async def test_openai_reads_the_summary_before_the_words_it_precedes(
         assert first["content"][1]["text"].startswith("(")  # an owner's message after it
     starts = {json.dumps(b["messages"][:2]) for b in summarised}
     assert len(starts) <= folds  # a new start with each summary, none in between
+
+
+async def test_a_contacts_chat_is_cut_as_before_not_summarised(
+    deps_at: AgentDeps, folding: tuple[Agent, ScriptedModel]
+) -> None:
+    """A contact's words are all outside text: their chat is never summarised (nothing
+    of theirs comes back as Watchkeeper's words), only cut as before."""
+    agent, model = folding
+    assert agent.summaries is not None
+    for n in range(12):
+        words = mark_untrusted(owner_words(n), "+14155550123", "Sam")
+        await agent.respond(words, contact_ctx(deps_at))
+        await agent.summaries.settled()
+    assert summary_requests(model) == []
+    assert not chat_requests(model)[-1].messages[0].note
+    assert await deps_at.db["conversations"].count_documents({"summary": {"$exists": True}}) == 0
