@@ -6,7 +6,9 @@ never loses it; the user then gets a short apology, never an exception text.
 A request is laid out for the providers' prompt caches (``agent.conversation.prompt``):
 the system prompt and the tools (sorted by name) stay the same, the history only
 grows, and what changes rides in a note after the newest message. The note is sent,
-never stored: the stored message is the sender's, as it came.
+never stored: the stored message is the sender's, as it came. A long chat's older part
+is folded into a running summary after replies (``agent.conversation.summary``); it
+leads the history, which then holds only the messages after it.
 """
 
 from __future__ import annotations
