@@ -154,6 +154,10 @@ class Settings(BaseSettings):
     throttling is per client). Empty: the connecting address is the client."""
 
     history_token_budget: int = Field(default=12_000, ge=1_000)
+    history_recent_tokens: int = Field(default=3_000, ge=0)
+    """Once a chat's messages after its running summary pass this many tokens, the oldest
+    are summarised into it in the background, keeping about half word for word
+    (``agent.conversation.summary``); 0: no summaries, old messages are only cut."""
     memory_prompt_chars: int = Field(default=1_500, ge=0, le=20_000)
     """How much of the saved facts relevant to the newest message ride in the note after
     it (``agent.tools.memory``); ``search_memory`` finds the rest."""

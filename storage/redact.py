@@ -7,7 +7,8 @@ two terms of a forgotten fact, or one of its identifying words (a name written w
 capital inside the fact, a number of four digits or more, a phone number). Each such
 sentence becomes ``REDACTED``; the rest of the text stays. Swept: ``messages`` (text,
 tool calls and their results), the stored ``runs`` (their instructions and results),
-``inbox`` and ``outbox`` (what was received and sent, which ``db_query`` can read).
+``inbox`` and ``outbox`` (what was received and sent, which ``db_query`` can read),
+and the running summaries of ``conversations``.
 A correction (``save_memory`` with ``replaces``) sweeps the same way for the words of
 the old fact the new one changed (``Carrier.correcting``), so the old value does not
 come back from history either.
@@ -135,6 +136,7 @@ async def sweep(db: AsyncDatabase[Doc], carrier: Carrier) -> Swept:
         (c.RUNS, ("result", "error", "instruction", "steps", "name")),
         (c.INBOX, ("text",)),
         (c.OUTBOX, ("text",)),
+        (c.CONVERSATIONS, ("summary",)),
     ):
         projection = {f: 1 for f in fields} | (
             {"role": 1, "conversation_id": 1} if name == c.MESSAGES else {}

@@ -30,6 +30,7 @@ from agent.conversation.buttons import pressing
 from agent.conversation.dispatch import Command, Dispatcher, Interceptor, TierResolver
 from agent.conversation.held_sends import confirming
 from agent.conversation.pairing import Pairing
+from agent.conversation.summary import Summaries
 from agent.llm.base import ModelClient
 from agent.llm.images import ImageDecoder
 from agent.owner import OwnerSettings
@@ -148,7 +149,9 @@ async def assemble(
     caps = MediaCaps(settings.media_max_bytes, settings.media_max_audio_seconds)
     media = MediaFetcher(database.db, MediaStore(database.db), channels, caps)
     sections = [section for parts in every for section in parts.prompt_sections]
-    agent = Agent(model, catalog, sections, media=media)
+    summaries = Summaries(model)
+    late.push_async_callback(summaries.stop)  # after the pipeline, before usage closes
+    agent = Agent(model, catalog, sections, media=media, summaries=summaries)
     core = Core(deps, agent)
     status_sections = (
         *(section for parts in every for section in parts.status),

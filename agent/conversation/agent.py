@@ -6,7 +6,9 @@ never loses it; the user then gets a short apology, never an exception text.
 A request is laid out for the providers' prompt caches (``agent.conversation.prompt``):
 the system prompt and the tools (sorted by name) stay the same, the history only
 grows, and what changes rides in a note after the newest message. The note is sent,
-never stored: the stored message is the sender's, as it came.
+never stored: the stored message is the sender's, as it came. A long chat's older part
+is folded into a running summary after replies (``agent.conversation.summary``); it
+leads the history, which then holds only the messages after it.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from agent.conversation.prompt import (
     build_system_prompt,
     sorted_tools,
 )
+from agent.conversation.summary import RunningSummary, Summaries, with_summary
 from agent.llm.base import ModelClient, ModelError
 from agent.llm.lazy_sdk import warm_model
 from agent.llm.types import (
@@ -99,6 +102,7 @@ class Agent:
         max_turns: int = MAX_TURNS,
         *,
         media: MediaFetch | None = None,
+        summaries: Summaries | None = None,
     ) -> None:
         self.model = model
         self.catalog = catalog
@@ -106,6 +110,8 @@ class Agent:
         self.max_turns = max_turns
         self.media = media
         """Fetches a message's pending photos and voice notes as its turn is built."""
+        self.summaries = summaries
+        """Folds a long chat's older messages into its running summary, after replies."""
         self._warming: asyncio.Future[None] | None = None
         """The model's SDK loading, from the first exchange on (not at start: an agent
         nobody has written to yet does not hold it)."""
@@ -138,7 +144,8 @@ class Agent:
                 deps.instructions.get(),
             )
         next_seq = int(docs[-1]["seq"]) + 1 if docs else 0
-        history = [] if isolated else self._history(docs, ctx)
+        summary = None if isolated else RunningSummary.of(conversation)
+        history = [] if isolated else self._history(docs, ctx, summary)
         # This exchange's photos and voice notes ride along as parts; history keeps
         # their text fallback (``without_media``), never the bytes.
         # Meanwhile, tools still on their way (MCP servers connecting at start-up).
@@ -162,7 +169,7 @@ class Agent:
         reply = AgentReply(text="", conversation_id=conv_id)
         asked = {"sender": ctx.sender, **({"inbox_id": str(inbox_id)} if inbox_id else {})}
         try:
-            turn = [*history, with_note(incoming, note)]
+            turn = with_summary([*history, with_note(incoming, note)], summary)
             result = await run_loop(self.model, system, turn, toolset, ctx, self.max_turns)
         except ModelError as exc:
             # The message is kept (with a marker) so the conversation shows what was lost.
@@ -179,6 +186,9 @@ class Agent:
         # One write per exchange (tokens are counted per model call, by the loop): the
         # inbox holds the message durably until this point, so a crash replays it.
         await deps.messages.append(conv_id, stored, start_seq=next_seq)
+        if self.summaries is not None and not isolated and not reply.failed:
+            added = [{**doc, "seq": next_seq + i} for i, doc in enumerate(stored)]
+            self.summaries.consider(conversation, [*docs, *added], ctx)  # in the background
         reply.duration_ms = (time.perf_counter() - started) * 1000
         return reply
 
@@ -191,8 +201,13 @@ class Agent:
         await warm_model(self.model)
         self._loaded.set()
 
-    def _history(self, docs: list[dict[str, Any]], ctx: RunContext) -> list[ModelMessage]:
-        docs = [d for d in docs if d.get("parts")]
+    def _history(
+        self, docs: list[dict[str, Any]], ctx: RunContext, summary: RunningSummary | None
+    ) -> list[ModelMessage]:
+        """The stored messages after the running summary (all without one), cut to
+        ``HISTORY_TOKEN_BUDGET`` (what summaries leave is well within it)."""
+        after = summary.through_seq if summary is not None else -1
+        docs = [d for d in docs if d.get("parts") and int(d.get("seq") or 0) > after]
         messages = MessagesAdapter.validate_python(
             [{"role": d["role"], "parts": d["parts"]} for d in docs]
         )

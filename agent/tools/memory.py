@@ -21,7 +21,7 @@ from agent.tools.base import Tool, ToolError, ToolResult
 from agent.tools.held import provenance
 from storage.collections import PROTECTED
 from storage.recall import FactHit
-from storage.redact import Carrier, sweep
+from storage.redact import Carrier, Swept, sweep
 from storage.repos.memories import Fact, FactSource, FactTooLong, check_text
 from storage.text_search import terms
 
@@ -161,8 +161,7 @@ async def _save_memory(args: SaveMemoryArgs, ctx: RunContext) -> ToolResult:
         result["replaced"] = replaces.id
         carrier = Carrier.correcting(replaces.text, fact.text, f"[corrected: see {fact.id}]")
         if not carrier.empty:  # the old value, out of history too
-            swept = await sweep(ctx.deps.db, carrier)
-            await recall.reindex_messages(swept.messages)
+            await _sweep(ctx, carrier)
     if related:
         result["related"] = [
             {**fact_view(f, ctx), "relation": r} for f, r in related[:3] if r != "duplicate"
@@ -204,6 +203,15 @@ def _matches(query_terms: set[str], fact: Fact) -> bool:
     return query_terms <= set(terms(fact.text))
 
 
+async def _sweep(ctx: RunContext, carrier: Carrier) -> Swept:
+    """Take what ``carrier`` carries out of history (chats' summaries too: the next
+    exchange reads them afresh) and out of the search index."""
+    swept = await sweep(ctx.deps.db, carrier)
+    ctx.deps.conversations.refresh()
+    await ctx.deps.recall.reindex_messages(swept.messages)
+    return swept
+
+
 async def _forget_memory(args: ForgetMemoryArgs, ctx: RunContext) -> ToolResult:
     recall = ctx.deps.recall
     query = (args.query or "").strip()
@@ -236,8 +244,7 @@ async def _forget_memory(args: ForgetMemoryArgs, ctx: RunContext) -> ToolResult:
     if unknown:
         result["not_found"] = unknown
     if args.history and not carrier.empty:
-        swept = await sweep(ctx.deps.db, carrier)
-        await recall.reindex_messages(swept.messages)
+        swept = await _sweep(ctx, carrier)
         result["history_redacted"] = {k: v for k, v in swept.counts.items() if v}
     if not gone:
         result["note"] = "no saved fact matched" + (

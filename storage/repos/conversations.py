@@ -188,6 +188,32 @@ class ConversationRepo:
         if len(self._created) < MAX_CREATED:
             self._created.add(conversation_id)
 
+    async def summary(self, conversation_id: ObjectId) -> Doc | None:
+        """The running summary of ``conversation_id`` as stored now (``save_summary``)."""
+        doc = await self._coll.find_one({"_id": conversation_id}, {"summary": 1})
+        found = (doc or {}).get("summary")
+        return found if isinstance(found, dict) else None
+
+    async def save_summary(
+        self, key: str, conversation_id: ObjectId, text: str, through_seq: int, after: int | None
+    ) -> bool:
+        """Store the running summary of ``conversation_id`` (``key``'s) as covering its
+        messages up to ``through_seq``, only if the stored one still ends at ``after``
+        (None: none yet), so two summaries never overwrite each other; True when stored."""
+        held: Any = after if after is not None else {"$exists": False}
+        match = {"_id": conversation_id, "summary.through_seq": held}
+        summary = {"text": text, "through_seq": through_seq, "at": utcnow()}
+        done = await retry.retried(  # a $set: safe to repeat
+            lambda: self._coll.update_one(match, {"$set": {"summary": summary}}),
+            "save a conversation summary",
+        )
+        self._cache.invalidate(key)  # the next exchange reads it
+        return done.matched_count == 1
+
+    def refresh(self) -> None:
+        """Read every conversation afresh next time (their summaries were redacted)."""
+        self._cache.invalidate()
+
     async def reset(self, key: str) -> None:
         await retry.retried(  # a $set: safe to repeat
             lambda: self._coll.update_many(

@@ -188,12 +188,18 @@ def sends_images(messages: list[ModelMessage]) -> bool:
 def user_content(message: ModelMessage) -> str | list[dict[str, Any]]:
     """A user message's content: plain text, or text and ``image_url`` parts when it
     carries photos. A voice note (and a photo without bytes) is its text fallback. Text
-    parts kept apart (the sender's words, then Watchkeeper's note) stay apart."""
+    parts kept apart (the sender's words, then Watchkeeper's note) stay apart, in their
+    order: a note before the words (a chat's summary) stays before them."""
     if not any(p.media_kind == "image" and p.data is not None for p in message.media):
         text = without_media(message).text
         if not message.note:
             return text
-        return [{"type": "text", "text": t} for t in (text, message.note) if t]
+        lead = 0
+        while lead < len(message.parts) and isinstance(message.parts[lead], NotePart):
+            lead += 1
+        before = [p.text for p in message.parts[:lead] if isinstance(p, NotePart)]
+        after = [p.text for p in message.parts[lead:] if isinstance(p, NotePart)]
+        return [{"type": "text", "text": t} for t in (*before, text, *after) if t]
     content: list[dict[str, Any]] = []
     for part in message.parts:
         if isinstance(part, TextPart | NotePart) and part.text:

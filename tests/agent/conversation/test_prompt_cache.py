@@ -241,6 +241,7 @@ async def test_a_history_past_its_budget_keeps_its_start_for_several_exchanges(
         data_dir=tmp_path,
         owner_telegram_ids=[OWNER],
         history_token_budget=1_000,
+        history_recent_tokens=0,  # no summaries: the cut is what is measured
     )
     chat = RecordingChannel("telegram", sender=OWNER, clock=clock)
     async with build_app(
