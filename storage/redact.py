@@ -119,6 +119,10 @@ class Carrier:
         return value
 
 
+SWEPT_FIELD = "sweeps"
+"""On each conversation: how many redaction sweeps have run since it began."""
+
+
 @dataclass
 class Swept:
     """How many stored documents a sweep changed, by collection."""
@@ -154,4 +158,8 @@ async def sweep(db: AsyncDatabase[Doc], carrier: Carrier) -> Swept:
             if name == c.MESSAGES:
                 changed_messages.append({**doc, **change})
         counts[name] = changed
+    # A summary being written from what was read before this sweep would bring the
+    # words back: each conversation's count moves on, and such a summary is not stored
+    # (``ConversationRepo.save_summary``).
+    await db[c.CONVERSATIONS].update_many({}, {"$inc": {SWEPT_FIELD: 1}})
     return Swept(changed_messages, counts)

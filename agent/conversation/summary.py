@@ -255,7 +255,8 @@ class Summaries:
         key = str(conversation.get("key") or ctx.conversation_key)
         try:
             # As stored now: another summary may have ended since the exchange began.
-            before = RunningSummary.of({"summary": await ctx.deps.conversations.summary(conv_id)})
+            stored, sweeps = await ctx.deps.conversations.summary(conv_id)
+            before = RunningSummary.of({"summary": stored})
             after = before.through_seq if before is not None else -1
             docs = await ctx.deps.messages.recent(conv_id, limit=HISTORY_READ)
             unsummarised = [d for d in docs if d.get("parts") and int(d["seq"]) > after]
@@ -273,7 +274,9 @@ class Summaries:
         through = int(stretch[-1]["seq"])
         held = before.through_seq if before is not None else None
         try:
-            saved = await ctx.deps.conversations.save_summary(key, conv_id, text, through, held)
+            saved = await ctx.deps.conversations.save_summary(
+                key, conv_id, text, through, held, sweeps
+            )
         except Exception:
             log.exception("could not store the summary of %s", key)
             return

@@ -20,6 +20,7 @@ from storage import collections as c
 from storage import retry
 from storage.coalesce import GroupCommit, GroupLoad, TtlCache, insert_groups
 from storage.ejson import aware
+from storage.redact import SWEPT_FIELD
 
 Doc = dict[str, Any]
 REPLAY_LOOKBACK = 100
@@ -188,20 +189,30 @@ class ConversationRepo:
         if len(self._created) < MAX_CREATED:
             self._created.add(conversation_id)
 
-    async def summary(self, conversation_id: ObjectId) -> Doc | None:
-        """The running summary of ``conversation_id`` as stored now (``save_summary``)."""
-        doc = await self._coll.find_one({"_id": conversation_id}, {"summary": 1})
+    async def summary(self, conversation_id: ObjectId) -> tuple[Doc | None, int]:
+        """The running summary of ``conversation_id`` as stored now (``save_summary``),
+        and how many redaction sweeps it has seen (pass it back to ``save_summary``)."""
+        doc = await self._coll.find_one({"_id": conversation_id}, {"summary": 1, SWEPT_FIELD: 1})
         found = (doc or {}).get("summary")
-        return found if isinstance(found, dict) else None
+        return (found if isinstance(found, dict) else None), int((doc or {}).get(SWEPT_FIELD) or 0)
 
     async def save_summary(
-        self, key: str, conversation_id: ObjectId, text: str, through_seq: int, after: int | None
+        self,
+        key: str,
+        conversation_id: ObjectId,
+        text: str,
+        through_seq: int,
+        after: int | None,
+        sweeps: int = 0,
     ) -> bool:
         """Store the running summary of ``conversation_id`` (``key``'s) as covering its
         messages up to ``through_seq``, only if the stored one still ends at ``after``
-        (None: none yet), so two summaries never overwrite each other; True when stored."""
+        (None: none yet), so two summaries never overwrite each other, and only if no
+        redaction swept the history since it was read (``sweeps``, from ``summary``):
+        a summary of words since forgotten is dropped. True when stored."""
         held: Any = after if after is not None else {"$exists": False}
-        match = {"_id": conversation_id, "summary.through_seq": held}
+        swept: Any = sweeps if sweeps else {"$exists": False}
+        match = {"_id": conversation_id, "summary.through_seq": held, SWEPT_FIELD: swept}
         summary = {"text": text, "through_seq": through_seq, "at": utcnow()}
         done = await retry.retried(  # a $set: safe to repeat
             lambda: self._coll.update_one(match, {"$set": {"summary": summary}}),

@@ -343,3 +343,41 @@ async def test_a_contacts_chat_is_cut_as_before_not_summarised(
     assert summary_requests(model) == []
     assert not chat_requests(model)[-1].messages[0].note
     assert await deps_at.db["conversations"].count_documents({"summary": {"$exists": True}}) == 0
+
+
+async def test_a_summary_begun_before_a_forget_is_not_stored(deps_at: AgentDeps) -> None:
+    """The summary call was under way when the owner had the plumber forgotten, history
+    too: what it wrote from the words read before is dropped, not stored over the
+    redaction, and the next summary is made from the redacted history."""
+    inner = ScriptedModel(lambda r: "")
+    play = player(inner)
+    words = "forget the plumber, in our history too"
+
+    def respond(req: Request) -> ModelMessage | str | Exception:
+        if req.messages[-1].text == words:
+            return inner.call("forget_memory", query="plumber", history=True)
+        return play(req)
+
+    inner.responder = respond
+    model = Gated(inner)
+    summaries = Summaries(model)
+    agent = Agent(model, core_catalog(), summaries=summaries)
+    try:
+        n = 0
+        while not model.asked.is_set():
+            assert n < 12, "no summary was started"
+            clock_of(deps_at).advance(timedelta(minutes=1))
+            await agent.respond(owner_words(n), owner_ctx(deps_at))
+            n += 1
+        await agent.respond(words, owner_ctx(deps_at))  # while the summary is being written
+        model.opened.set()
+        await summaries.settled()
+        conversation = await deps_at.db["conversations"].find_one({"key": "console:owner"})
+        assert conversation is not None
+        assert "plumber" not in str(conversation.get("summary", {}).get("text", "")).lower()
+        await agent.respond(owner_words(n), owner_ctx(deps_at))
+        await summaries.settled()
+    finally:
+        await summaries.stop()
+    last = chat_requests(inner)[-1]
+    assert AGREEMENT not in carried(last) and PLUMBER not in carried(last)
