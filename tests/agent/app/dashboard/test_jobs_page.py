@@ -140,3 +140,20 @@ async def test_a_later_change_by_the_model_clears_updated_by(
     assert by_dashboard.updated_by == "dashboard" and not by_dashboard.enabled
     assert result["updated"]["enabled"] is True
     assert stored is not None and "updated_by" not in stored and stored["enabled"]
+
+
+async def test_a_job_says_whether_it_follows_the_owners_timezone(
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
+) -> None:
+    """Issue 40 item 1: a job on the owner's clock moves with the owner; one set on
+    another zone keeps it; the page says which."""
+    async with dash_app(app_db, tmp_path, clock) as app:
+        await _jobs(app)
+        await parts_of(app).jobs.create(
+            name="Tokyo standup", instruction="x", cron_expression="0 9 * * *",
+            timezone="Asia/Tokyo",
+        )  # fmt: skip
+        async with client_of(app) as client:
+            text = html.unescape(await page(client, "/jobs"))
+    assert "repeats: every day at 08:00 (Europe/Berlin), follows your timezone" in text
+    assert "repeats: every day at 09:00 (Asia/Tokyo), keeps its own" in text
