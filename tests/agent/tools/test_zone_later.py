@@ -86,6 +86,8 @@ async def test_flying_to_new_york_tomorrow_and_the_weather_message(
         )
         await app.agent.respond("What time will the weekday weather message come now?", _ctx(app))
         [flying, before] = tool_results(model)
+        asked = [m for r in model.requests for m in r.messages if m.text.startswith("What time")]
+        note = asked[0].note
         armed = dict(engine.armed)
         [jobs_reply] = await app.dispatcher.handle(Envelope(inbound("/jobs")))
 
@@ -119,6 +121,10 @@ async def test_flying_to_new_york_tomorrow_and_the_weather_message(
         "Europe/Berlin, no offset). To cancel: timezone Europe/Berlin."
     )
     assert armed["zone"] == TAKE_OFF
+    assert (
+        "Now: Thursday 26 November 2026, 20:00 (Europe/Berlin); America/New_York from "
+        "Fri 27 Nov 10:00"
+    ) in note  # the next message's note says it too
 
     # Before the change: the job follows the owner; Friday at 08:30 Berlin, then 08:30
     # New York (later the same day, after the change) and on.
