@@ -14,8 +14,10 @@ scheduler's pulse reads them through its ``OwnerClock`` protocol, which
 A timezone change may be set for later (``effective_at``: "from tomorrow 10:00, New
 York"): it is kept in the document as ``pending_zone`` until its moment, when
 ``apply_pending`` makes it (once, whichever process gets there first: the scheduler's
-timer wakes it, ``agent.runs.zone_change``). A timezone given without a moment, or
-the current one, drops the pending change.
+timer wakes it, ``agent.runs.zone_change``). Until the jobs have moved and the owner
+was told, the change made stays as ``zone_moving``, so a process stopped in between
+leaves it for the next start to finish (``finish_move``, then ``moved``). A timezone
+given without a moment, or the current one, drops the pending change.
 
 Quiet hours used to belong to the pulse (``settings`` ``_id: "pulse"``); ``load``
 moves them here once, the first time it finds them there.
@@ -80,6 +82,11 @@ class ZoneChange:
     at: datetime
     channel: str | None = None
     chat_id: str | None = None
+    was: str | None = None
+    """Once made: the zone it replaced."""
+    message: str = ""
+    """Once made: what the owner is told (written as it was made, so any process that
+    finishes the move tells the same)."""
 
     def as_doc(self) -> Doc:
         return {
@@ -87,6 +94,8 @@ class ZoneChange:
             "at": self.at,
             "channel": self.channel,
             "chat_id": self.chat_id,
+            "was": self.was,
+            "message": self.message,
         }
 
     @classmethod
@@ -95,12 +104,14 @@ class ZoneChange:
         at = moment(doc, "at")
         if at is None:
             raise BadRecord("at is missing")
-        channel, chat = doc.get("channel"), doc.get("chat_id")
+        channel, chat, was = doc.get("channel"), doc.get("chat_id"), doc.get("was")
         return cls(
             timezone=check_timezone(str(doc.get("timezone"))),
             at=at,
             channel=str(channel) if channel else None,
             chat_id=str(chat) if chat else None,
+            was=check_timezone(str(was)) if was else None,
+            message=str(doc.get("message") or ""),
         )
 
 
@@ -116,6 +127,8 @@ class OwnerPrefs:
     """Whether the owner chose the zone (``manage_settings``); else it is ``TIMEZONE``'s."""
     pending_zone: ZoneChange | None = None
     """A timezone change set for later (``effective_at``), until it happens."""
+    zone_moving: ZoneChange | None = None
+    """A change made whose jobs may not have moved yet, or the owner not been told."""
 
     @property
     def tz(self) -> ZoneInfo:
@@ -222,6 +235,17 @@ def quiet_end(windows: Sequence[QuietHours], now: datetime, tz: ZoneInfo) -> dat
     return None  # quiet all day: configured so on purpose; do not hold forever
 
 
+def _zone_change(doc: Doc, name: str) -> ZoneChange | None:
+    """A stored timezone change; one that cannot be used is logged and ignored."""
+    if not isinstance(doc.get(name), Mapping):
+        return None
+    try:
+        return ZoneChange.from_doc(doc[name])
+    except (SettingsError, BadRecord) as exc:
+        log.warning("stored %s ignored: %s", name, exc)
+        return None
+
+
 class OwnerSettings:
     def __init__(self, db: AsyncDatabase[Doc], clock: Clock, default_timezone: str) -> None:
         self._db = db
@@ -277,11 +301,11 @@ class OwnerSettings:
                 prefs = replace(prefs, timezone=zone, zone_stored=True)
             except SettingsError as exc:
                 log.warning("stored timezone ignored: %s", exc)
-        if isinstance(doc.get("pending_zone"), Mapping):
-            try:
-                prefs = replace(prefs, pending_zone=ZoneChange.from_doc(doc["pending_zone"]))
-            except (SettingsError, BadRecord) as exc:
-                log.warning("stored pending timezone change ignored: %s", exc)
+        prefs = replace(
+            prefs,
+            pending_zone=_zone_change(doc, "pending_zone"),
+            zone_moving=_zone_change(doc, "zone_moving"),
+        )
         if doc.get("primary_channel"):
             try:
                 prefs = replace(prefs, primary_channel=check_channel(doc["primary_channel"]))
@@ -391,31 +415,57 @@ class OwnerSettings:
         await self._tell(old, new)
         return new
 
-    async def apply_pending(self, now: datetime) -> tuple[OwnerPrefs, OwnerPrefs] | None:
-        """Make the pending timezone change when its moment has come: (old, new) when
-        this call made it, None when none was due (or another process made it first:
-        the change is a compare-and-set on the stored one)."""
+    async def apply_pending(self, now: datetime, message: str) -> bool:
+        """Make the pending timezone change when its moment has come, keeping it as
+        ``zone_moving`` with ``message`` (what the owner is to be told) until
+        ``moved``. True when this call made it; False when none was due, or another
+        process made it first (a compare-and-set on the stored change)."""
         old = await self.load()
         pending = old.pending_zone
         if pending is None or pending.at > now:
-            return None
+            return False
+        made = replace(pending, was=old.timezone, message=message)
         result = await retry.retried(  # a repeat finds the change gone and does nothing
             lambda: self._coll.update_one(
                 {"_id": OWNER_ID, "pending_zone.at": pending.at},
                 {
-                    "$set": {"timezone": pending.timezone, "updated_at": now},
+                    "$set": {
+                        "timezone": pending.timezone,
+                        "zone_moving": made.as_doc(),
+                        "updated_at": now,
+                    },
                     "$unset": {"pending_zone": ""},
                 },
             ),
             "make the pending timezone change",
         )
+        await self.load()
         if result.modified_count != 1:
-            await self.load()
-            return None
+            return False
+        log.info("timezone %s -> %s, as set for %s", old.timezone, pending.timezone, pending.at)
+        return True
+
+    async def finish_move(self) -> ZoneChange | None:
+        """A change made but not finished (this process just made it, or one stopped
+        before it was done): the listeners are told (old, new) again, which moves the
+        jobs still on the old zone; the change returned, to be told to the owner and
+        then marked ``moved``. None when nothing is unfinished."""
         new = await self.load()
-        log.info("timezone %s -> %s, as set for %s", old.timezone, new.timezone, pending.at)
-        await self._tell(old, new)
-        return old, new
+        moving = new.zone_moving
+        if moving is None or moving.was is None:
+            return None
+        await self._tell(replace(new, timezone=moving.was), new)
+        return moving
+
+    async def moved(self, change: ZoneChange) -> None:
+        """The change's jobs moved and the owner was told: nothing left to finish."""
+        await retry.retried(
+            lambda: self._coll.update_one(
+                {"_id": OWNER_ID, "zone_moving.at": change.at}, {"$unset": {"zone_moving": ""}}
+            ),
+            "finish the timezone change",
+        )
+        await self.load()
 
     async def _tell(self, old: OwnerPrefs, new: OwnerPrefs) -> None:
         for listener in self.listeners:

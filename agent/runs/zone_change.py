@@ -4,9 +4,11 @@ moment and told to the owner.
 The change waits in the owner's settings (``pending_zone``), so it survives a restart;
 the scheduler's one timer wakes ``ZoneMove`` for it like any fire (``Timed``), and the
 resync picks up one set by another process. ``OwnerSettings.apply_pending`` makes it
-once, whichever process comes first; its listeners move the jobs that follow the
-owner, as for a change made at once. Then one short message tells the owner the new
-zone, which jobs moved and when each fires next, in the chat the change was set from.
+once, whichever process comes first, with the message for the owner; the owner's
+listeners then move the jobs that follow the owner, as for a change made at once, and
+one short message tells the owner the new zone, which jobs moved and when each fires
+next, in the chat the change was set from. A stop between the change and the message
+is finished at the next start (the same message: the outbox sends it once).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
+from zoneinfo import ZoneInfo
 
 from agent.context import AgentDeps
 from agent.owner import OwnerPrefs, OwnerSettings, ZoneChange
@@ -21,7 +24,7 @@ from channels.types import OutboundMessage
 from scheduler.cron.expression import CronError
 from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
-from scheduler.views import short_time
+from scheduler.views import OwnerZone, short_time
 
 log = logging.getLogger(__name__)
 ZONE_TIMER = "zone"
@@ -40,54 +43,49 @@ class ZoneMove:
         self.tell = tell
 
     async def due_at(self) -> datetime | None:
-        pending = (await self.owner.fresh()).pending_zone
-        return pending.at if pending is not None else None
+        """The pending change's moment; a change made but unfinished is due at once."""
+        prefs = await self.owner.fresh()
+        moments = [c.at for c in (prefs.pending_zone, prefs.zone_moving) if c is not None]
+        return min(moments, default=None)
 
     async def run(self, now: datetime) -> None:
-        before = await self._pending_jobs()
-        made = await self.owner.apply_pending(now)
-        if made is None:
-            return  # not due, dropped meanwhile, or made by another process
-        old, new = made
-        assert old.pending_zone is not None  # apply_pending made it
-        text = moved_text(before, await self._pending_jobs(), old, new, now)
-        await self.tell(old.pending_zone, text)
-
-    async def _pending_jobs(self) -> dict[str, CronJob]:
-        return {job.id: job for job in await self.jobs.list_jobs() if not job.done}
-
-
-def _next(job: CronJob, now: datetime, new: OwnerPrefs) -> str:
-    try:
-        fires = job.next_fires(now, 1) if job.enabled else []
-    except CronError:
-        fires = []
-    return f"next {short_time(fires[0], new.tz, now)}" if fires else "paused"
+        """Make the change (what the owner is told is written with it), move the jobs,
+        tell the owner, and mark it done; a stop in between is finished next time."""
+        prefs = await self.owner.load()
+        pending = prefs.pending_zone
+        if pending is not None and pending.at <= now:
+            jobs = [job for job in await self.jobs.list_jobs() if not job.done]
+            await self.owner.apply_pending(now, moved_text(jobs, prefs, pending, now))
+        change = await self.owner.finish_move()
+        if change is None:
+            return  # nothing due, or another process is done with it
+        await self.tell(change, change.message)
+        await self.owner.moved(change)
 
 
-def moved_text(
-    before: dict[str, CronJob],
-    after: dict[str, CronJob],
-    old: OwnerPrefs,
-    new: OwnerPrefs,
-    now: datetime,
-) -> str:
-    """One short message: the new zone, the jobs that moved with the owner (next fire
-    on the new clock), those that kept their own zone, and one-time jobs (same moment,
-    new local time)."""
+def moved_text(jobs: list[CronJob], prefs: OwnerPrefs, change: ZoneChange, now: datetime) -> str:
+    """One short message, written as the change is made: the new zone, the recurring
+    jobs on the owner's clock that move with it (next fire on the new clock), those
+    that keep their own zone, and one-time jobs (same moment, new local time)."""
+    owner = OwnerZone(prefs.timezone, (change.timezone, change.at))
+    new = ZoneInfo(change.timezone)
     moved: list[str] = []
     kept: list[str] = []
     once: list[str] = []
-    for job in after.values():
-        was = before.get(job.id)
+    for job in jobs:
         if job.once:
             if job.run_at is not None and job.run_at > now:
-                once.append(f"{job.name} {short_time(job.run_at, new.tz, now)}")
-        elif was is not None and was.timezone == old.timezone != job.timezone:
-            moved.append(f"{job.name} ({_next(job, now, new)})")
+                once.append(f"{job.name} {short_time(job.run_at, new, now)}")
+        elif owner.follows(job):
+            try:
+                fires = owner.fires(job, now, 1) if job.enabled else []
+            except CronError:
+                fires = []
+            when = f"next {short_time(fires[0], new, now)}" if fires else "paused"
+            moved.append(f"{job.name} ({when})")
         else:
             kept.append(f"{job.name} ({job.timezone})")
-    text = f"🌍 Your timezone is now {new.timezone} (was {old.timezone}), as planned."
+    text = f"🌍 Your timezone is now {change.timezone} (was {prefs.timezone}), as planned."
     if moved:
         text += f" Moved with you, same local times: {'; '.join(moved)}."
     if kept:

@@ -253,3 +253,35 @@ async def test_pending_change_replaced_cancelled_and_refused(
     assert "zone" not in armed
     assert keeps["created"]["zone"] == "keeps Asia/Tokyo"
     assert keeps["created"]["next"][0] == "Fri 27 Nov 01:00 (Europe/Berlin)"
+
+
+async def test_a_change_cut_off_by_a_stop_is_finished_at_the_next_start(
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
+) -> None:
+    """A process that made the change and stopped before the jobs moved and the owner
+    was told: the next start moves them and sends the message written with the change."""
+    telegram = RecordingChannel(name="telegram")
+    model = ScriptedModel(lambda _r: "ok")
+    async with scheduled_app(
+        app_db, tmp_path, model, clock, channels=[telegram], timezone="Europe/Berlin"
+    ) as app:
+        job_id = await _weather_job(app)
+        await _tool(
+            app, "manage_settings", action="update", timezone="America/New_York",
+            effective_at="2026-11-27T10:00",
+        )  # fmt: skip
+        clock.set(TAKE_OFF)
+        made = await app.deps.owner.apply_pending(TAKE_OFF, "Now on New York time.")
+        cut_off = await parts_of(app).jobs.get(job_id)
+        again = build_parts(app, SchedulingOptions(timer=False))
+        await again.engine.start()
+        try:
+            await again.engine.run_due()
+        finally:
+            await again.engine.stop()
+        moved = await parts_of(app).jobs.get(job_id)
+        stored = await app.deps.db["settings"].find_one({"_id": "owner"})
+    assert made and cut_off.timezone == "Europe/Berlin"  # the stop came here
+    assert moved.timezone == "America/New_York"
+    assert telegram.texts(CHAT) == ["Now on New York time."]
+    assert stored is not None and "zone_moving" not in stored and "pending_zone" not in stored
