@@ -11,6 +11,14 @@ so a change applies at once in this process and within a resync in another. The
 scheduler's pulse reads them through its ``OwnerClock`` protocol, which
 ``OwnerSettings`` is.
 
+A timezone change may be set for later (``effective_at``: "from tomorrow 10:00, New
+York"): it is kept in the document as ``pending_zone`` until its moment, when
+``apply_pending`` makes it (once, whichever process gets there first: the scheduler's
+timer wakes it, ``agent.runs.zone_change``). Until the jobs have moved and the owner
+was told, the change made stays as ``zone_moving``, so a process stopped in between
+leaves it for the next start to finish (``finish_move``, then ``moved``). A timezone
+given without a moment, or the current one, drops the pending change.
+
 Quiet hours used to belong to the pulse (``settings`` ``_id: "pulse"``); ``load``
 moves them here once, the first time it finds them there.
 """
@@ -33,6 +41,7 @@ from agent.reach import PRIMARY_CHOICES, Reach
 from runtime.clock import Clock
 from runtime.listeners import Listeners
 from scheduler.cron.expression import CronError, validate_timezone
+from scheduler.cron.job import JobError, parse_run_at
 from scheduler.pulse.grid import (
     DEFAULT_QUIET,
     PulseConfigError,
@@ -42,6 +51,7 @@ from scheduler.pulse.grid import (
 )
 from storage import collections as c
 from storage import retry
+from storage.records import BadRecord, moment
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
@@ -53,12 +63,56 @@ MAX_QUIET_WINDOWS = 7
 pulse checks each of them, minute by minute over a day, to find when quiet hours end."""
 MAX_WARNING_SMS_AFTER_MINUTES = 10_080
 """``warning_sms_after_minutes`` at most a week: a longer wait is "never", which is 0."""
+PENDING_ZONE_MAX = timedelta(days=366)
+"""How far ahead a timezone change may be set (``effective_at``)."""
 CACHE_SECONDS = 5.0
 """``fresh`` re-reads the document at most this often (another process's change)."""
 
 
 class SettingsError(ValueError):
     """A setting that cannot be used; the message names the bad value."""
+
+
+@dataclass(frozen=True)
+class ZoneChange:
+    """A timezone change set for later: the zone, from when, and the chat it was set
+    from (told when it happens; None: the owner's main chat)."""
+
+    timezone: str
+    at: datetime
+    channel: str | None = None
+    chat_id: str | None = None
+    was: str | None = None
+    """Once made: the zone it replaced."""
+    message: str = ""
+    """Once made: what the owner is told (written as it was made, so any process that
+    finishes the move tells the same)."""
+
+    def as_doc(self) -> Doc:
+        return {
+            "timezone": self.timezone,
+            "at": self.at,
+            "channel": self.channel,
+            "chat_id": self.chat_id,
+            "was": self.was,
+            "message": self.message,
+        }
+
+    @classmethod
+    def from_doc(cls, doc: Mapping[str, Any]) -> ZoneChange:
+        """The stored change; ``SettingsError`` or ``BadRecord`` when it cannot be used."""
+        at = moment(doc, "at")
+        if at is None:
+            raise BadRecord("at is missing")
+        channel, chat, was = doc.get("channel"), doc.get("chat_id"), doc.get("was")
+        return cls(
+            timezone=check_timezone(str(doc.get("timezone"))),
+            at=at,
+            channel=str(channel) if channel else None,
+            chat_id=str(chat) if chat else None,
+            was=check_timezone(str(was)) if was else None,
+            message=str(doc.get("message") or ""),
+        )
 
 
 @dataclass(frozen=True)
@@ -71,10 +125,21 @@ class OwnerPrefs:
     until the owner sets it, when the alert routing's default applies."""
     zone_stored: bool = field(default=False, compare=False)
     """Whether the owner chose the zone (``manage_settings``); else it is ``TIMEZONE``'s."""
+    pending_zone: ZoneChange | None = None
+    """A timezone change set for later (``effective_at``), until it happens."""
+    zone_moving: ZoneChange | None = None
+    """A change made whose jobs may not have moved yet, or the owner not been told."""
 
     @property
     def tz(self) -> ZoneInfo:
         return ZoneInfo(self.timezone)
+
+    def zone_at(self, when: datetime) -> ZoneInfo:
+        """The owner's zone at ``when``: the pending one from its moment on."""
+        pending = self.pending_zone
+        if pending is not None and when >= pending.at:
+            return ZoneInfo(pending.timezone)
+        return self.tz
 
     def quiet_dicts(self) -> list[dict[str, str]]:
         """The ``[{"start": "HH:MM", "end": "HH:MM"}]`` shape of the tool and storage."""
@@ -102,6 +167,24 @@ def check_timezone(name: str) -> str:
         return validate_timezone(name).key
     except CronError as exc:
         raise SettingsError(str(exc)) from None
+
+
+def check_effective_at(text: str, tz: ZoneInfo, now: datetime) -> datetime:
+    """``effective_at`` as an instant: ISO 8601, a wall time in ``tz`` (the owner's
+    current zone) unless it has an offset; after now and at most a year ahead."""
+    try:
+        at = parse_run_at(text, tz, "effective_at")
+    except JobError as exc:
+        raise SettingsError(str(exc)) from None
+    local = now.astimezone(tz).isoformat(timespec="minutes")
+    if at <= now:
+        raise SettingsError(
+            f"effective_at {text!r} is not in the future (it is now {local} in {tz.key}); "
+            "for a change now, leave effective_at out"
+        )
+    if at - now > PENDING_ZONE_MAX:
+        raise SettingsError(f"effective_at {text!r} is more than a year ahead (now {local})")
+    return at
 
 
 def check_channel(name: str) -> str:
@@ -150,6 +233,17 @@ def quiet_end(windows: Sequence[QuietHours], now: datetime, tz: ZoneInfo) -> dat
         if not in_quiet_hours(windows, step, tz):
             return step
     return None  # quiet all day: configured so on purpose; do not hold forever
+
+
+def _zone_change(doc: Doc, name: str) -> ZoneChange | None:
+    """A stored timezone change; one that cannot be used is logged and ignored."""
+    if not isinstance(doc.get(name), Mapping):
+        return None
+    try:
+        return ZoneChange.from_doc(doc[name])
+    except (SettingsError, BadRecord) as exc:
+        log.warning("stored %s ignored: %s", name, exc)
+        return None
 
 
 class OwnerSettings:
@@ -207,6 +301,11 @@ class OwnerSettings:
                 prefs = replace(prefs, timezone=zone, zone_stored=True)
             except SettingsError as exc:
                 log.warning("stored timezone ignored: %s", exc)
+        prefs = replace(
+            prefs,
+            pending_zone=_zone_change(doc, "pending_zone"),
+            zone_moving=_zone_change(doc, "zone_moving"),
+        )
         if doc.get("primary_channel"):
             try:
                 prefs = replace(prefs, primary_channel=check_channel(doc["primary_channel"]))
@@ -272,37 +371,108 @@ class OwnerSettings:
         timezone: str | None = None,
         primary_channel: str | None = None,
         warning_sms_after_minutes: int | None = None,
+        effective_at: str | None = None,
+        origin: tuple[str, str] | None = None,
     ) -> OwnerPrefs:
         """Validate every given value first (nothing is stored when one is bad), store
-        them with ``$set``, then tell the listeners (pulse re-plan, cron jobs' timezone)."""
+        them with ``$set``, then tell the listeners (pulse re-plan, cron jobs' timezone).
+        ``effective_at`` keeps ``timezone`` as the pending change instead (``origin``:
+        the chat told when it happens); a timezone now, or the current one, drops it."""
         fields: Doc = {}
+        unset: Doc = {}
+        if effective_at is not None and timezone is None:
+            raise SettingsError("effective_at says when a timezone change happens: give timezone")
         if quiet_hours is not None:
             fields["quiet_hours"] = [w.as_dict() for w in check_quiet_hours(quiet_hours)]
-        if timezone is not None:
-            fields["timezone"] = check_timezone(timezone)
+        zone = check_timezone(timezone) if timezone is not None else None
         if primary_channel is not None:
             fields["primary_channel"] = check_channel(primary_channel)
         if warning_sms_after_minutes is not None:
             minutes = check_warning_sms_after(warning_sms_after_minutes)
             fields["warning_sms_after_minutes"] = minutes
-        if not fields:
+        if not fields and zone is None:
             raise SettingsError(
                 "nothing to update: give quiet_hours, timezone, primary_channel or "
                 "warning_sms_after_minutes"
             )
         old = await self.load()
-        fields["updated_at"] = self._clock()
+        now = self._clock()
+        if zone is not None:
+            at = None if effective_at is None else check_effective_at(effective_at, old.tz, now)
+            if at is None or zone == old.timezone:
+                fields["timezone"] = zone
+                unset["pending_zone"] = ""
+            else:
+                channel, chat = origin or (None, None)
+                fields["pending_zone"] = ZoneChange(zone, at, channel, chat).as_doc()
+        fields["updated_at"] = now
+        change: Doc = {"$set": fields, **({"$unset": unset} if unset else {})}
         await retry.retried(  # a $set by _id: repeating it changes nothing more
-            lambda: self._coll.update_one({"_id": OWNER_ID}, {"$set": fields}, upsert=True),
+            lambda: self._coll.update_one({"_id": OWNER_ID}, change, upsert=True),
             "update the owner's settings",
         )
         new = await self.load()
+        await self._tell(old, new)
+        return new
+
+    async def apply_pending(self, now: datetime, message: str) -> bool:
+        """Make the pending timezone change when its moment has come, keeping it as
+        ``zone_moving`` with ``message`` (what the owner is to be told) until
+        ``moved``. True when this call made it; False when none was due, or another
+        process made it first (a compare-and-set on the stored change)."""
+        old = await self.load()
+        pending = old.pending_zone
+        if pending is None or pending.at > now:
+            return False
+        made = replace(pending, was=old.timezone, message=message)
+        result = await retry.retried(  # a repeat finds the change gone and does nothing
+            lambda: self._coll.update_one(
+                {"_id": OWNER_ID, "pending_zone.at": pending.at},
+                {
+                    "$set": {
+                        "timezone": pending.timezone,
+                        "zone_moving": made.as_doc(),
+                        "updated_at": now,
+                    },
+                    "$unset": {"pending_zone": ""},
+                },
+            ),
+            "make the pending timezone change",
+        )
+        await self.load()
+        if result.modified_count != 1:
+            return False
+        log.info("timezone %s -> %s, as set for %s", old.timezone, pending.timezone, pending.at)
+        return True
+
+    async def finish_move(self) -> ZoneChange | None:
+        """A change made but not finished (this process just made it, or one stopped
+        before it was done): the listeners are told (old, new) again, which moves the
+        jobs still on the old zone; the change returned, to be told to the owner and
+        then marked ``moved``. None when nothing is unfinished."""
+        new = await self.load()
+        moving = new.zone_moving
+        if moving is None or moving.was is None:
+            return None
+        await self._tell(replace(new, timezone=moving.was), new)
+        return moving
+
+    async def moved(self, change: ZoneChange) -> None:
+        """The change's jobs moved and the owner was told: nothing left to finish."""
+        await retry.retried(
+            lambda: self._coll.update_one(
+                {"_id": OWNER_ID, "zone_moving.at": change.at}, {"$unset": {"zone_moving": ""}}
+            ),
+            "finish the timezone change",
+        )
+        await self.load()
+
+    async def _tell(self, old: OwnerPrefs, new: OwnerPrefs) -> None:
         for listener in self.listeners:
             try:
                 await listener(old, new)
             except Exception:
                 log.exception("owner settings listener failed")
-        return new
 
     def quiet_end(self, now: datetime) -> datetime | None:
         """``quiet_until`` from the settings in memory (sync)."""

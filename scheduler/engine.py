@@ -22,6 +22,10 @@ a restart or a second process can never run a fire twice or forget one:
   and started after it) is closed ``interrupted`` and tried again in its window or
   reported (``scheduler.fires.recovery``), at start-up or as soon as its lease lapses.
 
+Other work kept in the database for a moment (``Timed``: the owner's timezone change
+set for later) rides the same timer and resync; it runs at the start of the sweep that
+finds it due, before the jobs are read, and makes sure itself that it runs once.
+
 Fires due together are handled by one ``run_due`` with a few batched round trips, so
 200 jobs due in the same minute start together. The engine never imports the agent:
 runs go through a ``RunRecorder``, which owns their records end to end and calls the
@@ -36,7 +40,7 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Literal
+from typing import Literal, Protocol
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.date import DateTrigger
@@ -63,6 +67,21 @@ RETRY_TIMER = "retry"
 DUE_JOB = "due"
 RESYNC_JOB = "resync"
 """APScheduler's two jobs: the one timer, and the periodic resync."""
+
+
+class Timed(Protocol):
+    """Work stored for a moment, woken by the engine's one timer (``key`` in ``armed``)."""
+
+    @property
+    def key(self) -> str: ...
+
+    async def due_at(self) -> datetime | None:
+        """When it is next due, read from the database (None: nothing waits)."""
+        ...
+
+    async def run(self, now: datetime) -> None:
+        """Do what is due at ``now``; safe to call twice, and from two processes."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -113,8 +132,10 @@ class Engine:
         recorder: RunRecorder,
         config: EngineConfig | None = None,
         timer: bool = True,
+        timed: tuple[Timed, ...] = (),
     ) -> None:
         self.jobs = jobs
+        self.timed = timed
         self.pulse = pulse
         self.runs = runs
         self.leases = leases
@@ -223,6 +244,9 @@ class Engine:
             retries.append(current)
         if retries:
             due_at[RETRY_TIMER] = min(retries)
+        for work in self.timed:
+            if (at := await work.due_at()) is not None:
+                due_at[work.key] = at
         self._due_at, self._loaded = due_at, True
         self._timer.arm(min(due_at.values(), default=None))
         return len(due_at)
@@ -283,6 +307,25 @@ class Engine:
     async def pulse_changed(self) -> None:
         self._note(PULSE_TIMER, (await self.pulse.get()).next_pulse_at)
 
+    async def timed_changed(self) -> None:
+        """A ``Timed`` moment was set or dropped: re-arm at once."""
+        for work in self.timed:
+            self._note(work.key, await work.due_at())
+
+    async def _run_timed(self, now: datetime) -> None:
+        """The ``Timed`` work due by ``now``, before the jobs are read (a zone change
+        moves them). One that fails is logged and tried again soon; the jobs go on."""
+        for work in self.timed:
+            at = self._due_at.get(work.key) if self._loaded else await work.due_at()
+            if at is None or at > now:
+                continue
+            try:
+                await work.run(now)
+                self._note(work.key, await work.due_at())
+            except Exception:
+                log.exception("scheduled %s failed; tried again soon", work.key)
+                self._retry_at(now + self.retries.soon)
+
     async def run_pulse_now(self, trigger: Trigger) -> Run:
         """A pulse asked for by hand: recorded like a scheduled one, and it counts
         against the daily cap; it runs even when there is nothing new."""
@@ -341,6 +384,7 @@ class Engine:
                 reclaimed = self.reclaim.next_check is not None and now >= self.reclaim.next_check
                 if reclaimed:
                     await self.reclaim.scan(now)  # another process's lease lapsed
+                await self._run_timed(now)
                 jobs = {job.id: job for job in await self.jobs.enabled_jobs(due_by=now)}
                 shared: Shared = {}
                 grace, records = self.config.grace, self.config.skip_records
@@ -383,6 +427,9 @@ class Engine:
                         self._note(f"cron:{job_id}", fire_at)
                     if PULSE_TIMER in stale:
                         self._note(PULSE_TIMER, (await self.pulse.get()).next_pulse_at)
+                    for work in self.timed:
+                        if work.key in stale:
+                            self._note(work.key, await work.due_at())
             except Exception as exc:
                 # The fires stay due in the database: a sweep soon looks again.
                 if unreachable(exc):

@@ -6,11 +6,12 @@ One place for these shapes, so the tool, ``/jobs``, ``/pulse``, the system promp
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from scheduler.cron.expression import CronError
+from scheduler.cron.expression import CronError, Schedule
 from scheduler.cron.job import CronJob
 from scheduler.pulse.grid import (
     PulseConfigError,
@@ -26,6 +27,52 @@ from scheduler.pulse.store import PulseState
 from storage.repos.runs.record import Run
 
 DAY_NAMES = ("Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat")
+
+
+@dataclass(frozen=True)
+class OwnerZone:
+    """The owner's zone as job views need it: the zone now, and a change set for later
+    (zone, moment), when the jobs that follow the owner move with it."""
+
+    timezone: str
+    pending: tuple[str, datetime] | None = None
+
+    def at(self, when: datetime) -> ZoneInfo:
+        """The owner's zone at ``when``."""
+        if self.pending is not None and when >= self.pending[1]:
+            return ZoneInfo(self.pending[0])
+        return ZoneInfo(self.timezone)
+
+    def follows(self, job: CronJob) -> bool:
+        """A recurring job on the owner's clock moves when the owner's zone changes
+        (``CronService.move_timezone``); one on another zone keeps it."""
+        return job.timezone == self.timezone
+
+    def zone_words(self, job: CronJob, now: datetime) -> str:
+        """``follows owner (Europe/Berlin)`` or ``keeps America/New_York``."""
+        if not self.follows(job):
+            return f"keeps {job.timezone}"
+        if self.pending is None:
+            return f"follows owner ({self.timezone})"
+        zone, at = self.pending
+        return f"follows owner ({self.timezone}; {zone} from {when_text(at, self.at(now))})"
+
+    def fires(self, job: CronJob, now: datetime, count: int) -> list[datetime]:
+        """A recurring job's next ``count`` fires, those after a pending change on the
+        owner's new clock when the job follows the owner."""
+        fires = job.next_fires(now, count)
+        if self.pending is None or not self.follows(job) or not job.cron_expression:
+            return fires
+        zone, at = self.pending
+        before = [fire for fire in fires if fire < at]
+        later = Schedule.of(job.cron_expression, zone).next_fires(max(at, now), count)
+        return (before + later)[:count]
+
+
+def when_text(moment: datetime, tz: ZoneInfo) -> str:
+    """``Mon 30 Nov 08:30 (Europe/Berlin)``: a moment for the model to repeat as is."""
+    local = moment.astimezone(tz)
+    return f"{local:%a} {local.day} {local:%b %H:%M} ({tz.key})"
 
 
 def local_iso(moment: datetime | None, tz: ZoneInfo) -> str | None:
@@ -59,11 +106,19 @@ def schedule_words(job: CronJob, shown_in: ZoneInfo | None = None) -> str:
     return f"runs once at {at}, then is kept as done"
 
 
-def job_view(job: CronJob, now: datetime, shown_in: ZoneInfo | None = None) -> dict[str, Any]:
+def job_view(
+    job: CronJob,
+    now: datetime,
+    shown_in: ZoneInfo | None = None,
+    owner: OwnerZone | None = None,
+) -> dict[str, Any]:
     """The ``manage_cronjob`` shape: a recurring job's next three fires as ISO times in
     ``shown_in`` (the owner's timezone in a list; default the job's own); a one-time
     job's time is said once, in ``schedule``; ``source`` when the instruction is not
-    the owner's words (``CronJob.source``)."""
+    the owner's words (``CronJob.source``). With ``owner`` (the model's view) a
+    recurring job also says whether it follows the owner's zone or keeps its own
+    (``zone``) and its next fires in words in the zone the owner is in at each
+    (``next``), a pending zone change counted in."""
     tz = shown_in or ZoneInfo(job.timezone)
     view: dict[str, Any] = {
         "job_id": job.id,
@@ -83,9 +138,29 @@ def job_view(job: CronJob, now: datetime, shown_in: ZoneInfo | None = None) -> d
     if job.done:
         view["done_at"] = local_iso(job.done_at, tz)
         view["last_status"] = job.last_status
-    elif not job.once:
+    elif not job.once and owner is None:
         view["next_fires"] = upcoming(job, now, 3, tz) if job.enabled else []
+    elif not job.once and owner is not None:
+        view["zone"] = owner.zone_words(job, now)
+        try:
+            fires = owner.fires(job, now, 3) if job.enabled else []
+        except CronError:
+            fires = []
+        view["next_fires"] = [local_iso(fire, owner.at(fire)) for fire in fires]
+        view["next"] = [when_text(fire, owner.at(fire)) for fire in fires]
     return view
+
+
+def zone_note(jobs: list[CronJob], owner: OwnerZone, now: datetime) -> str | None:
+    """The last line of ``/jobs``: which recurring jobs follow the owner's zone, and a
+    zone change set for later (None when no recurring job is listed)."""
+    if all(job.once for job in jobs):
+        return None
+    text = f"Jobs in ({owner.timezone}) follow your timezone; others keep their own."
+    if owner.pending is not None:
+        zone, at = owner.pending
+        text += f" From {when_text(at, owner.at(now))} you are on {zone}: they move then."
+    return text
 
 
 def job_state(job: CronJob, now: datetime) -> str | None:

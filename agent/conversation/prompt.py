@@ -133,9 +133,13 @@ def mark_untrusted(text: str, sender: str, name: str = "") -> str:
 
 
 def format_now(ctx: RunContext) -> str:
+    """Now on the owner's clock, and a timezone change set for later (it moves jobs)."""
     tz = ctx.tz  # the owner's (manage_settings), else TIMEZONE
     local = ctx.now.astimezone(tz)
-    return local.strftime("%A %d %B %Y, %H:%M") + f" ({tz.key})"
+    text = local.strftime("%A %d %B %Y, %H:%M") + f" ({tz.key})"
+    if (pending := ctx.deps.owner.current.pending_zone) is not None:
+        text += f"; {pending.timezone} from {pending.at.astimezone(tz):%a %d %b %H:%M}"
+    return text
 
 
 def reach_section(tools: Toolset) -> str:

@@ -22,7 +22,7 @@ from agent.tools.held import provenance
 from scheduler.cron.expression import day_rule_warning
 from scheduler.cron.job import CronJob, JobError
 from scheduler.cron.service import CronService
-from scheduler.views import job_view
+from scheduler.views import OwnerZone, job_view
 
 LIST_LIMIT = 50
 
@@ -36,12 +36,12 @@ class CronArgs(BaseModel):
     run_at: str | None = Field(default=None, description="ISO 2026-05-01T08:00")
     in_minutes: int | None = None
     timezone: str | None = Field(
-        default=None, description="IANA; omitted: the owner's, and the job moves with them"
+        default=None, description="IANA; omitted: follows the owner's zone, also when it changes"
     )
     enabled: bool | None = None
     on_failure: Literal["warning", "critical", "none"] | None = Field(
         default=None,
-        description="warning (default): alert after 2 failed runs in a row (one-time: 1); "
+        description="warning (default): alert after 2 failures in a row (one-time: 1); "
         "critical: at the first",
     )
 
@@ -54,6 +54,13 @@ def _with_warning(answer: ToolResult, job: CronJob) -> ToolResult:
     return answer
 
 
+def owner_zone(ctx: RunContext) -> OwnerZone:
+    """The owner's zone and any change set for later, for the job views."""
+    prefs = ctx.deps.owner.current
+    pending = prefs.pending_zone
+    return OwnerZone(prefs.timezone, (pending.timezone, pending.at) if pending else None)
+
+
 def cron_service(ctx: RunContext) -> CronService:
     service = ctx.deps.cron
     if service is None:
@@ -63,12 +70,12 @@ def cron_service(ctx: RunContext) -> CronService:
 
 async def _manage(args: CronArgs, ctx: RunContext) -> ToolResult:
     service = cron_service(ctx)
-    now = ctx.now
+    now, owner = ctx.now, owner_zone(ctx)
     try:
         if args.action == "list":
             jobs = await service.list_jobs(limit=LIST_LIMIT)
             total = await service.count() if len(jobs) == LIST_LIMIT else len(jobs)
-            shown = [job_view(job, now, ctx.tz) for job in jobs]  # times on the owner's clock
+            shown = [job_view(job, now, ctx.tz, owner) for job in jobs]  # the owner's clock
             listed: ToolResult = {"jobs": shown, "count": total}
             if total > len(jobs):
                 listed["note"] = f"only the oldest {LIST_LIMIT} are listed"
@@ -87,7 +94,7 @@ async def _manage(args: CronArgs, ctx: RunContext) -> ToolResult:
                 origin_chat_id=ctx.chat_id,
                 source=provenance(ctx),
             )
-            return _with_warning({"created": job_view(job, now)}, job)
+            return _with_warning({"created": job_view(job, now, owner=owner)}, job)
         if args.action == "update":
             job = await service.update(
                 args.job_id,
@@ -101,11 +108,11 @@ async def _manage(args: CronArgs, ctx: RunContext) -> ToolResult:
                 on_failure=args.on_failure,
                 source=provenance(ctx),
             )
-            updated: ToolResult = {"updated": job_view(job, now)}
+            updated: ToolResult = {"updated": job_view(job, now, owner=owner)}
             return _with_warning(updated, job) if args.cron_expression else updated
         if args.action == "toggle":
             job = await service.toggle(args.job_id, args.enabled)
-            return {"updated": job_view(job, now)}
+            return {"updated": job_view(job, now, owner=owner)}
         job = await service.delete(args.job_id)
         return {"deleted": job.id, "name": job.name}
     except JobError as exc:
@@ -117,9 +124,9 @@ MANAGE_CRONJOB: Tool[Any] = Tool(
     description=(
         "Jobs run 'instruction' (a task for you) with no user present; the answer goes "
         "to this chat; an empty answer sends nothing. create: name, instruction, one of "
-        "cron_expression (repeats), run_at or in_minutes (runs once, kept as done); "
+        "cron_expression (repeats), run_at or in_minutes (runs once); "
         "optional timezone, on_failure. update: job_id + fields to change. delete: job_id. "
-        "toggle: job_id; enabled sets it, omitted flips it."
+        "toggle: job_id; enabled sets it, omitted flips it. Results: zone, next fires."
     ),
     args=CronArgs,
     handler=_manage,

@@ -8,6 +8,11 @@ reported job by job: recurring jobs on the old clock move to the new one
 (``cron_jobs_moved``), others keep their own; one-time jobs keep their moment and are
 told with their new local time and whether it falls in quiet hours.
 
+With ``effective_at`` ("from tomorrow 10:00, New York") the new timezone is kept as a
+pending change (``pending_timezone`` in every view) and made at that moment by the
+scheduler (``agent.runs.zone_change``), which tells the owner which jobs moved. A
+timezone given without it, or the current one, drops the pending change.
+
 A thin shell over ``OwnerSettings`` (``AgentDeps.owner``), which validates, stores and
 tells the pulse and the cron jobs. Owner tier only (``writes=True``), and not offered
 to a pulse: the owner's own settings change when the owner asks (in a chat, or in a
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Any, Literal
+from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, Field
 
@@ -28,6 +34,7 @@ from agent.owner import (
     OwnerPrefs,
     OwnerSettings,
     SettingsError,
+    ZoneChange,
     check_reachable,
 )
 from agent.reach import PRIMARY_CHOICES
@@ -35,7 +42,7 @@ from agent.spend.report import spend_report
 from agent.tools.base import Tool, ToolError, ToolResult
 from scheduler.cron.job import CronJob
 from scheduler.pulse.grid import in_quiet_hours
-from scheduler.views import local_iso, short_time
+from scheduler.views import local_iso, short_time, when_text
 
 DURING_QUIET = (
     "info and warning alerts are held and delivered when quiet hours end, and the pulse "
@@ -62,9 +69,27 @@ class SettingsArgs(BaseModel):
     warning_sms_after_minutes: int | None = None
     """0 to ``MAX_WARNING_SMS_AFTER_MINUTES``, checked by ``OwnerSettings`` like the others
     (a bad one is named the same way); not in the schema, which every turn pays for."""
+    effective_at: str | None = None
+    """When the ``timezone`` change happens (ISO 8601; the owner's current zone unless
+    it has an offset); checked by ``OwnerSettings`` (after now, within a year)."""
 
 
 FIELDS = ("quiet_hours", "timezone", "primary_channel", "warning_sms_after_minutes")
+
+
+def pending_view(pending: ZoneChange, tz: ZoneInfo, jobs: dict[str, CronJob]) -> ToolResult:
+    """A timezone change set for later: when (in the current zone), and the recurring
+    jobs that will move with it."""
+    moving = [j.name for j in jobs.values() if not j.once and j.timezone == tz.key]
+    return {
+        "timezone": pending.timezone,
+        "effective_at": when_text(pending.at, tz),
+        "then": (
+            f"the timezone becomes {pending.timezone}; recurring jobs that follow the "
+            f"owner ({', '.join(moving) or 'none now'}) move to it, keeping their local "
+            "times; the owner is told in chat. Nothing else to schedule."
+        ),
+    }
 
 
 def owner_settings(ctx: RunContext) -> OwnerSettings:
@@ -193,11 +218,19 @@ async def _manage(args: SettingsArgs, ctx: RunContext) -> ToolResult:
     owner = owner_settings(ctx)
     policy = await load_policy(ctx.deps.db)  # the routing default under the owner's wait
     if args.action == "get":
-        view = settings_view(await owner.load(), owner, policy, ctx)
+        prefs = await owner.load()
+        view = settings_view(prefs, owner, policy, ctx)
+        if prefs.pending_zone is not None:
+            view["pending_timezone"] = pending_view(prefs.pending_zone, prefs.tz, await _jobs(ctx))
         deps = ctx.deps
         view["spend"] = (await spend_report(deps.budget, deps.usage, deps.db)).as_result()
         return view
     asked = {field: getattr(args, field) is not None for field in FIELDS}
+    if args.effective_at is not None and args.timezone is None:
+        raise ToolError(
+            "effective_at says when a timezone change happens: give timezone too. "
+            "Nothing was changed."
+        )
     if not any(asked.values()):
         raise ToolError(f"update needs one or more of {', '.join(FIELDS)}")
     old = await owner.load()
@@ -212,20 +245,51 @@ async def _manage(args: SettingsArgs, ctx: RunContext) -> ToolResult:
             timezone=args.timezone,
             primary_channel=args.primary_channel,
             warning_sms_after_minutes=args.warning_sms_after_minutes,
+            effective_at=args.effective_at,
+            origin=(ctx.channel, ctx.chat_id),
         )
     except SettingsError as exc:
         raise ToolError(f"{exc}. Nothing was changed.") from None
     result: ToolResult = {"success": True, **settings_view(prefs, owner, policy, ctx)}
+    pending = prefs.pending_zone
     same = [
         field
         for field, given in asked.items()
-        if given and _value(old, field, policy) == _value(prefs, field, policy)
+        if given
+        and _value(old, field, policy) == _value(prefs, field, policy)
+        and not (field == "timezone" and pending is not None and pending != old.pending_zone)
     ]
     if same:
         result["unchanged"] = same  # already so: the model need not tell the owner it changed
+    if pending is not None:
+        jobs = before if args.timezone is not None else await _jobs(ctx)
+        result["pending_timezone"] = pending_view(pending, prefs.tz, jobs)
+    if pending is not None and args.effective_at is not None:
+        read = "its offset" if _has_offset(args.effective_at) else f"{old.timezone}, no offset"
+        result["note"] = (
+            f"Not changed yet: set for {when_text(pending.at, prefs.tz)} "
+            f"(effective_at read in {read}). To cancel: timezone {prefs.timezone}."
+        )
+        if (was := old.pending_zone) is not None and was != pending:
+            result["note"] += f" Replaces {was.timezone} from {when_text(was.at, old.tz)}."
+    elif old.pending_zone is not None and args.timezone is not None:
+        dropped = old.pending_zone
+        result["pending_timezone_dropped"] = (
+            f"{dropped.timezone} from {when_text(dropped.at, old.tz)}"
+        )
     if prefs.timezone != old.timezone:
         result.update(travel_report(before, await _jobs(ctx), old, prefs, ctx.now))
     return result
+
+
+def _has_offset(text: str | None) -> bool:
+    """Whether an ISO time names its offset (else it was read in the owner's zone)."""
+    if text is None:
+        return False
+    try:
+        return datetime.fromisoformat(text.strip().replace("z", "Z")).tzinfo is not None
+    except ValueError:
+        return False
 
 
 MANAGE_SETTINGS: Tool[Any] = Tool(
@@ -233,7 +297,8 @@ MANAGE_SETTINGS: Tool[Any] = Tool(
     description=(  # what each setting does is in the replies: every turn pays for this
         "The owner's settings; replies explain them (get: also today's spend). update: any "
         f"of quiet_hours (HH:MM, at most {MAX_QUIET_WINDOWS}; [] = off; holding info and "
-        "warning alerts and the pulse, not critical ones or jobs), timezone (IANA), "
+        "warning alerts and the pulse, not critical ones or jobs), timezone (IANA; "
+        "effective_at: ISO time it takes effect, default now), "
         "primary_channel, warning_sms_after_minutes (0 = warnings never by SMS)."
     ),
     args=SettingsArgs,

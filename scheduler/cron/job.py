@@ -178,15 +178,16 @@ def now_text(now: datetime, tz: ZoneInfo) -> str:
     return f"it is now {local_text(now.replace(second=0, microsecond=0), tz)} ({tz.key})"
 
 
-def parse_run_at(text: str, tz: ZoneInfo) -> datetime:
-    """An ISO 8601 date and time as an aware instant (naive: a wall time in ``tz``)."""
+def parse_run_at(text: str, tz: ZoneInfo, name: str = "run_at") -> datetime:
+    """An ISO 8601 date and time as an aware instant (naive: a wall time in ``tz``);
+    ``name``: the argument named in a refusal."""
     raw = str(text).strip()
     if not _HAS_TIME.match(raw):
-        raise JobError(f"run_at {text!r} needs a date and a time of day, e.g. {_EXAMPLE}")
+        raise JobError(f"{name} {text!r} needs a date and a time of day, e.g. {_EXAMPLE}")
     try:
         parsed = datetime.fromisoformat(raw.replace("z", "Z"))
     except ValueError:
-        raise JobError(f"run_at {text!r} is not an ISO 8601 time; use e.g. {_EXAMPLE}") from None
+        raise JobError(f"{name} {text!r} is not an ISO 8601 time; use e.g. {_EXAMPLE}") from None
     parsed = parsed.replace(microsecond=0)
     if parsed.tzinfo is not None:
         return parsed

@@ -45,9 +45,8 @@ class IndexSpec(BaseModel):
 _OBJECT = WithJsonSchema({"type": "object"})
 _INTEGER = WithJsonSchema({"type": "integer"})
 _OBJECTS = WithJsonSchema({"type": "array", "items": {"type": "object"}})
-_OBJECT_OR_OBJECTS = WithJsonSchema(
-    {"anyOf": [{"type": "object"}, {"type": "array", "items": {"type": "object"}}]}
-)
+_OBJECT_OR_OBJECTS = WithJsonSchema({"anyOf": [{"type": "object"}, {"type": "array"}]})
+"""A document or a list of them (the description names each operation's shape)."""
 
 
 class DbOperation(BaseModel):

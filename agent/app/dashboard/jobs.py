@@ -29,7 +29,7 @@ from scheduler.cron.expression import CronError
 from scheduler.cron.job import CronJob, JobError
 from scheduler.cron.service import CronService
 from scheduler.engine import AlreadyRunning
-from scheduler.views import job_state, job_view, schedule_words
+from scheduler.views import OwnerZone, job_state, job_view, schedule_words
 
 LISTED = 200
 
@@ -49,6 +49,11 @@ def destination(reach: Reach, channel: str, chat_id: str) -> str:
 
 
 def job_row(job: CronJob, now: datetime, dash: Dashboard) -> dict[str, Any]:
+    """A job as the page shows it: a recurring one says whether it follows the owner's
+    timezone; its next fires count in a zone change set for later."""
+    prefs = dash.app.deps.owner.current
+    pending = prefs.pending_zone
+    owner = OwnerZone(prefs.timezone, (pending.timezone, pending.at) if pending else None)
     view = job_view(job, now, dash.tz)
 
     def shown(at: datetime | None) -> str:
@@ -63,9 +68,10 @@ def job_row(job: CronJob, now: datetime, dash: Dashboard) -> dict[str, Any]:
     if job.once:
         schedule = f"once, {shown(job.run_at)}" + (", then kept as done" if not job.done else "")
     else:
-        schedule = schedule_words(job, dash.tz)
+        follows = "follows your timezone" if owner.follows(job) else "keeps its own"
+        schedule = f"{schedule_words(job, dash.tz)}, {follows}"
     try:
-        fires = job.next_fires(now, 3) if job.enabled and not job.done else []
+        fires = owner.fires(job, now, 3) if job.enabled and not job.done else []
     except CronError:
         fires = []
     return {

@@ -25,10 +25,11 @@ from agent.config import Settings
 from agent.context import RunContext
 from agent.conversation.prompt import changing
 from agent.owner import Listener as OwnerListener
-from agent.owner import OwnerPrefs, OwnerSettings
+from agent.owner import OwnerPrefs, OwnerSettings, ZoneChange
 from agent.runs.runner import Runner, RunnerConfig
+from agent.runs.zone_change import ZoneMove, tell_owner
 from agent.tools.catalog import always
-from agent.tools.cron import MANAGE_CRONJOB
+from agent.tools.cron import MANAGE_CRONJOB, owner_zone
 from agent.tools.pulse import MANAGE_PULSE
 from agent.tools.send import SEND_MESSAGE, any_sender_running
 from channels.types import InboundMessage, Reply
@@ -46,6 +47,7 @@ from scheduler.views import (
     pulse_status_text,
     pulse_view,
     run_line,
+    zone_note,
 )
 from storage.repos.runs.record import Outcome, Run, Trigger
 from storage.repos.runs.store import RunStore
@@ -102,6 +104,9 @@ def build_scheduling(
     async def warn_missed(runs: Sequence[Run], jobs: Mapping[str, CronJob]) -> None:
         await (await started).warn_missed(runs, jobs)
 
+    async def tell_zone(pending: ZoneChange, text: str) -> None:
+        await tell_owner((await started).deps, pending, text)
+
     # This start of this process, as the holder of its runs and fires.
     holder = RunLeases(runs, clock, terms=options.lease)
     recorder = RunRecorder(
@@ -126,6 +131,7 @@ def build_scheduling(
             sole_owner=sole_owner,
         ),
         timer=options.timer,
+        timed=(ZoneMove(owner, jobs, tell_zone),),  # the owner's timezone change set for later
     )
     return Scheduling(jobs, pulse, runs, engine, started)
 
@@ -142,6 +148,17 @@ def following_timezone(jobs: CronService) -> OwnerListener:
             )
 
     return timezone_changed
+
+
+def pending_zone_timer(engine: Engine) -> OwnerListener:
+    """The owner's listener that re-arms the timer when a timezone change is set for
+    later, replaced or dropped."""
+
+    async def pending_changed(old: OwnerPrefs, new: OwnerPrefs) -> None:
+        if old.pending_zone != new.pending_zone:
+            await engine.timed_changed()
+
+    return pending_changed
 
 
 def make_runner(core: Core, parts: Scheduling, options: SchedulingOptions) -> Runner:
@@ -168,6 +185,8 @@ def build_parts(app: App, options: SchedulingOptions) -> Scheduling:
         deps.db, app.clock, owner, deps.settings, options, sole_owner=app.database.owns_server
     )
     parts.started.set_result(make_runner(Core(deps, app.agent), parts, options))
+    owner.listen(following_timezone(parts.jobs))  # as ``scheduling`` has the app do
+    owner.listen(pending_zone_timer(parts.engine))
     return parts
 
 
@@ -192,6 +211,8 @@ def _parts(parts: Scheduling, clock: Clock) -> Parts:
         total = await parts.jobs.count()
         if total > len(jobs):
             lines.append(f"… and {total - len(jobs)} more (ask me to list them)")
+        if (note := zone_note(jobs, owner_zone(ctx), now)) is not None:
+            lines.append(note)
         return [Reply(f"Cron jobs (times in {ctx.tz.key}):\n" + "\n".join(lines))]
 
     async def run_pulse_route(request: web.Request) -> web.Response:
@@ -259,7 +280,7 @@ def scheduling(options: SchedulingOptions | None = None) -> Feature:
         yield dataclasses.replace(
             _parts(parts, ctx.clock),
             start=start,
-            owner_listeners=(following_timezone(parts.jobs),),
+            owner_listeners=(following_timezone(parts.jobs), pending_zone_timer(parts.engine)),
         )
         if armed:
             await parts.engine.stop()

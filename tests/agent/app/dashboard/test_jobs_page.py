@@ -162,3 +162,20 @@ async def test_delete_asks_first_and_an_unconfirmed_delete_changes_nothing(
     assert unconfirmed.status == 303
     assert "Nothing deleted: confirm with “Delete for good”." in after
     assert job.enabled and job.updated_by is None and f'id="job-{daily.id}"' in after
+
+
+async def test_a_job_says_whether_it_follows_the_owners_timezone(
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
+) -> None:
+    """Issue 40 item 1: a job on the owner's clock moves with the owner; one set on
+    another zone keeps it; the page says which."""
+    async with dash_app(app_db, tmp_path, clock) as app:
+        await _jobs(app)
+        await parts_of(app).jobs.create(
+            name="Tokyo standup", instruction="x", cron_expression="0 9 * * *",
+            timezone="Asia/Tokyo",
+        )  # fmt: skip
+        async with client_of(app) as client:
+            text = html.unescape(await page(client, "/jobs"))
+    assert "repeats: every day at 08:00 (Europe/Berlin), follows your timezone" in text
+    assert "repeats: every day at 09:00 (Asia/Tokyo), keeps its own" in text
