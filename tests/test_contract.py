@@ -47,6 +47,7 @@ ARGUMENTS = {
     },
     "manage_settings": {
         "action", "quiet_hours", "timezone", "primary_channel", "warning_sms_after_minutes",
+        "effective_at",
     },
     "raise_alert": {"severity", "title", "body", "dedupe_key"},
     "manage_alerts": {"action", "code", "duration", "note"},
