@@ -11,6 +11,7 @@ the call itself is owner-only and waits for the owner after outside text in its 
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -56,7 +57,7 @@ async def fetch_page(args: FetchUrlArgs, ctx: RunContext, limits: FetchLimits) -
         page = await get_page(ctx.deps.http, url, limits.seconds, limits.max_bytes, USER_AGENT)
     except PageError as exc:
         raise ToolError(str(exc)) from None
-    title, text = readable(page.body, page.html)
+    title, text = await asyncio.to_thread(readable, page.body, page.html)  # beside the loop
     cut = len(text) > limits.max_chars or not page.whole
     text = text[: limits.max_chars]
     shown = f"{title}\n\n{text}" if title else text

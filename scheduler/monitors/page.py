@@ -5,9 +5,9 @@ tool) and ``change`` monitors alike, so both read a page the same way.
 time for the whole exchange and in bytes read (the rest is never received); it raises
 ``PageError`` in our own words, never the site's. ``readable`` turns HTML into the text
 a reader sees, the whole page or only the parts a ``Selector`` names
-(``scheduler.monitors.select``). The parser is the standard library's, one pass over
-text already bounded in size, with no regular expression over the page's text but
-two linear whitespace ones.
+(``scheduler.monitors.select``). The parser is the standard library's, over text
+bounded in size and ``tame``d first (its scans stop at the next ``>``), so hostile
+markup costs linear time.
 """
 
 from __future__ import annotations
@@ -164,12 +164,46 @@ class Readable(HTMLParser):
         return _LINES.sub("\n\n", "\n".join(lines)).strip()
 
 
+def tame(body: str) -> str:
+    """``body`` as the parser can take it in linear time: comments, declarations and
+    processing instructions (``<!...>``, ``<?...>``) left out, and each ``<`` that no
+    ``>`` follows before the next ``<`` written as ``&lt;`` (text, as a browser shows
+    it). The standard library's parser rescans the rest of the page from every such
+    ``<`` or unended ``<![``: minutes for 100 KB of ``<x <x ...``. Each ``find`` here
+    starts past the last one's start, and the next ``>`` is looked up again only once
+    passed, so this is linear too."""
+    out: list[str] = []
+    at = 0
+    close = body.find(">")
+    while (start := body.find("<", at)) >= 0:
+        out.append(body[at:start])
+        if close != -1 and close < start:
+            close = body.find(">", start)
+        if body.startswith("<!--", start):
+            end = body.find("-->", start + 4)
+            if end < 0:
+                return "".join(out)  # an unended comment hides the rest, as in a browser
+            at = end + 3
+            continue
+        following = body.find("<", start + 1)
+        if close < 0 or (0 <= following < close):
+            out.append("&lt;")
+            at = start + 1
+        elif body.startswith(("<!", "<?"), start):
+            at = close + 1
+        else:
+            out.append(body[start : close + 1])
+            at = close + 1
+    out.append(body[at:])
+    return "".join(out)
+
+
 def readable(body: str, html: bool) -> tuple[str, str]:
     """The page's title and readable text (the body as it is when it is not HTML)."""
     if not html:
         return "", body.strip()
     parser = Readable()
-    parser.feed(body)
+    parser.feed(tame(body))
     parser.close()
     return " ".join(parser.title.split()), parser.text()
 
@@ -178,6 +212,6 @@ def selected(body: str, selector: Selector) -> str | None:
     """The readable text of the parts of the HTML ``body`` that ``selector`` matches,
     or None when it matches nothing."""
     parser = Readable(selector)
-    parser.feed(body)
+    parser.feed(tame(body))
     parser.close()
     return parser.text() if parser.found else None
