@@ -198,6 +198,9 @@ async def test_a_page_that_cannot_be_fetched_is_down_as_an_http_monitor(
             == f"{site.url}: the page answered HTTP 500. I will say when it is back up."
         )
         assert (await stored(h, m["id"]))["failures"] >= 2
+        html = await (await h.client.get("/", headers=AUTH)).text()
+        section = html[html.index('id="monitors"') :]
+        assert f"compares {site.url} every 1 s" in section, section
 
 
 async def test_the_tool_keeps_the_five_minute_floor_and_the_selector_subset(
