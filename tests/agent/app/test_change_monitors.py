@@ -15,6 +15,7 @@ from typing import Any
 
 from agent.app.features.monitors import MonitoringOptions, monitoring
 from agent.llm.types import ModelMessage, ToolResultPart
+from agent.tools.db import DB_QUERY
 from scheduler.monitors.change import SHOWN, part_of
 from scheduler.monitors.monitor import PAGE_KEPT, MonitorLimits
 from scheduler.monitors.page import Page
@@ -99,6 +100,10 @@ async def test_a_page_is_compared_and_a_change_told_once_with_before_and_after(
         # The page's words are stored as the page's (db_query reads them in a block).
         assert doc["page_text"]["outside"] is True and "249.00 EUR" in doc["page_text"]["text"]
         assert "Date.now" not in doc["page_text"]["text"]  # readable text: no scripts
+        read = await DB_QUERY.invoke(
+            {"operation": "find", "collection": "monitors"}, owner_ctx(h.app.deps)
+        )
+        assert set(read) == {"outside_text"} and 'trust="untrusted"' in read["outside_text"]
         await checks(site)
         assert await alerts(h) == [] and h.chat.texts() == []  # the first check is a baseline
 
