@@ -35,6 +35,9 @@ def test_a_selector_keeps_only_the_parts_it_names() -> None:
     assert part("main li") == "one\n\ntwo"  # a second <li> closes the first
     assert part("p.note") == "if a<b then"  # a stray < is text, as a browser shows it
     assert part("#nowhere") is None and part("aside .now") is None
+    quoted = "<p><a title='a > b' class='price'>12 EUR</a> more</p>"
+    assert selected(quoted, parse_selector("p .price")) == "12 EUR"
+    assert readable(quoted, True)[1] == "12 EUR more"
     title, text = readable(PAGE, True)
     assert title == "Shop" and "a comment" not in text and "DOCTYPE" not in text
     assert text.splitlines()[0] == "249.00 EUR"
