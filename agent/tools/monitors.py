@@ -52,7 +52,7 @@ class MonitorArgs(BaseModel):
     )
     selector: str | None = Field(
         default=None,
-        description="change: CSS selector (tag, .class, #id, descendants) of the part compared",
+        description="change: CSS selector of the part compared (tag .class #id, descendants)",
     )
     period_seconds: int | None = Field(default=None, description="heartbeat: ping every")
     grace_seconds: int | None = Field(default=None, description="heartbeat: extra wait")
@@ -165,8 +165,8 @@ def manage_monitor(monitors: Monitors, base: str) -> Tool[MonitorArgs]:
         guidance=(
             "manage_monitor for uptime checks (http: a URL checked every interval_seconds, "
             "at least 30), heartbeats (a job pings its ping_url; alert when it stops) and "
-            "pages that change (change: the owner is told before and after); they run "
-            "without you, alert when down and tell the owner when back up."
+            "page changes (change); they run without you, alert when down and tell the owner "
+            "when back up."
         ),
         description=(
             "Monitors run with no model call. create: name, kind; http: url, optional "
@@ -174,7 +174,7 @@ def manage_monitor(monitors: Monitors, base: str) -> Tool[MonitorArgs]:
             "period_seconds, optional grace_seconds (the create answer gives its ping_url, "
             "once: pass it on; GET or POST it, /fail for a failure; a lost one means delete "
             "and create again); change: url, optional interval_seconds, selector or keyword "
-            "(the part compared; default the whole text); optional severity. list. update: "
+            "(the part compared); optional severity. list. update: "
             "monitor_id + fields to change. delete, pause, resume: monitor_id. At most 50 monitors."
         ),
         args=MonitorArgs,
