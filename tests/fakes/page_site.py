@@ -4,8 +4,9 @@ it counts the requests, so a test can wait for the checks that follow a change."
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiohttp import web
 
@@ -16,9 +17,12 @@ class PageSite:
     status: int = 200
     hits: int = 0
     url: str = ""
+    by_query: Counter[str] = field(default_factory=Counter)
+    """Requests per query string (``?m=price``): two monitors of one page told apart."""
 
     async def answer(self, request: web.Request) -> web.Response:
         self.hits += 1
+        self.by_query[request.query_string] += 1
         return web.Response(status=self.status, text=self.html, content_type="text/html")
 
 

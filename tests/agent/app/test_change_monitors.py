@@ -75,10 +75,15 @@ async def baseline(h: Harness, monitor_id: str) -> Doc:
     return await stored(h, monitor_id)
 
 
-async def checks(site: PageSite, count: int = 2) -> None:
-    """Wait until ``count`` more checks have started: all but the last are done."""
-    seen = site.hits
-    await until(lambda: site.hits >= seen + count, f"{count} more checks")
+async def checks(site: PageSite, count: int = 2, query: str | None = None) -> None:
+    """Wait until ``count`` more checks (of the monitor whose URL has ``query``) have
+    started: all but the last are done."""
+
+    def seen() -> int:
+        return site.hits if query is None else site.by_query[query]
+
+    before = seen()
+    await until(lambda: seen() >= before + count, f"{count} more checks")
 
 
 async def one_alert(h: Harness, what: str) -> Doc:
@@ -129,18 +134,22 @@ async def test_a_page_is_compared_and_a_change_told_once_with_before_and_after(
 
 async def test_a_selector_or_keyword_reacts_only_to_its_part(app_db: AppDb) -> None:
     async with page_site(shop("249.00")) as site, alert_app(app_db, features=(FAST,)) as h:
-        common = {"kind": "change", "url": site.url, "interval_seconds": 1}
-        by_selector = await create(h, name="Price", selector="main .price", **common)
-        near = await create(h, name="Near", keyword="EUR", **common)
+        common = {"kind": "change", "interval_seconds": 1}
+        by_selector = await create(
+            h, name="Price", selector="main .price", url=f"{site.url}?m=price", **common
+        )
+        near = await create(h, name="Near", keyword="EUR", url=f"{site.url}?m=near", **common)
         assert by_selector["selector"] == "main .price" and near["keyword"] == "EUR"
         await baseline(h, by_selector["id"])
         await baseline(h, near["id"])
 
         site.html = shop("249.00", news="Winter sale")  # outside the selector
-        await checks(site, 4)
-        assert [a["title"] for a in await alerts(h)] == ["Near changed"]  # within 100 chars
+        await one_alert(h, "the keyword's part changed: the news is within 100 characters")
+        await checks(site, 2, "m=price")
+        assert [a["title"] for a in await alerts(h)] == ["Near changed"]
         site.html = shop("249.00", news="Winter sale", footer="© 2027")  # far from both
-        await checks(site, 4)
+        await checks(site, 2, "m=price")
+        await checks(site, 2, "m=near")
         assert len(await alerts(h)) == 1
 
         site.html = shop("229.00", news="Winter sale", footer="© 2027")
@@ -181,11 +190,11 @@ async def test_a_selector_that_stops_matching_is_told_once_not_as_down(
 
         site.html = shop("249.00")  # back as it was: the alert closes, nothing to tell
 
-        async def closed() -> bool:
-            return bool((await alerts(h))[0]["status"] == "resolved")
+        async def closed() -> bool:  # told (closed) first, then stored as found
+            found = (await stored(h, m["id"]))["page_found"] is True
+            return found and (await alerts(h))[0]["status"] == "resolved"
 
         await until_async(closed, "the selector's alert closed once it matches again")
-        assert (await stored(h, m["id"]))["page_found"] is True
         assert len(await alerts(h)) == 1 and h.model.requests == []
 
 
