@@ -1,4 +1,4 @@
-"""``manage_monitor``: uptime checks and heartbeats that run without the model.
+"""``manage_monitor``: uptime checks, heartbeats and page changes, without the model.
 
 A thin shell over ``scheduler.monitors.Monitors``, which validates, stores and runs
 them; the tool is made by the monitors feature around its running service (it
@@ -25,6 +25,7 @@ SETTINGS = (
     "interval_seconds",
     "expect_status",
     "keyword",
+    "selector",
     "period_seconds",
     "grace_seconds",
     "severity",
@@ -37,17 +38,26 @@ class MonitorArgs(BaseModel):
     action: Literal["create", "list", "update", "delete", "pause", "resume"]
     monitor_id: str | None = Field(default=None, description="id (or name)")
     name: str | None = None
-    kind: Literal["http", "heartbeat"] | None = None
-    url: str | None = Field(default=None, description="http: http(s) URL; LAN hosts allowed")
-    interval_seconds: int | None = Field(default=None, description="http: >= 30; default 60")
+    kind: Literal["http", "heartbeat", "change"] | None = None
+    url: str | None = Field(default=None, description="http(s) URL; LAN hosts allowed")
+    interval_seconds: int | None = Field(
+        default=None, description="http: >= 30, default 60; change: >= 300, default 900"
+    )
     expect_status: int | None = Field(
         default=None, description="http: the status wanted; default any 2xx/3xx (0 = that)"
     )
-    keyword: str | None = Field(default=None, description="http: text the body must hold")
+    keyword: str | None = Field(
+        default=None,
+        description="http: text the body must hold; change: compare ~200 chars around it",
+    )
+    selector: str | None = Field(
+        default=None,
+        description="change: CSS selector of the part compared (tag .class #id, descendants)",
+    )
     period_seconds: int | None = Field(default=None, description="heartbeat: ping every")
     grace_seconds: int | None = Field(default=None, description="heartbeat: extra wait")
     severity: Literal["info", "warning", "critical"] | None = Field(
-        default=None, description="of its alert; default warning"
+        default=None, description="of its alert; default warning (change: info)"
     )
     failures_before_alert: int | None = Field(
         default=None, description="http: failed checks in a row before alerting; default 2"
@@ -92,6 +102,18 @@ def monitor_view(monitor: Monitor, base: str) -> dict[str, Any]:
             "failures_before_alert": monitor.failures_before_alert,
             "last_check_at": monitor.last_check_at,
         }
+    elif monitor.kind == "change":
+        view |= {
+            "url": monitor.url,
+            "interval_seconds": monitor.interval_seconds,
+            "selector": monitor.selector,
+            "keyword": monitor.keyword,
+            "failures_before_alert": monitor.failures_before_alert,
+            "last_check_at": monitor.last_check_at,
+            "changed_at": monitor.changed_at,
+        }
+        if not monitor.page_found:
+            view["page"] = "the selector or keyword finds nothing on the page"
     else:
         view |= {
             "period_seconds": monitor.period_seconds,
@@ -142,16 +164,18 @@ def manage_monitor(monitors: Monitors, base: str) -> Tool[MonitorArgs]:
         name="manage_monitor",
         guidance=(
             "manage_monitor for uptime checks (http: a URL checked every interval_seconds, "
-            "at least 30) and heartbeats (a job pings its ping_url; alert when it stops); "
-            "they run without you, alert when down and tell the owner when back up."
+            "at least 30), heartbeats (a job pings its ping_url; alert when it stops) and "
+            "page changes (change); they run without you, alert when down and tell the owner "
+            "when back up."
         ),
         description=(
             "Monitors run with no model call. create: name, kind; http: url, optional "
             "interval_seconds, expect_status, keyword, failures_before_alert; heartbeat: "
             "period_seconds, optional grace_seconds (the create answer gives its ping_url, "
             "once: pass it on; GET or POST it, /fail for a failure; a lost one means delete "
-            "and create again); optional severity. list. update: monitor_id + fields "
-            "to change. delete, pause, resume: monitor_id. At most 50 monitors."
+            "and create again); change: url, optional interval_seconds, selector or keyword "
+            "(the part compared); optional severity. list. update: "
+            "monitor_id + fields to change. delete, pause, resume: monitor_id. At most 50 monitors."
         ),
         args=MonitorArgs,
         handler=manage,

@@ -11,26 +11,38 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
+from types import MappingProxyType
 from typing import Any, Literal
 
 from yarl import URL
 
 from scheduler.monitors.news import Damping, Word
+from scheduler.monitors.select import SelectorError, parse_selector
 from storage.outside import Outside
 from storage.records import BadRecord, Doc, moment, text, whole
 
-Kind = Literal["http", "heartbeat"]
+Kind = Literal["http", "heartbeat", "change"]
 State = Literal["new", "up", "down"]
 COLLECTION = "monitors"
-KINDS: tuple[Kind, ...] = ("http", "heartbeat")
+KINDS: tuple[Kind, ...] = ("http", "heartbeat", "change")
 SEVERITIES = ("info", "warning", "critical")
 HTTP_FIELDS = ("url", "interval_seconds", "expect_status", "keyword", "failures_before_alert")
 HEARTBEAT_FIELDS = ("period_seconds", "grace_seconds")
+CHANGE_FIELDS = ("url", "interval_seconds", "keyword", "selector", "failures_before_alert")
+FIELDS: Mapping[Kind, tuple[str, ...]] = MappingProxyType(
+    {"http": HTTP_FIELDS, "heartbeat": HEARTBEAT_FIELDS, "change": CHANGE_FIELDS}
+)
+"""The settings each kind takes beside ``name`` and ``severity``."""
+KIND_NAMES: Mapping[Kind, str] = MappingProxyType(
+    {"http": "an http monitor", "heartbeat": "a heartbeat", "change": "a change monitor"}
+)
 NAME_LIMIT = 80
 URL_LIMIT = 2000
 KEYWORD_LIMIT = 200
 REASON_LIMIT = 300
 MAX_BODY = 1024 * 1024  # bytes of an answer searched for the keyword
+PAGE_BYTES = 2 * 1024 * 1024  # bytes of a page a change monitor reads
+PAGE_KEPT = 10_000  # characters of a change monitor's text kept, to say what changed
 MAX_INTERVAL = 86_400
 MAX_PERIOD = 31 * 86_400
 MAX_GRACE = 7 * 86_400
@@ -48,8 +60,11 @@ _WHOLE = (
 )  # fmt: skip
 _MOMENTS = (
     "created_at", "failing_since", "down_since", "told_at", "told_since", "last_check_at",
-    "last_ping_at", "watch_from",
+    "last_ping_at", "watch_from", "changed_at",
 )  # fmt: skip
+
+
+_KIND_FIELDS = tuple(dict.fromkeys((*HTTP_FIELDS, *HEARTBEAT_FIELDS, *CHANGE_FIELDS)))
 
 
 class MonitorError(ValueError):
@@ -65,6 +80,9 @@ class MonitorLimits:
     max_monitors: int = 50
     min_interval_seconds: int = 30
     """Smallest ``interval_seconds`` and ``period_seconds``."""
+    min_change_interval_seconds: int = 300
+    """Smallest ``interval_seconds`` of a ``change`` monitor: a page is not fetched
+    more often than every five minutes."""
     timeout_seconds: float = 10.0
     """An http check that has no full answer within this is a failure."""
     resync_seconds: float = 60.0
@@ -118,6 +136,18 @@ class Monitor:
     last_ping_at: datetime | None = None
     watch_from: datetime | None = None
     """A heartbeat with no ping yet is late this long after creation or resume."""
+    selector: str | None = None
+    """``change``: the part of the page compared (``scheduler.monitors.select``)."""
+    page_hash: str | None = None
+    """``change``: the hash of the text last seen; None until the first good check."""
+    page_text: Outside | None = None
+    """``change``: the text last seen (the page's words), its first ``PAGE_KEPT``
+    characters."""
+    page_found: bool = True
+    """``change``: False while the selector or keyword finds nothing (told once)."""
+    changed_at: datetime | None = None
+    change_code: str | None = None
+    """``change``: the alert last raised about the page (a change, or its part gone)."""
 
     @classmethod
     def from_doc(cls, doc: Mapping[str, Any]) -> Monitor:
@@ -150,6 +180,10 @@ class Monitor:
             given["told_since"] = doc.get("down_since")
         if isinstance(given.get("last_error"), Mapping):  # the site's words, kept as such
             given["last_error"] = Outside.from_doc(given["last_error"])
+        if given.get("page_text") is not None:
+            given["page_text"] = Outside.from_doc(given["page_text"])
+        if "page_found" in given:
+            given["page_found"] = given["page_found"] is not False
         return cls(id=str(doc["_id"]), **given)
 
     def since(self) -> datetime:
@@ -204,34 +238,45 @@ def settle(
     """The settings of a ``kind`` monitor: ``current`` (stored) with ``given`` over it
     (None = unchanged), checked; raises ``MonitorError`` naming the field."""
     given = {k: v for k, v in given.items() if v is not None}
-    wrong = [k for k in (HEARTBEAT_FIELDS if kind == "http" else HTTP_FIELDS) if k in given]
+    wrong = [k for k in _KIND_FIELDS if k in given and k not in FIELDS[kind]]
     if wrong:
-        fits = "a heartbeat" if kind == "http" else "an http monitor"
+        fits = " or ".join(KIND_NAMES[k] for k in KINDS if wrong[0] in FIELDS[k])
         raise MonitorError(f"{', '.join(wrong)} only apply to {fits}, not a {kind} monitor")
     merged = {**current, **given}
     out: Doc = {"name": _text(merged.get("name"), "name", NAME_LIMIT)}
-    severity = merged.get("severity") or "warning"
+    severity = merged.get("severity") or ("info" if kind == "change" else "warning")
     if severity not in SEVERITIES:
         raise MonitorError(
             f"severity must be info, warning or critical; got {str(severity)[:40]!r}"
         )
     out["severity"] = severity
     least = limits.min_interval_seconds
-    if kind == "http":
+    if kind in ("http", "change"):
         if merged.get("url") is None:
-            raise MonitorError("url is required for an http monitor")
+            raise MonitorError(f"url is required for {KIND_NAMES[kind]}")
         out["url"] = check_url(merged["url"])
-        interval = merged.get("interval_seconds", 60)
+        if kind == "change":
+            least = max(least, limits.min_change_interval_seconds)
+        interval = merged.get("interval_seconds", 60 if kind == "http" else 900)
+        if kind == "change" and isinstance(interval, int) and 0 < interval < least:
+            raise MonitorError(
+                f"interval_seconds is {interval}; a change monitor fetches its page at most "
+                f"every {least} s ({least // 60} min), so give {least} or more"
+            )
         hint = f" (a check at most every {least} s)"
         out["interval_seconds"] = _whole(interval, "interval_seconds", least, MAX_INTERVAL, hint)
-        status = merged.get("expect_status")
-        if status == 0:  # any 2xx or 3xx again
-            status = None
-        out["expect_status"] = None if status is None else _whole(status, "expect_status", 100, 599)
         keyword = merged.get("keyword")
         out["keyword"] = None if keyword in (None, "") else _text(keyword, "keyword", KEYWORD_LIMIT)
         failures = merged.get("failures_before_alert", 2)
         out["failures_before_alert"] = _whole(failures, "failures_before_alert", 1, MAX_FAILURES)
+        if kind == "change":
+            selector = merged.get("selector")
+            out["selector"] = None if selector in (None, "") else _selector(selector)
+            return out
+        status = merged.get("expect_status")
+        if status == 0:  # any 2xx or 3xx again
+            status = None
+        out["expect_status"] = None if status is None else _whole(status, "expect_status", 100, 599)
         return out
     if merged.get("period_seconds") is None:
         raise MonitorError(
@@ -244,6 +289,15 @@ def settle(
     out["period_seconds"] = period
     out["grace_seconds"] = _whole(grace, "grace_seconds", 0, MAX_GRACE)
     return out
+
+
+def _selector(value: Any) -> str:
+    if not isinstance(value, str):
+        raise MonitorError("selector must be a text, such as '.price' or '#total'")
+    try:
+        return parse_selector(value).text
+    except SelectorError as exc:
+        raise MonitorError(str(exc)) from None
 
 
 def stored_time(moment: datetime) -> datetime:

@@ -1,11 +1,14 @@
 """The monitors service: checks that run without the model (``manage_monitor``, ``/api/monitors``).
 
-Two kinds. ``http``: a GET of ``url`` every ``interval_seconds`` on a new connection;
+Three kinds. ``http``: a GET of ``url`` every ``interval_seconds`` on a new connection;
 up when it answers ``expect_status`` (default any 2xx or 3xx) within the timeout and,
 with a ``keyword``, its body holds it. ``heartbeat``: something outside pings
 ``/ping/<token>``; down once ``period_seconds`` plus ``grace_seconds`` pass without a
 ping (counted from the last ping stored, or the creation or resume if later), or at
-once on ``/ping/<token>/fail``, as Healthchecks.io does.
+once on ``/ping/<token>/fail``, as Healthchecks.io does. ``change``: a page fetched
+every ``interval_seconds`` (at least five minutes) whose text, or the part a selector or
+keyword names, is compared with the last seen (``scheduler.monitors.change``); fetched
+like an http check, and down the same way when it cannot be.
 
 The state of each monitor lives in its document in ``monitors`` (this module owns the
 collection), so a restarted process carries on where the last one stopped:
@@ -50,6 +53,7 @@ import aiohttp
 
 from runtime.clock import Clock
 from runtime.tasks import stop_task, wait_event
+from scheduler.monitors.change import Changed, PageNews, PageWatch
 from scheduler.monitors.check import check_http, down_for_text
 from scheduler.monitors.history import CheckHistory
 from scheduler.monitors.monitor import Monitor, Reason, stored_time, token_key
@@ -57,6 +61,10 @@ from scheduler.monitors.news import Word, flap_text, news, recent
 from scheduler.monitors.store import MonitorStore
 
 log = logging.getLogger(__name__)
+
+
+async def _unsaid(monitor: Monitor, news: PageNews) -> str | None:
+    return None
 
 
 @dataclass(frozen=True)
@@ -73,6 +81,8 @@ class Hooks:
     settled)."""
     flapping: Callable[[Monitor, str], Awaitable[str | None]]
     """Raise the one alert for ``monitor`` flapping (the text says how); its code."""
+    changed: Changed = field(default=_unsaid)
+    """Tell what a ``change`` monitor's page says now (``scheduler.monitors.change``)."""
 
 
 @dataclass
@@ -133,6 +143,7 @@ class Monitors:
         self._reviewing: set[str] = set()
         """Monitors whose news is being told here now (told once, not twice at once)."""
         self._last_miss_reload = float("-inf")
+        self._pages = PageWatch(store, hooks.changed, hooks.cleared, clock)
         self.stats = CheckStats()
 
     def _clock(self) -> datetime:
@@ -206,7 +217,7 @@ class Monitors:
         if not self.watching:
             return
         watch = self._watches[monitor.id] = _Watch(monitor.revision)
-        runs = self._http_loop if monitor.kind == "http" else self._heartbeat_loop
+        runs = self._heartbeat_loop if monitor.kind == "heartbeat" else self._http_loop
         watch.task = asyncio.create_task(runs(monitor.id, watch.wake, delay), name="monitor")
 
     async def _unwatch(self, monitor_id: str) -> None:
@@ -321,7 +332,7 @@ class Monitors:
                 await self._review(back)
                 return
             monitor = await self.store.reload(monitor.id) or monitor
-        if monitor.state != "up" or monitor.failures or monitor.kind == "http":
+        if monitor.state != "up" or monitor.failures or monitor.kind != "heartbeat":
             done = await self.store.checked_ok(monitor, at)
             if done is None:  # down after all (another process): next check goes up
                 done = await self.store.reload(monitor.id)
@@ -416,7 +427,11 @@ class Monitors:
                 return
             try:
                 started = loop.time()
-                result = await check_http(self._session, monitor, self.limits.timeout_seconds)
+                limit = self.limits.timeout_seconds
+                if monitor.kind == "change":
+                    monitor, result = await self._pages.check(self._session, monitor, limit)
+                else:
+                    result = await check_http(self._session, monitor, limit)
                 at = self._clock()
                 await self._record(monitor, at, result.ok, loop.time() - started)
                 if result.ok:

@@ -21,8 +21,7 @@ from pymongo.errors import DuplicateKeyError
 from runtime.clock import Clock
 from scheduler.monitors.monitor import (
     COLLECTION,
-    HEARTBEAT_FIELDS,
-    HTTP_FIELDS,
+    FIELDS,
     KINDS,
     SLOT_ATTEMPTS,
     Monitor,
@@ -107,7 +106,7 @@ class MonitorStore:
     async def create(self, kind: Any, given: Mapping[str, Any]) -> Monitor:
         if kind not in KINDS:
             got = "" if kind is None else f"; got {str(kind)[:40]!r}"
-            raise MonitorError(f"kind is required: http or heartbeat{got}")
+            raise MonitorError(f"kind is required: http or heartbeat, or change{got}")
         settled = settle(kind, given, {}, self.limits)
         await self._name_free(settled["name"])
         now = self._clock()
@@ -197,14 +196,16 @@ class MonitorStore:
                 f"{monitor.name} is a {monitor.kind} monitor and its kind cannot change; "
                 "delete it and create another"
             )
-        kept = HTTP_FIELDS if monitor.kind == "http" else HEARTBEAT_FIELDS
-        current = {k: getattr(monitor, k) for k in ("name", "severity", *kept)}
+        current = {k: getattr(monitor, k) for k in ("name", "severity", *FIELDS[monitor.kind])}
         settled = settle(monitor.kind, given, current, self.limits)
         if settled["name"].casefold() != monitor.name.casefold():
             await self._name_free(settled["name"], monitor.id)
         change = {**settled, "name_key": settled["name"].casefold()}
-        if monitor.kind == "http" and settled.get("url") != monitor.url:
+        if monitor.kind != "heartbeat" and settled.get("url") != monitor.url:
             change |= {"failures": 0, "failing_since": None}
+        watched = ("url", "selector", "keyword")
+        if monitor.kind == "change" and any(settled[k] != getattr(monitor, k) for k in watched):
+            change |= {"page_hash": None, "page_text": None, "page_found": True}  # a new baseline
         return await self._set(monitor.id, change, bump=True)
 
     async def _set(self, monitor_id: str, change: Doc, *, bump: bool = False) -> Monitor:
@@ -293,6 +294,13 @@ class MonitorStore:
             {"_id": monitor.id, "told_at": monitor.told_at},
             {"told": word, "alert_code": code, "told_at": at, "told_since": since},
         )
+
+    async def page_seen(self, monitor: Monitor, change: Doc) -> Monitor | None:
+        """A ``change`` monitor's page as seen now (``scheduler.monitors.change``), if no
+        other process recorded another meanwhile."""
+        match: Doc = {"_id": monitor.id, "page_hash": monitor.page_hash}
+        match["page_found"] = {"$ne": not monitor.page_found}  # absent: found
+        return await self._cas(match, change)
 
     async def pinged(self, monitor_id: str, at: datetime) -> Monitor | None:
         return await self._cas({"_id": monitor_id}, {"last_ping_at": at, "last_check_at": at})

@@ -267,11 +267,13 @@ async def next_fires(dash: Dashboard, now: datetime) -> list[Doc] | None:
 
 def monitor_row(m: Monitor) -> Doc:
     """A monitor in words: its state, what it watches, since when it is down."""
-    first = "not checked yet" if m.kind == "http" else "no ping yet"
+    first = "no ping yet" if m.kind == "heartbeat" else "not checked yet"
     state = "paused" if m.paused else first if m.state == "new" else m.state
     level = "muted" if m.paused or m.state == "new" else "ok" if m.state == "up" else "bad"
     if m.kind == "http":
         watches = f"checks {m.url} every {m.interval_seconds or 0} s"
+    elif m.kind == "change":
+        watches = f"compares {m.url} every {m.interval_seconds or 0} s"
     else:
         watches = f"expects a ping every {m.period_seconds or 0} s"
     down = m.state == "down" and not m.paused

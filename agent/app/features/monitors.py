@@ -1,8 +1,10 @@
-"""The monitors feature: http checks and heartbeats that run without the model.
+"""The monitors feature: http checks, heartbeats and page changes, without the model.
 
 Runs beside the alert router (it needs it: a monitor that goes down raises an alert
 through it, ``source`` ``monitor:<name>``, deduplicated by ``monitor:<id>``, so one
-per monitor while it is down). When the monitor comes back the alert is resolved and
+per monitor while it is down; what a ``change`` monitor's page says goes under
+``monitor-change:<id>:<what>``, the page's words quoted as outside text, the alert
+before it closed). When the monitor comes back the alert is resolved and
 the owner is told how long it was down. A monitor that flaps gets one "flapping" alert
 instead, and each monitor at most one message per five minutes
 (``scheduler.monitors.news``). Contributes ``manage_monitor`` (the owner's chats and
@@ -33,6 +35,7 @@ from agent.tools.monitors import SETTINGS, manage_monitor, monitor_view, ping_ba
 from channels.delivery.outbox import Outbox
 from channels.types import OutboundMessage
 from channels.webhook_body import BodyRefused, read_json_object
+from scheduler.monitors.change import PageNews
 from scheduler.monitors.check import down_for_text
 from scheduler.monitors.history import CheckHistory
 from scheduler.monitors.monitor import Monitor, MonitorError, MonitorLimits, Reason
@@ -57,7 +60,7 @@ def source_of(monitor: Monitor) -> str:
 
 def _hooks(router: AlertRouter, outbox: Outbox, ctx: FeatureContext) -> Hooks:
     async def down(monitor: Monitor, reason: Reason) -> str | None:
-        where = monitor.url if monitor.kind == "http" else "heartbeat"
+        where = monitor.url or "heartbeat"
         # The site's words are quoted as its own beside ours, never in place of them.
         said = reason if isinstance(reason, Outside) else None
         why = "its answer could not be accepted" if said is not None else reason
@@ -93,7 +96,7 @@ def _hooks(router: AlertRouter, outbox: Outbox, ctx: FeatureContext) -> Hooks:
             await router.apply(monitor.alert_code, Resolve(), f"{source_of(monitor)} ({why})")
 
     async def flapping(monitor: Monitor, how: str) -> str | None:
-        where = monitor.url if monitor.kind == "http" else "heartbeat"
+        where = monitor.url or "heartbeat"
         alert = await router.raise_alert(
             severity=monitor.severity,
             title=f"{monitor.name} is flapping",
@@ -103,7 +106,19 @@ def _hooks(router: AlertRouter, outbox: Outbox, ctx: FeatureContext) -> Hooks:
         )
         return alert.code
 
-    return Hooks(down=down, up=up, cleared=cleared, flapping=flapping)
+    async def changed(monitor: Monitor, news: PageNews) -> str | None:
+        if monitor.change_code is not None:  # what it said before is out of date
+            await router.apply(monitor.change_code, Resolve(), f"{source_of(monitor)} (newer)")
+        alert = await router.raise_alert(
+            severity=monitor.severity,
+            title=news.title,
+            body=news.body,  # before and after: the page's words, quoted as such
+            dedupe_key=f"monitor-change:{monitor.id}:{news.key}",
+            source=source_of(monitor),
+        )
+        return alert.code
+
+    return Hooks(down=down, up=up, cleared=cleared, flapping=flapping, changed=changed)
 
 
 def _json(data: Any, status: int = 200) -> web.Response:

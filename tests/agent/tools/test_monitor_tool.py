@@ -16,8 +16,10 @@ from tests.fakes.alert_app import PUBLIC_URL, Harness, alert_app
 
 ARGUMENTS = {
     "action", "monitor_id", "name", "kind", "url", "interval_seconds", "expect_status",
-    "keyword", "period_seconds", "grace_seconds", "severity", "failures_before_alert",
+    "keyword", "selector", "period_seconds", "grace_seconds", "severity",
+    "failures_before_alert",
 }  # fmt: skip
+"""DESIGN.md's ``manage_monitor`` (issue 40 added ``change`` and its ``selector``)."""
 
 
 async def call(h: Harness, **arguments: Any) -> dict[str, Any]:
@@ -31,7 +33,7 @@ def test_the_arguments_are_the_contract() -> None:
     assert schema["properties"]["action"]["enum"] == [
         "create", "list", "update", "delete", "pause", "resume",
     ]  # fmt: skip
-    assert schema["properties"]["kind"]["enum"] == ["http", "heartbeat"]
+    assert schema["properties"]["kind"]["enum"] == ["http", "heartbeat", "change"]
     assert schema["properties"]["severity"]["enum"] == ["info", "warning", "critical"]
 
 
