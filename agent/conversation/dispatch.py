@@ -56,6 +56,8 @@ class Trust:
     can_reply: bool = True
 
 
+OWNER = Trust("owner")
+
 Command = Callable[[InboundMessage, RunContext], Awaitable[list[Reply]]]
 TierResolver = Callable[[InboundMessage], Awaitable[Trust | None]]
 Interceptor = Callable[[InboundMessage, RunContext], Awaitable[list[Reply] | None] | None]
@@ -91,6 +93,13 @@ class Dispatcher:
         object.__setattr__(self, "commands", commands)
         object.__setattr__(self, "resolvers", MappingProxyType(dict(self.resolvers)))
 
+    def known_owner(self, message: InboundMessage) -> bool:
+        """Whether the channel's rules (``agent.reach``) know the sender as the owner
+        now, from memory: the everyday message needs no read to be trusted."""
+        if message.channel in self.resolvers:
+            return False  # the channel's resolver decides (``trust``)
+        return self.deps.reach.is_owner(message.channel, message.sender_id, message.meta)
+
     async def trust(self, message: InboundMessage) -> Trust | None:
         """The channel's resolver decides (contacts), else its rules in the registry
         (``agent.reach``): the owner, or nobody."""
@@ -102,12 +111,12 @@ class Dispatcher:
         if not owner and message.channel == ChannelName.TELEGRAM and self.pairing is not None:
             await self.pairing.refresh()  # `watchkeeper pair` may have run since
             owner = reach.is_owner(message.channel, message.sender_id, meta)
-        return Trust("owner") if owner else None
+        return OWNER if owner else None
 
     async def handle(self, envelope: Envelope) -> list[Reply]:
         """The replies to a stored message; its run context is read off the envelope."""
         message = envelope.message
-        trust = await self.trust(message)
+        trust = OWNER if self.known_owner(message) else await self.trust(message)
         if trust is None:
             return await self._stranger(envelope)
         tier = trust.tier
