@@ -12,11 +12,12 @@ never stored: the stored message is the sender's, as it came.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from bson import ObjectId
 
@@ -28,6 +29,8 @@ from agent.conversation.prompt import (
     PromptSection,
     build_note,
     build_system_prompt,
+    lasting_texts,
+    resolved,
     sorted_tools,
 )
 from agent.llm.base import ModelClient, ModelError
@@ -155,10 +158,12 @@ class Agent:
         toolset = sorted_tools(self.catalog.for_context(ctx))
         if not instruction.memory_enabled:
             toolset = toolset.only(lambda _: False)
-        system, note = await asyncio.gather(
-            build_system_prompt(instruction, ctx, toolset, self.sections),
-            build_note(ctx, self.sections),
-        )
+        lasting = lasting_texts(ctx, self.sections)
+        if any(inspect.isawaitable(text) for text in lasting):  # a section reads the database
+            texts, note = await asyncio.gather(resolved(lasting), build_note(ctx, self.sections))
+        else:
+            texts, note = cast("list[str | None]", lasting), await build_note(ctx, self.sections)
+        system = build_system_prompt(instruction, ctx, toolset, texts)
         reply = AgentReply(text="", conversation_id=conv_id)
         asked = {"sender": ctx.sender, **({"inbox_id": str(inbox_id)} if inbox_id else {})}
         try:

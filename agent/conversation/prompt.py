@@ -167,14 +167,28 @@ def sorted_tools(tools: Toolset) -> Toolset:
     return Toolset(sorted(tools, key=lambda tool: tool.name))
 
 
-async def build_system_prompt(
+def lasting_texts(
+    ctx: RunContext, sections: Sequence[PromptSection]
+) -> list[Awaitable[str | None] | str | None]:
+    """The texts of the sections that are not ``Changing``, for ``build_system_prompt``;
+    one that reads the database gives an awaitable (``resolved`` waits for it)."""
+    return [section(ctx) for section in sections if not isinstance(section, Changing)]
+
+
+async def resolved(texts: Sequence[Awaitable[str | None] | str | None]) -> list[str | None]:
+    """``texts`` with each awaitable awaited, in order."""
+    return [await text if inspect.isawaitable(text) else text for text in texts]
+
+
+def build_system_prompt(
     instruction: SystemInstruction,
     ctx: RunContext,
     tools: Toolset,
-    sections: Sequence[PromptSection] = (),
+    texts: Sequence[str | None] = (),
 ) -> str:
     """What stays from one request to the next, most lasting first; ``tools`` should
-    come sorted (``sorted_tools``), as the request offers them."""
+    come sorted (``sorted_tools``), as the request offers them; ``texts``: the lasting
+    sections' (``lasting_texts``)."""
     parts = [instruction.core_instruction.strip()]
     if ctx.tier == "contact":
         parts.append(CONTACT_NOTE)
@@ -188,14 +202,7 @@ async def build_system_prompt(
         parts.append(note)
     if instruction.memory_enabled:
         parts.append(database_section(instruction.db_schema))
-    for section in sections:
-        if isinstance(section, Changing):
-            continue
-        text = section(ctx)
-        if inspect.isawaitable(text):
-            text = await text
-        if text:
-            parts.append(text.strip())
+    parts += [text.strip() for text in texts if text]
     return "\n\n".join(parts)
 
 
