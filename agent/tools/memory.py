@@ -20,7 +20,6 @@ from agent.llm.untrusted import for_model
 from agent.tools.base import Tool, ToolError, ToolResult
 from agent.tools.held import provenance
 from storage.collections import PROTECTED
-from storage.recall import FactHit
 from storage.redact import Carrier, sweep
 from storage.repos.memories import Fact, FactSource, FactTooLong, check_text
 from storage.text_search import terms
@@ -256,12 +255,10 @@ async def memory_note(ctx: RunContext) -> str | None:
     if budget <= 0 or ctx.tier != "owner":
         return None
     recall = ctx.deps.recall
-    shown: list[Fact] = list(await recall.pinned())
-    words = (ctx.owner_words or "").strip()
-    if words:
-        hits: list[FactHit] = await recall.facts(words, limit=12, stale=False)
-        top = hits[0].score if hits else 0.0
-        shown += [h.fact for h in hits if h.score >= top * NOTE_FLOOR]
+    pinned, hits = await recall.for_note((ctx.owner_words or "").strip(), limit=12)
+    shown: list[Fact] = list(pinned)
+    top = hits[0].score if hits else 0.0
+    shown += [h.fact for h in hits if h.score >= top * NOTE_FLOOR]
     lines: list[str] = []
     used = 0
     seen: set[str] = set()
