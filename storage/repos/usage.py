@@ -63,7 +63,7 @@ class UsageLog:
         self._pending: dict[tuple[str, UsageKind, str], Counter[str]] = {}
         self._timer: asyncio.Task[None] | None = None
 
-    async def add(
+    def add(
         self,
         day: date,
         kind: UsageKind,
@@ -75,19 +75,20 @@ class UsageLog:
         cached_input_tokens: int = 0,
     ) -> None:
         """Count tokens ``model`` spent on ``day`` (the owner's local date); written within
-        ``flush_seconds``. ``exchanges``: 1 for an exchange's first model call, 0 for
-        the calls after it. ``cached_input_tokens``: of the input, read from the cache."""
+        ``flush_seconds`` by a task of its own (at once when 0), so the exchange that
+        spent them waits for no write. ``exchanges``: 1 for an exchange's first model
+        call, 0 for the calls after it. ``cached_input_tokens``: of the input, read from
+        the cache."""
         counts = self._pending.setdefault((day.isoformat(), kind, model), Counter())
         counts.update(input=int(input_tokens), output=int(output_tokens), exchanges=exchanges)
         if cached_input_tokens:
             counts.update(cached_input=int(cached_input_tokens))
-        if self._flush_seconds <= 0:
-            await self.flush()
-        elif self._timer is None or self._timer.done():
+        if self._timer is None or self._timer.done():
             self._timer = asyncio.get_running_loop().create_task(self._later())
 
     async def _later(self) -> None:
-        await asyncio.sleep(self._flush_seconds)
+        if self._flush_seconds > 0:
+            await asyncio.sleep(self._flush_seconds)
         try:
             await self.flush()
         except Exception as exc:  # counts only; the exchanges themselves are stored
