@@ -14,9 +14,10 @@ keeps at it for longer), so a send waits its turn here instead. Two shapes cover
   so they stay together and in order; other destinations have lanes of their own and
   never wait behind this one. ``Pace`` keeps the lanes by destination.
 
-A send in its lane is ``turn()``, the request, ``done(gap)``. On the common path (no
-wait) one send enters seven functions of ours: ``Pace.lane``, the lane's enter and exit,
-``turn``, ``done``, and the bot window's ``acquire`` and ``release``.
+A send in its lane is ``take_turn()`` (else ``await turn()``), the request,
+``done(gap)``. On the common path one send waits only for the lane's lock and enters
+seven functions of ours: ``Pace.lane``, the lane's enter and exit, ``take_turn``,
+``done``, and the bot window's ``take`` and ``release``.
 
 A send is counted from when its answer came back, not from when it left. The service
 counts arrivals and a request arrives before its answer, so no spread of network delays
@@ -69,17 +70,23 @@ class Window:
         self._room(now)
         return not (self._busy or self._ends or self._waiters)
 
+    def take(self) -> bool:
+        """A place at once if one is free and nobody waits (the common case: no
+        future, no timer); False otherwise (``acquire`` waits for one)."""
+        if self._closed or self._waiters:
+            return False
+        if self._room(asyncio.get_running_loop().time()):
+            self._busy += 1
+            return True
+        return False
+
     async def acquire(self) -> None:
         """Wait for a place; ``PacingClosed`` once closed."""
         if self._closed:
             raise PacingClosed
-        loop = asyncio.get_running_loop()
-        horizon, ends = loop.time() - self._period, self._ends
-        while ends and ends[0] <= horizon:
-            ends.popleft()
-        if not self._waiters and self._busy + len(ends) < self._limit:
-            self._busy += 1  # the common case: no future, no timer, no call
+        if self.take():
             return
+        loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
         self._waiters.append(waiter)
         self._grant(loop)
@@ -170,6 +177,19 @@ class Lane:
     ) -> None:
         self._lock.release()
         self.users -= 1
+
+    def take_turn(self) -> bool:
+        """A turn at once, with no gap to wait out and a place free in each window (the
+        common case: nothing to wait in); False: nothing taken, ``turn`` waits for one.
+        A turn taken is followed by one ``done``."""
+        if self._closed.is_set() or self._next_at > asyncio.get_running_loop().time():
+            return False
+        for taken, window in enumerate(self._windows):
+            if not window.take():
+                for held in self._windows[:taken]:
+                    held.release(counted=False)
+                return False
+        return True
 
     async def turn(self) -> None:
         """Wait out the previous send's gap, then take a place in each window; every

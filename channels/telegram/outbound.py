@@ -300,7 +300,8 @@ class TelegramSender:
         gap = self._pace.limits.chat_gap
         while True:
             try:
-                await lane.turn()
+                if not lane.take_turn():
+                    await lane.turn()
                 try:
                     async with self._slots:
                         sent = await self._bot.send_message(**forms[form], **params)
