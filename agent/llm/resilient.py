@@ -79,15 +79,20 @@ class ResilientModel:
         limited = 0  # 429s, counted against ``patience``
         waited = 0.0
         while True:
-            async with limit.slot() as slot:
-                try:
-                    return await client.request(system, messages, tools)
-                except ModelError as exc:
-                    if exc.status in OVERLOAD_STATUSES:
-                        slot.overloaded(exc.retry_after)
-                    else:
-                        slot.neutral()
-                    error = exc
+            slot = limit.take() or await limit.wait()  # a free turn at once, else in line
+            try:
+                return await client.request(system, messages, tools)
+            except ModelError as exc:
+                if exc.status in OVERLOAD_STATUSES:
+                    slot.overloaded(exc.retry_after)
+                else:
+                    slot.neutral()
+                error = exc
+            except BaseException:
+                slot.neutral()  # cancelled, or an error no adapter classified
+                raise
+            finally:
+                limit.release(slot)
             asked = error.retry_after
             if error.retryable and error.status == RATE_LIMITED:
                 limited += 1
