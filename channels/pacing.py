@@ -204,7 +204,8 @@ class Lane:
         taken = 0
         try:
             for window in self._windows:
-                await window.acquire()
+                if not window.take():
+                    await window.acquire()
                 taken += 1
         except BaseException:
             for window in self._windows[:taken]:
