@@ -27,7 +27,7 @@ from types import MappingProxyType
 from agent.context import RunContext
 from agent.llm.untrusted import DEFUSED, OPENERS, defuse
 from agent.tools.base import Toolset
-from agent.tools.memory import memory_note
+from agent.tools.memory import NOTE_MATCHES, memory_note, note_words
 from storage.repos.conversations import SystemInstruction
 
 PromptSection = Callable[[RunContext], Awaitable[str | None] | str | None]
@@ -226,8 +226,11 @@ async def build_note(ctx: RunContext, sections: Sequence[PromptSection] = ()) ->
     the changing sections (none for a contact, who gets only the time)."""
     parts = [f"{NOTE_HEAD}\nNow: {format_now(ctx)}{zone_unchosen(ctx)}"]
     if ctx.tier != "contact":
-        if memory := await memory_note(ctx):
-            parts.append(memory)
+        words = note_words(ctx)
+        if words is not None:  # the owner's run: the facts that bear on their words
+            pinned, hits = await ctx.deps.recall.for_note(words, NOTE_MATCHES)
+            if memory := memory_note(ctx, pinned, hits):
+                parts.append(memory)
         for section in sections:
             if not isinstance(section, Changing):
                 continue
