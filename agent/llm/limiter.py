@@ -44,7 +44,7 @@ import math
 import re
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -285,8 +285,9 @@ class Turns:
     def __init__(self) -> None:
         self._lock = asyncio.Lock()  # fair: waiters go in arrival order
 
-    async def run(self, call: Callable[[], Coroutine[Any, Any, T]]) -> T:
-        """``call()``, built in turn; its answer (or error) once it comes."""
+    async def run(self, call: Callable[[], Awaitable[T]]) -> T:
+        """``call()``, built in turn (what it does before it returns its awaitable, and
+        the awaitable up to its first wait); its answer (or error) once it comes."""
         async with self._lock:
             started = asyncio.ensure_future(call())
             try:
