@@ -18,7 +18,6 @@ under 3,000 input tokens (tests/agent/conversation/test_hi_tokens.py).
 
 from __future__ import annotations
 
-import inspect
 import unicodedata
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,7 +26,6 @@ from types import MappingProxyType
 from agent.context import RunContext
 from agent.llm.untrusted import DEFUSED, OPENERS, defuse
 from agent.tools.base import Toolset
-from agent.tools.memory import NOTE_MATCHES, memory_note, note_words
 from storage.repos.conversations import SystemInstruction
 
 PromptSection = Callable[[RunContext], Awaitable[str | None] | str | None]
@@ -167,17 +165,15 @@ def sorted_tools(tools: Toolset) -> Toolset:
     return Toolset(sorted(tools, key=lambda tool: tool.name))
 
 
-def lasting_texts(
-    ctx: RunContext, sections: Sequence[PromptSection]
+def section_texts(
+    ctx: RunContext, sections: Sequence[PromptSection], *, changing: bool
 ) -> list[Awaitable[str | None] | str | None]:
-    """The texts of the sections that are not ``Changing``, for ``build_system_prompt``;
-    one that reads the database gives an awaitable (``resolved`` waits for it)."""
-    return [section(ctx) for section in sections if not isinstance(section, Changing)]
-
-
-async def resolved(texts: Sequence[Awaitable[str | None] | str | None]) -> list[str | None]:
-    """``texts`` with each awaitable awaited, in order."""
-    return [await text if inspect.isawaitable(text) else text for text in texts]
+    """The texts of the ``Changing`` sections (``changing``: for the note; none for a
+    contact) or of the others (for the system prompt); a section that reads the
+    database gives an awaitable, the caller awaits it."""
+    if changing and ctx.tier == "contact":
+        return []
+    return [section(ctx) for section in sections if isinstance(section, Changing) == changing]
 
 
 def build_system_prompt(
@@ -221,22 +217,13 @@ def zone_unchosen(ctx: RunContext) -> str:
     return "" if deps.owner.current.zone_stored else ZONE_UNCHOSEN
 
 
-async def build_note(ctx: RunContext, sections: Sequence[PromptSection] = ()) -> str:
-    """What changes between requests, for the end of the newest message: the clock and
-    the changing sections (none for a contact, who gets only the time)."""
+def build_note(ctx: RunContext, memory: str | None = None, texts: Sequence[str | None] = ()) -> str:
+    """What changes between requests, for the end of the newest message: the clock, the
+    saved facts that bear on it (``memory_note``) and the changing sections' ``texts``
+    (``section_texts``; none for a contact, who gets only the time)."""
     parts = [f"{NOTE_HEAD}\nNow: {format_now(ctx)}{zone_unchosen(ctx)}"]
     if ctx.tier != "contact":
-        words = note_words(ctx)
-        if words is not None:  # the owner's run: the facts that bear on their words
-            pinned, hits = await ctx.deps.recall.for_note(words, NOTE_MATCHES)
-            if memory := memory_note(ctx, pinned, hits):
-                parts.append(memory)
-        for section in sections:
-            if not isinstance(section, Changing):
-                continue
-            text = section.section(ctx)
-            if inspect.isawaitable(text):
-                text = await text
-            if text:
-                parts.append(text.strip())
+        if memory:
+            parts.append(memory)
+        parts += [text.strip() for text in texts if text]
     return "\n\n".join(parts)
