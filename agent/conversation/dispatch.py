@@ -21,7 +21,7 @@ from agent.conversation.commands import COMMAND_HELP, EXAMPLES
 from agent.conversation.pairing import Pairing
 from agent.conversation.prompt import mark_untrusted
 from channels.delivery.envelope import Envelope
-from channels.delivery.inbox import received_since
+from channels.delivery.inbox import arrivals_since
 from channels.registry import ChannelName
 from channels.types import HandlingFailed, InboundMessage, Reply
 from storage import collections as c
@@ -217,11 +217,9 @@ class Dispatcher:
     async def _too_fast(self, message: InboundMessage) -> bool:
         """More than the per-minute limit from one contact: no model call for the rest."""
         since = self.deps.clock() - RATE_WINDOW
-        rows = received_since(
-            self.deps.db[c.INBOX], since, projection={"channel": 1, "sender_id": 1}
-        )
+        arrived = await arrivals_since(self.deps.db[c.INBOX], since)
         mine = (message.channel, message.sender_id)
-        recent = sum([(doc.get("channel"), doc.get("sender_id")) == mine async for doc in rows])
+        recent = sum((m.channel, m.sender_id) == mine for m in arrived)
         return recent > self.deps.settings.contact_messages_per_minute
 
     async def _slow_down(self, message: InboundMessage, ctx: RunContext) -> list[Reply]:
