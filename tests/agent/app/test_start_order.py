@@ -132,7 +132,7 @@ async def test_the_first_long_poll_goes_out_before_the_database_answers(
         running = asyncio.create_task(run())
         try:
             await fake.wait_for(lambda: len(fake.calls_to("getUpdates")) == 1)
-            await until(lambda: waiting_in("SinkGate.__call__"), "the update held at the sink")
+            await until(lambda: waiting_in("SinkGate._after_open"), "the update held at the sink")
             assert update["update_id"] not in fake.confirmed
             assert len(fake.calls_to("getUpdates")) == 1  # a second poll would confirm it
             assert await db[c.INBOX].count_documents({}) == 0
