@@ -14,9 +14,10 @@ keeps at it for longer), so a send waits its turn here instead. Two shapes cover
   so they stay together and in order; other destinations have lanes of their own and
   never wait behind this one. ``Pace`` keeps the lanes by destination.
 
-A send in its lane is ``turn()``, the request, ``done(gap)``. On the common path (no
-wait) one send enters seven functions of ours: ``Pace.lane``, the lane's enter and exit,
-``turn``, ``done``, and the bot window's ``acquire`` and ``release``.
+A send in its lane is ``take_turn()`` (else ``await turn()``), the request,
+``done(gap)``. On the common path (a free lane, no gap, room in the windows) one send
+waits in none of them and enters seven functions of ours: ``Pace.lane``, the lane's
+enter and exit, ``take_turn``, ``done``, and the bot window's ``take`` and ``release``.
 
 A send is counted from when its answer came back, not from when it left. The service
 counts arrivals and a request arrives before its answer, so no spread of network delays
@@ -34,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
+from collections.abc import Awaitable
 from types import TracebackType
 
 
@@ -69,17 +71,23 @@ class Window:
         self._room(now)
         return not (self._busy or self._ends or self._waiters)
 
+    def take(self) -> bool:
+        """A place at once if one is free and nobody waits (the common case: no
+        future, no timer); False otherwise (``acquire`` waits for one)."""
+        if self._closed or self._waiters:
+            return False
+        if self._room(asyncio.get_running_loop().time()):
+            self._busy += 1
+            return True
+        return False
+
     async def acquire(self) -> None:
         """Wait for a place; ``PacingClosed`` once closed."""
         if self._closed:
             raise PacingClosed
-        loop = asyncio.get_running_loop()
-        horizon, ends = loop.time() - self._period, self._ends
-        while ends and ends[0] <= horizon:
-            ends.popleft()
-        if not self._waiters and self._busy + len(ends) < self._limit:
-            self._busy += 1  # the common case: no future, no timer, no call
+        if self.take():
             return
+        loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
         self._waiters.append(waiter)
         self._grant(loop)
@@ -141,7 +149,10 @@ class Lane:
     in each of the destination's ``windows``."""
 
     def __init__(self, closed: asyncio.Event, windows: tuple[Window, ...] = ()) -> None:
-        self._lock = asyncio.Lock()  # FIFO: a new comer never overtakes a waiter
+        self._held = False
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        """Senders waiting to hold the lane, first come first served: a new comer never
+        overtakes a waiter, and a leaving holder hands the lane to the first."""
         self._closed = closed
         self._windows = windows
         self._next_at = 0.0
@@ -151,16 +162,42 @@ class Lane:
     def idle(self, now: float) -> bool:
         return self.users == 0 and self._next_at <= now
 
-    async def __aenter__(self) -> Lane:
+    def __aenter__(self) -> Awaitable[Lane]:
+        """Hold the lane: at once when nobody holds it or waits for it (a finished
+        future: nothing to wait in), else in line. ``PacingClosed`` once closed."""
         if self._closed.is_set():
             raise PacingClosed
         self.users += 1
+        if not self._held and not self._waiters:
+            self._held = True
+            entered: asyncio.Future[Lane] = asyncio.get_running_loop().create_future()
+            entered.set_result(self)
+            return entered
+        return self._in_line()
+
+    async def _in_line(self) -> Lane:
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
         try:
-            await self._lock.acquire()
+            await waiter
         except BaseException:
             self.users -= 1
+            if waiter.done() and not waiter.cancelled():
+                self._hand_on()  # handed the lane as it was cancelled: the next holds it
+            else:
+                with contextlib.suppress(ValueError):  # a cancelled one may be gone
+                    self._waiters.remove(waiter)
             raise
         return self
+
+    def _hand_on(self) -> None:
+        """The holder leaves: the first waiter still waiting holds the lane next."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self._held = False
 
     async def __aexit__(
         self,
@@ -168,8 +205,21 @@ class Lane:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._lock.release()
+        self._hand_on()
         self.users -= 1
+
+    def take_turn(self) -> bool:
+        """A turn at once, with no gap to wait out and a place free in each window (the
+        common case: nothing to wait in); False: nothing taken, ``turn`` waits for one.
+        A turn taken is followed by one ``done``."""
+        if self._closed.is_set() or self._next_at > asyncio.get_running_loop().time():
+            return False
+        for taken, window in enumerate(self._windows):
+            if not window.take():
+                for held in self._windows[:taken]:
+                    held.release(counted=False)
+                return False
+        return True
 
     async def turn(self) -> None:
         """Wait out the previous send's gap, then take a place in each window; every
@@ -184,7 +234,8 @@ class Lane:
         taken = 0
         try:
             for window in self._windows:
-                await window.acquire()
+                if not window.take():
+                    await window.acquire()
                 taken += 1
         except BaseException:
             for window in self._windows[:taken]:

@@ -336,7 +336,8 @@ class SmsChannel:
     async def _paced(self, lane: Lane, busy: float, request: Callable[[], Awaitable[Any]]) -> Any:
         """``request()`` once ``lane`` (held) gives it a turn; the number is then busy for
         ``busy`` seconds, unless Twilio refused it (an error answer: nothing was sent)."""
-        await lane.turn()
+        if not lane.take_turn():
+            await lane.turn()
         try:
             answer = await request()
         except TwilioException:

@@ -7,8 +7,10 @@ that retries after a failure uses them; each keeps its own numbers, as a named
 
 * the Telegram channel: its set-up, its long poll, and storing an update
   (``channels.telegram.channel.POLL_BACKOFF``);
-* model calls: a retryable failure, and a 429 that gave no ``Retry-After``
-  (``agent.llm.resilient.MODEL_BACKOFF``);
+* model calls: a retryable failure, and a 429 (never sooner than its
+  ``Retry-After``; ``agent.llm.resilient.MODEL_BACKOFF``);
+* a Telegram send refused by flood control, tried once more after the pause asked
+  for (``channels.telegram.outbound.FLOOD_BACKOFF``);
 * the outbox: a failed send, waiting at least what the service asked for
   (``channels.delivery.outbox.SEND_BACKOFF``);
 * the run recorder: another try of a scheduled fire inside its grace window

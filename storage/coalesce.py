@@ -347,7 +347,17 @@ class TtlCache(Generic[K, V]):
         self._entries: dict[K, tuple[float, V]] = {}
         self._loading: dict[K, asyncio.Future[V]] = {}
 
-    async def get(self, key: K, load: Callable[[], Awaitable[V]]) -> V:
+    def get(self, key: K, load: Callable[[], Awaitable[V]]) -> Awaitable[V]:
+        """The value for ``key``: a fresh one at once (a finished future, nothing to
+        wait in), else ``load``'s, shared with a load of it in flight."""
+        hit = self._entries.get(key)
+        if hit is not None and self._clock() - hit[0] < self._ttl:
+            found: asyncio.Future[V] = asyncio.get_running_loop().create_future()
+            found.set_result(hit[1])
+            return found
+        return self._fetch(key, load)
+
+    async def _fetch(self, key: K, load: Callable[[], Awaitable[V]]) -> V:
         while True:
             now = self._clock()
             hit = self._entries.get(key)

@@ -109,16 +109,20 @@ class Recall:
 
     # Facts
 
-    async def _sync_facts(self) -> None:
-        now = self._clock()
-        checked = self._checked_at
-        if (
+    def _facts_fresh(self) -> bool:
+        """Whether the facts' version was read within ``CHECK_EVERY`` (another
+        process's change shows within it): no read is due."""
+        now, checked = self._clock(), self._checked_at
+        return (
             self._version is not None
             and checked is not None
             and checked <= now < checked + CHECK_EVERY
-        ):
-            return  # another process's change shows within CHECK_EVERY
-        self._checked_at = now
+        )
+
+    async def _sync_facts(self) -> None:
+        if self._facts_fresh():
+            return
+        self._checked_at = self._clock()
         version = await self.store.version()
         if version == self._version:
             return
@@ -151,6 +155,9 @@ class Recall:
     async def facts(self, query: str, limit: int = 5, *, stale: bool = True) -> list[FactHit]:
         """The facts best matching ``query`` (never a replaced one)."""
         await self._sync_facts()
+        return self._search(query, limit, stale=stale)
+
+    def _search(self, query: str, limit: int, *, stale: bool) -> list[FactHit]:
         hits = self._fact_index.search(query, limit * 2 + 5)
         found = [FactHit(self._facts[h.key], h.score) for h in hits if h.key in self._facts]
         if not stale:
@@ -159,7 +166,18 @@ class Recall:
 
     async def pinned(self) -> list[Fact]:
         await self._sync_facts()
+        return self._pinned()
+
+    def _pinned(self) -> list[Fact]:
         return [f for f in self._facts.values() if f.pinned and f.status == "active"]
+
+    async def for_note(self, words: str, limit: int) -> tuple[list[Fact], list[FactHit]]:
+        """The pinned facts, and the active ones best matching ``words`` (none without
+        words), for the memory note of every exchange: one look at the store's version,
+        and only when one is due (``CHECK_EVERY``)."""
+        if not self._facts_fresh():
+            await self._sync_facts()
+        return self._pinned(), self._search(words, limit, stale=False) if words else []
 
     async def fact(self, fact_id: str) -> Fact | None:
         await self._sync_facts()

@@ -60,7 +60,7 @@ async def outbox_drained(outbox: _Outbox, within: float = WATCHDOG) -> None:
 
 def waiting_in(qualname: str, task_prefix: str = "") -> int:
     """How many pending tasks (named ``task_prefix...``) are suspended inside the function
-    ``qualname`` (``"SinkGate.__call__"``): the event "that step is reached and held there"."""
+    ``qualname`` (``"SinkGate._after_open"``): the event "that step is reached and held there"."""
     found = 0
     for task in asyncio.all_tasks():
         if not task.get_name().startswith(task_prefix):

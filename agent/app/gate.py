@@ -32,11 +32,17 @@ class SinkGate:
         self._sink = sink
         self._opened.set()
 
-    async def __call__(self, message: InboundMessage) -> bool:
+    def __call__(self, message: InboundMessage) -> Awaitable[bool]:
+        """Once open, the intake's own ``submit`` (the gate adds no step); before, a
+        wait for it."""
         if self._first is not None:
             first, self._first = self._first, None
             first()
-        if self._sink is None:
-            await self._opened.wait()
+        if self._sink is not None:
+            return self._sink(message)
+        return self._after_open(message)
+
+    async def _after_open(self, message: InboundMessage) -> bool:
+        await self._opened.wait()
         assert self._sink is not None
         return await self._sink(message)

@@ -14,6 +14,7 @@ leads the history, which then holds only the messages after it.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
 from collections.abc import Sequence
@@ -30,6 +31,7 @@ from agent.conversation.prompt import (
     PromptSection,
     build_note,
     build_system_prompt,
+    section_texts,
     sorted_tools,
 )
 from agent.conversation.summary import RunningSummary, Summaries, with_summary
@@ -45,6 +47,7 @@ from agent.llm.types import (
     without_media,
 )
 from agent.tools.catalog import ToolCatalog
+from agent.tools.memory import NOTE_MATCHES, memory_note, note_words
 
 log = logging.getLogger(__name__)
 
@@ -162,10 +165,20 @@ class Agent:
         toolset = sorted_tools(self.catalog.for_context(ctx))
         if not instruction.memory_enabled:
             toolset = toolset.only(lambda _: False)
-        system, note = await asyncio.gather(
-            build_system_prompt(instruction, ctx, toolset, self.sections),
-            build_note(ctx, self.sections),
-        )
+        # The sections' texts: only one that reads the database (the pulse's, past its
+        # cache) is waited for; the owner's run gets the facts that bear on their words.
+        texts: list[str | None] = []
+        notes: list[str | None] = []
+        for section in section_texts(ctx, self.sections, changing=False):
+            texts.append(await section if inspect.isawaitable(section) else section)
+        for section in section_texts(ctx, self.sections, changing=True):
+            notes.append(await section if inspect.isawaitable(section) else section)
+        memory = None
+        if (words := note_words(ctx)) is not None:
+            pinned, hits = await deps.recall.for_note(words, NOTE_MATCHES)
+            memory = memory_note(ctx, pinned, hits)
+        system = build_system_prompt(instruction, ctx, toolset, texts)
+        note = build_note(ctx, memory, notes)
         reply = AgentReply(text="", conversation_id=conv_id)
         asked = {"sender": ctx.sender, **({"inbox_id": str(inbox_id)} if inbox_id else {})}
         try:

@@ -23,7 +23,7 @@ from agent.conversation.commands import COMMAND_HELP, EXAMPLES
 from agent.conversation.pairing import Pairing
 from agent.conversation.prompt import mark_untrusted
 from channels.delivery.envelope import Envelope
-from channels.delivery.inbox import received_since
+from channels.delivery.inbox import arrivals_since
 from channels.registry import ChannelName
 from channels.types import HandlingFailed, InboundMessage, Reply
 from storage import collections as c
@@ -57,6 +57,8 @@ class Trust:
     tier: Tier
     can_reply: bool = True
 
+
+OWNER = Trust("owner")
 
 Command = Callable[[InboundMessage, RunContext], Awaitable[list[Reply]]]
 TierResolver = Callable[[InboundMessage], Awaitable[Trust | None]]
@@ -93,6 +95,13 @@ class Dispatcher:
         object.__setattr__(self, "commands", commands)
         object.__setattr__(self, "resolvers", MappingProxyType(dict(self.resolvers)))
 
+    def known_owner(self, message: InboundMessage) -> bool:
+        """Whether the channel's rules (``agent.reach``) know the sender as the owner
+        now, from memory: the everyday message needs no read to be trusted."""
+        if message.channel in self.resolvers:
+            return False  # the channel's resolver decides (``trust``)
+        return self.deps.reach.is_owner(message.channel, message.sender_id, message.meta)
+
     async def trust(self, message: InboundMessage) -> Trust | None:
         """The channel's resolver decides (contacts), else its rules in the registry
         (``agent.reach``): the owner, or nobody."""
@@ -104,12 +113,12 @@ class Dispatcher:
         if not owner and message.channel == ChannelName.TELEGRAM and self.pairing is not None:
             await self.pairing.refresh()  # `watchkeeper pair` may have run since
             owner = reach.is_owner(message.channel, message.sender_id, meta)
-        return Trust("owner") if owner else None
+        return OWNER if owner else None
 
     async def handle(self, envelope: Envelope) -> list[Reply]:
         """The replies to a stored message; its run context is read off the envelope."""
         message = envelope.message
-        trust = await self.trust(message)
+        trust = OWNER if self.known_owner(message) else await self.trust(message)
         pressed = is_press(message)
         if pressed and (trust is None or trust.tier != "owner"):
             return refuse_press(message)  # a button is the owner's: nothing else happens
@@ -213,11 +222,9 @@ class Dispatcher:
     async def _too_fast(self, message: InboundMessage) -> bool:
         """More than the per-minute limit from one contact: no model call for the rest."""
         since = self.deps.clock() - RATE_WINDOW
-        rows = received_since(
-            self.deps.db[c.INBOX], since, projection={"channel": 1, "sender_id": 1}
-        )
+        arrived = await arrivals_since(self.deps.db[c.INBOX], since)
         mine = (message.channel, message.sender_id)
-        recent = sum([(doc.get("channel"), doc.get("sender_id")) == mine async for doc in rows])
+        recent = sum((m.channel, m.sender_id) == mine for m in arrived)
         return recent > self.deps.settings.contact_messages_per_minute
 
     async def _slow_down(self, message: InboundMessage, ctx: RunContext) -> list[Reply]:

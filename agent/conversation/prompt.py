@@ -18,7 +18,6 @@ under 3,000 input tokens (tests/agent/conversation/test_hi_tokens.py).
 
 from __future__ import annotations
 
-import inspect
 import unicodedata
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,7 +26,6 @@ from types import MappingProxyType
 from agent.context import RunContext
 from agent.llm.untrusted import DEFUSED, OPENERS, defuse
 from agent.tools.base import Toolset
-from agent.tools.memory import memory_note
 from storage.repos.conversations import SystemInstruction
 
 PromptSection = Callable[[RunContext], Awaitable[str | None] | str | None]
@@ -171,14 +169,26 @@ def sorted_tools(tools: Toolset) -> Toolset:
     return Toolset(sorted(tools, key=lambda tool: tool.name))
 
 
-async def build_system_prompt(
+def section_texts(
+    ctx: RunContext, sections: Sequence[PromptSection], *, changing: bool
+) -> list[Awaitable[str | None] | str | None]:
+    """The texts of the ``Changing`` sections (``changing``: for the note; none for a
+    contact) or of the others (for the system prompt); a section that reads the
+    database gives an awaitable, the caller awaits it."""
+    if changing and ctx.tier == "contact":
+        return []
+    return [section(ctx) for section in sections if isinstance(section, Changing) == changing]
+
+
+def build_system_prompt(
     instruction: SystemInstruction,
     ctx: RunContext,
     tools: Toolset,
-    sections: Sequence[PromptSection] = (),
+    texts: Sequence[str | None] = (),
 ) -> str:
     """What stays from one request to the next, most lasting first; ``tools`` should
-    come sorted (``sorted_tools``), as the request offers them."""
+    come sorted (``sorted_tools``), as the request offers them; ``texts``: the lasting
+    sections' (``lasting_texts``)."""
     parts = [instruction.core_instruction.strip()]
     if ctx.tier == "contact":
         parts.append(CONTACT_NOTE)
@@ -192,14 +202,7 @@ async def build_system_prompt(
         parts.append(note)
     if instruction.memory_enabled:
         parts.append(database_section(instruction.db_schema))
-    for section in sections:
-        if isinstance(section, Changing):
-            continue
-        text = section(ctx)
-        if inspect.isawaitable(text):
-            text = await text
-        if text:
-            parts.append(text.strip())
+    parts += [text.strip() for text in texts if text]
     return "\n\n".join(parts)
 
 
@@ -218,19 +221,13 @@ def zone_unchosen(ctx: RunContext) -> str:
     return "" if deps.owner.current.zone_stored else ZONE_UNCHOSEN
 
 
-async def build_note(ctx: RunContext, sections: Sequence[PromptSection] = ()) -> str:
-    """What changes between requests, for the end of the newest message: the clock and
-    the changing sections (none for a contact, who gets only the time)."""
+def build_note(ctx: RunContext, memory: str | None = None, texts: Sequence[str | None] = ()) -> str:
+    """What changes between requests, for the end of the newest message: the clock, the
+    saved facts that bear on it (``memory_note``) and the changing sections' ``texts``
+    (``section_texts``; none for a contact, who gets only the time)."""
     parts = [f"{NOTE_HEAD}\nNow: {format_now(ctx)}{zone_unchosen(ctx)}"]
     if ctx.tier != "contact":
-        if memory := await memory_note(ctx):
+        if memory:
             parts.append(memory)
-        for section in sections:
-            if not isinstance(section, Changing):
-                continue
-            text = section.section(ctx)
-            if inspect.isawaitable(text):
-                text = await text
-            if text:
-                parts.append(text.strip())
+        parts += [text.strip() for text in texts if text]
     return "\n\n".join(parts)

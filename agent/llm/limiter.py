@@ -44,7 +44,7 @@ import math
 import re
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -124,11 +124,7 @@ class AdaptiveLimit:
     @contextlib.asynccontextmanager
     async def slot(self) -> AsyncIterator[Slot]:
         """Wait for a turn, hold it for one call, then give it back with its outcome."""
-        if not self._waiters and self._open():  # a free turn: taken at once
-            self._take()
-            slot = Slot(self._generation)
-        else:
-            slot = Slot(await self._acquire())
+        slot = self.take() or await self.wait()
         try:
             yield slot
         except BaseException:
@@ -136,17 +132,26 @@ class AdaptiveLimit:
                 slot.neutral()  # cancelled, or an error the caller did not classify
             raise
         finally:
-            self._release(slot)
+            self.release(slot)
 
-    async def _acquire(self) -> int:
+    def take(self) -> Slot | None:
+        """A free turn at once (nobody waits, not paused), else None (``wait``). A turn
+        taken is given back with ``release`` (``slot`` does both)."""
         if not self._waiters and self._open():
             self._take()
-            return self._generation
+            return Slot(self._generation)
+        return None
+
+    async def wait(self) -> Slot:
+        """Wait for a turn, in order (``take`` is the one without a wait)."""
+        if not self._waiters and self._open():
+            self._take()
+            return Slot(self._generation)
         waiter: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
         self._wake()  # arms the timer when the only obstacle is a pause
         try:
-            return await waiter
+            return Slot(await waiter)
         except asyncio.CancelledError:
             if waiter.done() and not waiter.cancelled():  # granted, then cancelled
                 self.in_flight -= 1
@@ -181,7 +186,8 @@ class AdaptiveLimit:
         self._timer = None
         self._wake()
 
-    def _release(self, slot: Slot) -> None:
+    def release(self, slot: Slot) -> None:
+        """Give back ``slot``'s turn; its outcome moves the limit."""
         self.in_flight -= 1
         if slot.outcome == "overloaded":
             self._back_off(slot)
@@ -279,8 +285,9 @@ class Turns:
     def __init__(self) -> None:
         self._lock = asyncio.Lock()  # fair: waiters go in arrival order
 
-    async def run(self, call: Callable[[], Coroutine[Any, Any, T]]) -> T:
-        """``call()``, built in turn; its answer (or error) once it comes."""
+    async def run(self, call: Callable[[], Awaitable[T]]) -> T:
+        """``call()``, built in turn (what it does before it returns its awaitable, and
+        the awaitable up to its first wait); its answer (or error) once it comes."""
         async with self._lock:
             started = asyncio.ensure_future(call())
             try:

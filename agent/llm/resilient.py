@@ -2,7 +2,8 @@
 
 Adapters never retry themselves; they classify failures as retryable (rate
 limits, server errors, timeouts) or not. Here a retryable failure is retried after
-a wait from ``MODEL_BACKOFF`` (the project's one policy, ``runtime.backoff``); once a
+a wait from ``MODEL_BACKOFF`` (the project's one policy and loop helper,
+``runtime.backoff``: never sooner than a ``Retry-After`` asked); once a
 provider gives up (or fails in a way retrying cannot fix), the fallback provider
 gets its turn under the same policy.
 
@@ -24,7 +25,7 @@ from agent.llm.base import ModelClient, ModelError
 from agent.llm.lazy_sdk import warm_model
 from agent.llm.limiter import OVERLOAD_STATUSES, AdaptiveLimit
 from agent.llm.types import ModelMessage, ModelResponse, ToolSpec
-from runtime.backoff import Backoff, Draw
+from runtime.backoff import Backoff, Draw, Pauses
 
 log = logging.getLogger(__name__)
 
@@ -75,42 +76,44 @@ class ResilientModel:
         request waits in no wrapper of ours on its way to the adapter."""
         client = self.primary
         limit = self.limits[client.name]
-        attempt = 0  # failures counted against ``retries``
-        limited = 0  # 429s, counted against ``patience``
+        # The one loop helper (``runtime.backoff.Pauses``): retryable failures, counted
+        # against ``retries``; 429s apart, bounded by ``patience`` seconds of waiting.
+        failures = Pauses(self._backoff, sleep=self._sleep, draw=self._draw)
+        limited = Pauses(self._backoff, sleep=self._sleep, draw=self._draw)
         waited = 0.0
         while True:
-            async with limit.slot() as slot:
-                try:
-                    return await client.request(system, messages, tools)
-                except ModelError as exc:
-                    if exc.status in OVERLOAD_STATUSES:
-                        slot.overloaded(exc.retry_after)
-                    else:
-                        slot.neutral()
-                    error = exc
+            slot = limit.take() or await limit.wait()  # a free turn at once, else in line
+            try:
+                return await client.request(system, messages, tools)
+            except ModelError as exc:
+                if exc.status in OVERLOAD_STATUSES:
+                    slot.overloaded(exc.retry_after)
+                else:
+                    slot.neutral()
+                error = exc
+            except BaseException:
+                slot.neutral()  # cancelled, or an error no adapter classified
+                raise
+            finally:
+                limit.release(slot)
             asked = error.retry_after
             if error.retryable and error.status == RATE_LIMITED:
-                limited += 1
-                wait = (
-                    max(asked, MIN_WAIT)
-                    if asked is not None
-                    else self._backoff.delay(limited, self._draw)
-                )
+                floor = max(asked, MIN_WAIT) if asked is not None else None
+                wait = max(limited.upcoming, floor or 0.0)
                 if waited + wait <= self._patience:
-                    waited += wait
                     log.warning(
                         "provider %s rate limited us; retry in %.2fs (%.0fs waited so far)",
                         client.name,
                         wait,
-                        waited - wait,
+                        waited,
                     )
-                    await self._sleep(wait)
+                    waited += await limited.sleep(floor)
                     continue
-            if not error.retryable or not self._backoff.allows(attempt + 1):
+            if not error.retryable or failures.exhausted:
                 log.warning(
                     "provider %s gave up after %d attempt(s) (status %s, retryable %s): %s",
                     client.name,
-                    attempt + limited + 1,
+                    failures.failures + limited.failures + 1,
                     error.status,
                     error.retryable,
                     error,
@@ -125,21 +128,20 @@ class ResilientModel:
                 )
                 client = self.fallback
                 limit = self.limits[client.name]
-                attempt, limited, waited = 0, 0, 0.0
+                failures.reset()
+                limited.reset()
+                waited = 0.0
                 continue
-            attempt += 1
-            wait = (
-                min(asked, limit.max_pause) if asked else self._backoff.delay(attempt, self._draw)
-            )
+            wait = max(failures.upcoming, min(asked, limit.max_pause) if asked else 0.0)
             log.warning(
                 "provider %s failed (status %s); retry %d/%s in %.2fs",
                 client.name,
                 error.status,
-                attempt,
+                failures.failures + 1,
                 self._backoff.retries,
                 wait,
             )
-            await self._sleep(wait)
+            await failures.sleep(min(asked, limit.max_pause) if asked else None)
 
     async def warm(self) -> None:
         """Load the adapters' SDKs now rather than in the first request."""

@@ -19,13 +19,12 @@ import logging
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 from zoneinfo import ZoneInfo
 
 from agent.alerts.policy import model_field
 from agent.context import AgentDeps
 from agent.reach import Reach
-from channels.delivery.inbox import STATUSES, received_since
+from channels.delivery.inbox import STATUSES, Arrival, arrivals_since
 from scheduler.cron.job import CronJob, local_text
 from scheduler.cron.service import CronService
 from scheduler.fires.recorder import RunTicket
@@ -38,7 +37,6 @@ from storage.repos.runs.record import Run
 from storage.repos.runs.store import RunStore
 
 log = logging.getLogger(__name__)
-Doc = dict[str, Any]
 LATE = timedelta(minutes=10)
 """A fire that starts this long after its time is called late."""
 
@@ -103,34 +101,29 @@ def _clip(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def is_news(doc: Doc) -> bool:
+def is_news(message: Arrival) -> bool:
     """Whether a stored inbound message is news for a pulse: what the owner or a contact
     wrote. Not a stranger's (emptied, flagged), not a slash command (``/pulse``), not a
     button press on one of our own messages, not a message that could not be stored
     (``failed``: not read at all). The bot's own messages never reach the inbox
     (WhatsApp echoes are dropped by the channel)."""
-    if doc.get("stranger") is True or (doc.get("meta") or {}).get("kind") == "button":
+    if message.stranger or message.meta.get("kind") == "button":
         return False
-    return not str(doc.get("text", "")).lstrip().startswith("/")
+    return not message.text.lstrip().startswith("/")
 
 
-def from_owner(doc: Doc, reach: Reach) -> bool:
+def from_owner(message: Arrival, reach: Reach) -> bool:
     """Whether a stored inbound message is the owner's (by its channel's rules: the
     terminal, ``OWNER_TELEGRAM_IDS`` and paired ids, ``OWNER_PHONE``, WhatsApp's own
     chat). The owner's chat with the agent was answered as it came: it is no news."""
-    meta = doc.get("meta") or {}
-    return reach.is_owner(str(doc.get("channel")), str(doc.get("sender_id", "")), meta)
+    return reach.is_owner(message.channel, message.sender_id, message.meta)
 
 
 async def _messages_since(deps: AgentDeps, since: datetime) -> int:
     """Contacts' messages since ``since``: news the owner may not have seen."""
-    rows = received_since(
-        deps.db[c.INBOX],
-        since,
-        statuses=[s for s in STATUSES if s != "failed"],
-        projection={"text": 1, "stranger": 1, "meta": 1, "channel": 1, "sender_id": 1},
-    )
-    return sum([is_news(doc) and not from_owner(doc, deps.reach) async for doc in rows])
+    news = [s for s in STATUSES if s != "failed"]
+    arrived = await arrivals_since(deps.db[c.INBOX], since, statuses=news)
+    return sum(is_news(m) and not from_owner(m, deps.reach) for m in arrived)
 
 
 def closing(tools: Collection[str]) -> str:

@@ -340,7 +340,16 @@ class TokenBudget:
             return Hold((self._seen() or await self._day(fresh=False)).day, 0)
         tokens = max(0, input_tokens) + self.max_output
         if not self._queue.locked():  # nobody waiting: try at once
-            outcome = await self._take(tokens)
+            ledger = self._seen()
+            if ledger is not None:  # the day known: one write takes the hold
+                until_ = self.clock() + self.hold_for
+                taken = await self._ledger.reserve(
+                    ledger.day, self._proc, tokens, self.limit, until_
+                )
+                if taken is not None:
+                    self._last = taken
+                    return Hold(taken.day, tokens)
+            outcome = await self._take(tokens, refused=ledger is not None)
             if outcome is not None:
                 return outcome
         async with self._queue:
@@ -352,16 +361,20 @@ class TokenBudget:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(settled.wait(), WAIT_SECONDS)
 
-    async def _take(self, tokens: int) -> Hold | BudgetView | None:
+    async def _take(self, tokens: int, *, refused: bool = False) -> Hold | BudgetView | None:
         """One try: the hold; the budget when it is spent; None while calls in flight
-        hold it."""
+        hold it. ``refused``: the caller's own write was just refused (``reserve``)."""
         while True:
-            ledger = self._seen() or await self._day(fresh=False)
-            until_ = self.clock() + self.hold_for
-            taken = await self._ledger.reserve(ledger.day, self._proc, tokens, self.limit, until_)
-            if taken is not None:
-                self._last = taken
-                return Hold(taken.day, tokens)
+            if not refused:
+                ledger = self._seen() or await self._day(fresh=False)
+                until_ = self.clock() + self.hold_for
+                taken = await self._ledger.reserve(
+                    ledger.day, self._proc, tokens, self.limit, until_
+                )
+                if taken is not None:
+                    self._last = taken
+                    return Hold(taken.day, tokens)
+            refused = False
             ledger = await self._day(fresh=True)
             if ledger.used >= self.limit:
                 view = self._view(ledger)
@@ -388,7 +401,7 @@ class TokenBudget:
         Never raises: the call is made."""
         tokens = input_tokens + output_tokens
         try:
-            await self.usage.add(
+            self.usage.add(
                 hold.day, kind, input_tokens, output_tokens,
                 model=model, exchanges=1 if first else 0,
                 cached_input_tokens=cached_input_tokens,

@@ -255,20 +255,27 @@ async def _forget_memory(args: ForgetMemoryArgs, ctx: RunContext) -> ToolResult:
     return result
 
 
-async def memory_note(ctx: RunContext) -> str | None:
-    """The saved facts that bear on the words that started the run, within
-    ``MEMORY_PROMPT_CHARS``: pinned ones first, then the best matches (each at least
-    ``NOTE_FLOOR`` of the best); None when there are none (or the budget is 0)."""
-    budget = ctx.deps.settings.memory_prompt_chars
-    if budget <= 0 or ctx.tier != "owner":
+NOTE_MATCHES = 12
+"""Best matches the note considers (each at least ``NOTE_FLOOR`` of the best)."""
+
+
+def note_words(ctx: RunContext) -> str | None:
+    """The words the memory note matches facts against ("": pinned facts only); None
+    when the run gets no note (a budget of 0, or not the owner's run)."""
+    if ctx.deps.settings.memory_prompt_chars <= 0 or ctx.tier != "owner":
         return None
-    recall = ctx.deps.recall
-    shown: list[Fact] = list(await recall.pinned())
-    words = (ctx.owner_words or "").strip()
-    if words:
-        hits: list[FactHit] = await recall.facts(words, limit=12, stale=False)
-        top = hits[0].score if hits else 0.0
-        shown += [h.fact for h in hits if h.score >= top * NOTE_FLOOR]
+    return (ctx.owner_words or "").strip()
+
+
+def memory_note(ctx: RunContext, pinned: list[Fact], hits: list[FactHit]) -> str | None:
+    """The saved facts that bear on the words that started the run (``note_words``;
+    ``Recall.for_note`` finds them), within ``MEMORY_PROMPT_CHARS``: pinned ones first,
+    then the best matches (each at least ``NOTE_FLOOR`` of the best); None when there
+    are none."""
+    budget = ctx.deps.settings.memory_prompt_chars
+    shown: list[Fact] = list(pinned)
+    top = hits[0].score if hits else 0.0
+    shown += [h.fact for h in hits if h.score >= top * NOTE_FLOOR]
     lines: list[str] = []
     used = 0
     seen: set[str] = set()

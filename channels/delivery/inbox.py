@@ -17,8 +17,10 @@ anything else is checked in Python.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from types import MappingProxyType
+from typing import Any, ClassVar
 
 from bson import ObjectId
 from bson.errors import BSONError
@@ -114,6 +116,46 @@ async def received_since(
         async with cursor:
             async for doc in cursor:
                 yield doc
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """A received message as the pulse's news and a contact's rate read it: who sent it
+    on which channel, its words, its transport fields, and whether it was a stranger's
+    (emptied when it came)."""
+
+    channel: str
+    sender_id: str
+    text: str = ""
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    stranger: bool = False
+
+    FIELDS: ClassVar[Mapping[str, int]] = MappingProxyType(
+        {"channel": 1, "sender_id": 1, "text": 1, "meta": 1, "stranger": 1}
+    )
+    """What ``arrivals_since`` reads of each row."""
+
+    @classmethod
+    def from_doc(cls, doc: Mapping[str, Any]) -> Arrival:
+        meta = doc.get("meta")
+        meta = meta if isinstance(meta, Mapping) else {}
+        return cls(
+            channel=str(doc.get("channel", "")),
+            sender_id=str(doc.get("sender_id", "")),
+            text=str(doc.get("text") or ""),
+            meta=MappingProxyType(dict(meta))
+            if isinstance(meta, Mapping)
+            else MappingProxyType({}),
+            stranger=doc.get("stranger") is True,
+        )
+
+
+async def arrivals_since(
+    inbox: AsyncCollection[Doc], since: datetime, *, statuses: Iterable[str] = STATUSES
+) -> list[Arrival]:
+    """The messages received after ``since`` with one of ``statuses``, as ``Arrival``s."""
+    rows = received_since(inbox, since, statuses=statuses, projection=Arrival.FIELDS)
+    return [Arrival.from_doc(doc) async for doc in rows]
 
 
 async def newest_received(

@@ -130,7 +130,11 @@ class Outbox:
         ``enqueue`` would have left it: due again later, or failed and reported.
         """
         message, doc = self._storable(message, send_now=True)
-        outcome = await self._attempt(message)
+        outcome: SendResult | Failure
+        try:
+            outcome = await self._channel(message).send(message)
+        except Exception as exc:
+            outcome = _failure(message, exc)
         delay: float | None = None
         if isinstance(outcome, Failure):
             fields, delay = self._after_failure(doc, outcome)
@@ -192,7 +196,12 @@ class Outbox:
         """Send a claimed row: ``message`` when the caller has it in hand, else the row's."""
         if doc is None:
             return
-        outcome = await self._attempt(message or to_message(doc))
+        message = message or to_message(doc)
+        outcome: SendResult | Failure
+        try:
+            outcome = await self._channel(message).send(message)
+        except Exception as exc:
+            outcome = _failure(message, exc)
         if isinstance(outcome, Failure):
             fields, delay = self._after_failure(doc, outcome)
             await retry.retried(  # $set by _id: safe to repeat
@@ -208,18 +217,13 @@ class Outbox:
             lambda: self._coll.update_one({"_id": doc["_id"]}, {"$set": sent}), "mark sent"
         )
 
-    async def _attempt(self, message: OutboundMessage) -> SendResult | Failure:
-        """Send ``message`` through its channel; what went wrong instead of raising."""
+    def _channel(self, message: OutboundMessage) -> Channel:
+        """The running channel ``message`` goes through (a retryable ``SendError`` if
+        none: it may be starting or stopping)."""
         channel = self._channels.get(message.channel)
-        try:
-            if channel is None:
-                raise SendError(f"channel {message.channel!r} is not running", retryable=True)
-            return await channel.send(message)
-        except SendError as exc:
-            return Failure(str(exc), exc.retryable, exc.retry_after)
-        except Exception as exc:
-            log.exception("unexpected error sending outbox %s", message.idempotency_key)
-            return Failure(type(exc).__name__, True)
+        if channel is None:
+            raise SendError(f"channel {message.channel!r} is not running", retryable=True)
+        return channel
 
     def _sent(self, result: SendResult) -> Doc:
         now = self._clock()
@@ -384,3 +388,12 @@ def _logged(task: asyncio.Task[int]) -> None:
     loop's own are logged here), so none goes unseen."""
     if not task.cancelled() and task.exception() is not None:
         log.error("sending due outbox messages failed", exc_info=task.exception())
+
+
+def _failure(message: OutboundMessage, exc: Exception) -> Failure:
+    """What a send that raised ``exc`` leaves: a ``SendError`` as it says, anything
+    else retryable, and logged (the outbox never raises a send's error)."""
+    if isinstance(exc, SendError):
+        return Failure(str(exc), exc.retryable, exc.retry_after)
+    log.exception("unexpected error sending outbox %s", message.idempotency_key)
+    return Failure(type(exc).__name__, True)

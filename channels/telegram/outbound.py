@@ -45,12 +45,16 @@ from channels.types import (
     SendError,
     SendResult,
 )
+from runtime.backoff import Backoff, Pauses
 
 log = logging.getLogger(__name__)
 
 RETRY_AFTER_WAIT_MAX = 5.0
 """A flood-control pause up to this long is waited out in place; longer goes back to
 the outbox as a retryable failure."""
+FLOOD_BACKOFF = Backoff(first=1.0, cap=RETRY_AFTER_WAIT_MAX, retries=1)
+"""One chunk refused by flood control is tried once more, after the pause Telegram
+asked for (at most ``RETRY_AFTER_WAIT_MAX``), which the chat's lane waits out."""
 REFUSED = (BadRequest, Forbidden, InvalidToken, ChatMigrated, RetryAfter)
 """Answers that delivered nothing: such a send does not count against the limits."""
 PROGRESS_KEEP = 256
@@ -177,6 +181,12 @@ def retry_after_seconds(exc: RetryAfter) -> float:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PTBDeprecationWarning)
         return _seconds(exc.retry_after)
+
+
+async def _lane_waits(seconds: float) -> None:
+    """``Pauses``' sleep for a flood refusal: nothing to do here, since the refusal left
+    the chat's lane that pause (``_cost``), and the lane's turn ends it early when the
+    channel stops."""
 
 
 def _cost(exc: BaseException, gap: float) -> tuple[float, bool]:
@@ -309,11 +319,13 @@ class TelegramSender:
             {"text": to_html(text), "parse_mode": ParseMode.HTML},
             {"text": text},
         )
-        form, attempt = (1 if verbatim else 0), 0
+        form = 1 if verbatim else 0
+        flood = Pauses(FLOOD_BACKOFF, sleep=_lane_waits)
         gap = self._pace.limits.chat_gap
         while True:
             try:
-                await lane.turn()
+                if not lane.take_turn():
+                    await lane.turn()
                 try:
                     async with self._slots:
                         sent = await self._bot.send_message(**forms[form], **params)
@@ -323,10 +335,10 @@ class TelegramSender:
                 lane.done(gap)
             except RetryAfter as exc:
                 wait = retry_after_seconds(exc)
-                if attempt or wait > RETRY_AFTER_WAIT_MAX:
+                if flood.exhausted or wait > RETRY_AFTER_WAIT_MAX:
                     raise
-                attempt += 1
-                continue  # in the lane: its turn comes after the wait
+                await flood.sleep(wait)  # counted; the lane's next turn waits it out
+                continue
             except BadRequest as exc:
                 if form or "can't parse entities" not in exc.message.lower():
                     raise

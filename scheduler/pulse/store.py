@@ -197,10 +197,11 @@ class PulseStore:
         owner = await self.owner.fresh()
         return PulseState.from_doc(await self._coll.find_one({"_id": PULSE_ID}), owner)
 
-    async def cached(self) -> PulseState:
+    def cached(self) -> Awaitable[PulseState]:
         """``get`` for display on every exchange (the prompt's pulse section): at most
-        ``CACHE_SECONDS`` old; the engine's decisions always use ``get``."""
-        return await self._cache.get(PULSE_ID, self.get)
+        ``CACHE_SECONDS`` old (at once while fresh); the engine's decisions always use
+        ``get``."""
+        return self._cache.get(PULSE_ID, self.get)
 
     async def _set(self, fields: Doc, inc: Doc | None = None, where: Doc | None = None) -> bool:
         defaults = {

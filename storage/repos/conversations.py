@@ -6,7 +6,7 @@ them back into typed parts. Storage never imports the agent.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -61,8 +61,9 @@ class SystemInstructionRepo:
         self._coll = db[c.SETTINGS]
         self._cache: TtlCache[str, SystemInstruction] = TtlCache(self.CACHE_SECONDS)
 
-    async def get(self) -> SystemInstruction:
-        return await self._cache.get(SYSTEM_INSTRUCTION_ID, self._load)
+    def get(self) -> Awaitable[SystemInstruction]:
+        """The instruction (the cache's, ``TtlCache.get``: at once while fresh)."""
+        return self._cache.get(SYSTEM_INSTRUCTION_ID, self._load)
 
     async def _load(self) -> SystemInstruction:
         doc = await self._coll.find_one({"_id": SYSTEM_INSTRUCTION_ID})
@@ -127,13 +128,14 @@ class ConversationRepo:
             return True
         return False
 
-    async def active(self, key: str, **meta: Any) -> Doc:
+    def active(self, key: str, **meta: Any) -> Awaitable[Doc]:
         """The conversation messages for ``key`` go to (created on first use).
 
-        Cached briefly: a ``reset`` through this repository takes effect at once,
-        one made by another process within ``CACHE_SECONDS``.
+        Cached briefly (``TtlCache.get``: at once while fresh): a ``reset`` through this
+        repository takes effect at once, one made by another process within
+        ``CACHE_SECONDS``.
         """
-        return await self._cache.get(key, lambda: self._open(key, meta))
+        return self._cache.get(key, lambda: self._open(key, meta))
 
     async def _load(self, key: str, meta: dict[str, Any]) -> Doc:
         now = _stored_now()

@@ -20,7 +20,6 @@ The daily cap on them and what they cost: ``agent.spend.budget``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import Counter
 from dataclasses import dataclass
@@ -61,9 +60,11 @@ class UsageLog:
         self._coll = db[c.USAGE]
         self._flush_seconds = flush_seconds
         self._pending: dict[tuple[str, UsageKind, str], Counter[str]] = {}
-        self._timer: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        """Armed by the first count after a flush; its flush runs in ``_flushing``."""
+        self._flushing: asyncio.Task[None] | None = None
 
-    async def add(
+    def add(
         self,
         day: date,
         kind: UsageKind,
@@ -75,19 +76,23 @@ class UsageLog:
         cached_input_tokens: int = 0,
     ) -> None:
         """Count tokens ``model`` spent on ``day`` (the owner's local date); written within
-        ``flush_seconds``. ``exchanges``: 1 for an exchange's first model call, 0 for
-        the calls after it. ``cached_input_tokens``: of the input, read from the cache."""
+        ``flush_seconds`` by a timer (at once when 0), so the exchange that spent them
+        waits for no write. ``exchanges``: 1 for an exchange's first model
+        call, 0 for the calls after it. ``cached_input_tokens``: of the input, read from
+        the cache."""
         counts = self._pending.setdefault((day.isoformat(), kind, model), Counter())
         counts.update(input=int(input_tokens), output=int(output_tokens), exchanges=exchanges)
         if cached_input_tokens:
             counts.update(cached_input=int(cached_input_tokens))
-        if self._flush_seconds <= 0:
-            await self.flush()
-        elif self._timer is None or self._timer.done():
-            self._timer = asyncio.get_running_loop().create_task(self._later())
+        if self._timer is None:
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_later(max(self._flush_seconds, 0.0), self._due)
+
+    def _due(self) -> None:
+        self._timer = None
+        self._flushing = asyncio.get_running_loop().create_task(self._later())
 
     async def _later(self) -> None:
-        await asyncio.sleep(self._flush_seconds)
         try:
             await self.flush()
         except Exception as exc:  # counts only; the exchanges themselves are stored
@@ -115,10 +120,11 @@ class UsageLog:
 
     async def close(self) -> None:
         """Stop the timer and write what is left (the app stopping)."""
-        if self._timer is not None and not self._timer.done():
+        if self._timer is not None:
             self._timer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._timer
+            self._timer = None
+        if self._flushing is not None and not self._flushing.done():
+            await asyncio.wait([self._flushing])  # its counts are no longer pending
         await self.flush()
 
     async def since(self, first: date) -> list[DayUsage]:

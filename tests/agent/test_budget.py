@@ -241,7 +241,7 @@ async def test_pulse_and_cron_are_skipped_with_the_reason_and_the_owner_told_onc
 ) -> None:
     async with rig(app_db, tmp_path, api, clock) as r:
         usage = r.app.deps.usage  # spent earlier today (another process, say)
-        await usage.add(NOW.date(), "chat", 100, 20, model="gpt-4.1-mini")
+        usage.add(NOW.date(), "chat", 100, 20, model="gpt-4.1-mini")
         await usage.flush()
         jobs = parts_of(r.app).jobs
         await jobs.create(

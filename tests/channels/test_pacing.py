@@ -236,6 +236,38 @@ async def test_a_cancelled_waiter_passes_its_place_on_and_close_fails_the_rest()
         await window.acquire()
 
 
+async def test_a_lane_is_held_in_arrival_order_and_a_cancelled_waiter_passes() -> None:
+    """One chat's sends hold its lane one at a time, first come first served; a sender
+    cancelled while waiting, or just as the lane was handed to it, loses nobody their
+    turn, and the lane is free again once the last one leaves."""
+    pace = Pace()
+    lane = pace.lane("42")
+    order: list[str] = []
+    release = asyncio.Event()
+
+    waiting: list[asyncio.Task[None]] = []
+
+    async def send(name: str) -> None:
+        async with lane:
+            order.append(name)
+            await release.wait()
+        if name == "first":  # the lane is "handed"'s now: cancelled before it runs
+            waiting[1].cancel()
+
+    first = asyncio.create_task(send("first"))
+    await until(lambda: order == ["first"], "the free lane held at once")
+    waiting += [asyncio.create_task(send(name)) for name in ("gone", "handed", "next", "last")]
+    await asyncio.sleep(0)
+    waiting[0].cancel()  # cancelled while it waits
+    release.set()
+    await first
+    await asyncio.gather(*waiting, return_exceptions=True)
+    assert order == ["first", "next", "last"] and lane.users == 0
+    async with lane:  # free again: held at once
+        order.append("again")
+    assert order[-1] == "again" and lane.idle(asyncio.get_running_loop().time())
+
+
 async def test_destinations_gone_quiet_are_forgotten() -> None:
     pace = Pace()
     for chat in range(1000):

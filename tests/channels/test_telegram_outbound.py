@@ -253,6 +253,24 @@ async def test_a_press_on_a_message_too_long_to_add_to_is_answered_by_a_reply(
     assert words.reply_to == alert.message_id
 
 
+async def test_a_flood_refusal_is_waited_out_once_then_handed_back(
+    build: Build, fake: FakeTelegram
+) -> None:
+    """A 429 with ``retry_after`` is tried again once, after the pause asked for; a
+    second one goes back to the outbox as retryable, with the pause it asked for."""
+    stack = await build(ScriptedModel(lambda r: "-"))
+    fake.fail("sendMessage", 429, "Too Many Requests: retry after 1", retry_after=1)
+    result = await stack.channel.send(OutboundMessage("telegram", str(OWNER), "once", "f1"))
+    [sent] = fake.sent
+    assert result.external_ids == (str(sent.message_id),) and sent.visible == "once"
+    assert len(fake.calls_to("sendMessage")) == 2
+    fake.fail("sendMessage", 429, "Too Many Requests: retry after 1", times=2, retry_after=1)
+    with pytest.raises(SendError) as refused:
+        await stack.channel.send(OutboundMessage("telegram", str(OWNER), "twice", "f2"))
+    assert refused.value.retryable and refused.value.retry_after == 1
+    assert len(fake.calls_to("sendMessage")) == 4 and len(fake.sent) == 1
+
+
 async def test_send_retried_after_server_errors(
     build: Build, fake: FakeTelegram, db: AsyncDatabase[Doc]
 ) -> None:

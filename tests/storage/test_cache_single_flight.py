@@ -29,7 +29,7 @@ class Loader:
 async def test_a_burst_of_misses_loads_once() -> None:
     cache: TtlCache[str, int] = TtlCache(10.0)
     load = Loader()
-    waiting = [asyncio.create_task(cache.get("k", load)) for _ in range(50)]
+    waiting = [asyncio.ensure_future(cache.get("k", load)) for _ in range(50)]
     await asyncio.sleep(0)
     load.gate.set()
     assert await asyncio.gather(*waiting) == [1] * 50
@@ -41,7 +41,7 @@ async def test_a_failed_load_fails_its_waiters_and_the_next_call_tries_again() -
     cache: TtlCache[str, int] = TtlCache(10.0)
     load = Loader()
     load.fail = ConnectionError("database gone")
-    waiting = [asyncio.create_task(cache.get("k", load)) for _ in range(3)]
+    waiting = [asyncio.ensure_future(cache.get("k", load)) for _ in range(3)]
     await asyncio.sleep(0)
     load.gate.set()
     results = await asyncio.gather(*waiting, return_exceptions=True)
@@ -53,9 +53,9 @@ async def test_a_failed_load_fails_its_waiters_and_the_next_call_tries_again() -
 async def test_a_cancelled_loader_leaves_its_waiters_to_load_for_themselves() -> None:
     cache: TtlCache[str, int] = TtlCache(10.0)
     load = Loader()
-    first = asyncio.create_task(cache.get("k", load))
+    first = asyncio.ensure_future(cache.get("k", load))
     await asyncio.sleep(0)
-    second = asyncio.create_task(cache.get("k", load))
+    second = asyncio.ensure_future(cache.get("k", load))
     await asyncio.sleep(0)
     first.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -68,7 +68,7 @@ async def test_a_cancelled_loader_leaves_its_waiters_to_load_for_themselves() ->
 async def test_an_invalidation_during_a_load_is_not_undone() -> None:
     cache: TtlCache[str, int] = TtlCache(10.0)
     load = Loader()
-    first = asyncio.create_task(cache.get("k", load))
+    first = asyncio.ensure_future(cache.get("k", load))
     await asyncio.sleep(0)
     cache.invalidate("k")  # a write landed while the old value was being read
     load.gate.set()

@@ -353,13 +353,14 @@ class OpenAIModel:
         except Exception as exc:  # the SDK or the answer did something unforeseen
             raise unexpected(self.name, exc, self._redact) from None
 
-    async def _post(self, wire: list[dict[str, Any]], tools: list[ToolSpec] | None) -> object:
-        """``POST /chat/completions`` with ``wire`` as its encoded body."""
+    def _post(self, wire: list[dict[str, Any]], tools: list[ToolSpec] | None) -> Awaitable[object]:
+        """``POST /chat/completions`` with ``wire`` as its encoded body: encoded here, in
+        the caller's turn (``Turns.run``), then the SDK's request to await."""
         client = self._client
         assert client is not None  # made by ``warm`` before any request
         most = (self._most_field, self._max_output)
         body = self._bodies.encode(self.model, wire, tools, most)
-        return await client.post("/chat/completions", content=body, cast_to=object)
+        return client.post("/chat/completions", content=body, cast_to=object)
 
     @property
     def _other_most_field(self) -> str:

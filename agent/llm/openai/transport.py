@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import urllib.request
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import aiohttp
 import httpx2
 
-CHUNK = 16 * 1024
 PROXY_SCHEMES = ("http", "https", "all")
 _ERRORS: dict[type[Exception], type[httpx2.TransportError]] = {
     aiohttp.ServerTimeoutError: httpx2.TimeoutException,
@@ -51,21 +50,6 @@ def _mapped() -> Iterator[None]:
         if found is None:
             raise
         raise found(str(exc)) from exc
-
-
-class _Body(httpx2.AsyncByteStream):
-    """An aiohttp response's body, read as the SDK reads it; closing releases it."""
-
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
-        self._response = response
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        with _mapped():
-            async for chunk in self._response.content.iter_chunked(CHUNK):
-                yield chunk
-
-    async def aclose(self) -> None:
-        self._response.release()
 
 
 class AiohttpTransport(httpx2.AsyncBaseTransport):
@@ -111,13 +95,19 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
                 ),
                 server_hostname=request.extensions.get("sni_hostname"),
             )
+            # Read whole here (answers are small JSON; nothing streams), which releases
+            # the connection: the SDK then reads it from memory, not through us.
+            try:
+                body = await response.read()
+            finally:
+                response.release()
         extensions: dict[str, object] = {"http_version": b"HTTP/1.1"}
         if response.reason:
             extensions["reason_phrase"] = response.reason.encode()
         return httpx2.Response(
             response.status,
             headers=response.raw_headers,
-            stream=_Body(response),
+            stream=httpx2.ByteStream(body),
             request=request,
             extensions=extensions,
         )

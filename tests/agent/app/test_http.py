@@ -151,8 +151,8 @@ async def test_the_owners_chat_is_asked_to_set_the_zone_while_nobody_chose_one(
     from agent.conversation.prompt import ZONE_UNCHOSEN, build_note
     from tests.contexts import owner_ctx
 
-    assert ZONE_UNCHOSEN in await build_note(owner_ctx(app.deps))
+    assert ZONE_UNCHOSEN in build_note(owner_ctx(app.deps))
     await app.deps.owner.update(timezone="America/New_York")
-    assert ZONE_UNCHOSEN not in await build_note(owner_ctx(app.deps))
+    assert ZONE_UNCHOSEN not in build_note(owner_ctx(app.deps))
     chosen = app.deps.settings.model_copy(update={"timezone": "Asia/Tokyo"})
     assert chosen.timezone_chosen and not app.deps.settings.timezone_chosen

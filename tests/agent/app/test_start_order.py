@@ -132,7 +132,7 @@ async def test_the_first_long_poll_goes_out_before_the_database_answers(
         running = asyncio.create_task(run())
         try:
             await fake.wait_for(lambda: len(fake.calls_to("getUpdates")) == 1)
-            await until(lambda: waiting_in("SinkGate.__call__"), "the update held at the sink")
+            await until(lambda: waiting_in("SinkGate._after_open"), "the update held at the sink")
             assert update["update_id"] not in fake.confirmed
             assert len(fake.calls_to("getUpdates")) == 1  # a second poll would confirm it
             assert await db[c.INBOX].count_documents({}) == 0
@@ -179,7 +179,7 @@ async def test_a_message_read_while_the_database_opens_starts_the_model_loading(
             await fake.wait_for(lambda: len(fake.calls_to("getUpdates")) == 1)
             assert not model.warmed.is_set()  # nothing read yet: nothing loaded
             fake.push_text(OWNER, "hello while the database opens")
-            await until(lambda: waiting_in("SinkGate.__call__"), "the update held at the sink")
+            await until(lambda: waiting_in("SinkGate._after_open"), "the update held at the sink")
             await asyncio.wait_for(model.warmed.wait(), WATCHDOG)
             assert len(model.requests) == 0  # loading, not answering: nothing is stored yet
         finally:

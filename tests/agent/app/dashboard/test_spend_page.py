@@ -34,12 +34,12 @@ async def test_thirty_days_by_kind_with_zero_days_and_totals(
     today = NOW.date()
     async with dash_app(app_db, tmp_path, clock) as app:
         usage = app.deps.usage
-        await usage.add(today, "chat", 1000, 200)
-        await usage.add(today, "chat", 500, 100)
-        await usage.add(today, "pulse", 3000, 300)
-        await usage.add(today - timedelta(days=3), "cron", 700, 70)
-        await usage.add(today - timedelta(days=29), "chat", 40, 4)
-        await usage.add(today - timedelta(days=30), "chat", 99_999, 9_999)  # too old
+        usage.add(today, "chat", 1000, 200)
+        usage.add(today, "chat", 500, 100)
+        usage.add(today, "pulse", 3000, 300)
+        usage.add(today - timedelta(days=3), "cron", 700, 70)
+        usage.add(today - timedelta(days=29), "chat", 40, 4)
+        usage.add(today - timedelta(days=30), "chat", 99_999, 9_999)  # too old
         async with client_of(app) as client:
             text = await page(client, "/spend")
     inputs = _chart(text, "input")
