@@ -75,7 +75,12 @@ def install_command(extra: str) -> str:
 
 
 class ConfigError(Exception):
-    """A setting is wrong; the message is one line naming the setting."""
+    """A setting is wrong; the message is one line naming the setting. ``problems``:
+    each bad setting's name and what is wrong with it, when the settings were read."""
+
+    def __init__(self, message: str, problems: tuple[tuple[str, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.problems = problems
 
 
 class SdkMissing(ConfigError):
@@ -398,9 +403,9 @@ def load_settings(**overrides: object) -> Settings:
     except OSError as exc:
         raise ConfigError(f"cannot read .env: {exc.strerror or exc}") from None
     except ValidationError as exc:
-        lines = []
+        problems = []
         for err in exc.errors():
             name = str(err["loc"][0]).upper() if err["loc"] else "settings"
-            msg = str(err["msg"]).removeprefix("Value error, ")
-            lines.append(f"invalid setting {name}: {msg}")
-        raise ConfigError("; ".join(lines)) from None
+            problems.append((name, str(err["msg"]).removeprefix("Value error, ")))
+        lines = [f"invalid setting {name}: {msg}" for name, msg in problems]
+        raise ConfigError("; ".join(lines), tuple(problems)) from None

@@ -574,6 +574,17 @@ def next_steps(settings: Settings, checks: Sequence[Check], owners: Owners) -> l
     return steps
 
 
+def unreadable_settings(error: ConfigError) -> str:
+    """The report when the settings themselves are wrong: a ``[FAIL]`` line per bad
+    setting and a ``next:`` line each, as for any other part (nothing else can be checked
+    before they load)."""
+    problems = error.problems or (("settings", str(error)),)
+    lines = [f"[FAIL] settings: {name}: {why}" for name, why in problems]
+    lines.append(f"{len(problems)} fatal problem(s); the other checks run once the settings load")
+    lines += [f"next: fix {name} in .env (or the environment): {why}" for name, why in problems]
+    return "\n".join(lines) + "\n"
+
+
 async def doctor(settings: Settings) -> int:
     owners = Owners()
     async with aiohttp.ClientSession() as session:

@@ -224,6 +224,10 @@ def _command(args: argparse.Namespace, spare: SpareServer | None) -> int:
         settings = load_settings()
     except ConfigError as exc:
         print(f"watchkeeper: {exc}", file=sys.stderr)
+        if args.command == "doctor":  # its report, with the next step, as for any part
+            from agent.cli.doctor import unreadable_settings
+
+            sys.stdout.write(unreadable_settings(exc))
         return 2
     level = logging.DEBUG if args.verbose else logging.INFO
     if args.command in ("chat", "doctor", "page-test") and not args.verbose:

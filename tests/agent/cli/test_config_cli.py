@@ -84,6 +84,26 @@ def test_cli_bad_setting_exits_with_one_line(tmp_path: Path) -> None:
     )
 
 
+def test_doctor_with_a_bad_owner_phone_fails_with_a_next_step(tmp_path: Path) -> None:
+    """A setting doctor cannot even load (``OWNER_PHONE`` not E.164) is still a ``[FAIL]``
+    with a ``next:`` line in its report, not only a line on stderr."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OWNER_", "LLM_"))}
+    env["OWNER_PHONE"] = "0151 1234567"
+    proc = subprocess.run(
+        [sys.executable, "-m", "agent", "doctor"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    must = "must be an E.164 number such as +14155550100"
+    assert f"[FAIL] settings: OWNER_PHONE: {must}" in proc.stdout
+    assert f"next: fix OWNER_PHONE in .env (or the environment): {must}" in proc.stdout
+    assert "nothing missing" not in proc.stdout
+
+
 def test_doctor_reports_missing_model_and_fails(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if "KEY" not in k}
     env.update({"DATA_DIR": str(tmp_path / "data")})
