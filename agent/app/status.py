@@ -94,8 +94,10 @@ def status_text(data: dict[str, Any], model: str, *, tz: ZoneInfo, now: datetime
         lines.append(f"Cron jobs: {data['cron_job_count']}")
     alerts = data.get("alerts")
     if alerts is not None:
-        codes = " ".join(f"#{a.get('code')}" for a in alerts[:5])
-        lines.append(f"Open alerts: {len(alerts)}" + (f" ({codes})" if codes else ""))
+        real = [a for a in alerts if not a.get("test")]
+        codes = " ".join(f"#{a.get('code')}" for a in real[:5])
+        tests = "".join(f"; test page #{a.get('code')} running" for a in alerts if a.get("test"))
+        lines.append(f"Open alerts: {len(real)}" + (f" ({codes})" if codes else "") + tests)
     calls = data.get("calls")
     if calls is not None:
         on = f"on, after {calls.get('after_minutes'):g} min" if calls.get("on") else ""

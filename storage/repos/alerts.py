@@ -190,8 +190,9 @@ class AlertStore:
 
     async def waiting(self, severity: str, limit: int) -> tuple[int, list[Alert]]:
         """Alerts of ``severity`` nobody has acknowledged yet (status ``open``): how many,
-        and the newest ``limit`` of them, newest first."""
-        query = {"status": "open", "severity": severity}
+        and the newest ``limit`` of them, newest first. A test page is not among them: it
+        is no real alert, and the owner knows it runs."""
+        query = {"status": "open", "severity": severity, "test": {"$ne": True}}
         count = await self._alerts.count_documents(query)
         cursor = self._alerts.find(
             query, sort=[("created_at", DESCENDING), ("_id", DESCENDING)], limit=limit
