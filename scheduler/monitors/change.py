@@ -119,7 +119,8 @@ def difference(before: str, after: str) -> tuple[str, str]:
     return shown(old), shown(new)
 
 
-def _looked_for(monitor: Monitor) -> str:
+def looked_for(monitor: Monitor) -> str:
+    """The part a monitor compares, in words: ``the selector '.price'``."""
     if monitor.selector is not None and monitor.keyword is not None:
         return f"the keyword {monitor.keyword!r} within the selector {monitor.selector!r}"
     if monitor.selector is not None:
@@ -193,13 +194,18 @@ class PageWatch:
 
     @staticmethod
     def _missing(monitor: Monitor) -> PageNews:
-        looked = _looked_for(monitor)
-        verb = "finds nothing" if monitor.page_hash is None else "no longer finds anything"
-        if monitor.selector is not None and monitor.keyword is None:
-            verb = "matches nothing" if monitor.page_hash is None else "no longer matches"
+        which, verb = missing_words(monitor)
         body = (
-            f"{monitor.url}: {looked} {verb} on the page (its layout may have changed). "
-            "I will tell you what it says once it is there again."
+            f"{monitor.url}: {looked_for(monitor)} {verb} on the page (its layout may have "
+            "changed). I will tell you what it says once it is there again."
         )
-        which = "selector" if monitor.selector is not None else "keyword"
         return PageNews(f"{monitor.name}: {which} {verb}", body, "missing")
+
+
+def missing_words(monitor: Monitor) -> tuple[str, str]:
+    """What found nothing and how it is said, while ``page_found`` is False:
+    ``("selector", "no longer matches")``, ``("keyword", "finds nothing")``."""
+    verb = "finds nothing" if monitor.page_hash is None else "no longer finds anything"
+    if monitor.selector is not None and monitor.keyword is None:
+        verb = "matches nothing" if monitor.page_hash is None else "no longer matches"
+    return ("selector" if monitor.selector is not None else "keyword"), verb

@@ -26,6 +26,7 @@ from markupsafe import Markup
 
 from agent.app.dashboard.context import LIVE_SECONDS, Dashboard
 from agent.tools.monitors import SETTINGS, ping_base, ping_url
+from scheduler.monitors.change import looked_for, missing_words
 from scheduler.monitors.check import down_for_text
 from scheduler.monitors.history import CheckHistory, History, expected_pings, uptime
 from scheduler.monitors.monitor import (
@@ -52,11 +53,12 @@ INTEGERS = frozenset(
 )
 LABELS: Mapping[str, str] = {
     "name": "Name",
-    "url": "URL (http)",
-    "interval_seconds": "Check every, seconds (http)",
+    "url": "URL (http, change)",
+    "interval_seconds": "Check every, seconds (http; change: at least 300)",
     "expect_status": "Expected status (http; empty: any 2xx or 3xx)",
-    "keyword": "Text the page must hold (http)",
-    "failures_before_alert": "Failed checks before an alert (http)",
+    "keyword": "Text the page must hold (http); the text around it is compared (change)",
+    "selector": "Part of the page compared (change): tag, .class, #id, descendants",
+    "failures_before_alert": "Failed checks before an alert (http, change)",
     "period_seconds": "Pinged every, seconds (heartbeat)",
     "grace_seconds": "Grace, seconds (heartbeat)",
 }
@@ -124,6 +126,10 @@ def state_of(m: Monitor, now: datetime, limits: MonitorLimits) -> tuple[str, str
         return ("no ping yet" if m.kind == "heartbeat" else "not checked yet"), "muted", None
     if m.failures:
         return "failing", "warn", f"{m.failures} failed check(s) in a row: {m.last_error}"
+    if m.kind == "change" and not m.page_found:
+        which, verb = missing_words(m)
+        detail = f"{looked_for(m)} {verb} on the page (its layout may have changed)"
+        return f"{which} {verb}", "warn", detail
     return "up", "ok", None
 
 
@@ -138,6 +144,9 @@ def watches(m: Monitor) -> str:
         return f"expects a ping every {period} (grace {grace})"
     every = f"every {seconds_text(m.interval_seconds)}" if m.interval_seconds else ""
     what = f"{m.kind} check of {m.url}" if m.url else f"{m.kind} check"
+    if m.kind == "change":
+        part = looked_for(m) if m.selector or m.keyword else "the readable text"
+        what = f"compares {part} of {m.url}"
     return " ".join(part for part in (what, every) if part)
 
 
@@ -181,6 +190,9 @@ def monitor_card(
         "heartbeat": heartbeat,
         "last_ping": m.last_ping_at,
         "ping_url": ping_url(base, MASK) if heartbeat else None,
+        "change": m.kind == "change",
+        "last_change": m.changed_at,
+        "baseline": m.page_hash is not None,
     }
 
 

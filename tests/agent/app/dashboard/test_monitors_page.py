@@ -25,6 +25,7 @@ from tests.agent.app.dashboard.pages_kit import csrf_of
 from tests.databases import AppDb
 from tests.fakes.alert_app import ADMIN, PUBLIC_URL, START, Harness, alert_app
 from tests.fakes.monitor_target import Target
+from tests.fakes.page_site import page_site
 from tests.waiting import until_async
 
 AUTH = {"Authorization": f"Bearer {ADMIN}"}
@@ -260,3 +261,60 @@ async def test_the_list_is_live(app_db: AppDb) -> None:
     assert 'action="/monitors' in down  # its buttons come along, with their CSRF field
     assert 'name="csrf"' in down
     assert anonymous.status == 303  # to the login, with no data
+
+
+CHANGING = monitoring(
+    MonitoringOptions(
+        MonitorLimits(
+            min_interval_seconds=1,
+            min_change_interval_seconds=1,
+            timeout_seconds=5,
+            review_seconds=0.05,
+        )
+    )
+)
+"""Change monitors checked every second: the five-minute floor lowered, as only a test may."""
+
+
+def shop(price: str, css: str = "price") -> str:
+    return f"<html><body><h1>Shop</h1><p class='{css}'>{price} EUR</p></body></html>"
+
+
+def stored_as(h: Harness, monitor_id: str, name: str, wanted: Any = ...) -> Any:
+    """Waits for the monitor's ``name`` to be set (or to be ``wanted``)."""
+
+    async def check() -> bool:
+        doc = await h.app.deps.db["monitors"].find_one({"_id": monitor_id}) or {}
+        return doc.get(name) is not None if wanted is ... else doc.get(name) == wanted
+
+    return check
+
+
+async def test_a_change_monitor_shows_its_last_change_and_a_lost_selector_in_words(
+    app_db: AppDb,
+) -> None:
+    async with (
+        page_site(shop("249")) as site,
+        alert_app(app_db, features=(CHANGING,), **BERLIN) as h,
+    ):
+        monitors, _history = running(h)
+        price = await monitors.create(
+            "change",
+            {"name": "Price", "url": site.url, "interval_seconds": 1, "selector": ".price"},
+        )
+        await until_async(stored_as(h, price.id, "page_hash"), "the first check, the baseline")
+        shown = card(await page(h, "/monitors"), price.id)
+        assert f"compares the selector '.price' of {site.url} every 1 s" in shown
+        assert 'class="last-change"><span class="muted">none since the first check<' in shown
+
+        site.html = shop("199")
+        await until_async(stored_as(h, price.id, "changed_at"), "the change seen")
+        shown = card(await page(h, "/monitors"), price.id)
+        assert 'class="last-change">11:00, now<' in shown  # Berlin, not UTC
+        assert '<span class="badge ok state-word">up</span>' in shown
+
+        site.html = shop("199", css="cost")
+        await until_async(stored_as(h, price.id, "page_found", False), "the selector lost")
+        shown = card(await page(h, "/monitors"), price.id)
+    assert '<span class="badge warn state-word">selector no longer matches</span>' in shown
+    assert "the selector '.price' no longer matches on the page (its layout may" in shown
