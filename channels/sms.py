@@ -235,6 +235,8 @@ class SmsChannel:
             "over_budget": 0,
             "calls": 0,
         }
+        self._last_error: str | None = None
+        """Why the last SMS or call Twilio was asked for failed; None once one goes."""
 
     async def start(self, sink: InboundSink) -> None:
         """Build the HTTP client inside the running loop (aiohttp sessions bind to it)."""
@@ -257,7 +259,12 @@ class SmsChannel:
 
     def status(self) -> dict[str, Any]:
         host = urlsplit(self._base).netloc if self._base else "api.twilio.com"
-        return {"connected": self._client is not None, "api": host, **self._counts}
+        return {
+            "connected": self._client is not None,
+            "api": host,
+            **self._counts,
+            "last_error": self._last_error,
+        }
 
     async def _budget_ok(self) -> bool:
         return self._budget is None or await self._budget()
@@ -290,9 +297,11 @@ class SmsChannel:
         except (TwilioException, aiohttp.ClientError, TimeoutError, OSError) as exc:
             self._counts["failed"] += 1
             error = _send_error(exc)
+            self._last_error = str(error)
             log.warning("sms to %s failed: %s", _mask(message.chat_id), error)
             raise error from None
         self._counts["sent"] += 1
+        self._last_error = None
         info = {
             "segments": segments.count,
             "encoding": segments.encoding,
@@ -327,9 +336,11 @@ class SmsChannel:
         except (TwilioException, aiohttp.ClientError, TimeoutError, OSError) as exc:
             self._counts["failed"] += 1
             error = _send_error(exc)
+            self._last_error = str(error)
             log.warning("call to %s failed: %s", _mask(message.chat_id), error)
             raise error from None
         self._counts["calls"] += 1
+        self._last_error = None
         info = {"twilio_status": getattr(placed, "status", None)}
         return SendResult(external_ids=(str(placed.sid),), info=info)
 

@@ -42,6 +42,7 @@ LEVELS: tuple[Level, ...] = ("critical", "bad", "warn", "info", "ok", "muted")
 """Worst first."""
 NEXT_FIRES = 8
 NO_SMS = "SMS not set up: critical alerts cannot page you"
+SMS_FAILING = "SMS failing: critical alerts cannot page you"
 MCP_WORDS = {"connected": "connected", "starting": "starting", "restarting": "restarting"}
 
 
@@ -71,6 +72,8 @@ class SmsPaging:
     ready: bool
     calls: CallsStatus | None
     """None: alerting is not running."""
+    failing: str | None = None
+    """Why the last SMS or call Twilio was asked for failed (None: it went, or none yet)."""
 
 
 def plural(count: int, word: str) -> str:
@@ -104,14 +107,19 @@ def alert_problems(alerts: list[Alert]) -> list[Problem]:
     return found
 
 
-def health_problems(health: Health, sms_ready: bool, monitors: list[Monitor]) -> list[Problem]:
-    """What is not well among the parts, each with its rank."""
+def health_problems(
+    health: Health, sms_ready: bool, monitors: list[Monitor], sms_failing: str | None = None
+) -> list[Problem]:
+    """What is not well among the parts, each with its rank (``sms_failing``: why the
+    last page by SMS or call failed)."""
     found = []
     if not health.database_ok:
         found.append(Problem(0, "critical", f"database {health.db}"))
     # What stops a page comes first (ranks under 10), before the open alerts.
     if not sms_ready:
         found.append(Problem(6, "bad", NO_SMS))
+    elif sms_failing:
+        found.append(Problem(5, "bad", f"{SMS_FAILING} ({sms_failing})"))
     none_up = bool(health.channels) and all(c.state == "down" for c in health.channels.values())
     for name, comp in sorted(health.channels.items()):
         if comp.state == "down":
@@ -177,7 +185,9 @@ def health_parts(
         mode = str(comp.detail.get("mode") or "")
         parts.append(Part(channel_name(name), "up" if up else "down", "ok" if up else "bad", mode))
     call_text = f"phone {sms.calls.words()}" if sms.calls is not None else ""
-    if sms.ready:
+    if sms.ready and sms.failing:
+        parts.append(Part("SMS paging", "failing", "bad", f"last try: {sms.failing}"))
+    elif sms.ready:
         parts.append(Part("SMS paging", "ready", "ok", call_text))
     else:
         parts.append(Part("SMS paging", "not set up", "bad", "critical alerts cannot page you"))
@@ -304,10 +314,14 @@ async def glance(dash: Dashboard) -> Doc:
     alerts = await open_alerts(dash) if health.database_ok else None
     monitors = await monitors_of(dash) if health.database_ok else []
     router = dash.app.deps.alerts
-    ready = dash.app.deps.reach.can_page()
-    sms = SmsPaging(ready, router.calls.status() if router is not None else None)
+    pager = dash.app.deps.reach.pager()
+    ready = pager is not None
+    failing = None
+    if pager is not None and pager.channel in dash.app.channels:
+        failing = dash.app.channels[pager.channel].status().get("last_error")
+    sms = SmsPaging(ready, router.calls.status() if router is not None else None, failing)
     opened = [card.alert for card in alerts or []]
-    problems = alert_problems(opened) + health_problems(health, ready, monitors)
+    problems = alert_problems(opened) + health_problems(health, ready, monitors, failing)
 
     def shown(at: datetime | None) -> str:
         return human_time(at, dash.tz, now)

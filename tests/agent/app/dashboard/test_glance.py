@@ -15,6 +15,7 @@ from agent.app.dashboard.alerts import by_severity
 from agent.app.dashboard.context import human_time
 from agent.app.dashboard.overview import (
     NO_SMS,
+    SMS_FAILING,
     alert_problems,
     health_problems,
     status_line,
@@ -26,6 +27,7 @@ from storage.repos.runs.record import Run
 from tests.agent.app.dashboard.conftest import TOKEN
 from tests.databases import AppDb
 from tests.fakes.alert_app import Harness, alert_app
+from tests.fakes.twilio_api import twilio_error
 from tests.scheduling_kit import parts_of
 
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -146,6 +148,31 @@ async def test_without_sms_the_status_says_a_critical_alert_cannot_page(
     status = html[html.index('id="status"') : html.index("</div>", html.index('id="status"'))]
     assert NO_SMS in status
     assert "critical alerts cannot page you" in html[html.index('id="health"') :]
+
+
+def headline(html: str) -> str:
+    start = html.index('id="status"')
+    found = re.search(r'<strong class="headline">(.*?)</strong>', html[start:], re.S)
+    assert found is not None
+    return found.group(1)
+
+
+async def test_sms_that_fails_leads_the_status_line_until_one_goes(app_db: AppDb) -> None:
+    """Twilio refusing the page (a wrong auth token): what stops a page comes before the
+    critical alert it could not page, on the status line and in the health panel."""
+    async with alert_app(app_db) as dash:
+        dash.twilio.push(twilio_error(401, 20003, "Authenticate"))
+        await dash.router.raise_alert(severity="critical", title="Disk full")
+        html = await (await dash.client.get("/", headers=BEARER)).text()
+        assert headline(html).startswith(f"{SMS_FAILING} (twilio answered 401")
+        assert "1 critical alert not acknowledged" in html
+        health = html[html.index('id="health"') :]
+        assert "failing" in health and "last try: twilio answered 401" in health
+
+        await dash.router.raise_alert(severity="critical", title="Disk still full")
+        html = await (await dash.client.get("/", headers=BEARER)).text()
+    assert headline(html) == "2 critical alerts not acknowledged"
+    assert SMS_FAILING not in html
 
 
 async def test_live_parts_are_json_behind_the_same_login(dash: Harness) -> None:
