@@ -130,14 +130,18 @@ async def _follow(
 def _verdict(data: dict[str, Any], stream: TextIO) -> int:
     """The last line: whether the page reached the owner, how it was acknowledged."""
     answered, failed = data.get("answered"), data.get("failed") or []
-    broken = f"; but {'; '.join(failed)}" if failed else ""
     if answered and not failed:
         print(f"OK: the page reached you ({answered}).", file=stream)
         return 0
+    steps = list(dict.fromkeys(str(line).split(":", 1)[0] for line in failed))
+    broken = f"{' and '.join(steps)} failed (above); `{cli_command()} doctor` checks why"
     if answered:
-        print(f"PARTLY: the page reached you ({answered}){broken}.", file=stream)
+        print(f"PARTLY: the page reached you ({answered}), but {broken}.", file=stream)
         return 1
-    print(f"NOT ACKNOWLEDGED: nobody answered the test page{broken}.", file=stream)
+    if failed:
+        print(f"NOT ACKNOWLEDGED: nobody answered the test page, and {broken}.", file=stream)
+        return 1
+    print("NOT ACKNOWLEDGED: nobody answered the test page.", file=stream)
     return 1
 
 

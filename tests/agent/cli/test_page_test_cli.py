@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.cli.command import cli_command
 from agent.cli.page_test import page_test
 from agent.config import Settings
 from tests.agent.alerts.page_test_kit import press
@@ -21,6 +22,7 @@ from tests.agent.cli.procs import free_port, run_env
 from tests.conftest import make_settings
 from tests.databases import AppDb
 from tests.fakes.alert_app import ADMIN, Harness, alert_app
+from tests.fakes.twilio_api import twilio_error
 from tests.waiting import until
 
 STEP_LINE = re.compile(r"^\d\d:\d\d:\d\d  \S")
@@ -67,6 +69,24 @@ async def test_nobody_acknowledges_exit_non_zero(app_db: AppDb) -> None:
         assert printed[-2].endswith("ended: not acknowledged within 1 s")
         assert printed[-1] == "NOT ACKNOWLEDGED: nobody answered the test page."
         assert any(line.endswith("call: skipped (TWILIO_VOICE_CALLS=off)") for line in printed)
+
+
+async def test_a_refused_sms_is_named_in_the_last_line_with_where_to_look(
+    app_db: AppDb,
+) -> None:
+    """Twilio refusing the test's SMS (a wrong auth token): the last line names the step
+    that failed, points at the lines above and at ``doctor``, in words for 3 a.m."""
+    async with alert_app(app_db, twilio_voice_calls="off") as h:
+        h.twilio.push(twilio_error(401, 20003, "Authenticate"))
+        out = io.StringIO()
+        code = await page_test(_settings_for(h), wait=1, step=0, out=out, poll=0.02)
+    printed = out.getvalue().splitlines()
+    assert code == 1
+    assert any("sms: FAILED (twilio answered 401" in line for line in printed[1:-1])
+    assert printed[-1] == (
+        "NOT ACKNOWLEDGED: nobody answered the test page, and sms failed (above); "
+        f"`{cli_command()} doctor` checks why."
+    )
 
 
 async def test_without_admin_token_it_says_what_to_set(
