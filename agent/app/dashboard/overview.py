@@ -1,10 +1,12 @@
 """Overview (``GET /``): the status line first, then the open alerts (worst first), every
 part's health in one panel, the pulse today, the next cron fires and the monitors.
 
-The status line names the worst thing first (``problems``): an unreachable database, a
-critical alert open, SMS not set up (a critical alert cannot page the owner), a channel
-down, a monitor down, the scheduler late, the model failing, an MCP server failing, then
-warnings and the rest; "All clear" when nothing is open and every part is well.
+The status line names the worst thing first (``problems``): an unreachable database,
+what stops a page (no chat reaching the owner, the model unreachable, SMS failing or not
+set up: a critical alert cannot page the owner), a critical alert open, a channel down,
+a monitor down, the scheduler late, an MCP server failing, then warnings and the rest
+(a test page running among them, never counted as an alert); "All clear" when nothing
+is open and every part is well.
 
 The health is ``agent.app.healthcheck``'s (the same collection ``/healthz`` and the
 dead man's switch read), with what only the dashboard may show beside it: whether SMS
@@ -42,6 +44,8 @@ LEVELS: tuple[Level, ...] = ("critical", "bad", "warn", "info", "ok", "muted")
 """Worst first."""
 NEXT_FIRES = 8
 NO_SMS = "SMS not set up: critical alerts cannot page you"
+NO_WAY = "no chat or SMS reaches you: alerts reach nobody"
+NO_CHAT = "no chat reaches you: only SMS pages get to you"
 SMS_FAILING = "SMS failing: critical alerts cannot page you"
 MCP_WORDS = {"connected": "connected", "starting": "starting", "restarting": "restarting"}
 
@@ -108,15 +112,21 @@ def alert_problems(alerts: list[Alert]) -> list[Problem]:
 
 
 def health_problems(
-    health: Health, sms_ready: bool, monitors: list[Monitor], sms_failing: str | None = None
+    health: Health,
+    sms_ready: bool,
+    monitors: list[Monitor],
+    sms_failing: str | None = None,
+    chat: bool = True,
 ) -> list[Problem]:
     """What is not well among the parts, each with its rank (``sms_failing``: why the
-    last page by SMS or call failed)."""
+    last page by SMS or call failed; ``chat``: whether any chat reaches the owner)."""
     found = []
     if not health.database_ok:
         found.append(Problem(0, "critical", f"database {health.db}"))
     # What stops a page comes first (ranks under 10), before the open alerts.
-    if not sms_ready:
+    if not chat:
+        found.append(Problem(1, "bad", NO_CHAT) if sms_ready else Problem(1, "bad", NO_WAY))
+    elif not sms_ready:
         found.append(Problem(6, "bad", NO_SMS))
     elif sms_failing:
         found.append(Problem(5, "bad", f"{SMS_FAILING} ({sms_failing})"))
@@ -321,7 +331,8 @@ async def glance(dash: Dashboard) -> Doc:
         failing = dash.app.channels[pager.channel].status().get("last_error")
     sms = SmsPaging(ready, router.calls.status() if router is not None else None, failing)
     opened = [card.alert for card in alerts or []]
-    problems = alert_problems(opened) + health_problems(health, ready, monitors, failing)
+    chat = bool(dash.app.deps.reach.chats())
+    problems = alert_problems(opened) + health_problems(health, ready, monitors, failing, chat)
 
     def shown(at: datetime | None) -> str:
         return human_time(at, dash.tz, now)

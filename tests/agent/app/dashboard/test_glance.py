@@ -175,6 +175,19 @@ async def test_sms_that_fails_leads_the_status_line_until_one_goes(app_db: AppDb
     assert SMS_FAILING not in html
 
 
+async def test_no_chat_to_the_owner_leads_the_status_line(app_db: AppDb) -> None:
+    """No chat reaches the owner (Telegram not paired, or none): said first, before any
+    alert; with no SMS either, that alerts reach nobody."""
+    async with alert_app(app_db, telegram=False) as dash:
+        await dash.router.raise_alert(severity="critical", title="Disk full")
+        html = await (await dash.client.get("/", headers=BEARER)).text()
+    assert headline(html) == "no chat reaches you: only SMS pages get to you"
+    async with alert_app(app_db, telegram=False, twilio_from_number=None) as dash:
+        html = await (await dash.client.get("/", headers=BEARER)).text()
+    assert headline(html) == "no chat or SMS reaches you: alerts reach nobody"
+    assert NO_SMS not in html[: html.index('id="health"')]  # one line says it
+
+
 async def test_live_parts_are_json_behind_the_same_login(dash: Harness) -> None:
     await dash.router.raise_alert(severity="critical", title="Site down")
     for path, part in (("/live/overview", 'id="status"'), ("/live/alerts", "Site down")):
