@@ -5,7 +5,7 @@ the page then shows it marked as a test, with its steps."""
 from __future__ import annotations
 
 import re
-from datetime import UTC
+from zoneinfo import ZoneInfo
 
 from agent.alerts.directives import Ack
 from agent.app.status import status_data, status_text
@@ -57,7 +57,7 @@ async def test_a_running_test_page_is_not_an_unanswered_critical_alert(dash: Har
     assert f"test page #{alert.code} running" in status.group(0)
     attention = await (await dash.client.get("/live/attention")).json()
     assert attention["critical"] == 0 and attention["alerts"] == []
-    words = status_text(await status_data(dash.app), "m", tz=UTC, now=dash.clock())
+    words = status_text(await status_data(dash.app), "m", tz=ZoneInfo("UTC"), now=dash.clock())
     assert f"Open alerts: 1 (#{real.code}); test page #{alert.code} running" in words
 
     await dash.router.apply(alert.code, Ack(), "dashboard")
