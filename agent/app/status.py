@@ -78,6 +78,8 @@ def status_text(data: dict[str, Any], model: str, *, tz: ZoneInfo, now: datetime
         shown = []
         for name, status in sorted(channels.items()):
             state = status.get("state") or ("up" if status.get("connected", True) else "down")
+            if status.get("last_error") and state == "up":  # its last send (a page) failed
+                state = f"failing ({status['last_error']})"
             shown.append(f"{name} {state}")
         lines.append("Channels: " + ", ".join(shown))
     pulse = data.get("pulse")

@@ -22,6 +22,7 @@ from agent.app.dashboard.overview import (
 )
 from agent.app.dashboard.runs import row_of, status_of
 from agent.app.healthcheck import Component, Health
+from agent.app.status import status_data, status_text
 from storage.repos.alert_record import Alert
 from storage.repos.runs.record import Run
 from tests.agent.app.dashboard.conftest import TOKEN
@@ -168,6 +169,8 @@ async def test_sms_that_fails_leads_the_status_line_until_one_goes(app_db: AppDb
         assert "1 critical alert not acknowledged" in html
         health = html[html.index('id="health"') :]
         assert "failing" in health and "last try: twilio answered 401" in health
+        words = status_text(await status_data(dash.app), "m", tz=BERLIN, now=NOW)
+        assert "Channels: sms failing (twilio answered 401" in words
 
         await dash.router.raise_alert(severity="critical", title="Disk still full")
         html = await (await dash.client.get("/", headers=BEARER)).text()
