@@ -124,8 +124,8 @@ MANAGE_PULSE: Tool[Any] = Tool(
     name="manage_pulse",
     description=(
         "Your periodic check-in (pulse), never in quiet hours. get_config: settings and "
-        "today's times; update_config: enabled, active_days, pulses_per_day, paused_until; "
-        "update_notes: notes every pulse reads until changed."
+        "today's times; update_notes: notes every pulse reads until changed; update_config: "
+        "the other fields."
     ),
     args=PulseArgs,
     handler=_manage,
