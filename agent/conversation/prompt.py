@@ -93,7 +93,8 @@ def run_note(kind: str, tools: Toolset) -> str | None:
         return note
     reach = [name for name in REACH_OWNER if name in tools]
     if reach:
-        note += f" Reach the owner with {' or '.join(reach)}, and only when it matters."
+        names = " or ".join(reach)
+        note += f" Reach the owner with {names} when it matters or your notes ask for it."
     else:
         note += " No tool in this run reaches the owner."
     if "manage_pulse" in tools:
