@@ -70,8 +70,9 @@ BUILT_IN_SCHEMA = (
     "- contacts: name, phone, email, notes\n"
     "- schedule: title, start, end (dates), allDay, rrule, contactId, status\n"
     "- read-only: inbox (chat messages Watchkeeper received on Telegram/WhatsApp/SMS; not "
-    "email), messages (chat history), conversations, alerts, cronjobs, monitors, usage, "
-    "settings, tool_effects\n"
+    "email), outbox (sent), messages (chat history), conversations, memories, alerts, "
+    "cronjobs, monitors, monitor_checks, usage, settings, tool_effects, "
+    "whatsapp_permissions, leases\n"
     "- runs (read-only; cron and pulse runs): kind, job_id, name, status, scheduled_for, "
     "started_at, ended_at, result, error\n"
     "- ai_*: yours, documented below (update_db_schema)"
@@ -92,7 +93,8 @@ def run_note(kind: str, tools: Toolset) -> str | None:
         return note
     reach = [name for name in REACH_OWNER if name in tools]
     if reach:
-        note += f" Reach the owner with {' or '.join(reach)}, and only when it matters."
+        names = " or ".join(reach)
+        note += f" Reach the owner with {names} when it matters or your notes ask for it."
     else:
         note += " No tool in this run reaches the owner."
     if "manage_pulse" in tools:

@@ -34,7 +34,7 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bson import ObjectId
@@ -64,8 +64,10 @@ LEFT_OUT = "[outside text left out]"
 SUMMARY_SYSTEM = (
     "You keep the running summary of a chat between the owner and Watchkeeper, their "
     "assistant. Rewrite the summary so far with the new messages folded in: what was "
-    "agreed or decided (who, what, when, with dates as written), promises and open "
-    "questions, and where the talk stands; most important first, short lines. Leave out "
+    "agreed or decided (who, what, when), promises and open "
+    "questions, and where the talk stands; most important first, short lines. Say who "
+    "said or promised what (the owner, Watchkeeper: never I or you) and give dates as "
+    "calendar dates (the owner's lines carry their time). Leave out "
     f"small talk and what save_memory saved (memory keeps it). {LEFT_OUT} "
     "marks words you were not shown: never guess them. At most 250 words, plain text, "
     "no preamble."
@@ -165,14 +167,19 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def transcript(messages: Sequence[ModelMessage]) -> str:
-    """What the summariser reads of ``messages``: one line a part, outside text left out."""
+def transcript(messages: Sequence[ModelMessage], times: Sequence[str] = ()) -> str:
+    """What the summariser reads of ``messages``: one line a part, outside text left out;
+    an owner's words start with their time (``times``, one a message, when given), so
+    "tomorrow" can become a date."""
     lines: list[str] = []
-    for message in messages:
+    for n, message in enumerate(messages):
         who = {"user": "Owner", "assistant": "Watchkeeper", "tool": "Tool"}[message.role]
+        at = times[n] if n < len(times) and message.role == "user" else ""
+        stamp = f"[{at}] " if at else ""
         for part in message.parts:
             if isinstance(part, TextPart):
                 line = _clip(without_outside(part.text), LINE_CHARS)
+                line = stamp + line if line else line
             elif isinstance(part, ToolCallPart):
                 args = json.dumps(_scrubbed(part.arguments), default=str, ensure_ascii=False)
                 line = "called " + _clip(f"{part.name} {args}", RESULT_CHARS)
@@ -186,9 +193,25 @@ def transcript(messages: Sequence[ModelMessage]) -> str:
     return "\n".join(lines)
 
 
-def summary_request(before: RunningSummary | None, stretch: Sequence[ModelMessage]) -> str:
+def summary_request(
+    before: RunningSummary | None, stretch: Sequence[ModelMessage], times: Sequence[str] = ()
+) -> str:
     so_far = before.text if before is not None else "(none yet)"
-    return f"Summary so far:\n{so_far}\n\nNew messages:\n{transcript(stretch)}"
+    return f"Summary so far:\n{so_far}\n\nNew messages:\n{transcript(stretch, times)}"
+
+
+def local_times(docs: Sequence[Doc], ctx: RunContext) -> list[str]:
+    """Each stored message's time on the owner's clock (day and date: a summary read
+    days later must not say "tomorrow")."""
+    times: list[str] = []
+    for doc in docs:
+        at = doc.get("created_at")
+        if isinstance(at, datetime):
+            at = at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+            times.append(f"{at.astimezone(ctx.tz):%a %d %b %Y %H:%M}")
+        else:
+            times.append("")
+    return times
 
 
 def bounded(text: str, limit: int = SUMMARY_MAX_CHARS) -> str:
@@ -292,10 +315,12 @@ class Summaries:
         if view.capped and view.share >= WARN_AT:
             log.info("no summary of %s: the daily token budget is near its cap", ctx.chat_id)
             return None
+        kept = [d for d in stretch if d.get("parts")]
         messages = MessagesAdapter.validate_python(
-            [{"role": d["role"], "parts": d["parts"]} for d in stretch if d.get("parts")]
+            [{"role": d["role"], "parts": d["parts"]} for d in kept]
         )
-        request = [user_message(summary_request(before, messages))]
+        times = local_times(kept, ctx)
+        request = [user_message(summary_request(before, messages, times))]
         hold = await budget.reserve(request_bound(SUMMARY_SYSTEM, request))
         if isinstance(hold, BudgetView):
             log.info("no summary of %s: the daily token budget is spent", ctx.chat_id)

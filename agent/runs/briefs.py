@@ -131,7 +131,8 @@ def closing(tools: Collection[str]) -> str:
     reach = [name for name in ("raise_alert", "send_message") if name in tools]
     text = "Check on what matters. "
     if reach:
-        text += f"Reach the owner only with {' or '.join(reach)}, and only when it matters"
+        names = " or ".join(reach)
+        text += f"Reach the owner only with {names}, when it matters or your notes ask for it"
     else:
         text += "No tool in this run reaches the owner; your final text is only logged"
     if "manage_pulse" in tools:

@@ -76,6 +76,9 @@ log = logging.getLogger(__name__)
 Level = Literal["warned", "spent"]
 WARN_AT = 0.8
 RAISE_HINT = "set DAILY_TOKEN_BUDGET in .env (0 = no cap) and restart Watchkeeper"
+JOB_EFFECTS = ("manage_cronjob created", "manage_cronjob updated")
+"""Effects (``effect_of``) that set a job to fire: one due before the reset is skipped
+(a skipped one-time reminder does not come again), so the owner is told."""
 
 
 Notify = Callable[[str, str, str], Awaitable[None]]
@@ -483,6 +486,8 @@ class TokenBudget:
         )
         if changed:
             text += " What took effect before it stopped: " + "; ".join(changed) + "."
+        if any(e.startswith(JOB_EFFECTS) for e in changed):
+            text += " A job due before the reset is skipped unless the budget is raised."
         return text
 
     def skip_detail(self, view: BudgetView) -> str:

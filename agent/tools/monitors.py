@@ -48,11 +48,13 @@ class MonitorArgs(BaseModel):
     )
     keyword: str | None = Field(
         default=None,
-        description="http: text the body must hold; change: compare ~200 chars around it",
+        description="http: text the body must hold; change: compare ~200 chars around it "
+        "(a label that stays, not the value watched)",
     )
     selector: str | None = Field(
         default=None,
-        description="change: CSS selector of the part compared (tag .class #id, descendants)",
+        description="change: CSS selector of the part compared (tag .class #id, descendants; "
+        "fetch_url shows no markup)",
     )
     period_seconds: int | None = Field(default=None, description="heartbeat: ping every")
     grace_seconds: int | None = Field(default=None, description="heartbeat: extra wait")

@@ -26,6 +26,11 @@ QUIET_MOVED = (
 
 
 MAX_TIME_CHARS = 40
+REACHING = (
+    "A pulse's final text is only logged: it messages the owner when it matters or its "
+    "notes ask for it. For check-ins the owner asked for, say so with update_notes."
+)
+"""Said when the pulse is on: "check in on me" needs notes, not only pulses_per_day."""
 
 
 class PulseArgs(BaseModel):
@@ -111,11 +116,14 @@ async def _manage(args: PulseArgs, ctx: RunContext) -> ToolResult:
             pulses_per_day=args.pulses_per_day,
             paused_until=pause_of(args.paused_until, store),
         )
-        return {
+        answer: ToolResult = {
             "success": True,
             "action": "config_updated",
             "pulse": pulse_view(state, store.tz, ctx.now),
         }
+        if state.enabled:
+            answer["note"] = REACHING
+        return answer
     except PulseConfigError as exc:
         raise ToolError(str(exc)) from None
 
@@ -124,8 +132,8 @@ MANAGE_PULSE: Tool[Any] = Tool(
     name="manage_pulse",
     description=(
         "Your periodic check-in (pulse), never in quiet hours. get_config: settings and "
-        "today's times; update_config: enabled, active_days, pulses_per_day, paused_until; "
-        "update_notes: notes every pulse reads until changed."
+        "today's times; update_notes: notes every pulse reads until changed; update_config: "
+        "the other fields."
     ),
     args=PulseArgs,
     handler=_manage,

@@ -137,6 +137,26 @@ async def test_each_summary_reads_the_last_one_and_only_the_messages_after_it(
     assert AGREEMENT in later.messages[0].note and PLUMBER not in carried(later)
 
 
+async def test_the_summariser_reads_when_the_owner_spoke_and_writes_in_the_third_person(
+    deps_at: AgentDeps, folding: tuple[Agent, ScriptedModel]
+) -> None:
+    """A summary read days later must not say "tomorrow", nor "I'll remind you" in a
+    message whose head says it is not the sender's words: each owner line carries its
+    date on the owner's clock, and the summariser is told to name who said what."""
+    agent, model = folding
+    await chat(agent, deps_at, range(12))
+    first = summary_requests(model)[0]
+    stored = await deps_at.db["messages"].find_one({"role": "user"}, sort=[("seq", 1)])
+    assert stored is not None
+    tz = deps_at.owner.current.tz
+    said = stored["created_at"].replace(tzinfo=UTC).astimezone(tz)
+    new = first.messages[-1].text.split("\n\nNew messages:\n")[1]
+    assert new.startswith(f"Owner: [{said:%a %d %b %Y %H:%M}] {owner_words(0)[:30]}"), new
+    assert "Watchkeeper: [" not in new  # only the owner's lines carry a time
+    assert "(the owner, Watchkeeper: never I or you)" in first.system
+    assert "give dates as calendar dates" in first.system and "as written" not in first.system
+
+
 async def test_near_the_budget_cap_no_summary_is_made_until_it_resets(
     deps_at: AgentDeps, folding: tuple[Agent, ScriptedModel]
 ) -> None:
