@@ -8,7 +8,7 @@ telegram``), so the alert's history says how.
 
 Guarantees:
 
-1. Once. A press is claimed before it is applied, in the settings collection under
+1. Once. A press is claimed before it is applied (``storage.repos.presses``), under
    the message it sits on and its data; another press of it (a double tap, a callback
    replayed) finds the claim, changes nothing and is answered "Already done". The same
    press handled again after a crash (the same stored message) goes on: what it
@@ -33,8 +33,6 @@ from datetime import timedelta
 from types import MappingProxyType
 from typing import Any
 
-from pymongo.errors import DuplicateKeyError
-
 from agent.alerts.directives import Ack, Directive, Resolve, Snooze
 from agent.alerts.policy import ALERT_PRESS, local_time
 from agent.context import RunContext
@@ -42,13 +40,11 @@ from agent.conversation.held_sends import confirm_held_send
 from agent.tools.catalog import ToolCatalog
 from agent.tools.sending import HELD_PRESS
 from channels.types import PRESS_ANSWER, PRESSED, InboundMessage, Press, Reply
-from storage import collections as c
 from storage.repos.held_sends import HeldSends
+from storage.repos.presses import Presses
 
 log = logging.getLogger(__name__)
 
-CLAIM_KEPT = timedelta(days=30)
-"""How long a press is remembered: far longer than Telegram offers a callback again."""
 NOT_OWNER = "Only the owner can use these buttons. Nothing was changed."
 UNKNOWN = "This button is not one I know. Nothing was changed."
 PRESSED_BEFORE = "Already done"
@@ -115,40 +111,26 @@ async def _pressed(
 
 
 def _key(message: InboundMessage, press: Press) -> str:
-    return f"press:{message.channel}:{message.chat_id}:{message.reply_to}:{press.data}"
+    return f"{message.channel}:{message.chat_id}:{message.reply_to}:{press.data}"
 
 
 async def _claim(message: InboundMessage, press: Press, ctx: RunContext) -> str | None:
     """Claim the press (guarantee 1); None when it is ours to apply, else the answer
     for a press made before."""
-    settings = ctx.deps.db[c.SETTINGS]
-    key = _key(message, press)
-    try:
-        await settings.insert_one(
-            {
-                "_id": key,
-                "inbox_id": ctx.inbox_id,
-                "pressed_at": ctx.now,
-                "expires_at": ctx.now + CLAIM_KEPT,
-            }
-        )
+    before = await Presses(ctx.deps.db).claim(_key(message, press), ctx.inbox_id, ctx.now)
+    if before is None:
         return None
-    except DuplicateKeyError:
-        doc = await settings.find_one({"_id": key}) or {}
-    if ctx.inbox_id is not None and doc.get("inbox_id") == ctx.inbox_id:
+    if ctx.inbox_id is not None and before.inbox_id == ctx.inbox_id:
         return None  # this very press, handled again after a crash
     log.info("a %s button pressed again (%s); nothing changed", message.channel, press.data)
-    pressed = doc.get("pressed_at")
+    pressed = before.pressed_at
     when = f" at {local_time(pressed, ctx.now, ctx.tz)}" if pressed is not None else ""
-    notice = doc.get("notice")
-    return f"{PRESSED_BEFORE}{when}" + (f": {notice}." if notice else ".")
+    return f"{PRESSED_BEFORE}{when}" + (f": {before.notice}." if before.notice else ".")
 
 
 async def _settle(message: InboundMessage, press: Press, ctx: RunContext, done: Done) -> None:
     """Keep what the press did with its claim, for the answer to a second press."""
-    await ctx.deps.db[c.SETTINGS].update_one(
-        {"_id": _key(message, press)}, {"$set": {"notice": done.notice}}
-    )
+    await Presses(ctx.deps.db).settle(_key(message, press), done.notice)
 
 
 def _answer(message: InboundMessage, notice: str, edited: str | None = None) -> Reply:
