@@ -23,7 +23,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
 from channels.delivery.inbox import failure_reason, unstorable
-from channels.delivery.media import pending_docs
+from channels.delivery.media import pending_entries
 from channels.delivery.text import clean_inbound, clean_text
 from channels.types import InboundMessage
 from runtime.tasks import stop_task
@@ -102,7 +102,7 @@ class Intake:
             claimed_at=self._clock(),
             attempts=1,
             # Fetched later, once the sender's tier is known (channels.delivery.media).
-            media=tuple(pending_docs(message.media)) if message.media else (),
+            media=pending_entries(message.media) if message.media else (),
         )
         try:
             # Stored together with the messages that arrive while a write is in flight

@@ -42,6 +42,61 @@ _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
+class MediaEntry:
+    """One photo or voice note of an inbox row (its ``media`` list), from announced
+    (``pending``, with ``source``: how its channel fetches it) to ``stored`` (a GridFS
+    file) or why not (``too_large``, ``refused``, ``failed``, with a ``note`` for the
+    model). ``channels.delivery.media`` fetches it."""
+
+    kind: str
+    """``image`` or ``audio``."""
+    mime: str = ""
+    size: int | None = None
+    duration_s: int | None = None
+    name: str = ""
+    source: Mapping[str, Any] = field(default_factory=dict)
+    status: str = "pending"
+    file_id: ObjectId | None = None
+    note: str | None = None
+    transcript: str | None = None
+
+    @classmethod
+    def from_doc(cls, doc: Mapping[str, Any]) -> MediaEntry:
+        file_id = doc.get("file_id")
+        if isinstance(file_id, str) and ObjectId.is_valid(file_id):
+            file_id = ObjectId(file_id)
+        if file_id is not None and not isinstance(file_id, ObjectId):
+            raise BadRecord(f"media file_id is {file_id!r}, not an id")
+        return cls(
+            kind=text(doc, "kind"),
+            mime=text(doc, "mime"),
+            size=_count(doc, "size"),
+            duration_s=_count(doc, "duration_s"),
+            name=text(doc, "name"),
+            source=mapping(doc, "source") or {},
+            status=text(doc, "status", "pending"),
+            file_id=file_id,
+            note=maybe_text(doc, "note"),
+            transcript=maybe_text(doc, "transcript"),
+        )
+
+    def to_doc(self) -> Doc:
+        doc: Doc = {
+            "kind": self.kind, "mime": self.mime, "size": self.size,
+            "duration_s": self.duration_s, "name": self.name, "source": dict(self.source),
+            "status": self.status,
+        }  # fmt: skip
+        optional = {"file_id": self.file_id, "note": self.note, "transcript": self.transcript}
+        doc.update({k: v for k, v in optional.items() if v is not None})
+        return doc
+
+
+def _count(doc: Mapping[str, Any], name: str) -> int | None:
+    """A whole number a transport announced (size, seconds); None if absent."""
+    return whole(doc, name) if doc.get(name) is not None else None
+
+
+@dataclass(frozen=True, slots=True)
 class InboxRow:
     """One received message as stored in ``inbox``: who sent it where, its words, its
     transport fields, and how far its handling got."""
@@ -60,9 +115,8 @@ class InboxRow:
     status: str = "pending"
     attempts: int = 1
     claimed_at: datetime | None = None
-    media: tuple[Mapping[str, Any], ...] = ()
-    """The message's media items as the media fetcher keeps them
-    (``channels.delivery.media``)."""
+    media: tuple[MediaEntry, ...] = ()
+    """The message's photos and voice notes (``channels.delivery.media`` fetches them)."""
     burst_ids: tuple[ObjectId, ...] = ()
     """The rows of the burst this row leads, in order (none: not a leader)."""
     burst_leader: ObjectId | None = None
@@ -103,7 +157,7 @@ class InboxRow:
             status=text(doc, "status", "pending"),
             attempts=whole(doc, "attempts", 1),
             claimed_at=moment(doc, "claimed_at"),
-            media=tuple(media),
+            media=tuple(MediaEntry.from_doc(m) for m in media),
             burst_ids=tuple(burst),
             burst_leader=leader,
         )
@@ -128,7 +182,7 @@ class InboxRow:
         if self.claimed_at is not None:
             doc["claimed_at"] = self.claimed_at
         if self.media:
-            doc["media"] = list(self.media)
+            doc["media"] = [m.to_doc() for m in self.media]
         doc.update(self.extra)
         return doc
 
@@ -155,6 +209,21 @@ async def received_since(
         async with cursor:
             async for doc in cursor:
                 yield doc
+
+
+async def burst_rows(inbox: AsyncCollection[Doc], lead_id: ObjectId) -> list[InboxRow]:
+    """The row ``lead_id``, or every row of the burst it leads, in order (none: gone)."""
+    lead = await inbox.find_one({"_id": lead_id})
+    if lead is None:
+        return []
+    row = InboxRow.from_doc(lead)
+    if not row.burst_ids:
+        return [row]
+    found = {row.id: row}
+    async for doc in inbox.find({"_id": {"$in": [i for i in row.burst_ids if i != row.id]}}):
+        member = InboxRow.from_doc(doc)
+        found[member.id] = member
+    return [found[i] for i in row.burst_ids if i in found]
 
 
 async def unfinished(
