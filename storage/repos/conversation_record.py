@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from bson import ObjectId
 
@@ -50,10 +50,11 @@ class Conversation:
         return cls(conv_id, str(doc.get("key") or ""), Summary.of(doc.get("summary")))
 
 
-@dataclass(frozen=True, slots=True)
-class StoredMessage:
+class StoredMessage(NamedTuple):
     """One message of a conversation as stored: its place (``seq``), who spoke, its
-    parts (provider-neutral dicts), and its size in tokens when it was stored."""
+    parts (provider-neutral dicts), and its size in tokens when it was stored. A named
+    tuple: an exchange reads up to 200 of them, and a tuple is made five times faster
+    than a frozen dataclass."""
 
     seq: int
     role: str
