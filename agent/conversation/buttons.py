@@ -33,8 +33,6 @@ from datetime import timedelta
 from types import MappingProxyType
 from typing import Any
 
-from pymongo.errors import DuplicateKeyError
-
 from agent.alerts.directives import Ack, Directive, Resolve, Snooze
 from agent.alerts.policy import ALERT_PRESS, local_time
 from agent.context import RunContext
@@ -42,8 +40,8 @@ from agent.conversation.held_sends import confirm_held_send
 from agent.tools.catalog import ToolCatalog
 from agent.tools.sending import HELD_PRESS
 from channels.types import PRESS_ANSWER, PRESSED, InboundMessage, Press, Reply
-from storage import collections as c
 from storage.repos.held_sends import HeldSends
+from storage.repos.press_claims import PressClaims
 
 log = logging.getLogger(__name__)
 
@@ -121,34 +119,22 @@ def _key(message: InboundMessage, press: Press) -> str:
 async def _claim(message: InboundMessage, press: Press, ctx: RunContext) -> str | None:
     """Claim the press (guarantee 1); None when it is ours to apply, else the answer
     for a press made before."""
-    settings = ctx.deps.db[c.SETTINGS]
-    key = _key(message, press)
-    try:
-        await settings.insert_one(
-            {
-                "_id": key,
-                "inbox_id": ctx.inbox_id,
-                "pressed_at": ctx.now,
-                "expires_at": ctx.now + CLAIM_KEPT,
-            }
-        )
+    before = await PressClaims(ctx.deps.db).claim(
+        _key(message, press), ctx.inbox_id, ctx.now, CLAIM_KEPT
+    )
+    if before is None:
         return None
-    except DuplicateKeyError:
-        doc = await settings.find_one({"_id": key}) or {}
-    if ctx.inbox_id is not None and doc.get("inbox_id") == ctx.inbox_id:
+    if ctx.inbox_id is not None and before.inbox_id == ctx.inbox_id:
         return None  # this very press, handled again after a crash
     log.info("a %s button pressed again (%s); nothing changed", message.channel, press.data)
-    pressed = doc.get("pressed_at")
+    pressed, notice = before.pressed_at, before.notice
     when = f" at {local_time(pressed, ctx.now, ctx.tz)}" if pressed is not None else ""
-    notice = doc.get("notice")
     return f"{PRESSED_BEFORE}{when}" + (f": {notice}." if notice else ".")
 
 
 async def _settle(message: InboundMessage, press: Press, ctx: RunContext, done: Done) -> None:
     """Keep what the press did with its claim, for the answer to a second press."""
-    await ctx.deps.db[c.SETTINGS].update_one(
-        {"_id": _key(message, press)}, {"$set": {"notice": done.notice}}
-    )
+    await PressClaims(ctx.deps.db).settle(_key(message, press), done.notice)
 
 
 def _answer(message: InboundMessage, notice: str, edited: str | None = None) -> Reply:

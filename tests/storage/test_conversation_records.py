@@ -1,9 +1,11 @@
 """A conversation and its messages come out of their store as records: the running
 summary with the conversation (after ``save_summary``, the next ``active`` has it), a
-summary that cannot be one as none, and messages oldest first with their sizes."""
+summary that cannot be one as none, and messages oldest first with their sizes; a
+button press's claim as one."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bson import ObjectId
@@ -13,6 +15,7 @@ from storage import collections as c
 from storage.collections import ensure_indexes
 from storage.repos.conversation_record import Conversation, StoredMessage, Summary
 from storage.repos.conversations import ConversationRepo, MessageRepo
+from storage.repos.press_claims import PressClaim, PressClaims
 
 Doc = dict[str, Any]
 
@@ -40,3 +43,14 @@ async def test_messages_come_oldest_first_with_their_sizes(db: AsyncDatabase[Doc
         StoredMessage(0, "user", hello, 3),
         StoredMessage(1, "assistant", (), 0),
     ]
+
+
+async def test_a_second_press_reads_what_the_first_did(db: AsyncDatabase[Doc]) -> None:
+    """A press is claimed once; a second claim gets the first's message, time and what
+    it did (the answer "Already done at 09:00: acknowledged")."""
+    claims, now = PressClaims(db), datetime(2026, 11, 28, 9, 0, tzinfo=UTC)
+    assert await claims.claim("press:t:1:9:a", "in-1", now, timedelta(days=30)) is None
+    await claims.settle("press:t:1:9:a", "acknowledged")
+    later = now + timedelta(minutes=5)
+    again = await claims.claim("press:t:1:9:a", "in-2", later, timedelta(days=30))
+    assert again == PressClaim("in-1", now, "acknowledged")
