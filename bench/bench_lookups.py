@@ -32,10 +32,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a plain script
 
 from agent.runs.briefs import is_news  # noqa: E402
-from channels.delivery.inbox import STATUSES, newest_received, received_since  # noqa: E402
 from runtime.loop import run as run_app_loop  # noqa: E402
 from storage import collections as c  # noqa: E402
 from storage.db import open_database  # noqa: E402
+from storage.repos.inbox import (  # noqa: E402
+    STATUSES,
+    Arrival,
+    InboxRow,
+    newest_received,
+    received_since,
+)
 from storage.repos.sent_alerts import last_sent_alert, replied_alert  # noqa: E402
 
 NOW = datetime(2026, 11, 26, 10, 0, tzinfo=UTC)
@@ -131,13 +137,13 @@ async def run(messages: int) -> None:
             async def pulse_news() -> int:
                 news = [s for s in STATUSES if s != "failed"]
                 rows = received_since(inbox, hours, statuses=news, projection={"text": 1})
-                return sum([is_news(d) async for d in rows])
+                return sum([is_news(Arrival.from_doc(d)) async for d in rows])
 
             readable = {inbox_doc(i, messages)["sender_id"] for i in range(5)}
 
             async def whatsapp_read() -> int:
-                def keep(doc: dict[str, Any]) -> bool:
-                    return doc.get("sender_id") in readable
+                def keep(row: InboxRow) -> bool:
+                    return row.sender_id in readable
 
                 return len(await newest_received(inbox, keep, 20, NOW))
 

@@ -48,6 +48,7 @@ from agent.llm.types import (
 )
 from agent.tools.catalog import ToolCatalog
 from agent.tools.memory import NOTE_MATCHES, memory_note, note_words
+from storage.repos.conversation_record import StoredMessage
 
 log = logging.getLogger(__name__)
 
@@ -132,13 +133,13 @@ class Agent:
         conversation = await deps.conversations.active(
             ctx.conversation_key, channel=ctx.channel, chat_id=ctx.chat_id
         )
-        conv_id: ObjectId = conversation["_id"]
+        conv_id = conversation.id
         inbox_id = ctx.inbox_id
         if inbox_id and ctx.replay:
             earlier = await deps.messages.answer_for(conv_id, str(inbox_id))
             if earlier is not None:  # answered before a crash: same answer, no tokens
                 return AgentReply(text=earlier, conversation_id=conv_id)
-        docs: list[dict[str, Any]] = []
+        docs: list[StoredMessage] = []
         if deps.conversations.take_created(conv_id):  # new: nothing to read
             instruction = await deps.instructions.get()
         else:
@@ -146,8 +147,8 @@ class Agent:
                 deps.messages.recent(conv_id, limit=1 if isolated else 200),
                 deps.instructions.get(),
             )
-        next_seq = int(docs[-1]["seq"]) + 1 if docs else 0
-        summary = None if isolated else RunningSummary.of(conversation)
+        next_seq = docs[-1].seq + 1 if docs else 0
+        summary = None if isolated else conversation.summary
         history = [] if isolated else self._history(docs, ctx, summary)
         # This exchange's photos and voice notes ride along as parts; history keeps
         # their text fallback (``without_media``), never the bytes.
@@ -200,7 +201,9 @@ class Agent:
         # inbox holds the message durably until this point, so a crash replays it.
         await deps.messages.append(conv_id, stored, start_seq=next_seq)
         if self.summaries is not None and not isolated and not reply.failed:
-            added = [{**doc, "seq": next_seq + i} for i, doc in enumerate(stored)]
+            added = [
+                StoredMessage.from_doc({**d, "seq": next_seq + i}) for i, d in enumerate(stored)
+            ]
             self.summaries.consider(conversation, [*docs, *added], ctx)  # in the background
         reply.duration_ms = (time.perf_counter() - started) * 1000
         return reply
@@ -215,17 +218,17 @@ class Agent:
         self._loaded.set()
 
     def _history(
-        self, docs: list[dict[str, Any]], ctx: RunContext, summary: RunningSummary | None
+        self, docs: list[StoredMessage], ctx: RunContext, summary: RunningSummary | None
     ) -> list[ModelMessage]:
         """The stored messages after the running summary (all without one), cut to
         ``HISTORY_TOKEN_BUDGET`` (what summaries leave is well within it)."""
         after = summary.through_seq if summary is not None else -1
-        docs = [d for d in docs if d.get("parts") and int(d.get("seq") or 0) > after]
+        docs = [d for d in docs if d.parts and d.seq > after]
         messages = MessagesAdapter.validate_python(
-            [{"role": d["role"], "parts": d["parts"]} for d in docs]
+            [{"role": d.role, "parts": d.parts} for d in docs]
         )
-        tokens = [int(d.get("tokens") or 0) for d in docs]
-        seqs = [int(d.get("seq") or 0) for d in docs]
+        tokens = [d.tokens for d in docs]
+        seqs = [d.seq for d in docs]
         return fit_history(messages, tokens, ctx.deps.settings.history_token_budget, seqs)
 
     @staticmethod

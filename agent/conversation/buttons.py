@@ -8,7 +8,7 @@ telegram``), so the alert's history says how.
 
 Guarantees:
 
-1. Once. A press is claimed before it is applied (``storage.repos.presses``), under
+1. Once. A press is claimed before it is applied, in the settings collection under
    the message it sits on and its data; another press of it (a double tap, a callback
    replayed) finds the claim, changes nothing and is answered "Already done". The same
    press handled again after a crash (the same stored message) goes on: what it
@@ -41,10 +41,12 @@ from agent.tools.catalog import ToolCatalog
 from agent.tools.sending import HELD_PRESS
 from channels.types import PRESS_ANSWER, PRESSED, InboundMessage, Press, Reply
 from storage.repos.held_sends import HeldSends
-from storage.repos.presses import Presses
+from storage.repos.press_claims import PressClaims
 
 log = logging.getLogger(__name__)
 
+CLAIM_KEPT = timedelta(days=30)
+"""How long a press is remembered: far longer than Telegram offers a callback again."""
 NOT_OWNER = "Only the owner can use these buttons. Nothing was changed."
 UNKNOWN = "This button is not one I know. Nothing was changed."
 PRESSED_BEFORE = "Already done"
@@ -111,26 +113,28 @@ async def _pressed(
 
 
 def _key(message: InboundMessage, press: Press) -> str:
-    return f"{message.channel}:{message.chat_id}:{message.reply_to}:{press.data}"
+    return f"press:{message.channel}:{message.chat_id}:{message.reply_to}:{press.data}"
 
 
 async def _claim(message: InboundMessage, press: Press, ctx: RunContext) -> str | None:
     """Claim the press (guarantee 1); None when it is ours to apply, else the answer
     for a press made before."""
-    before = await Presses(ctx.deps.db).claim(_key(message, press), ctx.inbox_id, ctx.now)
+    before = await PressClaims(ctx.deps.db).claim(
+        _key(message, press), ctx.inbox_id, ctx.now, CLAIM_KEPT
+    )
     if before is None:
         return None
     if ctx.inbox_id is not None and before.inbox_id == ctx.inbox_id:
         return None  # this very press, handled again after a crash
     log.info("a %s button pressed again (%s); nothing changed", message.channel, press.data)
-    pressed = before.pressed_at
+    pressed, notice = before.pressed_at, before.notice
     when = f" at {local_time(pressed, ctx.now, ctx.tz)}" if pressed is not None else ""
-    return f"{PRESSED_BEFORE}{when}" + (f": {before.notice}." if before.notice else ".")
+    return f"{PRESSED_BEFORE}{when}" + (f": {notice}." if notice else ".")
 
 
 async def _settle(message: InboundMessage, press: Press, ctx: RunContext, done: Done) -> None:
     """Keep what the press did with its claim, for the answer to a second press."""
-    await Presses(ctx.deps.db).settle(_key(message, press), done.notice)
+    await PressClaims(ctx.deps.db).settle(_key(message, press), done.notice)
 
 
 def _answer(message: InboundMessage, notice: str, edited: str | None = None) -> Reply:

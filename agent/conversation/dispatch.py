@@ -23,10 +23,10 @@ from agent.conversation.commands import COMMAND_HELP, EXAMPLES
 from agent.conversation.pairing import Pairing
 from agent.conversation.prompt import mark_untrusted
 from channels.delivery.envelope import Envelope
-from channels.delivery.inbox import arrivals_since
 from channels.registry import ChannelName
 from channels.types import HandlingFailed, InboundMessage, Reply
 from storage import collections as c
+from storage.repos.inbox import arrivals_since
 
 log = logging.getLogger(__name__)
 

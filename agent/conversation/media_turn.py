@@ -43,10 +43,10 @@ from agent.llm.transcribe import Transcriber, adapters, native_media, transcribe
 from agent.llm.types import MediaPart, ModelMessage, TextPart, user_message
 from channels.delivery.media import MediaStore
 from storage import collections as c
+from storage.repos.inbox import InboxRow, MediaEntry, burst_rows
 
 log = logging.getLogger(__name__)
-Doc = dict[str, Any]
-Item = tuple[ObjectId, int, Doc]
+Item = tuple[ObjectId, int, MediaEntry]
 """An inbox row's id, the item's index in its ``media`` list, and the item."""
 
 
@@ -54,7 +54,7 @@ class MediaFetch(Protocol):
     """Downloads and stores the pending media of one inbox row (``channels.delivery.media``'s
     ``MediaFetcher``); returns a note for each item the model cannot have."""
 
-    async def fetch_doc(self, doc: Doc) -> list[str]: ...
+    async def fetch_row(self, row: InboxRow) -> list[str]: ...
 
 
 def may_have_media(ctx: RunContext) -> bool:
@@ -63,40 +63,31 @@ def may_have_media(ctx: RunContext) -> bool:
     return ctx.has_media and ctx.inbox_id is not None and ObjectId.is_valid(ctx.inbox_id)
 
 
-async def _rows(ctx: RunContext, fields: Doc) -> list[Doc]:
+async def _rows(ctx: RunContext) -> list[InboxRow]:
     """The inbox rows of the exchange's message, or of every message of its burst."""
     if not may_have_media(ctx):
         return []
-    inbox = ctx.deps.db[c.INBOX]
-    lead = await inbox.find_one({"_id": ObjectId(ctx.inbox_id)}, {**fields, "burst_ids": 1})
-    if lead is None:
-        return []
-    ids: list[ObjectId] = lead.get("burst_ids") or [lead["_id"]]
-    docs = {lead["_id"]: lead}
-    if len(ids) > 1:
-        docs |= {d["_id"]: d async for d in inbox.find({"_id": {"$in": ids}}, fields)}
-    return [docs[inbox_id] for inbox_id in ids if inbox_id in docs]
+    return await burst_rows(ctx.deps.db[c.INBOX], ObjectId(ctx.inbox_id))
 
 
 async def fetch_pending(ctx: RunContext, fetch: MediaFetch) -> list[str]:
     """Fetch what the exchange's message (or burst) still has pending: the media of a
     message the model is about to read, and only then (never a stranger's, never for
     a directive). The notes of the items not stored."""
-    rows = await _rows(ctx, {"media": 1, "channel": 1, "external_id": 1})
     notes: list[str] = []
-    for row in rows:
-        if row.get("media"):
-            notes += await fetch.fetch_doc(row)
+    for row in await _rows(ctx):
+        if row.media:
+            notes += await fetch.fetch_row(row)
     return notes
 
 
 async def stored_media(ctx: RunContext) -> list[Item]:
     """The stored media of the exchange's message, or of every message of its burst."""
     return [
-        (row["_id"], index, item)
-        for row in await _rows(ctx, {"media": 1})
-        for index, item in enumerate(row.get("media") or [])
-        if isinstance(item, dict) and item.get("status") == "stored" and item.get("file_id")
+        (row.id, index, item)
+        for row in await _rows(ctx)
+        for index, item in enumerate(row.media)
+        if item.status == "stored" and item.file_id is not None
     ]
 
 
@@ -124,7 +115,7 @@ async def user_turn(
     if not items:
         return user_message(text)
     hears = "audio" in native_media(model)
-    needs_text = any(i.get("kind") == "audio" and i.get("transcript") is None for _, _, i in items)
+    needs_text = any(i.kind == "audio" and i.transcript is None for _, _, i in items)
     transcribe_model = ctx.deps.settings.openai_transcribe_model
     transcriber = transcriber_for(model, transcribe_model) if needs_text and not hears else None
     store = MediaStore(ctx.deps.db)
@@ -174,21 +165,19 @@ async def _media_part(
     hears: bool,
 ) -> MediaPart | str:
     """The item as a part; a photo with too many pixels (not decoded) as its note."""
-    inbox_id, index, doc = item
-    kind: Literal["image", "audio"] = "audio" if doc.get("kind") == "audio" else "image"
-    mime = str(doc.get("mime") or "")
-    transcript = doc.get("transcript")
-    transcript = transcript if isinstance(transcript, str) else None
+    inbox_id, index, entry = item
+    kind: Literal["image", "audio"] = "audio" if entry.kind == "audio" else "image"
+    mime, transcript, file_id = entry.mime, entry.transcript, str(entry.file_id)
     data: bytes | None = None
     if kind == "image" or hears or (transcript is None and transcriber is not None):
-        data = await _load(store, doc["file_id"])
+        data = await _load(store, file_id)
     if kind == "image" and data is not None:
         settings = ctx.deps.settings
         prepared = await ctx.deps.images.prepare(
             data, settings.media_image_max_edge, max_pixels=settings.media_max_pixels
         )
         if isinstance(prepared, OversizedImage):
-            log.warning("photo %s not decoded: %s", doc["file_id"], prepared.note)
+            log.warning("photo %s not decoded: %s", file_id, prepared.note)
             return prepared.note
         if prepared is None:
             data = None
@@ -210,18 +199,17 @@ async def _media_part(
         data = None  # this model cannot hear it: the transcript (or a marker) stands in
     if transcript is not None and ctx.tier == "contact":
         transcript = _defused(transcript)
-    duration = doc.get("duration_s")
     return MediaPart(
         media_kind=kind,
         mime=mime,
-        file_id=str(doc["file_id"]),
+        file_id=file_id,
         transcript=transcript,
-        duration_s=duration if isinstance(duration, int) else None,
+        duration_s=entry.duration_s,
         data=data,
     )
 
 
-async def _load(store: MediaStore, file_id: Any) -> bytes | None:
+async def _load(store: MediaStore, file_id: str) -> bytes | None:
     try:
         return await store.get(file_id)
     except Exception as exc:  # gone from GridFS, or the database failed: a marker

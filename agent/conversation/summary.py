@@ -34,7 +34,7 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from bson import ObjectId
@@ -54,9 +54,9 @@ from agent.llm.types import (
 from agent.llm.untrusted import UNTRUSTED
 from agent.spend.budget import WARN_AT, BudgetView, request_bound
 from runtime.tasks import stop_task
+from storage.repos.conversation_record import Conversation, StoredMessage, Summary
 
 log = logging.getLogger(__name__)
-Doc = dict[str, Any]
 
 SUMMARY_HEAD = "[Watchkeeper's summary of the earlier conversation, not the sender's words]"
 LEFT_OUT = "[outside text left out]"
@@ -86,19 +86,8 @@ _BLOCK = re.compile(
 )
 
 
-@dataclass(frozen=True)
-class RunningSummary:
-    """The conversation's summary of its messages up to ``through_seq``."""
-
-    text: str
-    through_seq: int
-
-    @classmethod
-    def of(cls, conversation: Doc) -> RunningSummary | None:
-        stored = conversation.get("summary")
-        if not isinstance(stored, dict) or not stored.get("text"):
-            return None
-        return cls(str(stored["text"]), int(stored.get("through_seq", -1)))
+RunningSummary = Summary
+"""The conversation's summary of its messages up to ``through_seq``, as stored."""
 
 
 def with_summary(turn: list[ModelMessage], summary: RunningSummary | None) -> list[ModelMessage]:
@@ -111,7 +100,7 @@ def with_summary(turn: list[ModelMessage], summary: RunningSummary | None) -> li
     return [first.model_copy(update={"parts": [note, *first.parts]}), *turn[1:]]
 
 
-def stretch_to_fold(docs: Sequence[Doc], recent_tokens: int) -> list[Doc]:
+def stretch_to_fold(docs: Sequence[StoredMessage], recent_tokens: int) -> list[StoredMessage]:
     """Of the messages after the summary (``docs``, stored, in order), the oldest to fold
     in: none while they fit ``recent_tokens``; else all but the newest ones within half
     of it, ending before a user message (the kept part starts with one) and always
@@ -125,7 +114,7 @@ def stretch_to_fold(docs: Sequence[Doc], recent_tokens: int) -> list[Doc]:
             break
         kept += tokens[i]
         cut = i
-    users = [i for i, d in enumerate(docs) if d.get("role") == "user"]
+    users = [i for i, d in enumerate(docs) if d.role == "user"]
     if not users:
         return []
     later = [i for i in users if i >= cut]
@@ -133,12 +122,12 @@ def stretch_to_fold(docs: Sequence[Doc], recent_tokens: int) -> list[Doc]:
     return list(docs[:cut])
 
 
-def _sent_tokens(doc: Doc) -> int:
+def _sent_tokens(doc: StoredMessage) -> int:
     """A stored message's tokens as history sends it (an old tool result shortened)."""
-    stored = int(doc.get("tokens") or 0)
-    if doc.get("role") != "tool":
+    stored = doc.tokens
+    if doc.role != "tool":
         return stored
-    [message] = MessagesAdapter.validate_python([{"role": "tool", "parts": doc["parts"]}])
+    [message] = MessagesAdapter.validate_python([{"role": "tool", "parts": doc.parts}])
     return min(stored, message_tokens(shorten_tool_results(message)))
 
 
@@ -200,18 +189,13 @@ def summary_request(
     return f"Summary so far:\n{so_far}\n\nNew messages:\n{transcript(stretch, times)}"
 
 
-def local_times(docs: Sequence[Doc], ctx: RunContext) -> list[str]:
+def local_times(messages: Sequence[StoredMessage], ctx: RunContext) -> list[str]:
     """Each stored message's time on the owner's clock (day and date: a summary read
     days later must not say "tomorrow")."""
-    times: list[str] = []
-    for doc in docs:
-        at = doc.get("created_at")
-        if isinstance(at, datetime):
-            at = at if at.tzinfo is not None else at.replace(tzinfo=UTC)
-            times.append(f"{at.astimezone(ctx.tz):%a %d %b %Y %H:%M}")
-        else:
-            times.append("")
-    return times
+    return [
+        f"{m.created_at.astimezone(ctx.tz):%a %d %b %Y %H:%M}" if m.created_at else ""
+        for m in messages
+    ]
 
 
 def bounded(text: str, limit: int = SUMMARY_MAX_CHARS) -> str:
@@ -238,23 +222,23 @@ class Summaries:
 
     def consider(
         self,
-        conversation: Doc,
-        docs: Sequence[Doc],
+        conversation: Conversation,
+        docs: Sequence[StoredMessage],
         ctx: RunContext,
     ) -> None:
         """After an exchange of ``conversation`` was stored (``docs``: its stored messages
         to the newest, with ``seq`` and ``tokens``): start a summary when the messages
         after the running one outgrew ``HISTORY_RECENT_TOKENS``. Returns at once."""
-        conv_id: ObjectId = conversation["_id"]
+        conv_id = conversation.id
         recent = ctx.deps.settings.history_recent_tokens
         if self._closed or recent <= 0 or ctx.tier != "owner" or conv_id in self._tasks:
             return
         retry_at = self._retry_at.get(conv_id)
         if retry_at is not None and ctx.now < retry_at:
             return
-        before = RunningSummary.of(conversation)
+        before = conversation.summary
         after = before.through_seq if before is not None else -1
-        if sum(int(d.get("tokens") or 0) for d in docs if int(d["seq"]) > after) <= recent:
+        if sum(d.tokens for d in docs if d.seq > after) <= recent:
             return  # stored sizes are never under what history sends: nothing to fold
         task = asyncio.create_task(self._fold(conversation, ctx), name=f"summary {conv_id}")
         self._tasks[conv_id] = task
@@ -271,18 +255,17 @@ class Summaries:
         for task in list(self._tasks.values()):
             await stop_task(task)  # type: ignore[arg-type]
 
-    async def _fold(self, conversation: Doc, ctx: RunContext) -> None:
+    async def _fold(self, conversation: Conversation, ctx: RunContext) -> None:
         """Fold the stretch due, if any, into the conversation's summary. The messages
         are read again: the exchange may have redacted some (``forget_memory``)."""
-        conv_id: ObjectId = conversation["_id"]
-        key = str(conversation.get("key") or ctx.conversation_key)
+        conv_id = conversation.id
+        key = conversation.key or ctx.conversation_key
         try:
             # As stored now: another summary may have ended since the exchange began.
-            stored, sweeps = await ctx.deps.conversations.summary(conv_id)
-            before = RunningSummary.of({"summary": stored})
+            before, sweeps = await ctx.deps.conversations.summary(conv_id)
             after = before.through_seq if before is not None else -1
             docs = await ctx.deps.messages.recent(conv_id, limit=HISTORY_READ)
-            unsummarised = [d for d in docs if d.get("parts") and int(d["seq"]) > after]
+            unsummarised = [d for d in docs if d.parts and d.seq > after]
             stretch = stretch_to_fold(unsummarised, ctx.deps.settings.history_recent_tokens)
             if not stretch:
                 return
@@ -294,7 +277,7 @@ class Summaries:
         if text is None:
             return
         self._retry_at.pop(conv_id, None)
-        through = int(stretch[-1]["seq"])
+        through = stretch[-1].seq
         held = before.through_seq if before is not None else None
         try:
             saved = await ctx.deps.conversations.save_summary(
@@ -307,7 +290,7 @@ class Summaries:
             log.info("summarised %s through message %d (%d chars)", key, through, len(text))
 
     async def _summarise(
-        self, before: RunningSummary | None, stretch: list[Doc], ctx: RunContext
+        self, before: RunningSummary | None, stretch: list[StoredMessage], ctx: RunContext
     ) -> str | None:
         """The new summary; None when the budget is near its cap (no call made)."""
         budget = ctx.deps.budget
@@ -315,9 +298,9 @@ class Summaries:
         if view.capped and view.share >= WARN_AT:
             log.info("no summary of %s: the daily token budget is near its cap", ctx.chat_id)
             return None
-        kept = [d for d in stretch if d.get("parts")]
+        kept = [d for d in stretch if d.parts]
         messages = MessagesAdapter.validate_python(
-            [{"role": d["role"], "parts": d["parts"]} for d in kept]
+            [{"role": d.role, "parts": d.parts} for d in kept]
         )
         times = local_times(kept, ctx)
         request = [user_message(summary_request(before, messages, times))]

@@ -24,7 +24,6 @@ from zoneinfo import ZoneInfo
 from agent.alerts.policy import model_field
 from agent.context import AgentDeps
 from agent.reach import Reach
-from channels.delivery.inbox import STATUSES, Arrival, arrivals_since
 from scheduler.cron.job import CronJob, local_text
 from scheduler.cron.service import CronService
 from scheduler.fires.recorder import RunTicket
@@ -33,6 +32,7 @@ from scheduler.pulse.store import PulseState
 from scheduler.views import short_time
 from storage import collections as c
 from storage.repos.alert_record import Alert
+from storage.repos.inbox import STATUSES, Arrival, arrivals_since
 from storage.repos.runs.record import Run
 from storage.repos.runs.store import RunStore
 

@@ -70,7 +70,6 @@ from storage import collections as c
 from storage.repos.token_budget import Ledger, TokenLedger
 from storage.repos.usage import UsageKind, UsageLog
 
-Doc = dict[str, Any]
 log = logging.getLogger(__name__)
 
 Level = Literal["warned", "spent"]
@@ -216,7 +215,7 @@ def until(later: datetime, now: datetime) -> str:
 @dataclass
 class TokenBudget:
     usage: UsageLog
-    db: AsyncDatabase[Doc]
+    db: AsyncDatabase[dict[str, Any]]
     limit: int
     """Tokens a day; 0: no cap."""
     clock: Clock

@@ -1,17 +1,14 @@
 """What tokens cost in USD.
 
 Prices (``PriceTable``): USD per million input, output and cached input tokens per
-model, list prices by default (``DEFAULT_PRICES``), overridden by the ``settings``
-document ``_id: "model_prices"``: ``{"models": [{"model", "input", "output", "cached"?}],
-"default": {"input", "output", "cached"?}}``, read each time a page shows money. A
-model missing from the table costs ``default`` and is marked estimated.
+model, list prices by default (``DEFAULT_PRICES``), overridden by the owner's prices
+(the ``settings`` document ``_id: "model_prices"``, read and written as ``Price``s by
+``storage.repos.prices``), read each time a page shows money. A model missing from the
+table costs ``default`` and is marked estimated.
 """
 
 from __future__ import annotations
 
-import contextlib
-import logging
-import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -19,40 +16,19 @@ from types import MappingProxyType
 from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import DuplicateKeyError
 
-from storage import collections as c
+from storage.repos.prices import (
+    MAX_PRICE_CHARS,
+    MAX_PRICED_MODELS,
+    Price,
+    PriceError,
+    check_price,
+    model_name,
+    put_price,
+    read_prices,
+    write_prices,
+)
 from storage.repos.usage import DayUsage
-
-Doc = dict[str, Any]
-log = logging.getLogger(__name__)
-
-PRICES_ID = "model_prices"
-"""The ``settings`` document holding the owner's price overrides."""
-MAX_PRICE = 10_000.0
-"""USD per million tokens, at most: a larger number is a typo (cents for dollars)."""
-MAX_MODEL_CHARS = 200
-"""A model's name, at most (real ones are well under 100 characters)."""
-MAX_PRICE_CHARS = 32
-"""A price as typed in a form, at most."""
-MAX_PRICED_MODELS = 200
-"""Models with a price of the owner's, at most: the ``settings`` document stays small."""
-
-
-@dataclass(frozen=True)
-class Price:
-    """USD per million tokens: input, output, and input read from the provider's prompt
-    cache (``cached``; None: no discount known, priced as input)."""
-
-    input: float
-    output: float
-    cached: float | None = None
-
-    @property
-    def cached_input(self) -> float:
-        """What a cached input token costs (never more than an uncached one)."""
-        return self.input if self.cached is None else min(self.cached, self.input)
-
 
 # List prices as of 2026 (USD per million tokens, standard tier: input, output, cached
 # input); override them, or add models, in the ``settings`` document ``model_prices``.
@@ -82,60 +58,6 @@ DEFAULT_PRICE = Price(2.00, 8.00)
 _VERSION_TAIL = re.compile(r"-(?:\d+|latest)$")
 """A dated or numbered snapshot of a listed model (``gpt-4o-2024-08-06``,
 ``gemini-2.0-flash-001``): same price as the model."""
-
-
-class PriceError(ValueError):
-    """A price that cannot be used; the message names the bad value."""
-
-
-def check_price(model: str, value: object) -> Price:
-    """``{"input": x, "output": y}``, optionally ``"cached": z`` (USD per million
-    tokens), as a ``Price``."""
-    if not isinstance(value, Mapping):
-        raise PriceError(f"price of {model!r} must be {{'input': USD, 'output': USD}}")
-    sides: list[float | None] = []
-    for side in ("input", "output", "cached"):
-        raw = value.get(side)
-        if side == "cached" and raw is None:
-            sides.append(None)
-            continue
-        if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
-            raise PriceError(f"{side} price of {model!r} must be a number, not {raw!r}")
-        if not 0 <= raw <= MAX_PRICE:
-            raise PriceError(
-                f"{side} price of {model!r} is {raw}: give USD per million tokens, "
-                f"0 to {MAX_PRICE:g}"
-            )
-        sides.append(float(raw))
-    given, out, cached = sides
-    assert given is not None and out is not None
-    return Price(given, out, cached)
-
-
-def model_name(raw: object) -> str:
-    """``raw`` as a price override's model name is stored (stripped, lower case);
-    ``PriceError`` when it is empty, longer than ``MAX_MODEL_CHARS`` or holds a control
-    character (the message says which, without echoing a long name back)."""
-    if not isinstance(raw, str):
-        raise PriceError(f"model name {raw!r} is not text")
-    name = raw.strip().lower()
-    if not name:
-        raise PriceError("model name '' is empty")
-    if len(name) > MAX_MODEL_CHARS:
-        raise PriceError(
-            f"a model name is at most {MAX_MODEL_CHARS} characters; this one has {len(name):,}"
-        )
-    if not name.isprintable():
-        raise PriceError(f"model name {name!r} holds a control character")
-    return name
-
-
-def price_doc(price: Price) -> Doc:
-    """As stored in ``model_prices`` (``cached`` only when known)."""
-    doc: Doc = {"input": price.input, "output": price.output}
-    if price.cached is not None:
-        doc["cached"] = price.cached
-    return doc
 
 
 @dataclass(frozen=True)
@@ -203,33 +125,17 @@ def shown(cost: Cost) -> str:
     return ("~" if cost.estimated else "") + usd(cost.usd)
 
 
-async def load_prices(db: AsyncDatabase[Doc]) -> PriceTable:
-    """The default table with the owner's overrides; a bad stored entry is logged and
-    skipped (the rest still applies)."""
-    doc = await db[c.SETTINGS].find_one({"_id": PRICES_ID})
-    if not doc:
+async def load_prices(db: AsyncDatabase[dict[str, Any]]) -> PriceTable:
+    """The default table with the owner's overrides (``storage.repos.prices``)."""
+    stored = await read_prices(db)
+    if stored is None:
         return PriceTable()
-    prices = dict(DEFAULT_PRICES)
-    default = DEFAULT_PRICE
-    for entry in doc.get("models") or []:
-        name = entry.get("model") if isinstance(entry, Mapping) else None
-        try:
-            if not isinstance(name, str) or not name.strip():
-                raise PriceError(f"entry {entry!r} has no model name")
-            key = model_name(name)  # one stored before names were bounded: skipped
-            prices[key] = check_price(key, entry)
-        except PriceError as exc:
-            log.warning("stored model price ignored: %s", exc)
-    if doc.get("default") is not None:
-        try:
-            default = check_price("default", doc["default"])
-        except PriceError as exc:
-            log.warning("stored default model price ignored: %s", exc)
-    return PriceTable(MappingProxyType(prices), default)
+    prices = {**DEFAULT_PRICES, **stored.models}
+    return PriceTable(MappingProxyType(prices), stored.default or DEFAULT_PRICE)
 
 
 async def save_prices(
-    db: AsyncDatabase[Doc],
+    db: AsyncDatabase[dict[str, Any]],
     models: Mapping[str, Mapping[str, object]],
     default: Mapping[str, object] | None = None,
 ) -> PriceTable:
@@ -237,21 +143,21 @@ async def save_prices(
     one is bad); returns the table as it reads now."""
     if len(models) > MAX_PRICED_MODELS:
         raise PriceError(f"at most {MAX_PRICED_MODELS} models can have a price of their own")
-    entries = []
+    checked = {}
     for raw, value in models.items():
         name = model_name(raw)
-        price = check_price(name, value)
-        entries.append({"model": name, **price_doc(price)})
-    fields: Doc = {"models": entries}
-    if default is not None:
-        price = check_price("default", default)
-        fields["default"] = price_doc(price)
-    await db[c.SETTINGS].update_one({"_id": PRICES_ID}, {"$set": fields}, upsert=True)
+        checked[name] = check_price(name, value)
+    fallback = check_price("default", default) if default is not None else None
+    await write_prices(db, checked, fallback)
     return await load_prices(db)
 
 
 async def set_price(
-    db: AsyncDatabase[Doc], model: str, input_usd: str, output_usd: str, cached_usd: str = ""
+    db: AsyncDatabase[dict[str, Any]],
+    model: str,
+    input_usd: str,
+    output_usd: str,
+    cached_usd: str = "",
 ) -> Price:
     """Store one override as typed in a form (``default``: the price of models missing
     from the table); checked first, nothing is stored when it is bad. A blank cached
@@ -274,17 +180,5 @@ async def set_price(
         except ValueError:
             raise PriceError(f"{side} price of {name!r} must be a number, not {raw!r}") from None
     price = check_price(name, values)
-    value = price_doc(price)
-    settings = db[c.SETTINGS]
-    if name == "default":
-        await settings.update_one({"_id": PRICES_ID}, {"$set": {"default": value}}, upsert=True)
-        return price
-    with contextlib.suppress(DuplicateKeyError):  # made at once by another request
-        await settings.update_one({"_id": PRICES_ID}, {"$setOnInsert": {"models": []}}, upsert=True)
-    await settings.update_one({"_id": PRICES_ID}, {"$pull": {"models": {"model": name}}})
-    # Pushed only while there is room (a full list has an entry at its last index).
-    room = {"_id": PRICES_ID, f"models.{MAX_PRICED_MODELS - 1}": {"$exists": False}}
-    pushed = await settings.update_one(room, {"$push": {"models": {"model": name, **value}}})
-    if pushed.matched_count == 0:
-        raise PriceError(f"at most {MAX_PRICED_MODELS} models can have a price of their own")
+    await put_price(db, name, price)
     return price

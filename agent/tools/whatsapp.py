@@ -16,10 +16,10 @@ from agent.context import RunContext
 from agent.llm.untrusted import for_model
 from agent.tools.base import Tool, ToolError, ToolResult
 from agent.tools.sending import deliver
-from channels.delivery.inbox import newest_received
 from channels.registry import ChannelName
 from storage import collections as c
 from storage.outside import Outside
+from storage.repos.inbox import InboxRow, newest_received
 from storage.repos.whatsapp_permissions import (
     Permission,
     WhatsAppPermissions,
@@ -66,33 +66,33 @@ async def _read(args: ReadArgs, ctx: RunContext) -> ToolResult:
     numbers = {a for a in readable if "@" not in a}
     groups = {a for a in readable if "@" in a}
 
-    def keep(doc: dict[str, Any]) -> bool:
-        meta = doc.get("meta") or {}
-        if doc.get("channel") != ChannelName.WHATSAPP or meta.get("self_chat") is True:
+    def keep(row: InboxRow) -> bool:
+        meta = row.meta
+        if row.channel != ChannelName.WHATSAPP or meta.get("self_chat") is True:
             return False
-        if doc.get("sender_id") in numbers and meta.get("is_group") is not True:
+        if row.sender_id in numbers and meta.get("is_group") is not True:
             return True
-        return doc.get("chat_id") in groups
+        return row.chat_id in groups
 
     # Newest first, read back from now a window at a time: the inbox holds every message.
     newest = await newest_received(ctx.deps.db[c.INBOX], keep, args.limit, ctx.now)
 
-    def said(doc: dict[str, Any], text: str) -> str:
+    def said(row: InboxRow, text: str) -> str:
         """The contact's own words (their message, the name they gave themselves)."""
         if not text:
             return ""
-        return for_model(Outside(text, f"a WhatsApp message from {doc['sender_id']}"))
+        return for_model(Outside(text, f"a WhatsApp message from {row.sender_id}"))
 
     rows = [
         {
-            "from": doc["sender_id"],
-            "name": readable.get(doc["sender_id"], Permission(doc["sender_id"])).display_name
-            or said(doc, doc.get("sender_name") or ""),
-            "chat": doc["chat_id"],
-            "text": said(doc, doc["text"]),
-            "received_at": doc["received_at"],  # shown in the owner's timezone
+            "from": row.sender_id,
+            "name": readable.get(row.sender_id, Permission(row.sender_id)).display_name
+            or said(row, row.sender_name),
+            "chat": row.chat_id,
+            "text": said(row, row.text),
+            "received_at": row.received_at,  # shown in the owner's timezone
         }
-        for doc in newest
+        for row in newest
     ]
     rows.reverse()  # oldest first reads like a conversation
     return {"messages": rows}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -23,16 +23,16 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
 from channels.delivery.inbox import failure_reason, unstorable
-from channels.delivery.media import pending_docs
+from channels.delivery.media import pending_entries
 from channels.delivery.text import clean_inbound, clean_text
 from channels.types import InboundMessage
 from runtime.tasks import stop_task
 from storage import collections as c
 from storage.coalesce import GroupCommit, insert_each
 from storage.collections import inbox_key
+from storage.repos.inbox import InboxRow, unfinished
 
 log = logging.getLogger(__name__)
-Doc = dict[str, Any]
 STALE_CLAIM = timedelta(minutes=15)
 """Longer than any exchange can take (model retries and tool calls included)."""
 
@@ -42,7 +42,7 @@ class Received:
     """A message this process has just stored: its ``inbox`` row and the message itself,
     so the handler gets the message as stored rather than one rebuilt from the row."""
 
-    doc: Doc
+    row: InboxRow
     message: InboundMessage
 
 
@@ -55,7 +55,7 @@ claim first (left by a process that died: ``Intake.claimable``)."""
 class Intake:
     def __init__(
         self,
-        db: AsyncDatabase[Doc],
+        db: AsyncDatabase[dict[str, Any]],
         clock: Callable[[], datetime],
         *,
         reclaim_every: float = STALE_CLAIM.total_seconds() / 4,
@@ -84,31 +84,30 @@ class Intake:
             message = clean_inbound(message)
         except Exception as exc:  # meta nested absurdly deep, say
             return await self._keep_as_failed(message, exc)
-        doc: Doc = {
+        row = InboxRow(
             # Its own key: a transport's second delivery meets the first (storage.collections).
-            "_id": inbox_key(message.channel, message.external_id),
-            "channel": message.channel,
-            "external_id": message.external_id,
-            "chat_id": message.chat_id,
-            "sender_id": message.sender_id,
-            "sender_name": message.sender_name,
-            "text": message.text,
-            "reply_to": message.reply_to,
-            "meta": message.meta,
-            "received_at": message.received_at,
-            "conversation_key": message.conversation_key,
+            id=inbox_key(message.channel, message.external_id),
+            channel=message.channel,
+            external_id=message.external_id,
+            chat_id=message.chat_id,
+            sender_id=message.sender_id,
+            sender_name=message.sender_name,
+            text=message.text,
+            reply_to=message.reply_to,
+            meta=message.meta,
+            received_at=message.received_at,
+            conversation_key=message.conversation_key,
             # Stored already claimed by this process: it handles the message right away.
-            "status": "processing",
-            "claimed_at": self._clock(),
-            "attempts": 1,
-        }
-        if message.media:
+            status="processing",
+            claimed_at=self._clock(),
+            attempts=1,
             # Fetched later, once the sender's tier is known (channels.delivery.media).
-            doc["media"] = pending_docs(message.media)
+            media=pending_entries(message.media) if message.media else (),
+        )
         try:
             # Stored together with the messages that arrive while a write is in flight
             # (storage.coalesce); each one's duplicate key is still its own.
-            await self._store(doc)
+            await self._store(row.to_doc())
         except DuplicateKeyError:
             log.info("duplicate %s message %s ignored", message.channel, message.external_id)
             return False
@@ -116,7 +115,7 @@ class Intake:
             if not unstorable(exc):
                 raise
             return await self._keep_as_failed(message, exc)
-        self.updates.put_nowait((message.conversation_key, Received(doc, message)))
+        self.updates.put_nowait((message.conversation_key, Received(row, message)))
         return True
 
     async def _keep_as_failed(self, message: InboundMessage, exc: Exception) -> bool:
@@ -124,15 +123,16 @@ class Intake:
         reason, key = failure_reason(exc), clean_text(message.external_id)
         log.error("%s message %s cannot be stored (%s)", message.channel, key, reason)
         channel = clean_text(message.channel)
-        doc: Doc = {
-            "_id": inbox_key(channel, key), "channel": channel, "external_id": key,
-            "chat_id": clean_text(message.chat_id), "sender_id": clean_text(message.sender_id),
-            "text": "", "received_at": message.received_at,
-            "conversation_key": clean_text(message.conversation_key), "attempts": 0,
-            "status": "failed", "error": f"not storable: {reason}", "failed_at": self._clock(),
-        }  # fmt: skip
+        row = InboxRow(
+            id=inbox_key(channel, key), channel=channel, external_id=key,
+            chat_id=clean_text(message.chat_id), sender_id=clean_text(message.sender_id),
+            text="", received_at=message.received_at,
+            conversation_key=clean_text(message.conversation_key), attempts=0,
+            status="failed",
+            extra={"error": f"not storable: {reason}", "failed_at": self._clock()},
+        )  # fmt: skip
         try:
-            await self._inbox.insert_one(doc)
+            await self._inbox.insert_one(row.to_doc())
         except DuplicateKeyError:
             return False
         return True
@@ -149,21 +149,18 @@ class Intake:
             self._reclaims = asyncio.create_task(self._reclaim_loop(), name="inbox-reclaims")
         return count
 
-    def claimable(self) -> Doc:
+    def claimable(self) -> dict[str, Any]:
         """What ``recover`` may claim, now; the same filter guards the claim itself."""
         if self._sole_owner:
             return {"status": {"$in": ["pending", "processing"]}}
         stale = {"status": "processing", "claimed_at": {"$lt": self._clock() - STALE_CLAIM}}
         return {"$or": [{"status": "pending"}, stale]}
 
-    async def _resume(self, query: Doc) -> int:
+    async def _resume(self, query: Mapping[str, Any]) -> int:
         """Queue the messages ``query`` finds, oldest first (claimed as each is handled)."""
-        cursor = self._inbox.find(
-            query, projection={"conversation_key": 1}, sort=[("received_at", 1)]
-        )
         count = 0
-        async for doc in cursor:
-            self.updates.put_nowait((doc["conversation_key"], doc["_id"]))
+        async for key, row_id in unfinished(self._inbox, query):
+            self.updates.put_nowait((key, row_id))
             count += 1
         if count:
             log.info("resuming %d unfinished inbound messages", count)

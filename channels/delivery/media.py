@@ -25,7 +25,7 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from bson import ObjectId
 from pymongo import ASCENDING
@@ -34,12 +34,12 @@ from pymongo.errors import DuplicateKeyError
 
 from channels.types import Channel, MediaItem, MediaRefused, MediaSource, MediaTooLarge
 from storage import collections as c
+from storage.repos.inbox import InboxRow, MediaEntry
 
 if TYPE_CHECKING:
     from gridfs import AsyncGridFSBucket
 
 log = logging.getLogger(__name__)
-Doc = dict[str, Any]
 FETCH_TIMEOUT = 180.0
 """Seconds one download may take (a stuck transport must not hold the exchange)."""
 BUCKET = "media"
@@ -53,17 +53,26 @@ class MediaCaps:
     max_audio_seconds: int = 600
 
 
-def pending_docs(items: tuple[MediaItem, ...]) -> list[Doc]:
-    """The inbox row's ``media`` list for a message just received."""
-    return [
-        {"kind": m.kind, "mime": m.mime, "size": m.size, "duration_s": m.duration_s,
-         "name": m.name, "source": dict(m.source), "status": "pending"}
+class Fetched(TypedDict, total=False):
+    """What fetching one item sets on it (``media.<index>.<field>``)."""
+
+    status: str
+    note: str
+    file_id: ObjectId
+    size: int
+
+
+def pending_entries(items: tuple[MediaItem, ...]) -> tuple[MediaEntry, ...]:
+    """The inbox row's ``media`` for a message just received."""
+    return tuple(
+        MediaEntry(kind=m.kind, mime=m.mime, size=m.size, duration_s=m.duration_s,
+                   name=m.name, source=dict(m.source), status="pending")
         for m in items
-    ]  # fmt: skip
+    )  # fmt: skip
 
 
-def _label(doc: Doc) -> str:
-    return "voice note" if doc.get("kind") == "audio" else "photo"
+def _label(entry: MediaEntry) -> str:
+    return "voice note" if entry.kind == "audio" else "photo"
 
 
 def _minutes(seconds: int) -> str:
@@ -76,30 +85,29 @@ def _megabytes(size: int) -> str:
     return f"{size / 1_000_000:.1f}".removesuffix(".0") + " MB"
 
 
-def too_long_note(doc: Doc, caps: MediaCaps) -> str | None:
+def too_long_note(entry: MediaEntry, caps: MediaCaps) -> str | None:
     """The note for an item whose announced duration or size is over a cap, else None."""
-    duration, size = doc.get("duration_s"), doc.get("size")
-    long = isinstance(duration, int) and duration > caps.max_audio_seconds
-    if doc.get("kind") == "audio" and long:
+    duration, size = entry.duration_s, entry.size
+    if entry.kind == "audio" and duration is not None and duration > caps.max_audio_seconds:
         return (
-            f"[{_label(doc)} of {_minutes(int(duration or 0))}: too long to listen to; "
+            f"[{_label(entry)} of {_minutes(duration)}: too long to listen to; "
             f"limit {_minutes(caps.max_audio_seconds)}]"
         )
-    if isinstance(size, int) and size > caps.max_bytes:
-        return too_large_note(doc, caps, size)
+    if size is not None and size > caps.max_bytes:
+        return too_large_note(entry, caps, size)
     return None
 
 
-def too_large_note(doc: Doc, caps: MediaCaps, size: int | None = None) -> str:
-    verb = "listen to" if doc.get("kind") == "audio" else "look at"
+def too_large_note(entry: MediaEntry, caps: MediaCaps, size: int | None = None) -> str:
+    verb = "listen to" if entry.kind == "audio" else "look at"
     of = f" of {_megabytes(size)}" if size is not None else ""
-    return f"[{_label(doc)}{of}: too large to {verb}; limit {_megabytes(caps.max_bytes)}]"
+    return f"[{_label(entry)}{of}: too large to {verb}; limit {_megabytes(caps.max_bytes)}]"
 
 
 class MediaStore:
     """Files stored once in GridFS, each under its key (module docstring, point 4)."""
 
-    def __init__(self, db: AsyncDatabase[Doc]) -> None:
+    def __init__(self, db: AsyncDatabase[dict[str, Any]]) -> None:
         self._db = db
         self._gridfs: AsyncGridFSBucket | None = None
         self._files = db[f"{BUCKET}.files"]
@@ -167,7 +175,7 @@ class MediaFetcher:
 
     def __init__(
         self,
-        db: AsyncDatabase[Doc],
+        db: AsyncDatabase[dict[str, Any]],
         store: MediaStore,
         channels: Mapping[str, Channel],
         caps: MediaCaps = MediaCaps(),
@@ -177,27 +185,29 @@ class MediaFetcher:
         self._channels = channels
         self._caps = caps
 
-    async def fetch_doc(self, doc: Doc) -> list[str]:
+    async def fetch_row(self, row: InboxRow) -> list[str]:
         """Fetch every pending item of one inbox row; the notes of those not stored."""
         notes: list[str] = []
-        for index, item in enumerate(doc.get("media") or []):
-            if item.get("status") == "pending":
-                item = {**item, **await self._fetch_one(doc, index, item)}
-            if item.get("status") != "stored" and item.get("note"):
-                notes.append(str(item["note"]))
+        for index, item in enumerate(row.media):
+            status, note = item.status, item.note
+            if status == "pending":
+                fetched = await self._fetch_one(row, index, item)
+                status, note = fetched.get("status", status), fetched.get("note", note)
+            if status != "stored" and note:
+                notes.append(note)
         return notes
 
-    async def _fetch_one(self, doc: Doc, index: int, item: Doc) -> Doc:
-        key = f"{doc['channel']}:{doc['external_id']}:{index}"
-        result = await self._download(doc, key, item)
+    async def _fetch_one(self, row: InboxRow, index: int, item: MediaEntry) -> Fetched:
+        key = f"{row.channel}:{row.external_id}:{index}"
+        result = await self._download(row, key, item)
         sets = {f"media.{index}.{k}": v for k, v in result.items()}
         await self._inbox.update_one(
-            {"_id": doc["_id"], f"media.{index}.status": "pending"},
+            {"_id": row.id, f"media.{index}.status": "pending"},
             {"$set": sets, "$unset": {f"media.{index}.source": ""}},
         )
         return result
 
-    async def _download(self, doc: Doc, key: str, item: Doc) -> Doc:
+    async def _download(self, row: InboxRow, key: str, item: MediaEntry) -> Fetched:
         caps, label = self._caps, _label(item)
         over = too_long_note(item, caps)
         if over is not None:
@@ -205,20 +215,19 @@ class MediaFetcher:
         file_id = await self._store.find(key)  # stored before a crash: no second download
         if file_id is not None:
             return {"status": "stored", "file_id": file_id}
-        channel = self._channels.get(doc["channel"])
+        channel = self._channels.get(row.channel)
         if not isinstance(channel, MediaSource):
             return {"status": "failed", "note": f"[{label}: this channel cannot fetch it]"}
         try:
             async with asyncio.timeout(FETCH_TIMEOUT):
-                data = await channel.fetch_media(item.get("source") or {}, caps.max_bytes)
+                data = await channel.fetch_media(dict(item.source), caps.max_bytes)
         except MediaTooLarge:
             return {"status": "too_large", "note": too_large_note(item, caps)}
         except MediaRefused as exc:
-            log.warning("%s media %s refused: %s", doc["channel"], key, exc)
+            log.warning("%s media %s refused: %s", row.channel, key, exc)
             return {"status": "refused", "note": f"[{label}: not downloaded ({exc})]"}
         except Exception as exc:
-            log.warning("%s media %s could not be fetched: %s", doc["channel"], key, exc)
+            log.warning("%s media %s could not be fetched: %s", row.channel, key, exc)
             return {"status": "failed", "note": f"[{label}: could not be downloaded]"}
-        mime, kind = str(item.get("mime") or ""), str(item.get("kind") or "")
-        file_id = await self._store.put(data, key=key, mime=mime, kind=kind)
+        file_id = await self._store.put(data, key=key, mime=item.mime, kind=item.kind)
         return {"status": "stored", "file_id": file_id, "size": len(data)}

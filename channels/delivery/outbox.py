@@ -26,6 +26,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any, NamedTuple
 
@@ -40,10 +41,14 @@ from runtime.tasks import stop_task, wait_event
 from storage import collections as c
 from storage import retry
 from storage.coalesce import GroupCommit, insert_each
+from storage.records import each_async
+from storage.repos.outbox_row import OutboxRow
 
 log = logging.getLogger(__name__)
 Doc = dict[str, Any]
-FailureHook = Callable[[Doc], Awaitable[None]]
+"""The outbox's own queries and changes (its rows are ``OutboxRow``s)."""
+FailureHook = Callable[[OutboxRow], Awaitable[None]]
+"""Told of a reply given up on, with its row as stored (``failed``, its last error)."""
 SEND_BACKOFF = Backoff(first=1.0, factor=4.0, cap=300.0, retries=5)
 """Waits after a failed send (1, 4, 16, 64, 256 s; longer when the service asks), and
 5 retries before a reply is marked failed and reported."""
@@ -66,16 +71,17 @@ class Failure(NamedTuple):
     retry_after: float | None = None
 
 
-def to_message(doc: Doc) -> OutboundMessage:
-    """The message a stored row holds (one the retry loop claimed)."""
+def to_message(doc: Mapping[str, Any]) -> OutboundMessage:
+    """The message a stored row holds (one the retry loop claimed), read as its record."""
+    row = OutboxRow.from_doc(doc)
     return OutboundMessage(
-        channel=doc["channel"],
-        chat_id=doc["chat_id"],
-        text=doc["text"],
-        idempotency_key=doc["idempotency_key"],
-        reply_to=doc.get("reply_to"),
-        buttons=tuple(Button(b["label"], b["data"]) for b in doc.get("buttons", [])),
-        meta=doc.get("meta", {}),
+        channel=row.channel,
+        chat_id=row.chat_id,
+        text=row.text,
+        idempotency_key=row.idempotency_key,
+        reply_to=row.reply_to,
+        buttons=tuple(Button(label, data) for label, data in row.buttons),
+        meta=dict(row.meta),
     )
 
 
@@ -163,24 +169,24 @@ class Outbox:
             buttons=tuple(Button(clean_text(b.label), clean_text(b.data)) for b in message.buttons),
             meta=clean_value(message.meta),
         )
-        return message, {
+        now = self._clock()
+        return message, OutboxRow(
             # Its own key: the same message enqueued again meets it (storage.collections).
-            "_id": message.idempotency_key,
-            "idempotency_key": message.idempotency_key,
-            "channel": message.channel,
-            "chat_id": message.chat_id,
-            "text": message.text,
-            "reply_to": message.reply_to,
-            "buttons": [{"label": b.label, "data": b.data} for b in message.buttons],
-            "meta": message.meta,
+            idempotency_key=message.idempotency_key,
+            channel=message.channel,
+            chat_id=message.chat_id,
+            text=message.text,
+            reply_to=message.reply_to,
+            buttons=tuple((b.label, b.data) for b in message.buttons),
+            meta=message.meta,
             # Stored already claimed when sending right away: one write fewer, and a
             # crash before the send leaves it "sending", which recover() re-queues.
-            "status": "sending" if send_now else "pending",
-            "claimed_at": self._clock(),
-            "attempts": 1 if send_now else 0,
-            "created_at": self._clock(),
-            "next_attempt_at": self._clock(),
-        }
+            status="sending" if send_now else "pending",
+            claimed_at=now,
+            attempts=1 if send_now else 0,
+            created_at=now,
+            next_attempt_at=now,
+        ).to_doc()
 
     async def _claim(self, query: Doc) -> Doc | None:
         # A claim tagged with a token, so a retry after a dropped connection finds the
@@ -261,7 +267,8 @@ class Outbox:
         )
         if self._on_failure is not None:
             try:
-                await self._on_failure({**doc, "status": "failed", "last_error": error})
+                row = OutboxRow.from_doc(doc)
+                await self._on_failure(replace(row, status="failed", last_error=error))
             except Exception:
                 log.exception("failure hook raised")
 
@@ -379,8 +386,10 @@ class Outbox:
     async def pending_count(self) -> int:
         return await self._coll.count_documents({"status": {"$in": ["pending", "sending"]}})
 
-    async def failed(self, limit: int = 20) -> list[Doc]:
-        return await self._coll.find({"status": "failed"}, limit=limit).to_list()
+    async def failed(self, limit: int = 20) -> list[OutboxRow]:
+        """The replies given up on (at most ``limit``); a damaged row is logged and skipped."""
+        rows = self._coll.find({"status": "failed"}, limit=limit)
+        return await each_async(rows, OutboxRow.from_doc, "outbox row")
 
 
 def _logged(task: asyncio.Task[int]) -> None:

@@ -60,9 +60,9 @@ from channels.typing_indicator import TypingIndicator
 from runtime.tasks import stop_task, wait_event
 from storage import collections as c
 from storage.coalesce import BOOKKEEPING_LINGER, GroupCommit, set_all
+from storage.repos.inbox import InboxRow
 
 log = logging.getLogger(__name__)
-Doc = dict[str, Any]
 Handler = Callable[[Envelope], Awaitable[list[Reply]]]
 BurstRule = Callable[[InboundMessage], float]
 """Seconds to wait for more messages after this one (0: handle it alone, now)."""
@@ -76,7 +76,7 @@ __all__ = ["STALE_CLAIM", "BurstRule", "Handler", "Intake", "Pipeline"]
 class Pipeline:
     def __init__(
         self,
-        db: AsyncDatabase[Doc],
+        db: AsyncDatabase[dict[str, Any]],
         handler: Handler,
         outbox: Outbox,
         channels: Mapping[str, Channel],
@@ -176,12 +176,12 @@ class Pipeline:
         """
         replayed = False
         if isinstance(item, Received):  # the common case: the message itself, as stored
-            members = [item.doc]
+            members = [item.row]
             envelope = Envelope(
-                item.message, inbox_id=str(item.doc["_id"]), has_media=bool(item.message.media)
+                item.message, inbox_id=str(item.row.id), has_media=bool(item.message.media)
             )
         elif isinstance(item, list):  # a burst gathered here
-            members = [m.doc for m in item]
+            members = [m.row for m in item]
             envelope = envelope_of(members)
         else:
             doc = await self._inbox.find_one_and_update(
@@ -194,14 +194,15 @@ class Pipeline:
             )  # fmt: skip
             if doc is None:
                 return
-            if doc.get("burst_leader") not in (None, doc["_id"]):
+            row = InboxRow.from_doc(doc)
+            if row.burst_leader not in (None, row.id):
                 return  # its burst's leader handles it, and marks it done
-            replayed = await self._outbox.has(reply_key(doc["_id"], 0))
-            members = await self._burst_rows(doc)
+            replayed = await self._outbox.has(reply_key(row.id, 0))
+            members = await self._burst_rows(row)
             # The handler learns which stored message this is, and whether an earlier
             # attempt may already have answered it (so it can reuse that answer).
             envelope = envelope_of(members)
-        inbox_id: ObjectId = members[0]["_id"]
+        inbox_id = members[0].id
         if not replayed:
             chat = envelope.message
             failure: str | None = None
@@ -240,12 +241,12 @@ class Pipeline:
                     await self._outbox.enqueue(outbound)
             if failure is not None:
                 await self._inbox.update_many(
-                    {"_id": {"$in": [m["_id"] for m in members]}},
+                    {"_id": {"$in": [m.id for m in members]}},
                     {"$set": {"status": "failed", "error": failure, "failed_at": self._clock()}},
                 )
                 return
         # With the others marked done meanwhile: one $set by _id, safe to repeat.
-        await self._mark_done([m["_id"] for m in members], crowded=self._crowded())
+        await self._mark_done([m.id for m in members], crowded=self._crowded())
 
     def _crowded(self) -> bool:
         """Other conversations are at work: more replies and "done" marks are coming."""
@@ -279,19 +280,20 @@ class Pipeline:
             queue.popleft()
         if len(members) == 1:
             return first
-        ids = [m.doc["_id"] for m in members]
+        ids = [m.row.id for m in members]
         await self._inbox.update_many({"_id": {"$in": ids[1:]}}, {"$set": {"burst_leader": ids[0]}})
         await self._inbox.update_one({"_id": ids[0]}, {"$set": {"burst_ids": ids}})
         return members
 
-    async def _burst_rows(self, doc: Doc) -> list[Doc]:
-        """The stored rows of the burst ``doc`` leads, in order (itself alone if none):
+    async def _burst_rows(self, row: InboxRow) -> list[InboxRow]:
+        """The stored rows of the burst ``row`` leads, in order (itself alone if none):
         a burst a dead process gathered, handled again."""
-        ids = doc.get("burst_ids")
+        ids = row.burst_ids
         if not ids:
-            return [doc]
-        found = {d["_id"]: d async for d in self._inbox.find({"_id": {"$in": ids}})}
-        return [found.get(i, doc) if i != doc["_id"] else doc for i in ids if i in found]
+            return [row]
+        rows = self._inbox.find({"_id": {"$in": list(ids)}})
+        found = {r.id: r for r in [InboxRow.from_doc(d) async for d in rows]}
+        return [found[i] if i != row.id else row for i in ids if i in found]
 
     async def join(self) -> None:
         """Wait until every queued message has been handled (tests, shutdown)."""

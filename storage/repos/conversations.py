@@ -21,6 +21,7 @@ from storage import retry
 from storage.coalesce import GroupCommit, GroupLoad, TtlCache, insert_groups
 from storage.ejson import aware
 from storage.redact import SWEPT_FIELD
+from storage.repos.conversation_record import Conversation, StoredMessage, Summary
 
 Doc = dict[str, Any]
 REPLAY_LOOKBACK = 100
@@ -114,7 +115,7 @@ class ConversationRepo:
 
     def __init__(self, db: AsyncDatabase[Doc]) -> None:
         self._coll = db[c.CONVERSATIONS]
-        self._cache: TtlCache[str, Doc] = TtlCache(self.CACHE_SECONDS)
+        self._cache: TtlCache[str, Conversation] = TtlCache(self.CACHE_SECONDS)
         self._created: set[ObjectId] = set()
         """Conversations this process just created, until ``take_created`` is asked."""
         # Chats whose messages arrive together open their conversations in one batch.
@@ -128,7 +129,7 @@ class ConversationRepo:
             return True
         return False
 
-    def active(self, key: str, **meta: Any) -> Awaitable[Doc]:
+    def active(self, key: str, **meta: Any) -> Awaitable[Conversation]:
         """The conversation messages for ``key`` go to (created on first use).
 
         Cached briefly (``TtlCache.get``: at once while fresh): a ``reset`` through this
@@ -137,7 +138,7 @@ class ConversationRepo:
         """
         return self._cache.get(key, lambda: self._open(key, meta))
 
-    async def _load(self, key: str, meta: dict[str, Any]) -> Doc:
+    async def _load(self, key: str, meta: dict[str, Any]) -> Conversation:
         now = _stored_now()
         update = {"$setOnInsert": {"created_at": now, **meta}, "$set": {"touched_at": now}}
         # An upsert: a repeat matches the conversation the first try made.
@@ -151,11 +152,14 @@ class ConversationRepo:
             "open a conversation",
         )
         assert doc is not None
+        conversation = Conversation.from_doc(doc)
         if aware(doc.get("created_at")) == now:
-            self._note_created(doc["_id"])  # this very call inserted it
-        return doc
+            self._note_created(conversation.id)  # this very call inserted it
+        return conversation
 
-    async def _load_many(self, items: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Doc]:
+    async def _load_many(
+        self, items: Sequence[tuple[str, dict[str, Any]]]
+    ) -> dict[str, Conversation]:
         """Several keys at once: one find, one touch, one insert of the missing ones.
 
         Like the upsert of ``_load``, it relies on one writer per key (the pipeline
@@ -174,8 +178,6 @@ class ConversationRepo:
                 ),
                 "touch conversations",
             )
-            for doc in found.values():
-                doc["touched_at"] = now
         fresh = [
             {"key": key, "active": True, "created_at": now, **meta, "touched_at": now}
             for key, meta in items
@@ -185,18 +187,18 @@ class ConversationRepo:
         for doc in fresh:
             found[doc["key"]] = doc
             self._note_created(doc["_id"])
-        return found
+        return {key: Conversation.from_doc(doc) for key, doc in found.items()}
 
     def _note_created(self, conversation_id: ObjectId) -> None:
         if len(self._created) < MAX_CREATED:
             self._created.add(conversation_id)
 
-    async def summary(self, conversation_id: ObjectId) -> tuple[Doc | None, int]:
+    async def summary(self, conversation_id: ObjectId) -> tuple[Summary | None, int]:
         """The running summary of ``conversation_id`` as stored now (``save_summary``),
         and how many redaction sweeps it has seen (pass it back to ``save_summary``)."""
         doc = await self._coll.find_one({"_id": conversation_id}, {"summary": 1, SWEPT_FIELD: 1})
-        found = (doc or {}).get("summary")
-        return (found if isinstance(found, dict) else None), int((doc or {}).get(SWEPT_FIELD) or 0)
+        found = Summary.of((doc or {}).get("summary"))
+        return found, int((doc or {}).get(SWEPT_FIELD) or 0)
 
     async def save_summary(
         self,
@@ -307,10 +309,10 @@ class MessageRepo:
                 answer = "".join(texts)
         return answer
 
-    async def recent(self, conversation_id: ObjectId, limit: int = 200) -> list[Doc]:
+    async def recent(self, conversation_id: ObjectId, limit: int = 200) -> list[StoredMessage]:
+        """The conversation's newest ``limit`` messages, oldest first."""
         cursor = self._coll.find(
             {"conversation_id": conversation_id}, sort=[("seq", -1)], limit=limit
         )
         docs = await cursor.to_list()
-        docs.reverse()
-        return docs
+        return [StoredMessage.from_doc(doc) for doc in reversed(docs)]

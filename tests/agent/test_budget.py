@@ -28,15 +28,8 @@ from agent.app.core import build_app
 from agent.app.features.alerts import AlertingOptions, alerting
 from agent.app.features.scheduling import SchedulingOptions, scheduling
 from agent.llm.openai.model import OpenAIModel
-from agent.spend.prices import (
-    DEFAULT_PRICE,
-    PriceError,
-    PriceTable,
-    check_price,
-    load_prices,
-    save_prices,
-    usd,
-)
+from agent.spend.prices import DEFAULT_PRICE, PriceTable, load_prices, save_prices, usd
+from storage.repos.prices import PriceError, check_price
 from storage.repos.usage import DayUsage
 from tests.conftest import make_settings
 from tests.databases import AppDb

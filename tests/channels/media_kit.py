@@ -27,6 +27,7 @@ from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
 from channels.types import Channel
 from runtime.backoff import Backoff
+from storage.repos.inbox import InboxRow
 
 Doc = dict[str, Any]
 Db = AsyncDatabase[Doc]
@@ -88,7 +89,7 @@ async def media_stack(
 class CrashBeforeFetch:
     """A fetcher that dies before it downloads anything."""
 
-    async def fetch_doc(self, doc: Doc) -> list[str]:
+    async def fetch_row(self, row: InboxRow) -> list[str]:
         raise Killed("between the inbox write and the download")
 
 

@@ -25,6 +25,7 @@ from channels.delivery.pipeline import Pipeline
 from channels.telegram import TelegramChannel
 from runtime.backoff import Backoff
 from runtime.clock import utcnow
+from storage.repos.outbox_row import OutboxRow
 from tests.conftest import make_settings
 from tests.fakes.fixtures import fake
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
@@ -54,7 +55,7 @@ class Stack:
     channel: TelegramChannel
     pipeline: Pipeline
     outbox: Outbox
-    failures: list[Doc] = field(default_factory=list)
+    failures: list[OutboxRow] = field(default_factory=list)
 
     async def stop(self) -> None:
         await self.channel.stop()
@@ -87,10 +88,10 @@ async def build(
             poll_timeout=poll_timeout,
             backoff=Backoff(first=0.01, cap=0.1),
         )
-        failures: list[Doc] = []
+        failures: list[OutboxRow] = []
 
-        async def on_failure(doc: Doc) -> None:
-            failures.append(doc)
+        async def on_failure(row: OutboxRow) -> None:
+            failures.append(row)
 
         channels = {"telegram": channel}
         outbox = Outbox(

@@ -10,11 +10,11 @@ from typing import Any
 from pymongo.asynchronous.database import AsyncDatabase
 
 from channels.delivery.envelope import Envelope
-from channels.delivery.inbox import STATUSES, newest_received, received_since
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
 from channels.types import HandlingFailed, InboundMessage, Reply
 from storage import collections as c
+from storage.repos.inbox import STATUSES, InboxRow, newest_received, received_since
 from tests.fakes.channel import RecordingChannel
 
 Doc = dict[str, Any]
@@ -84,13 +84,13 @@ async def test_the_newest_rows_are_exact_whichever_windows_they_fall_in(
     ]  # fmt: skip
     await inbox.insert_many(rows)
 
-    def alice(doc: Doc) -> bool:
-        return bool(doc["sender_id"] == "alice")
+    def alice(row: InboxRow) -> bool:
+        return row.sender_id == "alice"
 
     for limit in range(1, len(ages) + 2):
         newest = await newest_received(inbox, alice, limit, NOW)
         expected = [f"alice-{n}" for n in range(len(ages))][:limit]
-        assert [d["external_id"] for d in newest] == expected, limit
+        assert [r.external_id for r in newest] == expected, limit
     assert await newest_received(inbox, lambda d: False, 5, NOW) == []
 
 
@@ -109,3 +109,23 @@ async def test_a_window_may_be_open_at_either_end(db: AsyncDatabase[Doc]) -> Non
     assert await ids(None, NOW - 2.5 * hour) == ["3", "4"]
     assert await ids(NOW - 3.5 * hour, NOW - 0.5 * hour) == ["1", "2", "3"]
     assert await ids(None, None) == ["0", "1", "2", "3", "4"]
+
+
+async def test_the_newest_rows_are_typed_and_a_damaged_row_is_skipped(
+    db: AsyncDatabase[Doc],
+) -> None:
+    """The reader gets records with every field the pipeline wrote, read once at the
+    store; a row an older version or a hand left damaged is skipped, not a crash."""
+    inbox = db[c.INBOX]
+    good = InboxRow(
+        id=c.inbox_key("rec", "1"), channel="rec", external_id="1", chat_id="c",
+        sender_id="alice", text="hello", received_at=NOW - timedelta(minutes=1),
+        sender_name="Alice", meta={"is_group": False}, conversation_key="rec:c",
+        status="done",
+    )  # fmt: skip
+    await inbox.insert_one(good.to_doc())
+    damaged = {**good.to_doc(), "_id": c.inbox_key("rec", "2"), "external_id": "2"}
+    await inbox.insert_one({**damaged, "meta": "not a document"})
+
+    [row] = await newest_received(inbox, lambda row: row.sender_id == "alice", 5, NOW)
+    assert row == good and row.meta["is_group"] is False and row.sender_name == "Alice"

@@ -12,6 +12,7 @@ from aiohttp.test_utils import TestServer
 from channels.delivery.media import MediaCaps, too_large_note, too_long_note
 from channels.http_fetch import fetch_capped, read_capped
 from channels.types import MediaRefused, MediaTooLarge
+from storage.repos.inbox import MediaEntry
 from tests.fakes.huge_answer import MIB, huge_answer
 
 AUTH = "Basic c2VjcmV0OnNlY3JldA=="
@@ -113,14 +114,14 @@ async def test_an_announced_length_over_the_cap_is_not_read(hosts: tuple[_Host, 
 
 def test_notes_are_polite_and_name_the_limit() -> None:
     caps = MediaCaps(max_bytes=20_000_000, max_audio_seconds=600)
-    voice = {"kind": "audio", "duration_s": 840, "size": 1000}
+    voice = MediaEntry(kind="audio", duration_s=840, size=1000)
     assert too_long_note(voice, caps) == (
         "[voice note of 14 min: too long to listen to; limit 10 min]"
     )
-    assert too_long_note({"kind": "audio", "duration_s": 600}, caps) is None
-    photo = {"kind": "image", "size": 25_300_000}
+    assert too_long_note(MediaEntry(kind="audio", duration_s=600), caps) is None
+    photo = MediaEntry(kind="image", size=25_300_000)
     assert too_long_note(photo, caps) == ("[photo of 25.3 MB: too large to look at; limit 20 MB]")
-    assert too_long_note({"kind": "image", "size": None}, caps) is None
-    assert too_large_note({"kind": "audio"}, caps) == (
+    assert too_long_note(MediaEntry(kind="image", size=None), caps) is None
+    assert too_large_note(MediaEntry(kind="audio"), caps) == (
         "[voice note: too large to listen to; limit 20 MB]"
     )

@@ -16,6 +16,7 @@ from channels.delivery.envelope import Envelope
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
 from channels.types import (
+    Button,
     HandlingFailed,
     InboundMessage,
     OutboundMessage,
@@ -24,6 +25,7 @@ from channels.types import (
     SendResult,
 )
 from runtime.backoff import Backoff
+from storage.repos.outbox_row import OutboxRow
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.commands import Commands
 from tests.fakes.fixtures import watched
@@ -145,10 +147,10 @@ async def test_a_failed_send_is_stored_due_again_and_the_retry_loop_sends_it(
 async def test_a_send_refused_for_good_is_stored_failed_and_reported(
     db: AsyncDatabase[Doc],
 ) -> None:
-    reported: list[Doc] = []
+    reported: list[OutboxRow] = []
 
-    async def on_failure(doc: Doc) -> None:
-        reported.append(doc)
+    async def on_failure(row: OutboxRow) -> None:
+        reported.append(row)
 
     blocked = SendError("Forbidden: bot was blocked by the user", retryable=False)
     channel = RecordingChannel("rec", failures=[blocked])
@@ -158,7 +160,7 @@ async def test_a_send_refused_for_good_is_stored_failed_and_reported(
     doc = await db["outbox"].find_one({"_id": "k2"})
     assert doc is not None and doc["status"] == "failed"
     assert doc["last_error"] == "Forbidden: bot was blocked by the user"
-    assert [(d["idempotency_key"], d["status"]) for d in reported] == [("k2", "failed")]
+    assert [(r.idempotency_key, r.status) for r in reported] == [("k2", "failed")]
 
 
 async def test_a_channel_that_breaks_unexpectedly_leaves_the_reply_due_again(
@@ -207,3 +209,20 @@ async def test_each_answer_is_recorded_by_its_own_write_and_done_marks_share(
     # hangs on them) still wait for company while others are at work (30 ms).
     assert commands.counts["insert outbox"] == chats, commands.counts
     assert commands.counts["update inbox"] <= chats * 2 // 3, commands.counts
+
+
+async def test_the_replies_given_up_on_are_read_as_rows_and_a_damaged_one_skipped(
+    db: AsyncDatabase[Doc],
+) -> None:
+    """``failed`` gives records with the stored reason; a row a hand damaged is skipped."""
+    blocked = SendError("Forbidden: bot was blocked by the user", retryable=False)
+    channel = RecordingChannel("rec", failures=[blocked])
+    outbox = Outbox(db, {"rec": channel}, now)
+    buttons = (Button("Yes", "y"),)
+    await outbox.send_then_record(OutboundMessage("rec", "a", "hello", "k4", buttons=buttons))
+    await db["outbox"].insert_one({"_id": "bad", "status": "failed", "attempts": "many"})
+
+    [row] = await outbox.failed()
+    assert (row.idempotency_key, row.chat_id, row.text) == ("k4", "a", "hello")
+    assert row.last_error == "Forbidden: bot was blocked by the user"
+    assert row.buttons == (("Yes", "y"),) and row.status == "failed"

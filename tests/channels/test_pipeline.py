@@ -14,6 +14,7 @@ from channels.delivery.pipeline import Pipeline
 from channels.types import InboundMessage, OutboundMessage, Reply, SendError
 from runtime.backoff import Backoff
 from storage.collections import inbox_key
+from storage.repos.outbox_row import OutboxRow
 from tests.fakes.channel import RecordingChannel
 from tests.waiting import until, until_async, waiting_in
 
@@ -111,11 +112,11 @@ async def _sent(db: AsyncDatabase[Doc], key: str) -> bool:
 
 
 async def test_a_reply_that_finally_fails_is_kept_and_reported(db: AsyncDatabase[Doc]) -> None:
-    reported: list[Doc] = []
+    reported: list[OutboxRow] = []
     gave_up = asyncio.Event()
 
-    async def on_failure(doc: Doc) -> None:
-        reported.append(doc)
+    async def on_failure(row: OutboxRow) -> None:
+        reported.append(row)
         gave_up.set()
 
     failures = [SendError("HTTP 500", retryable=True)] * 2 + [SendError("blocked", retryable=False)]
@@ -136,7 +137,7 @@ async def test_a_reply_that_finally_fails_is_kept_and_reported(db: AsyncDatabase
     doc = await db["outbox"].find_one({"idempotency_key": "k2"})
     assert doc is not None and doc["status"] == "failed" and doc["last_error"] == "blocked"
     assert doc["attempts"] == 3 and doc["text"] == "important"
-    assert [d["idempotency_key"] for d in reported] == ["k2"]
+    assert [r.idempotency_key for r in reported] == ["k2"]
 
 
 async def test_a_second_instance_leaves_fresh_work_alone(db: AsyncDatabase[Doc]) -> None:

@@ -36,17 +36,17 @@ async def test_fifty_new_chats_at_once_open_in_a_few_commands(
     keys = [f"telegram:{i}" for i in range(50)]
     convs = await asyncio.gather(*(repo.active(k, channel="telegram", chat_id=k[9:]) for k in keys))
     assert len(conversation_commands(commands)) <= 8, commands.sent
-    assert [conv["key"] for conv in convs] == keys
-    assert len({conv["_id"] for conv in convs}) == 50
-    assert all(repo.take_created(conv["_id"]) for conv in convs)
+    assert [conv.key for conv in convs] == keys
+    assert len({conv.id for conv in convs}) == 50
+    assert all(repo.take_created(conv.id) for conv in convs)
     assert await db[c.CONVERSATIONS].count_documents({"active": True}) == 50
     stored = await db[c.CONVERSATIONS].find_one({"key": "telegram:7"})
     assert stored is not None and stored["channel"] == "telegram" and stored["chat_id"] == "7"
 
     again = ConversationRepo(db)  # after a restart: the same conversations, none new
     found = await asyncio.gather(*(again.active(k) for k in keys))
-    assert [conv["_id"] for conv in found] == [conv["_id"] for conv in convs]
-    assert not any(again.take_created(conv["_id"]) for conv in found)
+    assert [conv.id for conv in found] == [conv.id for conv in convs]
+    assert not any(again.take_created(conv.id) for conv in found)
     assert await db[c.CONVERSATIONS].count_documents({}) == 50
 
 
@@ -59,9 +59,9 @@ async def test_a_batch_mixing_known_and_new_chats(
     repo = ConversationRepo(db)
     keys = ["telegram:known", *(f"telegram:new{i}" for i in range(10)), "telegram:known"]
     convs = await asyncio.gather(*(repo.active(k) for k in keys))
-    assert convs[0]["_id"] == convs[-1]["_id"] == known["_id"]
-    assert not repo.take_created(known["_id"])
-    assert all(repo.take_created(conv["_id"]) for conv in convs[1:-1])
+    assert convs[0].id == convs[-1].id == known.id
+    assert not repo.take_created(known.id)
+    assert all(repo.take_created(conv.id) for conv in convs[1:-1])
     assert await db[c.CONVERSATIONS].count_documents({}) == 11
 
 

@@ -22,11 +22,11 @@ async def test_only_the_call_that_created_it_says_so(
     await ensure_indexes(db)
     repo = ConversationRepo(db)
     conv = await repo.active("telegram:1", channel="telegram", chat_id="1")
-    assert repo.take_created(conv["_id"]) is True
-    assert repo.take_created(conv["_id"]) is False  # asked once: the next exchange reads
+    assert repo.take_created(conv.id) is True
+    assert repo.take_created(conv.id) is False  # asked once: the next exchange reads
 
     again = await repo.active("telegram:1")  # cached, the same conversation
-    assert again["_id"] == conv["_id"] and repo.take_created(conv["_id"]) is False
+    assert again.id == conv.id and repo.take_created(conv.id) is False
 
 
 async def test_a_conversation_made_before_is_not_new(
@@ -37,5 +37,5 @@ async def test_a_conversation_made_before_is_not_new(
     made = await ConversationRepo(db).active("telegram:2")
     restarted = ConversationRepo(db)  # another process, or this one after a restart
     found = await restarted.active("telegram:2")
-    assert found["_id"] == made["_id"]
-    assert restarted.take_created(found["_id"]) is False
+    assert found.id == made.id
+    assert restarted.take_created(found.id) is False

@@ -39,8 +39,8 @@ async def test_thirty_exchanges_at_once_are_a_few_inserts_in_order(
     assert sum(inserts) == 60 and len(inserts) <= 5, inserts
     for i, conv in enumerate(convs):
         stored = await repo.recent(conv)
-        assert [d["seq"] for d in stored] == [0, 1]
-        assert [d["parts"][0]["text"] for d in stored] == [f"hi {i}", f"re: hi {i}"]
+        assert [d.seq for d in stored] == [0, 1]
+        assert [d.parts[0]["text"] for d in stored] == [f"hi {i}", f"re: hi {i}"]
 
 
 async def test_a_seq_clash_fails_its_own_writer_only(
@@ -58,5 +58,5 @@ async def test_a_seq_clash_fails_its_own_writer_only(
     )
     assert isinstance(results[0], DuplicateKeyError)
     assert results[1] is None
-    assert [d["parts"][0]["text"] for d in await repo.recent(fine)] == ["hello", "re: hello"]
+    assert [d.parts[0]["text"] for d in await repo.recent(fine)] == ["hello", "re: hello"]
     assert await db[c.MESSAGES].count_documents({"conversation_id": clashing}) == 2

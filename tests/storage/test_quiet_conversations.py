@@ -32,12 +32,12 @@ async def test_a_burst_after_a_quiet_stretch_opens_one_conversation_per_chat(
     repo = ConversationRepo(db)  # a fresh cache: every chat is read from the database
     opened = await asyncio.gather(*(repo.active(key, channel="telegram") for key in keys))
 
-    assert [doc["key"] for doc in opened] == keys
-    assert [doc["_id"] for doc in opened[:6]] == [doc["_id"] for doc in before]
+    assert [doc.key for doc in opened] == keys
+    assert [doc.id for doc in opened[:6]] == [doc.id for doc in before]
     stored = Counter([d["key"] async for d in db[c.CONVERSATIONS].find({"active": True})])
     assert stored == Counter(keys)  # nobody got a second conversation from a retry
 
     await relay.quiet()  # and once more, all of them known now
     later = ConversationRepo(db)
     again = await asyncio.gather(*(later.active(key) for key in keys))
-    assert [doc["_id"] for doc in again] == [doc["_id"] for doc in opened]
+    assert [doc.id for doc in again] == [doc.id for doc in opened]

@@ -23,20 +23,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from aiohttp import web
 
 from agent.alerts.calls import CallsStatus
-from agent.app.dashboard.alerts import open_alerts
+from agent.app.dashboard.alerts import AlertCard, open_alerts
 from agent.app.dashboard.context import LIVE_SECONDS, Dashboard, channel_name, human_time
 from agent.app.healthcheck import Component, Health
 from scheduler.monitors.monitor import Monitor, MonitorLimits
 from scheduler.monitors.store import MonitorStore
 from scheduler.views import pulse_view, quiet_text
+from storage.outside import Outside
 from storage.repos.alert_record import Alert
 
-Doc = dict[str, Any]
 Shown = Callable[[datetime | None], str]
 """A moment in words (``human_time`` in the owner's timezone, from now)."""
 Level = Literal["critical", "bad", "warn", "info", "ok", "muted"]
@@ -78,6 +78,63 @@ class SmsPaging:
     """None: alerting is not running."""
     failing: str | None = None
     """Why the last SMS or call Twilio was asked for failed (None: it went, or none yet)."""
+
+
+class StatusLine(TypedDict):
+    """The status line: the worst thing first, its colour, and the rest in order."""
+
+    text: str
+    level: Level
+    more: list[str]
+
+
+class PulseSummary(TypedDict):
+    """The pulse today, as the overview shows it."""
+
+    enabled: bool
+    per_day: int
+    spacing: str | None
+    done_today: int
+    past: list[str]
+    """Today's slot times so far (``HH:MM``)."""
+    left: list[str]
+    next: datetime | None
+    quiet: str
+
+
+class Fire(TypedDict):
+    """A cron job's next fire."""
+
+    job_id: str
+    name: str
+    at: datetime
+    once: bool
+
+
+class MonitorRow(TypedDict):
+    """A monitor in words (``monitor_row``)."""
+
+    id: str
+    name: str
+    state: str
+    level: Level
+    ok: bool
+    detail: str
+    since: datetime | None
+    checked: datetime | None
+    error: str | Outside | None
+    """Why it is down (words from outside: shown escaped)."""
+
+
+class Glance(TypedDict):
+    """Everything the overview's live part shows (``glance``)."""
+
+    status: StatusLine
+    parts: list[Part]
+    pulse: PulseSummary | None
+    fires: list[Fire] | None
+    alerts: list[AlertCard] | None
+    monitors: list[MonitorRow]
 
 
 def plural(count: int, word: str) -> str:
@@ -158,7 +215,7 @@ def mcp_word(state: str) -> str:
     return MCP_WORDS.get(state, "failing" if state == "failed" else state)
 
 
-def status_line(problems: list[Problem]) -> Doc:
+def status_line(problems: list[Problem]) -> StatusLine:
     """``text`` (the worst first), ``level`` and ``more`` (the rest, in order)."""
     if not problems:
         return {"text": "All clear", "level": "ok", "more": []}
@@ -252,7 +309,7 @@ def monitors_part(monitors: list[Monitor]) -> Part:
     return Part("Monitors", "all up" if up == len(monitors) else "ok", "ok", ", ".join(words))
 
 
-async def pulse_summary(dash: Dashboard, now: datetime) -> Doc | None:
+async def pulse_summary(dash: Dashboard, now: datetime) -> PulseSummary | None:
     pulse = dash.app.deps.pulse
     if pulse is None:
         return None
@@ -271,27 +328,27 @@ async def pulse_summary(dash: Dashboard, now: datetime) -> Doc | None:
     }
 
 
-async def next_fires(dash: Dashboard, now: datetime) -> list[Doc] | None:
+async def next_fires(dash: Dashboard, now: datetime) -> list[Fire] | None:
     """The soonest fires of enabled jobs, soonest first."""
     cron = dash.app.deps.cron
     if cron is None:
         return None
-    fires: list[Doc] = []
+    fires: list[Fire] = []
     for job in await cron.list_jobs():
         if not job.enabled or job.done:
             continue
         when = job.next_fire_at or job.run_at
         if when is not None:
-            fires.append({"job_id": job.id, "name": job.name, "at": when, "once": job.once})
+            fires.append(Fire(job_id=job.id, name=job.name, at=when, once=job.once))
     fires.sort(key=lambda f: f["at"].timestamp())
     return fires[:NEXT_FIRES]
 
 
-def monitor_row(m: Monitor) -> Doc:
+def monitor_row(m: Monitor) -> MonitorRow:
     """A monitor in words: its state, what it watches, since when it is down."""
     first = "no ping yet" if m.kind == "heartbeat" else "not checked yet"
     state = "paused" if m.paused else first if m.state == "new" else m.state
-    level = "muted" if m.paused or m.state == "new" else "ok" if m.state == "up" else "bad"
+    level: Level = "muted" if m.paused or m.state == "new" else "ok" if m.state == "up" else "bad"
     if m.kind == "http":
         watches = f"checks {m.url} every {m.interval_seconds or 0} s"
     elif m.kind == "change":
@@ -317,7 +374,7 @@ async def monitors_of(dash: Dashboard) -> list[Monitor]:
     return await MonitorStore(dash.app.deps.db, dash.now, MonitorLimits()).all()
 
 
-async def glance(dash: Dashboard) -> Doc:
+async def glance(dash: Dashboard) -> Glance:
     """Everything the overview's live part shows."""
     now = dash.now()
     health = await dash.health.read()

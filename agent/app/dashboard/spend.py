@@ -22,19 +22,8 @@ from aiohttp import web
 from markupsafe import Markup, escape
 
 from agent.app.dashboard.context import Dashboard
-from agent.spend.prices import (
-    DEFAULT_PRICE,
-    MAX_MODEL_CHARS,
-    MAX_PRICE_CHARS,
-    Cost,
-    Price,
-    PriceError,
-    PriceTable,
-    load_prices,
-    model_name,
-    set_price,
-    shown,
-)
+from agent.spend.prices import DEFAULT_PRICE, Cost, PriceTable, load_prices, set_price, shown
+from storage.repos.prices import MAX_MODEL_CHARS, MAX_PRICE_CHARS, Price, PriceError, model_name
 from storage.repos.usage import KINDS, DayUsage, UsageKind
 
 DAYS = 30

@@ -215,7 +215,7 @@ async def test_outside_text_never_reaches_the_summary(
         "https://shop.example/price",
     )
     await deps_at.messages.append(
-        conversation["_id"],
+        conversation.id,
         [
             {"role": "user", "parts": [{"kind": "text", "text": "what does the shop say?"}]},
             {
@@ -228,7 +228,7 @@ async def test_outside_text_never_reaches_the_summary(
         ],
         start_seq=0,
     )
-    deps_at.conversations.take_created(conversation["_id"])  # it has messages now
+    deps_at.conversations.take_created(conversation.id)  # it has messages now
     await chat(agent, deps_at, range(12))
     asked = summary_requests(model)[0].messages[-1].text
     assert "249.00" in asked and LEFT_OUT in asked  # our words kept, theirs left out

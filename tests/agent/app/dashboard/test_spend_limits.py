@@ -11,14 +11,8 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
-from agent.spend.prices import (
-    MAX_MODEL_CHARS,
-    MAX_PRICED_MODELS,
-    PRICES_ID,
-    Price,
-    load_prices,
-    save_prices,
-)
+from agent.spend.prices import load_prices, save_prices
+from storage.repos.prices import MAX_MODEL_CHARS, MAX_PRICED_MODELS, PRICES_ID, Price
 from tests.agent.app.dashboard.pages_kit import AUTH, NOW, client_of, csrf_of, dash_app, page
 from tests.databases import AppDb
 from tests.fakes.clock import FakeClock

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from agent.app.application import App
-from agent.spend.prices import Price, load_prices, save_prices
+from agent.spend.prices import load_prices, save_prices
 from channels.delivery.envelope import Envelope
+from storage.repos.prices import Price
 from tests.agent.app.dashboard.pages_kit import AUTH, NOW, client_of, csrf_of, dash_app, page
 from tests.databases import AppDb
 from tests.fakes.clock import FakeClock
