@@ -39,10 +39,12 @@ async def test_messages_come_oldest_first_with_their_sizes(db: AsyncDatabase[Doc
     hello = [{"kind": "text", "text": "hello"}]
     await messages.append(conv, [{"role": "user", "parts": hello, "tokens": 3}], start_seq=0)
     await messages.append(conv, [{"role": "assistant", "parts": []}], start_seq=1)
-    assert await messages.recent(conv) == [
+    read = await messages.recent(conv)
+    assert [m._replace(created_at=None) for m in read] == [
         StoredMessage(0, "user", hello, 3),
         StoredMessage(1, "assistant", (), 0),
     ]
+    assert all(m.created_at is not None for m in read)  # when each was said (summaries)
 
 
 async def test_a_second_press_reads_what_the_first_did(db: AsyncDatabase[Doc]) -> None:
