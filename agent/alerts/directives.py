@@ -4,7 +4,9 @@ Replies such as ``ack``, ``12a``, ``close 12``, ``snooze 2h #12`` or ``pulse 12 
 are applied without the model: they must be instant, free and never misread. Only an
 exact match of the grammar is a directive; anything else (``ok but why did the backup
 fail?``) is left for the agent, so a question is never swallowed, and the alerts it
-names are reported so the agent gets the right one. Codes are digits only.
+names are reported so the agent gets the right one. Codes are digits only. An ack or
+resolve word may carry the owner's reason after a separator ("fixed, it was the disk"):
+the reason is kept as the note, unless it asks something.
 
 The directive types are plain values with no behaviour: the grammar produces them, the
 lifecycle, the router and the schedule services apply them. The text is normalised
@@ -38,6 +40,7 @@ __all__ = [
     "MAX_HOLD",
     "MAX_INTERVAL_DAYS",
     "MIN_HOLD",
+    "NOTE_CHARS",
     "PULSES_PER_DAY",
     "REPLY_WORDS_NOTE",
     "RESERVED_KEYWORDS",
@@ -79,6 +82,8 @@ DEFAULT_MUTE: Final = timedelta(days=1)
 PULSES_PER_DAY: Final = range(1, 49)
 """Any whole number 1-48, as ``scheduler.pulse.grid.PULSES_PER_DAY``."""
 MAX_INTERVAL_DAYS: Final = 31
+NOTE_CHARS: Final = 500
+"""The longest note kept with an alert, from a reply or from ``manage_alerts``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -380,7 +385,17 @@ _Outcome: TypeAlias = Directive | str | None
 
 def parse_reply(text: str, *, now: datetime | None = None, tz: tzinfo | None = None) -> ParsedReply:
     """Parse one reply. ``now`` and ``tz`` (the owner's) are needed only for moments
-    (``snooze until 8am``); without them such a reply is free text."""
+    (``snooze until 8am``); without them such a reply is free text. A resolve or ack
+    word with the owner's reason after it ("fixed, it was the disk") keeps the reason
+    as the directive's note (``_with_note``)."""
+    parsed = _parse_whole(text, now, tz)
+    if parsed.directive is not None or parsed.error is not None or parsed.reserved:
+        return parsed
+    return _with_note(text, now, tz) or parsed
+
+
+def _parse_whole(text: str, now: datetime | None, tz: tzinfo | None) -> ParsedReply:
+    """The whole reply as one directive, or free text."""
     s = normalise(text)
     known = _EXACT.get(s)  # most replies: one lookup
     if known is not None:
@@ -409,6 +424,59 @@ def parse_reply(text: str, *, now: datetime | None = None, tz: tzinfo | None = N
         return ParsedReply(code=code, error=f"Found {listed}: reply about one alert at a time.")
     everyday = code is None and is_everyday(wanted, outcome)
     return ParsedReply(code=code, directive=outcome, everyday=everyday)
+
+
+_NOTE_MARKS: Final = (",", ":", ";", " - ", "\u2014", "\u2013")
+"""What ends a directive and starts the owner's note: comma, colon, semicolon, a
+spaced hyphen, an em or en dash."""
+_NOTE_WORDS: Final = (" because ", " it was ")
+"""Words that start a note ("fixed because the disk was full"); the note keeps them."""
+_HEAD_CHARS: Final = 40
+"""Only this much of a reply is searched for the end of its directive ("#12 fixed")."""
+_NOTE_SHORT: Final = frozenset({"on it", "ok on it", "got it", "ok got it", "will do"})
+"""The short acknowledgements that take a note ("on it, rebooting the NAS"); "thanks,
+..." and "k, ..." are conversation."""
+_ASKING: Final = frozenset(
+    {"but", "and", "also", "please", "pls", "can", "could", "would", "why", "how", "what"}
+)
+"""A note opening with one of these goes on to ask something: the agent's to answer."""
+
+
+def _with_note(text: str, now: datetime | None, tz: tzinfo | None) -> ParsedReply | None:
+    """An ack or resolve word (with or without its code) before a separator, and the
+    words after it as the note ("fixed, it was the disk", "#3 ack: rebooting it", "done
+    because the disk was full"), in the owner's spelling. None (free text) when the head is not
+    such a directive, or the note asks something ("?", "but ...") or names an alert.
+    Linear: only the first ``_HEAD_CHARS`` are searched, at a few fixed separators."""
+    scan = text[:_HEAD_CHARS]
+    low = scan.lower()
+    cuts = [(at, at + len(mark)) for mark in _NOTE_MARKS if (at := scan.find(mark)) > 0]
+    cuts += [(at, at + 1) for word in _NOTE_WORDS if (at := low.find(word)) > 0]
+    for end, start in sorted(cuts):
+        head = _parse_whole(text[:end], now, tz)
+        directive = head.directive
+        if not isinstance(directive, Ack | Resolve) or (directive == _ACK and head.everyday):
+            continue  # not a directive that takes a note, or "ok, ..." (conversation)
+        if head.short and normalise(text[:end]) not in _NOTE_SHORT:
+            continue
+        return _noted(head, directive, " ".join(text[start:].split()))
+    return None
+
+
+def _noted(head: ParsedReply, directive: Ack | Resolve, note: str) -> ParsedReply | None:
+    """The head's directive with ``note``; an overlong note is an error (nothing lost)."""
+    words = note.split(" ", 1)
+    if "?" in note or _HASH_RE.search(note) or words[0].lower().strip(EDGES) in _ASKING:
+        return None
+    kept = note if note and normalise(note) not in SHORT_ACKS else None  # "done, thanks"
+    if kept is not None and len(kept) > NOTE_CHARS:
+        error = (
+            f"A note on an alert keeps at most {NOTE_CHARS} characters; yours has "
+            f"{len(kept)}. Nothing changed: send it shorter."
+        )
+        return ParsedReply(code=head.code, error=error, everyday=head.everyday)
+    noted = Ack(note=kept) if isinstance(directive, Ack) else Resolve(note=kept)
+    return ParsedReply(code=head.code, directive=noted, short=head.short, everyday=head.everyday)
 
 
 def _code(digits: str) -> str:

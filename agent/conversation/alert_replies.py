@@ -37,7 +37,7 @@ from agent.alerts.directives import (
     parse_reply,
 )
 from agent.alerts.job_directives import apply_cron, apply_pulse, job_id_of
-from agent.alerts.lifecycle import ALERT_DIRECTIVES
+from agent.alerts.lifecycle import ALERT_DIRECTIVES, Outcome
 from agent.alerts.policy import local_time, model_field
 from agent.alerts.router import AlertRouter
 from agent.context import AlertInPlay, RunContext
@@ -105,8 +105,9 @@ class AlertReplies:
         if parsed.short:
             target = await self._short_ack_target(message, ctx)
             if target is not None:
-                outcome = await self._router.apply(target.code, Ack(), by)
-                return [self._reply(outcome.text, target.code)]
+                ack = directive if isinstance(directive, Ack) else Ack()  # "on it, ..."
+                outcome = await self._router.apply(target.code, ack, by)
+                return [self._reply(_confirmed(outcome, ack), target.code)]
             parsed, directive = ParsedReply(), None  # not a reply to an alert: free text
         plain = await self._plain_target(message, ctx, directive) if parsed.everyday else None
         if parsed.everyday and plain is None:
@@ -133,7 +134,7 @@ class AlertReplies:
             return [self._reply((await self._router.escalate(code, by)).text, code)]
         if isinstance(directive, ALERT_DIRECTIVES):
             outcome = await self._router.apply(code, directive, by)
-            return [self._reply(outcome.text, code)]
+            return [self._reply(_confirmed(outcome, directive), code)]
         if directive.scope == "cron":
             return [self._reply(await apply_cron(ctx.deps.cron, alert, directive, ctx.now), code)]
         return [self._reply(await apply_pulse(ctx.deps.pulse, directive), code)]
@@ -242,6 +243,17 @@ class AlertReplies:
     def _reply(text: str, code: str | None = None) -> Reply:
         """Confirmations carry the alert code, so a reply to them finds the alert too."""
         return Reply(text, meta={"alert_code": code} if code else {})
+
+
+def _confirmed(outcome: Outcome, directive: Directive) -> str:
+    """The confirmation, saying the owner's note was kept ("#3 resolved — note: it was
+    the disk"), or that it was not when nothing changed."""
+    note = directive.note if isinstance(directive, Ack | Resolve) else None
+    if note is None:
+        return outcome.text
+    if not outcome.changed:
+        return f"{outcome.text} The note was not kept."
+    return f"{outcome.text.removesuffix('.')} \u2014 note: {note}"
 
 
 def reply_words_section(ctx: RunContext) -> str | None:

@@ -11,7 +11,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from agent.alerts.directives import Ack, Directive, Mute, Resolve, Snooze, parse_reply
+from agent.alerts.directives import (
+    NOTE_CHARS,
+    Ack,
+    Directive,
+    Mute,
+    Resolve,
+    Snooze,
+    parse_reply,
+)
 from agent.alerts.intake import AlertError
 from agent.alerts.outcome import describe
 from agent.alerts.policy import model_field
@@ -33,9 +41,6 @@ class RaiseAlertArgs(BaseModel):
     title: str
     body: str = Field(default="", description="Details, what to do")
     dedupe_key: str | None = Field(default=None, description="Same key while open: not re-sent")
-
-
-NOTE_CHARS = 500
 
 
 class ManageAlertsArgs(BaseModel):
