@@ -237,9 +237,9 @@ class Runner:
     async def _check_in(self, outcome: Outcome, channel: str, chat: str, key: str) -> None:
         """A check-in the owner asked for: the pulse's answer goes to them, under the
         run's one key (so once, whichever try gives it); an empty one sends nothing."""
-        text = outcome.result.strip()
         if outcome.status != "success":
-            return
+            return  # a failure is the engine's to report, as for any pulse
+        text = outcome.result.strip()
         if not text:
             outcome.nothing_to_deliver = True
             return
