@@ -227,6 +227,7 @@ def pulse_view(state: PulseState, tz: ZoneInfo, now: datetime) -> dict[str, Any]
         "quiet_hours": [dict(q) for q in state.quiet_hours],
         "timezone": tz.key,
         "notes": state.notes,
+        "check_ins": state.check_ins,
         "done_today": done,
         "last_pulse_at": local_iso(state.last_pulse_at, tz),
         "today": today,
@@ -278,6 +279,8 @@ def pulse_status_text(state: PulseState, tz: ZoneInfo, now: datetime, *, notes: 
         head = f"on, {state.pulses_per_day}/day {spread}, {days_text(state.active_days)}"
         if state.paused_at(now):
             head += f"; paused until {short_time(state.paused_until, tz, now)}"
+        if state.check_ins:
+            head += "; check-ins: each answer is sent to the owner"
     nxt = next_pulse(schedule, now) if schedule is not None else None
     line = (
         f"done today {state.done_on(local_day(now, tz))}/{state.pulses_per_day}, "

@@ -57,8 +57,8 @@ RUN_NOTES: Mapping[str, str] = MappingProxyType(
         "cron": "## This run\nA scheduled job is running; no user is present. Do the task. "
         "Your final answer is delivered to the owner as the job's result; answer with nothing "
         "if there is nothing worth reporting.",
-        "pulse": "## This run\nA pulse (periodic check-in); no user is present. Your final text "
-        "is only logged.",
+        "pulse": "## This run\nA pulse (periodic check-in); no user is present. Your brief "
+        "says whether your final text is sent to the owner or only logged.",
     }
 )
 

@@ -126,12 +126,22 @@ async def _messages_since(deps: AgentDeps, since: datetime) -> int:
     return sum(is_news(m) and not from_owner(m, deps.reach) for m in arrived)
 
 
-def closing(tools: Collection[str]) -> str:
-    """The brief's last line, naming only tools this pulse is offered."""
+CHECK_IN = (
+    "The owner asked for these check-ins: your final answer is sent to them (empty: nothing "
+    "is sent)"
+)
+
+
+def closing(tools: Collection[str], check_ins: bool = False) -> str:
+    """The brief's last line, naming only tools this pulse is offered, and saying where
+    the final answer goes: to the owner when they asked for check-ins, else the log."""
     reach = [name for name in ("raise_alert", "send_message") if name in tools]
     text = "Check on what matters. "
-    if reach:
+    if check_ins:
+        text += CHECK_IN
+    elif reach:
         names = " or ".join(reach)
+        text += "Your final text is only logged. "
         text += f"Reach the owner only with {names}, when it matters or your notes ask for it"
     else:
         text += "No tool in this run reaches the owner; your final text is only logged"
@@ -219,7 +229,7 @@ async def build_brief(
     )
     if servers := mcp_servers(deps, tools):
         parts.append(f"MCP servers connected (their tools are offered): {', '.join(servers)}.")
-    parts.append(closing(tools))
+    parts.append(closing(tools, state.check_ins))
     return PulseBrief(text="\n\n".join(parts), idle=idle, since=since, counts=counts)
 
 

@@ -3,7 +3,8 @@
 The engine decides *when* and keeps the run records (``scheduler.fires.recorder``); this
 module decides *what happens*: the instruction or pulse brief goes to the agent in
 its own conversation, a timeout cancels the work for real, a cron result goes to
-the chat that created the job, and the engine's failure streaks reach the owner as
+the chat that created the job (and a pulse's answer to the owner's chat when they asked
+for check-ins), and the engine's failure streaks reach the owner as
 a warning. Each outcome carries a typed reason, and the owner's words come from it.
 
 A run's answer is delivered once, whatever happens to its tries: it goes out under
@@ -221,14 +222,28 @@ class Runner:
         if channel not in self.deps.channels:  # the job's chat is not running here
             target = self.deps.reach.chat(primary=self.deps.primary_channel)
             channel, chat = target.channel, target.chat_id
+        return await self._enqueue(channel, chat, text, key, f"cron job {job.id}")
+
+    async def _enqueue(self, channel: str, chat: str, text: str, key: str, what: str) -> Delivery:
         try:
             await self.deps.outbox.enqueue(
                 OutboundMessage(channel=channel, chat_id=chat, text=text, idempotency_key=key)
             )
         except Exception as exc:  # the run itself is done; say so in its record
-            log.exception("could not queue the result of cron job %s", job.id)
+            log.exception("could not queue the result of %s", what)
             return Delivery(channel, chat, key, error=type(exc).__name__)
         return Delivery(channel, chat, key)
+
+    async def _check_in(self, outcome: Outcome, channel: str, chat: str, key: str) -> None:
+        """A check-in the owner asked for: the pulse's answer goes to them, under the
+        run's one key (so once, whichever try gives it); an empty one sends nothing."""
+        if outcome.status != "success":
+            return  # a failure is the engine's to report, as for any pulse
+        text = outcome.result.strip()
+        if not text:
+            outcome.nothing_to_deliver = True
+            return
+        outcome.delivery = await self._enqueue(channel, chat, text, key, "a check-in")
 
     def _pulse_tools(self) -> list[str]:
         """The tools a pulse is offered now, so its brief names no other."""
@@ -269,8 +284,17 @@ class Runner:
 
         async def work(ticket: RunTicket) -> Outcome:
             target = self.deps.reach.chat(primary=self.deps.primary_channel)
-            ctx = self._context("pulse", ticket, target.channel, target.chat_id)
-            outcome = await self._execute(brief.text, ctx, self.config.pulse_timeout)
+            earlier = None
+            if state.check_ins and ticket.attempt > 1:
+                earlier = await self._answer_sent(ticket)  # sent before a cut-off try
+            if earlier is not None:
+                outcome = earlier
+            else:
+                ctx = self._context("pulse", ticket, target.channel, target.chat_id)
+                outcome = await self._execute(brief.text, ctx, self.config.pulse_timeout)
+                if state.check_ins:
+                    key = answer_key(ticket)
+                    await self._check_in(outcome, target.channel, target.chat_id, key)
             if not (ticket.will_retry and outcome.reason in PASSING):
                 await self.pulse.record_done(now)  # a try to be repeated is not counted
             return outcome

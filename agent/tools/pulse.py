@@ -30,7 +30,12 @@ REACHING = (
     "A pulse's final text is only logged: it messages the owner when it matters or its "
     "notes ask for it. For check-ins the owner asked for, say so with update_notes."
 )
-"""Said when the pulse is on: "check in on me" needs notes, not only pulses_per_day."""
+"""Said when the pulse is on and the owner did not ask for it (a job turned it on)."""
+CHECKING_IN = (
+    "Check-ins on: the owner asked, so each pulse's final answer is sent to them (an "
+    "empty answer sends nothing). Turning the pulse off ends them."
+)
+"""Said when the owner's own exchange turned the pulse on, re-rated it or wrote notes."""
 
 
 class PulseArgs(BaseModel):
@@ -73,6 +78,17 @@ def pause_of(text: str | None, store: PulseStore) -> datetime | Literal["unchang
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=store.tz)
 
 
+def owner_asked(ctx: RunContext) -> bool:
+    """Whether the owner's own words, in their chat, are behind this change: not a cron
+    job or pulse, not a contact, and nothing outside has been read in this exchange."""
+    return (
+        ctx.kind == "chat"
+        and ctx.tier == "owner"
+        and ctx.owner_words is not None
+        and not ctx.tally.untrusted
+    )
+
+
 def _store(ctx: RunContext) -> PulseStore:
     store = ctx.deps.pulse
     if store is None:
@@ -92,6 +108,11 @@ async def _run_now(ctx: RunContext) -> ToolResult:
     return {"run": {k: view.get(k) for k in keep}}
 
 
+def _asks(args: PulseArgs) -> bool:
+    """Turning the pulse on or choosing how often: the owner wants to hear from it."""
+    return args.enabled is True or args.pulses_per_day is not None
+
+
 async def _manage(args: PulseArgs, ctx: RunContext) -> ToolResult:
     store = _store(ctx)
     try:
@@ -100,8 +121,14 @@ async def _manage(args: PulseArgs, ctx: RunContext) -> ToolResult:
         if args.action == "update_notes":
             if args.notes is None:
                 raise ToolError("update_notes needs 'notes' (an empty string clears them)")
-            state = await store.update_notes(args.notes)
-            return {"success": True, "action": "notes_updated", "length": len(state.notes)}
+            asked = owner_asked(ctx) and bool(args.notes.strip())
+            state = await store.update_notes(args.notes, check_ins=True if asked else None)
+            return {
+                "success": True,
+                "action": "notes_updated",
+                "length": len(state.notes),
+                "check_ins": state.check_ins,
+            }
         if args.action == "run_now":
             return await _run_now(ctx)
         given = [args.enabled, args.active_days, args.pulses_per_day, args.paused_until]
@@ -115,6 +142,7 @@ async def _manage(args: PulseArgs, ctx: RunContext) -> ToolResult:
             active_days=args.active_days,
             pulses_per_day=args.pulses_per_day,
             paused_until=pause_of(args.paused_until, store),
+            check_ins=True if owner_asked(ctx) and _asks(args) else None,
         )
         answer: ToolResult = {
             "success": True,
@@ -122,7 +150,7 @@ async def _manage(args: PulseArgs, ctx: RunContext) -> ToolResult:
             "pulse": pulse_view(state, store.tz, ctx.now),
         }
         if state.enabled:
-            answer["note"] = REACHING
+            answer["note"] = CHECKING_IN if state.check_ins else REACHING
         return answer
     except PulseConfigError as exc:
         raise ToolError(str(exc)) from None

@@ -95,6 +95,9 @@ class PulseState:
     next_pulse_at: datetime | None = None
     paused_until: datetime | None = None
     """No pulse before this moment; a moment past is no pause."""
+    check_ins: bool = False
+    """The owner asked for these check-ins: each pulse's final answer is sent to them
+    (set from the owner's own chat, cleared when the pulse is turned off)."""
 
     @classmethod
     def from_doc(cls, doc: Doc | None, owner: OwnerHours | None = None) -> PulseState:
@@ -127,6 +130,7 @@ class PulseState:
             last_check_at=read("last_check_at", moment, None),
             next_pulse_at=read("next_pulse_at", moment, None),
             paused_until=read("paused_until", moment, None),
+            check_ins=doc.get("check_ins") is True,
         )
 
     def schedule(self, tz: ZoneInfo) -> PulseSchedule:
@@ -249,10 +253,12 @@ class PulseStore:
         active_days: Sequence[int] | None = None,
         pulses_per_day: int | None = None,
         paused_until: datetime | Literal["unchanged"] | None = "unchanged",
+        check_ins: bool | None = None,
     ) -> PulseState:
         """Validate the merged settings as a whole, then store only what changed.
         ``paused_until``: no pulse before then (None or a moment past: no pause; at most
-        ``MAX_PAUSE`` ahead)."""
+        ``MAX_PAUSE`` ahead). ``check_ins``: True when the owner asked for this pulse;
+        turning the pulse off always clears it."""
         current, now = await self.get(), self._clock()
         pause = current.paused_until if paused_until == "unchanged" else paused_until
         if pause is not None and pause > now + MAX_PAUSE:
@@ -275,6 +281,10 @@ class PulseStore:
             fields["paused_until"] = pause
         if enabled is not None:
             fields["enabled"] = schedule.enabled
+        if enabled is False:
+            fields["check_ins"] = False
+        elif check_ins is not None:
+            fields["check_ins"] = check_ins
         if pulses_per_day is not None:
             fields["pulses_per_day"] = schedule.pulses_per_day
         if active_days is not None:
@@ -284,8 +294,12 @@ class PulseStore:
         await self._changed()
         return await self.get()
 
-    async def update_notes(self, notes: str) -> PulseState:
-        await self._set({"notes": check_notes(notes), "notes_updated_at": self._clock()})
+    async def update_notes(self, notes: str, *, check_ins: bool | None = None) -> PulseState:
+        """Store the notes; ``check_ins`` True when the owner asked for them."""
+        fields: Doc = {"notes": check_notes(notes), "notes_updated_at": self._clock()}
+        if check_ins is not None:
+            fields["check_ins"] = check_ins
+        await self._set(fields)
         return await self.get()
 
     async def record_done(self, at: datetime) -> None:

@@ -74,8 +74,24 @@ async def test_a_pulse_with_send_message_names_it(
         request = await _pulse_request(app, model)
     assert "send_message" in request.tool_names
     assert "Reach the owner only with send_message" in request.messages[-1].text
+    assert "Your final text is only logged." in request.messages[-1].text
     assert "Reach the owner with send_message" in request.system
+    assert "whether your final text is sent to the owner or only logged" in request.system
     assert "raise_alert" not in _whole(request)
+
+
+async def test_a_check_in_pulse_says_its_answer_is_sent_and_names_only_its_tools(
+    app_db: AppDb, tmp_path: Path, clock: FakeClock
+) -> None:
+    model = ScriptedModel(lambda r: "ok")
+    async with scheduled_app(app_db, tmp_path, model, clock, pulse=True) as app:
+        await parts_of(app).pulse.update_config(enabled=True, check_ins=True)
+        request = await _pulse_request(app, model)
+    brief = request.messages[-1].text
+    assert "The owner asked for these check-ins: your final answer is sent to them" in brief
+    assert "only logged" not in brief
+    named = set(re.findall(r"\b(?:[a-z]+_){1,3}[a-z]+\b", _whole(request))) & _all_tool_names()
+    assert named <= set(request.tool_names), named - set(request.tool_names)
 
 
 def _all_tool_names() -> set[str]:
