@@ -128,7 +128,7 @@ async def _messages_since(deps: AgentDeps, since: datetime) -> int:
 
 CHECK_IN = (
     "The owner asked for these check-ins: your final answer is sent to them (empty: nothing "
-    "is sent)"
+    "is sent; never send it again yourself)"
 )
 
 

@@ -89,6 +89,7 @@ async def test_a_check_in_pulse_says_its_answer_is_sent_and_names_only_its_tools
         request = await _pulse_request(app, model)
     brief = request.messages[-1].text
     assert "The owner asked for these check-ins: your final answer is sent to them" in brief
+    assert "never send it again yourself" in brief  # one check-in, not two
     assert "only logged" not in brief
     named = set(re.findall(r"\b(?:[a-z]+_){1,3}[a-z]+\b", _whole(request))) & _all_tool_names()
     assert named <= set(request.tool_names), named - set(request.tool_names)
