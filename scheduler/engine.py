@@ -52,7 +52,7 @@ from scheduler.backlog import Plan, Shared, plan_cron, plan_pulse
 from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
 from scheduler.fires.claims import LeaseStore, run_now_key
-from scheduler.fires.recorder import RunRecorder
+from scheduler.fires.recorder import RunRecorder, RunWork
 from scheduler.fires.recovery import Reclaimer, recover_once
 from scheduler.fires.retries import Retries, group_of
 from scheduler.pulse.store import PulseStore
@@ -170,9 +170,14 @@ class Engine:
 
     # --- lifecycle ---------------------------------------------------------------
 
-    async def start(self) -> int:
-        """Arm the timer for every enabled job and the pulse; returns how many are due
-        at a known moment."""
+    async def start(self, work: RunWork | None = None) -> int:
+        """Arm the timer for every enabled job and the pulse, the runs done by ``work``
+        (the agent's runner, which exists only once the agent does, and the agent's
+        tools start runs here: it comes now, as a channel's sink comes to its start;
+        None: the recorder was built with its work); returns how many are due at a
+        known moment."""
+        if work is not None:
+            self.recorder.start(work)
         if self._use_timer:
             # Its own quiet logger: APScheduler logs every added job at INFO.
             quiet = logging.getLogger(f"{__name__}.apscheduler")
