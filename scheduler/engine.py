@@ -317,6 +317,13 @@ class Engine:
         for work in self.timed:
             self._note(work.key, await work.due_at())
 
+    def _timed_due(self, now: datetime) -> bool:
+        """Whether ``Timed`` work may be due by ``now`` (before ``load``: it is read)."""
+        if not self._loaded:
+            return bool(self.timed)
+        due = (self._due_at.get(work.key) for work in self.timed)
+        return any(at is not None and at <= now for at in due)
+
     async def _run_timed(self, now: datetime) -> None:
         """The ``Timed`` work due by ``now``, before the jobs are read (a zone change
         moves them). One that fails is logged and tried again soon; the jobs go on."""
@@ -389,7 +396,8 @@ class Engine:
                 reclaimed = self.reclaim.next_check is not None and now >= self.reclaim.next_check
                 if reclaimed:
                     await self.reclaim.scan(now)  # another process's lease lapsed
-                await self._run_timed(now)
+                if self._timed_due(now):
+                    await self._run_timed(now)
                 jobs = {job.id: job for job in await self.jobs.enabled_jobs(due_by=now)}
                 shared: Shared = {}
                 grace, records = self.config.grace, self.config.skip_records

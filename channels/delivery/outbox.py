@@ -112,8 +112,12 @@ class Outbox:
             await self._insert(doc)
         except DuplicateKeyError:
             return False
-        if send_now:
-            await self._send_claimed(doc, message)
+        if send_now:  # sent here, stored as claimed: the send is the next step
+            try:
+                outcome: SendResult | Failure = await self._channel(message).send(message)
+            except Exception as exc:
+                outcome = _failure(message, exc)
+            await self._settle(doc, outcome)
         else:
             self._wake.set()
         return True
@@ -192,16 +196,20 @@ class Outbox:
             sort=[("created_at", 1)],
         )
 
-    async def _send_claimed(self, doc: Doc | None, message: OutboundMessage | None = None) -> None:
-        """Send a claimed row: ``message`` when the caller has it in hand, else the row's."""
+    async def _send_claimed(self, doc: Doc | None) -> None:
+        """Send a claimed row (``enqueue`` sends what it stored itself)."""
         if doc is None:
             return
-        message = message or to_message(doc)
+        message = to_message(doc)
         outcome: SendResult | Failure
         try:
             outcome = await self._channel(message).send(message)
         except Exception as exc:
             outcome = _failure(message, exc)
+        await self._settle(doc, outcome)
+
+    async def _settle(self, doc: Doc, outcome: SendResult | Failure) -> None:
+        """Record a claimed row's send: sent, or due again later, or failed."""
         if isinstance(outcome, Failure):
             fields, delay = self._after_failure(doc, outcome)
             await retry.retried(  # $set by _id: safe to repeat
