@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -41,7 +41,7 @@ from scheduler.engine import AlreadyRunning, Engine, EngineConfig
 from scheduler.fires.claims import LeaseStore
 from scheduler.fires.leases import LeaseTerms, RunLeases
 from scheduler.fires.recorder import RunRecorder
-from scheduler.pulse.store import PulseStore
+from scheduler.pulse.store import PulseState, PulseStore
 from scheduler.views import (
     job_line,
     job_view,
@@ -204,11 +204,19 @@ def _parts(parts: Scheduling, clock: Clock) -> Parts:
             return web.json_response(error, status=409)
         return web.json_response(run.to_json())
 
-    async def prompt_section(ctx: RunContext) -> str | None:
+    def pulse_text(state: PulseState, ctx: RunContext) -> str:
+        return "## Pulse\n" + pulse_status_text(state, ctx.tz, ctx.now, notes=ctx.kind != "pulse")
+
+    async def read_pulse_section(ctx: RunContext) -> str:
+        return pulse_text(await parts.pulse.cached(), ctx)
+
+    def prompt_section(ctx: RunContext) -> Awaitable[str] | str | None:
+        """The pulse line: from memory while the state read last is recent
+        (``PulseStore.known``), else read."""
         if ctx.tier != "owner":
             return None
-        state = await parts.pulse.cached()
-        return "## Pulse\n" + pulse_status_text(state, ctx.tz, ctx.now, notes=ctx.kind != "pulse")
+        state = parts.pulse.known()
+        return pulse_text(state, ctx) if state is not None else read_pulse_section(ctx)
 
     async def status_section() -> dict[str, Any]:
         now = clock()
