@@ -194,7 +194,15 @@ class RunRecorder:
                 if unreachable(exc):
                     raise NotStarted(f"{type(exc).__name__}: {exc}") from exc
                 raise
-            return await self._attempt(run, job)
+            ticket = self._begin(run)  # the try, as ``_attempt``, in this one frame
+            try:
+                outcome = await self.work.run_cron(job, ticket)
+            except Exception as exc:
+                outcome = self._failed(ticket, exc)
+            except BaseException:  # cancelled: its lease lapses, the record is reclaimed
+                self.leases.drop(run.id)
+                raise
+            return await self._end(run, job, ticket, outcome)
 
     async def pulse(
         self,
@@ -291,8 +299,24 @@ class RunRecorder:
 
     async def _attempt(self, run: Run, job: CronJob | None, work: Work | None = None) -> Run:
         """One try: the cron runner for ``job``, else ``work`` (a pulse's); an exception
-        becomes ``failed`` (``internal_error``, or ``database_unavailable`` when the
-        database could not be reached)."""
+        becomes ``failed`` (``_failed``). ``cron`` does the same inline."""
+        ticket = self._begin(run)
+        try:
+            if work is not None:
+                outcome = await work(ticket)
+            elif job is not None:
+                outcome = await self.work.run_cron(job, ticket)
+            else:
+                raise TypeError("a try needs its job or its work")
+        except Exception as exc:
+            outcome = self._failed(ticket, exc)
+        except BaseException:  # cancelled (a stop): its lease lapses, the record is reclaimed
+            self.leases.drop(run.id)
+            raise
+        return await self._end(run, job, ticket, outcome)
+
+    def _begin(self, run: Run) -> RunTicket:
+        """A try's ticket, its record's lease held from now on (``_end`` lets it go)."""
         attempt, until = run.attempts, run.retry_until
         ticket = RunTicket(
             id=str(run.id),
@@ -304,24 +328,26 @@ class RunRecorder:
             will_retry=self.retry_at(attempt, until, self._clock()) is not None,
         )
         self.leases.hold(run.id)
+        return ticket
+
+    @staticmethod
+    def _failed(ticket: RunTicket, exc: Exception) -> Outcome:
+        """The outcome of a try that raised: ``failed``, ``internal_error``, or
+        ``database_unavailable`` when the database could not be reached."""
+        if unreachable(exc):
+            log.warning("%s run %s: database unreachable: %s", ticket.kind, ticket.id, exc)
+            reason: Reason = "database_unavailable"
+        else:
+            log.exception("%s run %s raised", ticket.kind, ticket.id, exc_info=exc)
+            reason = "internal_error"
+        return Outcome("failed", error=f"{type(exc).__name__}: {exc}", reason=reason)
+
+    async def _end(self, run: Run, job: CronJob | None, ticket: RunTicket, outcome: Outcome) -> Run:
+        """The try's end: its record closed with ``outcome`` and when to try again, or
+        that no try is left; the lease let go, unless the outcome waits to be written."""
+        attempt, until = run.attempts, run.retry_until
         unsaved = False
         try:
-            try:
-                if work is not None:
-                    outcome = await work(ticket)
-                elif job is not None:
-                    outcome = await self.work.run_cron(job, ticket)
-                else:
-                    raise TypeError("a try needs its job or its work")
-            except Exception as exc:
-                if unreachable(exc):
-                    log.warning("%s run %s: database unreachable: %s", ticket.kind, ticket.id, exc)
-                    reason: Reason = "database_unavailable"
-                else:
-                    log.exception("%s run %s raised", ticket.kind, ticket.id)
-                    reason = "internal_error"
-                outcome = Outcome("failed", error=f"{type(exc).__name__}: {exc}", reason=reason)
-            # The try's end: when to try again, or that no try is left.
             now = self._clock()
             passing = outcome.status in FAILED and outcome.reason in PASSING
             retry_at = self.retry_at(attempt, until, now) if passing else None
