@@ -52,7 +52,7 @@ from scheduler.backlog import Plan, Shared, plan_cron, plan_pulse
 from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
 from scheduler.fires.claims import LeaseStore, run_now_key
-from scheduler.fires.recorder import RunRecorder
+from scheduler.fires.recorder import RunRecorder, RunWork
 from scheduler.fires.recovery import Reclaimer, recover_once
 from scheduler.fires.retries import Retries, group_of
 from scheduler.pulse.store import PulseStore
@@ -170,9 +170,14 @@ class Engine:
 
     # --- lifecycle ---------------------------------------------------------------
 
-    async def start(self) -> int:
-        """Arm the timer for every enabled job and the pulse; returns how many are due
-        at a known moment."""
+    async def start(self, work: RunWork | None = None) -> int:
+        """Arm the timer for every enabled job and the pulse, the runs done by ``work``
+        (the agent's runner, which exists only once the agent does, and the agent's
+        tools start runs here: it comes now, as a channel's sink comes to its start;
+        None: the recorder was built with its work); returns how many are due at a
+        known moment."""
+        if work is not None:
+            self.recorder.start(work)
         if self._use_timer:
             # Its own quiet logger: APScheduler logs every added job at INFO.
             quiet = logging.getLogger(f"{__name__}.apscheduler")
@@ -312,6 +317,13 @@ class Engine:
         for work in self.timed:
             self._note(work.key, await work.due_at())
 
+    def _timed_due(self, now: datetime) -> bool:
+        """Whether ``Timed`` work may be due by ``now`` (before ``load``: it is read)."""
+        if not self._loaded:
+            return bool(self.timed)
+        due = (self._due_at.get(work.key) for work in self.timed)
+        return any(at is not None and at <= now for at in due)
+
     async def _run_timed(self, now: datetime) -> None:
         """The ``Timed`` work due by ``now``, before the jobs are read (a zone change
         moves them). One that fails is logged and tried again soon; the jobs go on."""
@@ -384,7 +396,8 @@ class Engine:
                 reclaimed = self.reclaim.next_check is not None and now >= self.reclaim.next_check
                 if reclaimed:
                     await self.reclaim.scan(now)  # another process's lease lapsed
-                await self._run_timed(now)
+                if self._timed_due(now):
+                    await self._run_timed(now)
                 jobs = {job.id: job for job in await self.jobs.enabled_jobs(due_by=now)}
                 shared: Shared = {}
                 grace, records = self.config.grace, self.config.skip_records

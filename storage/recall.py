@@ -123,7 +123,10 @@ class Recall:
         if self._facts_fresh():
             return
         self._checked_at = self._clock()
-        version = await self.store.version()
+        await self._reload(await self.store.version())
+
+    async def _reload(self, version: int) -> None:
+        """The facts read again when the store's ``version`` moved past ours."""
         if version == self._version:
             return
         async with self._lock:
@@ -175,8 +178,11 @@ class Recall:
         """The pinned facts, and the active ones best matching ``words`` (none without
         words), for the memory note of every exchange: one look at the store's version,
         and only when one is due (``CHECK_EVERY``)."""
-        if not self._facts_fresh():
-            await self._sync_facts()
+        if not self._facts_fresh():  # as ``_sync_facts``, one frame fewer on every exchange
+            self._checked_at = self._clock()
+            version = await self.store.version()
+            if version != self._version:
+                await self._reload(version)
         return self._pinned(), self._search(words, limit, stale=False) if words else []
 
     async def fact(self, fact_id: str) -> Fact | None:

@@ -10,7 +10,7 @@ hand, or by an older version) never stops the scheduler's loop or a page.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -94,8 +94,3 @@ def parsed(doc: Doc, read: Callable[[Doc], R], what: str) -> R | None:
 def each(docs: Iterable[Doc], read: Callable[[Doc], R], what: str) -> list[R]:
     """The records of ``docs`` that parse; the others are logged and skipped."""
     return [record for doc in docs if (record := parsed(doc, read, what)) is not None]
-
-
-async def each_async(docs: AsyncIterable[Doc], read: Callable[[Doc], R], what: str) -> list[R]:
-    """``each`` over a cursor."""
-    return [record async for doc in docs if (record := parsed(doc, read, what)) is not None]

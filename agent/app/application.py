@@ -13,11 +13,10 @@ freezes the listeners; nothing is added to any of them afterwards.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from agent.app.shutdown import Shutdown
 
@@ -60,19 +59,19 @@ StatusSection = Callable[[], Awaitable[dict[str, Any]]]
 class Scheduling:
     """The scheduler's running parts, kept on ``App.scheduling`` for tests and benchmarks.
 
-    ``started`` holds the runner once the agent exists: its runs go through the agent,
-    whose tools start pulse runs through the engine, so one of the two waits for the
-    other; the engine fires nothing before the runner is there (``Parts.start``)."""
+    The engine is built first; its runs go through the agent, whose tools start pulse
+    runs through the engine, so the runner (made once the agent exists) is handed to
+    ``Engine.start``, as a channel gets its sink: the engine fires nothing before."""
 
     jobs: CronService
     pulse: PulseStore
     runs: RunStore
     engine: Engine
-    started: asyncio.Future[Runner]
 
     @property
     def runner(self) -> Runner:
-        return self.started.result()
+        """The runner the engine was started with."""
+        return cast("Runner", self.engine.recorder.work)
 
 
 @dataclass(frozen=True)

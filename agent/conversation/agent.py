@@ -130,9 +130,11 @@ class Agent:
         if self._warming is None:  # beside this exchange's reads; the request awaits it
             self._warming = asyncio.ensure_future(self._load_model())
         deps = ctx.deps
-        conversation = await deps.conversations.active(
-            ctx.conversation_key, channel=ctx.channel, chat_id=ctx.chat_id
-        )
+        meta = {"channel": ctx.channel, "chat_id": ctx.chat_id}
+        if isolated:  # a scheduled run: one at a time, minutes apart; nothing to cache
+            conversation = await deps.conversations.open(ctx.conversation_key, meta)
+        else:
+            conversation = await deps.conversations.active(ctx.conversation_key, **meta)
         conv_id = conversation.id
         inbox_id = ctx.inbox_id
         if inbox_id and ctx.replay:

@@ -28,7 +28,7 @@ from datetime import datetime
 from typing import Any
 
 from agent.context import AgentDeps, RunContext
-from agent.conversation.agent import Agent
+from agent.conversation.agent import Agent, AgentReply
 from agent.llm.types import ModelMessage, ToolCallPart, ToolResultPart
 from agent.runs.briefs import build_brief, cron_prompt, delivery_head
 from agent.tools.held import instruction_source, read_outside
@@ -78,6 +78,12 @@ def reason_text(reason: Reason | None, timeout: float) -> str:
     return "an internal error stopped it"
 
 
+def timed_out(limit: float) -> Outcome:
+    return Outcome(
+        "timeout", error=f"timed out after {limit:g} s; the run was cancelled", reason="timeout"
+    )
+
+
 def answer_key(ticket: RunTicket) -> str:
     """The outbox key of a run's answer: one per run, whichever try gives it; the
     notices of a try (``:retrying``, ``:failed``) add a suffix."""
@@ -109,18 +115,10 @@ class Runner:
 
     # --- running through the agent -------------------------------------------------------
 
-    async def _execute(self, text: str, ctx: RunContext, limit: float) -> Outcome:
-        """One run through the agent within ``limit`` seconds. Its model calls wait their
-        turn in the provider's adaptive limit, shared with chats (``agent.llm.limiter``)."""
-        try:
-            async with asyncio.timeout(limit):
-                reply = await self.agent.respond(text, ctx, isolated=True)
-        except TimeoutError:
-            return Outcome(
-                "timeout",
-                error=f"timed out after {limit:g} s; the run was cancelled",
-                reason="timeout",
-            )
+    def _outcome(self, reply: AgentReply, spent: str) -> Outcome:
+        """How a run through the agent went (``spent``: why the budget stopped it, when
+        it did). Its model calls waited their turn in the provider's adaptive limit,
+        shared with chats (``agent.llm.limiter``)."""
         if reply.failed:
             # The provider's words (redacted by its adapter) for the record and the
             # dashboard; the owner's warning says it in our words (``reason_text``).
@@ -128,10 +126,7 @@ class Runner:
             error = short_error(f"model unavailable: {why}" if why else "model unavailable")
             outcome = Outcome("failed", error=error, reason="model_unavailable")
         elif reply.budget_spent:  # spent before its first call, or crossed during the run
-            view = await self.deps.budget.view()
-            detail = self.deps.budget.skip_detail(view)
-            if reply.steps:  # its last round done, then stopped
-                detail = f"stopped before finishing: {detail}"
+            detail = f"stopped before finishing: {spent}" if reply.steps else spent
             outcome = Outcome("skipped", error=detail, reason="budget_spent")
         elif reply.exhausted:
             outcome = Outcome(
@@ -149,6 +144,12 @@ class Runner:
         outcome.output_tokens = reply.usage.output_tokens
         outcome.cached_input_tokens = reply.usage.cached_input_tokens
         return outcome
+
+    async def _spent(self, reply: AgentReply) -> str:
+        """Why the budget stopped ``reply``'s run ("" when it did not)."""
+        if reply.failed or not reply.budget_spent:
+            return ""
+        return self.deps.budget.skip_detail(await self.deps.budget.view())
 
     def _context(
         self, kind: str, ticket: RunTicket, channel: str, chat: str, words: str | None = None
@@ -171,19 +172,26 @@ class Runner:
         if ticket.attempt > 1 and (earlier := await self._answer_sent(ticket)) is not None:
             return earlier  # an earlier try delivered it before it was cut off
         # The budget is checked once, by the model call's reservation (``run_loop``): a
-        # day already spent makes no call and the run is skipped (``_execute``).
+        # day already spent makes no call and the run is skipped (``_outcome``).
         # An instruction the owner wrote is their own words: its run may alert them.
         words = job.instruction if job.source is None else None
         ctx = self._context("cron", ticket, job.origin_channel, job.origin_chat_id, words)
         if job.source is not None:  # its instruction is not the owner's words
             read_outside(ctx, instruction_source(job.source))
         timeout = self.config.cron_timeout
-        outcome = await self._execute(cron_prompt(job, ticket, self.now()), ctx, timeout)
+        try:  # a timeout cancels the work for real
+            async with asyncio.timeout(timeout):
+                reply = await self.agent.respond(
+                    cron_prompt(job, ticket, self.now()), ctx, isolated=True
+                )
+        except TimeoutError:
+            outcome = timed_out(timeout)
+        else:
+            outcome = self._outcome(reply, await self._spent(reply) if reply.budget_spent else "")
+        text, key = "", answer_key(ticket)
         if outcome.status == "success":
-            text = outcome.result.strip()
-            if text:
-                head = delivery_head(job, ticket, self.now())
-                outcome.delivery = await self._deliver(job, f"{head}\n{text}", answer_key(ticket))
+            if answer := outcome.result.strip():
+                text = f"{delivery_head(job, ticket, self.now())}\n{answer}"
             else:
                 outcome.nothing_to_deliver = True  # empty answer: nothing worth reporting
         elif outcome.reason == "budget_spent":
@@ -192,15 +200,27 @@ class Runner:
             # Tried again within the fire's grace window: said once, on the first try.
             if ticket.attempt == 1:
                 reason = reason_text(outcome.reason, timeout)
-                notice = f"⚠️ {job.name}: {reason}; I will try again shortly."
-                key = f"{answer_key(ticket)}:retrying"
-                outcome.delivery = await self._deliver(job, notice, key)
+                text = f"⚠️ {job.name}: {reason}; I will try again shortly."
+                key = f"{key}:retrying"
         else:
             reason = reason_text(outcome.reason, timeout)
             tries = f" (tried {ticket.attempt} times)" if ticket.attempt > 1 else ""
-            notice = f"⚠️ {job.name}: this run did not complete — {reason}{tries}."
-            key = f"{answer_key(ticket)}:failed"
-            outcome.delivery = await self._deliver(job, notice, key)
+            text = f"⚠️ {job.name}: this run did not complete — {reason}{tries}."
+            key = f"{key}:failed"
+        if not text:
+            return outcome
+        channel, chat = job.origin_channel, job.origin_chat_id
+        if channel not in self.deps.channels:  # the job's chat is not running here
+            target = self.deps.reach.chat(primary=self.deps.primary_channel)
+            channel, chat = target.channel, target.chat_id
+        outcome.delivery = Delivery(channel, chat, key)
+        try:
+            await self.deps.outbox.enqueue(
+                OutboundMessage(channel=channel, chat_id=chat, text=text, idempotency_key=key)
+            )
+        except Exception as exc:  # the run itself is done; say so in its record
+            log.exception("could not queue the result of cron job %s", job.id)
+            outcome.delivery = Delivery(channel, chat, key, error=type(exc).__name__)
         return outcome
 
     async def _answer_sent(self, ticket: RunTicket) -> Outcome | None:
@@ -216,13 +236,6 @@ class Runner:
                  ticket.id, ticket.attempt)  # fmt: skip
         delivery = Delivery(sent.get("channel"), sent.get("chat_id"), key, earlier_try=True)
         return Outcome("success", result=str(sent.get("text", "")), delivery=delivery)
-
-    async def _deliver(self, job: CronJob, text: str, key: str) -> Delivery:
-        channel, chat = job.origin_channel, job.origin_chat_id
-        if channel not in self.deps.channels:  # the job's chat is not running here
-            target = self.deps.reach.chat(primary=self.deps.primary_channel)
-            channel, chat = target.channel, target.chat_id
-        return await self._enqueue(channel, chat, text, key, f"cron job {job.id}")
 
     async def _enqueue(self, channel: str, chat: str, text: str, key: str, what: str) -> Delivery:
         try:
@@ -291,7 +304,16 @@ class Runner:
                 outcome = earlier
             else:
                 ctx = self._context("pulse", ticket, target.channel, target.chat_id)
-                outcome = await self._execute(brief.text, ctx, self.config.pulse_timeout)
+                limit = self.config.pulse_timeout
+                try:  # a timeout cancels the work for real
+                    async with asyncio.timeout(limit):
+                        reply = await self.agent.respond(brief.text, ctx, isolated=True)
+                except TimeoutError:
+                    outcome = timed_out(limit)
+                else:
+                    outcome = self._outcome(
+                        reply, await self._spent(reply) if reply.budget_spent else ""
+                    )
                 if state.check_ins:
                     key = answer_key(ticket)
                     await self._check_in(outcome, target.channel, target.chat_id, key)

@@ -14,13 +14,15 @@ is finished at the next start (the same message: the outbox sends it once).
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from agent.context import AgentDeps
 from agent.owner import OwnerPrefs, OwnerSettings, ZoneChange
-from channels.types import OutboundMessage
+from agent.reach import Reach
+from channels.delivery.outbox import Outbox
+from channels.types import Channel, OutboundMessage
 from scheduler.cron.expression import CronError
 from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
@@ -97,12 +99,22 @@ def moved_text(jobs: list[CronJob], prefs: OwnerPrefs, change: ZoneChange, now: 
     return text
 
 
-async def tell_owner(deps: AgentDeps, pending: ZoneChange, text: str) -> None:
-    """Send ``text`` to the chat the change was set from, else the owner's main chat."""
-    channel, chat = pending.channel, pending.chat_id
-    if channel is None or chat is None or channel not in deps.channels:
-        target = deps.reach.chat(primary=deps.primary_channel)
-        channel, chat = target.channel, target.chat_id
-    key = f"zone-change:{pending.timezone}:{pending.at.isoformat()}"
-    await deps.outbox.enqueue(OutboundMessage(channel, chat, text, key))
-    log.info("owner told of the timezone change to %s", pending.timezone)
+@dataclass(frozen=True, eq=False)
+class ZoneNotice:
+    """Tells the owner of a timezone change made: in the chat it was set from, else the
+    owner's main chat. Needs only the outbox and the channels, so the engine is built
+    with it before the agent exists."""
+
+    outbox: Outbox
+    channels: Mapping[str, Channel]
+    reach: Reach
+    owner: OwnerSettings
+
+    async def __call__(self, pending: ZoneChange, text: str) -> None:
+        channel, chat = pending.channel, pending.chat_id
+        if channel is None or chat is None or channel not in self.channels:
+            target = self.reach.chat(primary=self.owner.current.primary_channel)
+            channel, chat = target.channel, target.chat_id
+        key = f"zone-change:{pending.timezone}:{pending.at.isoformat()}"
+        await self.outbox.enqueue(OutboundMessage(channel, chat, text, key))
+        log.info("owner told of the timezone change to %s", pending.timezone)

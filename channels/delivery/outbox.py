@@ -41,7 +41,7 @@ from runtime.tasks import stop_task, wait_event
 from storage import collections as c
 from storage import retry
 from storage.coalesce import GroupCommit, insert_each
-from storage.records import each_async
+from storage.records import each
 from storage.repos.outbox_row import OutboxRow
 
 log = logging.getLogger(__name__)
@@ -118,8 +118,12 @@ class Outbox:
             await self._insert(doc)
         except DuplicateKeyError:
             return False
-        if send_now:
-            await self._send_claimed(doc, message)
+        if send_now:  # sent here, stored as claimed: the send is the next step
+            try:
+                outcome: SendResult | Failure = await self._channel(message).send(message)
+            except Exception as exc:
+                outcome = _failure(message, exc)
+            await self._settle(doc, outcome)
         else:
             self._wake.set()
         return True
@@ -198,16 +202,20 @@ class Outbox:
             sort=[("created_at", 1)],
         )
 
-    async def _send_claimed(self, doc: Doc | None, message: OutboundMessage | None = None) -> None:
-        """Send a claimed row: ``message`` when the caller has it in hand, else the row's."""
+    async def _send_claimed(self, doc: Doc | None) -> None:
+        """Send a claimed row (``enqueue`` sends what it stored itself)."""
         if doc is None:
             return
-        message = message or to_message(doc)
+        message = to_message(doc)
         outcome: SendResult | Failure
         try:
             outcome = await self._channel(message).send(message)
         except Exception as exc:
             outcome = _failure(message, exc)
+        await self._settle(doc, outcome)
+
+    async def _settle(self, doc: Doc, outcome: SendResult | Failure) -> None:
+        """Record a claimed row's send: sent, or due again later, or failed."""
         if isinstance(outcome, Failure):
             fields, delay = self._after_failure(doc, outcome)
             await retry.retried(  # $set by _id: safe to repeat
@@ -388,8 +396,8 @@ class Outbox:
 
     async def failed(self, limit: int = 20) -> list[OutboxRow]:
         """The replies given up on (at most ``limit``); a damaged row is logged and skipped."""
-        rows = self._coll.find({"status": "failed"}, limit=limit)
-        return await each_async(rows, OutboxRow.from_doc, "outbox row")
+        rows = await self._coll.find({"status": "failed"}, limit=limit).to_list()
+        return each(rows, OutboxRow.from_doc, "outbox row")
 
 
 def _logged(task: asyncio.Task[int]) -> None:

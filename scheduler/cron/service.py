@@ -47,7 +47,7 @@ from scheduler.cron.job import (
 )
 from storage import collections as c
 from storage import retry
-from storage.records import BadRecord, Doc, each_async, moment, parsed
+from storage.records import BadRecord, Doc, each, moment, parsed
 
 log = logging.getLogger(__name__)
 Listener = Callable[[str], Awaitable[None]]
@@ -183,7 +183,7 @@ class CronService:
         """Jobs, pending first then done (one-time jobs that ran), oldest first."""
         order = [("done_at", 1), ("created_at", 1), ("_id", 1)]
         cursor = self._coll.find({}, sort=order, limit=limit)
-        return await each_async(cursor, self._job, "cron job")
+        return each(await cursor.to_list(), self._job, "cron job")
 
     async def update(
         self,
@@ -322,7 +322,7 @@ class CronService:
     async def stranded_once(self) -> list[CronJob]:
         """Enabled one-time jobs whose fire was claimed (no next fire) but not yet done."""
         query = {"kind": "once", "enabled": True, "next_fire_at": None, **PENDING}
-        return await each_async(self._coll.find(query), self._job, "cron job")
+        return each(await self._coll.find(query).to_list(), self._job, "cron job")
 
     async def restore_once(self, job_id: str, run_at: datetime) -> None:
         """Put back the fire of a one-time job whose claim left no run behind."""
@@ -346,7 +346,7 @@ class CronService:
         query: Doc = {"enabled": True}
         if due_by is not None:
             query["next_fire_at"] = {"$lte": due_by}
-        return await each_async(self._coll.find(query), self._job, "cron job")
+        return each(await self._coll.find(query).to_list(), self._job, "cron job")
 
     async def advance_many(self, moves: list[tuple[str, datetime | None, datetime | None]]) -> None:
         """Move each job's next fire from its expected value to a new one, in one round

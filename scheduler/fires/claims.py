@@ -78,25 +78,24 @@ class LeaseStore:
         if not keys:
             return set()
         docs = [self._lease(key, now) for key in keys]
-
-        async def insert() -> set[str]:
+        for last in (False, True):  # once more after a dropped connection
             try:
                 await self._coll.insert_many(docs, ordered=False)
             except BulkWriteError as exc:
                 errors = exc.details.get("writeErrors", [])
                 if any(error.get("code") != DUPLICATE_KEY for error in errors):
                     raise
-                taken = {int(error["index"]) for error in errors}
-                return {key for index, key in enumerate(keys) if index not in taken}
-            return set(keys)
-
-        try:
-            return await insert()
-        except AutoReconnect as exc:
-            if not retry.transient(exc):
-                raise
-            log.warning("claiming leases: connection lost (%s); trying once more", exc)
-        await insert()
+                if not last:
+                    taken = {int(error["index"]) for error in errors}
+                    return {key for index, key in enumerate(keys) if index not in taken}
+            except AutoReconnect as exc:
+                if last or not retry.transient(exc):
+                    raise
+                log.warning("claiming leases: connection lost (%s); trying once more", exc)
+                continue
+            if not last:
+                return set(keys)
+        # The lost first try may have taken some: ours are the ones stored with our ids.
         ids = [doc["_id"] for doc in docs]
         ours = {d["key"] async for d in self._coll.find({"_id": {"$in": ids}}, {"key": 1})}
         return {key for key in keys if key in ours}

@@ -63,7 +63,11 @@ class RunLeases:
         """When this holder began: a run another process began before it, on a database
         only this process can reach, was cut off (``scheduler.fires.recovery``)."""
         self._held: set[ObjectId] = set()
+        self._timer: asyncio.TimerHandle | None = None
+        """The next renewal, armed while runs are held (a timer, not a task sleeping:
+        nothing waits between renewals)."""
         self._renewer: asyncio.Task[None] | None = None
+        """The renewal under way, if one is."""
 
     def holder(self, now: datetime) -> Holder:
         """What a run record says about its holder when a try starts."""
@@ -72,25 +76,44 @@ class RunLeases:
     def hold(self, run_id: ObjectId) -> None:
         """Keep the lease of ``run_id`` alive until ``drop``."""
         self._held.add(run_id)
-        if self._renewer is None or self._renewer.done():
-            loop = asyncio.get_running_loop()
-            self._renewer = loop.create_task(self._renew(), name="run leases")
+        self._arm()
 
     def drop(self, run_id: ObjectId) -> None:
         self._held.discard(run_id)
-        if not self._held and self._renewer is not None:
-            self._renewer.cancel()  # nothing left to renew; the next hold starts another
+        if not self._held:  # nothing left to renew; the next hold arms the timer again
+            self._disarm()
+
+    def _arm(self) -> None:
+        if self._timer is None and (self._renewer is None or self._renewer.done()):
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_later(self.terms.renew_every, self._renew_now)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._renewer is not None:
+            self._renewer.cancel()
             self._renewer = None
+
+    def _renew_now(self) -> None:
+        """The timer fired: renew, then arm it again while runs are still held."""
+        self._timer = None
+        if not self._held:
+            return
+        self._renewer = asyncio.get_running_loop().create_task(self.renew(), name="run leases")
+        self._renewer.add_done_callback(self._renewed)
+
+    def _renewed(self, task: asyncio.Task[None]) -> None:
+        if task is self._renewer:
+            self._renewer = None
+        if self._held and not task.cancelled():
+            self._arm()
 
     @property
     def held(self) -> frozenset[ObjectId]:
         """The ids of the runs held here now."""
         return frozenset(self._held)
-
-    async def _renew(self) -> None:
-        while True:
-            await asyncio.sleep(self.terms.renew_every)
-            await self.renew()
 
     async def renew(self) -> None:
         """Move the leases of the runs held here ahead by ``ttl``, now."""
@@ -103,8 +126,9 @@ class RunLeases:
     async def release(self) -> None:
         """Stop renewing, and let the leases of this process's runs still ``running``
         (cut off by a stop) lapse now, so the next start reclaims them at once."""
-        await stop_task(self._renewer)
-        self._renewer = None
+        renewing, self._renewer = self._renewer, None
+        self._disarm()
+        await stop_task(renewing)
         self._held.clear()
         try:
             await self._runs.release(self.owner, self._clock())

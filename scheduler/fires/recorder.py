@@ -28,6 +28,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from runtime.backoff import Backoff
 from runtime.clock import Clock
@@ -87,33 +88,83 @@ MissedFires = Callable[[Sequence[Run], Mapping[str, CronJob]], Awaitable[None]]
 Work = Callable[[RunTicket], Awaitable[Outcome]]
 
 
+class RunWork(Protocol):
+    """The work of the runs, done by the agent's runner (``agent.runs.runner.Runner``):
+    handed to ``RunRecorder.start`` as the engine starts, as a channel gets its sink,
+    because the agent's tools start runs through the engine."""
+
+    async def run_cron(self, job: CronJob, ticket: RunTicket) -> Outcome: ...
+
+    async def plan_pulse(self, now: datetime, trigger: Trigger) -> Skip | Go: ...
+
+    async def warn_failures(self, run: Run, streak: int, job: CronJob | None) -> None: ...
+
+    async def warn_missed(self, runs: Sequence[Run], jobs: Mapping[str, CronJob]) -> None: ...
+
+
+@dataclass(frozen=True)
+class Calls:
+    """``RunWork`` from plain callables (tests and benchmarks: work without an agent)."""
+
+    cron: CronWork
+    pulse: PulsePlanner
+    on_failures: FailureStreak | None = None
+    on_missed: MissedFires | None = None
+
+    async def run_cron(self, job: CronJob, ticket: RunTicket) -> Outcome:
+        return await self.cron(job, ticket)
+
+    async def plan_pulse(self, now: datetime, trigger: Trigger) -> Skip | Go:
+        return await self.pulse(now, trigger)
+
+    async def warn_failures(self, run: Run, streak: int, job: CronJob | None) -> None:
+        if self.on_failures is not None:
+            await self.on_failures(run, streak, job)
+
+    async def warn_missed(self, runs: Sequence[Run], jobs: Mapping[str, CronJob]) -> None:
+        if self.on_missed is not None:
+            await self.on_missed(runs, jobs)
+
+
 class RunRecorder:
     def __init__(
         self,
         runs: RunStore,
         clock: Clock,
         *,
-        cron: CronWork,
-        pulse: PulsePlanner,
+        cron: CronWork | None = None,
+        pulse: PulsePlanner | None = None,
         on_failures: FailureStreak | None = None,
         backoff: Backoff = RETRY_BACKOFF,
         leases: RunLeases | None = None,
         on_missed: MissedFires | None = None,
     ) -> None:
+        """The work comes with ``start`` (the app's runner), or as plain callables here
+        (``cron`` and ``pulse``; tests and benchmarks)."""
         self.runs = runs
         self.leases = leases or RunLeases(runs, clock)
         """This process's hold on the runs it has in flight."""
         self._clock = clock
-        self._cron = cron
-        self._pulse = pulse
-        self._on_failures = on_failures
-        self._on_missed = on_missed
+        self._work: RunWork | None = None
+        if cron is not None and pulse is not None:
+            self._work = Calls(cron, pulse, on_failures, on_missed)
         self._backoff = backoff
         self._turns: dict[str, asyncio.Lock] = {}
         """Runs sharing a conversation (one job, or the pulse) take turns: each run
         appends to the conversation, which allows one writer at a time, and a pulse
         must see the one before it counted against the daily cap."""
         self._unsaved: list[_Closing] = []
+
+    def start(self, work: RunWork) -> None:
+        """Do the runs with ``work`` from now on (``Engine.start``: the runner, which
+        exists only once the agent does)."""
+        self._work = work
+
+    @property
+    def work(self) -> RunWork:
+        if self._work is None:
+            raise RuntimeError("the recorder has no work: start the engine with its runner")
+        return self._work
 
     def retry_at(self, attempt: int, until: datetime | None, now: datetime) -> datetime | None:
         """When the try after ``attempt`` may start, or None when there is none."""
@@ -143,7 +194,15 @@ class RunRecorder:
                 if unreachable(exc):
                     raise NotStarted(f"{type(exc).__name__}: {exc}") from exc
                 raise
-            return await self._attempt(run, job)
+            ticket = self._begin(run)  # the try, as ``_attempt``, in this one frame
+            try:
+                outcome = await self.work.run_cron(job, ticket)
+            except Exception as exc:
+                outcome = self._failed(ticket, exc)
+            except BaseException:  # cancelled: its lease lapses, the record is reclaimed
+                self.leases.drop(run.id)
+                raise
+            return await self._end(run, job, ticket, outcome)
 
     async def pulse(
         self,
@@ -156,7 +215,7 @@ class RunRecorder:
         async with self._turns.setdefault("pulse", asyncio.Lock()):
             now = self._clock()
             try:
-                plan = await self._pulse(now, trigger)
+                plan = await self.work.plan_pulse(now, trigger)
                 if isinstance(plan, Skip):
                     return await self.runs.skipped(
                         "pulse", None, scheduled_for, now, plan.detail, trigger=trigger,
@@ -181,7 +240,7 @@ class RunRecorder:
             now = self._clock()
             work: Work | None = None
             if job is None:
-                plan = await self._pulse(now, run.trigger)
+                plan = await self.work.plan_pulse(now, run.trigger)
                 if isinstance(plan, Skip):
                     skipped = Outcome("skipped", error=plan.detail, reason=plan.reason)
                     return await self.runs.finish(run, skipped, now)
@@ -226,11 +285,11 @@ class RunRecorder:
             for run in runs
             if (job := jobs.get(run.job_id or "")) is not None and job.on_failure != "none"
         ]
-        if self._on_missed is None:
-            return
+        if isinstance(self._work, Calls) and self._work.on_missed is None:
+            return  # work without an owner to tell (tests): left pending
         if told:
             try:
-                await self._on_missed(told, jobs)
+                await self.work.warn_missed(told, jobs)
             except Exception:
                 log.exception("could not alert the owner of %d missed fire(s)", len(told))
                 return
@@ -240,8 +299,24 @@ class RunRecorder:
 
     async def _attempt(self, run: Run, job: CronJob | None, work: Work | None = None) -> Run:
         """One try: the cron runner for ``job``, else ``work`` (a pulse's); an exception
-        becomes ``failed`` (``internal_error``, or ``database_unavailable`` when the
-        database could not be reached)."""
+        becomes ``failed`` (``_failed``). ``cron`` does the same inline."""
+        ticket = self._begin(run)
+        try:
+            if work is not None:
+                outcome = await work(ticket)
+            elif job is not None:
+                outcome = await self.work.run_cron(job, ticket)
+            else:
+                raise TypeError("a try needs its job or its work")
+        except Exception as exc:
+            outcome = self._failed(ticket, exc)
+        except BaseException:  # cancelled (a stop): its lease lapses, the record is reclaimed
+            self.leases.drop(run.id)
+            raise
+        return await self._end(run, job, ticket, outcome)
+
+    def _begin(self, run: Run) -> RunTicket:
+        """A try's ticket, its record's lease held from now on (``_end`` lets it go)."""
         attempt, until = run.attempts, run.retry_until
         ticket = RunTicket(
             id=str(run.id),
@@ -253,24 +328,26 @@ class RunRecorder:
             will_retry=self.retry_at(attempt, until, self._clock()) is not None,
         )
         self.leases.hold(run.id)
+        return ticket
+
+    @staticmethod
+    def _failed(ticket: RunTicket, exc: Exception) -> Outcome:
+        """The outcome of a try that raised: ``failed``, ``internal_error``, or
+        ``database_unavailable`` when the database could not be reached."""
+        if unreachable(exc):
+            log.warning("%s run %s: database unreachable: %s", ticket.kind, ticket.id, exc)
+            reason: Reason = "database_unavailable"
+        else:
+            log.exception("%s run %s raised", ticket.kind, ticket.id, exc_info=exc)
+            reason = "internal_error"
+        return Outcome("failed", error=f"{type(exc).__name__}: {exc}", reason=reason)
+
+    async def _end(self, run: Run, job: CronJob | None, ticket: RunTicket, outcome: Outcome) -> Run:
+        """The try's end: its record closed with ``outcome`` and when to try again, or
+        that no try is left; the lease let go, unless the outcome waits to be written."""
+        attempt, until = run.attempts, run.retry_until
         unsaved = False
         try:
-            try:
-                if work is not None:
-                    outcome = await work(ticket)
-                elif job is not None:
-                    outcome = await self._cron(job, ticket)
-                else:
-                    raise TypeError("a try needs its job or its work")
-            except Exception as exc:
-                if unreachable(exc):
-                    log.warning("%s run %s: database unreachable: %s", ticket.kind, ticket.id, exc)
-                    reason: Reason = "database_unavailable"
-                else:
-                    log.exception("%s run %s raised", ticket.kind, ticket.id)
-                    reason = "internal_error"
-                outcome = Outcome("failed", error=f"{type(exc).__name__}: {exc}", reason=reason)
-            # The try's end: when to try again, or that no try is left.
             now = self._clock()
             passing = outcome.status in FAILED and outcome.reason in PASSING
             retry_at = self.retry_at(attempt, until, now) if passing else None
@@ -340,7 +417,7 @@ class RunRecorder:
         default, and the pulse's): a fire given up at once, others from a streak of two
         (counted once per fire, at its first try); ``critical``, and any one-time job:
         each fire's failure once no try is left; ``none``: recorded only."""
-        if not done.failed or self._on_failures is None:
+        if not done.failed or (isinstance(self._work, Calls) and self._work.on_failures is None):
             return
         policy = job.on_failure if job is not None else "warning"
         if policy == "none":
@@ -352,7 +429,7 @@ class RunRecorder:
             else:
                 report = done.gave_up or (first_close and streak >= 2)
             if report:
-                await self._on_failures(done, streak, job)
+                await self.work.warn_failures(done, streak, job)
         except Exception:
             log.exception("could not report the failed run %s", done.id)
 

@@ -14,6 +14,7 @@ the model may change notes or settings during a pulse, and the run's own bookkee
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -182,6 +183,10 @@ MAX_PAUSE = timedelta(days=90)
 
 class PulseStore:
     CACHE_SECONDS = 2.0
+    KNOWN_SECONDS = 90.0
+    """How long the state last read serves the prompt's pulse line from memory (the
+    engine's resync reads it every minute; a change through this store drops it at
+    once, one by another process shows within this)."""
 
     def __init__(self, db: AsyncDatabase[Doc], clock: Clock, owner: OwnerClock) -> None:
         """``owner`` gives the quiet hours and timezone, and says when they change."""
@@ -191,6 +196,10 @@ class PulseStore:
         owner.listen(self._owner_changed)
         self.listeners: Listeners[Listener] = Listeners()
         self._cache: TtlCache[str, PulseState] = TtlCache(self.CACHE_SECONDS)
+        self._known: tuple[float, PulseState] | None = None
+        """The state last read, and when (``time.monotonic``)."""
+        self._writes = 0
+        """Changes made through this store: a read begun before one is not kept."""
 
     @property
     def tz(self) -> ZoneInfo:
@@ -198,8 +207,19 @@ class PulseStore:
         return self.owner.tz
 
     async def get(self) -> PulseState:
+        writes = self._writes
         owner = await self.owner.fresh()
-        return PulseState.from_doc(await self._coll.find_one({"_id": PULSE_ID}), owner)
+        state = PulseState.from_doc(await self._coll.find_one({"_id": PULSE_ID}), owner)
+        if writes == self._writes:  # no change through this store meanwhile
+            self._known = (time.monotonic(), state)
+        return state
+
+    def known(self) -> PulseState | None:
+        """The state last read, while at most ``KNOWN_SECONDS`` old and unchanged by
+        this store since (the prompt's pulse line, from memory); else None."""
+        if self._known is None or time.monotonic() - self._known[0] >= self.KNOWN_SECONDS:
+            return None
+        return self._known[1]
 
     def cached(self) -> Awaitable[PulseState]:
         """``get`` for display on every exchange (the prompt's pulse section): at most
@@ -228,6 +248,8 @@ class PulseStore:
             ),
             "update the pulse",
         )
+        self._writes += 1
+        self._known = None
         self._cache.invalidate()
         return result.matched_count == 1 or result.upserted_id is not None
 

@@ -119,7 +119,7 @@ class ConversationRepo:
         self._created: set[ObjectId] = set()
         """Conversations this process just created, until ``take_created`` is asked."""
         # Chats whose messages arrive together open their conversations in one batch.
-        self._open = GroupLoad(self._load, self._load_many)
+        self._open = GroupLoad(self.open, self._load_many)
 
     def take_created(self, conversation_id: ObjectId) -> bool:
         """True once for a conversation ``active`` has just created: it has no messages
@@ -138,7 +138,10 @@ class ConversationRepo:
         """
         return self._cache.get(key, lambda: self._open(key, meta))
 
-    async def _load(self, key: str, meta: dict[str, Any]) -> Conversation:
+    async def open(self, key: str, meta: dict[str, Any]) -> Conversation:
+        """The conversation for ``key`` read from the database (created on first use),
+        past the cache: for a run whose reads come minutes apart and one at a time (a
+        scheduled run), where the cache and the batching add only a wait."""
         now = _stored_now()
         update = {"$setOnInsert": {"created_at": now, **meta}, "$set": {"touched_at": now}}
         # An upsert: a repeat matches the conversation the first try made.
@@ -162,7 +165,7 @@ class ConversationRepo:
     ) -> dict[str, Conversation]:
         """Several keys at once: one find, one touch, one insert of the missing ones.
 
-        Like the upsert of ``_load``, it relies on one writer per key (the pipeline
+        Like the upsert of ``open``, it relies on one writer per key (the pipeline
         handles a chat's messages in order)."""
         now = _stored_now()
         keys = [key for key, _meta in items]

@@ -266,8 +266,9 @@ async def test_a_run_record_that_cannot_be_opened_is_started_again_within_the_wi
     async with kit(mongo_server, tmp_path) as k:
         await k.job()
         k.clock.set(DUE + timedelta(seconds=1))
-        # The lease insert passes; the run record's insert and its retry fail.
-        async with database_down(mongo_client, k.app_name, {"skip": 1, "times": 2}, ["insert"]):
+        # The cursor's move passes; the run record's write (an upsert by its _id) and its
+        # retry fail.
+        async with database_down(mongo_client, k.app_name, {"skip": 1, "times": 2}, ["update"]):
             fires = await k.engine.run_due()
         assert [f.action for f in fires] == ["run"]
         assert await k.runs() == [] and await k.next_fire() == NEXT_DAY

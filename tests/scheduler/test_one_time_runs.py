@@ -70,8 +70,8 @@ async def test_runs_once_in_its_chat_then_is_done_and_never_again(
         done = (await _listed(app))[job["job_id"]]
         schedule = await _schedule(app, clock)
         # A second process starting on the same database: nothing left to run.
-        again = build_parts(app, SchedulingOptions(timer=False))
-        await again.engine.start()
+        again, runner = build_parts(app, SchedulingOptions(timer=False))
+        await again.engine.start(runner)
         try:
             clock.advance(days=1)
             assert await again.engine.run_due() == []
@@ -157,8 +157,8 @@ async def test_a_run_cut_short_by_a_crash_runs_again_after_restart(
         await first.stop()  # the run is cut off; its record stays "running"
         assert (await app.deps.db["runs"].find_one({}))["status"] == "running"  # type: ignore[index]
         clock.advance(minutes=10)
-        second = build_parts(app, SchedulingOptions(timer=False))
-        await second.engine.start()  # the first let its lease go: reclaimed at once
+        second, runner = build_parts(app, SchedulingOptions(timer=False))
+        await second.engine.start(runner)  # the first let its lease go: reclaimed at once
         try:
             fires = await second.engine.run_due()
             assert [f.action for f in fires] == ["retry"]

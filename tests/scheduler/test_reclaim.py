@@ -364,8 +364,8 @@ async def test_an_answer_sent_before_the_crash_is_not_asked_for_or_sent_again(
             with contextlib.suppress(asyncio.CancelledError):
                 await fire.task
         telegram.hang = False
-        second = build_parts(app, SchedulingOptions(timer=False))
-        await second.engine.start()
+        second, runner = build_parts(app, SchedulingOptions(timer=False))
+        await second.engine.start(runner)
         try:
             clock.advance(LEASE)  # the first process's lease lapses
             assert [f.action for f in await second.engine.run_due()] == ["retry"]

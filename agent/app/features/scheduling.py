@@ -9,12 +9,11 @@ the runner and starts the timers, and it stops them on the way out.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from aiohttp import web
@@ -25,22 +24,24 @@ from agent.config import Settings
 from agent.context import RunContext
 from agent.conversation.prompt import changing
 from agent.owner import Listener as OwnerListener
-from agent.owner import OwnerPrefs, OwnerSettings, ZoneChange
+from agent.owner import OwnerPrefs, OwnerSettings
+from agent.reach import Reach
 from agent.runs.runner import Runner, RunnerConfig
-from agent.runs.zone_change import ZoneMove, tell_owner
+from agent.runs.zone_change import ZoneMove, ZoneNotice
 from agent.tools.catalog import always
 from agent.tools.cron import MANAGE_CRONJOB, owner_zone
 from agent.tools.pulse import MANAGE_PULSE
 from agent.tools.send import SEND_MESSAGE, any_sender_running
-from channels.types import InboundMessage, Reply
+from channels.delivery.outbox import Outbox
+from channels.types import Channel, InboundMessage, Reply
 from runtime.clock import Clock
-from scheduler.cron.job import CronJob, JobLimits
+from scheduler.cron.job import JobLimits
 from scheduler.cron.service import CronService
 from scheduler.engine import AlreadyRunning, Engine, EngineConfig
 from scheduler.fires.claims import LeaseStore
 from scheduler.fires.leases import LeaseTerms, RunLeases
-from scheduler.fires.recorder import Go, RunRecorder, RunTicket, Skip
-from scheduler.pulse.store import PulseStore
+from scheduler.fires.recorder import RunRecorder
+from scheduler.pulse.store import PulseState, PulseStore
 from scheduler.views import (
     job_line,
     job_view,
@@ -49,7 +50,6 @@ from scheduler.views import (
     run_line,
     zone_note,
 )
-from storage.repos.runs.record import Outcome, Run, Trigger
 from storage.repos.runs.store import RunStore
 
 log = logging.getLogger(__name__)
@@ -78,11 +78,12 @@ def build_scheduling(
     owner: OwnerSettings,
     settings: Settings,
     options: SchedulingOptions,
+    reached: tuple[Outbox, Mapping[str, Channel], Reach],
     *,
     sole_owner: bool,
 ) -> Scheduling:
-    """The stores and the engine; the engine's runs wait for ``Scheduling.started``
-    (the runner, made once the agent exists)."""
+    """The stores and the engine; the engine's runs are done by the runner handed to
+    ``Engine.start`` (made once the agent exists, as the feature starts)."""
     limits = JobLimits(
         max_jobs=settings.max_cron_jobs,
         min_interval=timedelta(minutes=settings.min_cron_interval_minutes),
@@ -90,34 +91,11 @@ def build_scheduling(
     jobs = CronService(db, clock, lambda: owner.current.timezone, limits)
     pulse = PulseStore(db, clock, owner)
     runs = RunStore(db)
-    started: asyncio.Future[Runner] = asyncio.get_running_loop().create_future()
-
-    async def run_cron(job: CronJob, ticket: RunTicket) -> Outcome:
-        return await (await started).run_cron(job, ticket)
-
-    async def plan_pulse(now: datetime, trigger: Trigger) -> Skip | Go:
-        return await (await started).plan_pulse(now, trigger)
-
-    async def warn_failures(run: Run, streak: int, job: CronJob | None) -> None:
-        await (await started).warn_failures(run, streak, job)
-
-    async def warn_missed(runs: Sequence[Run], jobs: Mapping[str, CronJob]) -> None:
-        await (await started).warn_missed(runs, jobs)
-
-    async def tell_zone(pending: ZoneChange, text: str) -> None:
-        await tell_owner((await started).deps, pending, text)
-
+    outbox, channels, reach = reached
+    tell = ZoneNotice(outbox, channels, reach, owner)
     # This start of this process, as the holder of its runs and fires.
     holder = RunLeases(runs, clock, terms=options.lease)
-    recorder = RunRecorder(
-        runs,
-        clock,
-        cron=run_cron,
-        pulse=plan_pulse,
-        on_failures=warn_failures,
-        on_missed=warn_missed,
-        leases=holder,
-    )
+    recorder = RunRecorder(runs, clock, leases=holder)  # its work comes with the engine's start
     engine = Engine(
         jobs=jobs,
         pulse=pulse,
@@ -131,9 +109,9 @@ def build_scheduling(
             sole_owner=sole_owner,
         ),
         timer=options.timer,
-        timed=(ZoneMove(owner, jobs, tell_zone),),  # the owner's timezone change set for later
+        timed=(ZoneMove(owner, jobs, tell),),  # the owner's timezone change set for later
     )
-    return Scheduling(jobs, pulse, runs, engine, started)
+    return Scheduling(jobs, pulse, runs, engine)
 
 
 def following_timezone(jobs: CronService) -> OwnerListener:
@@ -176,18 +154,20 @@ def make_runner(core: Core, parts: Scheduling, options: SchedulingOptions) -> Ru
     )
 
 
-def build_parts(app: App, options: SchedulingOptions) -> Scheduling:
-    """A second scheduler on a running app, its runner ready (tests: another process,
-    with the owner's settings of its own, read as its engine starts)."""
+def build_parts(app: App, options: SchedulingOptions) -> tuple[Scheduling, Runner]:
+    """A second scheduler on a running app and the runner to start its engine with
+    (tests: another process, with the owner's settings of its own, read as its engine
+    starts)."""
     deps = app.deps
     owner = OwnerSettings(deps.db, app.clock, deps.settings.timezone)
+    reached = (deps.outbox, deps.channels, deps.reach)
     parts = build_scheduling(
-        deps.db, app.clock, owner, deps.settings, options, sole_owner=app.database.owns_server
-    )
-    parts.started.set_result(make_runner(Core(deps, app.agent), parts, options))
+        deps.db, app.clock, owner, deps.settings, options, reached,
+        sole_owner=app.database.owns_server,
+    )  # fmt: skip
     owner.listen(following_timezone(parts.jobs))  # as ``scheduling`` has the app do
     owner.listen(pending_zone_timer(parts.engine))
-    return parts
+    return parts, make_runner(Core(deps, app.agent), parts, options)
 
 
 def _parts(parts: Scheduling, clock: Clock) -> Parts:
@@ -224,11 +204,19 @@ def _parts(parts: Scheduling, clock: Clock) -> Parts:
             return web.json_response(error, status=409)
         return web.json_response(run.to_json())
 
-    async def prompt_section(ctx: RunContext) -> str | None:
+    def pulse_text(state: PulseState, ctx: RunContext) -> str:
+        return "## Pulse\n" + pulse_status_text(state, ctx.tz, ctx.now, notes=ctx.kind != "pulse")
+
+    async def read_pulse_section(ctx: RunContext) -> str:
+        return pulse_text(await parts.pulse.cached(), ctx)
+
+    def prompt_section(ctx: RunContext) -> Awaitable[str] | str | None:
+        """The pulse line: from memory while the state read last is recent
+        (``PulseStore.known``), else read."""
         if ctx.tier != "owner":
             return None
-        state = await parts.pulse.cached()
-        return "## Pulse\n" + pulse_status_text(state, ctx.tz, ctx.now, notes=ctx.kind != "pulse")
+        state = parts.pulse.known()
+        return pulse_text(state, ctx) if state is not None else read_pulse_section(ctx)
 
     async def status_section() -> dict[str, Any]:
         now = clock()
@@ -264,6 +252,7 @@ def scheduling(options: SchedulingOptions | None = None) -> Feature:
             ctx.owner,
             ctx.settings,
             chosen,
+            (ctx.outbox, ctx.channels, ctx.reach),
             sole_owner=ctx.database.owns_server,
         )
         armed = False
@@ -272,8 +261,7 @@ def scheduling(options: SchedulingOptions | None = None) -> Feature:
             """Once the agent exists: runs that a dead process left "running" are
             reclaimed as the engine loads, then its timers arm."""
             nonlocal armed
-            parts.started.set_result(make_runner(core, parts, chosen))
-            count = await parts.engine.start()
+            count = await parts.engine.start(make_runner(core, parts, chosen))
             armed = True
             log.info("scheduler: %d timer(s) armed%s", count, "" if chosen.timer else " (manual)")
 

@@ -89,7 +89,7 @@ class RunStore:
             owner=holder.owner if holder is not None else None,
             lease_until=holder.lease_until if holder is not None else None,
         )
-        doc: Doc = {"_id": run.id, "kind": kind, "job_id": job_id}
+        doc: Doc = {"kind": kind, "job_id": job_id}  # its _id is the upsert's query
         doc |= {"scheduled_for": scheduled_for, "trigger": trigger}
         doc |= {"status": "running", "started_at": now}
         if name is not None:
@@ -101,7 +101,12 @@ class RunStore:
             doc["retry_until"] = retry_until
         if holder is not None:
             doc |= {"owner": holder.owner, "lease_until": holder.lease_until}
-        await retry.insert(self._coll, doc)
+        # An upsert by the record's own _id: a repeat after a dropped connection finds
+        # the first try's record and changes nothing.
+        await retry.retried(
+            lambda: self._coll.update_one({"_id": run.id}, {"$setOnInsert": doc}, upsert=True),
+            "open a run record",
+        )
         return run
 
     async def finish(

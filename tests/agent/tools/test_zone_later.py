@@ -175,8 +175,8 @@ async def test_a_pending_change_survives_a_restart(
             app, "manage_settings", action="update", timezone="America/New_York",
             effective_at="2026-11-27T10:00",
         )  # fmt: skip
-        again = build_parts(app, SchedulingOptions(timer=False))
-        await again.engine.start()
+        again, runner = build_parts(app, SchedulingOptions(timer=False))
+        await again.engine.start(runner)
         try:
             armed = dict(again.engine.armed)
             clock.set(TAKE_OFF)
@@ -273,8 +273,8 @@ async def test_a_change_cut_off_by_a_stop_is_finished_at_the_next_start(
         clock.set(TAKE_OFF)
         made = await app.deps.owner.apply_pending(TAKE_OFF, "Now on New York time.")
         cut_off = await parts_of(app).jobs.get(job_id)
-        again = build_parts(app, SchedulingOptions(timer=False))
-        await again.engine.start()
+        again, runner = build_parts(app, SchedulingOptions(timer=False))
+        await again.engine.start(runner)
         try:
             await again.engine.run_due()
         finally:
