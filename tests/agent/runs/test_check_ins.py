@@ -176,8 +176,8 @@ async def test_a_check_in_sent_before_a_crash_is_not_asked_for_or_sent_again(
             with contextlib.suppress(asyncio.CancelledError):
                 await fire.task
         telegram.hang = False
-        second = build_parts(app, SchedulingOptions(timer=False))
-        await second.engine.start()
+        second, runner = build_parts(app, SchedulingOptions(timer=False))
+        await second.engine.start(runner)
         try:
             clock.advance(timedelta(seconds=30))  # the first process's lease lapses
             assert [f.action for f in await second.engine.run_due()] == ["retry"]
