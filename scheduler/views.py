@@ -128,7 +128,7 @@ def job_view(
         "schedule": schedule_words(job, tz),
     }
     if job.source is not None:  # written after outside text: its runs' calls are held
-        view["source"] = job.source
+        view["source"] = job.source.to_doc()
     if not job.once:
         view["cron_expression"] = job.cron_expression
     view.update(timezone=job.timezone, enabled=job.enabled, on_failure=job.on_failure)
