@@ -51,10 +51,9 @@ from scheduler.pulse.grid import (
 )
 from storage import collections as c
 from storage import retry
-from storage.records import BadRecord, moment
+from storage.records import BadRecord, Doc, moment
 
 log = logging.getLogger(__name__)
-Doc = dict[str, Any]
 OWNER_ID = "owner"
 PULSE_ID = "pulse"
 QUIET_SEARCH = timedelta(days=1, minutes=1)
@@ -247,6 +246,10 @@ def _zone_change(doc: Doc, name: str) -> ZoneChange | None:
 
 
 class OwnerSettings:
+    """The store of the owner's ``settings`` document: the raw document is read only in
+    ``load`` (into ``OwnerPrefs``) and ``_migrate``, and written only from checked
+    values, so what it hands out is always typed."""
+
     def __init__(self, db: AsyncDatabase[Doc], clock: Clock, default_timezone: str) -> None:
         self._db = db
         self._coll = db[c.SETTINGS]

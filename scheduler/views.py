@@ -6,6 +6,7 @@ One place for these shapes, so the tool, ``/jobs``, ``/pulse``, the system promp
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -16,6 +17,7 @@ from scheduler.cron.job import CronJob
 from scheduler.pulse.grid import (
     PulseConfigError,
     PulseSchedule,
+    QuietHours,
     active_spans,
     average_spacing,
     grid_slots,
@@ -128,7 +130,7 @@ def job_view(
         "schedule": schedule_words(job, tz),
     }
     if job.source is not None:  # written after outside text: its runs' calls are held
-        view["source"] = job.source
+        view["source"] = job.source.to_doc()
     if not job.once:
         view["cron_expression"] = job.cron_expression
     view.update(timezone=job.timezone, enabled=job.enabled, on_failure=job.on_failure)
@@ -209,8 +211,8 @@ def days_text(days: tuple[int, ...] | list[int]) -> str:
     return ", ".join(DAY_NAMES[d] for d in chosen) if chosen else "no days"
 
 
-def quiet_text(quiet: tuple[dict[str, str], ...] | list[dict[str, str]]) -> str:
-    return ", ".join(f"{q['start']}–{q['end']}" for q in quiet) or "none"
+def quiet_text(quiet: Sequence[QuietHours]) -> str:
+    return ", ".join(f"{q.start:%H:%M}–{q.end:%H:%M}" for q in quiet) or "none"
 
 
 def pulse_view(state: PulseState, tz: ZoneInfo, now: datetime) -> dict[str, Any]:
@@ -224,7 +226,7 @@ def pulse_view(state: PulseState, tz: ZoneInfo, now: datetime) -> dict[str, Any]
         "pulses_per_day": state.pulses_per_day,
         "spacing": None,
         "active_days": list(state.active_days),
-        "quiet_hours": [dict(q) for q in state.quiet_hours],
+        "quiet_hours": [q.as_dict() for q in state.quiet_hours],
         "timezone": tz.key,
         "notes": state.notes,
         "check_ins": state.check_ins,

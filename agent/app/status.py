@@ -132,7 +132,7 @@ def zone_section(deps: AgentDeps) -> StatusSection:
     async def section() -> dict[str, Any]:
         prefs = await deps.owner.load()
         chosen = deps.settings.timezone_chosen or prefs.zone_stored
-        quiet = quiet_text(prefs.quiet_dicts())
+        quiet = quiet_text(prefs.quiet_hours)
         return {"zone": {"timezone": prefs.timezone, "chosen": chosen, "quiet_hours": quiet}}
 
     return section

@@ -34,6 +34,7 @@ from agent.llm.untrusted import EXTERNAL
 from agent.tools.base import ToolResult
 from scheduler.cron.job import JobError
 from storage.repos.held_sends import HeldAction, HeldGroup, HeldRun, HeldSends
+from storage.repos.provenance import Provenance
 
 APPROVE_WORD = "approve"
 GUIDANCE = (
@@ -146,19 +147,15 @@ def describe(action: HeldAction) -> str:
     return f"{action.tool} {json.dumps(action.args, ensure_ascii=False, default=str)}"
 
 
-def provenance(ctx: RunContext) -> dict[str, Any] | None:
+def provenance(ctx: RunContext) -> Provenance | None:
     """Where what this run writes came from, when it followed outside text: the text's
     sources and, when the owner approved it, their code; None for the owner's own run."""
     if not ctx.tally.untrusted:
         return None
-    source: dict[str, Any] = {"untrusted": list(dict.fromkeys(ctx.tally.untrusted))}
-    if ctx.tally.approved is not None:
-        source["approved"] = ctx.tally.approved
-    return source
+    return Provenance(tuple(dict.fromkeys(ctx.tally.untrusted)), ctx.tally.approved)
 
 
-def instruction_source(source: Mapping[str, Any]) -> str:
+def instruction_source(source: Provenance) -> str:
     """What a job whose instruction a run wrote after reading outside text (``source``,
     from ``provenance``) reads when it runs: that text, at one remove."""
-    read = [str(u) for u in source.get("untrusted") or ()] or ["outside text"]
-    return f"a job instruction written after reading {_listed(read)}"
+    return f"a job instruction written after reading {_listed(list(source.untrusted))}"

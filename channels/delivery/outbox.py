@@ -28,7 +28,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
@@ -41,12 +41,10 @@ from runtime.tasks import stop_task, wait_event
 from storage import collections as c
 from storage import retry
 from storage.coalesce import GroupCommit, insert_each
-from storage.records import each
+from storage.records import Doc, each
 from storage.repos.outbox_row import OutboxRow
 
 log = logging.getLogger(__name__)
-Doc = dict[str, Any]
-"""The outbox's own queries and changes (its rows are ``OutboxRow``s)."""
 FailureHook = Callable[[OutboxRow], Awaitable[None]]
 """Told of a reply given up on, with its row as stored (``failed``, its last error)."""
 SEND_BACKOFF = Backoff(first=1.0, factor=4.0, cap=300.0, retries=5)
@@ -71,9 +69,8 @@ class Failure(NamedTuple):
     retry_after: float | None = None
 
 
-def to_message(doc: Mapping[str, Any]) -> OutboundMessage:
-    """The message a stored row holds (one the retry loop claimed), read as its record."""
-    row = OutboxRow.from_doc(doc)
+def to_message(row: OutboxRow) -> OutboundMessage:
+    """The message a stored row holds (one the retry loop claimed)."""
     return OutboundMessage(
         channel=row.channel,
         chat_id=row.chat_id,
@@ -111,11 +108,11 @@ class Outbox:
 
     async def enqueue(self, message: OutboundMessage, *, send_now: bool = True) -> bool:
         """Store ``message``; False when its idempotency key was already stored."""
-        message, doc = self._storable(message, send_now=send_now)
+        message, row = self._storable(message, send_now=send_now)
         try:
             # Together with replies stored meanwhile (storage.coalesce); retried once
             # on a dropped connection, a retry meeting its own copy (same _id) is success.
-            await self._insert(doc)
+            await self._insert(row.to_doc())
         except DuplicateKeyError:
             return False
         if send_now:  # sent here, stored as claimed: the send is the next step
@@ -123,7 +120,7 @@ class Outbox:
                 outcome: SendResult | Failure = await self._channel(message).send(message)
             except Exception as exc:
                 outcome = _failure(message, exc)
-            await self._settle(doc, outcome)
+            await self._settle(row, outcome)
         else:
             self._wake.set()
         return True
@@ -139,7 +136,7 @@ class Outbox:
         same as ``enqueue``'s: the one write after the send. A failed send is stored as
         ``enqueue`` would have left it: due again later, or failed and reported.
         """
-        message, doc = self._storable(message, send_now=True)
+        message, row = self._storable(message, send_now=True)
         outcome: SendResult | Failure
         try:
             outcome = await self._channel(message).send(message)
@@ -147,23 +144,25 @@ class Outbox:
             outcome = _failure(message, exc)
         delay: float | None = None
         if isinstance(outcome, Failure):
-            fields, delay = self._after_failure(doc, outcome)
+            fields, delay = self._after_failure(row, outcome)
         else:
             fields = self._sent(outcome)
             if outcome.info:
                 fields["info"] = dict(outcome.info)
-        doc.update(fields)
+        doc = {**row.to_doc(), **fields}
         # One insert, retried once on a dropped connection (its own copy is success).
         [error] = await self._record([doc]) or [None]
         if isinstance(error, DuplicateKeyError):  # only a second process on the message
-            log.warning("outbox %s was recorded twice", doc["idempotency_key"])
+            log.warning("outbox %s was recorded twice", row.idempotency_key)
             return
         if error is not None:
             raise error
         if isinstance(outcome, Failure):
-            await self._failure_noted(doc, outcome, delay)
+            await self._failure_noted(row, outcome, delay)
 
-    def _storable(self, message: OutboundMessage, *, send_now: bool) -> tuple[OutboundMessage, Doc]:
+    def _storable(
+        self, message: OutboundMessage, *, send_now: bool
+    ) -> tuple[OutboundMessage, OutboxRow]:
         """``message`` as it is sent and its row as it is stored: both with U+FFFD for
         text that cannot be encoded (it could be neither stored nor sent)."""
         message = dataclasses.replace(
@@ -190,7 +189,7 @@ class Outbox:
             attempts=1 if send_now else 0,
             created_at=now,
             next_attempt_at=now,
-        ).to_doc()
+        )
 
     async def _claim(self, query: Doc) -> Doc | None:
         # A claim tagged with a token, so a retry after a dropped connection finds the
@@ -203,32 +202,34 @@ class Outbox:
         )
 
     async def _send_claimed(self, doc: Doc | None) -> None:
-        """Send a claimed row (``enqueue`` sends what it stored itself)."""
+        """Send a claimed row (``enqueue`` sends what it stored itself), read once here."""
         if doc is None:
             return
-        message = to_message(doc)
+        row = OutboxRow.from_doc(doc)
+        message = to_message(row)
         outcome: SendResult | Failure
         try:
             outcome = await self._channel(message).send(message)
         except Exception as exc:
             outcome = _failure(message, exc)
-        await self._settle(doc, outcome)
+        await self._settle(row, outcome)
 
-    async def _settle(self, doc: Doc, outcome: SendResult | Failure) -> None:
+    async def _settle(self, row: OutboxRow, outcome: SendResult | Failure) -> None:
         """Record a claimed row's send: sent, or due again later, or failed."""
+        key = row.idempotency_key  # its _id
         if isinstance(outcome, Failure):
-            fields, delay = self._after_failure(doc, outcome)
+            fields, delay = self._after_failure(row, outcome)
             await retry.retried(  # $set by _id: safe to repeat
-                lambda: self._coll.update_one({"_id": doc["_id"]}, {"$set": fields}),
+                lambda: self._coll.update_one({"_id": key}, {"$set": fields}),
                 "requeue" if delay is not None else "mark failed",
             )
-            await self._failure_noted(doc, outcome, delay)
+            await self._failure_noted(row, outcome, delay)
             return
         sent = {**self._sent(outcome), **{f"info.{k}": v for k, v in outcome.info.items()}}
         # $set by _id, so safe to retry; a lost "sent" would have it sent again. Its own
         # command, at once (the module docstring).
         await retry.retried(
-            lambda: self._coll.update_one({"_id": doc["_id"]}, {"$set": sent}), "mark sent"
+            lambda: self._coll.update_one({"_id": key}, {"$set": sent}), "mark sent"
         )
 
     def _channel(self, message: OutboundMessage) -> Channel:
@@ -250,12 +251,11 @@ class Outbox:
             "external_ids": list(result.external_ids),
         }
 
-    def _after_failure(self, doc: Doc, failure: Failure) -> tuple[Doc, float | None]:
+    def _after_failure(self, row: OutboxRow, failure: Failure) -> tuple[Doc, float | None]:
         """The fields a failed attempt leaves, and the delay before the next (None: the
         last attempt failed)."""
-        attempts = int(doc["attempts"])
-        if failure.retryable and self._backoff.allows(attempts):
-            delay = self._backoff.wait(attempts, failure.retry_after)
+        if failure.retryable and self._backoff.allows(row.attempts):
+            delay = self._backoff.wait(row.attempts, failure.retry_after)
             return {
                 "status": "pending",
                 "last_error": failure.error,
@@ -263,20 +263,18 @@ class Outbox:
             }, delay
         return {"status": "failed", "last_error": failure.error, "failed_at": self._clock()}, None
 
-    async def _failure_noted(self, doc: Doc, failure: Failure, delay: float | None) -> None:
+    async def _failure_noted(self, row: OutboxRow, failure: Failure, delay: float | None) -> None:
         """Log a stored failure; wake the retry loop when it is due, or report the loss."""
-        attempts, error = int(doc["attempts"]), failure.error
+        attempts, error = row.attempts, failure.error
         if delay is not None:
-            log.warning("send to %s failed (attempt %d): %s", doc["channel"], attempts, error)
+            log.warning("send to %s failed (attempt %d): %s", row.channel, attempts, error)
             self._wake_in(delay)
             return
-        log.error(
-            "giving up on a %s message after %d attempts: %s", doc["channel"], attempts, error
-        )
+        log.error("giving up on a %s message after %d attempts: %s", row.channel, attempts, error)
         if self._on_failure is not None:
             try:
-                row = OutboxRow.from_doc(doc)
-                await self._on_failure(replace(row, status="failed", last_error=error))
+                failed = replace(row, status="failed", last_error=error, failed_at=self._clock())
+                await self._on_failure(failed)
             except Exception:
                 log.exception("failure hook raised")
 
@@ -301,11 +299,11 @@ class Outbox:
         any), oldest first, at most ``MAX_LANES`` at once."""
         due = self._coll.find(
             {"status": "pending", "next_attempt_at": {"$lte": self._clock()}},
-            projection={"_id": 0, "channel": 1, "chat_id": 1},
+            projection=OutboxRow.CHAT_FIELDS,
             sort=[("created_at", 1)],
             limit=DUE_SCAN,
         )
-        chats = dict.fromkeys([(d["channel"], d["chat_id"]) async for d in due])
+        chats = dict.fromkeys([OutboxRow.chat_of(d) async for d in due])
         for lane in chats:
             if lane not in self._lanes and len(self._lanes) < MAX_LANES:
                 task = asyncio.create_task(self._drain(lane), name=f"outbox:{lane[0]}")

@@ -37,6 +37,7 @@ from scheduler.cron.expression import (
     validate_timezone,
 )
 from storage.records import maybe_text, moment, text
+from storage.repos.provenance import Provenance
 
 log = logging.getLogger(__name__)
 JobKind = Literal["recurring", "once"]
@@ -83,7 +84,7 @@ class CronJob:
     last_status: str | None = None
     updated_by: str | None = None
     """Who made the latest change when not the model or the owner's chat (``dashboard``)."""
-    source: Mapping[str, Any] | None = None
+    source: Provenance | None = None
     """Where ``instruction`` came from when a run that had read outside text wrote it
     (the owner approving it): that text's sources and the owner's code. Its runs count
     as having read outside text. None when the instruction is the owner's own words."""
@@ -135,7 +136,7 @@ class CronJob:
             done_at=moment(doc, "done_at"),
             last_status=maybe_text(doc, "last_status"),
             updated_by=maybe_text(doc, "updated_by"),
-            source=dict(source) if isinstance(source, Mapping) else None,
+            source=Provenance.from_doc(source),
             schedule=schedule,
         )
 

@@ -48,6 +48,7 @@ from scheduler.cron.job import (
 from storage import collections as c
 from storage import retry
 from storage.records import BadRecord, Doc, each, moment, parsed
+from storage.repos.provenance import Provenance
 
 log = logging.getLogger(__name__)
 Listener = Callable[[str], Awaitable[None]]
@@ -125,7 +126,7 @@ class CronService:
         on_failure: str | None = None,
         origin_channel: str = ChannelName.CONSOLE,
         origin_chat_id: str = "owner",
-        source: Doc | None = None,
+        source: Provenance | None = None,
     ) -> CronJob:
         """A recurring job (``cron_expression``) or a one-time one (``run_at`` or
         ``in_minutes``); exactly one of the three. ``source``: where the instruction
@@ -155,7 +156,7 @@ class CronService:
             "origin_chat_id": origin_chat_id,
             "created_at": now,
             "updated_at": now,
-            **({"source": dict(source)} if source else {}),
+            **({"source": source.to_doc()} if source else {}),
         }
         if not await retry.insert_new(self._coll, doc, lambda: secrets.token_hex(4)):
             raise JobError("could not allocate a job id; try again")
@@ -198,7 +199,7 @@ class CronService:
         enabled: bool | None = None,
         on_failure: str | None = None,
         by: str | None = None,
-        source: Doc | None = None,
+        source: Provenance | None = None,
     ) -> CronJob:
         """Change any of the fields; a new schedule or re-enabling recomputes the next fire
         from now, so fires missed while paused are not replayed. ``cron_expression`` makes
@@ -237,7 +238,7 @@ class CronService:
             raise JobError(f"nothing to update: give {UPDATABLE}")
         if instruction is not None:  # the new instruction's own origin
             if source:
-                fields["source"] = dict(source)
+                fields["source"] = source.to_doc()
             else:
                 unset = {**unset, "source": ""}
         fields["updated_at"] = now

@@ -34,7 +34,14 @@ import aiohttp
 
 from runtime.clock import Clock
 from scheduler.monitors.check import Result
-from scheduler.monitors.monitor import PAGE_BYTES, PAGE_KEPT, USER_AGENT, Monitor, stored_time
+from scheduler.monitors.monitor import (
+    PAGE_BYTES,
+    PAGE_KEPT,
+    USER_AGENT,
+    Monitor,
+    PageSeen,
+    stored_time,
+)
 from scheduler.monitors.page import Page, PageError, get_page, readable, selected
 from scheduler.monitors.select import SelectorError, parse_selector
 from scheduler.monitors.store import MonitorStore
@@ -158,7 +165,7 @@ class PageWatch:
             if not monitor.page_found:
                 return monitor  # told once already
             code = await self._changed(monitor, self._missing(monitor))
-            return await self._stored(monitor, {"page_found": False, "change_code": code})
+            return await self._stored(monitor, PageSeen(found=False, change_code=code))
         hashed = digest(part)
         kept = Outside(part[:PAGE_KEPT], self._source(monitor))
         if monitor.page_hash is None or hashed == monitor.page_hash:
@@ -166,18 +173,16 @@ class PageWatch:
                 return monitor  # nothing new
             if not monitor.page_found and monitor.change_code is not None:
                 await self._cleared(replace(monitor, alert_code=monitor.change_code), "found")
-            change = {"page_hash": hashed, "page_text": kept, "page_found": True}
-            return await self._stored(monitor, change | {"change_code": None})
+            seen = PageSeen(found=True, change_code=None, page_hash=hashed, page_text=kept)
+            return await self._stored(monitor, seen)
         before = monitor.page_text.text if monitor.page_text is not None else ""
         code = await self._changed(monitor, self._news(monitor, before, part, hashed))
-        return await self._stored(
-            monitor,
-            {"page_hash": hashed, "page_text": kept, "page_found": True}
-            | {"changed_at": stored_time(self._now()), "change_code": code},
-        )
+        changed_at = stored_time(self._now())
+        seen = PageSeen(True, code, page_hash=hashed, page_text=kept, changed_at=changed_at)
+        return await self._stored(monitor, seen)
 
-    async def _stored(self, monitor: Monitor, change: dict[str, object]) -> Monitor:
-        done = await self._store.page_seen(monitor, change)
+    async def _stored(self, monitor: Monitor, seen: PageSeen) -> Monitor:
+        done = await self._store.page_seen(monitor, seen)
         return done or await self._store.reload(monitor.id) or monitor
 
     @staticmethod

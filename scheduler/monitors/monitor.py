@@ -93,6 +93,21 @@ class MonitorLimits:
     """How often news held back (too soon, or flapping) is looked at again."""
 
 
+@dataclass(frozen=True, slots=True)
+class PageSeen:
+    """What a ``change`` monitor's check saw, as ``MonitorStore.page_seen`` records it."""
+
+    found: bool
+    """Whether the watched part was on the page."""
+    change_code: str | None
+    """The code of the message telling of it; None: nothing was told."""
+    page_hash: str | None = None
+    """The part's digest; None when it was not found (the last one seen is kept)."""
+    page_text: Outside | None = None
+    changed_at: datetime | None = None
+    """When it changed; None: not a change (the first look, or found again)."""
+
+
 @dataclass(frozen=True)
 class Monitor:
     """One monitor as stored: its settings and its state."""

@@ -27,6 +27,7 @@ from scheduler.monitors.monitor import (
     Monitor,
     MonitorError,
     MonitorLimits,
+    PageSeen,
     Reason,
     settle,
     stored_time,
@@ -295,9 +296,14 @@ class MonitorStore:
             {"told": word, "alert_code": code, "told_at": at, "told_since": since},
         )
 
-    async def page_seen(self, monitor: Monitor, change: Doc) -> Monitor | None:
+    async def page_seen(self, monitor: Monitor, seen: PageSeen) -> Monitor | None:
         """A ``change`` monitor's page as seen now (``scheduler.monitors.change``), if no
         other process recorded another meanwhile."""
+        change: Doc = {"page_found": seen.found, "change_code": seen.change_code}
+        if seen.page_hash is not None:
+            change |= {"page_hash": seen.page_hash, "page_text": seen.page_text}
+        if seen.changed_at is not None:
+            change["changed_at"] = seen.changed_at
         match: Doc = {"_id": monitor.id, "page_hash": monitor.page_hash}
         match["page_found"] = {"$ne": not monitor.page_found}  # absent: found
         return await self._cas(match, change)

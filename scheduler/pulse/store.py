@@ -83,7 +83,7 @@ class PulseState:
     enabled: bool = True
     pulses_per_day: int = 12
     active_days: tuple[int, ...] = (0, 1, 2, 3, 4, 5, 6)
-    quiet_hours: tuple[dict[str, str], ...] = tuple(q.as_dict() for q in DEFAULT_QUIET)
+    quiet_hours: tuple[QuietHours, ...] = DEFAULT_QUIET
     """The owner's quiet hours (``OwnerClock``), not stored with the pulse."""
     notes: str = ""
     done_today: int = 0
@@ -105,7 +105,7 @@ class PulseState:
         """The stored pulse settings; a field that does not parse keeps its default
         (logged), so one damaged field never stops the scheduler's loop."""
         base = cls()
-        quiet = base.quiet_hours if owner is None else tuple(w.as_dict() for w in owner.quiet_hours)
+        quiet = base.quiet_hours if owner is None else tuple(owner.quiet_hours)
         if not doc:
             return cls(quiet_hours=quiet)
 

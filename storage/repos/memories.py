@@ -28,6 +28,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from storage import collections as c
 from storage.ejson import aware
 from storage.outside import Outside
+from storage.repos.provenance import OUTSIDE_TEXT, Provenance
 
 Doc = dict[str, Any]
 FACT_LIMIT = 500
@@ -56,13 +57,11 @@ class FactSource:
         return bool(self.outside)
 
     @classmethod
-    def of(cls, provenance: Mapping[str, Any] | None) -> FactSource:
+    def of(cls, provenance: Provenance | None) -> FactSource:
         """From ``agent.tools.held.provenance`` (None: the owner's own run)."""
-        if not provenance:
+        if provenance is None:
             return cls()
-        read = tuple(str(u) for u in provenance.get("untrusted") or ()) or ("outside text",)
-        approved = provenance.get("approved")
-        return cls(read, str(approved) if approved is not None else None)
+        return cls(provenance.untrusted or (OUTSIDE_TEXT,), provenance.approved)
 
     def doc(self) -> Doc:
         if not self.outside:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from storage.records import BadRecord, Doc, mapping, maybe_text, moment, text, texts, whole
 
@@ -39,6 +39,14 @@ class OutboxRow:
     failed_at: datetime | None = None
     last_error: str | None = None
     external_ids: tuple[str, ...] = ()
+
+    CHAT_FIELDS: ClassVar[Mapping[str, int]] = {"_id": 0, "channel": 1, "chat_id": 1}
+    """The projection ``chat_of`` reads: which chat a row is for, and nothing else."""
+
+    @staticmethod
+    def chat_of(doc: Mapping[str, Any]) -> tuple[str, str]:
+        """The channel and chat id of a row read with ``CHAT_FIELDS``."""
+        return text(doc, "channel"), text(doc, "chat_id")
 
     @classmethod
     def from_doc(cls, doc: Mapping[str, Any]) -> OutboxRow:

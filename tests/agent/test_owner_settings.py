@@ -168,7 +168,7 @@ async def test_the_pulse_follows_the_owners_quiet_hours_and_timezone(
     pulse.listeners.append(changed)
     await owner.update(quiet_hours=[{"start": "12:00", "end": "18:00"}])
     state = await pulse.update_config(pulses_per_day=24)
-    assert state.quiet_hours == ({"start": "12:00", "end": "18:00"},)
+    assert [q.as_dict() for q in state.quiet_hours] == [{"start": "12:00", "end": "18:00"}]
     assert state.next_pulse_at == berlin(6, 18)  # the first slot after the quiet hours
     await owner.update(quiet_hours=[])  # re-planned at once: the afternoon is open again
     after = (await pulse.get()).next_pulse_at

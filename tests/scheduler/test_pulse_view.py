@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from datetime import UTC
 
+from scheduler.pulse.grid import parse_quiet_hours
 from scheduler.pulse.store import PulseState
 from scheduler.views import pulse_status_text, pulse_view
 from tests.scheduler.timing_kit import BERLIN, berlin
 
-NIGHT = ({"start": "22:00", "end": "07:00"},)
+NIGHT = tuple(parse_quiet_hours([{"start": "22:00", "end": "07:00"}]))
 FRIDAY_NOON = berlin(2026, 3, 6, 12, 30)
 
 
@@ -69,7 +70,8 @@ def test_status_line_names_the_waking_window() -> None:
         "Pulse: on, 12/day between 07:00 and 22:00, every 1 h 15 min, every day.\n"
     )
     assert "next 13:15." in text
-    split = _state(pulses_per_day=8, quiet_hours=({"start": "12:00", "end": "13:00"},))
+    lunch = parse_quiet_hours([{"start": "12:00", "end": "13:00"}])
+    split = _state(pulses_per_day=8, quiet_hours=tuple(lunch))
     assert "8/day between 00:00 and 12:00 and between 13:00 and 24:00, about every 2 h 52 min" in (
         pulse_status_text(split, BERLIN, FRIDAY_NOON, notes=False)
     )

@@ -315,7 +315,7 @@ async def pulse_summary(dash: Dashboard, now: datetime) -> PulseSummary | None:
         return None
     state = await pulse.get()
     view = pulse_view(state, dash.tz, now)
-    quiet = dash.app.deps.owner.current.quiet_dicts()
+    quiet = dash.app.deps.owner.current.quiet_hours
     return {
         "enabled": view["enabled"],
         "per_day": view["pulses_per_day"],

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from agent.tools.mcp.client import McpServers
+from storage.repos.provenance import Provenance
 from tests.agent.conversation.test_untrusted_holds import (
     CASES,
     ECHO,
@@ -43,15 +44,13 @@ async def test_a_job_written_from_approved_outside_text_has_its_acting_calls_hel
         code = last_result(fake)["code"]
         assert (await say(h, f"approve {code}")).startswith("• manage_cronjob: done")
         [job] = await parts.jobs.list_jobs()
-        assert job.source == {
-            "untrusted": ["the result of the MCP tool shop/echo"],
-            "approved": code,
-        }
+        source = {"untrusted": ["the result of the MCP tool shop/echo"], "approved": code}
+        assert job.source == Provenance(("the result of the MCP tool shop/echo",), code)
         fake.reply_tool_calls(("manage_cronjob", {"action": "list"}))
         fake.reply_text("One job.")
         await say(h, "which jobs do I have?")
         [listed] = last_result(fake)["jobs"]
-        assert listed["source"] == job.source  # the model and the owner see where it came from
+        assert listed["source"] == source  # the model and the owner see where it came from
 
         # The job runs: it read nothing outside in this run, yet its instruction did.
         fake.reply_tool_calls((quiet.tool, quiet.arguments))
