@@ -437,9 +437,14 @@ _NOTE_SHORT: Final = frozenset({"on it", "ok on it", "got it", "ok got it", "wil
 """The short acknowledgements that take a note ("on it, rebooting the NAS"); "thanks,
 ..." and "k, ..." are conversation."""
 _ASKING: Final = frozenset(
-    {"but", "and", "also", "please", "pls", "can", "could", "would", "why", "how", "what"}
-)
-"""A note opening with one of these goes on to ask something: the agent's to answer."""
+    {
+        "but", "and", "also", "please", "pls", "can", "could", "would", "why", "how", "what",
+        "now", "then", "next", "make", "set", "change", "remind", "turn", "stop", "add",
+        "send", "tell", "schedule", "move", "lets", "let's",
+    }
+)  # fmt: skip
+"""A note opening with one of these goes on to ask something, or for something ("done,
+now make the check hourly"): the agent's to answer, not words to keep on the alert."""
 
 
 def _with_note(text: str, now: datetime | None, tz: tzinfo | None) -> ParsedReply | None:

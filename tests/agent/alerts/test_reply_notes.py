@@ -64,6 +64,8 @@ def test_a_resolve_or_ack_word_keeps_the_words_after_it(text: str, expected: Par
         "fixed, why did it fail?",
         "done, and add a check for the disk",
         "done, please check the backups",
+        "done, now make the check hourly",  # a new request: the agent's, not a note
+        "fixed - remind me to replace the disk on Monday",
         "the backup is fixed, it was the disk",
         "e-mail fixed, it was the disk",
         "#3 #4 fixed, it was the disk",
