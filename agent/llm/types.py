@@ -10,8 +10,10 @@ dumped, and stored history holds its text fallback instead.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Awaitable, Callable
+from functools import cached_property
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter, field_serializer
@@ -165,6 +167,14 @@ class ToolSpec(BaseModel):
     name: str
     description: str
     parameters: dict[str, Any]
+
+    @cached_property
+    def request_bytes(self) -> int:
+        """Bytes the tool adds to a request (name, description, schema as JSON): the
+        budget's bound of every request offering it, measured once per spec (a tool's
+        spec is shared, ``Tool.spec``)."""
+        size = len(self.name) + len(self.description.encode("utf-8", "replace"))
+        return size + len(json.dumps(self.parameters, default=str))
 
 
 def new_call_id() -> str:

@@ -124,8 +124,7 @@ def request_bound(
     size = len(system.encode("utf-8", "replace"))
     tokens = 0
     for spec in tools:
-        size += len(spec.name) + len(spec.description.encode("utf-8", "replace"))
-        size += len(json.dumps(spec.parameters, default=str))
+        size += spec.request_bytes
     for message in messages:
         tokens += 4
         for part in message.parts:

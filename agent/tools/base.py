@@ -74,9 +74,9 @@ class Tool(Generic[A]):
         return self.acting(args)
 
     def spec(self) -> ToolSpec:
-        return ToolSpec(
-            name=self.name, description=self.description, parameters=compact_schema(self.args)
-        )
+        """What the model is told of this tool: one spec per name, description and
+        arguments, shared by every request (read it, never change it)."""
+        return _spec(self.name, self.description, self.args)
 
     async def invoke(self, raw: dict[str, Any], ctx: RunContext) -> ToolResult:
         huge = oversized_int(raw)
@@ -148,6 +148,13 @@ class Toolset:
         if tool is None:
             return {"error": f"unknown tool {name!r}; available: {', '.join(self._tools)}"}
         return await tool.invoke(arguments, ctx)
+
+
+@lru_cache(maxsize=512)
+def _spec(name: str, description: str, args: type[BaseModel]) -> ToolSpec:
+    """``Tool.spec``, built once: what a request measures of it (``request_bytes``) is
+    then measured once too, not at every model call."""
+    return ToolSpec(name=name, description=description, parameters=compact_schema(args))
 
 
 @lru_cache(maxsize=256)
