@@ -14,9 +14,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 SDKS = ("google.genai", "twilio", "neonize", "openai", "telegram")
-ON_USE = ("gridfs", "jinja2", "aiohttp_jinja2")
+ON_USE = ("gridfs", "jinja2", "aiohttp_jinja2", "croniter", "dateutil")
 """Loaded on first use: GridFS for the first photo or voice note, jinja2 for the first
-dashboard page. Most processes see neither."""
+dashboard page, croniter (and its dateutil) for the first cron expression checked or
+walked. Most processes see none of them."""
 # The path `watchkeeper run` takes, up to a running app (Telegram is unreachable here:
 # the channel keeps retrying in the background, which is enough).
 RUN_APP = """
@@ -91,7 +92,7 @@ def test_telegram_and_openai_load_no_other_sdk_nor_what_waits_for_first_use(
         HTTP_PORT="0",
     )
     # OpenAI's SDK loads with the first exchange (``agent.llm.lazy_sdk``): an app that
-    # got no message never needed it. No photo came and no page was asked for.
+    # got no message never needed it. No photo came, no page was asked for, no job exists.
     assert loaded == ["telegram"]
 
 
