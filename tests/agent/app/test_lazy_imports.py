@@ -14,10 +14,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 SDKS = ("google.genai", "twilio", "neonize", "openai", "telegram")
-ON_USE = ("gridfs", "jinja2", "aiohttp_jinja2", "croniter", "dateutil")
+ON_USE = ("gridfs", "jinja2", "aiohttp_jinja2", "croniter", "dateutil", "xml.sax")
 """Loaded on first use: GridFS for the first photo or voice note, jinja2 for the first
 dashboard page, croniter (and its dateutil) for the first cron expression checked or
-walked. Most processes see none of them."""
+walked, xml.sax for the first phone call. Most processes see none of them."""
 CHILD_ONLY = ("storage.embedded.server", "ctypes")
 """The embedded database's entry point (and its ctypes) run in the child process only."""
 # The path `watchkeeper run` takes, up to a running app (Telegram is unreachable here:
@@ -94,8 +94,8 @@ def test_telegram_and_openai_load_no_other_sdk_nor_what_waits_for_first_use(
         HTTP_PORT="0",
     )
     # OpenAI's SDK loads with the first exchange (``agent.llm.lazy_sdk``): an app that
-    # got no message never needed it. No photo came, no page was asked for, no job exists;
-    # the database server runs in its own process.
+    # got no message never needed it. No photo came, no page was asked for, no job exists,
+    # no call was placed; the database server runs in its own process.
     assert loaded == ["telegram"]
 
 
