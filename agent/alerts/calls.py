@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
-from xml.sax.saxutils import escape, quoteattr
 
 from agent.alerts import policy as r
 from agent.alerts.directives import Ack, Directive, Resolve
@@ -103,6 +102,9 @@ def calls_off_reason(settings: Settings) -> str | None:
 
 
 def _say(text: str) -> str:
+    # xml.sax (six modules) loads with the first call placed: most agents place none.
+    from xml.sax.saxutils import escape
+
     return f"<Say>{escape(text)}</Say>"
 
 
@@ -239,6 +241,8 @@ class Caller:
 
     def twiml(self, alert: Alert, lead: str = "") -> str:
         """The alert said plainly (severity, title, code) and one key gathered."""
+        from xml.sax.saxutils import quoteattr  # see ``_say``
+
         code = alert.code
         label = r.LABELS[alert.severity].capitalize()
         text = (

@@ -31,8 +31,6 @@ from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import CroniterBadDateError, CroniterError, croniter
-
 __all__ = [
     "MAX_FIRES",
     "CronError",
@@ -170,6 +168,8 @@ _LAST_WEEKDAY = re.compile(r"^(\d|sun|mon|tue|wed|thu|fri|sat)l$", re.IGNORECASE
 
 def _field_at_fault(fields: list[str]) -> int | None:
     """The first field croniter refuses on its own (the others plain), if any."""
+    from croniter import CroniterError, croniter  # see ``validate_cron``
+
     for index, field in enumerate(fields):
         probe = ["0", "0", "*", "*", "*"]
         probe[index] = field
@@ -224,6 +224,10 @@ def validate_cron(expression: str) -> str:
             expression,
             f"expected 5 fields ({_FIELD_HELP}), got {len(fields)}{hint}, e.g. '0 9 * * 1-5'",
         )
+    # croniter (with dateutil and ctypes, about 1 MiB) is imported on the first
+    # expression checked or walked: an agent without jobs never needs it.
+    from croniter import CroniterBadDateError, CroniterError, croniter
+
     _refuse_nondeterministic(expression, fields)
     for index, field in enumerate(fields):
         _check_field(expression, index, field)
@@ -306,6 +310,8 @@ def _iter_expanded(expanded: str, tz: ZoneInfo, after: datetime) -> Iterator[dat
     Second occurrences of folded times wait in a heap until a later instant is seen,
     which is all the reordering DST can cause.
     """
+    from croniter import croniter  # see ``validate_cron``
+
     minute, hour = expanded.split()[:2]
     interval_job = minute.startswith("*") or hour.startswith("*")
     after_utc = _require_aware(after, "after")

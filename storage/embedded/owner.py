@@ -38,7 +38,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from storage.embedded.server import BUSY_EXIT
+from storage.embedded.exit_codes import BUSY_EXIT
 from storage.embedded.spare import SpareServer
 
 log = logging.getLogger(__name__)

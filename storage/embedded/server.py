@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from runtime.heap import freeze_heap
+from storage.embedded.exit_codes import BUSY_EXIT
 
-BUSY_EXIT = 75  # EX_TEMPFAIL
 PR_SET_PDEATHSIG = 1
 """From <linux/prctl.h>."""
 PIPELINE_DOCS = 200_000

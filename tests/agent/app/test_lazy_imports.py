@@ -14,9 +14,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 SDKS = ("google.genai", "twilio", "neonize", "openai", "telegram")
-ON_USE = ("gridfs", "jinja2", "aiohttp_jinja2")
+ON_USE = ("gridfs", "jinja2", "aiohttp_jinja2", "croniter", "dateutil", "xml.sax")
 """Loaded on first use: GridFS for the first photo or voice note, jinja2 for the first
-dashboard page. Most processes see neither."""
+dashboard page, croniter (and its dateutil) for the first cron expression checked or
+walked, xml.sax for the first phone call. Most processes see none of them."""
+CHILD_ONLY = ("storage.embedded.server", "ctypes")
+"""The embedded database's entry point (and its ctypes) run in the child process only."""
 # The path `watchkeeper run` takes, up to a running app (Telegram is unreachable here:
 # the channel keeps retrying in the background, which is enough).
 RUN_APP = """
@@ -82,7 +85,7 @@ def test_telegram_and_openai_load_no_other_sdk_nor_what_waits_for_first_use(
     loaded = _run(
         RUN_APP,
         tmp_path,
-        (*SDKS, *ON_USE),
+        (*SDKS, *ON_USE, *CHILD_ONLY),
         TELEGRAM_BOT_TOKEN="123456789:AAFakeTokenForTests-xyz",
         TELEGRAM_API_BASE_URL="http://127.0.0.1:9",
         OPENAI_API_KEY="sk-test",
@@ -91,7 +94,8 @@ def test_telegram_and_openai_load_no_other_sdk_nor_what_waits_for_first_use(
         HTTP_PORT="0",
     )
     # OpenAI's SDK loads with the first exchange (``agent.llm.lazy_sdk``): an app that
-    # got no message never needed it. No photo came and no page was asked for.
+    # got no message never needed it. No photo came, no page was asked for, no job exists,
+    # no call was placed; the database server runs in its own process.
     assert loaded == ["telegram"]
 
 
