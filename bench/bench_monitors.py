@@ -36,11 +36,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-from scheduler.monitors.history import SPARK_POINTS, CheckHistory, day_key, hour_key  # noqa: E402
 from scheduler.monitors.monitor import Monitor, MonitorLimits  # noqa: E402
 from scheduler.monitors.service import Hooks, Monitors  # noqa: E402
 from scheduler.monitors.store import MonitorStore  # noqa: E402
 from storage.collections import ensure_indexes  # noqa: E402
+from storage.repos.monitor_checks import SPARK_POINTS, CheckHistory, day_key, hour_key  # noqa: E402
 
 INTERVAL = 30
 TARGET = """

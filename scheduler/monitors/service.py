@@ -55,10 +55,10 @@ from runtime.clock import Clock
 from runtime.tasks import stop_task, wait_event
 from scheduler.monitors.change import Changed, PageNews, PageWatch
 from scheduler.monitors.check import check_http, down_for_text
-from scheduler.monitors.history import CheckHistory
 from scheduler.monitors.monitor import Monitor, Reason, stored_time, token_key
 from scheduler.monitors.news import Word, flap_text, news, recent
 from scheduler.monitors.store import MonitorStore
+from storage.repos.monitor_checks import CheckHistory
 
 log = logging.getLogger(__name__)
 

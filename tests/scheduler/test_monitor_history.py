@@ -1,4 +1,4 @@
-"""``scheduler.monitors.history``: each check counted into its hour and its day by the
+"""``storage.repos.monitor_checks``: each check counted into its hour and its day by the
 running service (http checks, pings, ``/fail`` and a missed deadline), bounded per
 hour, read back as the monitors page's figures, and gone with its monitor."""
 
@@ -11,15 +11,10 @@ from typing import Any
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
-from scheduler.monitors.history import (
-    SPARK_POINTS,
-    CheckHistory,
-    Counts,
-    expected_pings,
-    uptime,
-)
+from scheduler.monitors.history import expected_pings, uptime
 from scheduler.monitors.service import Monitors
 from scheduler.monitors.store import MonitorStore
+from storage.repos.monitor_checks import SPARK_POINTS, CheckHistory, Counts
 from tests.fakes.clock import FakeClock
 from tests.fakes.monitor_target import Target
 from tests.scheduler.test_monitors import QUICK, Told

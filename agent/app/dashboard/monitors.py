@@ -11,7 +11,7 @@ refused input is shown again beside the reason, nothing stored. A heartbeat's pi
 holds its secret token: it is on the answer to its creation only (only a hash is
 kept), masked afterwards. Flapping is the alert damping's own notion
 (``scheduler.monitors.news.truth``). Uptime comes from ``monitor_checks``
-(``scheduler.monitors.history``). A kind this page does not know is shown by the
+(``storage.repos.monitor_checks``). A kind this page does not know is shown by the
 fields it has.
 """
 
@@ -28,7 +28,7 @@ from agent.app.dashboard.context import LIVE_SECONDS, Dashboard
 from agent.tools.monitors import SETTINGS, ping_base, ping_url
 from scheduler.monitors.change import looked_for, missing_words
 from scheduler.monitors.check import down_for_text
-from scheduler.monitors.history import CheckHistory, History, expected_pings, uptime
+from scheduler.monitors.history import expected_pings, uptime
 from scheduler.monitors.monitor import (
     HEARTBEAT_FIELDS,
     HTTP_FIELDS,
@@ -41,6 +41,7 @@ from scheduler.monitors.monitor import (
 from scheduler.monitors.news import flap_text, truth
 from scheduler.monitors.service import Monitors
 from scheduler.monitors.store import MonitorStore
+from storage.repos.monitor_checks import CheckHistory, History
 
 INTEGERS = frozenset(
     {
