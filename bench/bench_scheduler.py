@@ -44,6 +44,7 @@ from scheduler.fires.claims import LeaseStore  # noqa: E402
 from scheduler.fires.recorder import RunRecorder, Skip  # noqa: E402
 from scheduler.pulse.store import PulseStore  # noqa: E402
 from storage.db import open_database  # noqa: E402
+from storage.repos.pulse import PulseRepo  # noqa: E402
 from storage.repos.runs.store import RunStore  # noqa: E402
 from tests.fakes.scripted import Request, ScriptedModel  # noqa: E402
 from tests.tokens import count_tokens  # noqa: E402
@@ -136,7 +137,7 @@ async def bench_load(data: Path) -> None:
         before = rss_mb()
         engine = Engine(
             jobs=CronService(db, lambda: datetime.now(UTC), "UTC"),
-            pulse=PulseStore(db, wall_clock, OwnerSettings(db, wall_clock, "UTC")),
+            pulse=PulseStore(PulseRepo(db), wall_clock, OwnerSettings(db, wall_clock, "UTC")),
             runs=runs,
             leases=LeaseStore(db, "bench"),
             clock=lambda: datetime.now(UTC),

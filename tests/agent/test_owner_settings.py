@@ -14,6 +14,7 @@ from agent.owner import OwnerPrefs, OwnerSettings, SettingsError
 from scheduler.cron.service import CronService
 from scheduler.pulse.grid import QuietHours
 from scheduler.pulse.store import PulseStore
+from storage.repos.pulse import PulseRepo
 from tests.fakes.clock import BERLIN, FakeClock
 
 Doc = dict[str, Any]
@@ -159,7 +160,7 @@ async def test_the_pulse_follows_the_owners_quiet_hours_and_timezone(
     db: AsyncDatabase[Doc], clock: FakeClock
 ) -> None:
     owner = OwnerSettings(db, clock, "Europe/Berlin")
-    pulse = PulseStore(db, clock, owner)
+    pulse = PulseStore(PulseRepo(db), clock, owner)
     heard: list[str] = []
 
     async def changed() -> None:

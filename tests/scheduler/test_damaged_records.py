@@ -13,7 +13,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from scheduler.monitors.monitor import MonitorLimits
 from scheduler.monitors.service import Monitors
 from scheduler.monitors.store import MonitorStore
-from scheduler.pulse.store import PULSE_ID
+from storage.repos.pulse import PULSE_ID
 from tests.fakes.clock import FakeClock
 from tests.scheduler.test_engine import Harness, _pulse_off, utc
 from tests.scheduler.test_monitors import Told

@@ -16,6 +16,7 @@ from scheduler.engine import Engine, EngineConfig
 from scheduler.fires.claims import LeaseStore, cron_key, pulse_key
 from scheduler.fires.recorder import Go, RunRecorder, RunTicket
 from scheduler.pulse.store import PulseStore
+from storage.repos.pulse import PulseRepo
 from storage.repos.runs.record import Outcome, Trigger
 from storage.repos.runs.store import RunStore
 from tests.fakes.clock import BERLIN, FakeClock
@@ -39,7 +40,7 @@ class Harness:
         self.hold = hold
         """When given, a cron run stays in progress until it is set."""
         self.jobs = CronService(db, clock, "Europe/Berlin")
-        self.pulse = PulseStore(db, clock, OwnerSettings(db, clock, BERLIN.key))
+        self.pulse = PulseStore(PulseRepo(db), clock, OwnerSettings(db, clock, BERLIN.key))
         self.runs = RunStore(db)
         self.cron_calls: list[tuple[str, datetime]] = []
         self.pulse_calls: list[datetime] = []

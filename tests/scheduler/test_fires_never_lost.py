@@ -36,6 +36,7 @@ from scheduler.engine import Engine
 from scheduler.fires.claims import LeaseStore
 from scheduler.fires.recorder import RunRecorder, RunTicket, Skip
 from scheduler.pulse.store import PulseStore
+from storage.repos.pulse import PulseRepo
 from storage.repos.runs.record import Outcome, Trigger
 from storage.repos.runs.store import RunStore
 from tests.conftest import make_settings
@@ -388,7 +389,7 @@ async def test_the_engine_wakes_itself_for_a_retry(db: AsyncDatabase[Doc]) -> No
 
     runs = RunStore(db)
     jobs = CronService(db, clock, "UTC")
-    pulse = PulseStore(db, clock, OwnerSettings(db, clock, "UTC"))
+    pulse = PulseStore(PulseRepo(db), clock, OwnerSettings(db, clock, "UTC"))
     await pulse.update_config(enabled=False)
     recorder = RunRecorder(
         runs, clock, cron=work, pulse=no_pulse, backoff=Backoff(first=0.3, cap=0.3, retries=1)

@@ -29,6 +29,7 @@ from scheduler.fires.recorder import Go, RunRecorder, RunTicket
 from scheduler.fires.recovery import UNLEASED_HOLD, orphaned
 from scheduler.pulse.store import PulseStore
 from storage.ejson import aware
+from storage.repos.pulse import PulseRepo
 from storage.repos.runs.record import Outcome, Run, Trigger
 from storage.repos.runs.store import RunStore
 from tests.contexts import owner_ctx
@@ -58,7 +59,7 @@ class Process:
         self.answer = asyncio.Event()
         """Set: the model answers the hanging runs."""
         self.jobs = CronService(db, clock, "UTC")
-        self.pulse = PulseStore(db, clock, OwnerSettings(db, clock, "UTC"))
+        self.pulse = PulseStore(PulseRepo(db), clock, OwnerSettings(db, clock, "UTC"))
         self.runs = RunStore(db)
         # Renewed by hand in these tests (``renew``), as its renewer would every 10 s.
         self.leases = RunLeases(self.runs, clock, terms=LeaseTerms(ttl=LEASE, renew_every=3600))

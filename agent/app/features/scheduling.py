@@ -50,6 +50,7 @@ from scheduler.views import (
     run_line,
     zone_note,
 )
+from storage.repos.pulse import PulseRepo
 from storage.repos.runs.store import RunStore
 
 log = logging.getLogger(__name__)
@@ -89,7 +90,7 @@ def build_scheduling(
         min_interval=timedelta(minutes=settings.min_cron_interval_minutes),
     )
     jobs = CronService(db, clock, lambda: owner.current.timezone, limits)
-    pulse = PulseStore(db, clock, owner)
+    pulse = PulseStore(PulseRepo(db), clock, owner)
     runs = RunStore(db)
     outbox, channels, reach = reached
     tell = ZoneNotice(outbox, channels, reach, owner)
