@@ -168,17 +168,14 @@ class PulseStore:
         self._known = None
         self._cache.invalidate()
 
-    async def _change(self, change: PulseChange) -> None:
-        await self._repo.change(change)
-        self._forget()
-
     async def _owner_changed(self, old: OwnerHours, new: OwnerHours) -> None:
         """New quiet hours or timezone: the next pulse is planned again from now."""
         if old.quiet_hours == new.quiet_hours and old.timezone == new.timezone:
             return
         state = await self.get()
         next_at = next_pulse(state.schedule(self.tz), self._clock())
-        await self._change(PulseChange(next_pulse_at=next_at))
+        await self._repo.change(PulseChange(next_pulse_at=next_at))
+        self._forget()
         await self._changed()
 
     async def _changed(self) -> None:
@@ -228,7 +225,8 @@ class PulseStore:
             active_days=KEEP if active_days is None else tuple(sorted(schedule.active_days)),
             next_pulse_at=next_pulse(schedule, now),
         )
-        await self._change(change)
+        await self._repo.change(change)
+        self._forget()
         await self._changed()
         return await self.get()
 
@@ -239,7 +237,8 @@ class PulseStore:
             notes_updated_at=self._clock(),
             check_ins=KEEP if check_ins is None else check_ins,
         )
-        await self._change(change)
+        await self._repo.change(change)
+        self._forget()
         return await self.get()
 
     async def record_done(self, at: datetime) -> None:
@@ -248,7 +247,8 @@ class PulseStore:
         self._forget()
 
     async def record_check(self, at: datetime) -> None:
-        await self._change(PulseChange(last_check_at=at))
+        await self._repo.change(PulseChange(last_check_at=at))
+        self._forget()
 
     async def advance(self, expected: datetime | None, new: datetime | None) -> bool:
         """Move the next pulse from ``expected`` to ``new`` unless it changed meanwhile."""
@@ -260,6 +260,9 @@ class PulseStore:
         """Give a fresh or disabled-then-enabled pulse a next slot to wait for."""
         state = await self.get()
         if state.next_pulse_at is None and state.enabled:
-            await self._change(PulseChange(next_pulse_at=next_pulse(state.schedule(self.tz), now)))
+            await self._repo.change(
+                PulseChange(next_pulse_at=next_pulse(state.schedule(self.tz), now))
+            )
+            self._forget()
             state = await self.get()
         return state

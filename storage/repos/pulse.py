@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, fields
 from datetime import datetime
 from enum import Enum
@@ -141,13 +141,13 @@ class PulseRepo:
     async def read(self) -> StoredPulse:
         return StoredPulse.from_doc(await self._coll.find_one({"_id": PULSE_ID}))
 
-    async def change(self, change: PulseChange) -> None:
+    def change(self, change: PulseChange) -> Awaitable[bool]:
         """Set what ``change`` names (the document made if missing)."""
-        await self._set(change.fields())
+        return self._set(change.fields())
 
-    async def advance(self, expected: datetime | None, new: datetime | None) -> bool:
+    def advance(self, expected: datetime | None, new: datetime | None) -> Awaitable[bool]:
         """Move the next pulse from ``expected`` to ``new`` unless it changed meanwhile."""
-        return await self._set({"next_pulse_at": new}, where={"next_pulse_at": expected})
+        return self._set({"next_pulse_at": new}, where={"next_pulse_at": expected})
 
     async def count_done(self, at: datetime, day: str) -> None:
         """Count one pulse at ``at`` on the local ``day`` (ISO; the first one of a day
