@@ -4,8 +4,8 @@ tool and the API (``settle``). The monitor as stored is ``storage.repos.monitor_
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -117,18 +117,17 @@ def settle(
         raise MonitorError(f"{', '.join(wrong)} only apply to {fits}, not a {kind} monitor")
     held = {} if current is None else asdict(current)
     merged = {**{k: v for k, v in held.items() if v is not None}, **given}
-    out: dict[str, Any] = {"name": _text(merged.get("name"), "name", NAME_LIMIT)}
+    name = _text(merged.get("name"), "name", NAME_LIMIT)
     severity = merged.get("severity") or ("info" if kind == "change" else "warning")
     if severity not in SEVERITIES:
         raise MonitorError(
             f"severity must be info, warning or critical; got {str(severity)[:40]!r}"
         )
-    out["severity"] = severity
     least = limits.min_interval_seconds
     if kind in ("http", "change"):
         if merged.get("url") is None:
             raise MonitorError(f"url is required for {KIND_NAMES[kind]}")
-        out["url"] = check_url(merged["url"])
+        url = check_url(merged["url"])
         if kind == "change":
             least = max(least, limits.min_change_interval_seconds)
         interval = merged.get("interval_seconds", 60 if kind == "http" else 900)
@@ -138,20 +137,23 @@ def settle(
                 f"every {least} s ({least // 60} min), so give {least} or more"
             )
         hint = f" (a check at most every {least} s)"
-        out["interval_seconds"] = _whole(interval, "interval_seconds", least, MAX_INTERVAL, hint)
-        keyword = merged.get("keyword")
-        out["keyword"] = None if keyword in (None, "") else _text(keyword, "keyword", KEYWORD_LIMIT)
-        failures = merged.get("failures_before_alert", 2)
-        out["failures_before_alert"] = _whole(failures, "failures_before_alert", 1, MAX_FAILURES)
+        checked = MonitorSettings(
+            name=name,
+            severity=severity,
+            url=url,
+            interval_seconds=_whole(interval, "interval_seconds", least, MAX_INTERVAL, hint),
+            keyword=_optional(merged.get("keyword"), lambda k: _text(k, "keyword", KEYWORD_LIMIT)),
+            failures_before_alert=_whole(
+                merged.get("failures_before_alert", 2), "failures_before_alert", 1, MAX_FAILURES
+            ),
+        )
         if kind == "change":
-            selector = merged.get("selector")
-            out["selector"] = None if selector in (None, "") else _selector(selector)
-            return MonitorSettings(**out)
+            return replace(checked, selector=_optional(merged.get("selector"), _selector))
         status = merged.get("expect_status")
         if status == 0:  # any 2xx or 3xx again
             status = None
-        out["expect_status"] = None if status is None else _whole(status, "expect_status", 100, 599)
-        return MonitorSettings(**out)
+        expect = None if status is None else _whole(status, "expect_status", 100, 599)
+        return replace(checked, expect_status=expect)
     if merged.get("period_seconds") is None:
         raise MonitorError(
             "period_seconds is required for a heartbeat: how often the job pings, in seconds"
@@ -160,9 +162,17 @@ def settle(
     grace = merged.get("grace_seconds")
     if grace is None:  # a tenth of the period, from a minute to an hour
         grace = min(max(period // 10, 60), 3600)
-    out["period_seconds"] = period
-    out["grace_seconds"] = _whole(grace, "grace_seconds", 0, MAX_GRACE)
-    return MonitorSettings(**out)
+    return MonitorSettings(
+        name=name,
+        severity=severity,
+        period_seconds=period,
+        grace_seconds=_whole(grace, "grace_seconds", 0, MAX_GRACE),
+    )
+
+
+def _optional(value: Any, check: Callable[[Any], str]) -> str | None:
+    """An optional text setting: absent or empty is None, else ``check(value)``."""
+    return None if value in (None, "") else check(value)
 
 
 def _selector(value: Any) -> str:
