@@ -41,7 +41,7 @@ from channels.types import Button, Channel, OutboundMessage, SendError, SendResu
 from runtime.backoff import Backoff
 from runtime.clock import Clock
 from runtime.tasks import stop_task, wait_event
-from storage.repos.outbox import OutboxStore
+from storage.repos.outbox import Backlog, OutboxStore
 from storage.repos.outbox_row import OutboxRow
 
 log = logging.getLogger(__name__)
@@ -355,6 +355,10 @@ class Outbox:
     async def pending_count(self) -> int:
         """Replies waiting for their send or in it."""
         return await self._store.unsent_count()
+
+    async def backlog(self) -> Backlog:
+        """Replies unsent and given up on, and when the oldest unsent was queued."""
+        return await self._store.backlog()
 
     async def failed(self, limit: int = 20) -> list[OutboxRow]:
         """The replies given up on (at most ``limit``); a damaged row is logged and skipped."""

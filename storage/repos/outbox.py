@@ -9,6 +9,7 @@ around it (``bench/bench_hops.py`` counts every function of ours waited in).
 from __future__ import annotations
 
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from datetime import datetime
 
 from pymongo.asynchronous.database import AsyncDatabase
@@ -16,11 +17,23 @@ from pymongo.asynchronous.database import AsyncDatabase
 from storage import collections as c
 from storage import retry
 from storage.coalesce import GroupCommit, Outcomes, insert_each
+from storage.ejson import aware
 from storage.records import Doc, each
 from storage.repos.outbox_row import OutboxRow
 
 Chat = tuple[str, str]
 """A chat's channel and id."""
+UNSENT = {"status": {"$in": ["pending", "sending"]}}
+
+
+@dataclass(frozen=True, slots=True)
+class Backlog:
+    """What the outbox holds unsent: waiting or in their send, given up on, and when
+    the oldest waiting one was queued."""
+
+    pending: int
+    failed: int
+    oldest_pending_at: datetime | None
 
 
 class OutboxStore:
@@ -102,7 +115,19 @@ class OutboxStore:
 
     async def unsent_count(self) -> int:
         """Rows waiting for their send or in it."""
-        return await self._coll.count_documents({"status": {"$in": ["pending", "sending"]}})
+        return await self._coll.count_documents(UNSENT)
+
+    async def backlog(self) -> Backlog:
+        """The rows unsent and given up on, and the oldest unsent one's queueing time."""
+        pending = await self._coll.count_documents(UNSENT)
+        failed = await self._coll.count_documents({"status": "failed"})
+        oldest = None
+        if pending:
+            first = await self._coll.find_one(
+                UNSENT, projection={"created_at": 1}, sort=[("created_at", 1)]
+            )
+            oldest = None if first is None else aware(first.get("created_at"))
+        return Backlog(pending, failed, oldest)
 
     async def failed(self, limit: int) -> list[OutboxRow]:
         """The rows given up on (at most ``limit``); a damaged one is logged and skipped."""
