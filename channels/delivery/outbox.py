@@ -352,6 +352,10 @@ class Outbox:
         """Whether a message with this key was ever enqueued (its ``_id``)."""
         return await self._store.has(idempotency_key)
 
+    async def stored(self, idempotency_key: str) -> OutboxRow | None:
+        """The message enqueued under this key (its chat and text), or None."""
+        return await self._store.get(idempotency_key)
+
     async def pending_count(self) -> int:
         """Replies waiting for their send or in it."""
         return await self._store.unsent_count()

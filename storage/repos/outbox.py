@@ -108,6 +108,13 @@ class OutboxStore:
             lambda: self._coll.update_many(query, {"$set": {"status": "pending"}}), "recover"
         )
 
+    async def get(self, idempotency_key: str) -> OutboxRow | None:
+        """The row stored under this key (where it went and what it said), or None."""
+        doc = await self._coll.find_one(
+            {"_id": idempotency_key}, projection={"text": 1, "channel": 1, "chat_id": 1}
+        )
+        return None if doc is None else OutboxRow.from_doc(doc)
+
     async def has(self, idempotency_key: str) -> bool:
         """Whether a row with this key was ever stored (its ``_id``)."""
         found = await self._coll.find_one({"_id": idempotency_key}, projection={"_id": 1})
