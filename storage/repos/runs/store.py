@@ -342,6 +342,17 @@ class RunStore:
         )
         return self._runs(await cursor.to_list())
 
+    async def latest_finished(self, limit: int) -> list[Run]:
+        """The latest runs that ended (succeeded, failed or timed out), newest first,
+        with only their kind, status, reason and times (the health check's model)."""
+        cursor = self._coll.find(
+            {"status": {"$in": ["success", "failed", "timeout"]}},
+            projection={"kind": 1, "status": 1, "reason": 1, "started_at": 1, "ended_at": 1},
+            sort=[("started_at", -1)],
+            limit=limit,
+        )
+        return self._runs(await cursor.to_list())
+
     # --- leases (scheduler.fires.leases, scheduler.fires.recovery) ---------------------
 
     async def renew(self, run_ids: Sequence[ObjectId], owner: str, until: datetime) -> None:
