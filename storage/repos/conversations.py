@@ -63,11 +63,15 @@ class SystemInstructionRepo:
         self._cache: TtlCache[str, SystemInstruction] = TtlCache(self.CACHE_SECONDS)
 
     def get(self) -> Awaitable[SystemInstruction]:
-        """The instruction (the cache's, ``TtlCache.get``: at once while fresh)."""
-        return self._cache.get(SYSTEM_INSTRUCTION_ID, self._load)
+        """The instruction (the cache's, ``TtlCache.read``: at once while fresh, else
+        the database's answer, parsed)."""
+        return self._cache.read(SYSTEM_INSTRUCTION_ID, self._query, self._parse)
 
-    async def _load(self) -> SystemInstruction:
-        doc = await self._coll.find_one({"_id": SYSTEM_INSTRUCTION_ID})
+    def _query(self) -> Awaitable[Doc | None]:
+        return self._coll.find_one({"_id": SYSTEM_INSTRUCTION_ID})
+
+    @staticmethod
+    def _parse(doc: Doc | None) -> SystemInstruction:
         si = SystemInstruction()
         if doc:
             si.core_instruction = doc.get("core_instruction") or si.core_instruction
