@@ -184,21 +184,28 @@ def insert_each(coll: AsyncCollection[Doc], *, keyed: bool = False) -> BatchWrit
         try:
             await retry.retried(lambda: coll.insert_many(docs, ordered=False), "insert")
         except BulkWriteError as exc:
-            errors = _errors(exc)
-            clashes = {
-                i: docs[i]["_id"] for i, e in errors.items() if isinstance(e, DuplicateKeyError)
-            }
-            if clashes:
-                query = {"_id": {"$in": list(set(clashes.values()))}}
-                found = coll.find(query, projection={retry.INSERT_FIELD: 1})
-                stored = {d["_id"]: d.get(retry.INSERT_FIELD) async for d in found}
-                for i, key in clashes.items():
-                    if key in stored and (not keyed or stored[key] == docs[i][retry.INSERT_FIELD]):
-                        errors[i] = None  # stored by an earlier try
-            return [errors.get(i) for i in range(len(docs))]
+            return await own_copies(coll, docs, exc, keyed=keyed)
         return None
 
     return write
+
+
+async def own_copies(
+    coll: AsyncCollection[Doc], docs: list[Doc], exc: BulkWriteError, *, keyed: bool = False
+) -> list[BaseException | None]:
+    """Each document's outcome of an unordered insert of ``docs`` (their ``_id`` set
+    before the first try) that raised ``exc``: None where it is stored, the stored copy
+    being its own (see ``insert_each``), else its own error."""
+    errors = _errors(exc)
+    clashes = {i: docs[i]["_id"] for i, e in errors.items() if isinstance(e, DuplicateKeyError)}
+    if clashes:
+        query = {"_id": {"$in": list(set(clashes.values()))}}
+        found = coll.find(query, projection={retry.INSERT_FIELD: 1})
+        stored = {d["_id"]: d.get(retry.INSERT_FIELD) async for d in found}
+        for i, key in clashes.items():
+            if key in stored and (not keyed or stored[key] == docs[i][retry.INSERT_FIELD]):
+                errors[i] = None  # stored by an earlier try
+    return [errors.get(i) for i in range(len(docs))]
 
 
 def _errors(exc: BulkWriteError) -> dict[int, BaseException | None]:
