@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 
 from pymongo import ReturnDocument, UpdateOne
@@ -349,18 +349,23 @@ class CronService:
             query["next_fire_at"] = {"$lte": due_by}
         return each(await self._coll.find(query).to_list(), self._job, "cron job")
 
-    async def advance_many(self, moves: list[tuple[str, datetime | None, datetime | None]]) -> None:
+    def advance_many(
+        self, moves: Sequence[tuple[str, datetime | None, datetime | None]]
+    ) -> Awaitable[object]:
         """Move each job's next fire from its expected value to a new one, in one round
-        trip; a job changed meanwhile (edited, or advanced by another process) is left."""
-        if moves:
-            updates = [
-                UpdateOne({"_id": job_id, "next_fire_at": old}, {"$set": {"next_fire_at": new}})
-                for job_id, old, new in moves
-            ]
-            # Compare-and-set: a repeat finds the cursor already moved and changes nothing.
-            await retry.retried(
-                lambda: self._coll.bulk_write(updates, ordered=False), "advance cron jobs"
-            )
+        trip; a job changed meanwhile (edited, or advanced by another process) is left.
+        The write, for the caller to await (a plain call: the engine's sweep waits in
+        the driver alone); ``moves`` holds one at least."""
+        if not moves:
+            raise ValueError("advance_many: no job to move")
+        updates = [
+            UpdateOne({"_id": job_id, "next_fire_at": old}, {"$set": {"next_fire_at": new}})
+            for job_id, old, new in moves
+        ]
+        # Compare-and-set: a repeat finds the cursor already moved and changes nothing.
+        return retry.retried(
+            lambda: self._coll.bulk_write(updates, ordered=False), "advance cron jobs"
+        )
 
     async def armed_times(self) -> dict[str, datetime | None]:
         """Every enabled job's next fire, without the rest of the document (cheap resync)."""
