@@ -118,6 +118,8 @@ class Fire:
     scheduled_for: datetime
     action: Literal["run", "skipped", "missed", "retry", "failed"]
     task: asyncio.Task[object] | None = field(default=None, repr=False)
+    """The run's task; it raises ``NotStarted`` when the run's record could not be
+    opened (the fire is held for a later sweep: ``Retries.launch``)."""
 
 
 class Engine:
