@@ -40,10 +40,10 @@ from scheduler.cron.expression import next_fires  # noqa: E402
 from scheduler.cron.job import CronJob  # noqa: E402
 from scheduler.cron.service import CronService  # noqa: E402
 from scheduler.engine import Engine  # noqa: E402
-from scheduler.fires.claims import LeaseStore  # noqa: E402
 from scheduler.fires.recorder import RunRecorder, Skip  # noqa: E402
 from scheduler.pulse.store import PulseStore  # noqa: E402
 from storage.db import open_database  # noqa: E402
+from storage.repos.leases import LeaseStore  # noqa: E402
 from storage.repos.runs.store import RunStore  # noqa: E402
 from tests.fakes.scripted import Request, ScriptedModel  # noqa: E402
 from tests.tokens import count_tokens  # noqa: E402

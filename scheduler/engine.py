@@ -51,11 +51,12 @@ from runtime.tasks import stop_task
 from scheduler.backlog import Plan, Shared, plan_cron, plan_pulse
 from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
-from scheduler.fires.claims import LeaseStore, run_now_key
+from scheduler.fires.claims import run_now_key
 from scheduler.fires.recorder import NotStarted, RunRecorder, RunWork
 from scheduler.fires.recovery import Reclaimer, recover_once
 from scheduler.fires.retries import Retries, group_of
 from scheduler.pulse.store import PulseStore
+from storage.repos.leases import LeaseStore
 from storage.repos.runs.record import Reason, Run, RunKind, Trigger
 from storage.repos.runs.store import RunStore
 from storage.retry import unreachable

@@ -13,9 +13,10 @@ from agent.owner import OwnerSettings
 from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
 from scheduler.engine import Engine, EngineConfig
-from scheduler.fires.claims import LeaseStore, cron_key, pulse_key
+from scheduler.fires.claims import cron_key, pulse_key
 from scheduler.fires.recorder import Go, RunRecorder, RunTicket
 from scheduler.pulse.store import PulseStore
+from storage.repos.leases import LeaseStore
 from storage.repos.runs.record import Outcome, Trigger
 from storage.repos.runs.store import RunStore
 from tests.fakes.clock import BERLIN, FakeClock

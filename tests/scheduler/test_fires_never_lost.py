@@ -33,9 +33,9 @@ from runtime.backoff import Backoff
 from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
 from scheduler.engine import Engine
-from scheduler.fires.claims import LeaseStore
 from scheduler.fires.recorder import RunRecorder, RunTicket, Skip
 from scheduler.pulse.store import PulseStore
+from storage.repos.leases import LeaseStore
 from storage.repos.runs.record import Outcome, Trigger
 from storage.repos.runs.store import RunStore
 from tests.conftest import make_settings

@@ -23,12 +23,12 @@ from channels.types import OutboundMessage, SendResult
 from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
 from scheduler.engine import RETRY_TIMER, Engine, EngineConfig, Fire
-from scheduler.fires.claims import LeaseStore
 from scheduler.fires.leases import LeaseTerms, RunLeases
 from scheduler.fires.recorder import Go, RunRecorder, RunTicket
 from scheduler.fires.recovery import UNLEASED_HOLD, orphaned
 from scheduler.pulse.store import PulseStore
 from storage.ejson import aware
+from storage.repos.leases import LeaseStore
 from storage.repos.runs.record import Outcome, Run, Trigger
 from storage.repos.runs.store import RunStore
 from tests.contexts import owner_ctx

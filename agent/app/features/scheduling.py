@@ -38,7 +38,6 @@ from runtime.clock import Clock
 from scheduler.cron.job import JobLimits
 from scheduler.cron.service import CronService
 from scheduler.engine import AlreadyRunning, Engine, EngineConfig
-from scheduler.fires.claims import LeaseStore
 from scheduler.fires.leases import LeaseTerms, RunLeases
 from scheduler.fires.recorder import RunRecorder
 from scheduler.pulse.store import PulseState, PulseStore
@@ -50,6 +49,7 @@ from scheduler.views import (
     run_line,
     zone_note,
 )
+from storage.repos.leases import LeaseStore
 from storage.repos.runs.store import RunStore
 
 log = logging.getLogger(__name__)
