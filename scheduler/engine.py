@@ -203,7 +203,7 @@ class Engine:
             pending = await self.runs.pending_alerts()
             if not pending:
                 return
-            jobs = {job.id: job for job in await self.jobs.enabled_jobs()}
+            jobs = {job.id: job for job in await self.jobs.store.enabled()}
             sweeps: dict[datetime | None, list[Run]] = {}
             for run in pending:
                 sweeps.setdefault(run.started_at, []).append(run)
@@ -244,7 +244,7 @@ class Engine:
         await self.reclaim.scan(self.clock())
         await recover_once(self.jobs, self.recorder, self.leases, self.clock(), self.config.grace)
         await self.pulse.ensure_next(self.clock())
-        due_at = {f"cron:{i}": at for i, at in (await self.jobs.armed_times()).items() if at}
+        due_at = {f"cron:{i}": at for i, at in (await self.jobs.store.armed_times()).items() if at}
         if (pulse_at := (await self.pulse.get()).next_pulse_at) is not None:
             due_at[PULSE_TIMER] = pulse_at
         retries = [at for at in (await self.runs.next_retry(), self.reclaim.next_check) if at]
@@ -310,7 +310,7 @@ class Engine:
 
     async def job_changed(self, job_id: str) -> None:
         """A job was created, edited, toggled or deleted: re-arm at once."""
-        self._note(f"cron:{job_id}", (await self.jobs.next_fire_map([job_id]))[job_id])
+        self._note(f"cron:{job_id}", (await self.jobs.store.next_fire_map([job_id]))[job_id])
 
     async def pulse_changed(self) -> None:
         self._note(PULSE_TIMER, (await self.pulse.get()).next_pulse_at)
@@ -401,7 +401,7 @@ class Engine:
                     await self.reclaim.scan(now)  # another process's lease lapsed
                 if self._timed_due(now):
                     await self._run_timed(now)
-                jobs = {job.id: job for job in await self.jobs.enabled_jobs(due_by=now)}
+                jobs = {job.id: job for job in await self.jobs.store.enabled(due_by=now)}
                 shared: Shared = {}
                 grace, records = self.config.grace, self.config.skip_records
                 plans = [
@@ -432,7 +432,7 @@ class Engine:
                             if p.job_id is not None
                         ]
                         if moves:
-                            await self.jobs.advance_many(moves)
+                            await self.jobs.store.advance_many(moves)
                         for plan in plans:
                             if plan.job_id is None:
                                 await self.pulse.advance(plan.cursor, plan.due.upcoming)
@@ -489,7 +489,7 @@ class Engine:
     async def _read_again(self, stale: list[str]) -> None:
         """When the keys ``stale`` are next due, read from the database."""
         ids = [key[5:] for key in stale if key.startswith("cron:")]
-        for job_id, fire_at in (await self.jobs.next_fire_map(ids)).items():
+        for job_id, fire_at in (await self.jobs.store.next_fire_map(ids)).items():
             self._note(f"cron:{job_id}", fire_at)
         if PULSE_TIMER in stale:
             self._note(PULSE_TIMER, (await self.pulse.get()).next_pulse_at)

@@ -101,7 +101,7 @@ async def test_a_message_and_a_cron_fire_reach_the_send_through_few_functions(
         "_parts.<locals>.prompt_section",
         "Retries.launch",
         "RunStore.open",
-        "CronService.advance_many",
+        "CronJobStore.advance_many",
         "MemoryStore.read_version",
     ):
         assert plain not in waited, plain

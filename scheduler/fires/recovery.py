@@ -181,8 +181,8 @@ async def recover_once(
     now: datetime,
     grace: timedelta,
 ) -> None:
-    await jobs.prune_done(now)
-    for job in await jobs.stranded_once():
+    await jobs.store.prune_done(now)
+    for job in await jobs.store.stranded_once():
         try:
             await _recover(job, jobs, recorder, leases, now, grace)
         except Exception:
