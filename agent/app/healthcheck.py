@@ -209,7 +209,7 @@ async def scheduler_health(scheduling: Scheduling | None, now: datetime) -> Comp
         "grace_seconds": grace.total_seconds(),
     }
     overdue: list[dict[str, Any]] = []
-    for job in await scheduling.jobs.enabled_jobs(due_by=now - grace):
+    for job in await scheduling.jobs.store.enabled(due_by=now - grace):
         if job.next_fire_at is not None:
             overdue.append({"kind": "cron", "job_id": job.id, "due_at": job.next_fire_at})
     pulse = await scheduling.pulse.get()
