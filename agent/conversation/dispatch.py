@@ -13,9 +13,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from types import MappingProxyType
 
-from bson import ObjectId
-from pymongo.errors import DuplicateKeyError
-
 from agent.context import AgentDeps, RunContext, Tier
 from agent.conversation.agent import Agent, AgentReply, apology
 from agent.conversation.buttons import is_press, refuse_press
@@ -25,8 +22,8 @@ from agent.conversation.prompt import mark_untrusted
 from channels.delivery.envelope import Envelope
 from channels.registry import ChannelName
 from channels.types import HandlingFailed, InboundMessage, Reply
-from storage import collections as c
-from storage.repos.inbox import arrivals_since
+from storage.repos.inbox import arrivals_since, forget_words
+from storage.repos.strangers import claim_rate_notice, count_stranger, refused_stranger
 
 log = logging.getLogger(__name__)
 
@@ -181,25 +178,9 @@ class Dispatcher:
         model or the pulse could read them (the stored inbox row is emptied)."""
         db, message = self.deps.db, envelope.message
         if envelope.inbox_id is not None:
-            await db[c.INBOX].update_one(
-                {"_id": ObjectId(envelope.inbox_id)},
-                {
-                    "$set": {"text": "", "sender_name": "", "meta": {}, "stranger": True},
-                    "$unset": {"reply_to": "", "media": ""},
-                },
-            )
-        stats = db[c.SETTINGS]
-        key = f"stranger:{message.channel}:{message.sender_id}"
+            await forget_words(db, envelope.inbox_id)
         now = self.deps.clock()
-        doc = await stats.find_one_and_update(
-            {"_id": key},
-            {
-                "$inc": {"count": 1, "chars": len(message.text)},
-                "$set": {"last_seen": now},
-                "$unset": {"name": ""},
-            },
-            upsert=True,
-        )
+        seen = await count_stranger(db, message.channel, message.sender_id, len(message.text), now)
         if message.channel != ChannelName.TELEGRAM:
             log.info("ignored a %s message from an unknown sender", message.channel)
             return []
@@ -213,16 +194,16 @@ class Dispatcher:
             offered = await self.pairing.offer(message)
             if offered is not None:
                 return offered
-        last = (doc or {}).get("refused_at")
+        last = seen.refused_at
         if last is not None and now - last < REFUSAL_EVERY:
             return []
-        await stats.update_one({"_id": key}, {"$set": {"refused_at": now}})
+        await refused_stranger(db, message.channel, message.sender_id, now)
         return [Reply(refusal(message.sender_id))]
 
     async def _too_fast(self, message: InboundMessage) -> bool:
         """More than the per-minute limit from one contact: no model call for the rest."""
         since = self.deps.clock() - RATE_WINDOW
-        arrived = await arrivals_since(self.deps.db[c.INBOX], since)
+        arrived = await arrivals_since(self.deps.db, since)
         mine = (message.channel, message.sender_id)
         recent = sum((m.channel, m.sender_id) == mine for m in arrived)
         return recent > self.deps.settings.contact_messages_per_minute
@@ -230,17 +211,10 @@ class Dispatcher:
     async def _slow_down(self, message: InboundMessage, ctx: RunContext) -> list[Reply]:
         """One polite notice per window (when replies are allowed), then silence."""
         now = self.deps.clock()
-        key = f"contact_rate:{message.channel}:{message.sender_id}"
-        claimed = await self.deps.db[c.SETTINGS].update_one(
-            {"_id": key, "noticed_at": {"$not": {"$gt": now - RATE_WINDOW}}},
-            {"$set": {"noticed_at": now}},
-            upsert=False,
-        )
-        if claimed.matched_count == 0:
-            try:
-                await self.deps.db[c.SETTINGS].insert_one({"_id": key, "noticed_at": now})
-            except DuplicateKeyError:
-                return []  # noticed already in this window
+        if not await claim_rate_notice(
+            self.deps.db, message.channel, message.sender_id, now, RATE_WINDOW
+        ):
+            return []  # noticed already in this window
         log.info("%s contact over the message rate; no model call", message.channel)
         return [Reply(SLOW_DOWN)] if ctx.can_reply else []
 

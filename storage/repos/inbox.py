@@ -25,7 +25,9 @@ from typing import Any, ClassVar
 
 from bson import ObjectId
 from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.asynchronous.database import AsyncDatabase
 
+from storage import collections as c
 from storage.records import BadRecord, Doc, mapping, maybe_text, moment, parsed, text, whole
 
 STATUSES = ("pending", "processing", "done", "failed")
@@ -211,9 +213,10 @@ async def received_since(
                 yield doc
 
 
-async def burst_rows(inbox: AsyncCollection[Doc], lead_id: ObjectId) -> list[InboxRow]:
+async def burst_rows(db: AsyncDatabase[Doc], lead_id: str) -> list[InboxRow]:
     """The row ``lead_id``, or every row of the burst it leads, in order (none: gone)."""
-    lead = await inbox.find_one({"_id": lead_id})
+    inbox = db[c.INBOX]
+    lead = await inbox.find_one({"_id": ObjectId(lead_id)})
     if lead is None:
         return []
     row = InboxRow.from_doc(lead)
@@ -224,6 +227,18 @@ async def burst_rows(inbox: AsyncCollection[Doc], lead_id: ObjectId) -> list[Inb
         member = InboxRow.from_doc(doc)
         found[member.id] = member
     return [found[i] for i in row.burst_ids if i in found]
+
+
+async def forget_words(db: AsyncDatabase[Doc], inbox_id: str) -> None:
+    """Empty the row ``inbox_id`` of what its sender wrote (words, name, transport
+    fields, reply and media), marking it a stranger's: kept only as counted."""
+    await db[c.INBOX].update_one(
+        {"_id": ObjectId(inbox_id)},
+        {
+            "$set": {"text": "", "sender_name": "", "meta": {}, "stranger": True},
+            "$unset": {"reply_to": "", "media": ""},
+        },
+    )
 
 
 async def unfinished(
@@ -270,10 +285,10 @@ class Arrival:
 
 
 async def arrivals_since(
-    inbox: AsyncCollection[Doc], since: datetime, *, statuses: Iterable[str] = STATUSES
+    db: AsyncDatabase[Doc], since: datetime, *, statuses: Iterable[str] = STATUSES
 ) -> list[Arrival]:
     """The messages received after ``since`` with one of ``statuses``, as ``Arrival``s."""
-    rows = received_since(inbox, since, statuses=statuses, projection=Arrival.FIELDS)
+    rows = received_since(db[c.INBOX], since, statuses=statuses, projection=Arrival.FIELDS)
     return [Arrival.from_doc(doc) async for doc in rows]
 
 
