@@ -293,7 +293,7 @@ async def arrivals_since(
 
 
 async def newest_received(
-    inbox: AsyncCollection[Doc], keep: Callable[[InboxRow], bool], limit: int, now: datetime
+    db: AsyncDatabase[Doc], keep: Callable[[InboxRow], bool], limit: int, now: datetime
 ) -> list[InboxRow]:
     """The ``limit`` newest rows ``keep`` accepts, newest first: read a window at a time
     back from ``now`` (``SPANS``), so a question about recent messages reads recent rows
@@ -302,7 +302,7 @@ async def newest_received(
     found: list[InboxRow] = []
     until: datetime | None = None  # the first window is open-ended: rows after ``now`` too
     for since in [now - span for span in SPANS] + [None]:
-        async for doc in received_since(inbox, since, until=until):
+        async for doc in received_since(db[c.INBOX], since, until=until):
             row = parsed(doc, InboxRow.from_doc, "inbox row")
             if row is not None and keep(row):
                 found.append(row)
