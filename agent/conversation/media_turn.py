@@ -41,8 +41,8 @@ from agent.llm.images import (
 )
 from agent.llm.transcribe import Transcriber, adapters, native_media, transcriber_for
 from agent.llm.types import MediaPart, ModelMessage, TextPart, user_message
-from channels.delivery.media import MediaStore
 from storage.repos.inbox import InboxRow, MediaEntry, burst_rows
+from storage.repos.media_files import MediaStore
 
 log = logging.getLogger(__name__)
 Item = tuple[ObjectId, int, MediaEntry]

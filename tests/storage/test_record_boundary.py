@@ -32,7 +32,6 @@ ALLOWED: dict[str, str] = {
     "agent/tools/memory.py": "names the built-in collections the schema notes must not redefine",
     "channels/delivery/inbox.py": "tells a document the server refused by its driver errors",
     "channels/delivery/intake.py": "inserts and re-reads inbox rows itself",
-    "channels/delivery/media.py": "keeps media files and transcripts in the database itself",
     "channels/delivery/outbox.py": "queues, claims and settles outbox rows itself",
     "channels/delivery/pipeline.py": "claims and groups inbox rows itself (on the message walk)",
 }
