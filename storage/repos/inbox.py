@@ -24,8 +24,10 @@ from types import MappingProxyType
 from typing import Any, ClassVar
 
 from bson import ObjectId
+from bson.errors import BSONError
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import OperationFailure
 
 from storage import collections as c
 from storage.records import BadRecord, Doc, mapping, maybe_text, moment, parsed, text, whole
@@ -41,6 +43,20 @@ SPANS = (
 )
 """How far back ``newest_received`` reads, window after window, before reading the rest."""
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+_UNSTORABLE_CODES = frozenset({2, 15, 52, 10334, 17280})
+"""Server refusals of the document itself (bad value, overflow, field names, too large)."""
+
+
+def unstorable(exc: Exception) -> bool:
+    """Whether inserting failed because of the document itself, not the database: a
+    value BSON cannot hold, nesting too deep, too large. Anything else (a network or
+    server failure) may pass, so the transport is asked to deliver again."""
+    if isinstance(exc, OperationFailure):
+        return exc.code in _UNSTORABLE_CODES
+    poison = (BSONError, UnicodeError, OverflowError, RecursionError, ValueError, TypeError)
+    return isinstance(exc, poison)
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,6 @@ ALLOWED: dict[str, str] = {
     "agent/runs/runner.py": "reads a run's answer from the outbox itself (_answer_sent)",
     "agent/tools/db.py": "the db_query sandbox: the model's own queries, documents as such",
     "agent/tools/memory.py": "names the built-in collections the schema notes must not redefine",
-    "channels/delivery/inbox.py": "tells a document the server refused by its driver errors",
     "channels/delivery/intake.py": "inserts and re-reads inbox rows itself",
     "channels/delivery/outbox.py": "queues, claims and settles outbox rows itself",
     "channels/delivery/pipeline.py": "claims and groups inbox rows itself (on the message walk)",
