@@ -2,9 +2,9 @@
 are the owner's: ``agent.owner``).
 
 The defaults are DESIGN.md's; a ``settings`` document ``{"_id": "alert_routing"}`` may
-override the numbers (validated, with the bad field named in the log), so routing
-can be tuned without a redeploy. The owner's own ``warning_sms_after_minutes``
-(``manage_settings``) wins over both (``RoutingPolicy.for_owner``).
+override the numbers (read and checked by ``storage.repos.alert_routing``, a bad field
+named in the log), so routing can be tuned without a redeploy. The owner's own
+``warning_sms_after_minutes`` (``manage_settings``) wins over both (``RoutingPolicy.for_owner``).
 """
 
 from __future__ import annotations
@@ -14,10 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
 from types import MappingProxyType
-from typing import Any
 from zoneinfo import ZoneInfo
-
-from pymongo.asynchronous.database import AsyncDatabase
 
 from agent.alerts.directives import format_duration, help_text
 from agent.llm.untrusted import for_model
@@ -25,7 +22,7 @@ from agent.owner import OwnerPrefs
 from channels.types import Button, Press
 from storage.outside import Outside
 from storage.repos.alert_record import Alert, Severity, TextField
-from storage.repos.alerts import routing_overrides
+from storage.repos.alert_routing import RoutingOverrides
 
 log = logging.getLogger(__name__)
 LABELS: Mapping[Severity, str] = MappingProxyType(
@@ -56,27 +53,13 @@ class RoutingPolicy:
     it must reply to the alert. Zero turns short acknowledgements off everywhere."""
 
     @classmethod
-    def from_doc(cls, doc: Mapping[str, Any] | None) -> RoutingPolicy:
-        """Overrides in minutes/counts; a bad value keeps the default and is logged."""
-        if not doc:
-            return cls()
-        overrides: dict[str, Any] = {}
-        minutes = {
-            "warning_sms_after",
-            "critical_repeat_every",
-            "context_window",
-            "short_ack_window",
+    def of(cls, overrides: RoutingOverrides) -> RoutingPolicy:
+        """The defaults with the numbers set in the database (``routing_overrides``,
+        each checked there) over them."""
+        changed = {
+            f.name: v for f in fields(overrides) if (v := getattr(overrides, f.name)) is not None
         }
-        for f in fields(cls):
-            key = f"{f.name}_minutes" if f.name in minutes else f.name
-            if key not in doc:
-                continue
-            value = doc[key]
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                log.warning("alert_routing.%s=%r ignored: not a whole number >= 0", key, value)
-                continue
-            overrides[f.name] = timedelta(minutes=value) if f.name in minutes else value
-        return replace(cls(), **overrides)
+        return replace(cls(), **changed)
 
     def for_owner(self, prefs: OwnerPrefs) -> RoutingPolicy:
         """This policy with the owner's own settings over it."""
@@ -89,10 +72,6 @@ class RoutingPolicy:
     def warnings_page(self) -> bool:
         """Whether an unacknowledged warning goes by SMS at all."""
         return self.warning_sms_after > timedelta(0)
-
-
-async def load_policy(db: AsyncDatabase[dict[str, Any]]) -> RoutingPolicy:
-    return RoutingPolicy.from_doc(await routing_overrides(db))
 
 
 # -- texts --------------------------------------------------------------------------

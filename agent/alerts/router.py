@@ -41,6 +41,7 @@ from runtime.clock import Clock
 from runtime.tasks import stop_task, wait_event
 from storage.outside import Outside
 from storage.repos.alert_record import SEVERITIES, Alert, AlertChanges, Step, stop_timer
+from storage.repos.alert_routing import routing_overrides
 from storage.repos.alerts import LEASE, AlertStore
 
 log = logging.getLogger(__name__)
@@ -116,7 +117,7 @@ class AlertRouter:
 
     async def start(self, *, background: bool = True) -> None:
         if not self._fixed_policy:
-            self.policy = await r.load_policy(self._db)
+            self.policy = r.RoutingPolicy.of(await routing_overrides(self._db))
         await self.page_tests.start()
         if background:
             self._task = asyncio.create_task(self._run(), name="alerts")

@@ -37,12 +37,13 @@ from agent.owner import OwnerSettings
 from agent.reach import Owners
 from agent.tools.catalog import core_catalog
 from channels.delivery.intake import Intake
-from channels.delivery.media import MediaCaps, MediaFetcher, MediaStore
+from channels.delivery.media import MediaCaps, MediaFetcher
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
 from channels.types import Channel
 from runtime.clock import Clock
 from storage.db import Database
+from storage.repos.media_files import MediaStore
 from storage.repos.pairing import PairingStore
 
 AFTER_PIPELINE = 1.0
@@ -147,7 +148,7 @@ async def assemble(
     note(f"model: {model.name}")
     catalog = core_catalog(offer for parts in every for offer in parts.tools)
     caps = MediaCaps(settings.media_max_bytes, settings.media_max_audio_seconds)
-    media = MediaFetcher(database.db, MediaStore(database.db), channels, caps)
+    media = MediaFetcher(MediaStore(database.db), channels, caps)
     sections = [section for parts in every for section in parts.prompt_sections]
     summaries = Summaries(model)
     late.push_async_callback(summaries.stop)  # after the pipeline, before usage closes

@@ -22,7 +22,6 @@ from agent.conversation.prompt import mark_untrusted
 from channels.delivery.envelope import Envelope
 from channels.registry import ChannelName
 from channels.types import HandlingFailed, InboundMessage, Reply
-from storage import collections as c
 from storage.repos.contacts import ContactLog
 from storage.repos.inbox import arrivals_since
 
@@ -205,7 +204,7 @@ class Dispatcher:
     async def _too_fast(self, message: InboundMessage) -> bool:
         """More than the per-minute limit from one contact: no model call for the rest."""
         since = self.deps.clock() - RATE_WINDOW
-        arrived = await arrivals_since(self.deps.db[c.INBOX], since)
+        arrived = await arrivals_since(self.deps.db, since)
         mine = (message.channel, message.sender_id)
         recent = sum((m.channel, m.sender_id) == mine for m in arrived)
         return recent > self.deps.settings.contact_messages_per_minute

@@ -41,9 +41,8 @@ from agent.llm.images import (
 )
 from agent.llm.transcribe import Transcriber, adapters, native_media, transcriber_for
 from agent.llm.types import MediaPart, ModelMessage, TextPart, user_message
-from channels.delivery.media import MediaStore
-from storage import collections as c
 from storage.repos.inbox import InboxRow, MediaEntry, burst_rows
+from storage.repos.media_files import MediaStore
 
 log = logging.getLogger(__name__)
 Item = tuple[ObjectId, int, MediaEntry]
@@ -65,9 +64,9 @@ def may_have_media(ctx: RunContext) -> bool:
 
 async def _rows(ctx: RunContext) -> list[InboxRow]:
     """The inbox rows of the exchange's message, or of every message of its burst."""
-    if not may_have_media(ctx):
+    if ctx.inbox_id is None or not may_have_media(ctx):
         return []
-    return await burst_rows(ctx.deps.db[c.INBOX], ObjectId(ctx.inbox_id))
+    return await burst_rows(ctx.deps.db, ctx.inbox_id)
 
 
 async def fetch_pending(ctx: RunContext, fetch: MediaFetch) -> list[str]:

@@ -30,7 +30,6 @@ from scheduler.fires.recorder import RunTicket
 from scheduler.pulse.grid import PulseConfigError, next_pulse, remaining_today
 from scheduler.pulse.store import PulseState
 from scheduler.views import short_time
-from storage import collections as c
 from storage.repos.alert_record import Alert
 from storage.repos.inbox import STATUSES, Arrival, arrivals_since
 from storage.repos.runs.record import Run
@@ -122,7 +121,7 @@ def from_owner(message: Arrival, reach: Reach) -> bool:
 async def _messages_since(deps: AgentDeps, since: datetime) -> int:
     """Contacts' messages since ``since``: news the owner may not have seen."""
     news = [s for s in STATUSES if s != "failed"]
-    arrived = await arrivals_since(deps.db[c.INBOX], since, statuses=news)
+    arrived = await arrivals_since(deps.db, since, statuses=news)
     return sum(is_news(m) and not from_owner(m, deps.reach) for m in arrived)
 
 

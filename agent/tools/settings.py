@@ -27,7 +27,7 @@ from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, Field
 
-from agent.alerts.policy import RoutingPolicy, load_policy
+from agent.alerts.policy import RoutingPolicy
 from agent.context import RunContext
 from agent.owner import (
     MAX_QUIET_WINDOWS,
@@ -42,6 +42,7 @@ from agent.tools.base import Tool, ToolError, ToolResult
 from scheduler.cron.job import CronJob
 from scheduler.pulse.grid import in_quiet_hours
 from scheduler.views import local_iso, short_time, when_text
+from storage.repos.alert_routing import routing_overrides
 from storage.repos.owner_settings import ZoneChange
 
 DURING_QUIET = (
@@ -216,7 +217,8 @@ def _value(prefs: OwnerPrefs, field: str, policy: RoutingPolicy) -> Any:
 
 async def _manage(args: SettingsArgs, ctx: RunContext) -> ToolResult:
     owner = owner_settings(ctx)
-    policy = await load_policy(ctx.deps.db)  # the routing default under the owner's wait
+    # the routing default under the owner's wait
+    policy = RoutingPolicy.of(await routing_overrides(ctx.deps.db))
     if args.action == "get":
         prefs = await owner.load()
         view = settings_view(prefs, owner, policy, ctx)

@@ -17,7 +17,6 @@ from agent.llm.untrusted import for_model
 from agent.tools.base import Tool, ToolError, ToolResult
 from agent.tools.sending import deliver
 from channels.registry import ChannelName
-from storage import collections as c
 from storage.outside import Outside
 from storage.repos.inbox import InboxRow, newest_received
 from storage.repos.whatsapp_permissions import (
@@ -75,7 +74,7 @@ async def _read(args: ReadArgs, ctx: RunContext) -> ToolResult:
         return row.chat_id in groups
 
     # Newest first, read back from now a window at a time: the inbox holds every message.
-    newest = await newest_received(ctx.deps.db[c.INBOX], keep, args.limit, ctx.now)
+    newest = await newest_received(ctx.deps.db, keep, args.limit, ctx.now)
 
     def said(row: InboxRow, text: str) -> str:
         """The contact's own words (their message, the name they gave themselves)."""

@@ -3,15 +3,14 @@
 The pipeline reads a burst's rows (``storage.repos.inbox.InboxRow``) back as one
 ``Envelope`` (the message, and what the pipeline knows about it), keys each reply in
 the outbox by its row (so a message handled again after a crash produces no second
-reply), and says why a message could not be stored. The rows received within a window
+reply), and says why a message could not be stored (``storage.repos.inbox.unstorable``
+tells when the row itself was refused). The rows received within a window
 are read by ``storage.repos.inbox``.
 """
 
 from __future__ import annotations
 
 from bson import ObjectId
-from bson.errors import BSONError
-from pymongo.errors import OperationFailure
 
 from channels.delivery.envelope import Envelope
 from channels.delivery.text import clean_text
@@ -19,18 +18,6 @@ from channels.types import InboundMessage
 from storage.repos.inbox import InboxRow
 
 REASON_LIMIT = 300
-_UNSTORABLE_CODES = frozenset({2, 15, 52, 10334, 17280})
-"""Server refusals of the document itself (bad value, overflow, field names, too large)."""
-
-
-def unstorable(exc: Exception) -> bool:
-    """Whether inserting failed because of the document itself, not the database: a
-    value BSON cannot hold, nesting too deep, too large. Anything else (a network or
-    server failure) may pass, so the transport is asked to deliver again."""
-    if isinstance(exc, OperationFailure):
-        return exc.code in _UNSTORABLE_CODES
-    poison = (BSONError, UnicodeError, OverflowError, RecursionError, ValueError, TypeError)
-    return isinstance(exc, poison)
 
 
 def failure_reason(exc: BaseException) -> str:

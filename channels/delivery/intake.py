@@ -22,7 +22,7 @@ from bson import ObjectId
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
-from channels.delivery.inbox import failure_reason, unstorable
+from channels.delivery.inbox import failure_reason
 from channels.delivery.media import pending_entries
 from channels.delivery.text import clean_inbound, clean_text
 from channels.types import InboundMessage
@@ -30,7 +30,7 @@ from runtime.tasks import stop_task
 from storage import collections as c
 from storage.coalesce import GroupCommit, insert_each
 from storage.collections import inbox_key
-from storage.repos.inbox import InboxRow, unfinished
+from storage.repos.inbox import InboxRow, unfinished, unstorable
 
 log = logging.getLogger(__name__)
 STALE_CLAIM = timedelta(minutes=15)

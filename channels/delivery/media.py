@@ -12,11 +12,8 @@
 4. A file is stored under ``<channel>:<external id>:<index>``: a retry after a crash
    finds it and neither downloads nor stores it again (``MediaStore``).
 
-``MediaStore`` keeps each file once in GridFS (bucket ``media``), wherever the
-database lives, under the key the fetcher chooses; a unique index on that key makes
-``put`` idempotent, also when two attempts race: the loser's chunks are removed and
-the winner's id is returned. ``gridfs`` is imported when a file is first stored or
-read: most processes never see a photo.
+``storage.repos.media_files.MediaStore`` keeps each file once in GridFS, under the
+key the fetcher chooses, and writes what fetching found into the inbox row.
 """
 
 from __future__ import annotations
@@ -25,26 +22,17 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TypedDict
 
 from bson import ObjectId
-from pymongo import ASCENDING
-from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import DuplicateKeyError
 
 from channels.types import Channel, MediaItem, MediaRefused, MediaSource, MediaTooLarge
-from storage import collections as c
 from storage.repos.inbox import InboxRow, MediaEntry
-
-if TYPE_CHECKING:
-    from gridfs import AsyncGridFSBucket
+from storage.repos.media_files import MediaStore
 
 log = logging.getLogger(__name__)
 FETCH_TIMEOUT = 180.0
 """Seconds one download may take (a stuck transport must not hold the exchange)."""
-BUCKET = "media"
-KEY_FIELD = "metadata.key"
-"""Where a stored file's key is: GridFS keeps the caller's fields under ``metadata``."""
 
 
 @dataclass(frozen=True)
@@ -104,83 +92,12 @@ def too_large_note(entry: MediaEntry, caps: MediaCaps, size: int | None = None) 
     return f"[{_label(entry)}{of}: too large to {verb}; limit {_megabytes(caps.max_bytes)}]"
 
 
-class MediaStore:
-    """Files stored once in GridFS, each under its key (module docstring, point 4)."""
-
-    def __init__(self, db: AsyncDatabase[dict[str, Any]]) -> None:
-        self._db = db
-        self._gridfs: AsyncGridFSBucket | None = None
-        self._files = db[f"{BUCKET}.files"]
-        self._indexed = False
-
-    async def _ensure_index(self) -> None:
-        if not self._indexed:
-            await self._files.create_index([(KEY_FIELD, ASCENDING)], unique=True, name="media_key")
-            self._indexed = True
-
-    @property
-    def _bucket(self) -> AsyncGridFSBucket:
-        if self._gridfs is None:
-            from gridfs import AsyncGridFSBucket
-
-            self._gridfs = AsyncGridFSBucket(self._db, bucket_name=BUCKET)
-        return self._gridfs
-
-    async def find(self, key: str) -> ObjectId | None:
-        """The id of the file stored under ``key``, if any (so a retry skips the download)."""
-        doc = await self._files.find_one({KEY_FIELD: key}, projection={"_id": 1})
-        return None if doc is None else ObjectId(doc["_id"])
-
-    async def put(self, data: bytes, *, key: str, mime: str, kind: str) -> ObjectId:
-        """Store ``data`` under ``key``; a second put with the same key returns the first
-        file's id without writing."""
-        await self._ensure_index()
-        found = await self.find(key)
-        if found is not None:
-            return found
-        from gridfs.errors import FileExists
-
-        metadata = {"key": key, "mime": mime, "kind": kind}
-        file_id = ObjectId()
-        upload = self._bucket.open_upload_stream_with_id(file_id, key, metadata=metadata)
-        try:
-            await upload.write(data)
-            await upload.close()
-        except (FileExists, DuplicateKeyError):
-            await upload.abort()  # our own chunks only: the files row was refused
-            found = await self.find(key)
-            if found is None:
-                raise
-            return found
-        except Exception:
-            await upload.abort()
-            raise
-        return file_id
-
-    async def get(self, file_id: ObjectId | str) -> bytes:
-        """The bytes of a stored file; ``gridfs.NoFile`` when there is none."""
-        stream = await self._bucket.open_download_stream(ObjectId(file_id))
-        data: bytes = await stream.read()
-        return data
-
-    async def set_transcript(self, inbox_id: ObjectId | str, index: int, text: str) -> None:
-        """Keep a voice note's transcript with its message (``media.<index>.transcript``)."""
-        await self._db[c.INBOX].update_one(
-            {"_id": ObjectId(inbox_id)}, {"$set": {f"media.{int(index)}.transcript": text}}
-        )
-
-
 class MediaFetcher:
     """Downloads and stores the pending media of a message the agent is about to read."""
 
     def __init__(
-        self,
-        db: AsyncDatabase[dict[str, Any]],
-        store: MediaStore,
-        channels: Mapping[str, Channel],
-        caps: MediaCaps = MediaCaps(),
+        self, store: MediaStore, channels: Mapping[str, Channel], caps: MediaCaps = MediaCaps()
     ) -> None:
-        self._inbox = db[c.INBOX]
         self._store = store
         self._channels = channels
         self._caps = caps
@@ -200,11 +117,7 @@ class MediaFetcher:
     async def _fetch_one(self, row: InboxRow, index: int, item: MediaEntry) -> Fetched:
         key = f"{row.channel}:{row.external_id}:{index}"
         result = await self._download(row, key, item)
-        sets = {f"media.{index}.{k}": v for k, v in result.items()}
-        await self._inbox.update_one(
-            {"_id": row.id, f"media.{index}.status": "pending"},
-            {"$set": sets, "$unset": {f"media.{index}.source": ""}},
-        )
+        await self._store.settle(row.id, index, result)
         return result
 
     async def _download(self, row: InboxRow, key: str, item: MediaEntry) -> Fetched:

@@ -65,17 +65,6 @@ owner message asks, and nearly always no alert is in play. A change through this
 store forgets the hint at once; one made by another process counts within this."""
 
 
-ROUTING_DOC = "alert_routing"
-"""The ``settings`` document of routing overrides (``agent.alerts.policy``)."""
-
-
-async def routing_overrides(db: AsyncDatabase[Doc]) -> Mapping[str, Any]:
-    """The routing numbers set in ``settings`` (``{"_id": "alert_routing"}``), as
-    written; empty when none are. The policy checks each (``RoutingPolicy.from_doc``)."""
-    doc = await db[c.SETTINGS].find_one({"_id": ROUTING_DOC})
-    return {k: v for k, v in (doc or {}).items() if k != "_id"}
-
-
 @dataclass(frozen=True)
 class OutboxRow:
     """How an outbox message sent for an alert went: its status and last error."""

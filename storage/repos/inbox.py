@@ -24,8 +24,12 @@ from types import MappingProxyType
 from typing import Any, ClassVar
 
 from bson import ObjectId
+from bson.errors import BSONError
 from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import OperationFailure
 
+from storage import collections as c
 from storage.records import BadRecord, Doc, mapping, maybe_text, moment, parsed, text, whole
 
 STATUSES = ("pending", "processing", "done", "failed")
@@ -39,6 +43,20 @@ SPANS = (
 )
 """How far back ``newest_received`` reads, window after window, before reading the rest."""
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+_UNSTORABLE_CODES = frozenset({2, 15, 52, 10334, 17280})
+"""Server refusals of the document itself (bad value, overflow, field names, too large)."""
+
+
+def unstorable(exc: Exception) -> bool:
+    """Whether inserting failed because of the document itself, not the database: a
+    value BSON cannot hold, nesting too deep, too large. Anything else (a network or
+    server failure) may pass, so the transport is asked to deliver again."""
+    if isinstance(exc, OperationFailure):
+        return exc.code in _UNSTORABLE_CODES
+    poison = (BSONError, UnicodeError, OverflowError, RecursionError, ValueError, TypeError)
+    return isinstance(exc, poison)
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,9 +229,10 @@ async def received_since(
                 yield doc
 
 
-async def burst_rows(inbox: AsyncCollection[Doc], lead_id: ObjectId) -> list[InboxRow]:
+async def burst_rows(db: AsyncDatabase[Doc], lead_id: str) -> list[InboxRow]:
     """The row ``lead_id``, or every row of the burst it leads, in order (none: gone)."""
-    lead = await inbox.find_one({"_id": lead_id})
+    inbox = db[c.INBOX]
+    lead = await inbox.find_one({"_id": ObjectId(lead_id)})
     if lead is None:
         return []
     row = InboxRow.from_doc(lead)
@@ -270,15 +289,15 @@ class Arrival:
 
 
 async def arrivals_since(
-    inbox: AsyncCollection[Doc], since: datetime, *, statuses: Iterable[str] = STATUSES
+    db: AsyncDatabase[Doc], since: datetime, *, statuses: Iterable[str] = STATUSES
 ) -> list[Arrival]:
     """The messages received after ``since`` with one of ``statuses``, as ``Arrival``s."""
-    rows = received_since(inbox, since, statuses=statuses, projection=Arrival.FIELDS)
+    rows = received_since(db[c.INBOX], since, statuses=statuses, projection=Arrival.FIELDS)
     return [Arrival.from_doc(doc) async for doc in rows]
 
 
 async def newest_received(
-    inbox: AsyncCollection[Doc], keep: Callable[[InboxRow], bool], limit: int, now: datetime
+    db: AsyncDatabase[Doc], keep: Callable[[InboxRow], bool], limit: int, now: datetime
 ) -> list[InboxRow]:
     """The ``limit`` newest rows ``keep`` accepts, newest first: read a window at a time
     back from ``now`` (``SPANS``), so a question about recent messages reads recent rows
@@ -287,7 +306,7 @@ async def newest_received(
     found: list[InboxRow] = []
     until: datetime | None = None  # the first window is open-ended: rows after ``now`` too
     for since in [now - span for span in SPANS] + [None]:
-        async for doc in received_since(inbox, since, until=until):
+        async for doc in received_since(db[c.INBOX], since, until=until):
             row = parsed(doc, InboxRow.from_doc, "inbox row")
             if row is not None and keep(row):
                 found.append(row)

@@ -22,12 +22,13 @@ from agent.llm.base import ModelClient
 from agent.owner import OwnerSettings
 from agent.reach import Owners
 from agent.tools.catalog import core_catalog
-from channels.delivery.media import MediaCaps, MediaFetcher, MediaStore
+from channels.delivery.media import MediaCaps, MediaFetcher
 from channels.delivery.outbox import Outbox
 from channels.delivery.pipeline import Pipeline
 from channels.types import Channel
 from runtime.backoff import Backoff
 from storage.repos.inbox import InboxRow
+from storage.repos.media_files import MediaStore
 
 Doc = dict[str, Any]
 Db = AsyncDatabase[Doc]
@@ -78,7 +79,7 @@ async def media_stack(
         settings=settings, db=db, http=http, outbox=outbox, owner=owner, clock=utcnow,
         reach=reach(Owners(settings), channels),
     )  # fmt: skip
-    fetcher = MediaFetcher(db, store or MediaStore(db), channels, caps or MediaCaps())
+    fetcher = MediaFetcher(store or MediaStore(db), channels, caps or MediaCaps())
     agent = Agent(model, core_catalog(), media=hook(fetcher))
     dispatcher = Dispatcher(deps, agent, resolvers=dict(resolvers or {}))
     pipeline = Pipeline(db, dispatcher.handle, outbox, channels, utcnow)

@@ -88,10 +88,10 @@ async def test_the_newest_rows_are_exact_whichever_windows_they_fall_in(
         return row.sender_id == "alice"
 
     for limit in range(1, len(ages) + 2):
-        newest = await newest_received(inbox, alice, limit, NOW)
+        newest = await newest_received(db, alice, limit, NOW)
         expected = [f"alice-{n}" for n in range(len(ages))][:limit]
         assert [r.external_id for r in newest] == expected, limit
-    assert await newest_received(inbox, lambda d: False, 5, NOW) == []
+    assert await newest_received(db, lambda d: False, 5, NOW) == []
 
 
 async def test_a_window_may_be_open_at_either_end(db: AsyncDatabase[Doc]) -> None:
@@ -127,5 +127,5 @@ async def test_the_newest_rows_are_typed_and_a_damaged_row_is_skipped(
     damaged = {**good.to_doc(), "_id": c.inbox_key("rec", "2"), "external_id": "2"}
     await inbox.insert_one({**damaged, "meta": "not a document"})
 
-    [row] = await newest_received(inbox, lambda row: row.sender_id == "alice", 5, NOW)
+    [row] = await newest_received(db, lambda row: row.sender_id == "alice", 5, NOW)
     assert row == good and row.meta["is_group"] is False and row.sender_name == "Alice"

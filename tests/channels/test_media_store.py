@@ -11,8 +11,8 @@ import pytest
 from bson import ObjectId
 from pymongo.asynchronous.database import AsyncDatabase
 
-from channels.delivery.media import MediaStore
 from storage import collections as c
+from storage.repos.media_files import MediaStore
 
 Db = AsyncDatabase[dict[str, Any]]
 

@@ -23,7 +23,6 @@ from zoneinfo import ZoneInfo
 
 from aiohttp import web
 from bson import ObjectId
-from bson.errors import InvalidId
 from markupsafe import Markup, escape
 
 from agent.app.dashboard.context import Dashboard
@@ -253,11 +252,10 @@ def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
         return dash.render(request, "runs.html", context)
 
     async def run_page(request: web.Request) -> web.StreamResponse:
-        try:
-            run_id = ObjectId(request.match_info["run_id"])
-        except (InvalidId, TypeError):
+        raw = request.match_info["run_id"]
+        if not ObjectId.is_valid(raw):
             return dash.render(request, "run.html", {"run": None}, status=404)
-        run = await store.get(run_id)
+        run = await store.get(ObjectId(raw))
         if run is None:
             return dash.render(request, "run.html", {"run": None}, status=404)
         return dash.render(request, "run.html", {"run": run_detail(run, dash.tz, dash.now())})

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from agent.alerts.policy import RoutingPolicy, sms_text
 from storage.repos.alert_record import Alert
+from storage.repos.alert_routing import RoutingOverrides
 from tests.agent.alerts.alert_kit import _alert
 from tests.databases import AppDb
 from tests.fakes.alert_app import Harness, alert_app
@@ -159,7 +160,7 @@ async def test_thumbs_up_to_a_confirmation_is_not_an_ack(app_db: AppDb) -> None:
 
 
 def test_short_ack_window_is_configurable_in_minutes() -> None:
-    policy = RoutingPolicy.from_doc({"short_ack_window_minutes": 5})
+    policy = RoutingPolicy.of(RoutingOverrides.from_doc({"short_ack_window_minutes": 5}))
     assert policy.short_ack_window == timedelta(minutes=5)
     assert RoutingPolicy().short_ack_window == timedelta(minutes=30)
 

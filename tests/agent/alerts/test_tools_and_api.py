@@ -95,14 +95,15 @@ async def test_api_raises_alerts_and_status_lists_them(app_db: AppDb) -> None:
 
 
 async def test_default_policy_can_be_tuned_in_settings(app_db: AppDb) -> None:
-    from agent.alerts.policy import load_policy
+    from agent.alerts.policy import RoutingPolicy
+    from storage.repos.alert_routing import routing_overrides
 
     async with alert_app(app_db) as h:
         db = h.app.database.db
         await db["settings"].insert_one(
             {"_id": "alert_routing", "warning_sms_after_minutes": 10, "sms_per_hour": "x"}
         )
-        policy = await load_policy(db)
+        policy = RoutingPolicy.of(await routing_overrides(db))
         assert policy.warning_sms_after == timedelta(minutes=10) and policy.sms_per_hour == 10
 
 

@@ -11,8 +11,8 @@ from bson import ObjectId
 from PIL import Image
 
 from agent.context import AgentDeps
-from channels.delivery.media import MediaStore
 from storage import collections as c
+from storage.repos.media_files import MediaStore
 
 OGG = b"OggS\x00\x02fake-opus-voice-note"
 
