@@ -46,12 +46,14 @@ Guarantees:
    model asked for) and stops before the next call.
 
 On the hot path a model call costs no database command while its process's block has
-room; a burst of 100 chats costs about 25 (the block's growth, the looks while the cap is
-held, a few flushes), where a reservation and a settlement of their own for each call
-(and re-reads by the calls refused) cost 260. Why a block, as a database hands out
-sequence numbers in ranges: the one conditional update stays what holds the cap, and a
-block that shrinks to the one-call rule at the cap keeps its bound; reserving less than
-a call may write (a lower ``MAX_OUTPUT_TOKENS``) would not. The counts for the Spend
+room; a burst of 100 chats costs about 15 (the block's growth, the looks while the cap
+is held, a few flushes), where a reservation and a settlement of their own for each
+call, and re-reads by the calls refused, cost 264 (``bench/profile_burst.py``). Why a
+block, as a database hands out sequence numbers in ranges: the one conditional update
+stays what holds the cap, and a block that shrinks to the one-call rule at the cap keeps
+its bound; reserving less than a call may write (a lower ``MAX_OUTPUT_TOKENS``) would
+not. Nor would waking waiters only by polling the ledger: each look is a command, and
+the settles that free the cap are mostly this process's own. The counts for the Spend
 page are written in batches too (``storage.repos.usage``).
 
 Prices live in ``agent.spend.prices``.
@@ -268,6 +270,8 @@ class TokenBudget:
     """This process's headroom on the day (``agent.spend.block``)."""
     _want: int = field(default=0, init=False)
     """Tokens the calls waiting here need."""
+    _looked: float = field(default=-math.inf, init=False)
+    """When a call waiting here last read the ledger (loop time)."""
     _writing: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
     """One command changing this process's hold at a time (a lease, a flush)."""
     _timer: asyncio.TimerHandle | None = field(default=None, init=False)
@@ -411,7 +415,6 @@ class TokenBudget:
         self._want += tokens
         try:
             async with self._queue:
-                looked = -math.inf
                 while True:
                     settled = self._settled  # a call settling while this one looks counts
                     ledger = self._seen() or await self._day(fresh=False)
@@ -437,11 +440,13 @@ class TokenBudget:
                                 self._last = taken
                                 block.leased(more, now + self.renew_every)
                                 continue
-                        looked = -math.inf  # refused: as the ledger is now, at once
+                        self._looked = -math.inf  # refused: as the ledger is now, at once
                     clock = asyncio.get_running_loop().time()
-                    if clock - looked >= WAIT_SECONDS:
-                        looked = clock
+                    if clock - self._looked >= WAIT_SECONDS:  # for every waiter here
+                        self._looked = clock
                         outcome = await self._refused(tokens)
+                        if isinstance(outcome, BudgetView):
+                            await self._tell(outcome, "spent")
                         if outcome is not None:
                             return outcome
                         continue  # grown, or as the ledger is now: may it grow from here?
@@ -475,15 +480,13 @@ class TokenBudget:
                 if mine < block.held:  # its hold expired (this process was taken for dead)
                     block = self._block = block.orphan()
                 if ledger.used + block.pending >= self.limit:
-                    view = self._view(ledger)
-                    await self._tell(view, "spent")
-                    return view
+                    return self._view(ledger)  # told by the caller, not holding the lock
                 now = self.clock()
                 room = self.limit - ledger.held + block.free - block.loose
                 if room >= tokens:  # what fits of what is waiting: the block stays under
-                    more = min(max(self._want, block.out, tokens), room) - block.free
+                    more = max(0, min(max(self._want, block.out, tokens), room) - block.free)
                 elif room > 0:  # the day's last call: it alone may go past the cap
-                    more = tokens - block.free
+                    more = max(0, tokens - block.free)
                 elif await self._ledger.expire(ledger, now):
                     continue
                 else:  # the block's free part, too small here, may do for another's
