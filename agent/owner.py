@@ -21,11 +21,13 @@ given without a moment, or the current one, drops the pending change.
 
 Quiet hours used to belong to the pulse (``settings`` ``_id: "pulse"``); ``load``
 moves them here once, the first time it finds them there.
+
+The document is read and written by its store (``storage.repos.owner_settings``); here
+its values are checked (a zone that exists, a channel there is) and handed out typed.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time as monotonic
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -35,7 +37,6 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import DuplicateKeyError
 
 from agent.reach import PRIMARY_CHOICES, Reach
 from runtime.clock import Clock
@@ -49,13 +50,10 @@ from scheduler.pulse.grid import (
     in_quiet_hours,
     parse_quiet_hours,
 )
-from storage import collections as c
-from storage import retry
-from storage.records import BadRecord, Doc, moment
+from storage.records import BadRecord
+from storage.repos.owner_settings import OwnerSettingsStore, QuietWindow, StoredOwner, ZoneChange
 
 log = logging.getLogger(__name__)
-OWNER_ID = "owner"
-PULSE_ID = "pulse"
 QUIET_SEARCH = timedelta(days=1, minutes=1)
 MAX_QUIET_WINDOWS = 7
 """Quiet-hour windows a day may have (DESIGN.md, manage_settings): every held alert and
@@ -70,48 +68,6 @@ CACHE_SECONDS = 5.0
 
 class SettingsError(ValueError):
     """A setting that cannot be used; the message names the bad value."""
-
-
-@dataclass(frozen=True)
-class ZoneChange:
-    """A timezone change set for later: the zone, from when, and the chat it was set
-    from (told when it happens; None: the owner's main chat)."""
-
-    timezone: str
-    at: datetime
-    channel: str | None = None
-    chat_id: str | None = None
-    was: str | None = None
-    """Once made: the zone it replaced."""
-    message: str = ""
-    """Once made: what the owner is told (written as it was made, so any process that
-    finishes the move tells the same)."""
-
-    def as_doc(self) -> Doc:
-        return {
-            "timezone": self.timezone,
-            "at": self.at,
-            "channel": self.channel,
-            "chat_id": self.chat_id,
-            "was": self.was,
-            "message": self.message,
-        }
-
-    @classmethod
-    def from_doc(cls, doc: Mapping[str, Any]) -> ZoneChange:
-        """The stored change; ``SettingsError`` or ``BadRecord`` when it cannot be used."""
-        at = moment(doc, "at")
-        if at is None:
-            raise BadRecord("at is missing")
-        channel, chat, was = doc.get("channel"), doc.get("chat_id"), doc.get("was")
-        return cls(
-            timezone=check_timezone(str(doc.get("timezone"))),
-            at=at,
-            channel=str(channel) if channel else None,
-            chat_id=str(chat) if chat else None,
-            was=check_timezone(str(was)) if was else None,
-            message=str(doc.get("message") or ""),
-        )
 
 
 @dataclass(frozen=True)
@@ -234,25 +190,32 @@ def quiet_end(windows: Sequence[QuietHours], now: datetime, tz: ZoneInfo) -> dat
     return None  # quiet all day: configured so on purpose; do not hold forever
 
 
-def _zone_change(doc: Doc, name: str) -> ZoneChange | None:
-    """A stored timezone change; one that cannot be used is logged and ignored."""
-    if not isinstance(doc.get(name), Mapping):
+def _zone_change(change: ZoneChange | None, name: str) -> ZoneChange | None:
+    """A stored timezone change with its zones checked; one that cannot be used is
+    logged and ignored."""
+    if change is None:
         return None
     try:
-        return ZoneChange.from_doc(doc[name])
-    except (SettingsError, BadRecord) as exc:
+        was = check_timezone(change.was) if change.was else None
+        return replace(change, timezone=check_timezone(change.timezone), was=was)
+    except SettingsError as exc:
         log.warning("stored %s ignored: %s", name, exc)
         return None
 
 
-class OwnerSettings:
-    """The store of the owner's ``settings`` document: the raw document is read only in
-    ``load`` (into ``OwnerPrefs``) and ``_migrate``, and written only from checked
-    values, so what it hands out is always typed."""
+def _stored(windows: Sequence[QuietHours]) -> tuple[QuietWindow, ...]:
+    """Checked windows as their store writes them."""
+    return tuple(QuietWindow(**window.as_dict()) for window in windows)
 
-    def __init__(self, db: AsyncDatabase[Doc], clock: Clock, default_timezone: str) -> None:
-        self._db = db
-        self._coll = db[c.SETTINGS]
+
+class OwnerSettings:
+    """The owner's settings: read in ``load`` (into ``OwnerPrefs``, checked) and
+    written only from checked values, so what it hands out is always valid."""
+
+    def __init__(
+        self, db: AsyncDatabase[dict[str, Any]], clock: Clock, default_timezone: str
+    ) -> None:
+        self._store = OwnerSettingsStore(db)
         self._clock = clock
         self.default_timezone = default_timezone
         self.current = OwnerPrefs(timezone=default_timezone, quiet_hours=DEFAULT_QUIET)
@@ -266,11 +229,13 @@ class OwnerSettings:
         """Call ``listener`` with (old, new) after every stored change."""
         self.listeners.append(listener)
 
-    def _stored_quiet_hours(self, raw: Any, where: str) -> tuple[QuietHours, ...]:
-        """Windows stored before there was a limit: the first ``MAX_QUIET_WINDOWS`` are
-        used (logged once), so no alert or pulse pays for a thousand of them."""
-        items = raw or []
-        if isinstance(items, list) and len(items) > MAX_QUIET_WINDOWS:
+    def _stored_quiet_hours(
+        self, items: Sequence[QuietWindow], where: str
+    ) -> tuple[QuietHours, ...]:
+        """Stored windows, checked. Windows stored before there was a limit: the first
+        ``MAX_QUIET_WINDOWS`` are used (logged once), so no alert or pulse pays for a
+        thousand of them."""
+        if len(items) > MAX_QUIET_WINDOWS:
             if not self._told_truncated:
                 self._told_truncated = True
                 log.warning(
@@ -281,42 +246,41 @@ class OwnerSettings:
                     MAX_QUIET_WINDOWS,
                 )
             items = items[:MAX_QUIET_WINDOWS]
-        return check_quiet_hours(items)
+        return check_quiet_hours([window.as_dict() for window in items])
 
     @property
     def tz(self) -> ZoneInfo:
         """The owner's timezone now (sync: for formatting and prompts)."""
         return self.current.tz
 
-    def _parse(self, doc: Doc | None) -> OwnerPrefs:
-        """The stored document over the defaults; a bad stored value keeps its default."""
-        doc = doc or {}
+    def _parse(self, stored: StoredOwner) -> OwnerPrefs:
+        """The stored settings over the defaults; a bad stored value keeps its default."""
         prefs = OwnerPrefs(timezone=self.default_timezone, quiet_hours=DEFAULT_QUIET)
-        if "quiet_hours" in doc:
+        if stored.quiet_hours is not None:
             try:
-                windows = self._stored_quiet_hours(doc["quiet_hours"], "the owner's settings")
+                windows = self._stored_quiet_hours(stored.quiet_hours, "the owner's settings")
                 prefs = replace(prefs, quiet_hours=windows)
             except SettingsError as exc:
                 log.warning("stored quiet_hours ignored: %s", exc)
-        if doc.get("timezone"):
+        if stored.timezone:
             try:
-                zone = check_timezone(str(doc["timezone"]))
+                zone = check_timezone(stored.timezone)
                 prefs = replace(prefs, timezone=zone, zone_stored=True)
             except SettingsError as exc:
                 log.warning("stored timezone ignored: %s", exc)
         prefs = replace(
             prefs,
-            pending_zone=_zone_change(doc, "pending_zone"),
-            zone_moving=_zone_change(doc, "zone_moving"),
+            pending_zone=_zone_change(stored.pending_zone, "pending_zone"),
+            zone_moving=_zone_change(stored.zone_moving, "zone_moving"),
         )
-        if doc.get("primary_channel"):
+        if stored.primary_channel:
             try:
-                prefs = replace(prefs, primary_channel=check_channel(doc["primary_channel"]))
+                prefs = replace(prefs, primary_channel=check_channel(stored.primary_channel))
             except SettingsError as exc:
                 log.warning("stored primary_channel ignored: %s", exc)
-        if doc.get("warning_sms_after_minutes") is not None:
+        if stored.warning_sms_after_minutes is not None:
             try:
-                minutes = check_warning_sms_after(doc["warning_sms_after_minutes"])
+                minutes = check_warning_sms_after(stored.warning_sms_after_minutes)
                 prefs = replace(prefs, warning_sms_after_minutes=minutes)
             except SettingsError as exc:
                 log.warning("stored warning_sms_after_minutes ignored: %s", exc)
@@ -324,36 +288,24 @@ class OwnerSettings:
 
     async def _migrate(self) -> None:
         """Quiet hours the pulse kept move here once (if none are set here yet)."""
-        pulse = await self._coll.find_one({"_id": PULSE_ID}, projection={"quiet_hours": 1})
-        if pulse is None or "quiet_hours" not in pulse:
-            return
         try:
-            windows = self._stored_quiet_hours(pulse["quiet_hours"], "the pulse's settings")
-        except SettingsError as exc:
+            found = await self._store.pulse_quiet_hours()
+            if found is None:
+                return
+            windows = self._stored_quiet_hours(found, "the pulse's settings")
+        except (BadRecord, SettingsError) as exc:
             log.warning("the pulse's quiet_hours were not moved (%s); the default applies", exc)
         else:
-            # DuplicateKeyError: the owner document has quiet hours already; those win.
-            with contextlib.suppress(DuplicateKeyError):
-                await retry.retried(  # a repeat finds quiet_hours set and changes nothing
-                    lambda: self._coll.update_one(
-                        {"_id": OWNER_ID, "quiet_hours": {"$exists": False}},
-                        {"$set": {"quiet_hours": [w.as_dict() for w in windows]}},
-                        upsert=True,
-                    ),
-                    "move quiet hours to the owner's settings",
-                )
+            await self._store.adopt_quiet_hours(_stored(windows))
             log.info("quiet hours moved from the pulse to the owner's settings")
-        await retry.retried(
-            lambda: self._coll.update_one({"_id": PULSE_ID}, {"$unset": {"quiet_hours": ""}}),
-            "drop the pulse's quiet hours",
-        )
+        await self._store.drop_pulse_quiet_hours()
 
     async def load(self) -> OwnerPrefs:
         """Re-read the stored settings into ``current`` (start-up, resync)."""
         if not self._migrated:
             await self._migrate()
             self._migrated = True
-        self.current = self._parse(await self._coll.find_one({"_id": OWNER_ID}))
+        self.current = self._parse(await self._store.read())
         self._loaded_at = monotonic.monotonic()
         return self.current
 
@@ -381,38 +333,37 @@ class OwnerSettings:
         them with ``$set``, then tell the listeners (pulse re-plan, cron jobs' timezone).
         ``effective_at`` keeps ``timezone`` as the pending change instead (``origin``:
         the chat told when it happens); a timezone now, or the current one, drops it."""
-        fields: Doc = {}
-        unset: Doc = {}
         if effective_at is not None and timezone is None:
             raise SettingsError("effective_at says when a timezone change happens: give timezone")
-        if quiet_hours is not None:
-            fields["quiet_hours"] = [w.as_dict() for w in check_quiet_hours(quiet_hours)]
+        windows = None if quiet_hours is None else _stored(check_quiet_hours(quiet_hours))
         zone = check_timezone(timezone) if timezone is not None else None
-        if primary_channel is not None:
-            fields["primary_channel"] = check_channel(primary_channel)
-        if warning_sms_after_minutes is not None:
-            minutes = check_warning_sms_after(warning_sms_after_minutes)
-            fields["warning_sms_after_minutes"] = minutes
-        if not fields and zone is None:
+        channel = None if primary_channel is None else check_channel(primary_channel)
+        minutes = (
+            None
+            if warning_sms_after_minutes is None
+            else check_warning_sms_after(warning_sms_after_minutes)
+        )
+        if windows is None and zone is None and channel is None and minutes is None:
             raise SettingsError(
                 "nothing to update: give quiet_hours, timezone, primary_channel or "
                 "warning_sms_after_minutes"
             )
         old = await self.load()
         now = self._clock()
+        pending = None
         if zone is not None:
             at = None if effective_at is None else check_effective_at(effective_at, old.tz, now)
-            if at is None or zone == old.timezone:
-                fields["timezone"] = zone
-                unset["pending_zone"] = ""
-            else:
-                channel, chat = origin or (None, None)
-                fields["pending_zone"] = ZoneChange(zone, at, channel, chat).as_doc()
-        fields["updated_at"] = now
-        change: Doc = {"$set": fields, **({"$unset": unset} if unset else {})}
-        await retry.retried(  # a $set by _id: repeating it changes nothing more
-            lambda: self._coll.update_one({"_id": OWNER_ID}, change, upsert=True),
-            "update the owner's settings",
+            if at is not None and zone != old.timezone:
+                told, chat = origin or (None, None)
+                pending = ZoneChange(zone, at, told, chat)
+                zone = None  # kept for its moment, not made now
+        await self._store.change(
+            updated_at=now,
+            quiet_hours=windows,
+            timezone=zone,  # now: drops a pending change
+            primary_channel=channel,
+            warning_sms_after_minutes=minutes,
+            pending_zone=pending,
         )
         new = await self.load()
         await self._tell(old, new)
@@ -428,22 +379,9 @@ class OwnerSettings:
         if pending is None or pending.at > now:
             return False
         made = replace(pending, was=old.timezone, message=message)
-        result = await retry.retried(  # a repeat finds the change gone and does nothing
-            lambda: self._coll.update_one(
-                {"_id": OWNER_ID, "pending_zone.at": pending.at},
-                {
-                    "$set": {
-                        "timezone": pending.timezone,
-                        "zone_moving": made.as_doc(),
-                        "updated_at": now,
-                    },
-                    "$unset": {"pending_zone": ""},
-                },
-            ),
-            "make the pending timezone change",
-        )
+        changed = await self._store.make_change(made, now)
         await self.load()
-        if result.modified_count != 1:
+        if not changed:
             return False
         log.info("timezone %s -> %s, as set for %s", old.timezone, pending.timezone, pending.at)
         return True
@@ -462,12 +400,7 @@ class OwnerSettings:
 
     async def moved(self, change: ZoneChange) -> None:
         """The change's jobs moved and the owner was told: nothing left to finish."""
-        await retry.retried(
-            lambda: self._coll.update_one(
-                {"_id": OWNER_ID, "zone_moving.at": change.at}, {"$unset": {"zone_moving": ""}}
-            ),
-            "finish the timezone change",
-        )
+        await self._store.moved(change.at)
         await self.load()
 
     async def _tell(self, old: OwnerPrefs, new: OwnerPrefs) -> None:

@@ -36,11 +36,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-from scheduler.monitors.history import SPARK_POINTS, CheckHistory, day_key, hour_key  # noqa: E402
-from scheduler.monitors.monitor import Monitor, MonitorLimits  # noqa: E402
+from scheduler.monitors.monitor import MonitorLimits  # noqa: E402
 from scheduler.monitors.service import Hooks, Monitors  # noqa: E402
 from scheduler.monitors.store import MonitorStore  # noqa: E402
 from storage.collections import ensure_indexes  # noqa: E402
+from storage.repos.monitor_checks import SPARK_POINTS, CheckHistory, day_key, hour_key  # noqa: E402
+from storage.repos.monitor_record import Monitor  # noqa: E402
+from storage.repos.monitors import MonitorRepo  # noqa: E402
 
 INTERVAL = 30
 TARGET = """
@@ -89,7 +91,7 @@ async def measure(
     await client.drop_database(db.name)
     await ensure_indexes(db)
     limits = MonitorLimits(max_monitors=size)
-    store = MonitorStore(db, now, limits)
+    store = MonitorStore(MonitorRepo(db, now), limits)
     # One monitor made as manage_monitor makes it, copied N times (creating each one
     # checks the name and the count against the rest, which is quadratic past 50).
     first = await store.create("http", {"name": "m0", "url": target_url, "interval_seconds": 30})

@@ -37,13 +37,15 @@ from agent.owner import OwnerSettings  # noqa: E402
 from channels.types import InboundSink, OutboundMessage, SendResult  # noqa: E402
 from runtime.loop import run as run_app_loop  # noqa: E402
 from scheduler.cron.expression import next_fires  # noqa: E402
-from scheduler.cron.job import CronJob  # noqa: E402
+from scheduler.cron.job import CronJob, JobReader  # noqa: E402
 from scheduler.cron.service import CronService  # noqa: E402
 from scheduler.engine import Engine  # noqa: E402
-from scheduler.fires.claims import LeaseStore  # noqa: E402
 from scheduler.fires.recorder import RunRecorder, Skip  # noqa: E402
 from scheduler.pulse.store import PulseStore  # noqa: E402
 from storage.db import open_database  # noqa: E402
+from storage.repos.cron_jobs import CronJobStore  # noqa: E402
+from storage.repos.leases import LeaseStore  # noqa: E402
+from storage.repos.pulse import PulseRepo  # noqa: E402
 from storage.repos.runs.store import RunStore  # noqa: E402
 from tests.fakes.scripted import Request, ScriptedModel  # noqa: E402
 from tests.tokens import count_tokens  # noqa: E402
@@ -135,8 +137,8 @@ async def bench_load(data: Path) -> None:
         wall_clock = partial(datetime.now, UTC)
         before = rss_mb()
         engine = Engine(
-            jobs=CronService(db, lambda: datetime.now(UTC), "UTC"),
-            pulse=PulseStore(db, wall_clock, OwnerSettings(db, wall_clock, "UTC")),
+            jobs=CronService(CronJobStore(db, JobReader()), lambda: datetime.now(UTC), "UTC"),
+            pulse=PulseStore(PulseRepo(db), wall_clock, OwnerSettings(db, wall_clock, "UTC")),
             runs=runs,
             leases=LeaseStore(db, "bench"),
             clock=lambda: datetime.now(UTC),

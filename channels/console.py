@@ -7,12 +7,12 @@ import io
 import itertools
 import sys
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from channels.delivery.text import clean_text
 from channels.registry import ChannelName
 from channels.types import InboundMessage, InboundSink, OutboundMessage, SendResult
+from runtime.clock import Clock, utcnow
 from runtime.tasks import stop_task
 
 CHAT_ID = "owner"
@@ -34,13 +34,15 @@ class ConsoleChannel:
         self,
         out: TextIO | None = None,
         read_line: Callable[[], str] | None = None,
+        clock: Clock = utcnow,
     ) -> None:
         self._out = out or sys.stdout
+        self._clock = clock
         self._read_line = read_line or read_stdin_line
         self._ids = itertools.count(1)
         self._task: asyncio.Task[None] | None = None
         self.closed = asyncio.Event()
-        self._session = datetime.now(UTC).strftime("%Y%m%d%H%M%S%f")
+        self._session = clock().strftime("%Y%m%d%H%M%S%f")
 
     async def start(self, sink: InboundSink) -> None:
         self._task = asyncio.create_task(self._read(sink), name="console")
@@ -68,7 +70,7 @@ class ConsoleChannel:
                         chat_id=CHAT_ID,
                         sender_id=CHAT_ID,
                         text=text,
-                        received_at=datetime.now(UTC),
+                        received_at=self._clock(),
                     )
                 )
         finally:

@@ -21,8 +21,11 @@ enter and exit, ``take_turn``, ``done``, and the bot window's ``take`` and ``rel
 
 A send is counted from when its answer came back, not from when it left. The service
 counts arrivals and a request arrives before its answer, so no spread of network delays
-can make two sends look closer to the service than the pace allowed. A send the service
-refused outright (nothing delivered) is released uncounted and gives its place back.
+can make two sends look closer to the service than the pace allowed. It is timed by
+``time.monotonic()``, read at that moment: the loop's own ``time()`` under uvloop ticks in
+whole milliseconds and is read once per turn of the loop, and a pace timed by it let a
+send arrive a fraction of a millisecond early. A send the service refused outright
+(nothing delivered) is released uncounted and gives its place back.
 
 Only the waiting happens here: a caller takes its HTTP connection after its turn comes,
 so a paced message never holds one. A cancelled waiter leaves nothing behind (its place
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import deque
 from collections.abc import Awaitable
 from types import TracebackType
@@ -76,7 +80,7 @@ class Window:
         future, no timer); False otherwise (``acquire`` waits for one)."""
         if self._closed or self._waiters:
             return False
-        if self._room(asyncio.get_running_loop().time()):
+        if self._room(time.monotonic()):
             self._busy += 1
             return True
         return False
@@ -106,12 +110,12 @@ class Window:
         loop = asyncio.get_running_loop()
         self._busy -= 1
         if counted:
-            self._ends.append(loop.time())
+            self._ends.append(time.monotonic())
         if self._waiters:
             self._grant(loop)
 
     def _grant(self, loop: asyncio.AbstractEventLoop) -> None:
-        now = loop.time()
+        now = time.monotonic()
         waiters = self._waiters
         while waiters and self._room(now):
             waiter = waiters.popleft()
@@ -121,7 +125,8 @@ class Window:
         if waiters and self._timer is None and self._ends:
             # Full: room comes with an answer (``release`` grants then) or when the
             # oldest counted send leaves the window.
-            self._timer = loop.call_at(self._ends[0] + self._period, self._expired, loop)
+            wait = self._ends[0] + self._period - now  # a timer early by a tick comes again
+            self._timer = loop.call_later(wait, self._expired, loop)
 
     def _expired(self, loop: asyncio.AbstractEventLoop) -> None:
         self._timer = None
@@ -212,7 +217,7 @@ class Lane:
         """A turn at once, with no gap to wait out and a place free in each window (the
         common case: nothing to wait in); False: nothing taken, ``turn`` waits for one.
         A turn taken is followed by one ``done``."""
-        if self._closed.is_set() or self._next_at > asyncio.get_running_loop().time():
+        if self._closed.is_set() or self._next_at > time.monotonic():
             return False
         for taken, window in enumerate(self._windows):
             if not window.take():
@@ -224,12 +229,11 @@ class Lane:
     async def turn(self) -> None:
         """Wait out the previous send's gap, then take a place in each window; every
         ``turn`` is followed by one ``done``. ``PacingClosed`` once closed."""
-        loop = asyncio.get_running_loop()
-        while self._closed.is_set() or self._next_at > loop.time():
+        while self._closed.is_set() or self._next_at > time.monotonic():
             if self._closed.is_set():
                 raise PacingClosed
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self._next_at - loop.time()):
+                async with asyncio.timeout(self._next_at - time.monotonic()):
                     await self._closed.wait()
         taken = 0
         try:
@@ -249,7 +253,7 @@ class Lane:
         for window in self._windows:
             window.release(counted=counted)
         if gap > 0:
-            self._next_at = max(self._next_at, asyncio.get_running_loop().time() + gap)
+            self._next_at = max(self._next_at, time.monotonic() + gap)
 
 
 class Pace:
@@ -300,7 +304,7 @@ class Pace:
     def _sweep(self) -> None:
         if len(self._lanes) < self._sweep_at:
             return
-        now = asyncio.get_running_loop().time()
+        now = time.monotonic()
         self._lanes = {k: v for k, v in self._lanes.items() if not v.idle(now)}
         # A window stays while a lane holds it, so close() still reaches its waiters.
         self._windows = {

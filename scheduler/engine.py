@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Literal, Protocol
@@ -51,11 +51,12 @@ from runtime.tasks import stop_task
 from scheduler.backlog import Plan, Shared, plan_cron, plan_pulse
 from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
-from scheduler.fires.claims import LeaseStore, run_now_key
-from scheduler.fires.recorder import RunRecorder, RunWork
+from scheduler.fires.claims import run_now_key
+from scheduler.fires.recorder import NotStarted, RunRecorder, RunWork
 from scheduler.fires.recovery import Reclaimer, recover_once
 from scheduler.fires.retries import Retries, group_of
 from scheduler.pulse.store import PulseStore
+from storage.repos.leases import LeaseStore
 from storage.repos.runs.record import Reason, Run, RunKind, Trigger
 from storage.repos.runs.store import RunStore
 from storage.retry import unreachable
@@ -118,6 +119,8 @@ class Fire:
     scheduled_for: datetime
     action: Literal["run", "skipped", "missed", "retry", "failed"]
     task: asyncio.Task[object] | None = field(default=None, repr=False)
+    """The run's task; it raises ``NotStarted`` when the run's record could not be
+    opened (the fire is held for a later sweep: ``Retries.launch``)."""
 
 
 class Engine:
@@ -200,7 +203,7 @@ class Engine:
             pending = await self.runs.pending_alerts()
             if not pending:
                 return
-            jobs = {job.id: job for job in await self.jobs.enabled_jobs()}
+            jobs = {job.id: job for job in await self.jobs.store.enabled()}
             sweeps: dict[datetime | None, list[Run]] = {}
             for run in pending:
                 sweeps.setdefault(run.started_at, []).append(run)
@@ -241,7 +244,7 @@ class Engine:
         await self.reclaim.scan(self.clock())
         await recover_once(self.jobs, self.recorder, self.leases, self.clock(), self.config.grace)
         await self.pulse.ensure_next(self.clock())
-        due_at = {f"cron:{i}": at for i, at in (await self.jobs.armed_times()).items() if at}
+        due_at = {f"cron:{i}": at for i, at in (await self.jobs.store.armed_times()).items() if at}
         if (pulse_at := (await self.pulse.get()).next_pulse_at) is not None:
             due_at[PULSE_TIMER] = pulse_at
         retries = [at for at in (await self.runs.next_retry(), self.reclaim.next_check) if at]
@@ -307,7 +310,7 @@ class Engine:
 
     async def job_changed(self, job_id: str) -> None:
         """A job was created, edited, toggled or deleted: re-arm at once."""
-        self._note(f"cron:{job_id}", (await self.jobs.next_fire_map([job_id]))[job_id])
+        self._note(f"cron:{job_id}", (await self.jobs.store.next_fire_map([job_id]))[job_id])
 
     async def pulse_changed(self) -> None:
         self._note(PULSE_TIMER, (await self.pulse.get()).next_pulse_at)
@@ -398,7 +401,7 @@ class Engine:
                     await self.reclaim.scan(now)  # another process's lease lapsed
                 if self._timed_due(now):
                     await self._run_timed(now)
-                jobs = {job.id: job for job in await self.jobs.enabled_jobs(due_by=now)}
+                jobs = {job.id: job for job in await self.jobs.store.enabled(due_by=now)}
                 shared: Shared = {}
                 grace, records = self.config.grace, self.config.skip_records
                 plans = [
@@ -412,7 +415,31 @@ class Engine:
                     due = pulse.next_pulse_at is not None and pulse.next_pulse_at <= now
                     if due and (p := plan_pulse(pulse, self.pulse.tz, now, grace, records)):
                         plans.append(p)
-                fires = await self._claim(plans, jobs, now) if plans else []
+                fires: list[Fire] = []
+                if plans:  # claimed, recorded, cursors moved: a few round trips in all
+                    keys = [p.key(at) for p in plans for at, _ in p.due.skipped]
+                    keys += [p.key(p.due.to_run) for p in plans if p.due.to_run]
+                    won = await self.leases.acquire_many(keys, now)
+                    fires, skipped, missed = self._sort(plans, won, jobs, now)
+                    recorded = False
+                    try:
+                        if skipped or missed:
+                            await self.runs.skipped_many(skipped + missed)
+                        recorded = True
+                        moves = [
+                            (p.job_id, p.cursor, p.due.upcoming)
+                            for p in plans
+                            if p.job_id is not None
+                        ]
+                        if moves:
+                            await self.jobs.store.advance_many(moves)
+                        for plan in plans:
+                            if plan.job_id is None:
+                                await self.pulse.advance(plan.cursor, plan.due.upcoming)
+                    except Exception:
+                        self._hold(fires, recorded=recorded)
+                        raise
+                    self._claimed_fires(plans, fires, missed, jobs, now)
                 # Retries, when one may be due: its moment came, something waits in
                 # memory, or runs were just reclaimed (``load`` notes the stored ones).
                 retry_at = self._due_at.get(RETRY_TIMER)
@@ -420,29 +447,14 @@ class Engine:
                 if retry_due or reclaimed or self.retries.waiting or not self._loaded:
                     if retry_due:
                         self._due_at.pop(RETRY_TIMER, None)
-                    running = {group_of(f.kind, f.job_id) for f in fires if f.action == "run"}
-                    for item in await self.retries.due(now, running):
-                        fire = Fire(item.kind, item.job_id, item.scheduled_for, item.action)
-                        fire.task = self._spawn(item.work)
-                        fires.append(fire)
-                    if (retry_at := await self.runs.next_retry()) is not None:
-                        self._retry_at(retry_at)
-                    if self.retries.waiting:
-                        self._retry_at(now + self.retries.soon)
+                    fires += await self._retry(now, fires)
                 if self.reclaim.next_check is not None:
                     self._retry_at(self.reclaim.next_check)
                 # Keys still due by now were not this process's to run (another process
                 # took the fire, or the job was disabled there): read where they stand.
                 stale = [k for k, at in self._due_at.items() if at <= now and k != RETRY_TIMER]
                 if stale:
-                    ids = [key[5:] for key in stale if key.startswith("cron:")]
-                    for job_id, fire_at in (await self.jobs.next_fire_map(ids)).items():
-                        self._note(f"cron:{job_id}", fire_at)
-                    if PULSE_TIMER in stale:
-                        self._note(PULSE_TIMER, (await self.pulse.get()).next_pulse_at)
-                    for work in self.timed:
-                        if work.key in stale:
-                            self._note(work.key, await work.due_at())
+                    await self._read_again(stale)
             except Exception as exc:
                 # The fires stay due in the database: a sweep soon looks again.
                 if unreachable(exc):
@@ -459,14 +471,37 @@ class Engine:
             await asyncio.gather(*(f.task for f in fires if f.task), return_exceptions=True)
         return fires
 
-    async def _claim(
-        self, plans: list[Plan], jobs: dict[str, CronJob], now: datetime
-    ) -> list[Fire]:
-        """Claim the leases, record the skipped fires, move the cursors, note when each
-        is next due, start the runs won: a few round trips for any number of jobs."""
-        keys = [plan.key(moment) for plan in plans for moment, _ in plan.due.skipped]
-        keys += [plan.key(plan.due.to_run) for plan in plans if plan.due.to_run]
-        won = await self.leases.acquire_many(keys, now)
+    async def _retry(self, now: datetime, fires: list[Fire]) -> list[Fire]:
+        """The retries due at ``now`` started, and the next one's moment noted; a fire
+        of the same job starting in this sweep (``fires``) supersedes its retry."""
+        started: list[Fire] = []
+        running = {group_of(f.kind, f.job_id) for f in fires if f.action == "run"}
+        for item in await self.retries.due(now, running):
+            fire = Fire(item.kind, item.job_id, item.scheduled_for, item.action)
+            fire.task = self._spawn(item.work)
+            started.append(fire)
+        if (retry_at := await self.runs.next_retry()) is not None:
+            self._retry_at(retry_at)
+        if self.retries.waiting:
+            self._retry_at(now + self.retries.soon)
+        return started
+
+    async def _read_again(self, stale: list[str]) -> None:
+        """When the keys ``stale`` are next due, read from the database."""
+        ids = [key[5:] for key in stale if key.startswith("cron:")]
+        for job_id, fire_at in (await self.jobs.store.next_fire_map(ids)).items():
+            self._note(f"cron:{job_id}", fire_at)
+        if PULSE_TIMER in stale:
+            self._note(PULSE_TIMER, (await self.pulse.get()).next_pulse_at)
+        for work in self.timed:
+            if work.key in stale:
+                self._note(work.key, await work.due_at())
+
+    def _sort(
+        self, plans: list[Plan], won: set[str], jobs: dict[str, CronJob], now: datetime
+    ) -> tuple[list[Fire], list[Run], list[Run]]:
+        """The fires whose claims (``won``) this process holds, and the records of those
+        not to run: (fires, skipped, missed past their window)."""
         fires: list[Fire] = []
         skipped: list[Run] = []
         missed: list[Run] = []
@@ -500,31 +535,31 @@ class Engine:
             run = plan.due.to_run
             if run is not None and plan.key(run) in won:
                 fires.append(Fire(plan.kind, plan.job_id, run, "run"))
-        recorded = False
-        try:
-            if skipped or missed:
-                await self.runs.skipped_many(skipped + missed)
-            recorded = True
-            moves: list[tuple[str, datetime | None, datetime | None]] = [
-                (p.job_id, p.cursor, p.due.upcoming) for p in plans if p.job_id is not None
-            ]
-            if moves:
-                await self.jobs.advance_many(moves)
-            for plan in plans:
-                if plan.job_id is None:
-                    await self.pulse.advance(plan.cursor, plan.due.upcoming)
-        except Exception:
-            # The fires won are this process's alone: held, a later sweep starts them;
-            # one to be recorded skipped or missed whose record was not written is
-            # recorded lost (failed, and reported) by it, never left unrecorded.
-            for fire in fires:
-                if fire.action == "run":
-                    self.retries.hold_fire(fire.kind, fire.job_id, fire.scheduled_for, "claimed")
-                elif not recorded:
-                    moment = fire.scheduled_for
-                    note = "claimed, but its record could not be written"
-                    self.retries.hold_fire(fire.kind, fire.job_id, moment, note, until=moment)
-            raise
+        return fires, skipped, missed
+
+    def _hold(self, fires: list[Fire], *, recorded: bool) -> None:
+        """The claimed fires' records or cursors could not be written. The fires won are
+        this process's alone: held, a later sweep starts them; one to be recorded skipped
+        or missed whose record was not written (not ``recorded``) is recorded lost
+        (failed, and reported) by it, never left unrecorded."""
+        for fire in fires:
+            if fire.action == "run":
+                self.retries.hold_fire(fire.kind, fire.job_id, fire.scheduled_for, "claimed")
+            elif not recorded:
+                moment = fire.scheduled_for
+                note = "claimed, but its record could not be written"
+                self.retries.hold_fire(fire.kind, fire.job_id, moment, note, until=moment)
+
+    def _claimed_fires(
+        self,
+        plans: list[Plan],
+        fires: list[Fire],
+        missed: list[Run],
+        jobs: dict[str, CronJob],
+        now: datetime,
+    ) -> None:
+        """After the claims are written: note when each is next due, tell the owner of
+        the missed fires, start the runs won."""
         # The cursors moved as planned (compare-and-set: one another process moved
         # first is read again when its stale moment comes); a moment a change set
         # meanwhile (``job_changed``, ``pulse_changed``) is kept.
@@ -540,26 +575,25 @@ class Engine:
         if missed:  # the owner hears, once for the sweep, while the runs start
             first = next(f for f in fires if f.action == "missed")
             first.task = self._spawn(self.recorder.missed(missed, jobs))
-        loop = asyncio.get_running_loop()
         for fire in fires:
             if fire.action == "run":
                 job = jobs[fire.job_id] if fire.job_id is not None else None
-                task = loop.create_task(self.retries.start(fire.kind, job, fire.scheduled_for))
-                fire.task = task
-                self._runs.add(task)  # waited for on stop, logged if it raises
-                task.add_done_callback(self._finished)
-        return fires
+                # Waited for on stop, logged if it raises.
+                fire.task = self._spawn(self.retries.launch(fire.kind, job, fire.scheduled_for))
 
-    def _spawn(self, work: Coroutine[object, None, object]) -> asyncio.Task[object]:
-        """Run ``work`` as a task the engine waits for on ``stop``; logged if it raises."""
-        task: asyncio.Task[object] = asyncio.get_running_loop().create_task(work)
+    def _spawn(self, work: Awaitable[object]) -> asyncio.Task[object]:
+        """Run ``work`` as a task (or take the task it is) the engine waits for on
+        ``stop``; logged if it raises."""
+        task: asyncio.Task[object] = asyncio.ensure_future(work)
         self._runs.add(task)
         task.add_done_callback(self._finished)
         return task
 
     def _finished(self, task: asyncio.Task[object]) -> None:
         self._runs.discard(task)
-        if not task.cancelled() and task.exception() is not None:
+        if task.cancelled() or isinstance(task.exception(), NotStarted):
+            return  # a fire not started is held (``Retries.launch``)
+        if task.exception() is not None:
             log.error("scheduled run raised", exc_info=task.exception())
 
 

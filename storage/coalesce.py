@@ -46,6 +46,7 @@ I = TypeVar("I")  # noqa: E741 - the item type
 K = TypeVar("K", bound=Hashable)
 A = TypeVar("A")  # what a caller passes besides the key
 V = TypeVar("V")
+R = TypeVar("R")  # a load's raw answer, before it is parsed
 Doc = dict[str, Any]
 
 # Group commit.
@@ -183,21 +184,28 @@ def insert_each(coll: AsyncCollection[Doc], *, keyed: bool = False) -> BatchWrit
         try:
             await retry.retried(lambda: coll.insert_many(docs, ordered=False), "insert")
         except BulkWriteError as exc:
-            errors = _errors(exc)
-            clashes = {
-                i: docs[i]["_id"] for i, e in errors.items() if isinstance(e, DuplicateKeyError)
-            }
-            if clashes:
-                query = {"_id": {"$in": list(set(clashes.values()))}}
-                found = coll.find(query, projection={retry.INSERT_FIELD: 1})
-                stored = {d["_id"]: d.get(retry.INSERT_FIELD) async for d in found}
-                for i, key in clashes.items():
-                    if key in stored and (not keyed or stored[key] == docs[i][retry.INSERT_FIELD]):
-                        errors[i] = None  # stored by an earlier try
-            return [errors.get(i) for i in range(len(docs))]
+            return await own_copies(coll, docs, exc, keyed=keyed)
         return None
 
     return write
+
+
+async def own_copies(
+    coll: AsyncCollection[Doc], docs: list[Doc], exc: BulkWriteError, *, keyed: bool = False
+) -> list[BaseException | None]:
+    """Each document's outcome of an unordered insert of ``docs`` (their ``_id`` set
+    before the first try) that raised ``exc``: None where it is stored, the stored copy
+    being its own (see ``insert_each``), else its own error."""
+    errors = _errors(exc)
+    clashes = {i: docs[i]["_id"] for i, e in errors.items() if isinstance(e, DuplicateKeyError)}
+    if clashes:
+        query = {"_id": {"$in": list(set(clashes.values()))}}
+        found = coll.find(query, projection={retry.INSERT_FIELD: 1})
+        stored = {d["_id"]: d.get(retry.INSERT_FIELD) async for d in found}
+        for i, key in clashes.items():
+            if key in stored and (not keyed or stored[key] == docs[i][retry.INSERT_FIELD]):
+                errors[i] = None  # stored by an earlier try
+    return [errors.get(i) for i in range(len(docs))]
 
 
 def _errors(exc: BulkWriteError) -> dict[int, BaseException | None]:
@@ -337,6 +345,10 @@ def _settle(waiters: list[asyncio.Future[V]], outcome: V | Exception) -> None:
 # The read-through cache.
 
 
+def _itself(value: V) -> V:
+    return value
+
+
 class TtlCache(Generic[K, V]):
     def __init__(
         self, ttl: float, max_entries: int = 10_000, clock: Callable[[], float] = time.monotonic
@@ -350,14 +362,22 @@ class TtlCache(Generic[K, V]):
     def get(self, key: K, load: Callable[[], Awaitable[V]]) -> Awaitable[V]:
         """The value for ``key``: a fresh one at once (a finished future, nothing to
         wait in), else ``load``'s, shared with a load of it in flight."""
+        return self.read(key, load, _itself)
+
+    def read(
+        self, key: K, query: Callable[[], Awaitable[R]], parse: Callable[[R], V]
+    ) -> Awaitable[V]:
+        """As ``get``, loading with a database call (``query``, the driver's own
+        awaitable) and a plain ``parse`` of its answer: a miss waits in the driver
+        alone, with no loader of ours in between."""
         hit = self._entries.get(key)
         if hit is not None and self._clock() - hit[0] < self._ttl:
             found: asyncio.Future[V] = asyncio.get_running_loop().create_future()
             found.set_result(hit[1])
             return found
-        return self._fetch(key, load)
+        return self._fetch(key, query, parse)
 
-    async def _fetch(self, key: K, load: Callable[[], Awaitable[V]]) -> V:
+    async def _fetch(self, key: K, query: Callable[[], Awaitable[R]], parse: Callable[[R], V]) -> V:
         while True:
             now = self._clock()
             hit = self._entries.get(key)
@@ -375,7 +395,7 @@ class TtlCache(Generic[K, V]):
         future: asyncio.Future[V] = asyncio.get_running_loop().create_future()
         self._loading[key] = future
         try:
-            value = await load()
+            value = parse(await query())
         except BaseException as exc:
             self._settle(key, future, exc)
             raise

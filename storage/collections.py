@@ -62,12 +62,12 @@ PAIRING = "pairing"
 USAGE = "usage"
 """Model tokens per day and kind (chat, cron, pulse), for the dashboard's Spend page."""
 MONITORS = "monitors"
-"""http checks and heartbeats (``scheduler.monitors``, which owns it)."""
+"""http checks, heartbeats and change monitors (``storage.repos.monitors``)."""
 MEMORIES = "memories"
 """Facts about the owner, one per record (``storage.repos.memories``)."""
 MONITOR_CHECKS = "monitor_checks"
 """Each monitor's checks counted per hour and per day, and its latest response times
-(``scheduler.monitors.history``)."""
+(``storage.repos.monitor_checks``)."""
 
 PROTECTED: frozenset[str] = frozenset(
     {
@@ -157,7 +157,7 @@ INDEXES: Mapping[str, Sequence[IndexModel]] = MappingProxyType(
             IndexModel([("slot", ASCENDING)], unique=True, sparse=True),
         ],
         # One document per monitor, read by _id; it expires a month after its last
-        # check (``scheduler.monitors.history``).
+        # check (``storage.repos.monitor_checks``).
         MONITOR_CHECKS: [IndexModel([("expires_at", ASCENDING)], expireAfterSeconds=0)],
         # Side-effect results are needed only while an exchange may still be replayed.
         TOOL_EFFECTS: [IndexModel([("created_at", ASCENDING)], expireAfterSeconds=7 * 86400)],

@@ -25,6 +25,7 @@ from typing import Any
 from pymongo.asynchronous.database import AsyncDatabase
 
 from storage import collections as c
+from storage.records import BadRecord, moment, parsed
 from storage.repos.memories import Fact, MemoryStore
 from storage.text_search import terms
 
@@ -119,8 +120,32 @@ async def consolidate(db: AsyncDatabase[Doc], now: datetime, tz: tzinfo) -> list
     return changes
 
 
-async def last_log(db: AsyncDatabase[Doc]) -> Doc | None:
-    return await db[c.SETTINGS].find_one({"_id": LOG_ID})
+@dataclass(frozen=True, slots=True)
+class ConsolidationLog:
+    """The last consolidation: when, what it did to each fact, and the facts as they
+    were before it."""
+
+    at: datetime | None
+    notes: tuple[str, ...]
+    before: tuple[Doc, ...]
+    """Each changed fact's stored document as it was, put back as is by ``undo``."""
+
+    @classmethod
+    def from_doc(cls, doc: Doc) -> ConsolidationLog:
+        before = doc.get("before") or ()
+        if not isinstance(before, list | tuple) or not all(isinstance(d, dict) for d in before):
+            raise BadRecord("before is not a list of documents")
+        return cls(
+            at=moment(doc, "at"),
+            notes=tuple(str(note) for note in doc.get("notes") or ()),
+            before=tuple(before),
+        )
+
+
+async def last_log(db: AsyncDatabase[Doc]) -> ConsolidationLog | None:
+    """The last consolidation's log (None: none, or one that does not parse, logged)."""
+    doc = await db[c.SETTINGS].find_one({"_id": LOG_ID})
+    return None if doc is None else parsed(doc, ConsolidationLog.from_doc, "consolidation log")
 
 
 async def undo(db: AsyncDatabase[Doc]) -> int:
@@ -128,10 +153,9 @@ async def undo(db: AsyncDatabase[Doc]) -> int:
     log = await last_log(db)
     if log is None:
         return 0
-    before = list(log.get("before") or ())
-    await MemoryStore(db).restore(before)
+    await MemoryStore(db).restore(log.before)
     await db[c.SETTINGS].delete_one({"_id": LOG_ID})
-    return len(before)
+    return len(log.before)
 
 
 async def consolidate_if_due(

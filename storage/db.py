@@ -7,7 +7,6 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -16,6 +15,7 @@ from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import ConfigurationError, OperationFailure, ServerSelectionTimeoutError
 
+from runtime.clock import utcnow
 from storage.collections import INDEXES, drop_obsolete, retire_legacy_keys
 from storage.embedded.owner import EmbeddedServer
 from storage.errors import DatabaseUnavailable as DatabaseUnavailable  # where callers found it
@@ -129,8 +129,8 @@ async def _ensure_indexes(db: AsyncDatabase[Doc]) -> None:
     done = await asyncio.gather(
         *(db[name].create_indexes(list(models)) for name, models in INDEXES.items()),
         drop_obsolete(db),
-        retire_legacy_keys(db, datetime.now(UTC)),
-        MemoryStore(db).upgrade_blob(datetime.now(UTC)),  # the one-blob memory, as facts
+        retire_legacy_keys(db, utcnow()),
+        MemoryStore(db).upgrade_blob(utcnow()),  # the one-blob memory, as facts
         return_exceptions=True,
     )
     for result in done:

@@ -180,7 +180,7 @@ class Recall:
         and only when one is due (``CHECK_EVERY``)."""
         if not self._facts_fresh():  # as ``_sync_facts``, one frame fewer on every exchange
             self._checked_at = self._clock()
-            version = await self.store.version()
+            version = self.store.version_of(await self.store.read_version())
             if version != self._version:
                 await self._reload(version)
         return self._pinned(), self._search(words, limit, stale=False) if words else []

@@ -38,8 +38,7 @@ from agent.app.application import App, Feature, FeatureContext, Parts, Schedulin
 from agent.tools.mcp.client import McpServers
 from channels.http_fetch import read_at_most
 from runtime.tasks import stop_task
-from storage import collections as c
-from storage.ejson import aware
+from storage.repos.runs.store import RunStore
 
 if TYPE_CHECKING:
     from agent.context import McpManager
@@ -171,7 +170,7 @@ async def collect(sources: HealthSources) -> Health:
     scheduler, model, outbox = await asyncio.gather(
         _bounded(lambda: scheduler_health(sources.scheduling, sources.clock())),
         _bounded(lambda: model_health(sources.database)),
-        _bounded(lambda: outbox_health(sources.database, sources.clock())),
+        _bounded(lambda: outbox_health(sources.outbox, sources.clock())),
     )
     others = {"model": model, "outbox": outbox, "mcp": mcp_health(sources.mcp)}
     return Health(db, scheduler, channels, others, engine)
@@ -210,7 +209,7 @@ async def scheduler_health(scheduling: Scheduling | None, now: datetime) -> Comp
         "grace_seconds": grace.total_seconds(),
     }
     overdue: list[dict[str, Any]] = []
-    for job in await scheduling.jobs.enabled_jobs(due_by=now - grace):
+    for job in await scheduling.jobs.store.enabled(due_by=now - grace):
         if job.next_fire_at is not None:
             overdue.append({"kind": "cron", "job_id": job.id, "due_at": job.next_fire_at})
     pulse = await scheduling.pulse.get()
@@ -234,19 +233,13 @@ async def scheduler_health(scheduling: Scheduling | None, now: datetime) -> Comp
 async def model_health(database: Database) -> Component:
     """The model's last success and last failure, as the latest run records tell (a chat
     leaves no record: ``unknown`` until a cron job or a pulse has run)."""
-    cursor = database.db[c.RUNS].find(
-        {"status": {"$in": ["success", "failed", "timeout"]}},
-        projection={"status": 1, "reason": 1, "started_at": 1, "ended_at": 1},
-        sort=[("started_at", -1)],
-        limit=RECENT_RUNS,
-    )
     success: datetime | None = None
     failure: datetime | None = None
-    async for run in cursor:
-        at = aware(run.get("ended_at")) or aware(run.get("started_at"))
-        if run.get("status") == "success" and success is None:
+    for run in await RunStore(database.db).latest_finished(RECENT_RUNS):
+        at = run.ended_at or run.started_at
+        if run.status == "success" and success is None:
             success = at
-        elif run.get("reason") == "model_unavailable" and failure is None:
+        elif run.reason == "model_unavailable" and failure is None:
             failure = at
     detail = {
         "last_success_at": success.isoformat() if success else None,
@@ -259,23 +252,17 @@ async def model_health(database: Database) -> Component:
     return Component("ok", detail)
 
 
-async def outbox_health(database: Database, now: datetime) -> Component:
+async def outbox_health(outbox: Outbox, now: datetime) -> Component:
     """Messages waiting to be sent and given up on; ``degraded`` when one has waited
     longer than ``OUTBOX_LATE_SECONDS``."""
-    coll = database.db[c.OUTBOX]
-    waiting = {"status": {"$in": ["pending", "sending"]}}
-    pending = await coll.count_documents(waiting)
-    failed = await coll.count_documents({"status": "failed"})
-    oldest = None
-    if pending:
-        first = await coll.find_one(waiting, projection={"created_at": 1}, sort=[("created_at", 1)])
-        oldest = first.get("created_at") if first else None
+    backlog = await outbox.backlog()
+    oldest = backlog.oldest_pending_at
     detail = {
-        "pending": pending,
-        "failed": failed,
+        "pending": backlog.pending,
+        "failed": backlog.failed,
         "oldest_pending_at": oldest.isoformat() if oldest else None,
     }
-    if oldest is not None and (now - (aware(oldest) or now)).total_seconds() > OUTBOX_LATE_SECONDS:
+    if oldest is not None and (now - oldest).total_seconds() > OUTBOX_LATE_SECONDS:
         return Component("degraded", detail)
     return Component("ok", detail)
 

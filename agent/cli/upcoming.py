@@ -15,11 +15,13 @@ from agent.config import Settings
 from agent.owner import OwnerSettings
 from runtime.clock import Clock, utcnow
 from scheduler.cron.expression import CronError, describe
-from scheduler.cron.job import CronJob
+from scheduler.cron.job import CronJob, JobReader
 from scheduler.cron.service import CronService, fires_window
 from scheduler.pulse.grid import PulseConfigError, upcoming_pulses
 from scheduler.pulse.store import PulseState, PulseStore
 from scheduler.views import days_text, quiet_text
+from storage.repos.cron_jobs import CronJobStore
+from storage.repos.pulse import PulseRepo
 
 PER_JOB_LIMIT = 200
 
@@ -89,8 +91,8 @@ async def print_schedule(
         owner = OwnerSettings(db.db, clock, settings.timezone)
         await owner.load()  # the owner's timezone and quiet hours (manage_settings)
         tz = owner.tz
-        state = await PulseStore(db.db, clock, owner).get()
-        jobs = await CronService(db.db, clock, tz.key).list_jobs()
+        state = await PulseStore(PulseRepo(db.db), clock, owner).get()
+        jobs = await CronService(CronJobStore(db.db, JobReader()), clock, tz.key).list_jobs()
     for line in schedule_lines(state, jobs, tz, clock(), hours):
         print(line, file=stream)
     stream.flush()

@@ -201,7 +201,7 @@ class Agent:
             reply.budget_spent = result.budget_spent
         # One write per exchange (tokens are counted per model call, by the loop): the
         # inbox holds the message durably until this point, so a crash replays it.
-        await deps.messages.append(conv_id, stored, start_seq=next_seq)
+        await deps.messages.append(conv_id, stored, start_seq=next_seq, alone=isolated)
         if self.summaries is not None and not isolated and not reply.failed:
             added = [
                 StoredMessage.from_doc({**d, "seq": next_seq + i}) for i, d in enumerate(stored)

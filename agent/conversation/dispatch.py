@@ -13,9 +13,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from types import MappingProxyType
 
-from bson import ObjectId
-from pymongo.errors import DuplicateKeyError
-
 from agent.context import AgentDeps, RunContext, Tier
 from agent.conversation.agent import Agent, AgentReply, apology
 from agent.conversation.buttons import is_press, refuse_press
@@ -26,6 +23,7 @@ from channels.delivery.envelope import Envelope
 from channels.registry import ChannelName
 from channels.types import HandlingFailed, InboundMessage, Reply
 from storage import collections as c
+from storage.repos.contacts import ContactLog
 from storage.repos.inbox import arrivals_since
 
 log = logging.getLogger(__name__)
@@ -179,26 +177,12 @@ class Dispatcher:
     async def _stranger(self, envelope: Envelope) -> list[Reply]:
         """Counted by channel, sender, time and size; their words are not kept where the
         model or the pulse could read them (the stored inbox row is emptied)."""
-        db, message = self.deps.db, envelope.message
+        message, contacts = envelope.message, ContactLog(self.deps.db)
         if envelope.inbox_id is not None:
-            await db[c.INBOX].update_one(
-                {"_id": ObjectId(envelope.inbox_id)},
-                {
-                    "$set": {"text": "", "sender_name": "", "meta": {}, "stranger": True},
-                    "$unset": {"reply_to": "", "media": ""},
-                },
-            )
-        stats = db[c.SETTINGS]
-        key = f"stranger:{message.channel}:{message.sender_id}"
+            await contacts.forget_words(envelope.inbox_id)
         now = self.deps.clock()
-        doc = await stats.find_one_and_update(
-            {"_id": key},
-            {
-                "$inc": {"count": 1, "chars": len(message.text)},
-                "$set": {"last_seen": now},
-                "$unset": {"name": ""},
-            },
-            upsert=True,
+        last = await contacts.stranger_seen(
+            message.channel, message.sender_id, len(message.text), now
         )
         if message.channel != ChannelName.TELEGRAM:
             log.info("ignored a %s message from an unknown sender", message.channel)
@@ -213,10 +197,9 @@ class Dispatcher:
             offered = await self.pairing.offer(message)
             if offered is not None:
                 return offered
-        last = (doc or {}).get("refused_at")
         if last is not None and now - last < REFUSAL_EVERY:
             return []
-        await stats.update_one({"_id": key}, {"$set": {"refused_at": now}})
+        await contacts.stranger_refused(message.channel, message.sender_id, now)
         return [Reply(refusal(message.sender_id))]
 
     async def _too_fast(self, message: InboundMessage) -> bool:
@@ -229,18 +212,10 @@ class Dispatcher:
 
     async def _slow_down(self, message: InboundMessage, ctx: RunContext) -> list[Reply]:
         """One polite notice per window (when replies are allowed), then silence."""
+        contacts = ContactLog(self.deps.db)
         now = self.deps.clock()
-        key = f"contact_rate:{message.channel}:{message.sender_id}"
-        claimed = await self.deps.db[c.SETTINGS].update_one(
-            {"_id": key, "noticed_at": {"$not": {"$gt": now - RATE_WINDOW}}},
-            {"$set": {"noticed_at": now}},
-            upsert=False,
-        )
-        if claimed.matched_count == 0:
-            try:
-                await self.deps.db[c.SETTINGS].insert_one({"_id": key, "noticed_at": now})
-            except DuplicateKeyError:
-                return []  # noticed already in this window
+        if not await contacts.notice_rate(message.channel, message.sender_id, now, RATE_WINDOW):
+            return []  # noticed already in this window
         log.info("%s contact over the message rate; no model call", message.channel)
         return [Reply(SLOW_DOWN)] if ctx.can_reply else []
 

@@ -49,6 +49,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from runtime.clock import utcnow
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -254,7 +256,7 @@ def retry_after_seconds(
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+    return max(0.0, (when - (now or utcnow())).total_seconds())
 
 
 def retry_delay_from_details(details: Any) -> float | None:

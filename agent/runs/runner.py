@@ -38,7 +38,6 @@ from scheduler.cron.service import CronService
 from scheduler.fires.recorder import Go, RunTicket, Skip
 from scheduler.pulse.grid import local_day
 from scheduler.pulse.store import PulseStore
-from storage import collections as c
 from storage.repos.runs.record import (
     PASSING,
     CallSummary,
@@ -227,15 +226,13 @@ class Runner:
         """The outcome of an earlier try of this run whose answer is already in the
         outbox (the outbox sends what it holds), or None."""
         key = answer_key(ticket)
-        sent = await self.deps.db[c.OUTBOX].find_one(
-            {"_id": key}, projection={"text": 1, "channel": 1, "chat_id": 1}
-        )
+        sent = await self.deps.outbox.stored(key)
         if sent is None:
             return None
         log.info("run %s: its answer went out before try %d; not asked again",
                  ticket.id, ticket.attempt)  # fmt: skip
-        delivery = Delivery(sent.get("channel"), sent.get("chat_id"), key, earlier_try=True)
-        return Outcome("success", result=str(sent.get("text", "")), delivery=delivery)
+        delivery = Delivery(sent.channel, sent.chat_id, key, earlier_try=True)
+        return Outcome("success", result=sent.text, delivery=delivery)
 
     async def _enqueue(self, channel: str, chat: str, text: str, key: str, what: str) -> Delivery:
         try:

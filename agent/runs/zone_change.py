@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from agent.owner import OwnerPrefs, OwnerSettings, ZoneChange
+from agent.owner import OwnerPrefs, OwnerSettings
 from agent.reach import Reach
 from channels.delivery.outbox import Outbox
 from channels.types import Channel, OutboundMessage
@@ -27,6 +27,7 @@ from scheduler.cron.expression import CronError
 from scheduler.cron.job import CronJob
 from scheduler.cron.service import CronService
 from scheduler.views import OwnerZone, short_time
+from storage.repos.owner_settings import ZoneChange
 
 log = logging.getLogger(__name__)
 ZONE_TIMER = "zone"

@@ -20,9 +20,10 @@ from pydantic import BaseModel, Field, WithJsonSchema
 from agent.context import RunContext
 from agent.llm.untrusted import EXTERNAL, for_model
 from agent.tools.base import Tool, ToolError, ToolResult
-from scheduler.monitors.monitor import URL_LIMIT, MonitorError, check_url
+from scheduler.monitors.monitor import URL_LIMIT, check_url
 from scheduler.monitors.page import PageError, get_page, readable
 from storage.outside import Outside
+from storage.repos.monitor_record import MonitorError
 
 USER_AGENT = "Watchkeeper-fetch/1"
 

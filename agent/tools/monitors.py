@@ -16,8 +16,8 @@ from agent.config import Settings
 from agent.context import RunContext
 from agent.llm.untrusted import for_model
 from agent.tools.base import Tool, ToolError, ToolResult
-from scheduler.monitors.monitor import Monitor, MonitorError
 from scheduler.monitors.service import Monitors
+from storage.repos.monitor_record import Monitor, MonitorError
 
 SETTINGS = (
     "name",

@@ -34,7 +34,6 @@ from agent.owner import (
     OwnerPrefs,
     OwnerSettings,
     SettingsError,
-    ZoneChange,
     check_reachable,
 )
 from agent.reach import PRIMARY_CHOICES
@@ -43,6 +42,7 @@ from agent.tools.base import Tool, ToolError, ToolResult
 from scheduler.cron.job import CronJob
 from scheduler.pulse.grid import in_quiet_hours
 from scheduler.views import local_iso, short_time, when_text
+from storage.repos.owner_settings import ZoneChange
 
 DURING_QUIET = (
     "info and warning alerts are held and delivered when quiet hours end, and the pulse "

@@ -18,6 +18,9 @@ Telegram gives no way to ask whether a message arrived, so that window (and a se
 still on its way at the crash) cannot be closed: a reply left ``sending`` by a dead
 process is sent again, a reply lost being worse than one seen twice (the README's
 "Nothing lost, nothing doubled" says so).
+
+What is stored, and how, is the store's (``storage.repos.outbox``): here every row is an
+``OutboxRow``.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from datetime import timedelta
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
@@ -38,10 +41,7 @@ from channels.types import Button, Channel, OutboundMessage, SendError, SendResu
 from runtime.backoff import Backoff
 from runtime.clock import Clock
 from runtime.tasks import stop_task, wait_event
-from storage import collections as c
-from storage import retry
-from storage.coalesce import GroupCommit, insert_each
-from storage.records import Doc, each
+from storage.repos.outbox import Backlog, OutboxStore
 from storage.repos.outbox_row import OutboxRow
 
 log = logging.getLogger(__name__)
@@ -85,14 +85,14 @@ def to_message(row: OutboxRow) -> OutboundMessage:
 class Outbox:
     def __init__(
         self,
-        db: AsyncDatabase[Doc],
+        db: AsyncDatabase[dict[str, Any]],
         channels: Mapping[str, Channel],
         clock: Clock,
         backoff: Backoff = SEND_BACKOFF,
         on_failure: FailureHook | None = None,
         poll_seconds: float = 1.0,
     ) -> None:
-        self._coll = db[c.OUTBOX]
+        self._store = OutboxStore(db)
         self._channels = channels
         self._clock = clock
         self._backoff = backoff
@@ -102,9 +102,6 @@ class Outbox:
         self._task: asyncio.Task[None] | None = None
         self._lanes: dict[Lane, asyncio.Task[int]] = {}
         self._timers: set[asyncio.TimerHandle] = set()
-        self._insert = GroupCommit(insert_each(self._coll, keyed=True))
-        # After a send: its own command at once, never a batch (the module docstring).
-        self._record = insert_each(self._coll, keyed=True)
 
     async def enqueue(self, message: OutboundMessage, *, send_now: bool = True) -> bool:
         """Store ``message``; False when its idempotency key was already stored."""
@@ -112,7 +109,7 @@ class Outbox:
         try:
             # Together with replies stored meanwhile (storage.coalesce); retried once
             # on a dropped connection, a retry meeting its own copy (same _id) is success.
-            await self._insert(row.to_doc())
+            await self._store.add(row)
         except DuplicateKeyError:
             return False
         if send_now:  # sent here, stored as claimed: the send is the next step
@@ -144,14 +141,11 @@ class Outbox:
             outcome = _failure(message, exc)
         delay: float | None = None
         if isinstance(outcome, Failure):
-            fields, delay = self._after_failure(row, outcome)
+            row, delay = self._after_failure(row, outcome)
         else:
-            fields = self._sent(outcome)
-            if outcome.info:
-                fields["info"] = dict(outcome.info)
-        doc = {**row.to_doc(), **fields}
-        # One insert, retried once on a dropped connection (its own copy is success).
-        [error] = await self._record([doc]) or [None]
+            row = self._sent(row, outcome)
+        # One insert of its own, at once (the module docstring).
+        [error] = await self._store.record(row) or [None]
         if isinstance(error, DuplicateKeyError):  # only a second process on the message
             log.warning("outbox %s was recorded twice", row.idempotency_key)
             return
@@ -191,21 +185,8 @@ class Outbox:
             next_attempt_at=now,
         )
 
-    async def _claim(self, query: Doc) -> Doc | None:
-        # A claim tagged with a token, so a retry after a dropped connection finds the
-        # message the first try took instead of taking (and stranding) a second one.
-        return await retry.claim(
-            self._coll,
-            {**query, "status": "pending"},
-            {"$set": {"status": "sending", "claimed_at": self._clock()}, "$inc": {"attempts": 1}},
-            sort=[("created_at", 1)],
-        )
-
-    async def _send_claimed(self, doc: Doc | None) -> None:
-        """Send a claimed row (``enqueue`` sends what it stored itself), read once here."""
-        if doc is None:
-            return
-        row = OutboxRow.from_doc(doc)
+    async def _send_claimed(self, row: OutboxRow) -> None:
+        """Send a claimed row (``enqueue`` sends what it stored itself)."""
         message = to_message(row)
         outcome: SendResult | Failure
         try:
@@ -216,21 +197,13 @@ class Outbox:
 
     async def _settle(self, row: OutboxRow, outcome: SendResult | Failure) -> None:
         """Record a claimed row's send: sent, or due again later, or failed."""
-        key = row.idempotency_key  # its _id
         if isinstance(outcome, Failure):
-            fields, delay = self._after_failure(row, outcome)
-            await retry.retried(  # $set by _id: safe to repeat
-                lambda: self._coll.update_one({"_id": key}, {"$set": fields}),
-                "requeue" if delay is not None else "mark failed",
-            )
+            row, delay = self._after_failure(row, outcome)
+            await self._store.settle(row)
             await self._failure_noted(row, outcome, delay)
             return
-        sent = {**self._sent(outcome), **{f"info.{k}": v for k, v in outcome.info.items()}}
-        # $set by _id, so safe to retry; a lost "sent" would have it sent again. Its own
-        # command, at once (the module docstring).
-        await retry.retried(
-            lambda: self._coll.update_one({"_id": key}, {"$set": sent}), "mark sent"
-        )
+        # Its own command, at once (the module docstring).
+        await self._store.settle(self._sent(row, outcome))
 
     def _channel(self, message: OutboundMessage) -> Channel:
         """The running channel ``message`` goes through (a retryable ``SendError`` if
@@ -240,31 +213,36 @@ class Outbox:
             raise SendError(f"channel {message.channel!r} is not running", retryable=True)
         return channel
 
-    def _sent(self, result: SendResult) -> Doc:
+    def _sent(self, row: OutboxRow, result: SendResult) -> OutboxRow:
+        """``row`` as a successful send leaves it."""
         now = self._clock()
-        return {
-            "status": "sent",
-            "sent_at": now,
+        return replace(
+            row,
+            status="sent",
+            sent_at=now,
             # No attempt is due any more: the (status, next_attempt_at) index then also
             # finds what was sent recently (storage.repos.sent_alerts.last_sent_alert).
-            "next_attempt_at": now,
-            "external_ids": list(result.external_ids),
-        }
+            next_attempt_at=now,
+            external_ids=tuple(result.external_ids),
+            info={**row.info, **result.info},
+        )
 
-    def _after_failure(self, row: OutboxRow, failure: Failure) -> tuple[Doc, float | None]:
-        """The fields a failed attempt leaves, and the delay before the next (None: the
-        last attempt failed)."""
+    def _after_failure(self, row: OutboxRow, failure: Failure) -> tuple[OutboxRow, float | None]:
+        """``row`` as a failed attempt leaves it, and the delay before the next (None:
+        the last attempt failed)."""
         if failure.retryable and self._backoff.allows(row.attempts):
             delay = self._backoff.wait(row.attempts, failure.retry_after)
-            return {
-                "status": "pending",
-                "last_error": failure.error,
-                "next_attempt_at": self._clock() + timedelta(seconds=delay),
-            }, delay
-        return {"status": "failed", "last_error": failure.error, "failed_at": self._clock()}, None
+            due = self._clock() + timedelta(seconds=delay)
+            return replace(
+                row, status="pending", last_error=failure.error, next_attempt_at=due
+            ), delay
+        return replace(
+            row, status="failed", last_error=failure.error, failed_at=self._clock()
+        ), None
 
     async def _failure_noted(self, row: OutboxRow, failure: Failure, delay: float | None) -> None:
-        """Log a stored failure; wake the retry loop when it is due, or report the loss."""
+        """Log a stored failure (``row`` as stored); wake the retry loop when it is due,
+        or report the loss."""
         attempts, error = row.attempts, failure.error
         if delay is not None:
             log.warning("send to %s failed (attempt %d): %s", row.channel, attempts, error)
@@ -273,8 +251,7 @@ class Outbox:
         log.error("giving up on a %s message after %d attempts: %s", row.channel, attempts, error)
         if self._on_failure is not None:
             try:
-                failed = replace(row, status="failed", last_error=error, failed_at=self._clock())
-                await self._on_failure(failed)
+                await self._on_failure(row)
             except Exception:
                 log.exception("failure hook raised")
 
@@ -297,13 +274,7 @@ class Outbox:
     async def _open_lanes(self) -> list[asyncio.Task[int]]:
         """A draining task for each chat with something due (the one already at work, if
         any), oldest first, at most ``MAX_LANES`` at once."""
-        due = self._coll.find(
-            {"status": "pending", "next_attempt_at": {"$lte": self._clock()}},
-            projection=OutboxRow.CHAT_FIELDS,
-            sort=[("created_at", 1)],
-            limit=DUE_SCAN,
-        )
-        chats = dict.fromkeys([OutboxRow.chat_of(d) async for d in due])
+        chats = await self._store.due_chats(self._clock(), DUE_SCAN)
         for lane in chats:
             if lane not in self._lanes and len(self._lanes) < MAX_LANES:
                 task = asyncio.create_task(self._drain(lane), name=f"outbox:{lane[0]}")
@@ -315,16 +286,14 @@ class Outbox:
 
     async def _drain(self, lane: Lane) -> int:
         """Send one chat's due messages, oldest first, each claimed when its turn comes."""
-        channel, chat_id = lane
         attempted = 0
         try:
             while True:
-                query = {"channel": channel, "chat_id": chat_id}
-                doc = await self._claim({**query, "next_attempt_at": {"$lte": self._clock()}})
-                if doc is None:
+                row = await self._store.claim(lane, self._clock())
+                if row is None:
                     return attempted
                 attempted += 1
-                await self._send_claimed(doc)
+                await self._send_claimed(row)
         finally:
             if self._lanes.pop(lane, None) is not None and len(self._lanes) == MAX_LANES - 1:
                 self._wake.set()  # chats may be waiting for a free lane
@@ -348,12 +317,7 @@ class Outbox:
         mid-send) they go back at once; otherwise only after ``STALE_SENDING``, since
         another instance on the same MongoDB may still be sending them.
         """
-        query: Doc = {"status": "sending"}
-        if not all_sending:
-            query["claimed_at"] = {"$lt": self._clock() - STALE_SENDING}
-        await retry.retried(  # a $set: safe to repeat
-            lambda: self._coll.update_many(query, {"$set": {"status": "pending"}}), "recover"
-        )
+        await self._store.requeue_sending(None if all_sending else self._clock() - STALE_SENDING)
 
     async def start(self, *, sole_owner: bool = False) -> None:
         await self.recover(all_sending=sole_owner)
@@ -386,16 +350,23 @@ class Outbox:
 
     async def has(self, idempotency_key: str) -> bool:
         """Whether a message with this key was ever enqueued (its ``_id``)."""
-        found = await self._coll.find_one({"_id": idempotency_key}, projection={"_id": 1})
-        return found is not None
+        return await self._store.has(idempotency_key)
+
+    async def stored(self, idempotency_key: str) -> OutboxRow | None:
+        """The message enqueued under this key (its chat and text), or None."""
+        return await self._store.get(idempotency_key)
 
     async def pending_count(self) -> int:
-        return await self._coll.count_documents({"status": {"$in": ["pending", "sending"]}})
+        """Replies waiting for their send or in it."""
+        return await self._store.unsent_count()
+
+    async def backlog(self) -> Backlog:
+        """Replies unsent and given up on, and when the oldest unsent was queued."""
+        return await self._store.backlog()
 
     async def failed(self, limit: int = 20) -> list[OutboxRow]:
         """The replies given up on (at most ``limit``); a damaged row is logged and skipped."""
-        rows = await self._coll.find({"status": "failed"}, limit=limit).to_list()
-        return each(rows, OutboxRow.from_doc, "outbox row")
+        return await self._store.failed(limit)
 
 
 def _logged(task: asyncio.Task[int]) -> None:

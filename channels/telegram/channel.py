@@ -272,8 +272,8 @@ class TelegramChannel(TelegramSender):
                     timeout=self._poll_timeout,
                     allowed_updates=ALLOWED_UPDATES,
                 )
-            except RetryAfter as exc:
-                await asyncio.sleep(retry_after_seconds(exc))
+            except RetryAfter as exc:  # a failure too: the policy's pause, or what was asked
+                await pauses.sleep(retry_after_seconds(exc))
                 continue
             except Exception as exc:
                 if isinstance(exc, Conflict):  # a webhook was set again, or a second poller

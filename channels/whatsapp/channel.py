@@ -258,7 +258,7 @@ class WhatsAppChannel:
 
     async def _on_message(self, _client: Any, ev: Any) -> None:
         try:
-            parsed = parse_message(ev)
+            parsed = parse_message(ev, self._clock)
         except Exception:
             log.exception("could not read a WhatsApp message event")
             self.ignored["unreadable"] += 1

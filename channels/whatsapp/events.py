@@ -16,6 +16,7 @@ from typing import Any
 
 from channels.delivery.text import clean_text
 from channels.types import MediaItem
+from runtime.clock import Clock, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -95,9 +96,9 @@ def phone_to_jid(phone: str) -> str:
     return f"{phone.lstrip('+')}@{USER_SERVER}"
 
 
-def _timestamp(raw: int) -> datetime:
+def _timestamp(raw: int, clock: Clock) -> datetime:
     if raw <= 0:
-        return datetime.now(UTC)
+        return clock()
     seconds = raw / 1000 if raw > 10**12 else raw  # neonize gives seconds; be lenient
     return datetime.fromtimestamp(seconds, UTC)
 
@@ -207,8 +208,9 @@ def content_fields(msg: Any) -> list[str]:
     return [field.name for field, _ in msg.ListFields()]
 
 
-def parse_message(ev: Any) -> WaMessage | None:
-    """Reduce a neonize ``MessageEv``; None (logged) when it carries nothing to read."""
+def parse_message(ev: Any, clock: Clock = utcnow) -> WaMessage | None:
+    """Reduce a neonize ``MessageEv``; None (logged) when it carries nothing to read.
+    ``clock`` dates a message that came without a time."""
     info = ev.Info
     source = info.MessageSource
     text = message_text(ev.Message)
@@ -228,7 +230,7 @@ def parse_message(ev: Any) -> WaMessage | None:
         sender_phone=sender_phone,
         from_me=bool(source.IsFromMe),
         is_group=bool(source.IsGroup) or source.Chat.Server == GROUP_SERVER,
-        timestamp=_timestamp(int(info.Timestamp)),
+        timestamp=_timestamp(int(info.Timestamp), clock),
         text=text,
         push_name=_text(info.Pushname or ""),
         reply_to=_reply_to(ev.Message),

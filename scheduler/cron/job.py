@@ -16,16 +16,16 @@ the messages are shown to the model.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, cast, get_args
+from datetime import datetime, timedelta
+from typing import cast
 from zoneinfo import ZoneInfo
 
-from channels.registry import ChannelName
 from scheduler.cron.expression import (
     CronError,
     Schedule,
@@ -36,15 +36,9 @@ from scheduler.cron.expression import (
     validate_cron,
     validate_timezone,
 )
-from storage.records import maybe_text, moment, text
-from storage.repos.provenance import Provenance
+from storage.repos.cron_jobs import ON_FAILURE, OnFailure, StoredJob
 
 log = logging.getLogger(__name__)
-JobKind = Literal["recurring", "once"]
-OnFailure = Literal["warning", "critical", "none"]
-ON_FAILURE: tuple[str, ...] = get_args(OnFailure)
-DONE_KEPT = timedelta(days=30)
-"""How long a done one-time job stays listed before it is pruned."""
 
 
 class JobError(ValueError):
@@ -65,80 +59,26 @@ def on_failure_of(value: str | None, default: OnFailure = "warning") -> OnFailur
 
 
 @dataclass(frozen=True)
-class CronJob:
-    id: str
-    name: str
-    instruction: str
-    cron_expression: str
-    """Empty for a one-time job."""
-    timezone: str
-    enabled: bool
-    origin_channel: str
-    origin_chat_id: str
-    created_at: datetime
-    next_fire_at: datetime | None
-    kind: JobKind = "recurring"
-    run_at: datetime | None = None
-    on_failure: OnFailure = "warning"
-    done_at: datetime | None = None
-    last_status: str | None = None
-    updated_by: str | None = None
-    """Who made the latest change when not the model or the owner's chat (``dashboard``)."""
-    source: Provenance | None = None
-    """Where ``instruction`` came from when a run that had read outside text wrote it
-    (the owner approving it): that text's sources and the owner's code. Its runs count
-    as having read outside text. None when the instruction is the owner's own words."""
-
-    @property
-    def once(self) -> bool:
-        return self.kind == "once"
-
-    @property
-    def done(self) -> bool:
-        return self.done_at is not None
+class CronJob(StoredJob):
+    """A stored job with its schedule checked, ready for the engine's fires."""
 
     schedule: Schedule | None = field(default=None, compare=False, repr=False)
     """A recurring job's expression and zone, checked once when the job was read; None
     for a one-time job, or a stored expression that cannot be used (never fires)."""
 
     @classmethod
-    def from_doc(
-        cls, doc: Mapping[str, Any], schedule_of: Callable[[str, str], Schedule] = Schedule.of
+    def of(
+        cls, stored: StoredJob, schedule_of: Callable[[str, str], Schedule] = Schedule.of
     ) -> CronJob:
-        """The stored job; a field of the wrong type is a ``BadRecord``. A recurring
-        job's schedule is checked here, by ``schedule_of`` (the store remembers the ones
-        it checked): the engine's fires only compute."""
-        kind: JobKind = "once" if doc.get("kind") == "once" else "recurring"
-        policy = doc.get("on_failure")
-        expression = text(doc, "cron_expression")
-        timezone = text(doc, "timezone", "UTC")
+        """The job ``stored`` with its schedule, checked by ``schedule_of`` (the
+        service remembers the ones it checked): the engine's fires only compute."""
         schedule: Schedule | None = None
-        if kind == "recurring":
+        if not stored.once:
             try:
-                schedule = schedule_of(expression, timezone)
+                schedule = schedule_of(stored.cron_expression, stored.timezone)
             except CronError as exc:
-                log.warning("cron job %s has an unusable schedule: %s", doc.get("_id"), exc)
-        source = doc.get("source")
-        return cls(
-            id=str(doc["_id"]),
-            name=text(doc, "name"),
-            instruction=text(doc, "instruction"),
-            cron_expression=expression,
-            timezone=timezone,
-            enabled=bool(doc.get("enabled", True)),
-            origin_channel=text(doc, "origin_channel", ChannelName.CONSOLE),
-            origin_chat_id=str(doc.get("origin_chat_id", "owner")),
-            created_at=moment(doc, "created_at") or datetime.min.replace(tzinfo=UTC),
-            next_fire_at=moment(doc, "next_fire_at"),
-            kind=kind,
-            run_at=moment(doc, "run_at"),
-            on_failure=cast(OnFailure, policy) if policy in ON_FAILURE else "warning",
-            done_at=moment(doc, "done_at"),
-            last_status=maybe_text(doc, "last_status"),
-            updated_by=maybe_text(doc, "updated_by"),
-            source=Provenance.from_doc(source),
-            schedule=schedule,
-        )
+                log.warning("cron job %s has an unusable schedule: %s", stored.id, exc)
+        return cls(**stored.stored(), schedule=schedule)
 
     def rule_words(self) -> str:
         """A recurring job's rule in words (``describe``)."""
@@ -158,6 +98,18 @@ class CronJob:
         if self.schedule is None:  # said when it was read; said again to the caller
             return next_fires(self.cron_expression, validate_timezone(self.timezone), after, 0)
         return self.schedule.next_fires(after, count)
+
+
+class JobReader:
+    """Makes each stored job a ``CronJob`` (``CronJobStore``'s ``read``), each schedule
+    checked once per process, not at every read of its jobs (a stored expression was
+    checked when it was written)."""
+
+    def __init__(self) -> None:
+        self._schedule_of = functools.lru_cache(maxsize=1024)(Schedule.of)
+
+    def __call__(self, stored: StoredJob) -> CronJob:
+        return CronJob.of(stored, self._schedule_of)
 
 
 # --- one-time jobs: when they run ------------------------------------------------
@@ -280,8 +232,6 @@ CHOICES = (
 UPDATABLE = (
     "name, instruction, cron_expression, run_at, in_minutes, timezone, enabled or on_failure"
 )
-PENDING: Mapping[str, Any] = {"done_at": {"$exists": False}}
-"""Jobs that count toward the limit: done one-time jobs do not."""
 
 
 def which_schedule(

@@ -1,35 +1,29 @@
-"""``CronService``: cron jobs in ``cronjobs``, validated create/update/delete, and each
-job's next fire.
+"""``CronService``: cron jobs, validated create/update/delete, and each job's next fire.
 
 Every write goes through ``CronService`` (the ``manage_cronjob`` tool, the alert
 router's "make this weekly"), so a stored job always has a valid expression and
 timezone and an up-to-date ``next_fire_at``. Listeners (the engine) hear about each
-change at once, so a change takes effect without a restart.
+change at once, so a change takes effect without a restart. The jobs are stored by
+``store`` (``storage.repos.cron_jobs``), which the engine and the pulse read directly.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
-from pymongo import ReturnDocument, UpdateOne
-from pymongo.asynchronous.database import AsyncDatabase
-
 from channels.registry import ChannelName
 from runtime.clock import Clock
 from runtime.listeners import Listeners
 from scheduler.backlog import window
-from scheduler.cron.expression import CronError, Schedule, next_fires, validate_timezone
+from scheduler.cron.expression import CronError, next_fires, validate_timezone
 from scheduler.cron.job import (
     CHOICES,
-    DONE_KEPT,
     INSTRUCTION_LIMIT,
     NAME_LIMIT,
     NO_LIMITS,
-    PENDING,
     UPDATABLE,
     CronJob,
     JobError,
@@ -45,9 +39,8 @@ from scheduler.cron.job import (
     which_schedule,
     zone_of,
 )
-from storage import collections as c
-from storage import retry
-from storage.records import BadRecord, Doc, each, moment, parsed
+from storage.records import BadRecord
+from storage.repos.cron_jobs import CronJobStore, JobChange, JobSchedule, NewJob
 from storage.repos.provenance import Provenance
 
 log = logging.getLogger(__name__)
@@ -57,31 +50,28 @@ Listener = Callable[[str], Awaitable[None]]
 class CronService:
     def __init__(
         self,
-        db: AsyncDatabase[Doc],
+        store: CronJobStore[CronJob],
         clock: Clock,
         default_timezone: str | Callable[[], str],
         limits: JobLimits = NO_LIMITS,
     ) -> None:
-        """``default_timezone``: a new job's zone when it names none; a callable is the
+        """``store``: the jobs (``CronJobStore(db, JobReader())``).
+        ``default_timezone``: a new job's zone when it names none; a callable is the
         owner's timezone as it is now (the app's: it follows the owner's settings, read
         again by the engine's resync), a name is fixed until ``move_timezone``."""
-        self._coll = db[c.CRONJOBS]
         self._clock = clock
         self._default_timezone = default_timezone
         self.limits = limits
         """The scheduling feature passes the settings' limits; direct use has none."""
         self.listeners: Listeners[Listener] = Listeners()
-        self._schedule_of = functools.lru_cache(maxsize=1024)(Schedule.of)
-        """Schedules checked once per process, not at every read of their jobs (a
-        stored expression was checked when it was written)."""
+        self.store = store
+        """The jobs as stored, each read as a ``CronJob`` (its ``read``: ``JobReader``);
+        the engine reads and moves them there directly."""
 
     @property
     def default_timezone(self) -> str:
         zone = self._default_timezone
         return zone if isinstance(zone, str) else zone()
-
-    def _job(self, doc: Doc) -> CronJob:
-        return CronJob.from_doc(doc, self._schedule_of)
 
     def _first_fire(self, expression: str, timezone: str) -> datetime:
         return next_fires(expression, validate_timezone(timezone), self._clock(), 1)[0]
@@ -93,7 +83,7 @@ class CronService:
             except Exception:
                 log.exception("cron change listener failed for %s", job_id)
 
-    def _schedule_fields(
+    def _schedule(
         self,
         which: str,
         cron_expression: str | None,
@@ -101,17 +91,16 @@ class CronService:
         in_minutes: int | None,
         timezone: str,
         now: datetime,
-    ) -> Doc:
-        """The stored schedule of a recurring or a one-time job, with its first fire."""
+    ) -> JobSchedule:
+        """The schedule of a recurring or a one-time job, checked, with its first fire."""
         if which == "cron_expression":
             expression, tz = checked_schedule(cron_expression or "", timezone)
             check_interval(expression, tz, now, self.limits.min_interval)
             first = self._first_fire(expression, tz)
-            return {"kind": "recurring", "cron_expression": expression, "timezone": tz,
-                    "next_fire_at": first}  # fmt: skip
+            return JobSchedule("recurring", tz, first, cron_expression=expression)
         zone = zone_of(timezone)
         when = one_time_at(run_at, in_minutes, zone, now).astimezone(UTC)
-        return {"kind": "once", "run_at": when, "timezone": zone.key, "next_fire_at": when}
+        return JobSchedule("once", zone.key, when, run_at=when)
 
     async def create(
         self,
@@ -138,53 +127,38 @@ class CronService:
             raise JobError(CHOICES)
         now = self._clock()
         zone = timezone or self.default_timezone
-        schedule = self._schedule_fields(which, cron_expression, run_at, in_minutes, zone, now)
+        schedule = self._schedule(which, cron_expression, run_at, in_minutes, zone, now)
         policy = on_failure_of(on_failure)
         most = self.limits.max_jobs
-        if most is not None and await self._coll.count_documents(PENDING) >= most:
+        if most is not None and await self.store.pending() >= most:
             raise JobError(
                 f"there are already {most} cron jobs, the most allowed; delete or merge some "
                 "before creating another"
             )
-        doc: Doc = {
-            "name": name,
-            "instruction": instruction,
-            **schedule,
-            "enabled": enabled,
-            "on_failure": policy,
-            "origin_channel": origin_channel,
-            "origin_chat_id": origin_chat_id,
-            "created_at": now,
-            "updated_at": now,
-            **({"source": source.to_doc()} if source else {}),
-        }
-        if not await retry.insert_new(self._coll, doc, lambda: secrets.token_hex(4)):
+        new = NewJob(
+            name, instruction, schedule, enabled, policy, origin_channel, origin_chat_id, now,
+            source=source,
+        )  # fmt: skip
+        job = await self.store.insert(new, lambda: secrets.token_hex(4))
+        if job is None:
             raise JobError("could not allocate a job id; try again")
-        await self._changed(doc["_id"])
-        return self._job(doc)
-
-    def _read(self, doc: Doc) -> CronJob:
-        """One stored job, or a JobError saying it cannot be read (logged)."""
-        try:
-            return self._job(doc)
-        except (BadRecord, KeyError) as exc:
-            log.warning("cron job %r does not parse: %s", doc.get("_id"), exc)
-            unread = f"cron job {doc.get('_id')!r} is stored in a form that cannot be read"
-            raise JobError(unread) from None
+        await self._changed(job.id)
+        return job
 
     async def get(self, job_id: str | None) -> CronJob:
         if not job_id:
             raise JobError("job_id is required; use action 'list' to see the ids")
-        doc = await self._coll.find_one({"_id": job_id})
-        if doc is None:
+        try:
+            job = await self.store.get(job_id)
+        except BadRecord as exc:
+            raise JobError(str(exc)) from None
+        if job is None:
             raise JobError(f"no cron job with id {job_id!r}; use action 'list' to see the ids")
-        return self._read(doc)
+        return job
 
     async def list_jobs(self, limit: int = 0) -> list[CronJob]:
         """Jobs, pending first then done (one-time jobs that ran), oldest first."""
-        order = [("done_at", 1), ("created_at", 1), ("_id", 1)]
-        cursor = self._coll.find({}, sort=order, limit=limit)
-        return each(await cursor.to_list(), self._job, "cron job")
+        return await self.store.all(limit)
 
     async def update(
         self,
@@ -211,52 +185,44 @@ class CronService:
         if job.done:
             raise JobError(done_text(job))
         now = self._clock()
-        fields: Doc = {}
-        unset: Doc = {}
-        if name is not None:
-            fields["name"] = text_field(name, "name", NAME_LIMIT)
-        if instruction is not None:
-            fields["instruction"] = text_field(instruction, "instruction", INSTRUCTION_LIMIT)
         which = which_schedule(cron_expression, run_at, in_minutes)
         if which is None and timezone is not None and not job.once:
             which, cron_expression = "cron_expression", job.cron_expression
+        schedule: JobSchedule | None = None
+        zone: str | None = None
         if which is not None:
-            zone = timezone or job.timezone
-            fields.update(
-                self._schedule_fields(which, cron_expression, run_at, in_minutes, zone, now)
+            schedule = self._schedule(
+                which, cron_expression, run_at, in_minutes, timezone or job.timezone, now
             )
-            unset = {"run_at": ""} if which == "cron_expression" else {"cron_expression": ""}
         elif timezone is not None:  # a one-time job keeps its instant; only shown anew
-            fields["timezone"] = zone_of(timezone).key
-        if on_failure is not None:
-            fields["on_failure"] = on_failure_of(on_failure)
-        if enabled is not None:
-            fields["enabled"] = bool(enabled)
-        if enabled and not job.enabled and "next_fire_at" not in fields:
-            fields["next_fire_at"] = self._resumed_fire(job, now)
-        if not fields:
-            raise JobError(f"nothing to update: give {UPDATABLE}")
-        if instruction is not None:  # the new instruction's own origin
-            if source:
-                fields["source"] = source.to_doc()
-            else:
-                unset = {**unset, "source": ""}
-        fields["updated_at"] = now
-        if by:  # who made the latest change, when not the usual callers
-            fields["updated_by"] = by
-        else:
-            unset = {**unset, "updated_by": ""}
-        change: Doc = {"$set": fields, **({"$unset": unset} if unset else {})}
-        doc = await retry.retried(  # $set by _id: safe to repeat
-            lambda: self._coll.find_one_and_update(
-                {"_id": job.id}, change, return_document=ReturnDocument.AFTER
+            zone = zone_of(timezone).key
+        resumed = enabled and not job.enabled and schedule is None
+        change = JobChange(
+            at=now,
+            name=text_field(name, "name", NAME_LIMIT) if name is not None else None,
+            instruction=(
+                text_field(instruction, "instruction", INSTRUCTION_LIMIT)
+                if instruction is not None
+                else None
             ),
-            "update a cron job",
+            source=source if instruction is not None else None,
+            schedule=schedule,
+            timezone=zone,
+            on_failure=on_failure_of(on_failure) if on_failure is not None else None,
+            enabled=bool(enabled) if enabled is not None else None,
+            next_fire_at=self._resumed_fire(job, now) if resumed else None,
+            by=by,
         )
-        if doc is None:
+        if change.empty:
+            raise JobError(f"nothing to update: give {UPDATABLE}")
+        try:
+            changed = await self.store.change(job.id, change)
+        except BadRecord as exc:
+            raise JobError(str(exc)) from None
+        if changed is None:
             raise JobError(f"cron job {job.id!r} was deleted meanwhile")
         await self._changed(job.id)
-        return self._read(doc)
+        return changed
 
     def _resumed_fire(self, job: CronJob, now: datetime) -> datetime:
         if not job.once:
@@ -278,7 +244,7 @@ class CronService:
 
     async def delete(self, job_id: str | None, *, by: str | None = None) -> CronJob:
         job = await self.get(job_id)
-        await retry.retried(lambda: self._coll.delete_one({"_id": job.id}), "delete a cron job")
+        await self.store.delete(job.id)
         log.info("cron job %s (%s) deleted by %s", job.id, job.name, by or "model")
         await self._changed(job.id)
         return job
@@ -292,11 +258,8 @@ class CronService:
             self._default_timezone = new
         if old == new:
             return []
-        recurring = {"cron_expression": {"$type": "string"}}
-        query = {"timezone": old, "$or": [recurring, {"kind": "once", **PENDING}]}
-        ids = [str(doc["_id"]) async for doc in self._coll.find(query, projection={"_id": 1})]
         moved: list[str] = []
-        for job_id in ids:
+        for job_id in await self.store.in_zone(old):
             try:
                 await self.update(job_id, timezone=new)
             except JobError as exc:
@@ -310,84 +273,26 @@ class CronService:
     async def finish_once(self, job_id: str, run_at: datetime, status: str, now: datetime) -> bool:
         """Keep a one-time job as done after its run for ``run_at`` is over. Only once,
         and not when it was given a new time meanwhile."""
-        query: Doc = {"_id": job_id, "kind": "once", "run_at": run_at, **PENDING}
-        done: Doc = {"enabled": False, "done_at": now, "last_status": status, "updated_at": now}
-        done.update(next_fire_at=None, prune_at=now + DONE_KEPT)
-        result = await retry.retried(  # compare-and-set: a repeat changes nothing
-            lambda: self._coll.update_one(query, {"$set": done}), "mark a one-time job done"
-        )
-        if result.modified_count:
+        done = await self.store.finish_once(job_id, run_at, status, now)
+        if done:
             await self._changed(job_id)
-        return bool(result.modified_count)
-
-    async def stranded_once(self) -> list[CronJob]:
-        """Enabled one-time jobs whose fire was claimed (no next fire) but not yet done."""
-        query = {"kind": "once", "enabled": True, "next_fire_at": None, **PENDING}
-        return each(await self._coll.find(query).to_list(), self._job, "cron job")
+        return done
 
     async def restore_once(self, job_id: str, run_at: datetime) -> None:
         """Put back the fire of a one-time job whose claim left no run behind."""
-        query: Doc = {"_id": job_id, "run_at": run_at, "next_fire_at": None, **PENDING}
-        await retry.retried(
-            lambda: self._coll.update_one(query, {"$set": {"next_fire_at": run_at}}),
-            "restore a one-time job",
-        )
+        await self.store.restore_once(job_id, run_at)
         await self._changed(job_id)
 
-    async def prune_done(self, now: datetime) -> int:
-        """Remove one-time jobs done more than ``DONE_KEPT`` ago."""
-        result = await retry.retried(
-            lambda: self._coll.delete_many({"prune_at": {"$lte": now}}), "prune done jobs"
-        )
-        return int(result.deleted_count)
-
-    # --- for the engine and the pulse -------------------------------------------------
-
-    async def enabled_jobs(self, due_by: datetime | None = None) -> list[CronJob]:
-        query: Doc = {"enabled": True}
-        if due_by is not None:
-            query["next_fire_at"] = {"$lte": due_by}
-        return each(await self._coll.find(query).to_list(), self._job, "cron job")
-
-    async def advance_many(self, moves: list[tuple[str, datetime | None, datetime | None]]) -> None:
-        """Move each job's next fire from its expected value to a new one, in one round
-        trip; a job changed meanwhile (edited, or advanced by another process) is left."""
-        if moves:
-            updates = [
-                UpdateOne({"_id": job_id, "next_fire_at": old}, {"$set": {"next_fire_at": new}})
-                for job_id, old, new in moves
-            ]
-            # Compare-and-set: a repeat finds the cursor already moved and changes nothing.
-            await retry.retried(
-                lambda: self._coll.bulk_write(updates, ordered=False), "advance cron jobs"
-            )
-
-    async def armed_times(self) -> dict[str, datetime | None]:
-        """Every enabled job's next fire, without the rest of the document (cheap resync)."""
-        cursor = self._coll.find({"enabled": True}, projection={"next_fire_at": 1})
-        return {str(doc["_id"]): _next_fire(doc) async for doc in cursor}
-
     async def count(self) -> int:
-        return await self._coll.count_documents({})
-
-    async def next_fire_map(self, job_ids: list[str]) -> dict[str, datetime | None]:
-        """Each enabled job's stored next fire; disabled or deleted jobs map to None."""
-        found: dict[str, datetime | None] = dict.fromkeys(job_ids)
-        query = {"_id": {"$in": job_ids}, "enabled": True}
-        async for doc in self._coll.find(query, projection={"next_fire_at": 1}):
-            found[str(doc["_id"])] = _next_fire(doc)
-        return found
+        """How many jobs there are, done one-time jobs included."""
+        return await self.store.count()
 
     async def fires_within(
         self, start: datetime, end: datetime, limit: int = 20
     ) -> list[tuple[datetime, CronJob]]:
         """Enabled jobs' fires in ``(start, end]``, soonest first, at most ``limit``."""
         found: list[tuple[datetime, CronJob]] = []
-        query = {"enabled": True, "next_fire_at": {"$lte": end}}
-        async for doc in self._coll.find(query):
-            job = parsed(doc, self._job, "cron job")
-            if job is None:
-                continue
+        for job in await self.store.due_by(end):
             try:
                 times = fires_window(job, start, end, limit)
             except CronError:
@@ -395,15 +300,6 @@ class CronService:
             found.extend((moment, job) for moment in times)
         found.sort(key=lambda item: item[0])
         return found[:limit]
-
-
-def _next_fire(doc: Doc) -> datetime | None:
-    """A job's stored next fire; one that is not a date is none (logged)."""
-    try:
-        return moment(doc, "next_fire_at")
-    except BadRecord as exc:
-        log.warning("cron job %r: %s; it is not armed", doc.get("_id"), exc)
-        return None
 
 
 def fires_window(job: CronJob, start: datetime, end: datetime, limit: int = 200) -> list[datetime]:

@@ -182,14 +182,19 @@ class RunRecorder:
         trigger: Trigger = "schedule",
         *,
         retry_until: datetime | None = None,
+        then: Callable[[Run], Awaitable[None]] | None = None,
     ) -> Run:
+        """One fire of ``job``: its record opened (``NotStarted`` if it cannot be), the
+        runner's try, the record closed; ``then`` is given the closed record (a
+        one-time job is settled by it)."""
         async with self._turns.setdefault(f"cron:{job.id}", asyncio.Lock()):
             now = self._clock()
+            run = Run.first_try(
+                "cron", job.id, scheduled_for, now, trigger=trigger, name=job.name,
+                retry_until=retry_until, holder=self.leases.holder(now),
+            )  # fmt: skip
             try:
-                run = await self.runs.start(
-                    "cron", job.id, scheduled_for, now, trigger=trigger, name=job.name,
-                    retry_until=retry_until, holder=self.leases.holder(now),
-                )  # fmt: skip
+                await self.runs.open(run)
             except Exception as exc:
                 if unreachable(exc):
                     raise NotStarted(f"{type(exc).__name__}: {exc}") from exc
@@ -202,7 +207,10 @@ class RunRecorder:
             except BaseException:  # cancelled: its lease lapses, the record is reclaimed
                 self.leases.drop(run.id)
                 raise
-            return await self._end(run, job, ticket, outcome)
+            done = await self._end(run, job, ticket, outcome)
+        if then is not None:
+            await then(done)
+        return done
 
     async def pulse(
         self,

@@ -53,8 +53,9 @@ from bson import ObjectId
 
 from scheduler.cron.job import CronJob, JobError
 from scheduler.cron.service import CronService
-from scheduler.fires.claims import LeaseStore, cron_key
+from scheduler.fires.claims import cron_key
 from scheduler.fires.recorder import RunRecorder
+from storage.repos.leases import LeaseStore
 from storage.repos.runs.record import Run
 from storage.repos.runs.store import RunStore
 
@@ -180,8 +181,8 @@ async def recover_once(
     now: datetime,
     grace: timedelta,
 ) -> None:
-    await jobs.prune_done(now)
-    for job in await jobs.stranded_once():
+    await jobs.store.prune_done(now)
+    for job in await jobs.store.stranded_once():
         try:
             await _recover(job, jobs, recorder, leases, now, grace)
         except Exception:

@@ -5,7 +5,7 @@ A fire can fail to run when due in three ways, each handled inside its grace win
 
 * its try failed for a passing reason (``storage.repos.runs.PASSING``): the recorder
   closed the record with ``retry_at``, and ``due`` claims it when that time comes;
-* its record could not be opened (``NotStarted``): ``start`` keeps it here, in memory
+* its record could not be opened (``NotStarted``): ``launch`` keeps it here, in memory
   (``hold_fire``), and ``due`` starts it again on the next sweep;
 * the sweep itself could not reach the database: the engine sweeps again soon, and
   fires that came due meanwhile and fell out of their window are held here as lost.
@@ -18,6 +18,8 @@ or deleted, is given up quietly (the later fire speaks for the job).
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
@@ -60,7 +62,8 @@ class Retried:
     job_id: str | None
     scheduled_for: datetime
     action: Literal["retry", "failed"]
-    work: Coroutine[object, None, object]
+    work: Awaitable[object]
+    """Its work: to run (a coroutine), or running (a held fire started again)."""
 
 
 def group_of(kind: RunKind, job_id: str | None) -> str:
@@ -92,36 +95,51 @@ class Retries:
         self.held: dict[str, Unstarted] = {}
         """Fires not started, by lease key."""
 
-    async def start(
+    def launch(
         self,
         kind: RunKind,
         job: CronJob | None,
         scheduled_for: datetime,
         trigger: Trigger = "schedule",
-    ) -> object:
-        """Start a fire with its grace window; one whose record cannot be opened is held
-        and started again by a later sweep."""
+    ) -> asyncio.Task[Run]:
+        """Start a fire, in a task of its own, with its grace window; one whose record
+        cannot be opened (the task raises ``NotStarted``) is held and started again by
+        a later sweep (``_ended``), and a one-time job's is settled as it ends."""
         until = scheduled_for + self._grace
         if job is not None and job.once:  # a late one-time fire gets its window from now
             until = max(until, self._clock() + self._grace)
-        try:
-            if job is None:
-                done = await self.recorder.pulse(scheduled_for, trigger, retry_until=until)
-            else:
-                done = await self.recorder.cron(job, scheduled_for, trigger, retry_until=until)
-                if job.once:
-                    await self.settle(job, done)
-        except NotStarted as exc:
-            job_id = job.id if job is not None else None
-            log.warning("%s fire %s could not start (%s); trying again", kind, job_id, exc)
-            self.hold_fire(kind, job_id, scheduled_for, str(exc), until=until, trigger=trigger)
+        work: Coroutine[object, None, Run]
+        if job is None:
+            work = self.recorder.pulse(scheduled_for, trigger, retry_until=until)
+        else:
+            then = functools.partial(self.settle, job) if job.once else None
+            work = self.recorder.cron(job, scheduled_for, trigger, retry_until=until, then=then)
+        task = asyncio.get_running_loop().create_task(work)
+        job_id = job.id if job is not None else None
+        fire = Unstarted(kind, job_id, scheduled_for, trigger, until, "")
+        task.add_done_callback(functools.partial(self._ended, fire))
+        return task
+
+    def _ended(self, fire: Unstarted, task: asyncio.Task[Run]) -> None:
+        """A fire's task is over: one not started is held; a sweep comes when a retry
+        or an outcome waiting for the database is due."""
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if isinstance(exc, NotStarted):
+            log.warning("%s fire %s could not start (%s); trying again",
+                        fire.kind, fire.job_id, exc)  # fmt: skip
+            moment, until, trigger = fire.scheduled_for, fire.until, fire.trigger
+            self.hold_fire(fire.kind, fire.job_id, moment, str(exc), until=until, trigger=trigger)
             self._sweep_at(self._clock() + self.soon)
-            return None
+            return
+        if exc is not None:
+            return  # the engine logs it
+        done = task.result()
         if done.retry_at is not None:
             self._sweep_at(done.retry_at)
         elif done.unsaved:
             self._sweep_at(self._clock() + self.soon)
-        return done
 
     def hold_fire(
         self,
@@ -177,8 +195,8 @@ class Retries:
                 if first.kind == "cron" and job is None:
                     log.info("held fire %s dropped: its job was disabled or deleted", name[6:])
                     continue
-                work = self.start(first.kind, job, first.scheduled_for, first.trigger)
-                out.append(Retried(first.kind, first.job_id, first.scheduled_for, "retry", work))
+                task = self.launch(first.kind, job, first.scheduled_for, first.trigger)
+                out.append(Retried(first.kind, first.job_id, first.scheduled_for, "retry", task))
             else:
                 last = max(fire.scheduled_for for _, fire in items)
                 out.append(

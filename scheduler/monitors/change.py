@@ -34,18 +34,12 @@ import aiohttp
 
 from runtime.clock import Clock
 from scheduler.monitors.check import Result
-from scheduler.monitors.monitor import (
-    PAGE_BYTES,
-    PAGE_KEPT,
-    USER_AGENT,
-    Monitor,
-    PageSeen,
-    stored_time,
-)
+from scheduler.monitors.monitor import PAGE_BYTES, PAGE_KEPT, USER_AGENT
 from scheduler.monitors.page import Page, PageError, get_page, readable, selected
 from scheduler.monitors.select import SelectorError, parse_selector
-from scheduler.monitors.store import MonitorStore
 from storage.outside import Outside
+from storage.repos.monitor_record import Monitor, PageSeen, stored_time
+from storage.repos.monitors import MonitorRepo
 
 AROUND = 100
 """Characters kept either side of a keyword: its neighbourhood (about 200 in all)."""
@@ -138,10 +132,8 @@ def looked_for(monitor: Monitor) -> str:
 class PageWatch:
     """Checks ``change`` monitors: fetch, compare, tell, store (module docstring)."""
 
-    def __init__(
-        self, store: MonitorStore, changed: Changed, cleared: Cleared, clock: Clock
-    ) -> None:
-        self._store = store
+    def __init__(self, repo: MonitorRepo, changed: Changed, cleared: Cleared, clock: Clock) -> None:
+        self._repo = repo
         self._changed = changed
         self._cleared = cleared
         self._now = clock
@@ -182,8 +174,8 @@ class PageWatch:
         return await self._stored(monitor, seen)
 
     async def _stored(self, monitor: Monitor, seen: PageSeen) -> Monitor:
-        done = await self._store.page_seen(monitor, seen)
-        return done or await self._store.reload(monitor.id) or monitor
+        done = await self._repo.page_seen(monitor, seen)
+        return done or await self._repo.reload(monitor.id) or monitor
 
     @staticmethod
     def _source(monitor: Monitor) -> str:

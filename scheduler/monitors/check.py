@@ -9,8 +9,9 @@ from datetime import timedelta
 
 import aiohttp
 
-from scheduler.monitors.monitor import MAX_BODY, REASON_LIMIT, SITE, USER_AGENT, Monitor, Reason
+from scheduler.monitors.monitor import MAX_BODY, REASON_LIMIT, SITE, USER_AGENT
 from storage.outside import Outside
+from storage.repos.monitor_record import Monitor, Reason
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
 
-Word = Literal["up", "down", "flapping"]
-"""What the owner was (or is to be) told: up (nothing open), down, flapping."""
+from storage.repos.monitor_record import Word
 
 
 @dataclass(frozen=True)

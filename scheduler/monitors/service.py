@@ -55,10 +55,10 @@ from runtime.clock import Clock
 from runtime.tasks import stop_task, wait_event
 from scheduler.monitors.change import Changed, PageNews, PageWatch
 from scheduler.monitors.check import check_http, down_for_text
-from scheduler.monitors.history import CheckHistory
-from scheduler.monitors.monitor import Monitor, Reason, stored_time, token_key
-from scheduler.monitors.news import Word, flap_text, news, recent
+from scheduler.monitors.news import flap_text, news, noted, recent
 from scheduler.monitors.store import MonitorStore
+from storage.repos.monitor_checks import CheckHistory
+from storage.repos.monitor_record import Monitor, Reason, Word, stored_time, token_key
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +128,7 @@ class Monitors:
         changes up at its next read of the collection. ``history``: where each check
         is counted (``monitor_checks``; None: nowhere)."""
         self.store = store
+        self.repo = store.repo
         self.history = history
         self.watching = watching
         self.limits = store.limits
@@ -143,7 +144,7 @@ class Monitors:
         self._reviewing: set[str] = set()
         """Monitors whose news is being told here now (told once, not twice at once)."""
         self._last_miss_reload = float("-inf")
-        self._pages = PageWatch(store, hooks.changed, hooks.cleared, clock)
+        self._pages = PageWatch(store.repo, hooks.changed, hooks.cleared, clock)
         self.stats = CheckStats()
 
     def _clock(self) -> datetime:
@@ -158,7 +159,7 @@ class Monitors:
                 connector=aiohttp.TCPConnector(force_close=True, limit=100),
                 cookie_jar=aiohttp.DummyCookieJar(),
             )
-        await self.store.upgrade()
+        await self.repo.upgrade(self.limits.max_monitors)
         await self._load(spread=True)
         self._resync = asyncio.create_task(self._resync_loop(), name="monitors-resync")
         if self.watching:
@@ -184,7 +185,7 @@ class Monitors:
                 log.exception("monitors: reading the monitors again failed")
 
     async def _load(self, *, spread: bool) -> None:
-        monitors = await self.store.all()
+        monitors = await self.repo.all()
         seen = {m.id for m in monitors}
         for gone in set(self._current) - seen:
             self._forget(gone)
@@ -245,29 +246,29 @@ class Monitors:
         return monitor
 
     async def pause(self, monitor_id: Any) -> Monitor:
-        monitor = await self.store.find(monitor_id)
+        monitor = await self.repo.find(monitor_id)
         if monitor.paused:
             return monitor
         await self._unwatch(monitor.id)
-        paused = await self.store.set_paused(monitor, True)
+        paused = await self.repo.set_paused(monitor, True)
         self._remember(paused)
         if monitor.alert_code is not None:
             await self._hooks.cleared(monitor, "paused")
         return paused
 
     async def resume(self, monitor_id: Any) -> Monitor:
-        monitor = await self.store.find(monitor_id)
+        monitor = await self.repo.find(monitor_id)
         if not monitor.paused:
             return monitor
-        resumed = await self.store.set_paused(monitor, False)
+        resumed = await self.repo.set_paused(monitor, False)
         self._remember(resumed)
         await self._watch(resumed)
         return resumed
 
     async def delete(self, monitor_id: Any) -> Monitor:
-        monitor = await self.store.find(monitor_id)
+        monitor = await self.repo.find(monitor_id)
         await self._unwatch(monitor.id)
-        await self.store.delete(monitor)
+        await self.repo.delete(monitor)
         self._forget(monitor.id)
         if self.history is not None:
             await self.history.forget(monitor.id)
@@ -289,7 +290,7 @@ class Monitors:
             if loop.time() - self._last_miss_reload < 5.0:
                 return False
             self._last_miss_reload = loop.time()
-            found = await self.store.by_token_key(key)
+            found = await self.repo.by_token_key(key)
             if found is None:
                 return False
             self._remember(found)
@@ -298,7 +299,7 @@ class Monitors:
         if monitor is None or not hmac.compare_digest(monitor.token_key or "", key):
             return False
         now = self._clock()
-        pinged = await self.store.pinged(monitor.id, now)
+        pinged = await self.repo.pinged(monitor.id, now)
         if pinged is None:  # deleted meanwhile
             return False
         self._remember(pinged)
@@ -325,24 +326,25 @@ class Monitors:
 
     async def _ok(self, monitor: Monitor, at: datetime) -> None:
         if monitor.state == "down":
-            back = await self.store.came_up(monitor, at)
+            changes = noted(monitor.changes, at, self.limits.damping)
+            back = await self.repo.came_up(monitor, at, changes)
             if back is not None:
                 log.info("monitor %s is up again", monitor.name)
                 self._remember(back)
                 await self._review(back)
                 return
-            monitor = await self.store.reload(monitor.id) or monitor
+            monitor = await self.repo.reload(monitor.id) or monitor
         if monitor.state != "up" or monitor.failures or monitor.kind != "heartbeat":
-            done = await self.store.checked_ok(monitor, at)
+            done = await self.repo.checked_ok(monitor, at)
             if done is None:  # down after all (another process): next check goes up
-                done = await self.store.reload(monitor.id)
+                done = await self.repo.reload(monitor.id)
             if done is not None:
                 self._remember(done)
 
     async def _failed(self, monitor: Monitor, at: datetime, reason: Reason) -> None:
-        counted = await self.store.failed(monitor, at, reason)
+        counted = await self.repo.failed(monitor, at, reason)
         if counted is None:  # another process counted meanwhile: take its count
-            counted = await self.store.reload(monitor.id)
+            counted = await self.repo.reload(monitor.id)
             if counted is None:
                 return
         self._remember(counted)
@@ -352,9 +354,10 @@ class Monitors:
     async def _down(self, monitor: Monitor, since: datetime, reason: Reason) -> None:
         if monitor.state == "down":
             return
-        down = await self.store.went_down(monitor, since, reason, self._clock())
+        changes = noted(monitor.changes, self._clock(), self.limits.damping)
+        down = await self.repo.went_down(monitor, since, reason, changes)
         if down is None:
-            self._remember(await self.store.reload(monitor.id) or monitor)
+            self._remember(await self.repo.reload(monitor.id) or monitor)
             return
         log.warning("monitor %s is down: %s", monitor.name, reason)
         self._remember(down)
@@ -374,10 +377,10 @@ class Monitors:
         self._reviewing.add(monitor.id)
         try:
             code, since = await self._tell(monitor, word, now)
-            told = await self.store.told(monitor, word, code, now, since)
+            told = await self.repo.told(monitor, word, code, now, since)
         finally:
             self._reviewing.discard(monitor.id)
-        self._remember(told or await self.store.reload(monitor.id) or monitor)
+        self._remember(told or await self.repo.reload(monitor.id) or monitor)
 
     async def _tell(
         self, monitor: Monitor, word: Word, now: datetime
@@ -460,7 +463,7 @@ class Monitors:
                 wake.clear()
                 continue
             try:
-                stored = await self.store.reload(monitor_id)  # a ping another process had
+                stored = await self.repo.reload(monitor_id)  # a ping another process had
                 if stored is None:
                     return
                 self._remember(stored)

@@ -1,321 +1,50 @@
-"""The ``monitors`` collection: every read and write of it goes through ``MonitorStore``.
-
-Every change of state is a compare-and-set on the stored state; a heartbeat's ping
-token is stored as its hash only; at most ``max_monitors`` hold a numbered slot, one
-per slot by a unique index (``scheduler.monitors.service``, points 3-5).
-"""
+"""The rules a monitor's stored changes keep, over its collection
+(``storage.repos.monitors``): settings checked before they are stored, the cap on
+how many monitors there are, and a heartbeat's ping token."""
 
 from __future__ import annotations
 
-import logging
 import secrets
 from collections.abc import Mapping
-from dataclasses import replace
-from datetime import datetime
 from typing import Any
 
-from pymongo import ReturnDocument
-from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import DuplicateKeyError
-
-from runtime.clock import Clock
-from scheduler.monitors.monitor import (
-    COLLECTION,
-    FIELDS,
-    KINDS,
-    SLOT_ATTEMPTS,
-    Monitor,
-    MonitorError,
-    MonitorLimits,
-    PageSeen,
-    Reason,
-    settle,
-    stored_time,
-    token_key,
-)
-from scheduler.monitors.news import Word, noted
-from storage import retry
-from storage.outside import outside_docs
-from storage.records import Doc, each, parsed
-
-log = logging.getLogger(__name__)
+from scheduler.monitors.monitor import MonitorLimits, settle
+from storage.repos.monitor_record import KINDS, Monitor, MonitorError, MonitorSettings
+from storage.repos.monitors import MonitorRepo
 
 
 class MonitorStore:
-    """The ``monitors`` collection: every read and write of it goes through here."""
+    """Creates and changes monitors by the rules; everything else is ``repo``'s."""
 
-    def __init__(self, db: AsyncDatabase[Doc], clock: Clock, limits: MonitorLimits) -> None:
-        self._coll = db[COLLECTION]
-        self._now = clock
+    def __init__(self, repo: MonitorRepo, limits: MonitorLimits) -> None:
+        self.repo = repo
         self.limits = limits
-
-    def _clock(self) -> datetime:
-        return stored_time(self._now())
-
-    async def upgrade(self) -> None:
-        """Bring monitors stored by earlier versions up to date (repeatable): no
-        readable token, a slot each, and what the owner was told."""
-        if await self.forget_plain_tokens():
-            log.info("monitors: readable ping tokens removed; their hashes are kept")
-        await self.fill_slots()
-        async for doc in self._coll.find({"told": {"$exists": False}}):
-            if (was := parsed(doc, Monitor.from_doc, "monitor")) is not None:
-                await self._note_told(was)  # an open alert was told down
-
-    async def _note_told(self, was: Monitor) -> None:
-        await retry.retried(  # a retry finds the filter false
-            lambda: self._coll.update_one(
-                {"_id": was.id, "told": {"$exists": False}},
-                {"$set": {"told": was.told, "told_since": was.told_since}},
-            ),
-            "note what was told of a monitor",
-        )
-
-    async def forget_plain_tokens(self) -> int:
-        """Drop the readable ping tokens earlier versions stored beside their hash (the
-        hash alone finds the monitor, so their ping URLs keep working); how many."""
-        done = await retry.retried(  # $unset: repeatable
-            lambda: self._coll.update_many({"token": {"$exists": True}}, {"$unset": {"token": ""}}),
-            "forget plain ping tokens",
-        )
-        return done.modified_count
-
-    async def all(self) -> list[Monitor]:
-        docs = await self._coll.find({}).sort([("created_at", 1), ("_id", 1)]).to_list(None)
-        return each(docs, Monitor.from_doc, "monitor")
-
-    async def find(self, monitor_id: Any) -> Monitor:
-        """By id, or by name (any case); a clear error for neither."""
-        if not isinstance(monitor_id, str) or not monitor_id.strip():
-            raise MonitorError("monitor_id is required; use action 'list' to see the ids")
-        wanted = monitor_id.strip()
-        key = {"$or": [{"_id": wanted}, {"name_key": wanted.casefold()}]}
-        if (doc := await self._coll.find_one(key)) is None:
-            shown = wanted[:40]
-            raise MonitorError(f"no monitor with id {shown!r}; use action 'list' to see the ids")
-        return Monitor.from_doc(doc)
-
-    async def reload(self, monitor_id: str) -> Monitor | None:
-        doc = await self._coll.find_one({"_id": monitor_id})
-        return None if doc is None else Monitor.from_doc(doc)
-
-    async def _name_free(self, name: str, own_id: str | None = None) -> None:
-        other = await self._coll.find_one({"name_key": name.casefold()}, {"_id": 1})
-        if other is not None and other["_id"] != own_id:
-            raise MonitorError(f"there is already a monitor named {name!r}; choose another name")
 
     async def create(self, kind: Any, given: Mapping[str, Any]) -> Monitor:
         if kind not in KINDS:
             got = "" if kind is None else f"; got {str(kind)[:40]!r}"
             raise MonitorError(f"kind is required: http or heartbeat, or change{got}")
-        settled = settle(kind, given, {}, self.limits)
-        await self._name_free(settled["name"])
-        now = self._clock()
-        doc: Doc = {
-            **settled,
-            "name_key": settled["name"].casefold(),
-            "kind": kind,
-            "paused": False,
-            "revision": 1,
-            "state": "new",
-            "failures": 0,
-            "told": "up",
-            "created_at": now,
-            "watch_from": now,
-        }
+        settings = settle(kind, given, None, self.limits)
+        await self.repo.name_free(settings.name)
         token = secrets.token_urlsafe(24) if kind == "heartbeat" else None
-        if token is not None:
-            doc["token_key"] = token_key(token)
-        await self._insert_in_a_slot(doc)
-        return replace(Monitor.from_doc(doc), token=token)
-
-    def _full(self) -> MonitorError:
-        most = self.limits.max_monitors
-        return MonitorError(
-            f"there are already {most} monitors, the most allowed; delete one first"
-        )
-
-    async def _open_slots(self) -> list[int]:
-        """The slot numbers below the cap that no monitor holds."""
-        held = await self._coll.find({"slot": {"$exists": True}}, {"slot": 1}).to_list(None)
-        taken = {d["slot"] for d in held}
-        return [n for n in range(self.limits.max_monitors) if n not in taken]
-
-    async def _free_slots(self) -> list[int]:
-        """The open slots; none while as many monitors as the cap exist (slotted or
-        not: a store from before the slots may hold a few more)."""
-        if await self._coll.count_documents({}) >= self.limits.max_monitors:
-            return []
-        return await self._open_slots()
-
-    async def _insert_in_a_slot(self, doc: Doc) -> None:
-        """Insert ``doc`` holding one of the ``max_monitors`` slots, under a fresh id.
-
-        The cap holds by construction, however many creates run at once: each monitor
-        holds a slot number below the cap and a unique index allows one monitor per
-        slot, so a create that loses a race for a slot (or an id) draws again among
-        those still free, and finds none once the cap is reached."""
-        for _ in range(SLOT_ATTEMPTS):
-            free = await self._free_slots()
-            if not free:
-                raise self._full()
-            doc |= {"_id": secrets.token_hex(4), "slot": secrets.choice(free)}
-            try:
-                await retry.insert(self._coll, doc)  # a retry finds its own id stored
-            except DuplicateKeyError:
-                continue
-            return
-        raise MonitorError("too many monitors are being made at once; try again")
-
-    async def fill_slots(self) -> None:
-        """Give a slot to each monitor an earlier version made without one, while
-        slots are free (repeatable; another process doing the same is fine)."""
-        unslotted = self._coll.find({"slot": {"$exists": False}}, {"_id": 1})
-        for doc in await unslotted.sort("created_at", 1).to_list(None):
-            for _ in range(SLOT_ATTEMPTS):
-                free = await self._open_slots()
-                if not free:
-                    return
-                try:
-                    await self._take_slot(doc["_id"], free[0])
-                except DuplicateKeyError:
-                    continue
-                break
-
-    async def _take_slot(self, monitor_id: str, slot: int) -> None:
-        match = {"_id": monitor_id, "slot": {"$exists": False}}
-        await retry.retried(  # a retry finds the filter false
-            lambda: self._coll.update_one(match, {"$set": {"slot": slot}}),
-            "give a monitor its slot",
-        )
+        return await self.repo.create(kind, settings, token, self.limits.max_monitors)
 
     async def update(self, monitor_id: Any, given: Mapping[str, Any]) -> Monitor:
-        monitor = await self.find(monitor_id)
+        monitor = await self.repo.find(monitor_id)
         kind = given.get("kind")
         if kind is not None and kind != monitor.kind:
             raise MonitorError(
                 f"{monitor.name} is a {monitor.kind} monitor and its kind cannot change; "
                 "delete it and create another"
             )
-        current = {k: getattr(monitor, k) for k in ("name", "severity", *FIELDS[monitor.kind])}
-        settled = settle(monitor.kind, given, current, self.limits)
-        if settled["name"].casefold() != monitor.name.casefold():
-            await self._name_free(settled["name"], monitor.id)
-        change = {**settled, "name_key": settled["name"].casefold()}
-        if monitor.kind != "heartbeat" and settled.get("url") != monitor.url:
-            change |= {"failures": 0, "failing_since": None}
+        settings = settle(monitor.kind, given, MonitorSettings.of(monitor), self.limits)
+        if settings.name.casefold() != monitor.name.casefold():
+            await self.repo.name_free(settings.name, monitor.id)
         watched = ("url", "selector", "keyword")
-        if monitor.kind == "change" and any(settled[k] != getattr(monitor, k) for k in watched):
-            change |= {"page_hash": None, "page_text": None, "page_found": True}  # a new baseline
-        return await self._set(monitor.id, change, bump=True)
-
-    async def _set(self, monitor_id: str, change: Doc, *, bump: bool = False) -> Monitor:
-        update: Doc = {"$set": change}
-        if bump:
-            update["$inc"] = {"revision": 1}
-        doc = await self._coll.find_one_and_update(  # not retried: $inc
-            {"_id": monitor_id}, update, return_document=ReturnDocument.AFTER
+        return await self.repo.change_settings(
+            monitor,
+            settings,
+            restart=monitor.kind != "heartbeat" and settings.url != monitor.url,
+            rebase=monitor.kind == "change"
+            and any(getattr(settings, k) != getattr(monitor, k) for k in watched),
         )
-        if doc is None:
-            raise MonitorError(f"monitor {monitor_id!r} was deleted meanwhile")
-        return Monitor.from_doc(doc)
-
-    async def set_paused(self, monitor: Monitor, paused: bool) -> Monitor:
-        change: Doc = {"paused": paused}
-        if paused:  # whatever it was, it starts again from nothing on resume
-            change |= {"state": "new", "failures": 0, "failing_since": None}
-            change |= {"down_since": None, "alert_code": None, "changes": []}
-            change |= {"told": "up", "told_at": None, "told_since": None}
-        else:
-            change["watch_from"] = self._clock()
-        return await self._set(monitor.id, change, bump=True)
-
-    async def delete(self, monitor: Monitor) -> None:
-        await retry.retried(  # by _id: repeatable
-            lambda: self._coll.delete_one({"_id": monitor.id}), "delete a monitor"
-        )
-
-    async def by_token_key(self, key: str) -> Monitor | None:
-        doc = await self._coll.find_one({"token_key": key})
-        return None if doc is None else Monitor.from_doc(doc)
-
-    # -- state ------------------------------------------------------------------------
-
-    async def checked_ok(self, monitor: Monitor, at: datetime) -> Monitor | None:
-        """A good check (or ping) while not down; None when it is down after all."""
-        change: Doc = {"state": "up", "failures": 0, "failing_since": None}
-        change |= {"last_check_at": at, "last_error": None}
-        return await self._put(monitor, {"state": {"$ne": "down"}}, change)
-
-    async def failed(self, monitor: Monitor, at: datetime, reason: Reason) -> Monitor | None:
-        """One more failure in a row; ``failing_since`` is kept from the first."""
-        change: Doc = {"failures": monitor.failures + 1, "last_error": reason}
-        change |= {"failing_since": monitor.failing_since or at, "last_check_at": at}
-        return await self._put(monitor, {"failures": monitor.failures}, change)
-
-    async def _put(self, monitor: Monitor, match: Doc, change: Doc) -> Monitor | None:
-        """A compare-and-set by ``update_one`` (every check makes one: SecantusDB runs it
-        about ten times faster than ``find_one_and_update``); the monitor as it is now,
-        or None when the stored one did not match."""
-        stored = outside_docs(change)
-        done = await retry.retried(  # a retry finds the filter false, or sets the same
-            lambda: self._coll.update_one({"_id": monitor.id, **match}, {"$set": stored}),
-            "record a check",
-        )
-        return replace(monitor, **change) if done.matched_count else None
-
-    async def went_down(
-        self, monitor: Monitor, since: datetime, reason: Reason, at: datetime
-    ) -> Monitor | None:
-        """Down, if nothing changed the state meanwhile (for a heartbeat: no new ping);
-        a change at ``at`` (told later: ``told``)."""
-        match: Doc = {"_id": monitor.id, "state": monitor.state, "paused": False}
-        if monitor.kind == "heartbeat":
-            match |= {"last_ping_at": monitor.last_ping_at, "watch_from": monitor.watch_from}
-        changes = noted(monitor.changes, at, self.limits.damping)
-        return await self._cas(
-            match,
-            {"state": "down", "down_since": since, "last_error": reason, "changes": changes},
-        )
-
-    async def came_up(self, monitor: Monitor, at: datetime) -> Monitor | None:
-        changes = noted(monitor.changes, at, self.limits.damping)
-        return await self._cas(
-            {"_id": monitor.id, "state": "down", "down_since": monitor.down_since},
-            {"state": "up", "failures": 0, "failing_since": None, "changes": changes}
-            | {"down_since": None, "last_check_at": at, "last_error": None},
-        )
-
-    async def told(
-        self, monitor: Monitor, word: Word, code: str | None, at: datetime, since: datetime
-    ) -> Monitor | None:
-        """The owner was told ``word`` at ``at`` (alert ``code`` open for it), if no
-        other process told them anything meanwhile."""
-        return await self._cas(
-            {"_id": monitor.id, "told_at": monitor.told_at},
-            {"told": word, "alert_code": code, "told_at": at, "told_since": since},
-        )
-
-    async def page_seen(self, monitor: Monitor, seen: PageSeen) -> Monitor | None:
-        """A ``change`` monitor's page as seen now (``scheduler.monitors.change``), if no
-        other process recorded another meanwhile."""
-        change: Doc = {"page_found": seen.found, "change_code": seen.change_code}
-        if seen.page_hash is not None:
-            change |= {"page_hash": seen.page_hash, "page_text": seen.page_text}
-        if seen.changed_at is not None:
-            change["changed_at"] = seen.changed_at
-        match: Doc = {"_id": monitor.id, "page_hash": monitor.page_hash}
-        match["page_found"] = {"$ne": not monitor.page_found}  # absent: found
-        return await self._cas(match, change)
-
-    async def pinged(self, monitor_id: str, at: datetime) -> Monitor | None:
-        return await self._cas({"_id": monitor_id}, {"last_ping_at": at, "last_check_at": at})
-
-    async def _cas(self, match: Doc, change: Doc) -> Monitor | None:
-        doc = await retry.retried(  # a retry finds the filter false, or sets the same
-            lambda: self._coll.find_one_and_update(
-                match, {"$set": outside_docs(change)}, return_document=ReturnDocument.AFTER
-            ),
-            "change a monitor",
-        )
-        return None if doc is None else Monitor.from_doc(doc)

@@ -6,23 +6,19 @@ handed in by the composition root, so the scheduler never imports the agent). A
 ``PulseState`` carries the owner's quiet hours as read, and a change to them re-plans
 the next pulse at once.
 
-Every write is a ``$set``/``$inc`` of named fields, never a whole-document overwrite:
-the model may change notes or settings during a pulse, and the run's own bookkeeping
-(counters, timestamps) must not put the old values back.
+The document itself is read and written by ``storage.repos.pulse`` (named fields
+only, never a whole-document overwrite).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import date, datetime, timedelta
-from typing import Literal, Protocol, TypeVar
+from typing import Literal, Protocol
 from zoneinfo import ZoneInfo
-
-from pymongo.asynchronous.database import AsyncDatabase
 
 from runtime.clock import Clock
 from runtime.listeners import Listeners
@@ -35,15 +31,11 @@ from scheduler.pulse.grid import (
     make_schedule,
     next_pulse,
 )
-from storage import collections as c
-from storage import retry
 from storage.coalesce import TtlCache
-from storage.records import BadRecord, Doc, maybe_text, moment, text, whole
+from storage.repos.pulse import KEEP, PULSE_ID, Keep, PulseChange, PulseRepo, StoredPulse
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 Listener = Callable[[], Awaitable[None]]
-PULSE_ID = "pulse"
 NOTES_LIMIT = 2_000
 
 
@@ -79,60 +71,18 @@ class OwnerClock(Protocol):
 
 
 @dataclass(frozen=True)
-class PulseState:
-    enabled: bool = True
-    pulses_per_day: int = 12
-    active_days: tuple[int, ...] = (0, 1, 2, 3, 4, 5, 6)
+class PulseState(StoredPulse):
+    """The stored pulse with the owner's quiet hours, as the engine plans with it."""
+
     quiet_hours: tuple[QuietHours, ...] = DEFAULT_QUIET
     """The owner's quiet hours (``OwnerClock``), not stored with the pulse."""
-    notes: str = ""
-    done_today: int = 0
-    done_day: str | None = None
-    """The local date (ISO) ``done_today`` counts; another date means zero done."""
-    last_pulse_at: datetime | None = None
-    """When the model last ran for a pulse."""
-    last_check_at: datetime | None = None
-    """When a pulse last looked (idle or not): "since the last pulse" starts here."""
-    next_pulse_at: datetime | None = None
-    paused_until: datetime | None = None
-    """No pulse before this moment; a moment past is no pause."""
-    check_ins: bool = False
-    """The owner asked for these check-ins: each pulse's final answer is sent to them
-    (set from the owner's own chat, cleared when the pulse is turned off)."""
 
     @classmethod
-    def from_doc(cls, doc: Doc | None, owner: OwnerHours | None = None) -> PulseState:
-        """The stored pulse settings; a field that does not parse keeps its default
-        (logged), so one damaged field never stops the scheduler's loop."""
-        base = cls()
-        quiet = base.quiet_hours if owner is None else tuple(owner.quiet_hours)
-        if not doc:
-            return cls(quiet_hours=quiet)
-
-        def read(name: str, parse: Callable[[Doc, str], T], default: T) -> T:
-            try:
-                return parse(doc, name)
-            except BadRecord as exc:
-                log.warning("stored pulse setting %s kept at its default: %s", name, exc)
-                return default
-
-        days = read("active_days", _days, base.active_days)
-        return cls(
-            enabled=bool(doc.get("enabled", base.enabled)),
-            pulses_per_day=read(
-                "pulses_per_day", _whole_or(base.pulses_per_day), base.pulses_per_day
-            ),
-            active_days=days,
-            quiet_hours=quiet,
-            notes=read("notes", text, ""),
-            done_today=read("done_today", whole, 0),
-            done_day=read("done_day", maybe_text, None),
-            last_pulse_at=read("last_pulse_at", moment, None),
-            last_check_at=read("last_check_at", moment, None),
-            next_pulse_at=read("next_pulse_at", moment, None),
-            paused_until=read("paused_until", moment, None),
-            check_ins=doc.get("check_ins") is True,
-        )
+    def of(cls, stored: StoredPulse, owner: OwnerHours | None = None) -> PulseState:
+        """``stored`` with ``owner``'s quiet hours (the defaults without an owner)."""
+        quiet = DEFAULT_QUIET if owner is None else tuple(owner.quiet_hours)
+        kept = {item.name: getattr(stored, item.name) for item in fields(StoredPulse)}
+        return cls(**kept, quiet_hours=quiet)
 
     def schedule(self, tz: ZoneInfo) -> PulseSchedule:
         return make_schedule(
@@ -151,21 +101,6 @@ class PulseState:
     def done_on(self, day: date) -> int:
         """Pulses done on a local day: the counter resets when the day changes."""
         return self.done_today if self.done_day == day.isoformat() else 0
-
-
-def _whole_or(default: int) -> Callable[[Doc, str], int]:
-    return lambda doc, name: whole(doc, name, default)
-
-
-def _days(doc: Doc, name: str) -> tuple[int, ...]:
-    value = doc.get(name)
-    if value is None:
-        return PulseState.active_days
-    if not isinstance(value, list | tuple) or not all(
-        isinstance(day, int) and not isinstance(day, bool) for day in value
-    ):
-        raise BadRecord(f"{name} is {value!r}, not a list of day numbers")
-    return tuple(value)
 
 
 def check_notes(notes: str) -> str:
@@ -188,9 +123,9 @@ class PulseStore:
     engine's resync reads it every minute; a change through this store drops it at
     once, one by another process shows within this)."""
 
-    def __init__(self, db: AsyncDatabase[Doc], clock: Clock, owner: OwnerClock) -> None:
+    def __init__(self, repo: PulseRepo, clock: Clock, owner: OwnerClock) -> None:
         """``owner`` gives the quiet hours and timezone, and says when they change."""
-        self._coll = db[c.SETTINGS]
+        self._repo = repo
         self._clock = clock
         self.owner = owner
         owner.listen(self._owner_changed)
@@ -209,7 +144,7 @@ class PulseStore:
     async def get(self) -> PulseState:
         writes = self._writes
         owner = await self.owner.fresh()
-        state = PulseState.from_doc(await self._coll.find_one({"_id": PULSE_ID}), owner)
+        state = PulseState.of(await self._repo.read(), owner)
         if writes == self._writes:  # no change through this store meanwhile
             self._known = (time.monotonic(), state)
         return state
@@ -227,38 +162,20 @@ class PulseStore:
         ``get``."""
         return self._cache.get(PULSE_ID, self.get)
 
-    async def _set(self, fields: Doc, inc: Doc | None = None, where: Doc | None = None) -> bool:
-        defaults = {
-            "enabled": PulseState.enabled,
-            "pulses_per_day": PulseState.pulses_per_day,
-            "active_days": list(PulseState.active_days),
-            "notes": "",
-        }
-        update: Doc = {"$set": fields}
-        on_insert = {k: v for k, v in defaults.items() if k not in fields and k not in (inc or {})}
-        if on_insert:
-            update["$setOnInsert"] = on_insert
-        if inc:
-            update["$inc"] = inc
-        # Retried once on a dropped connection: every caller's change is a $set (or a
-        # guarded $inc, see record_done), so applying it twice is applying it once.
-        result = await retry.retried(
-            lambda: self._coll.update_one(
-                {"_id": PULSE_ID, **(where or {})}, update, upsert=where is None
-            ),
-            "update the pulse",
-        )
+    def _forget(self) -> None:
+        """After a write through this store: the state read before it is not kept."""
         self._writes += 1
         self._known = None
         self._cache.invalidate()
-        return result.matched_count == 1 or result.upserted_id is not None
 
     async def _owner_changed(self, old: OwnerHours, new: OwnerHours) -> None:
         """New quiet hours or timezone: the next pulse is planned again from now."""
         if old.quiet_hours == new.quiet_hours and old.timezone == new.timezone:
             return
         state = await self.get()
-        await self._set({"next_pulse_at": next_pulse(state.schedule(self.tz), self._clock())})
+        next_at = next_pulse(state.schedule(self.tz), self._clock())
+        await self._repo.change(PulseChange(next_pulse_at=next_at))
+        self._forget()
         await self._changed()
 
     async def _changed(self) -> None:
@@ -298,57 +215,54 @@ class PulseStore:
             tz=self.tz,
             paused_until=pause,
         )
-        fields: Doc = {"updated_at": now}
-        if paused_until != "unchanged":
-            fields["paused_until"] = pause
-        if enabled is not None:
-            fields["enabled"] = schedule.enabled
-        if enabled is False:
-            fields["check_ins"] = False
-        elif check_ins is not None:
-            fields["check_ins"] = check_ins
-        if pulses_per_day is not None:
-            fields["pulses_per_day"] = schedule.pulses_per_day
-        if active_days is not None:
-            fields["active_days"] = sorted(schedule.active_days)
-        fields["next_pulse_at"] = next_pulse(schedule, now)
-        await self._set(fields)
+        asked_in: bool | Keep = KEEP if check_ins is None else check_ins
+        change = PulseChange(
+            updated_at=now,
+            paused_until=KEEP if paused_until == "unchanged" else pause,
+            enabled=KEEP if enabled is None else schedule.enabled,
+            check_ins=False if enabled is False else asked_in,
+            pulses_per_day=KEEP if pulses_per_day is None else schedule.pulses_per_day,
+            active_days=KEEP if active_days is None else tuple(sorted(schedule.active_days)),
+            next_pulse_at=next_pulse(schedule, now),
+        )
+        await self._repo.change(change)
+        self._forget()
         await self._changed()
         return await self.get()
 
     async def update_notes(self, notes: str, *, check_ins: bool | None = None) -> PulseState:
         """Store the notes; ``check_ins`` True when the owner asked for them."""
-        fields: Doc = {"notes": check_notes(notes), "notes_updated_at": self._clock()}
-        if check_ins is not None:
-            fields["check_ins"] = check_ins
-        await self._set(fields)
+        change = PulseChange(
+            notes=check_notes(notes),
+            notes_updated_at=self._clock(),
+            check_ins=KEEP if check_ins is None else check_ins,
+        )
+        await self._repo.change(change)
+        self._forget()
         return await self.get()
 
     async def record_done(self, at: datetime) -> None:
         """Count one pulse on ``at``'s local day (the first one of a day resets the count)."""
-        day = local_day(at, self.tz).isoformat()
-        # Each count carries a fresh token and applies only where it is not stored yet,
-        # so a repeated write (a retry after a dropped connection) counts once.
-        token = uuid.uuid4().hex
-        stamp = {"last_pulse_at": at, "last_check_at": at, "pulse_token": token}
-        once = {"done_day": day, "pulse_token": {"$ne": token}}
-        if await self._set(stamp, inc={"done_today": 1}, where=once):
-            return
-        if await self._set(stamp, where={"done_day": day, "pulse_token": token}):
-            return  # the first try counted it
-        await self._set({**stamp, "done_day": day, "done_today": 1})
+        await self._repo.count_done(at, local_day(at, self.tz).isoformat())
+        self._forget()
 
     async def record_check(self, at: datetime) -> None:
-        await self._set({"last_check_at": at})
+        await self._repo.change(PulseChange(last_check_at=at))
+        self._forget()
 
     async def advance(self, expected: datetime | None, new: datetime | None) -> bool:
         """Move the next pulse from ``expected`` to ``new`` unless it changed meanwhile."""
-        return await self._set({"next_pulse_at": new}, where={"next_pulse_at": expected})
+        moved = await self._repo.advance(expected, new)
+        self._forget()
+        return moved
 
     async def ensure_next(self, now: datetime) -> PulseState:
         """Give a fresh or disabled-then-enabled pulse a next slot to wait for."""
         state = await self.get()
         if state.next_pulse_at is None and state.enabled:
-            await self._set({"next_pulse_at": next_pulse(state.schedule(self.tz), now)})
+            await self._repo.change(
+                PulseChange(next_pulse_at=next_pulse(state.schedule(self.tz), now))
+            )
+            self._forget()
             state = await self.get()
         return state

@@ -14,11 +14,12 @@ from typing import Any
 from bson import ObjectId
 from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import BulkWriteError
 
 from runtime.clock import utcnow
 from storage import collections as c
 from storage import retry
-from storage.coalesce import GroupCommit, GroupLoad, TtlCache, insert_groups
+from storage.coalesce import GroupCommit, GroupLoad, TtlCache, insert_groups, own_copies
 from storage.ejson import aware
 from storage.redact import SWEPT_FIELD
 from storage.repos.conversation_record import Conversation, StoredMessage, Summary
@@ -63,11 +64,15 @@ class SystemInstructionRepo:
         self._cache: TtlCache[str, SystemInstruction] = TtlCache(self.CACHE_SECONDS)
 
     def get(self) -> Awaitable[SystemInstruction]:
-        """The instruction (the cache's, ``TtlCache.get``: at once while fresh)."""
-        return self._cache.get(SYSTEM_INSTRUCTION_ID, self._load)
+        """The instruction (the cache's, ``TtlCache.read``: at once while fresh, else
+        the database's answer, parsed)."""
+        return self._cache.read(SYSTEM_INSTRUCTION_ID, self._query, self._parse)
 
-    async def _load(self) -> SystemInstruction:
-        doc = await self._coll.find_one({"_id": SYSTEM_INSTRUCTION_ID})
+    def _query(self) -> Awaitable[Doc | None]:
+        return self._coll.find_one({"_id": SYSTEM_INSTRUCTION_ID})
+
+    @staticmethod
+    def _parse(doc: Doc | None) -> SystemInstruction:
         si = SystemInstruction()
         if doc:
             si.core_instruction = doc.get("core_instruction") or si.core_instruction
@@ -254,13 +259,20 @@ class MessageRepo:
         self._listener = listener
 
     async def append(
-        self, conversation_id: ObjectId, messages: list[Doc], start_seq: int | None = None
+        self,
+        conversation_id: ObjectId,
+        messages: list[Doc],
+        start_seq: int | None = None,
+        *,
+        alone: bool = False,
     ) -> None:
         """Append turns in order; ``seq`` is unique per conversation.
 
         Callers that just read the tail pass ``start_seq`` and save a round trip.
         One writer per conversation (the pipeline serialises it), so seqs never
         clash; if they did, the unique index raises rather than interleaving turns.
+        ``alone``: in an insert of its own, past the group commit (a scheduled run's
+        exchange, minutes from the next: nothing to share a command with).
         """
         if not messages:
             return
@@ -280,7 +292,16 @@ class MessageRepo:
             }
             for i, m in enumerate(messages)
         ]
-        await self._insert(docs)  # a retry adds only what is missing
+        if alone:
+            try:  # a repeat stores what is missing (each document has its _id)
+                await retry.retried(
+                    lambda: self._coll.insert_many(docs, ordered=False), "store messages"
+                )
+            except BulkWriteError as exc:
+                if errors := [e for e in await own_copies(self._coll, docs, exc) if e]:
+                    raise errors[0] from exc
+        else:
+            await self._insert(docs)  # a retry adds only what is missing
         if self._listener is not None:
             self._listener(conversation_id, docs)
 

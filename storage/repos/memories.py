@@ -17,7 +17,7 @@ that keeps facts in memory (``storage.recall``).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -148,7 +148,17 @@ class MemoryStore:
         self._settings = db[c.SETTINGS]
 
     async def version(self) -> int:
-        doc = await self._settings.find_one({"_id": COUNTER_ID}, {"version": 1})
+        """How many changes the facts have seen (a reader's memory is stale when it
+        moved)."""
+        return self.version_of(await self.read_version())
+
+    def read_version(self) -> Awaitable[Doc | None]:
+        """The read of ``version``, the driver's own awaitable, for a caller on every
+        exchange (``Recall.for_note``) that parses it itself (``version_of``)."""
+        return self._settings.find_one({"_id": COUNTER_ID}, {"version": 1})
+
+    @staticmethod
+    def version_of(doc: Doc | None) -> int:
         return int(doc.get("version") or 0) if doc else 0
 
     async def _bump(self, ids: int = 0) -> tuple[int, int]:

@@ -1,5 +1,5 @@
 """An ``outbox`` row as a typed value: ``OutboxRow``, read once (``from_doc``) and
-written from it (``to_doc``).
+written from it (``to_doc``, ``outcome_doc``); its store is ``storage.repos.outbox``.
 
 What is stored does not change with this type: the field names are the ones the outbox
 (``channels.delivery.outbox``) has always written, and a row from an older version
@@ -39,6 +39,8 @@ class OutboxRow:
     failed_at: datetime | None = None
     last_error: str | None = None
     external_ids: tuple[str, ...] = ()
+    info: Mapping[str, Any] = field(default_factory=dict)
+    """What the channel said of a sent message (an SMS's segments, say)."""
 
     CHAT_FIELDS: ClassVar[Mapping[str, int]] = {"_id": 0, "channel": 1, "chat_id": 1}
     """The projection ``chat_of`` reads: which chat a row is for, and nothing else."""
@@ -76,6 +78,7 @@ class OutboxRow:
             failed_at=moment(doc, "failed_at"),
             last_error=maybe_text(doc, "last_error"),
             external_ids=texts(doc, "external_ids"),
+            info=mapping(doc, "info") or {},
         )
 
     def to_doc(self) -> Doc:
@@ -94,5 +97,29 @@ class OutboxRow:
             "claimed_at": self.claimed_at,
             "attempts": self.attempts,
             "created_at": self.created_at,
+            "next_attempt_at": self.next_attempt_at,
+        }
+
+    def outcome_doc(self) -> Doc:
+        """The fields a send's outcome sets, by the row's status: sent (when, and the
+        channel's ids), due again (the error, when), or failed (the error, when)."""
+        if self.status == "sent":
+            return {
+                "status": self.status,
+                "sent_at": self.sent_at,
+                # No attempt is due any more: the (status, next_attempt_at) index then
+                # also finds what was sent recently (storage.repos.sent_alerts).
+                "next_attempt_at": self.next_attempt_at,
+                "external_ids": list(self.external_ids),
+            }
+        if self.status == "failed":
+            return {
+                "status": self.status,
+                "last_error": self.last_error,
+                "failed_at": self.failed_at,
+            }
+        return {
+            "status": self.status,
+            "last_error": self.last_error,
             "next_attempt_at": self.next_attempt_at,
         }

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 
+from runtime.clock import utcnow
 from storage import collections as c
 from storage import retry
 
@@ -91,7 +91,7 @@ class WhatsAppPermissions:
 
     async def put(self, address: str, fields: Doc, *, create: bool) -> Permission | None:
         """Set ``fields`` on the record; creates it only when ``create`` (else None)."""
-        now = datetime.now(UTC)
+        now = utcnow()
         doc = await retry.retried(  # $set (upsert) on a unique key: safe to repeat
             lambda: self._coll.find_one_and_update(
                 {"phone_number": address},

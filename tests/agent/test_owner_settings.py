@@ -11,9 +11,12 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from agent.owner import OwnerPrefs, OwnerSettings, SettingsError
+from scheduler.cron.job import JobReader
 from scheduler.cron.service import CronService
 from scheduler.pulse.grid import QuietHours
 from scheduler.pulse.store import PulseStore
+from storage.repos.cron_jobs import CronJobStore
+from storage.repos.pulse import PulseRepo
 from tests.fakes.clock import BERLIN, FakeClock
 
 Doc = dict[str, Any]
@@ -136,7 +139,7 @@ async def test_a_timezone_change_moves_jobs_on_the_old_clock_only(
     db: AsyncDatabase[Doc], clock: FakeClock
 ) -> None:
     owner = OwnerSettings(db, clock, "Europe/Berlin")
-    jobs = CronService(db, clock, "Europe/Berlin")
+    jobs = CronService(CronJobStore(db, JobReader()), clock, "Europe/Berlin")
 
     async def follow(old: OwnerPrefs, new: OwnerPrefs) -> None:
         await jobs.move_timezone(old.timezone, new.timezone)
@@ -159,7 +162,7 @@ async def test_the_pulse_follows_the_owners_quiet_hours_and_timezone(
     db: AsyncDatabase[Doc], clock: FakeClock
 ) -> None:
     owner = OwnerSettings(db, clock, "Europe/Berlin")
-    pulse = PulseStore(db, clock, owner)
+    pulse = PulseStore(PulseRepo(db), clock, owner)
     heard: list[str] = []
 
     async def changed() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -217,6 +218,31 @@ async def test_a_window_counts_from_the_answer_and_gives_back_refusals() -> None
     await window.acquire()
     assert loop.time() - answered >= 0.2
     window.release(counted=False)
+
+
+async def test_a_place_and_a_gap_last_their_whole_time_by_a_fine_clock() -> None:
+    """The service times arrivals by a fine clock, so the pace must too: uvloop's
+    ``loop.time()`` ticks in whole milliseconds and is read once per turn of the loop,
+    and a pace timed by it let a send go a fraction of a millisecond early (the bench
+    met a 429 for a send 0.9999 s after the 30th before it)."""
+    window, lane = Window(1, 0.05), Pace().lane("7")
+    waits: list[float] = []
+    await window.acquire()
+    for _ in range(10):
+        answered = time.monotonic()
+        window.release()
+        await window.acquire()
+        waits.append(time.monotonic() - answered)
+    window.release(counted=False)
+    async with lane:
+        await lane.turn()
+        for _ in range(10):
+            answered = time.monotonic()
+            lane.done(0.05)
+            await lane.turn()
+            waits.append(time.monotonic() - answered)
+        lane.done(0.0)
+    assert min(waits) >= 0.05, waits
 
 
 async def test_a_cancelled_waiter_passes_its_place_on_and_close_fails_the_rest() -> None:

@@ -151,3 +151,22 @@ async def test_stopped_while_the_sink_waits_confirms_nothing(fake: FakeTelegram)
         assert never_stored.texts == [] and stored.texts == ["keep me"]
     finally:
         await again.stop()
+
+
+async def test_a_refused_long_poll_waits_the_policy_or_what_telegram_asked(
+    fake: FakeTelegram,
+) -> None:
+    """A 429 on ``getUpdates`` is one more failure of the poll loop: it waits the loop's
+    next pause, or longer when Telegram asked for longer, never only what was asked."""
+    fake.fail("getUpdates", 429, "Too Many Requests: retry after 1", retry_after=1)
+    stored = Store()
+    update = fake.push_text(42, "after the pause")
+    bot = TelegramChannel(TOKEN, fake.url, poll_timeout=1, backoff=Backoff(first=1.5, cap=1.5))
+    started = asyncio.get_running_loop().time()
+    await bot.start(stored)
+    try:
+        await fake.wait_confirmed(update["update_id"])
+        assert stored.texts == ["after the pause"]
+        assert asyncio.get_running_loop().time() - started >= 1.5
+    finally:
+        await bot.stop()

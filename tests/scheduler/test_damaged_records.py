@@ -13,7 +13,8 @@ from pymongo.asynchronous.database import AsyncDatabase
 from scheduler.monitors.monitor import MonitorLimits
 from scheduler.monitors.service import Monitors
 from scheduler.monitors.store import MonitorStore
-from scheduler.pulse.store import PULSE_ID
+from storage.repos.monitors import MonitorRepo
+from storage.repos.pulse import PULSE_ID
 from tests.fakes.clock import FakeClock
 from tests.scheduler.test_engine import Harness, _pulse_off, utc
 from tests.scheduler.test_monitors import Told
@@ -82,7 +83,7 @@ async def test_a_damaged_monitor_is_skipped_and_the_others_are_watched(
 ) -> None:
     clock = FakeClock(utc(2026, 11, 26, 10, 0))
     quick = MonitorLimits(min_interval_seconds=1, timeout_seconds=0.5, review_seconds=0.05)
-    first = Monitors(MonitorStore(db, clock, quick), Told().hooks(), clock)
+    first = Monitors(MonitorStore(MonitorRepo(db, clock), quick), Told().hooks(), clock)
     await first.start()
     try:
         made = await first.create("heartbeat", {"name": "Backups", "period_seconds": 60})
@@ -91,7 +92,7 @@ async def test_a_damaged_monitor_is_skipped_and_the_others_are_watched(
     # Edited by hand: no kind, and a period that is not a number.
     await db["monitors"].insert_one({"_id": "hand", "name": "Hand", "period_seconds": "1h"})
     caplog.set_level(logging.WARNING)
-    again = Monitors(MonitorStore(db, clock, quick), Told().hooks(), clock)
+    again = Monitors(MonitorStore(MonitorRepo(db, clock), quick), Told().hooks(), clock)
     await again.start()
     try:
         assert [m.id for m in again.all()] == [made.id]

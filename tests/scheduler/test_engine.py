@@ -10,12 +10,15 @@ from typing import Any
 from pymongo.asynchronous.database import AsyncDatabase
 
 from agent.owner import OwnerSettings
-from scheduler.cron.job import CronJob
+from scheduler.cron.job import CronJob, JobReader
 from scheduler.cron.service import CronService
 from scheduler.engine import Engine, EngineConfig
-from scheduler.fires.claims import LeaseStore, cron_key, pulse_key
+from scheduler.fires.claims import cron_key, pulse_key
 from scheduler.fires.recorder import Go, RunRecorder, RunTicket
 from scheduler.pulse.store import PulseStore
+from storage.repos.cron_jobs import CronJobStore
+from storage.repos.leases import LeaseStore
+from storage.repos.pulse import PulseRepo
 from storage.repos.runs.record import Outcome, Trigger
 from storage.repos.runs.store import RunStore
 from tests.fakes.clock import BERLIN, FakeClock
@@ -38,8 +41,8 @@ class Harness:
         self.clock = clock
         self.hold = hold
         """When given, a cron run stays in progress until it is set."""
-        self.jobs = CronService(db, clock, "Europe/Berlin")
-        self.pulse = PulseStore(db, clock, OwnerSettings(db, clock, BERLIN.key))
+        self.jobs = CronService(CronJobStore(db, JobReader()), clock, "Europe/Berlin")
+        self.pulse = PulseStore(PulseRepo(db), clock, OwnerSettings(db, clock, BERLIN.key))
         self.runs = RunStore(db)
         self.cron_calls: list[tuple[str, datetime]] = []
         self.pulse_calls: list[datetime] = []

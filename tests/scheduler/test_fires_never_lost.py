@@ -30,12 +30,14 @@ from agent.app.features.scheduling import SchedulingOptions, scheduling
 from agent.llm.types import ModelMessage, ModelResponse, ToolSpec
 from agent.owner import OwnerSettings
 from runtime.backoff import Backoff
-from scheduler.cron.job import CronJob
+from scheduler.cron.job import CronJob, JobReader
 from scheduler.cron.service import CronService
 from scheduler.engine import Engine
-from scheduler.fires.claims import LeaseStore
 from scheduler.fires.recorder import RunRecorder, RunTicket, Skip
 from scheduler.pulse.store import PulseStore
+from storage.repos.cron_jobs import CronJobStore
+from storage.repos.leases import LeaseStore
+from storage.repos.pulse import PulseRepo
 from storage.repos.runs.record import Outcome, Trigger
 from storage.repos.runs.store import RunStore
 from tests.conftest import make_settings
@@ -387,8 +389,8 @@ async def test_the_engine_wakes_itself_for_a_retry(db: AsyncDatabase[Doc]) -> No
         return Skip("idle", "off")
 
     runs = RunStore(db)
-    jobs = CronService(db, clock, "UTC")
-    pulse = PulseStore(db, clock, OwnerSettings(db, clock, "UTC"))
+    jobs = CronService(CronJobStore(db, JobReader()), clock, "UTC")
+    pulse = PulseStore(PulseRepo(db), clock, OwnerSettings(db, clock, "UTC"))
     await pulse.update_config(enabled=False)
     recorder = RunRecorder(
         runs, clock, cron=work, pulse=no_pulse, backoff=Backoff(first=0.3, cap=0.3, retries=1)

@@ -1,4 +1,4 @@
-"""``scheduler.monitors.history``: each check counted into its hour and its day by the
+"""``storage.repos.monitor_checks``: each check counted into its hour and its day by the
 running service (http checks, pings, ``/fail`` and a missed deadline), bounded per
 hour, read back as the monitors page's figures, and gone with its monitor."""
 
@@ -11,15 +11,11 @@ from typing import Any
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
-from scheduler.monitors.history import (
-    SPARK_POINTS,
-    CheckHistory,
-    Counts,
-    expected_pings,
-    uptime,
-)
+from scheduler.monitors.history import expected_pings, uptime
 from scheduler.monitors.service import Monitors
 from scheduler.monitors.store import MonitorStore
+from storage.repos.monitor_checks import SPARK_POINTS, CheckHistory, Counts
+from storage.repos.monitors import MonitorRepo
 from tests.fakes.clock import FakeClock
 from tests.fakes.monitor_target import Target
 from tests.scheduler.test_monitors import QUICK, Told
@@ -40,7 +36,9 @@ async def target() -> AsyncIterator[Target]:
 
 async def running(db: AsyncDatabase[Doc], clock: FakeClock) -> Monitors:
     history = CheckHistory(db)
-    monitors = Monitors(MonitorStore(db, clock, QUICK), Told().hooks(), clock, history=history)
+    monitors = Monitors(
+        MonitorStore(MonitorRepo(db, clock), QUICK), Told().hooks(), clock, history=history
+    )
     await monitors.start()
     return monitors
 
@@ -113,7 +111,9 @@ async def test_a_monitor_keeps_one_bounded_document_and_a_delete_takes_it(
     assert m1["ms"] == list(range(30, SPARK_POINTS + 30))  # the latest kept
     assert m2 is not None and len(m2["hc"]) <= 4 and set(m2["hu"]) == set(m2["hc"])
     assert len(m2["dc"]) == 31 and min(m2["dc"]) == "d20261206"  # a month, the rest dropped
-    monitors = Monitors(MonitorStore(db, clock, QUICK), Told().hooks(), clock, history=history)
+    monitors = Monitors(
+        MonitorStore(MonitorRepo(db, clock), QUICK), Told().hooks(), clock, history=history
+    )
     made = await monitors.create("heartbeat", {"name": "Gone", "period_seconds": 60})
     await history.record(made.id, START, True, None)
     await monitors.delete(made.id)

@@ -18,9 +18,11 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from scheduler.monitors.check import check_http, down_for_text
-from scheduler.monitors.monitor import MAX_BODY, Monitor, MonitorError, MonitorLimits, settle
+from scheduler.monitors.monitor import MAX_BODY, MonitorLimits, settle
 from scheduler.monitors.service import Hooks, Monitors
 from scheduler.monitors.store import MonitorStore
+from storage.repos.monitor_record import Monitor, MonitorError, MonitorSettings
+from storage.repos.monitors import MonitorRepo
 from tests.fakes.clock import FakeClock
 from tests.fakes.huge_answer import MIB, huge_answer
 from tests.fakes.monitor_target import Target
@@ -63,7 +65,7 @@ pytestmark = pytest.mark.clock(START)
 
 
 async def service(db: AsyncDatabase[Doc], clock: FakeClock, told: Told) -> Monitors:
-    monitors = Monitors(MonitorStore(db, clock, QUICK), told.hooks(), clock)
+    monitors = Monitors(MonitorStore(MonitorRepo(db, clock), QUICK), told.hooks(), clock)
     await monitors.start()
     return monitors
 
@@ -83,27 +85,27 @@ def test_private_and_home_network_targets_are_allowed() -> None:
         "http://[fd00::1]:8080/",
         "http://localhost:9000",
     ):
-        assert settle("http", {"name": "n", "url": url}, {}, MonitorLimits())["url"] == url
+        assert settle("http", {"name": "n", "url": url}, None, MonitorLimits()).url == url
 
 
 def test_defaults_and_refusals() -> None:
     limits = MonitorLimits()
-    http = settle("http", {"name": " NAS ", "url": "http://nas"}, {}, limits)
-    assert http == {
-        "name": "NAS", "severity": "warning", "url": "http://nas", "interval_seconds": 60,
-        "expect_status": None, "keyword": None, "failures_before_alert": 2,
-    }  # fmt: skip
-    grace = {p: settle("heartbeat", {"name": "n", "period_seconds": p}, {}, limits)
+    http = settle("http", {"name": " NAS ", "url": "http://nas"}, None, limits)
+    assert http == MonitorSettings(
+        name="NAS", severity="warning", url="http://nas", interval_seconds=60,
+        expect_status=None, keyword=None, failures_before_alert=2,
+    )  # fmt: skip
+    grace = {p: settle("heartbeat", {"name": "n", "period_seconds": p}, None, limits)
              for p in (60, 3600, 86_400)}  # fmt: skip
-    assert [g["grace_seconds"] for g in grace.values()] == [60, 360, 3600]
+    assert [g.grace_seconds for g in grace.values()] == [60, 360, 3600]
     with pytest.raises(MonitorError, match="between 30 and 86400"):
-        settle("http", {"name": "n", "url": "http://a", "interval_seconds": 29}, {}, limits)
+        settle("http", {"name": "n", "url": "http://a", "interval_seconds": 29}, None, limits)
     with pytest.raises(MonitorError, match="whole number"):
-        settle("http", {"name": "n", "url": "http://a", "interval_seconds": True}, {}, limits)
+        settle("http", {"name": "n", "url": "http://a", "interval_seconds": True}, None, limits)
     with pytest.raises(MonitorError, match="at most 80"):
-        settle("heartbeat", {"name": "n" * 81, "period_seconds": 60}, {}, limits)
-    assert settle("http", {"expect_status": 0}, http, limits)["expect_status"] is None
-    assert settle("http", {"keyword": ""}, http | {"keyword": "ok"}, limits)["keyword"] is None
+        settle("heartbeat", {"name": "n" * 81, "period_seconds": 60}, None, limits)
+    assert settle("http", {"expect_status": 0}, http, limits).expect_status is None
+    assert settle("http", {"keyword": ""}, replace(http, keyword="ok"), limits).keyword is None
 
 
 def test_how_long_it_was_down_reads_well() -> None:
@@ -130,7 +132,7 @@ async def test_a_ping_through_another_process_moves_the_deadline(
         assert b.all()[0].state == "up"
         clock.advance(seconds=41)
         await until(lambda: told_b.kinds() == ["down"] or told_a.kinds() == ["down"])
-        assert (await b.store.reload(made.id)) is not None
+        assert (await b.repo.reload(made.id)) is not None
         await until_async(_state(b, made.id, "down"))
     finally:
         await a.stop()
@@ -139,7 +141,7 @@ async def test_a_ping_through_another_process_moves_the_deadline(
 
 def _state(monitors: Monitors, monitor_id: str, wanted: str) -> Any:
     async def check() -> bool:
-        stored = await monitors.store.reload(monitor_id)
+        stored = await monitors.repo.reload(monitor_id)
         return stored is not None and stored.state == wanted
 
     return check
@@ -192,7 +194,7 @@ async def test_a_new_url_starts_the_count_again(
 
 def _failures(monitors: Monitors, monitor_id: str, wanted: int) -> Any:
     async def check() -> bool:
-        stored = await monitors.store.reload(monitor_id)
+        stored = await monitors.repo.reload(monitor_id)
         return stored is not None and stored.failures >= wanted
 
     return check
@@ -204,7 +206,9 @@ async def test_a_process_beside_the_runner_edits_monitors_but_does_not_check_the
     """``watchkeeper chat`` beside ``watchkeeper run``: one process counts failures."""
     told = Told()
     runner = await service(db, clock, told)
-    beside = Monitors(MonitorStore(db, clock, QUICK), Told().hooks(), clock, watching=False)
+    beside = Monitors(
+        MonitorStore(MonitorRepo(db, clock), QUICK), Told().hooks(), clock, watching=False
+    )
     try:
         await runner.create("http", {"name": "NAS", "url": target.url, "interval_seconds": 1})
         assert await beside.start() == 0  # it knows the monitor, it runs no check
@@ -249,7 +253,9 @@ async def test_the_cap_holds_when_many_creates_run_at_once(
     ``watchkeeper chat`` beside ``watchkeeper run`` do."""
     limits = MonitorLimits()  # the real cap: 50
     a, b = (
-        Monitors(MonitorStore(db, clock, limits), Told().hooks(), clock, watching=False)
+        Monitors(
+            MonitorStore(MonitorRepo(db, clock), limits), Told().hooks(), clock, watching=False
+        )
         for _ in range(2)
     )
     await a.start()
@@ -280,13 +286,17 @@ async def test_monitors_from_before_the_slots_get_one_and_count(
     db: AsyncDatabase[Doc], clock: FakeClock
 ) -> None:
     limits = MonitorLimits(max_monitors=3)
-    first = Monitors(MonitorStore(db, clock, limits), Told().hooks(), clock, watching=False)
+    first = Monitors(
+        MonitorStore(MonitorRepo(db, clock), limits), Told().hooks(), clock, watching=False
+    )
     await first.start()
     for n in range(3):
         await first.create("heartbeat", {"name": f"old {n}", "period_seconds": 60})
     await first.stop()
     await db["monitors"].update_many({}, {"$unset": {"slot": ""}})  # as an older version left
-    again = Monitors(MonitorStore(db, clock, limits), Told().hooks(), clock, watching=False)
+    again = Monitors(
+        MonitorStore(MonitorRepo(db, clock), limits), Told().hooks(), clock, watching=False
+    )
     await again.start()
     try:
         slots = [d["slot"] async for d in db["monitors"].find({}).sort("created_at", 1)]

@@ -20,15 +20,17 @@ from pymongo.asynchronous.database import AsyncDatabase
 from agent.app.features.scheduling import SchedulingOptions, build_parts
 from agent.owner import OwnerSettings
 from channels.types import OutboundMessage, SendResult
-from scheduler.cron.job import CronJob
+from scheduler.cron.job import CronJob, JobReader
 from scheduler.cron.service import CronService
 from scheduler.engine import RETRY_TIMER, Engine, EngineConfig, Fire
-from scheduler.fires.claims import LeaseStore
 from scheduler.fires.leases import LeaseTerms, RunLeases
 from scheduler.fires.recorder import Go, RunRecorder, RunTicket
 from scheduler.fires.recovery import UNLEASED_HOLD, orphaned
 from scheduler.pulse.store import PulseStore
 from storage.ejson import aware
+from storage.repos.cron_jobs import CronJobStore
+from storage.repos.leases import LeaseStore
+from storage.repos.pulse import PulseRepo
 from storage.repos.runs.record import Outcome, Run, Trigger
 from storage.repos.runs.store import RunStore
 from tests.contexts import owner_ctx
@@ -57,8 +59,8 @@ class Process:
         self.started = asyncio.Event()
         self.answer = asyncio.Event()
         """Set: the model answers the hanging runs."""
-        self.jobs = CronService(db, clock, "UTC")
-        self.pulse = PulseStore(db, clock, OwnerSettings(db, clock, "UTC"))
+        self.jobs = CronService(CronJobStore(db, JobReader()), clock, "UTC")
+        self.pulse = PulseStore(PulseRepo(db), clock, OwnerSettings(db, clock, "UTC"))
         self.runs = RunStore(db)
         # Renewed by hand in these tests (``renew``), as its renewer would every 10 s.
         self.leases = RunLeases(self.runs, clock, terms=LeaseTerms(ttl=LEASE, renew_every=3600))

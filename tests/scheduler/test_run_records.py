@@ -8,9 +8,10 @@ from typing import Any
 from bson import ObjectId
 from pymongo.asynchronous.database import AsyncDatabase
 
-from scheduler.cron.job import CronJob
+from scheduler.cron.job import CronJob, JobReader
 from scheduler.cron.service import CronService
 from scheduler.fires.recorder import Go, RunRecorder, RunTicket, Skip
+from storage.repos.cron_jobs import CronJobStore
 from storage.repos.runs.record import Outcome, Run, Trigger
 from storage.repos.runs.store import RunStore
 from tests.fakes.clock import FakeClock
@@ -48,7 +49,7 @@ async def _kit(db: AsyncDatabase[Doc]) -> tuple[RunRecorder, Runner, CronJob, Fa
     recorder = RunRecorder(
         runs, clock, cron=runner.cron, pulse=runner.pulse, on_failures=runner.failures
     )
-    job = await CronService(db, clock, "UTC").create(
+    job = await CronService(CronJobStore(db, JobReader()), clock, "UTC").create(
         name="Backups", instruction="check", cron_expression="0 * * * *"
     )
     return recorder, runner, job, clock

@@ -29,6 +29,6 @@ async def test_runs_once_a_day_and_only_in_quiet_hours(db: AsyncDatabase[dict[st
     ]
     assert [f.status for f in await store.all()] == ["replaced", "active"]
     log = await last_log(db)
-    assert log is not None and [d["_id"] for d in log["before"]] == ["m1"]
+    assert log is not None and [d["_id"] for d in log.before] == ["m1"]
     assert await consolidate_if_due(db, night + timedelta(minutes=20), BERLIN, quiet=True) is None
     assert await consolidate_if_due(db, night + timedelta(days=1), BERLIN, quiet=True) == []

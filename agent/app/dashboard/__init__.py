@@ -42,9 +42,10 @@ from aiohttp import web
 
 from agent.app.access import AdminGate
 from agent.app.application import App
-from agent.app.dashboard.auth import RevokedStore, Sessions
+from agent.app.dashboard.auth import Sessions
 from agent.app.dashboard.context import BY, DASHBOARD_KEY, Dashboard
 from agent.app.healthcheck import HealthBoard
+from storage.repos.dashboard_sessions import RevokedStore
 
 log = logging.getLogger(__name__)
 PAGES: tuple[str, ...] = (

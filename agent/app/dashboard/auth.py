@@ -10,10 +10,10 @@ Every POST behind the login carries a CSRF token (hidden field ``csrf``, from
 ``csrf_field(request)`` in templates): an HMAC of the session id, checked in constant
 time. A request authorised by the bearer header has the fixed session id ``bearer``.
 
-Logged-out sessions survive a restart (``RevokedStore``): the ``settings`` document
-``dashboard_sessions`` maps each revoked session id to when its cookie would have
-expired anyway (then it is dropped). Loaded when the web app starts; written at each
-logout.
+Logged-out sessions survive a restart (``storage.repos.dashboard_sessions``): the
+``settings`` document ``dashboard_sessions`` maps each revoked session id to when its
+cookie would have expired anyway (then it is dropped). Loaded when the web app starts;
+written at each logout.
 """
 
 from __future__ import annotations
@@ -24,16 +24,12 @@ import hmac
 import secrets
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from aiohttp import web
-from pymongo.asynchronous.database import AsyncDatabase
 
 from agent.app.access import AdminGate
 from agent.config import Settings
-from storage import collections as c
-from storage import retry
-from storage.ejson import aware
+from storage.repos.dashboard_sessions import RevokedStore
 
 SESSION_COOKIE = "wk_session"
 FLASH_COOKIE = "wk_flash"
@@ -172,33 +168,3 @@ def set_flash(response: web.StreamResponse, request: web.Request, value: str) ->
         samesite="Strict",
         secure=is_secure(request),
     )
-
-
-DOC_ID = "dashboard_sessions"
-MAX_REVOKED = 1000
-"""Logouts remembered at most (the soonest to expire are dropped first)."""
-
-
-class RevokedStore:
-    def __init__(self, db: AsyncDatabase[dict[str, Any]]) -> None:
-        self._coll = db[c.SETTINGS]
-
-    async def load(self, now: datetime) -> dict[str, datetime]:
-        doc = await self._coll.find_one({"_id": DOC_ID})
-        stored = doc.get("revoked", {}) if doc is not None else {}
-        found: dict[str, datetime] = {}
-        if isinstance(stored, dict):
-            for sid, until in stored.items():
-                moment = aware(until)
-                if moment is not None and moment > now:
-                    found[str(sid)] = moment
-        return found
-
-    async def save(self, revoked: dict[str, datetime]) -> None:
-        kept = dict(sorted(revoked.items(), key=lambda item: item[1])[-MAX_REVOKED:])
-        await retry.retried(  # a whole-field $set: safe to repeat
-            lambda: self._coll.update_one(
-                {"_id": DOC_ID}, {"$set": {"revoked": kept}}, upsert=True
-            ),
-            "remember a dashboard logout",
-        )

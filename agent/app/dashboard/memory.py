@@ -51,8 +51,8 @@ def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
         context = {
             "query": query,
             "facts": [fact_row(f, dash) for f in facts],
-            "consolidated": human_time(log["at"], dash.tz, dash.now()) if log else None,
-            "consolidated_notes": list(log.get("notes") or ()) if log else [],
+            "consolidated": human_time(log.at, dash.tz, dash.now()) if log else None,
+            "consolidated_notes": list(log.notes) if log else [],
         }
         return dash.render(request, "memory.html", context)
 

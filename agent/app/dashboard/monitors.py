@@ -11,7 +11,7 @@ refused input is shown again beside the reason, nothing stored. A heartbeat's pi
 holds its secret token: it is on the answer to its creation only (only a hash is
 kept), masked afterwards. Flapping is the alert damping's own notion
 (``scheduler.monitors.news.truth``). Uptime comes from ``monitor_checks``
-(``scheduler.monitors.history``). A kind this page does not know is shown by the
+(``storage.repos.monitor_checks``). A kind this page does not know is shown by the
 fields it has.
 """
 
@@ -28,19 +28,13 @@ from agent.app.dashboard.context import LIVE_SECONDS, Dashboard
 from agent.tools.monitors import SETTINGS, ping_base, ping_url
 from scheduler.monitors.change import looked_for, missing_words
 from scheduler.monitors.check import down_for_text
-from scheduler.monitors.history import CheckHistory, History, expected_pings, uptime
-from scheduler.monitors.monitor import (
-    HEARTBEAT_FIELDS,
-    HTTP_FIELDS,
-    KINDS,
-    SEVERITIES,
-    Monitor,
-    MonitorError,
-    MonitorLimits,
-)
+from scheduler.monitors.history import expected_pings, uptime
+from scheduler.monitors.monitor import SEVERITIES, MonitorLimits
 from scheduler.monitors.news import flap_text, truth
 from scheduler.monitors.service import Monitors
-from scheduler.monitors.store import MonitorStore
+from storage.repos.monitor_checks import CheckHistory, History
+from storage.repos.monitor_record import HEARTBEAT_FIELDS, HTTP_FIELDS, KINDS, Monitor, MonitorError
+from storage.repos.monitors import MonitorRepo
 
 INTEGERS = frozenset(
     {
@@ -256,7 +250,7 @@ def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
     async def cards() -> dict[str, Any]:
         """What the live part shows: every monitor as stored, with its figures."""
         now = dash.now()
-        monitors = await MonitorStore(dash.app.deps.db, dash.now, limits()).all()
+        monitors = await MonitorRepo(dash.app.deps.db, dash.now).all()
         figures = await CheckHistory(dash.app.deps.db).read((m.id for m in monitors), now)
         base = ping_base(dash.app.settings)
         shown = [monitor_card(m, figures[m.id], now, limits(), base) for m in monitors]
@@ -307,7 +301,7 @@ def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
     async def edit_page(request: web.Request) -> web.StreamResponse:
         running = service()
         try:
-            monitor = await MonitorStore(dash.app.deps.db, dash.now, limits()).find(
+            monitor = await MonitorRepo(dash.app.deps.db, dash.now).find(
                 request.match_info["monitor_id"]
             )
         except MonitorError as exc:
@@ -338,7 +332,7 @@ def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
         monitor_id = request.match_info["monitor_id"]
         values = form_values(await request.post())
         try:
-            monitor = await running.store.find(monitor_id)
+            monitor = await running.repo.find(monitor_id)
         except MonitorError as exc:
             return dash.done(request, "/monitors", f"Nothing changed: {exc}")
         try:
@@ -363,7 +357,7 @@ def register(router: web.UrlDispatcher, dash: Dashboard) -> None:
             else:
                 form = await request.post()
                 if form.get("confirm") != "yes":
-                    monitor = await running.store.find(monitor_id)
+                    monitor = await running.repo.find(monitor_id)
                     return dash.render(request, "monitor_delete.html", {"monitor": monitor})
                 monitor = await running.delete(monitor_id)
                 text = f"Deleted “{monitor.name}” and its history."

@@ -31,11 +31,11 @@ from agent.alerts.calls import CallsStatus
 from agent.app.dashboard.alerts import AlertCard, open_alerts
 from agent.app.dashboard.context import LIVE_SECONDS, Dashboard, channel_name, human_time
 from agent.app.healthcheck import Component, Health
-from scheduler.monitors.monitor import Monitor, MonitorLimits
-from scheduler.monitors.store import MonitorStore
 from scheduler.views import pulse_view, quiet_text
 from storage.outside import Outside
 from storage.repos.alert_record import Alert
+from storage.repos.monitor_record import Monitor
+from storage.repos.monitors import MonitorRepo
 
 Shown = Callable[[datetime | None], str]
 """A moment in words (``human_time`` in the owner's timezone, from now)."""
@@ -371,7 +371,7 @@ def monitor_row(m: Monitor) -> MonitorRow:
 
 async def monitors_of(dash: Dashboard) -> list[Monitor]:
     """Every monitor as stored (a small list; issue 30)."""
-    return await MonitorStore(dash.app.deps.db, dash.now, MonitorLimits()).all()
+    return await MonitorRepo(dash.app.deps.db, dash.now).all()
 
 
 async def glance(dash: Dashboard) -> Glance:

@@ -13,7 +13,7 @@ cron runs, not the pulse), ``GET``/``POST /api/monitors``,
 ``GET``/``POST /ping/<token>`` and ``/ping/<token>/fail`` (no token but their own),
 a ``monitors`` section of ``/api/status``, and the running service to the dashboard
 (``Services.monitors``: its Monitors page acts through it). Each check is counted in
-``monitor_checks`` (``scheduler.monitors.history``) for the page's uptime figures.
+``monitor_checks`` (``storage.repos.monitor_checks``) for the page's uptime figures.
 """
 
 from __future__ import annotations
@@ -37,11 +37,13 @@ from channels.types import OutboundMessage
 from channels.webhook_body import BodyRefused, read_json_object
 from scheduler.monitors.change import PageNews
 from scheduler.monitors.check import down_for_text
-from scheduler.monitors.history import CheckHistory
-from scheduler.monitors.monitor import Monitor, MonitorError, MonitorLimits, Reason
+from scheduler.monitors.monitor import MonitorLimits
 from scheduler.monitors.service import Hooks, Monitors
 from scheduler.monitors.store import MonitorStore
 from storage.outside import Outside
+from storage.repos.monitor_checks import CheckHistory
+from storage.repos.monitor_record import Monitor, MonitorError, Reason
+from storage.repos.monitors import MonitorRepo
 
 log = logging.getLogger(__name__)
 MAX_BODY = 16 * 1024
@@ -189,7 +191,7 @@ def monitoring(options: MonitoringOptions | None = None) -> Feature:
             log.info("monitors: off (they alert through the alert router, which is not running)")
             yield Parts()
             return
-        store = MonitorStore(ctx.database.db, ctx.clock, chosen.limits)
+        store = MonitorStore(MonitorRepo(ctx.database.db, ctx.clock), chosen.limits)
         # Checks run in the process that owns the transports (watchkeeper run) only.
         watching = ctx.exclusive_transports
         hooks = _hooks(router, ctx.outbox, ctx)

@@ -35,10 +35,9 @@ from agent.tools.send import SEND_MESSAGE, any_sender_running
 from channels.delivery.outbox import Outbox
 from channels.types import Channel, InboundMessage, Reply
 from runtime.clock import Clock
-from scheduler.cron.job import JobLimits
+from scheduler.cron.job import JobLimits, JobReader
 from scheduler.cron.service import CronService
 from scheduler.engine import AlreadyRunning, Engine, EngineConfig
-from scheduler.fires.claims import LeaseStore
 from scheduler.fires.leases import LeaseTerms, RunLeases
 from scheduler.fires.recorder import RunRecorder
 from scheduler.pulse.store import PulseState, PulseStore
@@ -50,6 +49,9 @@ from scheduler.views import (
     run_line,
     zone_note,
 )
+from storage.repos.cron_jobs import CronJobStore
+from storage.repos.leases import LeaseStore
+from storage.repos.pulse import PulseRepo
 from storage.repos.runs.store import RunStore
 
 log = logging.getLogger(__name__)
@@ -88,8 +90,8 @@ def build_scheduling(
         max_jobs=settings.max_cron_jobs,
         min_interval=timedelta(minutes=settings.min_cron_interval_minutes),
     )
-    jobs = CronService(db, clock, lambda: owner.current.timezone, limits)
-    pulse = PulseStore(db, clock, owner)
+    jobs = CronService(CronJobStore(db, JobReader()), clock, lambda: owner.current.timezone, limits)
+    pulse = PulseStore(PulseRepo(db), clock, owner)
     runs = RunStore(db)
     outbox, channels, reach = reached
     tell = ZoneNotice(outbox, channels, reach, owner)

@@ -221,6 +221,36 @@ class Run:
         )
 
     @classmethod
+    def first_try(
+        cls,
+        kind: RunKind,
+        job_id: str | None,
+        scheduled_for: datetime,
+        now: datetime,
+        *,
+        trigger: Trigger = "schedule",
+        name: str | None = None,
+        context: Mapping[str, int] | None = None,
+        retry_until: datetime | None = None,
+        holder: Holder | None = None,
+    ) -> Run:
+        """A fire's record as its first try begins: ``running``, held by ``holder``
+        (stored by ``RunStore.open``)."""
+        return cls(
+            id=ObjectId(),
+            kind=kind,
+            job_id=job_id,
+            scheduled_for=scheduled_for,
+            trigger=trigger,
+            name=name,
+            context=dict(context) if context is not None else None,
+            started_at=now,
+            retry_until=retry_until,
+            owner=holder.owner if holder is not None else None,
+            lease_until=holder.lease_until if holder is not None else None,
+        )
+
+    @classmethod
     def skipped(
         cls,
         kind: RunKind,

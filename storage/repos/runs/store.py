@@ -27,7 +27,7 @@ record that does not parse is logged and skipped (``storage.records``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 
@@ -76,38 +76,24 @@ class RunStore:
         holder: Holder | None = None,
     ) -> Run:
         """Open the record of a first try, ``running``, held by ``holder``."""
-        run = Run(
-            id=ObjectId(),
-            kind=kind,
-            job_id=job_id,
-            scheduled_for=scheduled_for,
-            trigger=trigger,
-            name=name,
-            context=context,
-            started_at=now,
-            retry_until=retry_until,
-            owner=holder.owner if holder is not None else None,
-            lease_until=holder.lease_until if holder is not None else None,
-        )
-        doc: Doc = {"kind": kind, "job_id": job_id}  # its _id is the upsert's query
-        doc |= {"scheduled_for": scheduled_for, "trigger": trigger}
-        doc |= {"status": "running", "started_at": now}
-        if name is not None:
-            doc["name"] = name
-        if context is not None:
-            doc["context"] = dict(context)
-        doc["attempts"] = 1
-        if retry_until is not None:
-            doc["retry_until"] = retry_until
-        if holder is not None:
-            doc |= {"owner": holder.owner, "lease_until": holder.lease_until}
+        run = Run.first_try(
+            kind, job_id, scheduled_for, now, trigger=trigger, name=name, context=context,
+            retry_until=retry_until, holder=holder,
+        )  # fmt: skip
+        await self.open(run)
+        return run
+
+    def open(self, run: Run) -> Awaitable[object]:
+        """Store the record of a first try (``Run.first_try``): the write, for the
+        caller to await (a plain call: a fire's task waits in the driver alone)."""
+        doc = run.to_doc()
+        del doc["_id"]  # the upsert's query
         # An upsert by the record's own _id: a repeat after a dropped connection finds
         # the first try's record and changes nothing.
-        await retry.retried(
+        return retry.retried(
             lambda: self._coll.update_one({"_id": run.id}, {"$setOnInsert": doc}, upsert=True),
             "open a run record",
         )
-        return run
 
     async def finish(
         self,
@@ -337,6 +323,17 @@ class RunStore:
         cursor = self._coll.find(
             {"started_at": {"$gte": since}},
             projection=TIMELINE_FIELDS,
+            sort=[("started_at", -1)],
+            limit=limit,
+        )
+        return self._runs(await cursor.to_list())
+
+    async def latest_finished(self, limit: int) -> list[Run]:
+        """The latest runs that ended (succeeded, failed or timed out), newest first,
+        with only their kind, status, reason and times (the health check's model)."""
+        cursor = self._coll.find(
+            {"status": {"$in": ["success", "failed", "timeout"]}},
+            projection={"kind": 1, "status": 1, "reason": 1, "started_at": 1, "ended_at": 1},
             sort=[("started_at", -1)],
             limit=limit,
         )

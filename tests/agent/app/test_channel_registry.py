@@ -25,6 +25,7 @@ from agent.app.registry import REGISTRY, replaced
 from agent.llm.openai.model import OpenAIModel
 from channels.registry import ChannelName
 from tests.conftest import make_settings
+from tests.databases import AppDb
 from tests.fakes.fixtures import openai_api
 from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.pigeon_channel import PIGEON, WEBHOOK, PigeonChannel, pigeon_entry
@@ -40,10 +41,10 @@ AUTH = {"Authorization": f"Bearer {ADMIN}"}
 
 @pytest.fixture
 async def pigeon_app(
-    mongo_server: str, tmp_path: Path, openai_api: FakeOpenAI
+    app_db: AppDb, tmp_path: Path, openai_api: FakeOpenAI
 ) -> AsyncIterator[tuple[App, TestClient[Any, Any]]]:
     settings = make_settings(
-        mongodb_uri=mongo_server + "?directConnection=true",
+        mongodb_uri=app_db.mongodb_uri,
         mongodb_db=f"pigeon_{uuid.uuid4().hex[:10]}",
         data_dir=tmp_path,
         owner_phone=OWNER,
@@ -53,7 +54,12 @@ async def pigeon_app(
     features = [alerting(AlertingOptions(background=False))]
     registry = replaced(REGISTRY, pigeon_entry())
     async with build_app(
-        settings, model=model, channels=[], features=features, registry=registry
+        settings,
+        embedded=app_db.server,
+        model=model,
+        channels=[],
+        features=features,
+        registry=registry,
     ) as app:
         client: TestClient[Any, Any] = TestClient(TestServer(make_web_app(app)))
         await client.start_server()
@@ -77,6 +83,7 @@ async def test_a_registry_entry_alone_carries_a_message_in_a_reply_and_an_alert_
     app, client = pigeon_app
     loft = _loft(app)
     assert PIGEON not in set(ChannelName)  # nothing in the project names it
+    assert app.database.owns_server  # as scripts/run starts it: the embedded server's own
 
     # In: the loft's webhook, mounted from the entry; the owner, by the entry's rules.
     openai_api.reply_text("Coo. The loft is fine.")

@@ -11,6 +11,7 @@ import pytest
 
 from scheduler.monitors.monitor import MonitorLimits
 from scheduler.monitors.store import MonitorStore
+from storage.repos.monitors import MonitorRepo
 from tests.agent.app.dashboard.browser_kit import PHONE, Browser
 from tests.agent.app.dashboard.conftest import TOKEN
 from tests.fakes.alert_app import Harness
@@ -137,13 +138,14 @@ async def fill_every_page(dash: Harness) -> None:
     dash.clock.advance(minutes=30, seconds=1)
     await parts_of(dash.app).engine.run_due()
     await raise_in_order(dash)
-    store = MonitorStore(dash.app.deps.db, dash.clock, MonitorLimits())
+    store = MonitorStore(MonitorRepo(dash.app.deps.db, dash.clock), MonitorLimits())
     nas = await store.create(
         "http", {"name": "NAS", "url": "http://nas.example.test/", "interval_seconds": 60}
     )
-    failing = await store.failed(nas, dash.clock.now, "connection refused")
+    failing = await store.repo.failed(nas, dash.clock.now, "connection refused")
     assert failing is not None
-    assert await store.went_down(failing, dash.clock.now, "connection refused", None)
+    now = dash.clock.now
+    assert await store.repo.went_down(failing, now, "connection refused", [now])
 
 
 async def visible_problems(browser: Browser) -> list[str]:

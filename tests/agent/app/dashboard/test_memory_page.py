@@ -80,6 +80,9 @@ async def test_a_consolidation_merges_marks_and_is_undone(
         "Consolidated 2 fact(s): m1 merged into m2 (duplicate); m3 its date 2026-11-20 has passed."
     )
     assert tea == ["m2"] and note_dentist == ["m4"]
+    # The page reads the consolidation's log: when it ran, and what it did.
+    assert "Undo the last consolidation (" in merged
+    assert "<li>merged into m2 (duplicate)</li>" in merged.split("Last consolidation")[1]
     assert undone.status == 303 and "Undone: 2 fact(s) are as they were." in back
     assert tea_back == ["m1", "m2"]
 

@@ -59,9 +59,9 @@ async def test_a_phone_sees_the_monitors_and_changes_them(browser: Browser, dash
 
         await browser.submit(f"#monitor-{web.id} form[action$='/delete'] button", "h1")
         assert await browser.text("h1") == "Delete “The shop front page”?"
-        assert await monitors.store.reload(web.id) is not None  # asked, not done
+        assert await monitors.repo.reload(web.id) is not None  # asked, not done
         await browser.submit("form[action$='/delete'] button", ".flash")
         assert "Deleted “The shop front page”" in await browser.text(".flash")
-        assert await monitors.store.reload(web.id) is None
+        assert await monitors.repo.reload(web.id) is None
     finally:
         await target.stop()

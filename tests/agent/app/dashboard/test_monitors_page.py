@@ -18,9 +18,9 @@ from typing import Any
 from aiohttp import ClientResponse
 
 from agent.app.features.monitors import MonitoringOptions, monitoring
-from scheduler.monitors.history import CheckHistory
 from scheduler.monitors.monitor import MonitorLimits
 from scheduler.monitors.service import Monitors
+from storage.repos.monitor_checks import CheckHistory
 from tests.agent.app.dashboard.pages_kit import csrf_of
 from tests.databases import AppDb
 from tests.fakes.alert_app import ADMIN, PUBLIC_URL, START, Harness, alert_app

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from agent.app.dashboard.auth import DOC_ID, RevokedStore
 from storage import collections as c
+from storage.repos.dashboard_sessions import DOC_ID, RevokedStore
 from tests.agent.app.dashboard.test_auth import fresh_client, log_in, session_cookie
 from tests.fakes.alert_app import Harness
 
