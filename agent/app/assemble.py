@@ -145,6 +145,7 @@ async def assemble(
         images=images,
     )
     late.push_async_callback(deps.usage.close)  # counts written before the DB closes
+    late.push_async_callback(deps.budget.close)  # the block given back, before usage
     note(f"model: {model.name}")
     catalog = core_catalog(offer for parts in every for offer in parts.tools)
     caps = MediaCaps(settings.media_max_bytes, settings.media_max_audio_seconds)

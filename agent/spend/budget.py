@@ -7,14 +7,26 @@ Guarantees:
 1. Reserved before, settled after. Before each model call its bound is reserved
    (``reserve``): the request's input estimated from its size (``request_bound``, on the
    high side) plus the most it may write (``MAX_OUTPUT_TOKENS``, which every adapter
-   asks for). The reservation is one conditional update of the shared ledger
-   (``storage.repos.token_budget``): it is let through only while the settled tokens
-   plus every open reservation are below the cap, so however many chats, runs and
-   processes call at once, the day ends at most one reservation past the cap. A call
-   that finds the cap held by calls in flight (not spent) waits for them to settle. After
-   the call its real usage replaces the reservation (``settle``); a failed call frees
-   it (``release``); a process killed in between holds it at most ``hold_for`` (30 min,
-   or longer for a long ``LLM_TIMEOUT_SECONDS``) after its last reservation.
+   asks for). The shared ledger (``storage.repos.token_budget``) holds, per process, a
+   block of the day's headroom; a call is let through from its process's block while
+   the block has room, without a database command. The block grows in one conditional
+   update for every call waiting then, by what they need and at least by what its calls
+   in flight hold (a burst doubles it a few times), and only while everything held
+   stays within the cap. Past that the rule is one call at a time: it is let through
+   while what is held (less this process's free headroom) is below the cap, so however
+   many chats, runs and processes call at once, the day ends at most one reservation
+   past the cap. A call that finds the cap held by calls in flight (not spent) waits
+   for them to settle: woken by a settle here (its hold is back in the block: no read),
+   and looking at the ledger every ``WAIT_SECONDS`` for another process's. After the
+   call its real usage replaces the reservation (``settle``): in the block at once, in
+   the ledger with every call settled within ``SETTLE_SECONDS`` (one command; the free
+   headroom goes back with it once no call here holds or wants any, and when the app
+   stops); a failed call frees it (``release``). A process killed in between holds its
+   block at most ``hold_for`` (30 min, or longer for a long ``LLM_TIMEOUT_SECONDS``)
+   after it last grew it, so after its last reservation: a block lets calls through
+   only for ``renew_every`` (a tenth of ``hold_for``) after it grew, then one command
+   renews it. What the killed process had settled in its last ``SETTLE_SECONDS`` is
+   not counted in the ledger (as the usage counts' last seconds are not).
 2. One cap per real day, whatever the timezone does. The budget day is opened at the
    owner's midnight (their timezone then) and closes at the next one (``next_day``),
    and that close is stored with it: moving the timezone never opens a new day early,
@@ -33,8 +45,16 @@ Guarantees:
    made is counted, so a turn that crosses the cap finishes its round (the tools the
    model asked for) and stops before the next call.
 
-On the hot path a model call costs two small database commands (reserve, settle); the
-counts for the Spend page are still written in batches (``storage.repos.usage``).
+On the hot path a model call costs no database command while its process's block has
+room; a burst of 100 chats costs about 15 (the block's growth, the looks while the cap
+is held, a few flushes), where a reservation and a settlement of their own for each
+call, and re-reads by the calls refused, cost 264 (``bench/profile_burst.py``). Why a
+block, as a database hands out sequence numbers in ranges: the one conditional update
+stays what holds the cap, and a block that shrinks to the one-call rule at the cap keeps
+its bound; reserving less than a call may write (a lower ``MAX_OUTPUT_TOKENS``) would
+not. Nor would waking waiters only by polling the ledger: each look is a command, and
+the settles that free the cap are mostly this process's own. The counts for the Spend
+page are written in batches too (``storage.repos.usage``).
 
 Prices live in ``agent.spend.prices``.
 """
@@ -65,6 +85,7 @@ from agent.llm.types import (
     ToolResultPart,
     ToolSpec,
 )
+from agent.spend.block import Block
 from runtime.clock import Clock
 from storage import collections as c
 from storage.repos.token_budget import Ledger, TokenLedger
@@ -101,6 +122,10 @@ def reservation_ttl(llm_timeout_seconds: float) -> timedelta:
     return max(RESERVATION_TTL, timedelta(seconds=llm_timeout_seconds * TRIES_PER_CALL))
 
 
+SETTLE_SECONDS = 0.5
+"""How long what settled calls used waits to be counted in the ledger, so the calls
+settled meanwhile are counted together, in one command (group commit). Another process
+sees them this much later; this process sees them at once."""
 MIN_DAY = timedelta(hours=20)
 """The shortest budget day after a timezone move (a day of summer-time change is 23 h)."""
 WAIT_SECONDS = 0.25
@@ -168,10 +193,11 @@ class BudgetView:
 @dataclass(frozen=True)
 class Hold:
     """One model call's reservation on ``day`` (``tokens`` 0: nothing reserved, there is
-    no cap)."""
+    no cap) from ``block`` (None: counted alone)."""
 
     day: date
     tokens: int
+    block: Block | None = field(default=None, compare=False, repr=False)
 
 
 def notice_key(day: date, level: Level) -> str:
@@ -225,6 +251,8 @@ class TokenBudget:
     """What one call may write at most (``MAX_OUTPUT_TOKENS``): reserved with its input."""
     hold_for: timedelta = RESERVATION_TTL
     """How long a reservation counts unsettled (``reservation_ttl``)."""
+    settle_seconds: float = SETTLE_SECONDS
+    """How long settled calls wait to be counted in the ledger together."""
     unnotify: Unnotify | None = None
     """Resolves the "spent" notice when the day's budget is not spent any more (raised)."""
     _checked: set[date] = field(default_factory=set, init=False)
@@ -238,9 +266,25 @@ class TokenBudget:
     _settled: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     _queue: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
     """Calls waiting for the cap, one looking at a time."""
+    _block: Block | None = field(default=None, init=False)
+    """This process's headroom on the day (``agent.spend.block``)."""
+    _want: int = field(default=0, init=False)
+    """Tokens the calls waiting here need."""
+    _looked: float = field(default=-math.inf, init=False)
+    """When a call waiting here last read the ledger (loop time)."""
+    _writing: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
+    """One command changing this process's hold at a time (a lease, a flush)."""
+    _timer: asyncio.TimerHandle | None = field(default=None, init=False)
+    _flushing: asyncio.Task[None] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self._ledger = TokenLedger(self.db)
+
+    @property
+    def renew_every(self) -> timedelta:
+        """How long after a lease its block may hand out holds: a call let through then
+        is still covered for ``hold_for`` less this (9 of its ``TRIES_PER_CALL``)."""
+        return self.hold_for / TRIES_PER_CALL
 
     def _seen(self) -> Ledger | None:
         """The budget day as last seen here, while it lasts (no read)."""
@@ -303,12 +347,22 @@ class TokenBudget:
         upgrade keeps what it used)."""
         return sum(x.total for x in await self.usage.since(day) if x.day == day)
 
+    def _pending(self, day: date) -> int:
+        """What this process's settled calls used on ``day`` that the ledger does not
+        count yet."""
+        block = self._block
+        return block.pending if block is not None and block.day == day else 0
+
     def _view(self, ledger: Ledger) -> BudgetView:
         resets = ledger.ends.astimezone(self.zone())
-        return BudgetView(ledger.day, ledger.used, self.limit, resets)
+        used = ledger.used + self._pending(ledger.day)
+        return BudgetView(ledger.day, used, self.limit, resets)
 
     async def view(self, *, fresh: bool = True) -> BudgetView:
-        """The day's budget (``fresh``: read now; else as last seen here)."""
+        """The day's budget (``fresh``: this process's settled calls counted and the
+        ledger read now; else as last seen here)."""
+        if fresh:
+            await self.flush()
         return self._view(await self._day(fresh=fresh))
 
     async def blocked(self, *, fresh: bool = True) -> BudgetView | None:
@@ -328,63 +382,127 @@ class TokenBudget:
         (no database read: a hint for work to spare, such as fetching media for a call
         that will not be made; ``reserve`` is what holds the cap)."""
         last = self._seen()
-        return self.limit > 0 and last is not None and last.used >= self.limit
+        return (
+            self.limit > 0
+            and last is not None
+            and last.used + self._pending(last.day) >= self.limit
+        )
 
     async def reserve(self, input_tokens: int) -> Hold | BudgetView:
         """Reserve a model call's bound (``input_tokens`` estimated, ``request_bound``,
         plus ``max_output``) before it is made; the day's budget instead when it is spent
-        (no call may be made; the owner told once). While the cap is held by calls in
-        flight, waits for them to settle (or their reservations to expire): one waiter
-        at a time looks again, once per call settled here (or every ``WAIT_SECONDS``,
-        for another process's), and the next looks as soon as it got through."""
-        if self.limit <= 0:
-            return Hold((self._seen() or await self._day(fresh=False)).day, 0)
+        (no call may be made; the owner told once). From this process's block when it
+        has room (no database command); else the block grows, in one command for every
+        call waiting. While the cap is held by calls in flight, waits for them to settle
+        (or their reservations to expire): one waiter at a time looks again, once per
+        call settled here (from the block), and at the ledger every ``WAIT_SECONDS``
+        (another process's settle), and the next looks as soon as it got through."""
+        ledger, block = self._seen(), self._block
+        if self.limit <= 0:  # nothing held; what it used is counted with the next flush
+            day = (ledger or await self._day(fresh=False)).day
+            return Hold(day, 0, self._block_on(day))
         tokens = max(0, input_tokens) + self.max_output
-        if not self._queue.locked():  # nobody waiting: try at once
-            ledger = self._seen()
-            if ledger is not None:  # the day known: one write takes the hold
-                until_ = self.clock() + self.hold_for
-                taken = await self._ledger.reserve(
-                    ledger.day, self._proc, tokens, self.limit, until_
-                )
-                if taken is not None:
-                    self._last = taken
-                    return Hold(taken.day, tokens)
-            outcome = await self._take(tokens, refused=ledger is not None)
-            if outcome is not None:
-                return outcome
-        async with self._queue:
-            while True:
-                settled = self._settled  # a call settling while this one looks counts
-                outcome = await self._take(tokens)
-                if outcome is not None:
-                    return outcome
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(settled.wait(), WAIT_SECONDS)
+        if (
+            ledger is not None
+            and block is not None
+            and block.day == ledger.day
+            and not self._queue.locked()  # nobody waiting: take from the block at once
+            and ledger.used + block.pending < self.limit
+            and block.fits(tokens, self.clock())
+        ):
+            block.grant(tokens)
+            return Hold(block.day, tokens, block)
+        self._want += tokens
+        try:
+            async with self._queue:
+                while True:
+                    settled = self._settled  # a call settling while this one looks counts
+                    ledger = self._seen() or await self._day(fresh=False)
+                    block = self._block_on(ledger.day)
+                    if ledger.used + block.pending >= self.limit:
+                        view = self._view(ledger)
+                        await self._tell(view, "spent")
+                        return view
+                    now = self.clock()
+                    if block.fits(tokens, now):
+                        block.grant(tokens)
+                        return Hold(block.day, tokens, block)
+                    if self._may_grow(ledger, block):
+                        # The block grows by what every waiting call needs, and at least
+                        # by what its calls in flight hold: a burst doubles it a few times.
+                        more = max(0, max(self._want, block.out) - block.free)
+                        async with self._writing:
+                            taken = await self._ledger.reserve(
+                                block.day, self._proc, more, self.limit - block.loose,
+                                now + self.hold_for, holds=block.held,
+                            )  # fmt: skip
+                            if taken is not None:
+                                self._last = taken
+                                block.leased(more, now + self.renew_every)
+                                continue
+                        self._looked = -math.inf  # refused: as the ledger is now, at once
+                    clock = asyncio.get_running_loop().time()
+                    if clock - self._looked >= WAIT_SECONDS:  # for every waiter here
+                        self._looked = clock
+                        outcome = await self._refused(tokens)
+                        if isinstance(outcome, BudgetView):
+                            await self._tell(outcome, "spent")
+                        if outcome is not None:
+                            return outcome
+                        continue  # grown, or as the ledger is now: may it grow from here?
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(settled.wait(), WAIT_SECONDS)
+        finally:
+            self._want -= tokens
 
-    async def _take(self, tokens: int, *, refused: bool = False) -> Hold | BudgetView | None:
-        """One try: the hold; the budget when it is spent; None while calls in flight
-        hold it. ``refused``: the caller's own write was just refused (``reserve``)."""
-        while True:
-            if not refused:
-                ledger = self._seen() or await self._day(fresh=False)
-                until_ = self.clock() + self.hold_for
+    def _may_grow(self, ledger: Ledger, block: Block) -> bool:
+        """Whether the ledger as last seen had room for the block to grow (a call here
+        settled meanwhile, or the block's time to grant ran out)."""
+        more = max(0, max(self._want, block.out) - block.free)
+        return ledger.held + more + block.loose <= self.limit
+
+    def _block_on(self, day: date) -> Block:
+        """This process's block on ``day`` (a new, empty one on a new day)."""
+        block = self._block
+        if block is None or block.day != day or block.dead:
+            block = self._block = Block(day)
+        return block
+
+    async def _refused(self, tokens: int) -> Hold | BudgetView | None:
+        """The block could not grow by all that is waiting: as the ledger is now, the
+        budget when it is spent, else a hold for this call (the rest of the cap, or this
+        call as the day's last), else None while calls in flight hold the cap."""
+        async with self._writing:
+            while True:
+                ledger = await self._day(fresh=True)
+                block = self._block_on(ledger.day)
+                mine = sum(h.tokens for h in ledger.procs if h.proc == self._proc)
+                if mine < block.held:  # its hold expired (this process was taken for dead)
+                    block = self._block = block.orphan()
+                if ledger.used + block.pending >= self.limit:
+                    return self._view(ledger)  # told by the caller, not holding the lock
+                now = self.clock()
+                room = self.limit - ledger.held + block.free - block.loose
+                if room >= tokens:  # what fits of what is waiting: the block stays under
+                    more = max(0, min(max(self._want, block.out, tokens), room) - block.free)
+                elif room > 0:  # the day's last call: it alone may go past the cap
+                    more = max(0, tokens - block.free)
+                elif await self._ledger.expire(ledger, now):
+                    continue
+                else:  # the block's free part, too small here, may do for another's
+                    self._flush_soon()
+                    return None
                 taken = await self._ledger.reserve(
-                    ledger.day, self._proc, tokens, self.limit, until_
-                )
-                if taken is not None:
-                    self._last = taken
-                    return Hold(taken.day, tokens)
-            refused = False
-            ledger = await self._day(fresh=True)
-            if ledger.used >= self.limit:
-                view = self._view(ledger)
-                await self._tell(view, "spent")
-                return view
-            if ledger.held < self.limit:
-                continue  # a call settled (or the day changed) meanwhile: ask again
-            if not await self._ledger.expire(ledger, self.clock()):
-                return None
+                    block.day, self._proc, more, self.limit - block.loose,
+                    now + self.hold_for, whole=room >= tokens, free=block.free,
+                    holds=block.held,
+                )  # fmt: skip
+                if taken is None:  # changed meanwhile: look again
+                    continue
+                self._last = taken
+                block.leased(more, now + self.renew_every)
+                block.grant(tokens)
+                return Hold(block.day, tokens, block)
 
     async def settle(
         self,
@@ -399,7 +517,9 @@ class TokenBudget:
     ) -> None:
         """Count one model call in place of its reservation (``first``: the exchange's
         first, counted as an exchange); tell the owner when it crossed 80% or 100%.
-        Never raises: the call is made."""
+        Its block frees the hold at once and counts what the call used in the ledger
+        with the others settled within ``settle_seconds`` (one command). Never raises:
+        the call is made."""
         tokens = input_tokens + output_tokens
         try:
             self.usage.add(
@@ -407,11 +527,22 @@ class TokenBudget:
                 model=model, exchanges=1 if first else 0,
                 cached_input_tokens=cached_input_tokens,
             )  # fmt: skip
-            ledger = await self._ledger.settle(hold.day, self._proc, hold.tokens, tokens)
-            self._wake()
-            if ledger is None:  # its day closed meanwhile: counted in that day's counts
-                return
-            self._last = ledger
+            block, current = hold.block, self._block
+            if block is not None and current is not None and current.day == hold.day:
+                block.settle(hold.tokens, tokens)
+                if block is not current:  # its hold expired: counted without one
+                    current.loose += tokens
+                self._wake()
+                self._flush_soon()
+                ledger = self._seen()
+                if ledger is None or ledger.day != hold.day:
+                    return
+            else:  # no hold, or its day closed: counted in that day's counts only
+                found = await self._ledger.count(hold.day, tokens)
+                self._wake()
+                if found is None:
+                    return
+                ledger = self._last = found
             if self.limit <= 0 or not tokens:
                 return
             view = self._view(ledger)
@@ -423,17 +554,12 @@ class TokenBudget:
             log.exception("could not count %d tokens of %s against the budget", tokens, model)
 
     async def release(self, hold: Hold) -> None:
-        """Free the reservation of a call that failed (no answer, nothing counted).
-        Never raises: an unreleased hold expires."""
-        if not hold.tokens:
-            return
-        try:
-            ledger = await self._ledger.settle(hold.day, self._proc, hold.tokens, 0)
+        """Free the reservation of a call that failed (no answer, nothing counted):
+        back in its block, given back to the ledger with the next flush. Never raises."""
+        if hold.block is not None and hold.tokens:
+            hold.block.settle(hold.tokens, 0)
             self._wake()
-            if ledger is not None:
-                self._last = ledger
-        except Exception:
-            log.exception("could not free a reservation of %d tokens", hold.tokens)
+            self._flush_soon()
 
     async def record(
         self,
@@ -460,6 +586,68 @@ class TokenBudget:
         """Wake the calls of this process waiting for the cap (a reservation ended)."""
         settled, self._settled = self._settled, asyncio.Event()
         settled.set()
+
+    def _flush_soon(self) -> None:
+        """Flush within ``settle_seconds`` (armed once for all that settle meanwhile)."""
+        if self._timer is None:
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_later(self.settle_seconds, self._flush_due)
+
+    def _flush_due(self) -> None:
+        self._timer = None
+        self._flushing = asyncio.get_running_loop().create_task(self._flush_later())
+
+    async def _flush_later(self) -> None:
+        try:
+            await self.flush()
+        except Exception:  # kept pending: the next flush or lease tries again
+            log.exception("could not count the budget's settled calls")
+
+    async def flush(self, *, everything: bool = False) -> None:
+        """Count in the ledger what this process's settled calls used, and give back
+        its block's free headroom when no call here holds or wants any, or when the cap
+        is held all through (a call waiting here, or in another process, may be let
+        through as the day's last only once what is free is back), or the app stops
+        (``everything``); in one command."""
+        async with self._writing:
+            block, ledger = self._block, self._last
+            if block is None or block.dead:
+                return
+            idle = everything or (block.out == 0 and self._want == 0)
+            tight = ledger is not None and ledger.held + block.loose >= self.limit > 0
+            free = block.free if idle or tight else 0
+            spent, loose = block.spent, block.loose
+            if not (spent or loose or free):
+                return
+            block.returning = free
+            try:
+                found = await self._ledger.settle(block.day, self._proc, spent, loose, free)
+                if found is None and (spent or free):  # its hold expired: counted without
+                    found = await self._ledger.count(block.day, spent + loose)
+                    if found is not None:
+                        block.flushed(spent, loose, 0)
+                        self._block = block.orphan()
+                        self._last = found
+                        return
+            finally:
+                block.returning = 0
+            if found is None:  # the day closed: counted in that day's counts only
+                block.dead = True
+                return
+            block.flushed(spent, loose, free)
+            self._last = found
+
+    async def close(self) -> None:
+        """Write what is pending and give the block back (the app stopping)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._flushing is not None and not self._flushing.done():
+            await asyncio.wait([self._flushing])
+        try:
+            await self.flush(everything=True)
+        except Exception:
+            log.exception("could not give the budget's block back (it expires)")
 
     def spent_reply(
         self, view: BudgetView, *, tool_calls: Iterable[str] = (), effects: Iterable[str] = ()

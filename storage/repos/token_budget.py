@@ -1,23 +1,24 @@
 """The daily token budget's ledger: one document every process on the database shares.
 
 ``usage`` document ``_id: "budget"``: the budget day now open (``day``, its label;
-``ends``, when it closes), the tokens its settled calls used (``used``), ``held``
-(``used`` plus every open reservation), and per process (a random id per start) the
-tokens its calls in flight hold (``procs.<id>.n``) and when the latest of them stops
-counting (``procs.<id>.until``).
+``ends``, when it closes), the tokens counted as used (``used``), ``held`` (``used`` plus
+every process's block), and per process (a random id per start) what its block holds
+(``procs.<id>.n``: its calls in flight, what they used and it has not counted yet, and
+its free headroom) and when that stops counting (``procs.<id>.until``).
 
-A reservation is one conditional ``$inc``: ``held`` grows by the call's bound only while
-it is below the limit, so however many calls and processes ask at once, the last one let
-through is the only one that may go past the cap (by at most its own reservation).
-Settling replaces the reservation with what the call used, in one ``$inc``. The document
-stays a few hundred bytes whatever is in flight (no list of calls), so each of the two
-commands costs what a counter does.
+A block grows by one conditional ``$inc`` (``reserve``): while ``held`` stays within the
+limit, or, for the day's last call, while it is below it less the process's free part,
+so however many calls and processes ask at once, only that last call may go past the cap
+(by at most its own reservation). Counting what calls used and giving free headroom back
+is one ``$inc`` (``settle``). The document stays a few hundred bytes whatever is in
+flight (no list of calls), so each command costs what a counter does.
 
-A process killed between the two (``kill -9`` during a call) leaves its ``n`` held: once
-its ``until`` is past, ``expire`` takes it out (when a reservation is refused, so only
-when it matters). ``until`` is the latest of its process's reservations, so a live
-process's is never past while its calls are within their time; a call that outlived it
-settles as a call without a reservation.
+A process killed with a block (``kill -9`` during a call) leaves its ``n`` held: once
+its ``until`` is past, ``expire`` takes it out (when a block may not grow, so only when
+it matters). ``until`` is set by each growth (and renewal) of the block, which lets calls
+through only in the first part of that time, so a live process's is never past while its
+calls are within their time; a call that outlived it is counted as used without a
+reservation (``count``), and so is what its process settled after.
 
 What the day is and when it closes, and what the numbers mean: ``agent.spend.budget``.
 """
@@ -108,15 +109,34 @@ class TokenLedger:
         return Ledger.of(doc) if doc else None
 
     async def reserve(
-        self, day: date, proc: str, tokens: int, limit: int, until: datetime
+        self,
+        day: date,
+        proc: str,
+        more: int,
+        limit: int,
+        until: datetime,
+        *,
+        whole: bool = True,
+        free: int = 0,
+        holds: int = 0,
     ) -> Ledger | None:
-        """Hold ``tokens`` for a call of ``proc`` on ``day`` while ``held`` is below
-        ``limit``; None when refused (spent, held by calls in flight, or the day is over:
-        read to tell which)."""
+        """Hold ``more`` tokens more for ``proc`` on ``day`` (its block, which holds
+        ``holds`` now) and keep its hold until at least ``until``. ``whole``: only while
+        everything held stays within ``limit`` (0 more: a renewal, always); otherwise
+        while what is held, less the ``free`` part of ``proc``'s, is below it (the day's
+        last call, which alone may go past). None when refused (spent, held by calls in
+        flight, ``proc``'s hold expired, or the day is over: read to tell which)."""
+        query: Doc = {"_id": LEDGER_ID, "day": day.isoformat()}
+        if holds:
+            query[f"procs.{proc}.n"] = {"$gte": holds}
+        if not whole:
+            query["held"] = {"$lt": limit + free}
+        elif more:
+            query["held"] = {"$lte": limit - more}
         doc = await self._coll.find_one_and_update(
-            {"_id": LEDGER_ID, "day": day.isoformat(), "held": {"$lt": limit}},
+            query,
             {
-                "$inc": {"held": tokens, f"procs.{proc}.n": tokens},
+                "$inc": {"held": more, f"procs.{proc}.n": more},
                 "$max": {f"procs.{proc}.until": until},
             },
             projection=_COUNTS,
@@ -124,20 +144,28 @@ class TokenLedger:
         )
         return Ledger.of(doc) if doc else None
 
-    async def settle(self, day: date, proc: str, reserved: int, used: int) -> Ledger | None:
-        """Count ``used`` tokens on ``day`` in place of ``reserved`` held by ``proc``
-        (0: nothing was held); None when that day is over (the call is counted in the
-        day's usage counts only)."""
-        if reserved:
-            doc = await self._coll.find_one_and_update(
-                {"_id": LEDGER_ID, "day": day.isoformat(), f"procs.{proc}.n": {"$gte": reserved}},
-                {"$inc": {"used": used, "held": used - reserved, f"procs.{proc}.n": -reserved}},
-                projection=_COUNTS,
-                return_document=ReturnDocument.AFTER,
-            )
-            if doc:
-                return Ledger.of(doc)
-        doc = await self._coll.find_one_and_update(  # expired meanwhile: it holds nothing
+    async def settle(
+        self, day: date, proc: str, spent: int, loose: int = 0, free: int = 0
+    ) -> Ledger | None:
+        """Count what ``proc``'s calls used on ``day`` (``spent`` of what it holds,
+        ``loose`` without a hold) and give ``free`` of its hold back, in one command;
+        None when refused: the day is over, or ``proc`` holds less than that (its hold
+        expired: ``count`` it instead)."""
+        query: Doc = {"_id": LEDGER_ID, "day": day.isoformat()}
+        inc: Doc = {"used": spent + loose, "held": loose - free}
+        if spent or free:
+            query[f"procs.{proc}.n"] = {"$gte": spent + free}
+            inc[f"procs.{proc}.n"] = -(spent + free)
+        doc = await self._coll.find_one_and_update(
+            query, {"$inc": inc}, projection=_COUNTS, return_document=ReturnDocument.AFTER
+        )
+        return Ledger.of(doc) if doc else None
+
+    async def count(self, day: date, used: int) -> Ledger | None:
+        """Count ``used`` tokens on ``day`` that no hold covers (a call made without a
+        reservation, or whose hold expired); None when that day is over (the call is
+        counted in the day's usage counts only)."""
+        doc = await self._coll.find_one_and_update(
             {"_id": LEDGER_ID, "day": day.isoformat()},
             {"$inc": {"used": used, "held": used}},
             projection=_COUNTS,
