@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import linecache
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -92,7 +93,13 @@ def make_client(
         # idempotent instead (unique keys, upserts, claims) and retried once by
         # storage.retry when a connection drops.
         kwargs.update(directConnection=True, retryWrites=False)
-    return AsyncMongoClient(uri, **kwargs)
+    client: AsyncMongoClient[Doc] = AsyncMongoClient(uri, **kwargs)
+    # pymongo keeps the call stack of every client it makes, as text (to name unclosed
+    # clients in its own tests): formatting it read every file on that stack into
+    # linecache, which keeps them for the life of the process (0.3-0.5 MiB of source
+    # lines). A traceback that needs them reads them again.
+    linecache.clearcache()
+    return client
 
 
 def _one_line(value: object, limit: int = 240) -> str:

@@ -35,7 +35,6 @@ from urllib.parse import urlsplit, urlunsplit
 import aiohttp
 
 from agent.app.application import App, Feature, FeatureContext, Parts, Scheduling
-from agent.tools.mcp.client import McpServers
 from channels.http_fetch import read_at_most
 from runtime.tasks import stop_task
 from storage.repos.runs.store import RunStore
@@ -269,6 +268,10 @@ async def outbox_health(outbox: Outbox, now: datetime) -> Component:
 
 def mcp_health(mcp: McpManager | None) -> Component:
     """Each configured server's state (no error text: it may name a URL or a path)."""
+    if mcp is None:
+        return Component("off")
+    from agent.tools.mcp.client import McpServers  # loaded already: a server is configured
+
     if not isinstance(mcp, McpServers):
         return Component("off")
     servers = {server.name: server.state for server in mcp.status()}

@@ -12,7 +12,6 @@ from agent.tools import held
 from agent.tools.base import Tool, Toolset
 from agent.tools.db import DB_QUERY
 from agent.tools.fetch import FETCH_URL
-from agent.tools.mcp.tools import mcp_ready, mcp_tools
 from agent.tools.memory import FORGET_MEMORY, SAVE_MEMORY, SEARCH_MEMORY, UPDATE_DB_SCHEMA
 from agent.tools.settings import MANAGE_SETTINGS
 from agent.tools.web import WEB_SEARCH
@@ -111,6 +110,26 @@ def settings_offered(ctx: RunContext) -> bool:
     return ctx.kind != "pulse"
 
 
+def mcp_ready(ctx: RunContext) -> Awaitable[None] | None:
+    """Before an owner's run picks its tools: the servers still connecting at start-up
+    have connected or failed (at most ``MCP_START_TIMEOUT_SECONDS``). A contact's run
+    gets no MCP tools, and an app without MCP servers has none: neither waits (None)."""
+    manager = ctx.deps.mcp
+    if manager is not None and ctx.tier == "owner":
+        return manager.until_settled()
+    return None
+
+
+def mcp_offered(ctx: RunContext) -> list[Tool[Any]]:
+    """The MCP tools this run gets (``agent.tools.mcp.tools``): none for a contact, and
+    none in an app without MCP servers, which never loads that module."""
+    if ctx.deps.mcp is None or ctx.tier != "owner":
+        return []
+    from agent.tools.mcp.tools import mcp_tools
+
+    return mcp_tools(ctx)
+
+
 def core_catalog(offers: Iterable[Offer] = ()) -> ToolCatalog:
     """The tools every app has, then ``offers`` (the features'), in order; a later
     tool of the same name replaces an earlier one."""
@@ -124,4 +143,4 @@ def core_catalog(offers: Iterable[Offer] = ()) -> ToolCatalog:
         (FETCH_URL, always),
         (MANAGE_SETTINGS, settings_offered),
     ]
-    return ToolCatalog([*core, *offers], sources=[(mcp_tools, mcp_ready)])
+    return ToolCatalog([*core, *offers], sources=[(mcp_offered, mcp_ready)])

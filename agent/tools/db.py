@@ -14,8 +14,7 @@ from agent.llm.untrusted import for_model
 from agent.tools.base import Tool, ToolError, ToolResult, result_json
 from storage import collections as c
 from storage.outside import OUTSIDE_KEY, Outside
-from storage.sandbox import DbOperation, SandboxError, run_db_query
-from storage.sandbox.rules import OUTPUT_STAGES, READS
+from storage.sandbox.rules import OUTPUT_STAGES, READS, DbOperation, SandboxError
 
 MAX_ERROR_CHARS = 300
 MAX_REFUSAL_CHARS = 1_000
@@ -28,6 +27,8 @@ SCAN_DEPTH = 12
 
 async def _db_query(args: DbOperation, ctx: RunContext) -> ToolResult:
     """Every outcome is a bounded result: refusals and server errors become error text."""
+    from storage.sandbox.execute import run_db_query  # the first query loads the checks
+
     try:
         result = await run_db_query(in_timezone(ctx.deps.db, ctx.tz), args)
     except SandboxError as exc:

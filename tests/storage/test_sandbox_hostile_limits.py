@@ -22,7 +22,9 @@ from pymongo import AsyncMongoClient
 
 from agent.context import AgentDeps
 from agent.tools.db import DB_QUERY
-from storage.sandbox import MAX_CHARS, DbOperation, QueryTimeout, run_db_query
+from storage.sandbox import DbOperation
+from storage.sandbox.execute import QueryTimeout, run_db_query
+from storage.sandbox.read import MAX_CHARS
 from tests.conftest import make_settings
 from tests.contexts import agent_deps, owner_ctx
 from tests.storage.sandbox_kit import Db, q, refused

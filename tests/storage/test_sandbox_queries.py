@@ -15,7 +15,7 @@ from pymongo import AsyncMongoClient, monitoring
 
 from agent.tools.base import result_json
 from storage.ejson import from_ejson, to_ejson
-from storage.sandbox import MAX_CHARS
+from storage.sandbox.read import MAX_CHARS
 from tests.storage.sandbox_kit import Db, q, refused, seed
 
 

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.app.application import FeatureContext, Parts, Services
 from agent.config import Settings
-from agent.tools.mcp.client import McpServers, ServerStatus
 from agent.tools.mcp.config import McpConfigError, load_mcp_config
+
+if TYPE_CHECKING:
+    from agent.tools.mcp.client import McpServers, ServerStatus
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +23,8 @@ def build_servers(settings: Settings) -> McpServers | None:
     configs = load_mcp_config(settings)
     if not configs:
         return None
+    from agent.tools.mcp.client import McpServers  # loaded only with a server configured
+
     return McpServers(
         configs,
         start_timeout=settings.mcp_start_timeout_seconds,

@@ -31,7 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -325,16 +325,6 @@ def call_tool_of(tools: Sequence[McpTool]) -> Tool[McpCallArgs]:
         untrusted_result="an MCP tool's result",
         acting=lambda a: (a.server, a.tool.removeprefix(f"{a.server}__")) in acting,
     )
-
-
-def mcp_ready(ctx: RunContext) -> Awaitable[None] | None:
-    """Before an owner's run picks its tools: the servers still connecting at start-up
-    have connected or failed (at most ``MCP_START_TIMEOUT_SECONDS``). A contact's run
-    gets no MCP tools, and an app without MCP servers has none: neither waits (None)."""
-    manager = ctx.deps.mcp
-    if manager is not None and ctx.tier == "owner":
-        return manager.until_settled()
-    return None
 
 
 def mcp_tools(ctx: RunContext) -> list[Tool[Any]]:

@@ -14,10 +14,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 SDKS = ("google.genai", "twilio", "neonize", "openai", "telegram")
-ON_USE = ("gridfs", "jinja2", "aiohttp_jinja2", "croniter", "dateutil", "xml.sax")
+ON_USE = (
+    "gridfs", "jinja2", "aiohttp_jinja2", "croniter", "dateutil", "xml.sax",
+    "storage.sandbox.execute", "agent.tools.mcp.client", "agent.tools.mcp.tools",
+)  # fmt: skip
 """Loaded on first use: GridFS for the first photo or voice note, jinja2 for the first
 dashboard page, croniter (and its dateutil) for the first cron expression checked or
-walked, xml.sax for the first phone call. Most processes see none of them."""
+walked, xml.sax for the first phone call, the sandbox's checks and execution for the
+first ``db_query``, the MCP client and its tools for the first server configured.
+Most processes see none of them."""
 CHILD_ONLY = ("storage.embedded.server", "ctypes")
 """The embedded database's entry point (and its ctypes) run in the child process only."""
 # The path `watchkeeper run` takes, up to a running app (Telegram is unreachable here:
