@@ -229,10 +229,11 @@ class RunRecorder:
                         "pulse", None, scheduled_for, now, plan.detail, trigger=trigger,
                         why=plan.reason,
                     )  # fmt: skip
-                run = await self.runs.start(
+                run = Run.first_try(
                     "pulse", None, scheduled_for, now, trigger=trigger, context=plan.facts,
                     retry_until=retry_until, holder=self.leases.holder(now),
                 )  # fmt: skip
+                await self.runs.open(run)
             except Exception as exc:
                 if unreachable(exc):
                     raise NotStarted(f"{type(exc).__name__}: {exc}") from exc

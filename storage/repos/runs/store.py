@@ -62,27 +62,6 @@ class RunStore:
     def _runs(self, docs: Sequence[Doc]) -> list[Run]:
         return each(docs, Run.from_doc, "run record")
 
-    async def start(
-        self,
-        kind: RunKind,
-        job_id: str | None,
-        scheduled_for: datetime,
-        now: datetime,
-        *,
-        trigger: Trigger = "schedule",
-        name: str | None = None,
-        context: Mapping[str, int] | None = None,
-        retry_until: datetime | None = None,
-        holder: Holder | None = None,
-    ) -> Run:
-        """Open the record of a first try, ``running``, held by ``holder``."""
-        run = Run.first_try(
-            kind, job_id, scheduled_for, now, trigger=trigger, name=name, context=context,
-            retry_until=retry_until, holder=holder,
-        )  # fmt: skip
-        await self.open(run)
-        return run
-
     def open(self, run: Run) -> Awaitable[object]:
         """Store the record of a first try (``Run.first_try``): the write, for the
         caller to await (a plain call: a fire's task waits in the driver alone)."""

@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from agent.app.application import App
 from agent.app.http import make_web_app
-from storage.repos.runs.record import Outcome, RunKind, Status
+from storage.repos.runs.record import Outcome, Run, RunKind, Status
 from tests.databases import AppDb
 from tests.fakes.clock import BERLIN, FakeClock
 from tests.fakes.scripted import ScriptedModel
@@ -75,6 +75,7 @@ async def record_run(
     if status == "skipped":
         skipped = await runs.skipped(kind, job_id, started, started, "nothing new", why="idle")
         return str(skipped.id)
-    run = await runs.start(kind, job_id, started, started, name=name)
+    run = Run.first_try(kind, job_id, started, started, name=name)
+    await runs.open(run)
     await runs.finish(run, Outcome(status, **outcome), started + timedelta(seconds=seconds))
     return str(run.id)
