@@ -185,6 +185,11 @@ class Settings(BaseSettings):
     embedded_db_idle_timeout_seconds: float = Field(default=300.0, gt=0)
     """How long the embedded server keeps a silent client connection (soak tests shorten it);
     our clients drop idle connections at half of it."""
+    embedded_db_separate_process: bool = False
+    """Run the embedded database in a process of its own, as SQLite's users run a server
+    when they outgrow it: a fault or a runaway query there cannot take the agent down, and
+    its heap is capped at 1 GiB; costs about 24 MiB and a process. Default: on a thread of
+    the agent's process (``storage.embedded.inprocess`` says what that trades)."""
 
     mcp_config: Path | None = None
     """The MCP servers file (``mcpServers`` format); default ``DATA_DIR/mcp.json`` when present."""

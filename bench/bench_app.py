@@ -7,8 +7,8 @@ reaches the internet). Each run uses a fresh ``DATA_DIR`` and prints:
 
 1. start to first ``getUpdates``: from spawning the process to its first long poll
    (``--starts N`` times only that, and the answer to a message waiting at start);
-2. idle resident memory of every process ``watchkeeper run`` started (the agent and
-   the embedded database server), once it has settled;
+2. idle resident memory of every process ``watchkeeper run`` started (the agent, and
+   the embedded database server when it runs in a process of its own), once settled;
 3. 100 chats say hello at once: from the updates being available to the last
    ``sendMessage``, and its parts: when the first model request arrived, how far
    apart the first and last arrived, and how long after the last model answer the

@@ -1,7 +1,8 @@
 """Hostile ``db_query`` benchmark (issue 11). Prints its figures.
 
 Runs the issue's hostile calls, and the worst ones the sandbox still allows, through the
-``db_query`` tool against the embedded database (its own child process), then prints
+``db_query`` tool against the embedded database (in a process of its own, as
+``EMBEDDED_DB_SEPARATE_PROCESS`` runs it, so that it can be frozen), then prints
 the worst regex call, the worst call, and the peak memory (VmHWM) of this process and of
 the database process. One more call runs while the database is frozen (SIGSTOP), to
 show the tool still answers within its time limit.
@@ -271,7 +272,7 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(_env_file=None, data_dir=Path(tmp), openai_api_key="x")  # type: ignore[call-arg]
         async with (
-            open_database(None, "bench", Path(tmp)) as database,
+            open_database(None, "bench", Path(tmp), separate_process=True) as database,
             aiohttp.ClientSession() as http,
         ):
             deps = agent_deps(settings, database.db, http)

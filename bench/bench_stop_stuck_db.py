@@ -10,6 +10,10 @@ the stop's log lines, then the seconds until a second ``watchkeeper run`` on the
     python bench/bench_stop_stuck_db.py [--signal INT] [--idle]
 
 ``--idle``: the same stop without the stuck match, for comparison.
+
+The database runs in a process of its own (``EMBEDDED_DB_SEPARATE_PROCESS=1``): on a
+thread of the agent's (the default) the match would hold the agent's interpreter lock
+too, and only SIGKILL would end it.
 """
 
 from __future__ import annotations
@@ -74,7 +78,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         port = free_port()
-        env = run_env(tmp_path, port)
+        env = run_env(tmp_path, port, EMBEDDED_DB_SEPARATE_PROCESS="1")
         proc = start(env, tmp_path)
         try:
             wait_healthy(proc, port, 60)

@@ -153,6 +153,7 @@ async def open_database(
     *,
     idle_timeout: float = SERVER_IDLE_TIMEOUT,
     server: EmbeddedServer | None = None,
+    separate_process: bool = False,
 ) -> AsyncIterator[Database]:
     """Yield a connected database with indexes; stop what was started, in reverse.
 
@@ -160,13 +161,16 @@ async def open_database(
     shorten it); the client drops idle connections before that. ``server``: the
     embedded server to use (already launched, say) when ``uri`` is None; whoever made
     it stops it (``watchkeeper run`` after the app; the tests' after the session), so
-    that one server can outlive the database opened on it.
+    that one server can outlive the database opened on it. ``separate_process``: a
+    server started here runs in a child process (``EMBEDDED_DB_SEPARATE_PROCESS``).
     """
     embedded: EmbeddedServer | None = None
     started: EmbeddedServer | None = None  # ours to stop
     if uri is None:
         if server is None:
-            server = started = EmbeddedServer(data_dir, idle_timeout=idle_timeout)
+            server = started = EmbeddedServer(
+                data_dir, idle_timeout=idle_timeout, separate_process=separate_process
+            )
         embedded = server
         uri = await embedded.start()  # a start that fails stops what it began
     try:
@@ -231,6 +235,8 @@ class DatabaseConfig(Protocol):
     def data_dir(self) -> Path: ...
     @property
     def embedded_db_idle_timeout_seconds(self) -> float: ...
+    @property
+    def embedded_db_separate_process(self) -> bool: ...
 
 
 def open_configured(
@@ -245,4 +251,5 @@ def open_configured(
         config.data_dir,
         idle_timeout=config.embedded_db_idle_timeout_seconds,
         server=server,
+        separate_process=config.embedded_db_separate_process,
     )

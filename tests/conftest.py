@@ -25,7 +25,7 @@ from agent.context import AgentDeps
 from storage.collections import ensure_indexes
 from storage.embedded.owner import EmbeddedServer
 from tests.contexts import agent_deps
-from tests.databases import AppDb, Mode, start_embedded, start_external
+from tests.databases import AppDb, start_embedded, start_external
 from tests.fakes.clock import FakeClock
 from tests.offline import OfflineLoop, block_the_internet
 
@@ -40,7 +40,8 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers",
-        "both_databases: runs against the embedded server and against an external "
+        "every_database: runs against the embedded server in a process of its own, on a "
+        "thread of the app's process (scripts/run's default), and against an external "
         "MongoDB named by MONGODB_URI (tests.databases)",
     )
     block_the_internet()
@@ -71,9 +72,19 @@ def pytest_configure(config: pytest.Config) -> None:
 async def embedded_database(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[AppDb]:
-    """The embedded server ``scripts/run`` starts by default, one for the session
-    (``tests.databases``)."""
-    async with start_embedded(tmp_path_factory.mktemp("embedded")) as database:
+    """The embedded server as ``scripts/run`` starts it, one for the session, in a process
+    of its own (``tests.databases`` says why)."""
+    async with start_embedded(tmp_path_factory.mktemp("embedded"), separate=True) as database:
+        yield database
+
+
+@pytest.fixture(scope="session")
+async def in_process_database(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[AppDb]:
+    """The embedded server on a thread of this process, as ``scripts/run`` starts it by
+    default; started only if a test runs in that mode."""
+    async with start_embedded(tmp_path_factory.mktemp("in_process")) as database:
         yield database
 
 
@@ -89,18 +100,18 @@ async def external_database(
 @pytest.fixture
 def app_db(request: pytest.FixtureRequest) -> AppDb:
     """The database a test's app uses: the embedded server, or, for a test marked
-    ``both_databases``, each of the two in turn (``pytest_generate_tests``)."""
-    mode: Mode = getattr(request, "param", "embedded")
-    database: AppDb = request.getfixturevalue(f"{mode}_database")
+    ``every_database``, each way of running one in turn (``pytest_generate_tests``)."""
+    where: str = getattr(request, "param", "embedded")
+    database: AppDb = request.getfixturevalue(f"{where}_database")
     return database
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if metafunc.definition.get_closest_marker("both_databases") is None:
+    if metafunc.definition.get_closest_marker("every_database") is None:
         return
     if "app_db" not in metafunc.fixturenames:
-        raise pytest.UsageError(f"{metafunc.definition.nodeid}: both_databases needs app_db")
-    metafunc.parametrize("app_db", ["embedded", "external"], indirect=True)
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: every_database needs app_db")
+    metafunc.parametrize("app_db", ["embedded", "in_process", "external"], indirect=True)
 
 
 @pytest.fixture
@@ -130,8 +141,10 @@ async def db(
 @pytest.fixture
 async def private_embedded(tmp_path: Path) -> AsyncIterator[EmbeddedServer]:
     """An embedded server of the test's own in ``tmp_path``, for a test that freezes or
-    kills it: ``open_database`` starts it, this stops it."""
-    server = EmbeddedServer(tmp_path)
+    kills it: in a process of its own (``EMBEDDED_DB_SEPARATE_PROCESS``), as only there
+    can it stop answering while the agent goes on; ``open_database`` starts it, this
+    stops it."""
+    server = EmbeddedServer(tmp_path, separate_process=True)
     try:
         yield server
     finally:

@@ -1,16 +1,26 @@
 """Where a test's app finds its database: the two ways a deployment names one.
 
 * ``embedded``, for every app test: ``MONGODB_URI`` unset, as ``scripts/run`` starts by
-  default. The product's own ``EmbeddedServer`` runs SecantusDB in a child process, a
-  standalone node, and the app is its sole owner (``Database.owns_server``: whatever a
-  dead process left unfinished is recovered at once). The server takes seconds to
-  start, so one serves the session: each app is handed it as ``watchkeeper run`` hands
-  over the server it launched (``build_app(embedded=...)``) and opens a database of its
-  own on it, of which it is then the only writer, as in production.
-* ``external``, for the tests marked ``both_databases`` (run once in each mode):
-  ``MONGODB_URI`` naming a replica set, as ``deploy/docker-compose.yml`` does. pymongo
-  discovers it and retries writes; the app owns nothing, so it takes over only claims
-  that have gone stale.
+  default. The product's own ``EmbeddedServer`` runs SecantusDB, a standalone node, and
+  the app is its sole owner (``Database.owns_server``: whatever a dead process left
+  unfinished is recovered at once). The server takes seconds to start, so one serves
+  the session: each app is handed it as ``watchkeeper run`` hands over the server it
+  launched (``build_app(embedded=...)``) and opens a database of its own on it, of which
+  it is then the only writer, as in production.
+
+  Where the server runs is the one thing that differs from ``scripts/run``'s default: on
+  a thread of the agent's process there, in a process of its own here (as
+  ``EMBEDDED_DB_SEPARATE_PROCESS`` runs it). On a thread of the pytest process its work
+  shares the tests' interpreter lock: the suite went at under half its pace, and tests
+  that count how writes group or time a pacer's window saw other timings than any
+  deployment has. What the app sees is the same either way (the opener, a standalone
+  node, sole ownership, the options). The tests marked ``every_database`` also run on a
+  server started the default way (``in_process``); ``tests/storage/test_embedded_*``
+  test both ways of running it, and ``tests/agent/cli`` runs ``watchkeeper run`` itself,
+  with its default, through starts, stops and kills.
+* ``external``, for the tests marked ``every_database``: ``MONGODB_URI`` naming a
+  replica set, as ``deploy/docker-compose.yml`` does. pymongo discovers it and retries
+  writes; the app owns nothing, so it takes over only claims that have gone stale.
 
 The test's own client (the ``db`` fixture's) is the product's client for that mode.
 """
@@ -59,14 +69,17 @@ class AppDb:
 
 
 @contextlib.asynccontextmanager
-async def start_embedded(data_dir: Path) -> AsyncIterator[AppDb]:
-    """The embedded server in ``data_dir``, started as ``watchkeeper run`` starts it.
+async def start_embedded(data_dir: Path, *, separate: bool = False) -> AsyncIterator[AppDb]:
+    """The embedded server in ``data_dir``, started as ``watchkeeper run`` starts it (in a
+    process of its own when ``separate``).
 
     Two differences: mongod's test commands are on (``configureFailPoint``), and there is
     no TTL sweeper: it deletes by the wall clock, and would delete what
     a test stored under its own fake clock (a held group's ``expires_at`` a day after a
     "now" days ago); ``tests/storage/test_held_expiry.py`` runs one."""
-    server = EmbeddedServer(data_dir, ttl_sweep_seconds=0, test_commands=True)
+    server = EmbeddedServer(
+        data_dir, ttl_sweep_seconds=0, test_commands=True, separate_process=separate
+    )
     uri = await server.start()
     try:
         client = make_client(uri, embedded=True)

@@ -83,12 +83,16 @@ async def check_database(
 ) -> Check:
     """Ping the database; ``also`` reads from it meanwhile (owners, pending pairings)."""
     embedded = None
+    attached = False
     uri = settings.mongodb_uri
     try:
         if uri is None:
             ensure_data_dir(settings.data_dir)
-            embedded = EmbeddedServer(settings.data_dir)
+            embedded = EmbeddedServer(
+                settings.data_dir, separate_process=settings.embedded_db_separate_process
+            )
             uri = await embedded.start()
+            attached = not embedded.owner
         client = make_client(uri, embedded=embedded is not None)
         try:
             async with asyncio.timeout(DATABASE_SECONDS):
@@ -109,7 +113,8 @@ async def check_database(
         if embedded is not None:
             await embedded.stop()
     where = f"embedded in {settings.data_dir}" if settings.mongodb_uri is None else "MongoDB"
-    return Check("database", True, f"{where}: reachable")
+    served = ", served by the running watchkeeper" if attached else ""
+    return Check("database", True, f"{where}: reachable{served}")
 
 
 async def check_model(settings: Settings) -> list[Check]:

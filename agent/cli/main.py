@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from runtime.loop import run
 from storage.embedded.spare import SpareServer
+from storage.embedded.spare import wanted as spare_wanted
 
 if TYPE_CHECKING:
     from agent.config import Settings
@@ -50,9 +51,9 @@ async def _run(settings: Settings, spare: SpareServer | None = None) -> int:
         embedded = _launch_database(settings, spare)
         if embedded is not None:
             stack.push_async_callback(embedded.stop)  # after the app (build_app leaves it)
-        # The database process boots while the model's and the channels' modules load;
-        # build_app loads the database client's once the first long poll is out, and
-        # the agent's once what the channels read can be stored.
+        # The database boots (on a thread, or in its process) while the model's and the
+        # channels' modules load; build_app loads the database client's once the first
+        # long poll is out, and the agent's once what the channels read can be stored.
         from agent.app.core import build_app
         from agent.cli.command import cli_command
 
@@ -102,7 +103,7 @@ def dashboard_line(settings: Settings, port: int) -> str:
 
 
 def _launch_database(settings: Settings, spare: SpareServer | None) -> EmbeddedServer | None:
-    """The embedded server, its process already started, when ``MONGODB_URI`` is unset."""
+    """The embedded server, already starting, when ``MONGODB_URI`` is unset."""
     if not settings.embedded_db:
         if spare is not None:
             spare.dismiss()  # MONGODB_URI came from .env: the spare was started for nothing
@@ -110,7 +111,9 @@ def _launch_database(settings: Settings, spare: SpareServer | None) -> EmbeddedS
     from storage.embedded.owner import EmbeddedServer
 
     server = EmbeddedServer(
-        settings.data_dir, idle_timeout=settings.embedded_db_idle_timeout_seconds
+        settings.data_dir,
+        idle_timeout=settings.embedded_db_idle_timeout_seconds,
+        separate_process=settings.embedded_db_separate_process,
     )
     server.launch(spare)
     return server
@@ -203,9 +206,9 @@ def _uses_data_dir(command: str, settings: Settings) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    # The database process loads while the settings do (``storage.embedded.spare``):
-    # so nothing above imports them.
-    spare = SpareServer.start() if args.command == "run" else None
+    # A database asked for in a process of its own loads while the settings do
+    # (``storage.embedded.spare``): so nothing above imports them.
+    spare = SpareServer.start() if args.command == "run" and spare_wanted() else None
     try:
         return _command(args, spare)
     finally:

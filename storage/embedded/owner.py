@@ -1,11 +1,14 @@
 """The embedded SecantusDB server, owned by one process per ``DATA_DIR``.
 
-The first process to take the lock on ``DATA_DIR/db.lock`` starts the server as a
-child process and the child writes its URI to ``DATA_DIR/db.uri``; a second
+The first process to take the lock on ``DATA_DIR/db.lock`` starts the server, on a
+thread of its own process (``storage.embedded.inprocess``, the default) or as a child
+process (``separate_process``), and publishes its URI in ``DATA_DIR/db.uri``; a second
 process on the same directory finds the lock held and connects to that URI
 instead of opening a second copy.
 
-The child dies with its owner (``storage.embedded.server``), but closing the store
+A server on a thread closes with its process: a new owner started after a crash opens
+the store at once (unless a store is held by some other process; it waits as below).
+A child dies with its owner (``storage.embedded.server``), but closing the store
 takes it a moment, and meanwhile ``db.lock`` is already free: a new owner started
 right after a crash finds WiredTiger's own lock on ``DATA_DIR/db`` still held. It
 waits for that, bounded by ``RELEASE_TIMEOUT`` and logged, before it starts its own
@@ -39,6 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from storage.embedded.exit_codes import BUSY_EXIT
+from storage.embedded.inprocess import InProcessServer
+from storage.embedded.serving import ServerOptions
 from storage.embedded.spare import SpareServer
 
 log = logging.getLogger(__name__)
@@ -145,8 +150,13 @@ class EmbeddedServer:
     idle_timeout: float = 300.0
     """Seconds the server keeps a silent client connection (SecantusDB's
     ``client_idle_timeout_s``); ``storage.db`` keeps its clients under it."""
+    separate_process: bool = False
+    """Run the server in a child process (``storage.embedded.server``) instead of on a
+    thread of this one (``storage.embedded.inprocess``, the default): isolated from the
+    agent's faults, interpreter lock and heap, for about 24 MiB more
+    (``EMBEDDED_DB_SEPARATE_PROCESS``)."""
     memory_mb: int = 1024
-    """Cap on the server process's heap: a runaway query fails alone (0: no cap)."""
+    """Cap on a separate server process's heap: a runaway query fails alone (0: no cap)."""
     ttl_sweep_seconds: float = 30.0
     """How often the server deletes documents past their TTL index's expiry, by the wall
     clock (0: never; the tests' server, whose documents are dated by a fake clock)."""
@@ -157,11 +167,19 @@ class EmbeddedServer:
     owner: bool = False
     _process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     _lock_fd: int | None = field(default=None, repr=False)
+    _inprocess: InProcessServer | None = field(default=None, repr=False)
 
     @property
     def pid(self) -> int | None:
-        """The server process this object started; None when attached or not started."""
+        """The server process this object started; None when attached, not started, or
+        serving in this process."""
         return self._process.pid if self._process is not None else None
+
+    @property
+    def _serving(self) -> bool:
+        if self._inprocess is not None:
+            return bool(self._inprocess.uri)
+        return self._process is not None and self._process.poll() is None
 
     @property
     def _lock_path(self) -> Path:
@@ -183,10 +201,12 @@ class EmbeddedServer:
 
         Call it from the thread that will run the event loop (see ``_start_owned``).
         ``spare``: a server process already loaded (``storage.embedded.spare``), used
-        instead of a new one; dismissed if it is not needed.
+        instead of a new one when ``separate_process``; dismissed if it is not needed.
         """
         try:
-            if self._process is not None or self._lock_fd is not None:
+            if self._process is not None or self._inprocess is not None:
+                return
+            if self._lock_fd is not None:
                 return
             try:
                 self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -197,7 +217,11 @@ class EmbeddedServer:
             if store_holder(self._store_path / STORE_LOCK) is None and (
                 importlib.util.find_spec("secantus") is not None
             ):
-                self._process = self._popen(spare)
+                if self.separate_process:
+                    self._process = self._popen(spare)
+                else:
+                    self._inprocess = self._in_process()
+                    self._inprocess.begin()
         finally:
             if spare is not None:
                 spare.dismiss()
@@ -206,8 +230,7 @@ class EmbeddedServer:
         """Own the server (start it) or, if another process owns it, attach to it. Once
         started, its address at once: a second start (a database opened again on the same
         server) must not touch it, and its cancellation must not stop it."""
-        running = self._process is not None and self._process.poll() is None
-        if self.owner and self.uri and running:
+        if self.owner and self.uri and self._serving:
             return self.uri
         await asyncio.to_thread(self.data_dir.mkdir, parents=True, exist_ok=True)
         deadline = time.monotonic() + ATTACH_TIMEOUT
@@ -262,6 +285,8 @@ class EmbeddedServer:
             return ""
 
     async def _start_owned(self) -> str:
+        if not self.separate_process:
+            return await self._start_in_process()
         deadline = time.monotonic() + RELEASE_TIMEOUT
         waiting_since: float | None = None
         while True:
@@ -284,6 +309,53 @@ class EmbeddedServer:
                 return uri
             # The child found the store in use although the probe did not see it.
             self._process = None
+            if waiting_since is None:
+                waiting_since = time.monotonic()
+                self._log_waiting(0)
+            if time.monotonic() >= deadline:
+                raise self._not_released(0)
+            await asyncio.sleep(0.2)
+
+    def _in_process(self) -> InProcessServer:
+        options = ServerOptions(
+            self._store_path,
+            client_idle_timeout=self.idle_timeout,
+            ttl_sweep_seconds=self.ttl_sweep_seconds,
+            test_commands=self.test_commands,
+            sync_on_commit=True,  # it dies with the agent: see ``ServerOptions``
+        )
+        return InProcessServer(options, self._uri_path)
+
+    async def _start_in_process(self) -> str:
+        """Open the store on a thread of this process (``launch`` may have begun it),
+        waiting as ``_start_owned`` does while another process still holds it."""
+        deadline = time.monotonic() + RELEASE_TIMEOUT
+        waiting_since: float | None = None
+        while True:
+            if self._inprocess is None:  # else ``launch`` began it
+                waiting_since = await asyncio.to_thread(
+                    self._wait_for_release, deadline, waiting_since
+                )
+                self._inprocess = self._in_process()
+            try:
+                uri = await asyncio.to_thread(self._inprocess.wait, START_TIMEOUT)
+            except TimeoutError:
+                raise EmbeddedUnavailable(
+                    f"the embedded database did not start within {START_TIMEOUT:.0f} s"
+                ) from None
+            except Exception as exc:
+                self._inprocess = None
+                raise EmbeddedUnavailable(f"the embedded database did not start: {exc}") from exc
+            if uri is not None:
+                if waiting_since is not None:
+                    log.info(
+                        "the previous database server released %s; started after %.1f s",
+                        self._store_path,
+                        time.monotonic() - waiting_since,
+                    )
+                return uri
+            # The store was in use although the probe did not see it: probe again.
+            self._inprocess = None
             if waiting_since is None:
                 waiting_since = time.monotonic()
                 self._log_waiting(0)
@@ -380,6 +452,9 @@ class EmbeddedServer:
         self.owner, self.uri = False, ""
 
     def _terminate(self) -> None:
+        inprocess, self._inprocess = self._inprocess, None
+        if inprocess is not None:
+            inprocess.stop()
         process, self._process = self._process, None
         if process is None:
             return

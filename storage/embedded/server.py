@@ -22,14 +22,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
-import errno
 import json
 import logging
 import os
 import resource
 import select
 import signal
-import socket
 import sys
 import threading
 import time
@@ -38,16 +36,21 @@ from typing import Any
 
 from runtime.heap import freeze_heap
 from storage.embedded.exit_codes import BUSY_EXIT
+from storage.embedded.serving import (
+    PIPELINE_DOCS,
+    ServerOptions,
+    StoreBusy,
+    open_server,
+    publish,
+    quiet_logs,
+    stop_server,
+    unpublish,
+)
 
 PR_SET_PDEATHSIG = 1
 """From <linux/prctl.h>."""
-PIPELINE_DOCS = 200_000
-"""Documents one aggregation stage may hold (SecantusDB's default: 5,000,000), with the
-heap capped (``--memory-mb``)."""
 FREEZE_AFTER = 2.0
 """Seconds after start before the heap is frozen (``runtime.heap``)."""
-KNOCK_EVERY = 0.05
-"""Seconds between the connections that wake the accept thread at stop."""
 DRAIN_LIMIT = 1.0
 """Seconds a server whose owner died waits for the owner's last commands to be applied
 (``_drain``); within the new owner's patience (``owner.KILL_AFTER``)."""
@@ -103,35 +106,6 @@ def _stop_on_signals(stop: threading.Event) -> None:
     threading.Thread(target=wait, name="stop-signals", daemon=True).start()
 
 
-def _is_busy(exc: BaseException) -> bool:
-    """WiredTiger refusing a store another process has open (it reports EBUSY)."""
-    return os.strerror(errno.EBUSY) in str(exc)
-
-
-def _stop_server(server: Any) -> None:
-    """``server.stop()``, without waiting out the 2 s its accept thread may take.
-
-    ``stop`` closes the listening socket and joins the accept thread, but closing a
-    socket does not interrupt an ``accept`` blocked on it (Linux), so the join would
-    time out. A connection to the server's own address is what wakes an ``accept``:
-    one is made every ``KNOCK_EVERY`` seconds until ``stop`` returns; the thread then
-    sees it is stopping and exits. Best effort: without it ``stop`` is slower only.
-    """
-    address = server.address
-    stopped = threading.Event()
-
-    def knock() -> None:
-        while not stopped.wait(KNOCK_EVERY):
-            with contextlib.suppress(OSError):
-                socket.create_connection(address, timeout=KNOCK_EVERY).close()
-
-    threading.Thread(target=knock, name="wake-accept", daemon=True).start()
-    try:
-        server.stop()
-    finally:
-        stopped.set()
-
-
 def _drain(server: Any) -> None:
     """Apply what a dead owner sent before it died, then return.
 
@@ -152,16 +126,6 @@ def _drain(server: Any) -> None:
         elif now - quiet_since >= DRAIN_QUIET:
             return
         time.sleep(0.005)
-
-
-def _unpublish(uri_file: Path, uri: str) -> None:
-    """Remove our URI before closing, so no new command attaches to a stopping server.
-
-    Safe against a successor's file: it can only be written once our store is closed.
-    """
-    with contextlib.suppress(OSError):
-        if uri_file.read_text().strip() == uri:
-            uri_file.unlink()
 
 
 def _limit_memory(megabytes: int) -> None:
@@ -232,9 +196,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     threading.Thread(target=_watch_parent, args=(args.parent_pid, stop), daemon=True).start()
 
-    if args.spare or args.memory_mb > 0:  # read as SecantusDB loads (a spare's is 1024)
-        os.environ.setdefault("SECANTUS_MAX_PIPELINE_DOCS", str(PIPELINE_DOCS))
-    from secantus import SecantusDBServer
+    os.environ.setdefault("SECANTUS_MAX_PIPELINE_DOCS", str(PIPELINE_DOCS))  # read at import
+    import secantus  # noqa: F401  (loaded now: a spare loads while its owner starts)
 
     if args.spare:  # loaded while the owner read its settings; now told which store
         options = _await_assignment(stop)
@@ -246,38 +209,25 @@ def main(argv: list[str] | None = None) -> int:
     if not args.storage_path or not args.uri_file:
         parser.error("--storage-path and --uri-file are required")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    for noisy in ("secantus",):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    quiet_logs()
     _limit_memory(args.memory_mb)
 
+    server_options = ServerOptions(
+        Path(args.storage_path),
+        client_idle_timeout=args.client_idle_timeout,
+        ttl_sweep_seconds=args.ttl_sweep_seconds,
+        test_commands=args.test_commands,
+        cache_size=args.cache_size,
+    )
     try:
-        server = SecantusDBServer(
-            host="127.0.0.1",
-            port=0,
-            storage_path=args.storage_path,
-            cache_size=args.cache_size,
-            ttl_sweep_seconds=args.ttl_sweep_seconds,
-            client_idle_timeout_s=args.client_idle_timeout,
-            # A standalone node: Watchkeeper uses no transactions or change streams, and
-            # as a one-node replica set every write also appended to the oplog and kept a
-            # retryable-write record, costing database CPU on every write.
-            replica_set_name=None,
-            # SecantusDB's class turns on mongod's test-only commands unless told (its
-            # command line does not): here only the tests' server has them.
-            enable_test_commands=args.test_commands,
-        )
-    except Exception as exc:
-        if _is_busy(exc):
-            log.warning("%s is in use by another process", args.storage_path)
-            return BUSY_EXIT
-        raise
-    server.start()
+        server = open_server(server_options)
+    except StoreBusy:
+        log.warning("%s is in use by another process", args.storage_path)
+        return BUSY_EXIT
     uri = str(server.uri)
     uri_file = Path(args.uri_file)
     if not stop.is_set():
-        tmp = uri_file.with_suffix(".tmp")
-        tmp.write_text(uri)
-        tmp.replace(uri_file)
+        publish(uri_file, uri)
     # Its modules and tables, out of every later collection's way: once the owner has
     # started (its first commands are not held up by the collection's pause).
     if not stop.wait(FREEZE_AFTER):
@@ -285,10 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     while not stop.wait(0.5):
         pass
     started = time.monotonic()
-    _unpublish(uri_file, uri)
+    unpublish(uri_file, uri)
     if os.getppid() != args.parent_pid:  # the owner died (reparented before the signal)
         _drain(server)
-    _stop_server(server)
+    stop_server(server)
     log.info("stopped in %.2f s", time.monotonic() - started)
     return 0
 

@@ -16,7 +16,24 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+
+SEPARATE_PROCESS = "embedded_db_separate_process"
+"""The setting that asks for the database in a process of its own (``agent.config``)."""
+TRUE = frozenset({"1", "true", "t", "yes", "y", "on"})
+"""What the settings read as true (pydantic's words)."""
+
+
+def wanted(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the environment asks for the database in a process of its own, the only
+    case where a spare helps. Read before the settings are (any case, as they read it);
+    set only in ``.env``, the child is still used, started without the head start."""
+    env = os.environ if environ is None else environ
+    return any(
+        name.lower() == SEPARATE_PROCESS and value.strip().lower() in TRUE
+        for name, value in env.items()
+    )
 
 
 class SpareServer:

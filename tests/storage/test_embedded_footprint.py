@@ -1,4 +1,6 @@
-"""``launch`` starts the embedded server's process early without changing who owns it."""
+"""``launch`` starts the embedded server early, in a process of its own when asked
+(``EMBEDDED_DB_SEPARATE_PROCESS``), without changing who owns it; in the agent's own
+process, the default, ``test_embedded_inprocess.py``."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from storage.embedded.owner import EmbeddedServer
 
 
 async def test_launch_starts_the_process_early_and_start_uses_it(tmp_path: Path) -> None:
-    server = EmbeddedServer(tmp_path / "data")
+    server = EmbeddedServer(tmp_path / "data", separate_process=True)
     server.launch()
     launched = server._process
     assert launched is not None
@@ -28,10 +30,10 @@ async def test_launch_starts_the_process_early_and_start_uses_it(tmp_path: Path)
 
 
 async def test_launch_leaves_a_second_process_to_attach(tmp_path: Path) -> None:
-    owner = EmbeddedServer(tmp_path / "data")
+    owner = EmbeddedServer(tmp_path / "data", separate_process=True)
     uri = await owner.start()
     try:
-        second = EmbeddedServer(tmp_path / "data")
+        second = EmbeddedServer(tmp_path / "data", separate_process=True)
         second.launch()  # the lock is held: nothing started
         assert second._process is None
         assert await second.start() == uri

@@ -64,7 +64,7 @@ async def test_commands_sent_before_the_owner_was_killed_are_applied(tmp_path: P
         cwd=ROOT, capture_output=True, text=True, timeout=WATCHDOG * 2,
     )  # fmt: skip
     assert owner.returncode == -9, owner.stderr
-    server = EmbeddedServer(data)
+    server = EmbeddedServer(data, separate_process=True)
     client = make_client(await server.start(), embedded=True)  # once the old one let go
     try:
         records = client["owner_death"]["records"]

@@ -103,11 +103,13 @@ async def test_a_busy_store_the_probe_misses_is_retried(
     data_dir = tmp_path / "data"
     await _make_store(data_dir)
     monkeypatch.setattr(owner, "store_holder", lambda path: None)
-    server = EmbeddedServer(data_dir)
+    server = EmbeddedServer(data_dir, separate_process=True)
     log = data_dir / "db.log"
     with _holding(data_dir, 60):  # held until a child found it in use, however slow
         starting = asyncio.create_task(server.start())
-        await until(lambda: "in use" in log.read_text(), "a child found the store in use")
+        await until(
+            lambda: log.exists() and "in use" in log.read_text(), "a child found the store in use"
+        )
         assert not starting.done()
     try:
         await starting  # the holder let go: a later child owns the store
@@ -116,13 +118,35 @@ async def test_a_busy_store_the_probe_misses_is_retried(
         await server.stop()
 
 
+async def test_a_busy_store_the_probe_misses_is_retried_in_this_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The same in the agent's own process (the default): the open that finds the store
+    in use is retried, logged once, until the holder lets go."""
+    data_dir = tmp_path / "data"
+    await _make_store(data_dir)
+    monkeypatch.setattr(owner, "store_holder", lambda path: None)
+    server = EmbeddedServer(data_dir)
+    caplog.set_level(logging.INFO, "storage.embedded.owner")
+    with _holding(data_dir, 60):  # held until an open found it in use, however slow
+        starting = asyncio.create_task(server.start())
+        await until(lambda: "waiting up to" in caplog.text, "an open found the store in use")
+        assert not starting.done()
+    try:
+        await starting  # the holder let go: a later open owns the store
+        assert server.owner and server.pid is None
+    finally:
+        await server.stop()
+    assert caplog.text.count("waiting up to") == 1, caplog.text
+
+
 PARENT = """
 import asyncio, sys
 from pathlib import Path
 from storage.embedded.owner import EmbeddedServer
 
 async def main():
-    server = EmbeddedServer(Path(sys.argv[1]))
+    server = EmbeddedServer(Path(sys.argv[1]), separate_process=True)
     await server.start()
     print(server.pid, flush=True)
     await asyncio.sleep(600)
@@ -162,7 +186,7 @@ async def test_a_storm_of_stop_signals_stops_the_server_cleanly(tmp_path: Path) 
     server never let go of the store, and the next start gave up after its wait."""
     from tests.agent.cli.procs import wait_gone
 
-    server = EmbeddedServer(tmp_path / "data")
+    server = EmbeddedServer(tmp_path / "data", separate_process=True)
     await server.start()
     pid = server.pid
     assert pid is not None
@@ -186,7 +210,7 @@ from pymongo import MongoClient
 from storage.embedded.owner import EmbeddedServer
 
 async def main():
-    server = EmbeddedServer(Path(sys.argv[1]))
+    server = EmbeddedServer(Path(sys.argv[1]), separate_process=True)
     client = MongoClient(await server.start(), directConnection=True)
     client.w.ai_t.insert_one({"_id": 1, "s": "a" * 256_000})
 
@@ -244,7 +268,7 @@ async def test_a_restart_after_kill_9_ends_a_server_stuck_in_a_match(
     try:
         owner.kill()
         owner.wait(5)
-        server = EmbeddedServer(data_dir)
+        server = EmbeddedServer(data_dir, separate_process=True)
         with caplog.at_level(logging.INFO, "storage.embedded.owner"):
             uri = await server.start()
         try:

@@ -39,7 +39,7 @@ async def _round_trip(uri: str) -> object:
 async def test_a_spare_handed_the_store_serves_it_and_logs_there(tmp_path: Path) -> None:
     spare = _spare()
     pid = spare.pid
-    server = EmbeddedServer(tmp_path / "data")
+    server = EmbeddedServer(tmp_path / "data", separate_process=True)
     server.launch(spare)
     assert server.pid == pid  # the spare itself, not a new process
     try:
@@ -66,7 +66,7 @@ async def test_a_dead_spare_is_replaced_by_a_new_process(tmp_path: Path) -> None
     assert dead is not None
     os.kill(dead, signal.SIGKILL)
     await asyncio.to_thread(wait_gone, dead, 5.0)
-    server = EmbeddedServer(tmp_path / "data")
+    server = EmbeddedServer(tmp_path / "data", separate_process=True)
     server.launch(spare)
     assert server.pid is not None and server.pid != dead
     try:

@@ -13,7 +13,7 @@ from pymongo import AsyncMongoClient, MongoClient
 from secantus import SecantusDBServer
 
 from storage.embedded.owner import EmbeddedServer
-from storage.embedded.server import _stop_server
+from storage.embedded.serving import stop_server
 
 
 def test_stop_wakes_the_accept_thread_and_frees_the_port(tmp_path: Path) -> None:
@@ -27,7 +27,7 @@ def test_stop_wakes_the_accept_thread_and_frees_the_port(tmp_path: Path) -> None
         client.t.notes.insert_one({"_id": 1, "text": "pay rent"})
     finally:
         client.close()
-    _stop_server(server)
+    stop_server(server)
     # Merely closed, a listening socket that an accept is blocked on still takes
     # connections (Linux): a refused connection shows the accept thread has let go.
     with pytest.raises(ConnectionRefusedError):
@@ -41,7 +41,7 @@ def test_stop_wakes_the_accept_thread_and_frees_the_port(tmp_path: Path) -> None
         assert client.t.notes.find_one({"_id": 1}) == {"_id": 1, "text": "pay rent"}
     finally:
         client.close()
-        _stop_server(reopened)
+        stop_server(reopened)
 
 
 async def test_a_cancelled_second_start_leaves_the_running_server_alone(

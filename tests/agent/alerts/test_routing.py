@@ -18,7 +18,7 @@ from tests.fakes.twilio_api import twilio_error
 
 
 # -- severity routing and escalation ---------------------------------------------------
-@pytest.mark.both_databases
+@pytest.mark.every_database
 async def test_critical_pages_again_after_15_minutes_until_acknowledged(app_db: AppDb) -> None:
     async with alert_app(app_db) as h:
         alert = await h.router.raise_alert(
@@ -111,7 +111,7 @@ async def test_telegram_alert_carries_code_reply_help_and_buttons(app_db: AppDb)
         )
 
 
-@pytest.mark.both_databases
+@pytest.mark.every_database
 async def test_restart_during_escalation_carries_on(app_db: AppDb, tmp_path: Any) -> None:
     name = f"restart_{tmp_path.name[-8:]}"
     async with alert_app(app_db, db_name=name) as first:

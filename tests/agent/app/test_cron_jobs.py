@@ -158,7 +158,7 @@ def _backups_model() -> ScriptedModel:
     return model
 
 
-@pytest.mark.both_databases
+@pytest.mark.every_database
 async def test_every_weekday_at_9_end_to_end_through_telegram(
     app_db: AppDb, tmp_path: Path, clock: FakeClock
 ) -> None:

@@ -53,7 +53,7 @@ def channel(fake: FakeTelegram) -> TelegramChannel:
     return TelegramChannel(TOKEN, fake.url, poll_timeout=1, backoff=Backoff(first=0.01, cap=0.1))
 
 
-@pytest.mark.both_databases
+@pytest.mark.every_database
 async def test_the_app_runs_on_the_database_its_settings_name(
     fake: FakeTelegram, settings: Settings, app_db: AppDb
 ) -> None:

@@ -12,6 +12,8 @@ import sys
 import sysconfig
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[3]
 SDKS = ("google.genai", "twilio", "neonize", "openai", "telegram")
 ON_USE = (
@@ -23,8 +25,11 @@ dashboard page, croniter (and its dateutil) for the first cron expression checke
 walked, xml.sax for the first phone call, the sandbox's checks and execution for the
 first ``db_query``, the MCP client and its tools for the first server configured.
 Most processes see none of them."""
-CHILD_ONLY = ("storage.embedded.server", "ctypes")
-"""The embedded database's entry point (and its ctypes) run in the child process only."""
+CHILD_ONLY = ("storage.embedded.server",)
+"""The entry point of the embedded database's own process, never loaded by the agent."""
+DATABASE = ("secantus", "ctypes")
+"""The embedded database's modules: in the agent's process, where it runs by default;
+in the child's with ``EMBEDDED_DB_SEPARATE_PROCESS``."""
 # The path `watchkeeper run` takes, up to a running app (Telegram is unreachable here:
 # the channel keeps retrying in the background, which is enough).
 RUN_APP = """
@@ -84,13 +89,19 @@ def _run(script: str, tmp_path: Path, modules: tuple[str, ...] = SDKS, **env: st
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.parametrize(
+    ("separate", "database_here"),
+    [("false", list(DATABASE)), ("true", [])],
+    ids=["database-in-the-agent", "database-in-a-process-of-its-own"],
+)
 def test_telegram_and_openai_load_no_other_sdk_nor_what_waits_for_first_use(
-    tmp_path: Path,
+    tmp_path: Path, separate: str, database_here: list[str]
 ) -> None:
     loaded = _run(
         RUN_APP,
         tmp_path,
-        (*SDKS, *ON_USE, *CHILD_ONLY),
+        (*SDKS, *ON_USE, *CHILD_ONLY, *DATABASE),
+        EMBEDDED_DB_SEPARATE_PROCESS=separate,
         TELEGRAM_BOT_TOKEN="123456789:AAFakeTokenForTests-xyz",
         TELEGRAM_API_BASE_URL="http://127.0.0.1:9",
         OPENAI_API_KEY="sk-test",
@@ -100,8 +111,8 @@ def test_telegram_and_openai_load_no_other_sdk_nor_what_waits_for_first_use(
     )
     # OpenAI's SDK loads with the first exchange (``agent.llm.lazy_sdk``): an app that
     # got no message never needed it. No photo came, no page was asked for, no job exists,
-    # no call was placed; the database server runs in its own process.
-    assert loaded == ["telegram"]
+    # no call was placed. The database's modules are here only when it runs here.
+    assert loaded == ["telegram", *database_here]
 
 
 def test_gemini_configured_loads_google_genai(tmp_path: Path) -> None:

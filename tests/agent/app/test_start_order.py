@@ -86,7 +86,7 @@ def holding_until_stored(
     return hold
 
 
-@pytest.mark.both_databases
+@pytest.mark.every_database
 async def test_an_update_arriving_during_start_up_is_stored_then_answered_once(
     fake: FakeTelegram, settings: Settings, db: AsyncDatabase[Doc], app_db: AppDb
 ) -> None:
@@ -188,7 +188,7 @@ async def test_a_message_read_while_the_database_opens_starts_the_model_loading(
     assert [s.visible for s in fake.sent] == ["you said: hello while the database opens"]
 
 
-@pytest.mark.both_databases
+@pytest.mark.every_database
 async def test_what_a_dead_process_left_is_answered_before_what_arrives_at_start(
     fake: FakeTelegram, settings: Settings, db: AsyncDatabase[Doc], app_db: AppDb
 ) -> None:

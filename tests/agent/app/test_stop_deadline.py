@@ -119,7 +119,7 @@ class HeldModel(ScriptedModel):
         return await super().request(system, messages, tools)
 
 
-@pytest.mark.both_databases
+@pytest.mark.every_database
 async def test_a_message_cut_off_by_the_deadline_is_answered_once_at_the_next_start(
     fake: FakeTelegram, settings: Settings, db: AsyncDatabase[Doc], app_db: AppDb
 ) -> None:

@@ -31,6 +31,7 @@ async def test_doctor_reports_each_part(
         code, out = await _doctor(api, base, tmp_path, capsys)
     assert code == 0, out
     assert "[ok  ] database: embedded" in out
+    assert "served by" not in out  # no agent runs: doctor opened the store itself
     assert "[ok  ] model: openai: reachable, gpt-4.1-mini available" in out
     assert "[--  ] fallback: gemini: HTTP 401" in out  # reported, not fatal
     assert "[ok  ] telegram: reachable" in out

@@ -63,7 +63,7 @@ def test_restart_right_after_kill_9_is_healthy_within_seconds(tmp_path: Path) ->
 
 def test_the_database_child_dies_with_its_killed_parent(tmp_path: Path) -> None:
     port = free_port()
-    run = start(run_env(tmp_path, port), tmp_path)
+    run = start(run_env(tmp_path, port, EMBEDDED_DB_SEPARATE_PROCESS="1"), tmp_path)
     try:
         wait_healthy(run, port, within=20)
         children = children_of(run.pid)
@@ -108,9 +108,16 @@ def test_a_second_run_on_the_same_data_dir_is_refused_with_one_line(tmp_path: Pa
             first.kill()
 
 
-def test_schedule_doctor_and_chat_attach_beside_a_running_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("separate", "database_children"),
+    [("0", 0), ("1", 1)],
+    ids=["database-in-the-agent", "database-in-a-process-of-its-own"],
+)
+def test_schedule_doctor_and_chat_attach_beside_a_running_run(
+    tmp_path: Path, separate: str, database_children: int
+) -> None:
     port = free_port()
-    env = run_env(tmp_path, port)
+    env = run_env(tmp_path, port, EMBEDDED_DB_SEPARATE_PROCESS=separate)
     run = start(env, tmp_path)
     try:
         wait_healthy(run, port, within=20)
@@ -127,12 +134,14 @@ def test_schedule_doctor_and_chat_attach_beside_a_running_run(tmp_path: Path) ->
             cwd=tmp_path, env=doctor_env, capture_output=True, text=True, timeout=30,
         )  # fmt: skip
         assert "[ok  ] database: embedded" in doctor.stdout, doctor.stdout + doctor.stderr
+        assert "served by the running watchkeeper" in doctor.stdout  # not a copy of its own
         chat = subprocess.run(
             [sys.executable, "-m", "agent", "chat"],
             cwd=tmp_path, env=env, input="/quit\n", capture_output=True, text=True, timeout=20,
         )  # fmt: skip
         assert chat.returncode == 0, chat.stdout + chat.stderr
-        assert len(children_of(run.pid)) == 1  # still the one database, owned by run
+        # Still the one database, owned by run: on a thread of run's own, by default.
+        assert len(children_of(run.pid)) == database_children
         assert wait_healthy(run, port, within=5)["db"] == "ok"
         code, log = _stop(run)
         assert code == 0, log

@@ -8,6 +8,11 @@ child (past the sandbox, through ``DATA_DIR/db.uri``), which then holds its inte
 lock for hours; the run gets SIGTERM once the child is busy in it. The run must exit,
 cleanly, and the next start must find what was stored before. How long the stop takes
 is measured by ``bench/bench_stop_stuck_db.py``; here only a generous watchdog.
+
+A database in a process of its own (``EMBEDDED_DB_SEPARATE_PROCESS``): only there can it
+be killed alone. On a thread of the agent's process (the default) such a match holds
+the agent's interpreter lock too; the sandbox refuses the patterns that could, and only
+a local process that reads ``DATA_DIR/db.uri`` can send one past it.
 """
 
 from __future__ import annotations
@@ -90,7 +95,7 @@ def _stop(proc: subprocess.Popen[str]) -> str:
 @pytest.mark.timeout(240)  # two starts and stops of a real process, a busy machine
 def test_sigterm_stops_run_while_its_database_is_stuck(tmp_path: Path) -> None:
     port = free_port()
-    env = run_env(tmp_path, port)
+    env = run_env(tmp_path, port, EMBEDDED_DB_SEPARATE_PROCESS="1")
     data_dir = tmp_path / "data"
     proc = start(env, tmp_path)
     child = 0
