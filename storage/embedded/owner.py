@@ -217,11 +217,7 @@ class EmbeddedServer:
             if store_holder(self._store_path / STORE_LOCK) is None and (
                 importlib.util.find_spec("secantus") is not None
             ):
-                if self.separate_process:
-                    self._process = self._popen(spare)
-                else:
-                    self._inprocess = self._in_process()
-                    self._inprocess.begin()
+                self._begin(spare)
         finally:
             if spare is not None:
                 spare.dismiss()
@@ -285,20 +281,17 @@ class EmbeddedServer:
             return ""
 
     async def _start_owned(self) -> str:
-        if not self.separate_process:
-            return await self._start_in_process()
+        """Start the server (``launch`` may have begun it) and wait for its address;
+        while another process still holds the store, wait for it (bounded, logged)."""
         deadline = time.monotonic() + RELEASE_TIMEOUT
         waiting_since: float | None = None
         while True:
-            if self._process is None:  # else ``launch`` started it
+            if self._process is None and self._inprocess is None:
                 waiting_since = await asyncio.to_thread(
                     self._wait_for_release, deadline, waiting_since
                 )
-                # Started from the event loop's thread, not a worker's: Linux sends the
-                # parent-death signal when the thread that started the child exits, and
-                # the loop's thread lives as long as we do.
-                self._process = self._popen()
-            uri = await asyncio.to_thread(self._await_uri, self._process)
+                self._begin()
+            uri = await self._started()
             if uri is not None:
                 if waiting_since is not None:
                     log.info(
@@ -307,8 +300,8 @@ class EmbeddedServer:
                         time.monotonic() - waiting_since,
                     )
                 return uri
-            # The child found the store in use although the probe did not see it.
-            self._process = None
+            # The store was found in use although the probe did not see it.
+            self._process = self._inprocess = None
             if waiting_since is None:
                 waiting_since = time.monotonic()
                 self._log_waiting(0)
@@ -316,52 +309,43 @@ class EmbeddedServer:
                 raise self._not_released(0)
             await asyncio.sleep(0.2)
 
-    def _in_process(self) -> InProcessServer:
-        options = ServerOptions(
-            self._store_path,
-            client_idle_timeout=self.idle_timeout,
-            ttl_sweep_seconds=self.ttl_sweep_seconds,
-            test_commands=self.test_commands,
-            sync_on_commit=True,  # it dies with the agent: see ``ServerOptions``
+    def _begin(self, spare: SpareServer | None = None) -> None:
+        """Start opening the store: a thread of this process, or a child process.
+
+        A child is started from the event loop's thread, not a worker's: Linux sends the
+        parent-death signal when the thread that started the child exits, and the loop's
+        thread lives as long as we do."""
+        if self.separate_process:
+            self._process = self._popen(spare)
+            return
+        self._inprocess = InProcessServer(
+            ServerOptions(
+                self._store_path,
+                client_idle_timeout=self.idle_timeout,
+                ttl_sweep_seconds=self.ttl_sweep_seconds,
+                test_commands=self.test_commands,
+                sync_on_commit=True,  # it dies with the agent: see ``ServerOptions``
+            ),
+            self._uri_path,
         )
-        return InProcessServer(options, self._uri_path)
+        self._inprocess.begin()
 
-    async def _start_in_process(self) -> str:
-        """Open the store on a thread of this process (``launch`` may have begun it),
-        waiting as ``_start_owned`` does while another process still holds it."""
-        deadline = time.monotonic() + RELEASE_TIMEOUT
-        waiting_since: float | None = None
-        while True:
-            if self._inprocess is None:  # else ``launch`` began it
-                waiting_since = await asyncio.to_thread(
-                    self._wait_for_release, deadline, waiting_since
-                )
-                self._inprocess = self._in_process()
-            try:
-                uri = await asyncio.to_thread(self._inprocess.wait, START_TIMEOUT)
-            except TimeoutError:
-                raise EmbeddedUnavailable(
-                    f"the embedded database did not start within {START_TIMEOUT:.0f} s"
-                ) from None
-            except Exception as exc:
-                self._inprocess = None
-                raise EmbeddedUnavailable(f"the embedded database did not start: {exc}") from exc
-            if uri is not None:
-                if waiting_since is not None:
-                    log.info(
-                        "the previous database server released %s; started after %.1f s",
-                        self._store_path,
-                        time.monotonic() - waiting_since,
-                    )
-                return uri
-            # The store was in use although the probe did not see it: probe again.
-            self._inprocess = None
-            if waiting_since is None:
-                waiting_since = time.monotonic()
-                self._log_waiting(0)
-            if time.monotonic() >= deadline:
-                raise self._not_released(0)
-            await asyncio.sleep(0.2)
+    async def _started(self) -> str | None:
+        """The address once the server begun serves; None if it found the store in use."""
+        if self._process is not None:
+            return await asyncio.to_thread(self._await_uri, self._process)
+        inprocess = self._inprocess
+        if inprocess is None:
+            raise RuntimeError("_started before _begin")
+        try:
+            return await asyncio.to_thread(inprocess.wait, START_TIMEOUT)
+        except TimeoutError:
+            raise EmbeddedUnavailable(
+                f"the embedded database did not start within {START_TIMEOUT:.0f} s"
+            ) from None
+        except Exception as exc:
+            self._inprocess = None  # its thread has ended
+            raise EmbeddedUnavailable(f"the embedded database did not start: {exc}") from exc
 
     def _wait_for_release(self, deadline: float, waiting_since: float | None) -> float | None:
         """Block until no process holds the store; returns when waiting began, if it did."""
