@@ -11,10 +11,11 @@
   Where the server runs is the one thing that differs from ``scripts/run``'s default: on
   a thread of the agent's process there, in a process of its own here (as
   ``EMBEDDED_DB_SEPARATE_PROCESS`` runs it). On a thread of the pytest process its work
-  shares the tests' interpreter lock: the suite went at under half its pace, and tests
-  that count how writes group or time a pacer's window saw other timings than any
-  deployment has. What the app sees is the same either way (the opener, a standalone
-  node, sole ownership, the options). The tests marked ``every_database`` also run on a
+  shares the tests' interpreter lock: the first half of the suite went at under half
+  its pace, and a test that counts how replies' writes group together
+  (``test_pipeline_group_commit.py``) saw fewer shared writes than it allows. What
+  the app sees is the same either way (the opener, a standalone node, sole ownership,
+  the options). The tests marked ``every_database`` also run on a
   server started the default way (``in_process``); ``tests/storage/test_embedded_*``
   test both ways of running it, and ``tests/agent/cli`` runs ``watchkeeper run`` itself,
   with its default, through starts, stops and kills.
