@@ -204,10 +204,8 @@ class EmbeddedServer:
         instead of a new one when ``separate_process``; dismissed if it is not needed.
         """
         try:
-            if self._process is not None or self._inprocess is not None:
-                return
-            if self._lock_fd is not None:
-                return
+            if self._process is not None or self._lock_fd is not None:
+                return  # begun already (the lock is taken first, whichever way it runs)
             try:
                 self.data_dir.mkdir(parents=True, exist_ok=True)
                 if not self._take_lock():

@@ -46,7 +46,7 @@ class ServerOptions:
     a process of its own outlives its owner's death and closes the store cleanly."""
 
 
-def is_busy(exc: BaseException) -> bool:
+def _is_busy(exc: BaseException) -> bool:
     """WiredTiger refusing a store another process has open (it reports EBUSY)."""
     return os.strerror(errno.EBUSY) in str(exc)
 
@@ -75,7 +75,7 @@ def open_server(options: ServerOptions) -> Any:
             sync_on_commit=options.sync_on_commit,
         )
     except Exception as exc:
-        if is_busy(exc):
+        if _is_busy(exc):
             raise StoreBusy(f"{options.storage_path} is in use by another process") from exc
         raise
     server.start()
