@@ -10,8 +10,8 @@ from pathlib import Path
 
 import grimp
 
-ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("agent", "channels", "scheduler", "storage", "runtime")
+from tests.source_tree import PACKAGES, ROOT, modules
+
 MAX_LINES = 800
 
 
@@ -30,8 +30,7 @@ def test_no_module_imports_itself_through_others() -> None:
 def test_no_module_is_over_800_lines() -> None:
     long = {
         str(path.relative_to(ROOT)): n
-        for package in (*PACKAGES, "tests", "bench")
-        for path in (ROOT / package).rglob("*.py")
+        for path in modules((*PACKAGES, "tests", "bench"))
         if (n := len(path.read_text().splitlines())) > MAX_LINES
     }
     assert long == {}
@@ -170,12 +169,7 @@ def test_dependencies_are_used_through_their_public_api() -> None:
     upgrade of a dependency must not need a reading of its internals. (A private
     attribute read on an object, ``bot._post``, is beyond this scan: types, not
     syntax, say whose it is.)"""
-    found = [
-        problem
-        for package in PACKAGES
-        for path in sorted((ROOT / package).rglob("*.py"))
-        for problem in _dependency_misuse(path)
-    ]
+    found = [problem for path in modules() for problem in _dependency_misuse(path)]
     assert found == []
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("agent", "channels", "scheduler", "storage", "runtime")
+from tests.source_tree import ROOT, modules
+
 THE_CLOCK = Path("runtime/clock.py")
 WALL_CLOCKS = {("datetime", "now"), ("datetime", "utcnow"), ("datetime", "today")}
 WALL_CLOCKS |= {("date", "today"), ("time", "time"), ("time", "time_ns")}
@@ -33,8 +33,7 @@ def _wall_clock_reads(path: Path) -> list[str]:
 def test_the_wall_clock_is_read_in_runtime_clock_alone() -> None:
     reads = [
         read
-        for package in PACKAGES
-        for path in sorted((ROOT / package).rglob("*.py"))
+        for path in modules()
         if path.relative_to(ROOT) not in {THE_CLOCK, *NOT_YET}
         for read in _wall_clock_reads(path)
     ]

@@ -7,10 +7,9 @@ never counted in status."""
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("agent", "channels", "scheduler", "storage", "runtime")
+from tests.source_tree import ROOT, modules
+
 WAITS = {"sleep", "wait_event", "wait_for", "wait"}
 
 
@@ -51,8 +50,7 @@ def _waits_beside_the_helper(source: str, where: str) -> list[str]:
 def test_a_loop_waits_after_a_failure_only_through_pauses() -> None:
     found = [
         wait
-        for package in PACKAGES
-        for path in sorted((ROOT / package).rglob("*.py"))
+        for path in modules()
         for wait in _waits_beside_the_helper(path.read_text(), str(path.relative_to(ROOT)))
     ]
     assert found == []

@@ -9,10 +9,9 @@ repository's root) that may still do so, each with its reason.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.source_tree import ROOT, modules
+
 ABOVE_STORAGE: tuple[str, ...] = ("agent", "channels", "scheduler", "runtime")
 """Packages (folders from the root) whose modules must not touch stored documents."""
 HANDLE = "holds the database handle only, to build its stores"
@@ -42,13 +41,6 @@ COLLECTIONS = "storage.collections"
 """The collections' names: a module that imports them addresses a collection itself."""
 DOC = "Doc"
 """``storage.records.Doc``, a stored document as a plain dict."""
-
-
-def _modules() -> Iterator[Path]:
-    for package in ABOVE_STORAGE:
-        folder = ROOT / package
-        assert folder.is_dir(), f"{package} is not a folder of the project"
-        yield from sorted(folder.rglob("*.py"))
 
 
 def _driver(module: str) -> bool:
@@ -91,7 +83,7 @@ def test_code_above_the_stores_never_touches_stored_documents() -> None:
     instead of asking its repository (``storage/repos/``) for typed records."""
     crossings = [
         crossing
-        for path in _modules()
+        for path in modules(ABOVE_STORAGE)
         if (where := path.relative_to(ROOT).as_posix()) not in ALLOWED
         for crossing in _crossings(where, path.read_text(encoding="utf-8"))
     ]
