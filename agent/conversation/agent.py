@@ -117,9 +117,8 @@ class Agent:
         self.summaries = summaries
         """Folds a long chat's older messages into its running summary, after replies."""
         self._warming: asyncio.Future[None] | None = None
-        """The model's SDK loading, from the first exchange on (not at start: an agent
-        nobody has written to yet does not hold it)."""
-        self._loaded = asyncio.Event()
+        """The model's SDK loading: started by ``load_model`` (``watchkeeper run``, once
+        it serves) or by the first exchange (``watchkeeper chat``), whichever is first."""
 
     async def respond(self, text: str, ctx: RunContext, *, isolated: bool = False) -> AgentReply:
         """Answer ``text`` in the conversation named by ``ctx.conversation_key``.
@@ -127,8 +126,7 @@ class Agent:
         ``isolated`` runs without earlier history (pulses and cron runs).
         """
         started = time.perf_counter()
-        if self._warming is None:  # beside this exchange's reads; the request awaits it
-            self._warming = asyncio.ensure_future(self._load_model())
+        self._loading()  # beside this exchange's reads, if not loaded; the request awaits it
         deps = ctx.deps
         meta = {"channel": ctx.channel, "chat_id": ctx.chat_id}
         if isolated:  # a scheduled run: one at a time, minutes apart; nothing to cache
@@ -210,14 +208,16 @@ class Agent:
         reply.duration_ms = (time.perf_counter() - started) * 1000
         return reply
 
-    async def model_loaded(self) -> None:
-        """Return once the first exchange has loaded the model's SDK (``watchkeeper
-        run`` then moves its modules out of the collector's sight, as start-up's)."""
-        await self._loaded.wait()
+    async def load_model(self) -> None:
+        """Load the model's SDK, unless it is loaded or loading already, and return once
+        it is (``watchkeeper run`` then moves its modules out of the collector's sight,
+        as start-up's). A failure is only logged: the first request meets it again."""
+        await self._loading()
 
-    async def _load_model(self) -> None:
-        await warm_model(self.model)
-        self._loaded.set()
+    def _loading(self) -> asyncio.Future[None]:
+        if self._warming is None:
+            self._warming = asyncio.ensure_future(warm_model(self.model))
+        return self._warming
 
     def _history(
         self, docs: list[StoredMessage], ctx: RunContext, summary: RunningSummary | None

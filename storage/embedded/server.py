@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runtime.heap import freeze_heap
+from runtime.heap import freeze_heap, tune_collector
 from storage.embedded.exit_codes import BUSY_EXIT
 from storage.embedded.serving import (
     PIPELINE_DOCS,
@@ -228,10 +228,12 @@ def main(argv: list[str] | None = None) -> int:
     uri_file = Path(args.uri_file)
     if not stop.is_set():
         publish(uri_file, uri)
-    # Its modules and tables, out of every later collection's way: once the owner has
-    # started (its first commands are not held up by the collection's pause).
+    # Its modules and tables, out of every later collection's way, and the collector's
+    # settings as the agent's (``runtime.heap``): once the owner has started (its first
+    # commands are not held up by the collection's pause).
     if not stop.wait(FREEZE_AFTER):
         freeze_heap()
+        tune_collector()
     while not stop.wait(0.5):
         pass
     started = time.monotonic()

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from runtime.heap import freeze_heap
+from runtime.heap import YOUNG_THRESHOLD, freeze_heap, tune_collector
 
 
 class Node:
@@ -54,4 +54,31 @@ def test_what_is_made_later_is_still_collected(unfrozen: None) -> None:
     gone = weakref.ref(late_a)
     del late_a, late_b
     gc.collect()
+    assert gone() is None
+
+
+@pytest.fixture
+def thresholds() -> Iterator[tuple[int, int, int]]:
+    before = gc.get_threshold()
+    try:
+        yield before
+    finally:
+        gc.set_threshold(*before)  # the rest of the test session collects as before
+
+
+def test_the_young_are_collected_less_often_and_cycles_still_die(
+    thresholds: tuple[int, int, int],
+) -> None:
+    gc.set_threshold(700, 10, 10)  # CPython's default
+    tune_collector()
+    assert gc.get_threshold() == (YOUNG_THRESHOLD, 10, 10)
+    dead_a, dead_b = Node(), Node()
+    dead_a.other, dead_b.other = dead_b, dead_a
+    gone = weakref.ref(dead_a)
+    del dead_a, dead_b
+    kept = []
+    for _ in range(2 * YOUNG_THRESHOLD):  # no explicit collection: the collector's own
+        kept.append(Node())
+        if gone() is None:
+            break
     assert gone() is None

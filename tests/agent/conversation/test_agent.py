@@ -190,22 +190,34 @@ def test_tool_schemas_keep_every_argument_name() -> None:
     assert schema["required"] == ["title"]
 
 
-async def test_the_model_sdk_loads_with_the_first_exchange_not_before(deps: AgentDeps) -> None:
-    """An agent nobody has written to holds no SDK (13 MiB for OpenAI's); the first
+class Loading(ScriptedModel):
+    """A model whose SDK "loads" when ``warm`` is called, counting the loads."""
+
+    warmed = 0
+
+    async def warm(self) -> None:
+        self.warmed += 1
+
+
+async def test_the_first_exchange_loads_the_model_sdk_once(deps: AgentDeps) -> None:
+    """``watchkeeper chat`` loads no SDK before it is asked something: the first
     exchange starts loading it, once, and the answer still comes."""
-
-    class Loading(ScriptedModel):
-        warmed = 0
-
-        async def warm(self) -> None:
-            self.warmed += 1
-
     model = Loading(lambda r: "hello")
     agent = _agent(model)
-    loaded = asyncio.ensure_future(agent.model_loaded())  # watchkeeper run freezes then
-    await asyncio.sleep(0)
-    assert model.warmed == 0 and not loaded.done()
+    assert model.warmed == 0
     assert (await agent.respond("hi", owner_ctx(deps))).text == "hello"
-    await asyncio.wait_for(loaded, 10)
+    await asyncio.wait_for(agent.load_model(), 10)  # returns once the same load is over
     assert (await agent.respond("again", owner_ctx(deps))).text == "hello"
+    assert model.warmed == 1
+
+
+async def test_load_model_loads_it_before_any_exchange_once(deps: AgentDeps) -> None:
+    """``watchkeeper run`` loads the SDK once it serves (then freezes its objects): the
+    first answer does not wait for the import, and nothing loads it a second time."""
+    model = Loading(lambda r: "hello")
+    agent = _agent(model)
+    await asyncio.wait_for(agent.load_model(), 10)
+    assert model.warmed == 1
+    assert (await agent.respond("hi", owner_ctx(deps))).text == "hello"
+    await asyncio.wait_for(agent.load_model(), 10)
     assert model.warmed == 1
