@@ -65,6 +65,14 @@ class Database:
         return "unreachable"
 
 
+EMBEDDED_POOL = 1
+"""Connections a client keeps to the embedded server. SecantusDB serves each connection
+on a thread of its own, and its commands run in Python: under one interpreter lock they
+never ran side by side, they only took turns. Over one connection they wait in the
+client's queue instead (an asyncio wait), writes queued meanwhile share a command
+(``storage.coalesce``), and a burst of 100 chats cost 7-8 CPU-ms a message instead of
+9.5-10 (``bench/RESULTS.md``, fifteenth sitting). The cost: a command that takes long
+(a ``db_query`` may take up to 4 s) holds up the commands behind it."""
 SERVER_IDLE_TIMEOUT = 300.0
 """Seconds a SecantusDB server keeps a silent client connection open (its
 ``client_idle_timeout_s``, default 300); the embedded server is started with it."""
@@ -92,7 +100,7 @@ def make_client(
         # it is full, which slows writes ~15x after 10,000 of them. Our writes are made
         # idempotent instead (unique keys, upserts, claims) and retried once by
         # storage.retry when a connection drops.
-        kwargs.update(directConnection=True, retryWrites=False)
+        kwargs.update(directConnection=True, retryWrites=False, maxPoolSize=EMBEDDED_POOL)
     client: AsyncMongoClient[Doc] = AsyncMongoClient(uri, **kwargs)
     # pymongo keeps the call stack of every client it makes, as text (to name unclosed
     # clients in its own tests): formatting it read every file on that stack into

@@ -21,6 +21,7 @@ from agent.config import Settings
 from channels.telegram import TelegramChannel
 from runtime.backoff import Backoff
 from storage import collections as c
+from storage.db import EMBEDDED_POOL
 from tests.conftest import make_settings
 from tests.databases import AppDb
 from tests.fakes.fixtures import fake
@@ -65,14 +66,17 @@ async def test_the_app_runs_on_the_database_its_settings_name(
         database = app.database
         topology = database.client.topology_description.topology_type_name
         retries = database.client.options.retry_writes
+        pool = database.client.options.pool_options.max_pool_size
         await outbox_drained(app.outbox)
     assert [s.visible for s in fake.sent] == ["you said: hello"]
     if app_db.mode == "embedded":  # as scripts/run: standalone, ours alone, no write retries
         assert database.embedded and database.owns_server
         assert (topology, retries) == ("Single", False)
+        assert pool == EMBEDDED_POOL  # its commands take turns anyway (storage.db)
     else:  # as deploy/docker-compose.yml: a replica set, shared, retryable writes
         assert not database.embedded and not database.owns_server
         assert (topology, retries) == ("ReplicaSetWithPrimary", True)
+        assert pool == 100  # pymongo's: a real server runs commands side by side
 
 
 async def test_the_sole_owner_takes_up_at_once_what_a_killed_process_was_handling(
