@@ -70,8 +70,8 @@ EMBEDDED_POOL = 1
 on a thread of its own, and its commands run in Python: under one interpreter lock they
 never ran side by side, they only took turns. Over one connection they wait in the
 client's queue instead (an asyncio wait), writes queued meanwhile share a command
-(``storage.coalesce``), and a burst of 100 chats cost 7-8 CPU-ms a message instead of
-9.5-10 (``bench/RESULTS.md``, fifteenth sitting). The cost: a command that takes long
+(``storage.coalesce``): a burst of 100 chats cost 6.5-8.7 CPU-ms a message instead of
+9.4-10.4 (``bench/RESULTS.md``, fifteenth sitting). The cost: a command that takes long
 (a ``db_query`` may take up to 4 s) holds up the commands behind it."""
 SERVER_IDLE_TIMEOUT = 300.0
 """Seconds a SecantusDB server keeps a silent client connection open (its

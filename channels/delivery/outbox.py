@@ -13,7 +13,8 @@ group's minute, a ``retry_after``) holds up no other (``run_due``).
 
 A send's outcome is recorded at once, by its own write: the window in which a crash
 can leave a reply sent but not recorded (so sent again after the restart) is that one
-local write, never a batch waiting for company or for another command in flight.
+local write, never a batch waiting for company (on the embedded server it may queue
+behind the command that holds its one connection, ``storage.db.EMBEDDED_POOL``).
 Telegram gives no way to ask whether a message arrived, so that window (and a send
 still on its way at the crash) cannot be closed: a reply left ``sending`` by a dead
 process is sent again, a reply lost being worse than one seen twice (the README's
