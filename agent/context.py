@@ -70,6 +70,8 @@ class AgentDeps:
 
     settings: Settings
     db: AsyncDatabase[dict[str, Any]]
+    query_db: AsyncDatabase[dict[str, Any]] | None = None
+    """Where the model's ``db_query`` runs (``storage.db.Database.queries``); None: ``db``."""
     http: aiohttp.ClientSession
     """The app's HTTP client (web search)."""
     outbox: Outbox

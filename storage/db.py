@@ -41,6 +41,16 @@ class Database:
     owns_server: bool = False
     """True when this process started the embedded server and so is its only writer
     apart from commands that attach to it briefly."""
+    query_client: AsyncMongoClient[Doc] | None = None
+    """On the embedded server, the model's ``db_query`` runs through a client of its own
+    (``QUERY_APP_NAME``, one connection more): a query taking its full time limit holds
+    up none of the app's commands, which share one connection (``EMBEDDED_POOL``).
+    None on MongoDB, which runs commands side by side: ``queries`` is ``db`` there."""
+
+    @property
+    def queries(self) -> AsyncDatabase[Doc]:
+        """Where the model's ``db_query`` runs (``query_client``)."""
+        return self.db if self.query_client is None else self.query_client[self.db.name]
 
     async def ping(self) -> bool:
         return await self.health() == "ok"
@@ -72,7 +82,11 @@ never ran side by side, they only took turns. Over one connection they wait in t
 client's queue instead (an asyncio wait), writes queued meanwhile share a command
 (``storage.coalesce``): a burst of 100 chats cost 6.5-8.7 CPU-ms a message instead of
 9.4-10.4 (``bench/RESULTS.md``, fifteenth sitting). The cost: a command that takes long
-(a ``db_query`` may take up to 4 s) holds up the commands behind it."""
+holds up the ones behind it, so the model's ``db_query`` (up to 4 s) has a client of its
+own (``Database.query_client``); the app's own commands take milliseconds."""
+QUERY_APP_NAME = "watchkeeper-queries"
+"""The name the ``db_query`` client gives the embedded server (its logs and
+``currentOp`` tell the model's queries from the app's commands)."""
 SERVER_IDLE_TIMEOUT = 300.0
 """Seconds a SecantusDB server keeps a silent client connection open (its
 ``client_idle_timeout_s``, default 300); the embedded server is started with it."""
@@ -85,9 +99,18 @@ def max_idle_ms(server_idle_timeout: float) -> int:
 
 
 def make_client(
-    uri: str, *, embedded: bool = False, server_idle_timeout: float = SERVER_IDLE_TIMEOUT
+    uri: str,
+    *,
+    embedded: bool = False,
+    server_idle_timeout: float = SERVER_IDLE_TIMEOUT,
+    app_name: str | None = None,
+    connect: bool = True,
 ) -> AsyncMongoClient[Doc]:
-    kwargs: dict[str, Any] = {"tz_aware": True}
+    """A client for ``uri``; ``connect=False``: no connection (not even the monitor's)
+    until its first operation."""
+    kwargs: dict[str, Any] = {"tz_aware": True, "connect": connect}
+    if app_name is not None:
+        kwargs["appName"] = app_name
     if "serverselectiontimeoutms" not in uri.lower():  # a URI's own setting wins
         kwargs["serverSelectionTimeoutMS"] = SELECTION_TIMEOUT_MS
     if "maxidletimems" not in uri.lower():  # a URI's own setting wins
@@ -188,12 +211,22 @@ async def open_database(
             )
         except ConfigurationError as exc:  # a URI pymongo cannot use (bad option, SRV)
             raise DatabaseUnavailable(f"invalid setting MONGODB_URI: {_one_line(exc)}") from None
+        queries = None
+        if embedded is not None:  # connects with the first query, if one ever comes
+            queries = make_client(
+                uri,
+                embedded=True,
+                server_idle_timeout=idle_timeout,
+                app_name=QUERY_APP_NAME,
+                connect=False,
+            )
         try:
             database = Database(
                 client=client,
                 db=client[db_name],
                 embedded=embedded is not None,
                 owns_server=embedded is not None and embedded.owner,
+                query_client=queries,
             )
             try:
                 await _ensure_indexes(database.db)
@@ -203,6 +236,8 @@ async def open_database(
                 raise DatabaseUnavailable(_unreachable(uri, exc)) from None
             yield database
         finally:
+            if queries is not None:
+                await close_client(queries)
             await close_client(client)
     finally:
         if started is not None:

@@ -131,6 +131,7 @@ async def assemble(
     deps = AgentDeps(
         settings=settings,
         db=database.db,
+        query_db=database.queries,
         clock=clock,
         http=http,
         outbox=outbox,

@@ -29,8 +29,10 @@ async def _db_query(args: DbOperation, ctx: RunContext) -> ToolResult:
     """Every outcome is a bounded result: refusals and server errors become error text."""
     from storage.sandbox.execute import run_db_query  # the first query loads the checks
 
+    # Through a client of its own on the embedded server (``AgentDeps.query_db``).
+    db = ctx.deps.db if ctx.deps.query_db is None else ctx.deps.query_db
     try:
-        result = await run_db_query(in_timezone(ctx.deps.db, ctx.tz), args)
+        result = await run_db_query(in_timezone(db, ctx.tz), args)
     except SandboxError as exc:
         raise ToolError(str(exc)[:MAX_REFUSAL_CHARS]) from None
     except ExecutionTimeout:

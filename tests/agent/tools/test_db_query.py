@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from agent.context import AgentDeps
@@ -100,3 +101,17 @@ async def test_pairing_codes_are_never_read_through_db_query(deps: AgentDeps) ->
         assert "secret" in result["error"] and secret not in json.dumps(result)
     listed = await DB_QUERY.invoke({"operation": "listCollections", "collection": ""}, ctx)
     assert secret not in json.dumps(listed)
+
+
+async def test_queries_run_on_the_query_lane_when_there_is_one(deps: AgentDeps) -> None:
+    """On the embedded server the model's queries go through a client of their own
+    (``storage.db.Database.queries``): the tool uses ``query_db`` when it is set."""
+    lane = deps.db.client[f"{deps.db.name}_lane"]
+    try:
+        await lane.ai_seen.insert_one({"where": "lane"})
+        await deps.db.ai_seen.insert_one({"where": "app"})
+        ctx = owner_ctx(dataclasses.replace(deps, query_db=lane))
+        rows = await DB_QUERY.invoke({"operation": "find", "collection": "ai_seen"}, ctx)
+        assert [r["where"] for r in rows["rows"]] == ["lane"]
+    finally:
+        await deps.db.client.drop_database(lane.name)
