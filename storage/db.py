@@ -85,8 +85,9 @@ client's queue instead (an asyncio wait), writes queued meanwhile share a comman
 holds up the ones behind it, so the model's ``db_query`` (up to 4 s) has a client of its
 own (``Database.query_client``); the app's own commands take milliseconds."""
 QUERY_APP_NAME = "watchkeeper-queries"
-"""The name the ``db_query`` client gives the embedded server (its logs and
-``currentOp`` tell the model's queries from the app's commands)."""
+"""The name the ``db_query`` client gives the embedded server in its handshake: how the
+server (a failpoint, ``tests/storage/test_query_lane.py``) tells the model's queries
+from the app's commands."""
 SERVER_IDLE_TIMEOUT = 300.0
 """Seconds a SecantusDB server keeps a silent client connection open (its
 ``client_idle_timeout_s``, default 300); the embedded server is started with it."""
@@ -108,7 +109,9 @@ def make_client(
 ) -> AsyncMongoClient[Doc]:
     """A client for ``uri``; ``connect=False``: no connection (not even the monitor's)
     until its first operation."""
-    kwargs: dict[str, Any] = {"tz_aware": True, "connect": connect}
+    kwargs: dict[str, Any] = {"tz_aware": True}
+    if not connect:  # else pymongo's default, or the URI's own
+        kwargs["connect"] = False
     if app_name is not None:
         kwargs["appName"] = app_name
     if "serverselectiontimeoutms" not in uri.lower():  # a URI's own setting wins
